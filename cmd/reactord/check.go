@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/event"
+)
+
+func cmdCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("check", "reactord check -c CONF [--event FILE|-]",
+		`Validates everything that can be checked without an event: the
+configuration (against schemas/reactor-config.json and Salt's rules), every
+SLS reference (it must name at least one file), every reaction file (it must
+parse as a template), and every file without template actions (compiled in
+full). With --event, the event is also rendered. Every problem is printed to
+stderr as file:line:col: message; entries Salt would skip silently count as
+problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stderr)
+	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
+	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if *conf == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "check: need -c CONF")
+		fs.Usage()
+		return exitUsage
+	}
+	rep := engine.Check(*conf)
+	for _, p := range rep.Problems {
+		fmt.Fprintln(stderr, p)
+	}
+	problems := len(rep.Problems)
+	if *evFile != "" && rep.Config != nil {
+		ev, err := readEvent("", "", *evFile, stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "check: %v\n", err)
+			return exitUsage
+		}
+		res, err := engine.New(rep.Config, nil).Process(ctx, ev)
+		if err != nil {
+			fmt.Fprintf(stderr, "check: %v\n", err)
+			return exitUsage
+		}
+		for _, e := range res.Errors() {
+			fmt.Fprintln(stderr, e)
+			problems++
+		}
+		fmt.Fprintf(stdout, "event %s: %d reaction(s)\n", res.Tag, len(res.Chunks))
+		_ = event.Event{}
+	}
+	if problems > 0 {
+		fmt.Fprintf(stdout, "%d problem(s) found\n", problems)
+		return exitFound
+	}
+	fmt.Fprintf(stdout, "ok: %d rule(s), %d reaction file(s)\n", rep.Rules, rep.Files)
+	return exitOK
+}

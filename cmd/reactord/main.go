@@ -1,0 +1,112 @@
+// Command reactord is an event reactor for SaltStack: it reads Salt's
+// reactor configuration and turns master events into the low chunks Salt's
+// reactor would run.
+//
+// Usage:
+//
+//	reactord render -c CONF (--tag TAG [--data JSON|@FILE] | --event FILE)
+//	reactord check  -c CONF [--event FILE]
+//	reactord replay -c CONF [--quiet] FILE|-
+//
+// Exit codes: 0 success; 1 the command ran but found errors (a reaction file
+// failed, the configuration has problems, events were malformed); 2 the
+// command could not run (bad usage, unreadable configuration or input).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFound = 1
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `reactord - a SaltStack reactor
+
+Usage:
+  reactord <command> [flags]
+
+Commands:
+  render   compile the reactions of one event into Salt low chunks (JSON)
+  check    validate a reactor configuration and its reaction files
+  replay   run recorded events through the reactor, printing reactions
+
+Run 'reactord <command> --help' for a command's flags.
+
+Exit codes: 0 success; 1 errors were found and reported; 2 usage or input error.
+`
+
+// run executes one command line and returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "render":
+		return cmdRender(ctx, rest, stdin, stdout, stderr)
+	case "check":
+		return cmdCheck(ctx, rest, stdin, stdout, stderr)
+	case "replay":
+		return cmdReplay(ctx, rest, stdin, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "reactord: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}
+
+// newFlags returns a flag set that prints its usage with a description.
+func newFlags(name, synopsis, description string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\n%s\n\nFlags:\n", synopsis, description)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args and reports whether to go on; code is the exit
+// code when not.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (ok bool, code int) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return false, exitOK
+		}
+		return false, exitUsage
+	}
+	return true, exitOK
+}
+
+// logger returns the logger for a command: warnings and errors as text on
+// stderr, unless verbose asks for debug.
+func logger(stderr io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelError + 4 // silent: commands print their own errors
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}

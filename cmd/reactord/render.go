@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/event"
+)
+
+func cmdRender(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("render", "reactord render -c CONF (--tag TAG [--data JSON|@FILE] | --event FILE|-)",
+		`Runs the whole pipeline for one event without executing anything and prints
+a JSON array of the low chunks in the order Salt would execute them ([] when
+the event triggers nothing). Errors go to stderr as file:line:col: message.
+Exit 0 when every matched file rendered, 1 when a file or the event's
+reactions failed (the array still shows what Salt would run), 2 on bad input.`, stderr)
+	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
+	tag := fs.String("tag", "", "event tag")
+	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
+	evFile := fs.String("event", "", "file holding one event {\"tag\": ..., \"data\": {...}}, or - for stdin")
+	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if *conf == "" || (*tag == "") == (*evFile == "") || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "render: need -c CONF and exactly one of --tag or --event")
+		fs.Usage()
+		return exitUsage
+	}
+	ev, err := readEvent(*tag, *data, *evFile, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "render: %v\n", err)
+		return exitUsage
+	}
+	eng, code := loadEngine(*conf, stderr, *verbose)
+	if eng == nil {
+		return code
+	}
+	res, err := eng.Process(ctx, ev)
+	if err != nil {
+		fmt.Fprintf(stderr, "render: %v\n", err)
+		return exitUsage
+	}
+	out, err := chunksJSON(res.Chunks)
+	if err != nil {
+		fmt.Fprintf(stderr, "render: %v\n", err)
+		return exitUsage
+	}
+	_, _ = stdout.Write(out)
+	code = exitOK
+	for _, e := range res.Errors() {
+		fmt.Fprintln(stderr, e)
+		code = exitFound
+	}
+	if len(res.VerifyErrors) > 0 {
+		fmt.Fprintf(stderr, "%s: every reaction of this event is discarded, as Salt's verify_high does\n", res.Tag)
+	}
+	return code
+}
+
+// chunksJSON renders chunks as an indented JSON array.
+func chunksJSON(chunks []*event.Chunk) ([]byte, error) {
+	list := make([]any, len(chunks))
+	for i, c := range chunks {
+		list[i] = c
+	}
+	raw, err := event.AppendJSON(nil, list)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return nil, err
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), nil
+}
+
+// readEvent builds the event from --tag/--data or --event.
+func readEvent(tag, data, file string, stdin io.Reader) (event.Event, error) {
+	if file != "" {
+		var src []byte
+		var err error
+		if file == "-" {
+			src, err = io.ReadAll(stdin)
+		} else {
+			src, err = os.ReadFile(file)
+		}
+		if err != nil {
+			return event.Event{}, fmt.Errorf("reading event: %w", err)
+		}
+		ev, err := event.Decode(src)
+		if err != nil {
+			return event.Event{}, fmt.Errorf("%s: %w", file, err)
+		}
+		return ev, nil
+	}
+	if strings.HasPrefix(data, "@") {
+		src, err := os.ReadFile(data[1:])
+		if err != nil {
+			return event.Event{}, fmt.Errorf("reading data: %w", err)
+		}
+		data = string(src)
+	}
+	d, err := event.DecodeData([]byte(data))
+	if err != nil {
+		return event.Event{}, fmt.Errorf("--data: %w", err)
+	}
+	return event.Event{Tag: tag, Data: d}, nil
+}
+
+// loadEngine loads the configuration; on failure it prints every error and
+// returns a nil engine and the exit code.
+func loadEngine(path string, stderr io.Writer, verbose bool) (*engine.Engine, int) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		printErrors(stderr, err)
+		return nil, exitUsage
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "%s (warning)\n", w)
+	}
+	return engine.New(cfg, logger(stderr, verbose)), exitOK
+}
+
+// printErrors prints each joined error on its own line.
+func printErrors(w io.Writer, err error) {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			printErrors(w, e)
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}

@@ -1,0 +1,501 @@
+// Package config loads a Salt master configuration (a file or a master.d
+// directory) the way Salt merges it, and keeps what reactord uses: the
+// `reactor:` rules, `file_roots` for salt:// paths and reactord's own
+// `reactord:` section. Salt's other keys are ignored. Every problem is
+// reported with file:line:col, all of them at once.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/reactord/reactord/internal/yaml11"
+)
+
+// Config is a loaded reactor configuration.
+type Config struct {
+	// Files are the configuration files read, in the order they were merged.
+	Files []string
+	// Rules are the reactor rules in Salt's order.
+	Rules []Rule
+	// FileRoots maps a saltenv to its directories, for salt:// paths.
+	FileRoots map[string][]string
+	// Settings is the reactord: section.
+	Settings Settings
+	// Warnings are problems Salt tolerates silently (such as a rule entry
+	// with two keys, which Salt skips); reactord skips them too and reports
+	// them. `reactord check` treats them as errors.
+	Warnings []error
+	// ReactorFile is set when `reactor:` names a file holding the rule list.
+	ReactorFile string
+}
+
+// Rule is one entry of the reactor list: a tag glob and the reaction files
+// it triggers.
+type Rule struct {
+	// Glob is the tag glob, matched with Python fnmatch semantics.
+	Glob string
+	// SLS are the reaction file references in order.
+	SLS []SLS
+	// Pos locates the rule.
+	Pos Pos
+}
+
+// SLS is one reaction file reference of a rule.
+type SLS struct {
+	// Ref is the reference as written (a path, a glob or a salt:// URL).
+	Ref string
+	// Pattern is the local path pattern to glob: relative paths resolved
+	// against the configuration file's folder, salt:// URLs against
+	// file_roots. Empty when a salt:// file was not found.
+	Pattern string
+	// Pos locates the reference.
+	Pos Pos
+}
+
+// Settings are reactord's own options, from the `reactord:` section.
+type Settings struct {
+	NATS     string
+	Driver   string
+	DataDir  string
+	LogLevel string
+	Workers  int
+}
+
+// Pos is a position in a configuration file.
+type Pos struct {
+	File      string
+	Line, Col int
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+
+// Error is a configuration problem at a position.
+type Error struct {
+	Pos Pos
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// doc is one parsed configuration file.
+type doc struct {
+	path string
+	root *yaml11.Node
+}
+
+type loader struct {
+	errs     []error
+	warnings []error
+}
+
+func (l *loader) errorf(file string, n *yaml11.Node, format string, args ...any) {
+	l.errs = append(l.errs, &Error{Pos: nodePos(file, n), Msg: fmt.Sprintf(format, args...)})
+}
+
+func (l *loader) warnf(file string, n *yaml11.Node, format string, args ...any) {
+	l.warnings = append(l.warnings, &Error{Pos: nodePos(file, n), Msg: fmt.Sprintf(format, args...)})
+}
+
+func nodePos(file string, n *yaml11.Node) Pos {
+	if n == nil {
+		return Pos{File: file, Line: 1, Col: 1}
+	}
+	return Pos{File: file, Line: max(n.Line, 1), Col: max(n.Column, 1)}
+}
+
+// Load reads a configuration file or a master.d directory. A file's
+// `master.d/*.conf` (Salt's default_include) and `include:` files are merged
+// as Salt merges them: reactor lists from included files concatenate in
+// sorted file order without repeating equal entries, and replace a reactor
+// list of the main file. The returned error joins every problem found.
+func Load(path string) (*Config, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration: %w", err)
+	}
+	l := &loader{}
+	var main *doc
+	var includes []*doc
+	if st.IsDir() {
+		files, _ := filepath.Glob(filepath.Join(path, "*.conf"))
+		sort.Strings(files)
+		if len(files) == 0 {
+			return nil, fmt.Errorf("reading configuration: %s holds no *.conf file", path)
+		}
+		for _, f := range files {
+			if d := l.parse(f); d != nil {
+				includes = append(includes, d)
+			}
+		}
+	} else {
+		main = l.parse(path)
+		if main != nil {
+			dir := filepath.Dir(path)
+			var pats []string
+			pats = append(pats, filepath.Join(dir, "master.d", "*.conf"))
+			if inc := lookup(main.root, "include"); inc != nil {
+				for _, s := range l.stringList(main.path, inc, "include") {
+					if !filepath.IsAbs(s) {
+						s = filepath.Join(dir, s)
+					}
+					pats = append(pats, s)
+				}
+			}
+			seen := map[string]bool{}
+			for _, p := range pats {
+				files, _ := filepath.Glob(p)
+				sort.Strings(files)
+				for _, f := range files {
+					abs, _ := filepath.Abs(f)
+					mainAbs, _ := filepath.Abs(path)
+					if seen[abs] || abs == mainAbs {
+						continue
+					}
+					seen[abs] = true
+					if d := l.parse(f); d != nil {
+						includes = append(includes, d)
+					}
+				}
+			}
+		}
+	}
+	cfg := &Config{FileRoots: map[string][]string{}}
+	var docs []*doc
+	if main != nil {
+		docs = append(docs, main)
+	}
+	docs = append(docs, includes...)
+	for _, d := range docs {
+		cfg.Files = append(cfg.Files, d.path)
+	}
+
+	// reactor: the includes' merged list replaces the main file's.
+	var reactorDocs []*doc
+	for _, d := range includes {
+		if lookup(d.root, "reactor") != nil {
+			reactorDocs = append(reactorDocs, d)
+		}
+	}
+	if len(reactorDocs) == 0 && main != nil && lookup(main.root, "reactor") != nil {
+		reactorDocs = []*doc{main}
+	}
+	for _, d := range reactorDocs {
+		l.rules(cfg, d)
+	}
+	// file_roots and reactord: merged recursively, later files win.
+	for _, d := range docs {
+		if fr := lookup(d.root, "file_roots"); fr != nil {
+			l.fileRoots(cfg, d.path, fr)
+		}
+		if rs := lookup(d.root, "reactord"); rs != nil {
+			l.settings(cfg, d.path, rs)
+		}
+	}
+	if len(cfg.FileRoots) == 0 {
+		cfg.FileRoots["base"] = []string{"/srv/salt"}
+	}
+	l.resolveSLS(cfg)
+	cfg.Warnings = l.warnings
+	if len(l.errs) > 0 {
+		return cfg, errors.Join(l.errs...)
+	}
+	return cfg, nil
+}
+
+func (l *loader) parse(path string) *doc {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		l.errs = append(l.errs, fmt.Errorf("reading %s: %w", path, err))
+		return nil
+	}
+	root, err := yaml11.Parse(src)
+	if err != nil {
+		var ye *yaml11.Error
+		if errors.As(err, &ye) {
+			l.errs = append(l.errs, &Error{Pos: Pos{File: path, Line: max(ye.Line, 1), Col: max(ye.Column, 1)}, Msg: ye.Msg})
+		} else {
+			l.errs = append(l.errs, &Error{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: err.Error()})
+		}
+		return nil
+	}
+	if root == nil {
+		return &doc{path: path}
+	}
+	if root.Kind != yaml11.MappingNode {
+		l.errorf(path, root, "a Salt configuration file must be a mapping of options")
+		return nil
+	}
+	return &doc{path: path, root: root}
+}
+
+// lookup returns the value node of a top-level key.
+func lookup(root *yaml11.Node, key string) *yaml11.Node {
+	if root == nil || root.Kind != yaml11.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := root.Content[i]
+		if k.Kind == yaml11.ScalarNode && k.Text == key {
+			return root.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// scalarString returns a scalar's value when YAML types it as a string.
+func scalarString(n *yaml11.Node) (string, bool) {
+	if n == nil || n.Kind != yaml11.ScalarNode {
+		return "", false
+	}
+	if n.Style != yaml11.Plain || n.Tag == "tag:yaml.org,2002:str" {
+		return n.Text, true
+	}
+	s, ok := yaml11.Resolve(n.Text).(string)
+	return s, ok
+}
+
+func (l *loader) stringList(file string, n *yaml11.Node, what string) []string {
+	if s, ok := scalarString(n); ok {
+		return []string{s}
+	}
+	if n.Kind != yaml11.SequenceNode {
+		l.errorf(file, n, "%s must be a string or a list of strings", what)
+		return nil
+	}
+	var out []string
+	for _, c := range n.Content {
+		s, ok := scalarString(c)
+		if !ok {
+			l.errorf(file, c, "%s entries must be strings", what)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (l *loader) rules(cfg *Config, d *doc) {
+	n := lookup(d.root, "reactor")
+	if s, ok := scalarString(n); ok {
+		l.reactorFile(cfg, d.path, n, s)
+		return
+	}
+	if n.Kind == yaml11.ScalarNode && yaml11.Resolve(n.Text) == nil && n.Style == yaml11.Plain {
+		return // reactor: (empty) is Salt's default, an empty list
+	}
+	if n.Kind != yaml11.SequenceNode {
+		l.errorf(d.path, n, "reactor must be a list of {tag glob: SLS path or list of paths} entries")
+		return
+	}
+	l.ruleList(cfg, d.path, n)
+}
+
+func (l *loader) ruleList(cfg *Config, file string, n *yaml11.Node) {
+	for _, item := range n.Content {
+		if item.Kind != yaml11.MappingNode {
+			l.warnf(file, item, "reactor entry is not a mapping {tag glob: SLS paths}; Salt skips it")
+			continue
+		}
+		if len(item.Content) != 2 {
+			l.warnf(file, item, "reactor entry has %d keys; Salt only uses entries with exactly one tag glob and skips this one", len(item.Content)/2)
+			continue
+		}
+		kn, vn := item.Content[0], item.Content[1]
+		glob, ok := scalarString(kn)
+		if !ok {
+			l.errorf(file, kn, "tag glob %q is not a string after YAML typing; quote it", kn.Text)
+			continue
+		}
+		rule := Rule{Glob: glob, Pos: nodePos(file, kn)}
+		if s, ok := scalarString(vn); ok {
+			rule.SLS = append(rule.SLS, SLS{Ref: s, Pos: nodePos(file, vn)})
+		} else if vn.Kind == yaml11.SequenceNode {
+			for _, c := range vn.Content {
+				s, ok := scalarString(c)
+				if !ok {
+					l.warnf(file, c, "SLS path is not a string; Salt cannot render it")
+					continue
+				}
+				rule.SLS = append(rule.SLS, SLS{Ref: s, Pos: nodePos(file, c)})
+			}
+		} else {
+			l.warnf(file, vn, "tag glob %q maps to neither a path nor a list of paths; Salt ignores it", glob)
+		}
+		if l.duplicateRule(cfg, rule) {
+			continue
+		}
+		cfg.Rules = append(cfg.Rules, rule)
+	}
+}
+
+// duplicateRule reports whether an equal entry is already present, which
+// Salt's include merge drops.
+func (l *loader) duplicateRule(cfg *Config, r Rule) bool {
+	for _, o := range cfg.Rules {
+		if o.Glob != r.Glob || len(o.SLS) != len(r.SLS) {
+			continue
+		}
+		same := true
+		for i := range o.SLS {
+			if o.SLS[i].Ref != r.SLS[i].Ref {
+				same = false
+				break
+			}
+		}
+		if same && o.Pos.File != r.Pos.File {
+			return true
+		}
+	}
+	return false
+}
+
+// reactorFile loads `reactor: /path` — a file holding the bare rule list.
+func (l *loader) reactorFile(cfg *Config, file string, n *yaml11.Node, path string) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(file), path)
+	}
+	cfg.ReactorFile = path
+	src, err := os.ReadFile(path)
+	if err != nil {
+		l.errorf(file, n, "reading the reactor map: %v", err)
+		return
+	}
+	root, err := yaml11.Parse(src)
+	if err != nil {
+		var ye *yaml11.Error
+		if errors.As(err, &ye) {
+			l.errs = append(l.errs, &Error{Pos: Pos{File: path, Line: max(ye.Line, 1), Col: max(ye.Column, 1)}, Msg: ye.Msg})
+		} else {
+			l.errs = append(l.errs, &Error{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: err.Error()})
+		}
+		return
+	}
+	if root == nil {
+		return
+	}
+	if root.Kind != yaml11.SequenceNode {
+		l.warnf(path, root, "a reactor map file must hold the bare list of rules (no reactor: key); Salt matches nothing with it")
+		return
+	}
+	l.ruleList(cfg, path, root)
+}
+
+func (l *loader) fileRoots(cfg *Config, file string, n *yaml11.Node) {
+	if n.Kind != yaml11.MappingNode {
+		l.errorf(file, n, "file_roots must be a mapping of saltenv to a list of directories")
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		env, ok := scalarString(n.Content[i])
+		if !ok {
+			l.errorf(file, n.Content[i], "file_roots saltenv must be a string")
+			continue
+		}
+		for _, dir := range l.stringList(file, n.Content[i+1], "file_roots."+env) {
+			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(filepath.Dir(file), dir)
+			}
+			if !contains(cfg.FileRoots[env], dir) {
+				cfg.FileRoots[env] = append(cfg.FileRoots[env], dir)
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
+	if n.Kind != yaml11.MappingNode {
+		l.errorf(file, n, "reactord must be a mapping of reactord settings")
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		k, _ := scalarString(kn)
+		str := func() string {
+			s, ok := scalarString(vn)
+			if !ok {
+				l.errorf(file, vn, "reactord.%s must be a string", k)
+			}
+			return s
+		}
+		switch k {
+		case "nats":
+			cfg.Settings.NATS = str()
+		case "driver":
+			cfg.Settings.Driver = str()
+		case "data_dir":
+			cfg.Settings.DataDir = str()
+		case "log_level":
+			s := str()
+			switch s {
+			case "debug", "info", "warn", "error":
+				cfg.Settings.LogLevel = s
+			default:
+				l.errorf(file, vn, "reactord.log_level must be debug, info, warn or error, not %q", s)
+			}
+		case "workers":
+			v, ok := yaml11.Resolve(vn.Text).(int64)
+			if vn.Kind != yaml11.ScalarNode || !ok || v < 1 {
+				l.errorf(file, vn, "reactord.workers must be a positive integer")
+				continue
+			}
+			cfg.Settings.Workers = int(v)
+		default:
+			l.errorf(file, kn, "unknown reactord setting %q (known: nats, driver, data_dir, log_level, workers)", kn.Text)
+		}
+	}
+}
+
+// resolveSLS turns each SLS reference into a local path pattern.
+func (l *loader) resolveSLS(cfg *Config) {
+	for i := range cfg.Rules {
+		r := &cfg.Rules[i]
+		for j := range r.SLS {
+			s := &r.SLS[j]
+			if rest, ok := strings.CutPrefix(s.Ref, "salt://"); ok {
+				s.Pattern = cfg.SaltPath(rest)
+				if s.Pattern == "" {
+					l.warnings = append(l.warnings, &Error{Pos: s.Pos, Msg: fmt.Sprintf("%s is not in file_roots; Salt renders nothing for it", s.Ref)})
+				}
+				continue
+			}
+			p := s.Ref
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(filepath.Dir(s.Pos.File), p)
+			}
+			s.Pattern = p
+		}
+	}
+}
+
+// SaltPath resolves the part of a salt:// URL after the scheme
+// (`path/file.sls?saltenv=env`) against file_roots, returning the first
+// existing file or "".
+func (c *Config) SaltPath(ref string) string {
+	path, query, _ := strings.Cut(ref, "?")
+	env := "base"
+	if q, err := url.ParseQuery(query); err == nil && q.Get("saltenv") != "" {
+		env = q.Get("saltenv")
+	}
+	for _, root := range c.FileRoots[env] {
+		p := filepath.Join(root, filepath.FromSlash(path))
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return ""
+}

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/yaml11"
+	"github.com/reactord/reactord/reactions"
+	"github.com/reactord/reactord/schemas"
+)
+
+// CheckReport is the result of a static check of a configuration.
+type CheckReport struct {
+	// Config is the loaded configuration, nil when it could not be read.
+	Config *config.Config
+	// Problems lists every error and every warning, positioned.
+	Problems []error
+	// Rules and Files count the rules and distinct reaction files checked.
+	Rules, Files int
+}
+
+// Check validates a configuration without an event: the configuration and
+// its schema, every SLS reference, every reaction file's template, and the
+// full compilation of files that print nothing from the event.
+func Check(path string) CheckReport {
+	var rep CheckReport
+	cfg, err := config.Load(path)
+	if err != nil {
+		rep.Problems = append(rep.Problems, flatten(err)...)
+	}
+	if cfg == nil {
+		return rep
+	}
+	rep.Config = cfg
+	rep.Problems = append(rep.Problems, cfg.Warnings...)
+	for _, f := range cfg.Files {
+		rep.Problems = append(rep.Problems, schemaProblems(f)...)
+	}
+	rep.Rules = len(cfg.Rules)
+	lib := reactions.NewLibrary()
+	seen := map[string]bool{}
+	for _, r := range cfg.Rules {
+		for _, sls := range r.SLS {
+			var paths []string
+			if sls.Pattern != "" {
+				paths = lib.Glob(sls.Pattern)
+			}
+			if len(paths) == 0 {
+				rep.Problems = append(rep.Problems, &config.Error{Pos: sls.Pos, Msg: fmt.Sprintf("SLS %s matches no file", sls.Ref)})
+				continue
+			}
+			for _, p := range paths {
+				if seen[p] {
+					continue
+				}
+				seen[p] = true
+				rep.Files++
+				f, err := lib.File(p)
+				if err != nil {
+					rep.Problems = append(rep.Problems, err)
+					continue
+				}
+				rep.Problems = append(rep.Problems, checkStatic(f)...)
+			}
+		}
+	}
+	return rep
+}
+
+// checkStatic compiles a file that does not depend on the event (it prints
+// no value) exactly as an event would, and validates its chunks.
+func checkStatic(f *reactions.File) []error {
+	if !f.Static() {
+		return nil
+	}
+	rs, err := f.Render("", map[string]any{})
+	if err != nil {
+		return []error{err}
+	}
+	var high reactions.High
+	high.Add(rs)
+	if errs := high.Verify(); len(errs) > 0 {
+		return errs
+	}
+	var out []error
+	for _, c := range high.Compile() {
+		raw, _ := event.AppendJSON(nil, c)
+		v, _ := decodePlain(raw)
+		for _, viol := range schemas.Check(schemas.LowChunk, v) {
+			out = append(out, &reactions.PosError{File: f.Path, Line: 1, Col: 1, Msg: fmt.Sprintf("reaction %q: %s", c.Str("__id__"), viol)})
+		}
+	}
+	return out
+}
+
+// schemaProblems validates one configuration file against the reactor
+// configuration schema.
+func schemaProblems(path string) []error {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil // already reported by the loader
+	}
+	root, err := yaml11.Parse(src)
+	if err != nil || root == nil {
+		return nil
+	}
+	v, err := root.Value()
+	if err != nil {
+		return nil
+	}
+	var out []error
+	for _, viol := range schemas.Check(schemas.ReactorConfig, plainYAML(v)) {
+		out = append(out, &config.Error{Pos: config.Pos{File: path, Line: 1, Col: 1}, Msg: "schema: " + viol.String()})
+	}
+	return out
+}
+
+// plainYAML converts yaml11 values to JSON-like Go values.
+func plainYAML(v any) any {
+	switch x := v.(type) {
+	case *yaml11.Map:
+		m := make(map[string]any, x.Len())
+		for i, k := range x.Keys {
+			m[fmt.Sprint(k)] = plainYAML(x.Values[i])
+		}
+		return m
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = plainYAML(e)
+		}
+		return out
+	}
+	return v
+}
+
+func flatten(err error) []error {
+	var j interface{ Unwrap() []error }
+	if errors.As(err, &j) && !strings.Contains(fmt.Sprintf("%T", err), "PosError") {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+func decodePlain(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}

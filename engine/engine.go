@@ -1,0 +1,243 @@
+// Package engine runs reactord's pipeline for each event: Salt's
+// pre-filters, tag matching, rendering of the matched reaction files, and
+// compilation into low chunks, exactly as Salt's reactor would, without
+// executing anything.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/matchers"
+	"github.com/reactord/reactord/reactions"
+)
+
+// ReactorUser is the data.user value Salt's reactor stamps on the runner and
+// wheel jobs it starts; events carrying it are skipped to avoid loops.
+const ReactorUser = "Reactor"
+
+// Skip reasons reported in Result.Skipped.
+const (
+	SkipReactorUser = "event fired by the reactor itself (data.user == \"Reactor\")"
+	SkipManageTag   = "salt/reactors/manage request (reactord does not hold the master key; discarded)"
+)
+
+// Engine matches events against a configuration and compiles the reactions
+// they trigger. It is safe for concurrent use.
+type Engine struct {
+	cfg   *config.Config
+	table *matchers.Table
+	lib   *reactions.Library
+	log   *slog.Logger
+
+	stats Stats
+}
+
+// Stats are running counters.
+type Stats struct {
+	Events    atomic.Int64
+	Matched   atomic.Int64
+	Reactions atomic.Int64
+	Errors    atomic.Int64
+	Malformed atomic.Int64
+}
+
+// New builds an engine for a loaded configuration. A nil logger discards logs.
+func New(cfg *config.Config, log *slog.Logger) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	globs := make([]string, len(cfg.Rules))
+	for i, r := range cfg.Rules {
+		globs[i] = r.Glob
+	}
+	return &Engine{cfg: cfg, table: matchers.NewTable(globs), lib: reactions.NewLibrary(), log: log}
+}
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() *config.Config { return e.cfg }
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() *Stats { return &e.stats }
+
+// FileResult is what one reaction file contributed to an event.
+type FileResult struct {
+	// Rule is the index of the rule that referenced the file.
+	Rule int
+	// Ref is the SLS reference as written in the configuration.
+	Ref string
+	// Path is the file rendered; empty when the reference matched no file.
+	Path string
+	// Reactions is the number of reaction IDs the file produced.
+	Reactions int
+	// Err is why the file contributed nothing.
+	Err error
+}
+
+// Result is the outcome of one event.
+type Result struct {
+	// Tag is the event's tag.
+	Tag string
+	// Skipped is set when a pre-filter dropped the event.
+	Skipped string
+	// Rules are the indices of matching rules, in configuration order.
+	Rules []int
+	// Files lists each file rendered (or missing) in order.
+	Files []FileResult
+	// Overwritten lists reaction IDs replaced by a later file.
+	Overwritten []reactions.Overwrite
+	// VerifyErrors are Salt's verify_high errors; when present every
+	// reaction of the event was discarded, as Salt does.
+	VerifyErrors []error
+	// Chunks are the low chunks in execution order.
+	Chunks []*event.Chunk
+}
+
+// Errors returns every error of the result: file errors then verify errors.
+func (r *Result) Errors() []error {
+	var errs []error
+	for _, f := range r.Files {
+		if f.Err != nil {
+			errs = append(errs, f.Err)
+		}
+	}
+	return append(errs, r.VerifyErrors...)
+}
+
+// MatchTag returns the indices of the rules whose glob matches tag.
+func (e *Engine) MatchTag(tag string, dst []int) []int {
+	return e.table.Match(tag, dst)
+}
+
+// ProcessLine handles one serialized event (a JSON envelope or a
+// `TAG<tab>JSON` line), decoding its data only when a rule matches.
+func (e *Engine) ProcessLine(ctx context.Context, line []byte) (*Result, error) {
+	e.stats.Events.Add(1)
+	var tag string
+	var raw []byte
+	var err error
+	trimmed := trimSpace(line)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		tag, raw, err = event.SplitEnvelope(trimmed)
+	} else {
+		var ev event.Event
+		ev, err = event.Decode(trimmed)
+		if err == nil {
+			return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil })
+		}
+	}
+	if err != nil {
+		e.stats.Malformed.Add(1)
+		e.stats.Errors.Add(1)
+		e.log.Warn("malformed event", "err", err)
+		return nil, err
+	}
+	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) })
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// Process handles one decoded event.
+func (e *Engine) Process(ctx context.Context, ev event.Event) (*Result, error) {
+	e.stats.Events.Add(1)
+	return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil })
+}
+
+func (e *Engine) process(ctx context.Context, tag string, data func() (map[string]any, error)) (*Result, error) {
+	res := &Result{Tag: tag}
+	if strings.Contains(tag, "salt/reactors/manage") {
+		res.Skipped = SkipManageTag
+		e.log.Debug("event skipped", "tag", tag, "reason", res.Skipped)
+		return res, nil
+	}
+	var buf [16]int
+	res.Rules = e.table.Match(tag, buf[:0])
+	if len(res.Rules) == 0 {
+		res.Rules = nil
+		return res, nil
+	}
+	res.Rules = append([]int(nil), res.Rules...)
+	d, err := data()
+	if err != nil {
+		e.stats.Malformed.Add(1)
+		e.stats.Errors.Add(1)
+		e.log.Warn("malformed event data", "tag", tag, "err", err)
+		return nil, fmt.Errorf("event %q: %w", tag, err)
+	}
+	if u, _ := d["user"].(string); u == ReactorUser {
+		res.Skipped = SkipReactorUser
+		e.log.Debug("event skipped", "tag", tag, "reason", res.Skipped)
+		return res, nil
+	}
+	e.stats.Matched.Add(1)
+	var high reactions.High
+	for _, ri := range res.Rules {
+		rule := &e.cfg.Rules[ri]
+		for _, sls := range rule.SLS {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			var paths []string
+			if sls.Pattern != "" {
+				paths = e.lib.Glob(sls.Pattern)
+			}
+			if len(paths) == 0 {
+				fr := FileResult{Rule: ri, Ref: sls.Ref, Err: &reactions.PosError{File: sls.Pos.File, Line: sls.Pos.Line, Col: sls.Pos.Col,
+					Msg: fmt.Sprintf("can not render SLS %s for tag %s: file missing or not found", sls.Ref, tag)}}
+				res.Files = append(res.Files, fr)
+				e.fileError(tag, rule, fr.Err)
+				continue
+			}
+			for _, p := range paths {
+				fr := FileResult{Rule: ri, Ref: sls.Ref, Path: p}
+				f, err := e.lib.File(p)
+				if err == nil {
+					var rs []reactions.Reaction
+					rs, err = f.Render(tag, d)
+					fr.Reactions = len(rs)
+					high.Add(rs)
+				}
+				if err != nil {
+					fr.Err = err
+					e.fileError(tag, rule, err)
+				}
+				res.Files = append(res.Files, fr)
+			}
+		}
+	}
+	res.Overwritten = high.Overwritten
+	for _, o := range high.Overwritten {
+		e.log.Debug("reaction ID overwritten by a later file", "tag", tag, "id", o.ID, "old", fmt.Sprintf("%s:%d", o.Old.File, o.Old.Line), "new", fmt.Sprintf("%s:%d", o.New.File, o.New.Line))
+	}
+	if high.Len() == 0 {
+		return res, nil
+	}
+	if errs := high.Verify(); len(errs) > 0 {
+		res.VerifyErrors = errs
+		e.stats.Errors.Add(1)
+		e.log.Error("unable to render reactions for event: all its reactions are dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
+		return res, nil
+	}
+	res.Chunks = high.Compile()
+	e.stats.Reactions.Add(int64(len(res.Chunks)))
+	return res, nil
+}
+
+func (e *Engine) fileError(tag string, rule *config.Rule, err error) {
+	e.stats.Errors.Add(1)
+	e.log.Error("reaction file dropped", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+}

@@ -1,0 +1,181 @@
+// Package event holds the values that travel between reactord's stages: a
+// Salt event as it arrives from the bus and the low chunks compiled from the
+// reactions it triggers. It depends on nothing else in reactord, so every other
+// package can import it.
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Event is one Salt event: a tag and its data dictionary.
+type Event struct {
+	// Tag is the Salt event tag, e.g. "salt/minion/web1/start".
+	Tag string `json:"tag"`
+	// Data is the event's data dictionary. Integers are int64 (or
+	// json.Number when they do not fit), other numbers float64, objects
+	// map[string]any and arrays []any.
+	Data map[string]any `json:"data"`
+}
+
+// ErrNoTag reports an event envelope without a usable tag.
+var ErrNoTag = errors.New("event has no tag")
+
+// Decode parses one event envelope, `{"tag": ..., "data": {...}}`, or a line in
+// the format of `salt-run state.event` (`TAG<tab>{json}`).
+func Decode(line []byte) (Event, error) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return Event{}, errors.New("empty event line")
+	}
+	if line[0] != '{' {
+		tag, rest, ok := bytes.Cut(line, []byte{'\t'})
+		if !ok {
+			// salt-run state.event also separates with whitespace when
+			// pretty printing is off; accept the first space.
+			tag, rest, ok = bytes.Cut(line, []byte{' '})
+		}
+		if !ok || len(bytes.TrimSpace(tag)) == 0 {
+			return Event{}, fmt.Errorf("line is neither a JSON envelope nor TAG<tab>JSON")
+		}
+		data, err := DecodeData(bytes.TrimSpace(rest))
+		if err != nil {
+			return Event{}, fmt.Errorf("event %q: %w", tag, err)
+		}
+		return Event{Tag: string(tag), Data: data}, nil
+	}
+	tag, raw, err := SplitEnvelope(line)
+	if err != nil {
+		return Event{}, err
+	}
+	data, err := DecodeData(raw)
+	if err != nil {
+		return Event{}, fmt.Errorf("event %q: %w", tag, err)
+	}
+	return Event{Tag: tag, Data: data}, nil
+}
+
+// SplitEnvelope extracts the tag and the raw bytes of the data object from a
+// JSON envelope without decoding the data, so events that match no rule cost
+// almost nothing. A missing data member yields nil raw bytes.
+func SplitEnvelope(line []byte) (tag string, data []byte, err error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return "", nil, fmt.Errorf("malformed event: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return "", nil, errors.New("malformed event: not a JSON object")
+	}
+	haveTag := false
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return "", nil, fmt.Errorf("malformed event: %w", err)
+		}
+		key, _ := kt.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return "", nil, fmt.Errorf("malformed event: member %q: %w", key, err)
+		}
+		switch key {
+		case "tag":
+			if err := json.Unmarshal(raw, &tag); err != nil {
+				return "", nil, fmt.Errorf("malformed event: tag is not a string")
+			}
+			haveTag = true
+		case "data":
+			data = raw
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return "", nil, fmt.Errorf("malformed event: %w", err)
+	}
+	if !haveTag || tag == "" {
+		return "", nil, ErrNoTag
+	}
+	return tag, data, nil
+}
+
+// DecodeData decodes an event's data object. Salt requires data to be a
+// dictionary; null or absent data becomes an empty one.
+func DecodeData(raw []byte) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("data: trailing bytes after the object")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("data is a %s, Salt requires a dictionary", jsonKind(v))
+	}
+	NormalizeNumbers(m)
+	return m, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "list"
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "value"
+}
+
+// NormalizeNumbers rewrites json.Number values in place: integers that fit
+// become int64, other numbers float64; integers too large for int64 stay
+// json.Number so they print exactly as sent. Templates can then compare
+// numbers with eq/lt and print integers as integers.
+func NormalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = NormalizeNumbers(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = NormalizeNumbers(e)
+		}
+		return x
+	case json.Number:
+		return Number(string(x))
+	}
+	return v
+}
+
+// Number converts the text of a JSON number into int64, float64 or, for
+// integers beyond int64, json.Number.
+func Number(s string) any {
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i
+		}
+		return json.Number(s)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return json.Number(s)
+	}
+	return f
+}

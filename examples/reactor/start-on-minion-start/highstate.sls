@@ -1,0 +1,3 @@
+highstate_on_start:
+  local.state.apply:
+    - tgt: {{ .data.id }}

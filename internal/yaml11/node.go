@@ -1,0 +1,466 @@
+package yaml11
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Kind is the kind of a Node.
+type Kind uint8
+
+const (
+	// ScalarNode is a scalar: Text holds its value.
+	ScalarNode Kind = iota + 1
+	// MappingNode is a mapping: Content holds keys and values alternately.
+	MappingNode
+	// SequenceNode is a sequence: Content holds the items.
+	SequenceNode
+)
+
+// String returns the name PyYAML uses for the node kind ("scalar",
+// "mapping", "sequence").
+func (k Kind) String() string {
+	switch k {
+	case ScalarNode:
+		return "scalar"
+	case MappingNode:
+		return "mapping"
+	case SequenceNode:
+		return "sequence"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Style is how a node was written.
+type Style uint8
+
+const (
+	// Plain is an unquoted scalar, or a block (indented) collection.
+	Plain Style = iota
+	// SingleQuoted is a 'single quoted' scalar.
+	SingleQuoted
+	// DoubleQuoted is a "double quoted" scalar.
+	DoubleQuoted
+	// Literal is a | block scalar.
+	Literal
+	// Folded is a > block scalar.
+	Folded
+	// Flow is a [flow] sequence or {flow} mapping.
+	Flow
+)
+
+// String returns the style's name.
+func (s Style) String() string {
+	switch s {
+	case Plain:
+		return "plain"
+	case SingleQuoted:
+		return "single-quoted"
+	case DoubleQuoted:
+		return "double-quoted"
+	case Literal:
+		return "literal"
+	case Folded:
+		return "folded"
+	case Flow:
+		return "flow"
+	}
+	return "Style(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Node is a parsed YAML node with Salt typing information and its position.
+//
+// Aliases are expanded: an alias is the very *Node of its anchor (so the
+// tree is a DAG, and a node's position is that of the anchored node, as in
+// PyYAML). Mapping merge keys (`<<`) have been applied the way Salt's
+// SaltYamlSafeLoader.flatten_mapping does it, so Content never holds a merge
+// pair. Walk shared nodes once if the document may be alias-heavy.
+type Node struct {
+	// Kind is ScalarNode, MappingNode or SequenceNode.
+	Kind Kind
+	// Line and Column are 1-based; Column counts characters.
+	Line, Column int
+	// Style is how the node was written; collections are Plain (block) or
+	// Flow.
+	Style Style
+	// Tag is the explicit tag as written, in long form (`!!str` is
+	// "tag:yaml.org,2002:str", local tags such as "!foo" stay as they
+	// are), "!" for the non-specific tag, and "" when there is no tag.
+	Tag string
+	// Text is a scalar's value after YAML unescaping and folding.
+	Text string
+	// Content holds a mapping's keys and values (k1, v1, k2, v2, ...) or a
+	// sequence's items.
+	Content []*Node
+
+	flat bool // merge keys applied
+}
+
+// Parse parses src, which must hold at most one YAML document. It returns a
+// nil Node and no error when there is no document or the document is empty
+// (`---` alone, only comments). Errors are *Error: syntax errors reported by
+// go.yaml.in/yaml/v3 (line as it reports it, column unknown), a second
+// document ("expected a single document in the stream, but found another
+// document", at the second document), an undefined alias, a recursive alias
+// (which Salt would build into a self-containing value; reactord refuses
+// it), and malformed merge keys.
+func Parse(src []byte) (n *Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = nil, &Error{Msg: fmt.Sprintf("internal parser error: %v", r)}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return nil, nil
+		}
+		return nil, convertYAMLError(src, err)
+	}
+	var more yaml.Node
+	switch err := dec.Decode(&more); {
+	case err == nil:
+		return nil, &Error{Line: more.Line, Column: more.Column, Msg: "expected a single document in the stream, but found another document"}
+	case err != io.EOF:
+		return nil, convertYAMLError(src, err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, nil
+	}
+	c := &converter{src: src, memo: map[*yaml.Node]*Node{}, active: map[*yaml.Node]bool{}}
+	root, err := c.convert(doc.Content[0])
+	if err != nil {
+		return nil, err
+	}
+	if root.Kind == ScalarNode && root.Tag == "" && root.Style == Plain && root.Text == "" {
+		return nil, nil
+	}
+	if err := flattenAll(root, map[*Node]bool{}); err != nil {
+		return nil, err
+	}
+	return root, nil
+}
+
+var lineMsg = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var unknownAnchor = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
+
+// convertYAMLError turns a go.yaml.in/yaml/v3 error into an *Error.
+func convertYAMLError(src []byte, err error) *Error {
+	msg := err.Error()
+	if m := lineMsg.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{Line: line, Msg: m[2]}
+	}
+	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+		e := &Error{Msg: "found undefined alias " + pyRepr(m[1])}
+		e.Line, e.Column = findAlias(src, m[1])
+		return e
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return &Error{Msg: strings.Join(te.Errors, "; ")}
+	}
+	return &Error{Msg: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// findAlias guesses where the first alias "*name" is in src, for an error
+// message: the first "*name" that starts a token and ends at a blank, a flow
+// indicator or the end.
+func findAlias(src []byte, name string) (line, col int) {
+	pat := "*" + name
+	s := string(src)
+	for off := 0; ; {
+		i := strings.Index(s[off:], pat)
+		if i < 0 {
+			return 0, 0
+		}
+		i += off
+		off = i + 1
+		if i > 0 && !strings.ContainsRune(" \t\r\n[{,:-?", rune(s[i-1])) {
+			continue
+		}
+		if j := i + len(pat); j < len(s) && !strings.ContainsRune(" \t\r\n,]}", rune(s[j])) {
+			continue
+		}
+		return position(src, i)
+	}
+}
+
+// position returns the 1-based line and character column of a byte offset,
+// counting line breaks as libyaml does (CR LF, CR, LF, NEL, LS, PS).
+func position(src []byte, off int) (line, col int) {
+	line, col = 1, 1
+	for i := 0; i < off && i < len(src); {
+		r, w := utf8.DecodeRune(src[i:])
+		switch r {
+		case '\r':
+			if i+1 < len(src) && src[i+1] == '\n' {
+				w = 2
+			}
+			line, col = line+1, 1
+		case '\n', 0x85, 0x2028, 0x2029:
+			line, col = line+1, 1
+		default:
+			col++
+		}
+		i += w
+	}
+	return line, col
+}
+
+// offset is the inverse of position: the byte offset of a 1-based line and
+// character column, or -1.
+func offset(src []byte, line, col int) int {
+	l, c := 1, 1
+	for i := 0; i < len(src); {
+		if l == line && c == col {
+			return i
+		}
+		r, w := utf8.DecodeRune(src[i:])
+		switch r {
+		case '\r':
+			if i+1 < len(src) && src[i+1] == '\n' {
+				w = 2
+			}
+			l, c = l+1, 1
+		case '\n', 0x85, 0x2028, 0x2029:
+			l, c = l+1, 1
+		default:
+			c++
+		}
+		i += w
+		if l > line {
+			return -1
+		}
+	}
+	if l == line && c == col {
+		return len(src)
+	}
+	return -1
+}
+
+type converter struct {
+	src    []byte
+	memo   map[*yaml.Node]*Node
+	active map[*yaml.Node]bool
+}
+
+func (c *converter) convert(y *yaml.Node) (*Node, error) {
+	if y.Kind == yaml.AliasNode {
+		if y.Alias == nil {
+			return nil, &Error{Line: y.Line, Column: y.Column, Msg: "found undefined alias " + pyRepr(y.Value)}
+		}
+		if c.active[y.Alias] {
+			return nil, &Error{Line: y.Line, Column: y.Column, Msg: "found recursive alias " + pyRepr(y.Value) + " (a node containing itself is not supported)"}
+		}
+		return c.convert(y.Alias)
+	}
+	if n, ok := c.memo[y]; ok {
+		return n, nil
+	}
+	n := &Node{Line: y.Line, Column: y.Column}
+	c.memo[y] = n
+	if y.Style&yaml.TaggedStyle != 0 {
+		n.Tag = longTag(y.Tag)
+	}
+	switch y.Kind {
+	case yaml.ScalarNode:
+		n.Kind = ScalarNode
+		n.Text = y.Value
+		switch {
+		case y.Style&yaml.DoubleQuotedStyle != 0:
+			n.Style = DoubleQuoted
+		case y.Style&yaml.SingleQuotedStyle != 0:
+			n.Style = SingleQuoted
+		case y.Style&yaml.LiteralStyle != 0:
+			n.Style = Literal
+		case y.Style&yaml.FoldedStyle != 0:
+			n.Style = Folded
+		}
+		// yaml.v3 drops the non-specific tag "!", which makes PyYAML
+		// resolve even a quoted scalar implicitly; look for it.
+		if n.Tag == "" && n.Style != Plain && c.nonSpecificTag(y) {
+			n.Tag = "!"
+		}
+		return n, nil
+	case yaml.MappingNode:
+		n.Kind = MappingNode
+	case yaml.SequenceNode:
+		n.Kind = SequenceNode
+	default:
+		return nil, &Error{Line: y.Line, Column: y.Column, Msg: "unexpected YAML node kind"}
+	}
+	if y.Style&yaml.FlowStyle != 0 {
+		n.Style = Flow
+	}
+	c.active[y] = true
+	n.Content = make([]*Node, 0, len(y.Content))
+	for _, yc := range y.Content {
+		cn, err := c.convert(yc)
+		if err != nil {
+			return nil, err
+		}
+		n.Content = append(n.Content, cn)
+	}
+	delete(c.active, y)
+	return n, nil
+}
+
+// nonSpecificTag reports whether the node's properties, which start at its
+// position, include the tag "!" (or its verbatim form "!<!>").
+func (c *converter) nonSpecificTag(y *yaml.Node) bool {
+	i := offset(c.src, y.Line, y.Column)
+	if i < 0 {
+		return false
+	}
+	s := c.src
+	for props := 0; props < 2 && i < len(s); props++ {
+		if s[i] != '!' && s[i] != '&' {
+			return false
+		}
+		j := i
+		for j < len(s) && !isBlankOrBreak(s[j]) {
+			j++
+		}
+		if tok := string(s[i:j]); tok == "!" || tok == "!<!>" {
+			return true
+		} else if s[i] == '!' {
+			return false
+		}
+		// Skip separating white space and comments.
+		for j < len(s) {
+			switch {
+			case isBlankOrBreak(s[j]):
+				j++
+			case s[j] == '#':
+				for j < len(s) && s[j] != '\n' && s[j] != '\r' {
+					j++
+				}
+			default:
+				goto next
+			}
+		}
+	next:
+		i = j
+	}
+	return false
+}
+
+func isBlankOrBreak(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r'
+}
+
+// longTag expands the "!!" handle yaml.v3 leaves in tags.
+func longTag(tag string) string {
+	if strings.HasPrefix(tag, "!!") {
+		return "tag:yaml.org,2002:" + tag[2:]
+	}
+	return tag
+}
+
+// flattenAll applies merge keys in every mapping reachable from n.
+func flattenAll(n *Node, seen map[*Node]bool) error {
+	if seen[n] {
+		return nil
+	}
+	seen[n] = true
+	if n.Kind == MappingNode {
+		if err := flatten(n); err != nil {
+			return err
+		}
+	}
+	for _, cn := range n.Content {
+		if err := flattenAll(cn, seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isMergeKey reports whether a key node has the merge tag: an explicit
+// !!merge, or `<<` resolved implicitly.
+func isMergeKey(k *Node) bool {
+	if k.Kind != ScalarNode {
+		return false
+	}
+	if k.Tag == TagMerge {
+		return true
+	}
+	return implicitlyResolved(k) && classify(k.Text, false) == kMerge
+}
+
+// implicitlyResolved reports whether PyYAML would run the implicit
+// resolvers on a scalar: plain without a tag, or any style with "!".
+func implicitlyResolved(n *Node) bool {
+	return (n.Tag == "" && n.Style == Plain) || n.Tag == "!"
+}
+
+// flatten is SaltYamlSafeLoader.flatten_mapping. Merge pairs are removed;
+// the pairs of the merged mapping (or of each mapping of a merged sequence,
+// the later ones first) are gathered, after flattening them in turn, and
+// those whose key text is not the text of one of the remaining keys are put
+// in front of the remaining pairs.
+func flatten(n *Node) error {
+	if n.flat {
+		return nil
+	}
+	n.flat = true
+	var merged, rest []*Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !isMergeKey(k) {
+			rest = append(rest, k, v)
+			continue
+		}
+		switch v.Kind {
+		case MappingNode:
+			if err := flatten(v); err != nil {
+				return err
+			}
+			merged = append(merged, v.Content...)
+		case SequenceNode:
+			for _, s := range v.Content {
+				if s.Kind != MappingNode {
+					return errAt(s, "expected a mapping for merging, but found "+s.Kind.String())
+				}
+				if err := flatten(s); err != nil {
+					return err
+				}
+			}
+			for j := len(v.Content) - 1; j >= 0; j-- {
+				merged = append(merged, v.Content[j].Content...)
+			}
+		default:
+			return errAt(v, "expected a mapping or list of mappings for merging, but found "+v.Kind.String())
+		}
+	}
+	if len(merged) == 0 {
+		if len(rest) != len(n.Content) {
+			n.Content = rest
+		}
+		return nil
+	}
+	existing := map[string]bool{}
+	for i := 0; i < len(rest); i += 2 {
+		if rest[i].Kind == ScalarNode {
+			existing[rest[i].Text] = true
+		}
+	}
+	out := make([]*Node, 0, len(merged)+len(rest))
+	for i := 0; i+1 < len(merged); i += 2 {
+		if k := merged[i]; k.Kind != ScalarNode || !existing[k.Text] {
+			out = append(out, k, merged[i+1])
+		}
+	}
+	n.Content = append(out, rest...)
+	return nil
+}

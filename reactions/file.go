@@ -1,0 +1,414 @@
+package reactions
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/yaml11"
+)
+
+// maxSkeletons bounds the per-file cache of parsed skeletons. A template
+// whose shape depends on data (a range over a list) has one skeleton per
+// distinct shape; beyond the bound, shapes are parsed per event.
+const maxSkeletons = 1024
+
+// File is one reaction file: its template, compiled once, and the skeletons
+// of the shapes it has rendered.
+type File struct {
+	// Path is the file's path, which becomes each reaction's __sls__.
+	Path   string
+	tmpl   *Template
+	static []byte // a #!yaml file: no template
+
+	mu    sync.RWMutex
+	skels map[string]skelResult
+}
+
+type skelResult struct {
+	sk  *skeleton
+	err error
+}
+
+// Reaction is one reaction ID from a rendered file, after Salt's pad_funcs
+// and with __sls__ stamped.
+type Reaction struct {
+	// ID is the reaction ID as YAML typed it; Salt requires a string.
+	ID any
+	// Body maps each reaction type (local, runner, wheel, caller, cmd) to
+	// its argument list, plus __sls__.
+	Body *event.Map
+	// File, Line and Col locate the ID in the rendered file.
+	File      string
+	Line, Col int
+}
+
+// ParseFile compiles a reaction file's source. A first line `#!yaml` marks a
+// file as plain YAML; `#!jinja|yaml`, `#!gotmpl|yaml` or no shebang means a Go
+// template; any other renderer is an error.
+func ParseFile(path string, src []byte) (*File, error) {
+	text := string(src)
+	if strings.HasPrefix(text, "#!") {
+		first, _, _ := strings.Cut(text, "\n")
+		pipeline := strings.TrimSpace(strings.TrimPrefix(first, "#!"))
+		switch pipeline {
+		case "yaml":
+			return &File{Path: path, static: src, skels: map[string]skelResult{}}, nil
+		case "jinja|yaml", "gotmpl|yaml", "jinja", "gotmpl", "yaml|jinja", "":
+		default:
+			return nil, &PosError{File: path, Line: 1, Col: 1, Msg: fmt.Sprintf("renderer pipeline %q is not supported: reactord renders Go templates to YAML (#!gotmpl|yaml) or plain YAML (#!yaml)", pipeline)}
+		}
+	}
+	t, err := ParseTemplate(path, text)
+	if err != nil {
+		return nil, err
+	}
+	return &File{Path: path, tmpl: t, skels: map[string]skelResult{}}, nil
+}
+
+// Static reports whether the file's output cannot depend on the event: plain
+// YAML, or a template with nothing but text.
+func (f *File) Static() bool { return f.tmpl == nil || f.tmpl.actions == 0 }
+
+// skeleton returns the parsed skeleton for rendered text, from the cache
+// when this shape was seen before.
+func (f *File) skeleton(text []byte) (*skeleton, error) {
+	f.mu.RLock()
+	r, ok := f.skels[string(text)]
+	f.mu.RUnlock()
+	if ok {
+		return r.sk, r.err
+	}
+	sk, err := parseSkeleton(text)
+	if err != nil {
+		var ye *yaml11.Error
+		if errors.As(err, &ye) {
+			err = &PosError{File: f.Path, Line: ye.Line, Col: max(ye.Column, 1), Msg: ye.Msg + " (in the rendered text)", Err: err}
+		} else {
+			err = &PosError{File: f.Path, Line: 1, Col: 1, Msg: err.Error(), Err: err}
+		}
+	}
+	f.mu.Lock()
+	if len(f.skels) < maxSkeletons {
+		f.skels[string(text)] = skelResult{sk, err}
+	}
+	f.mu.Unlock()
+	return sk, err
+}
+
+// Render renders the file for one event and returns its reactions after
+// pad_funcs, in file order. Any error drops the whole file, as in Salt.
+func (f *File) Render(tag string, data map[string]any) ([]Reaction, error) {
+	ctx := map[string]any{"tag": tag, "data": data}
+	var out []Reaction
+	use := func(text []byte, vals []recorded) error {
+		if len(bytes.TrimSpace(text)) == 0 {
+			return nil
+		}
+		sk, err := f.skeleton(text)
+		if err != nil {
+			return err
+		}
+		if sk.root == nil {
+			return nil
+		}
+		out, err = f.reactions(sk.root, vals)
+		return err
+	}
+	var err error
+	if f.tmpl == nil {
+		err = use(f.static, nil)
+	} else {
+		err = f.tmpl.execute(ctx, use)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (f *File) errorf(n *pnode, format string, args ...any) error {
+	return &PosError{File: f.Path, Line: n.line, Col: max(n.col, 1), Msg: fmt.Sprintf(format, args...)}
+}
+
+// structuralKeys are chunk keys whose value decides what runs; a key printed
+// from event data may not take these names.
+var structuralKeys = map[string]bool{"state": true, "fun": true, "__id__": true, "__sls__": true, "__env__": true, "names": true, "name": true}
+
+// reactions materializes the top level and applies pad_funcs.
+func (f *File) reactions(root *pnode, vals []recorded) ([]Reaction, error) {
+	if root.kind != pMap {
+		kind := "a list"
+		if root.kind == pScalar {
+			kind = "a scalar"
+		}
+		return nil, f.errorf(root, "the rendered file is %s, not a mapping of reaction IDs", kind)
+	}
+	m := &materializer{vals: vals}
+	out := make([]Reaction, 0, len(root.content)/2)
+	seen := make([]any, 0, len(root.content)/2)
+	for i := 0; i+1 < len(root.content); i += 2 {
+		kn, vn := root.content[i], root.content[i+1]
+		if kn.kind != pScalar {
+			return nil, f.errorf(kn, "found unhashable key (a mapping or list used as a reaction ID, possible double curly-brace)")
+		}
+		id, err := m.scalar(kn)
+		if err != nil {
+			return nil, f.wrapYAML(err)
+		}
+		switch id.(type) {
+		case []any, *event.Map:
+			return nil, f.errorf(kn, "found unhashable key (a structure printed as a reaction ID, possible double curly-brace)")
+		}
+		for _, prev := range seen {
+			if pyEqual(prev, id) {
+				return nil, f.errorf(kn, "found conflicting ID '%s'", pyStr(id))
+			}
+		}
+		seen = append(seen, id)
+		if s, ok := id.(string); ok && kn.fromData() && strings.HasPrefix(s, "__") {
+			return nil, f.errorf(kn, "reaction ID %q printed from event data starts with \"__\", which would hide the reaction; refused", s)
+		}
+		body, err := f.body(m, id, vn)
+		if err != nil {
+			return nil, err
+		}
+		body.Set("__sls__", f.Path)
+		out = append(out, Reaction{ID: id, Body: body, File: f.Path, Line: kn.line, Col: max(kn.col, 1)})
+	}
+	return out, nil
+}
+
+func (f *File) wrapYAML(err error) error {
+	var ye *yaml11.Error
+	if errors.As(err, &ye) {
+		return &PosError{File: f.Path, Line: ye.Line, Col: max(ye.Column, 1), Msg: ye.Msg, Err: err}
+	}
+	return err
+}
+
+// body materializes one reaction body and pads it (Salt's pad_funcs).
+func (f *File) body(m *materializer, id any, n *pnode) (*event.Map, error) {
+	if n.kind == pScalar {
+		v, err := m.scalar(n)
+		if err != nil {
+			return nil, f.wrapYAML(err)
+		}
+		s, ok := v.(string)
+		if !ok {
+			return nil, f.errorf(n, "reaction %q is %s, not a mapping of reaction types", pyStr(id), describe(v))
+		}
+		first, rest, ok := strings.Cut(s, ".")
+		if !ok {
+			return nil, f.errorf(n, "reaction %q is the string %q, which names no function (expected <type>.<function>)", pyStr(id), s)
+		}
+		if n.fromData() {
+			return nil, f.errorf(n, "reaction %q: its whole function %q was printed from event data; refused", pyStr(id), s)
+		}
+		b := event.NewMap(2)
+		b.Set(first, []any{rest})
+		return b, nil
+	}
+	if n.kind != pMap {
+		return nil, f.errorf(n, "reaction %q is a list, not a mapping of reaction types", pyStr(id))
+	}
+	entries, err := m.mapping(n)
+	if err != nil {
+		return nil, f.wrapYAML(err)
+	}
+	b := event.NewMap(len(entries) + 1)
+	for i, e := range entries {
+		k, ok := e.key.v.(string)
+		if !ok {
+			return nil, &PosError{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1), Msg: fmt.Sprintf("reaction %q has a key %s that is not a string", pyStr(id), pyStr(e.key.v))}
+		}
+		if e.key.fromData && strings.HasPrefix(k, "_") {
+			return nil, &PosError{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1), Msg: fmt.Sprintf("reaction %q: key %q printed from event data starts with \"_\"; refused", pyStr(id), k)}
+		}
+		if err := f.checkArgKeys(m, id, n.content[2*i+1]); err != nil {
+			return nil, err
+		}
+		b.Set(k, e.value)
+	}
+	padFuncs(b)
+	return b, nil
+}
+
+// checkArgKeys refuses argument keys printed from event data that would
+// change what a chunk runs (state, fun, name, names, __id__ ...).
+func (f *File) checkArgKeys(m *materializer, id any, list *pnode) error {
+	if list.kind != pSeq {
+		return nil
+	}
+	for _, item := range list.content {
+		if item.kind != pMap {
+			continue
+		}
+		for j := 0; j+1 < len(item.content); j += 2 {
+			kn := item.content[j]
+			if kn.kind != pScalar || !kn.fromData() {
+				continue
+			}
+			v, err := m.scalar(kn)
+			if err != nil {
+				return f.wrapYAML(err)
+			}
+			if s, ok := v.(string); ok && structuralKeys[s] {
+				return f.errorf(kn, "reaction %q: argument key %q printed from event data would change what runs; refused", pyStr(id), s)
+			}
+		}
+	}
+	return nil
+}
+
+// padFuncs is Salt's Compiler.pad_funcs for one body: in sorted key order,
+// a dotted key whose value is a list becomes its first part with the rest
+// appended as the function; a second dotted key with the same first part is
+// left as it is (and later yields no chunk, as in Salt).
+func padFuncs(b *event.Map) {
+	keys := append([]string(nil), b.Keys()...)
+	sort.Strings(keys)
+	skeys := map[string]bool{}
+	for _, k := range keys {
+		if strings.HasPrefix(k, "_") {
+			continue
+		}
+		v, _ := b.Get(k)
+		list, ok := v.([]any)
+		if !ok {
+			continue
+		}
+		first, rest, dotted := strings.Cut(k, ".")
+		if !dotted {
+			skeys[k] = true
+			continue
+		}
+		if skeys[first] {
+			continue
+		}
+		b.Delete(k)
+		b.Set(first, append(list, rest))
+		skeys[first] = true
+	}
+}
+
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "empty"
+	case bool:
+		return "a boolean"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// Library loads reaction files and expands SLS path globs, caching both and
+// noticing when a file changes on disk. It is safe for concurrent use.
+type Library struct {
+	// CheckEvery is how often a cached file or glob is checked against the
+	// disk. Zero means every second.
+	CheckEvery time.Duration
+
+	mu    sync.RWMutex
+	files map[string]*fileEntry
+	globs map[string]*globEntry
+}
+
+type fileEntry struct {
+	mu      sync.Mutex
+	checked time.Time
+	mtime   time.Time
+	size    int64
+	file    *File
+	err     error
+}
+
+type globEntry struct {
+	checked time.Time
+	paths   []string
+}
+
+// NewLibrary returns an empty library.
+func NewLibrary() *Library {
+	return &Library{files: map[string]*fileEntry{}, globs: map[string]*globEntry{}}
+}
+
+func (l *Library) every() time.Duration {
+	if l.CheckEvery > 0 {
+		return l.CheckEvery
+	}
+	return time.Second
+}
+
+// Glob expands an SLS path pattern with Python glob semantics, cached for
+// CheckEvery.
+func (l *Library) Glob(pattern string) []string {
+	now := time.Now()
+	l.mu.RLock()
+	g := l.globs[pattern]
+	l.mu.RUnlock()
+	if g != nil && now.Sub(g.checked) < l.every() {
+		return g.paths
+	}
+	paths := PyGlob(pattern)
+	l.mu.Lock()
+	l.globs[pattern] = &globEntry{checked: now, paths: paths}
+	l.mu.Unlock()
+	return paths
+}
+
+// File returns the compiled reaction file at path, recompiling it when it
+// changed on disk. A file that fails to compile returns its error until it
+// changes.
+func (l *Library) File(path string) (*File, error) {
+	l.mu.RLock()
+	e := l.files[path]
+	l.mu.RUnlock()
+	if e == nil {
+		l.mu.Lock()
+		if e = l.files[path]; e == nil {
+			e = &fileEntry{}
+			l.files[path] = e
+		}
+		l.mu.Unlock()
+	}
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if (e.file != nil || e.err != nil) && now.Sub(e.checked) < l.every() {
+		return e.file, e.err
+	}
+	e.checked = now
+	st, err := os.Stat(path)
+	if err != nil {
+		e.file, e.err = nil, fmt.Errorf("%s: %w", path, err)
+		if errors.Is(err, fs.ErrNotExist) {
+			e.err = &PosError{File: path, Line: 1, Col: 1, Msg: "file missing or not found", Err: err}
+		}
+		return e.file, e.err
+	}
+	if (e.file != nil || e.err != nil) && st.ModTime().Equal(e.mtime) && st.Size() == e.size {
+		return e.file, e.err
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		e.file, e.err = nil, fmt.Errorf("reading %s: %w", path, err)
+		return nil, e.err
+	}
+	e.mtime, e.size = st.ModTime(), st.Size()
+	e.file, e.err = ParseFile(path, src)
+	return e.file, e.err
+}

@@ -1,0 +1,591 @@
+package reactions
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/yaml11"
+)
+
+// A skeleton is the YAML structure of one rendered reaction file with
+// placeholders where the template printed values. Its shape is fixed before
+// any event value is looked at, so no value can add, remove or move a key,
+// list item or reaction: each value can only fill the scalar it stands in.
+// Skeletons are cached by their text, so the YAML parser runs once per
+// distinct shape rather than once per event.
+type skeleton struct {
+	root *pnode // nil for an empty document
+}
+
+type pkind uint8
+
+const (
+	pScalar pkind = iota
+	pMap
+	pSeq
+)
+
+// pnode is one node of a skeleton.
+type pnode struct {
+	kind      pkind
+	line, col int
+
+	// Scalars without placeholders carry their final value.
+	constant any
+	// Scalars with placeholders: parts[0] ref[0] parts[1] ... parts[n].
+	parts []string
+	refs  []int
+	style yaml11.Style
+	tag   string
+
+	content []*pnode // mapping: key, value, key, value...; sequence: items
+}
+
+func (n *pnode) fromData() bool { return len(n.refs) > 0 }
+
+// parseSkeleton parses rendered text into a skeleton.
+func parseSkeleton(text []byte) (*skeleton, error) {
+	root, err := yaml11.Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	if root == nil {
+		return &skeleton{}, nil
+	}
+	p, err := buildPlan(root)
+	if err != nil {
+		return nil, err
+	}
+	return &skeleton{root: p}, nil
+}
+
+func buildPlan(n *yaml11.Node) (*pnode, error) {
+	p := &pnode{line: n.Line, col: n.Column}
+	switch n.Kind {
+	case yaml11.MappingNode:
+		p.kind = pMap
+	case yaml11.SequenceNode:
+		p.kind = pSeq
+	default:
+		p.kind = pScalar
+		p.style, p.tag = n.Style, n.Tag
+		parts, refs := splitPlaceholders(n.Text)
+		if len(refs) == 0 {
+			v, err := scalarValue(n.Text, n.Style, n.Tag)
+			if err != nil {
+				return nil, &yaml11.Error{Line: n.Line, Column: n.Column, Msg: err.Error()}
+			}
+			p.constant = v
+			return p, nil
+		}
+		p.parts, p.refs = parts, refs
+		return p, nil
+	}
+	p.content = make([]*pnode, len(n.Content))
+	for i, c := range n.Content {
+		cp, err := buildPlan(c)
+		if err != nil {
+			return nil, err
+		}
+		p.content[i] = cp
+	}
+	return p, nil
+}
+
+// splitPlaceholders cuts s at every placeholder.
+func splitPlaceholders(s string) (parts []string, refs []int) {
+	if !strings.Contains(s, sentinel) {
+		return nil, nil
+	}
+	for {
+		i := strings.Index(s, sentinel)
+		if i < 0 {
+			break
+		}
+		j := i + len(sentinel)
+		k := j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		if k == j || k >= len(s) || s[k] != '_' {
+			// Not a well-formed placeholder: keep it as text.
+			parts = appendPart(parts, refs, s[:j])
+			s = s[j:]
+			continue
+		}
+		idx, _ := strconv.Atoi(s[j:k])
+		parts = appendPart(parts, refs, s[:i])
+		refs = append(refs, idx)
+		s = s[k+1:]
+	}
+	parts = appendPart(parts, refs, s)
+	return parts, refs
+}
+
+// appendPart adds text to the part that follows the last placeholder.
+func appendPart(parts []string, refs []int, s string) []string {
+	if len(parts) == len(refs)+1 {
+		parts[len(parts)-1] += s
+		return parts
+	}
+	return append(parts, s)
+}
+
+const (
+	tagStr   = "tag:yaml.org,2002:str"
+	tagInt   = "tag:yaml.org,2002:int"
+	tagFloat = "tag:yaml.org,2002:float"
+	tagBool  = "tag:yaml.org,2002:bool"
+	tagNull  = "tag:yaml.org,2002:null"
+	tagBin   = "tag:yaml.org,2002:binary"
+	tagTime  = "tag:yaml.org,2002:timestamp"
+)
+
+// scalarValue types a scalar as Salt's YAML loader does.
+func scalarValue(text string, style yaml11.Style, tag string) (any, error) {
+	switch tag {
+	case "":
+		if style == yaml11.Plain {
+			return yaml11.Resolve(text), nil
+		}
+		return text, nil
+	case tagStr, tagBin, tagTime, "!":
+		return text, nil
+	case tagInt, tagFloat, tagBool, tagNull:
+		v := yaml11.Resolve(text)
+		ok := false
+		switch v.(type) {
+		case int64, *big.Int:
+			ok = tag == tagInt
+			if tag == tagFloat {
+				f, _ := strconv.ParseFloat(fmt.Sprint(v), 64)
+				return f, nil
+			}
+		case float64:
+			ok = tag == tagFloat
+		case bool:
+			ok = tag == tagBool
+		case nil:
+			ok = tag == tagNull
+		}
+		if !ok {
+			return nil, fmt.Errorf("cannot construct %s from %q", strings.TrimPrefix(tag, "tag:yaml.org,2002:"), text)
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("could not determine a constructor for the tag %q", tag)
+}
+
+// key is a mapping key after typing, with what is needed to compare keys as
+// Python compares dictionary keys (1 == 1.0 == True).
+type key struct {
+	v        any
+	line     int
+	col      int
+	fromData bool
+}
+
+// entry is one key/value pair of a materialized top-level or body mapping.
+type entry struct {
+	key   key
+	value any
+}
+
+// materializer fills a skeleton with the recorded values of one execution.
+type materializer struct {
+	vals []recorded
+}
+
+var errStructure = errors.New("structured value")
+
+// value materializes any node. Mappings become *event.Map with keys spelled
+// as Python's json module spells them.
+func (m *materializer) value(n *pnode) (any, error) {
+	switch n.kind {
+	case pScalar:
+		return m.scalar(n)
+	case pSeq:
+		out := make([]any, len(n.content))
+		for i, c := range n.content {
+			v, err := m.value(c)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	entries, err := m.mapping(n)
+	if err != nil {
+		return nil, err
+	}
+	out := event.NewMap(len(entries))
+	for _, e := range entries {
+		out.Set(keyString(e.key.v), e.value)
+	}
+	return out, nil
+}
+
+// mapping materializes a mapping node into typed entries, rejecting
+// duplicate keys and structures used as keys, as Salt's loader does.
+func (m *materializer) mapping(n *pnode) ([]entry, error) {
+	entries := make([]entry, 0, len(n.content)/2)
+	for i := 0; i+1 < len(n.content); i += 2 {
+		kn, vn := n.content[i], n.content[i+1]
+		if kn.kind != pScalar {
+			return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: "found unhashable key (a mapping or list used as a key, possible double curly-brace)"}
+		}
+		kv, err := m.scalar(kn)
+		if err != nil {
+			return nil, err
+		}
+		switch kv.(type) {
+		case []any, *event.Map:
+			return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: "found unhashable key (a value printed as a key is a structure, possible double curly-brace)"}
+		}
+		for _, prev := range entries {
+			if pyEqual(prev.key.v, kv) {
+				return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: fmt.Sprintf("found conflicting ID '%s'", pyStr(kv))}
+			}
+		}
+		vv, err := m.value(vn)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, entry{key: key{v: kv, line: kn.line, col: kn.col, fromData: kn.fromData()}, value: vv})
+	}
+	return entries, nil
+}
+
+// scalar materializes a scalar node.
+func (m *materializer) scalar(n *pnode) (any, error) {
+	if !n.fromData() {
+		return n.constant, nil
+	}
+	if n.style == yaml11.Plain && n.tag == "" && len(n.refs) == 1 && n.parts[0] == "" && n.parts[1] == "" {
+		return m.whole(n.refs[0])
+	}
+	var b strings.Builder
+	for i, p := range n.parts {
+		b.WriteString(p)
+		if i < len(n.refs) {
+			b.WriteString(m.text(n.refs[i]))
+		}
+	}
+	text := b.String()
+	if n.tag == "" {
+		if n.style == yaml11.Plain && yaml11.PlainSafe(text) {
+			return yaml11.Resolve(text), nil
+		}
+		return text, nil
+	}
+	v, err := scalarValue(text, yaml11.DoubleQuoted, n.tag)
+	if err != nil {
+		return nil, &yaml11.Error{Line: n.line, Column: n.col, Msg: err.Error()}
+	}
+	return v, nil
+}
+
+// text is the printed form of a recorded value inside a longer scalar.
+func (m *materializer) text(ref int) string {
+	if ref < 0 || ref >= len(m.vals) {
+		return ""
+	}
+	r := m.vals[ref]
+	if r.kind != rawValue {
+		return r.text
+	}
+	return printText(r.v)
+}
+
+// whole is the value of a plain scalar that is exactly one printed value.
+func (m *materializer) whole(ref int) (any, error) {
+	if ref < 0 || ref >= len(m.vals) {
+		return nil, nil
+	}
+	r := m.vals[ref]
+	switch r.kind {
+	case jsonValue:
+		v, err := decodeOrderedJSON(r.text)
+		if err != nil {
+			return r.text, nil
+		}
+		return v, nil
+	case quotedValue:
+		if s, err := strconv.Unquote(r.text); err == nil {
+			return s, nil
+		}
+		return r.text, nil
+	case squoteValue:
+		if len(r.text) >= 2 && r.text[0] == '\'' && r.text[len(r.text)-1] == '\'' {
+			return r.text[1 : len(r.text)-1], nil
+		}
+		return r.text, nil
+	}
+	switch v := r.v.(type) {
+	case string:
+		if yaml11.PlainSafe(v) {
+			return yaml11.Resolve(v), nil
+		}
+		return v, nil
+	case nil:
+		return "None", nil
+	case bool, int64, float64:
+		return v, nil
+	case int:
+		return int64(v), nil
+	case json.Number:
+		return event.Number(string(v)), nil
+	}
+	if nv := normalizeValue(r.v); nv != nil {
+		switch nv.(type) {
+		case []any, *event.Map:
+			return nv, nil
+		}
+	}
+	s := printText(r.v)
+	if yaml11.PlainSafe(s) {
+		return yaml11.Resolve(s), nil
+	}
+	return s, nil
+}
+
+// normalizeValue converts Go values from event data or template functions
+// into the value forms reactord passes around: *event.Map, []any, string,
+// bool, int64, float64, json.Number, nil. It returns nil for values it does
+// not know.
+func normalizeValue(v any) any {
+	switch x := v.(type) {
+	case nil, string, bool, int64, float64, json.Number:
+		return x
+	case int:
+		return int64(x)
+	case *event.Map:
+		return x.Clone()
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out := event.NewMap(len(keys))
+		for _, k := range keys {
+			out.Set(k, normalizeValue(x[k]))
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalizeValue(e)
+		}
+		return out
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = normalizeValue(rv.Index(i).Interface())
+		}
+		return out
+	case reflect.Map:
+		if rv.Type().Key().Kind() != reflect.String {
+			return nil
+		}
+		keys := rv.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		out := event.NewMap(len(keys))
+		for _, k := range keys {
+			out.Set(k.String(), normalizeValue(rv.MapIndex(k).Interface()))
+		}
+		return out
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if u := rv.Uint(); u <= 1<<63-1 {
+			return int64(u)
+		}
+		return json.Number(strconv.FormatUint(rv.Uint(), 10))
+	case reflect.Float32, reflect.Float64:
+		return rv.Float()
+	case reflect.Bool:
+		return rv.Bool()
+	case reflect.String:
+		return rv.String()
+	}
+	return nil
+}
+
+// decodeOrderedJSON decodes JSON text keeping object key order.
+func decodeOrderedJSON(s string) (any, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	v, err := decodeJSONValue(dec)
+	if err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data")
+	}
+	return v, nil
+}
+
+func decodeJSONValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			m := event.NewMap(4)
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				k, _ := kt.(string)
+				v, err := decodeJSONValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				m.Set(k, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return m, nil
+		case '[':
+			out := []any{}
+			for dec.More() {
+				v, err := decodeJSONValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return out, nil
+		}
+		return nil, fmt.Errorf("unexpected %v", t)
+	case json.Number:
+		return event.Number(string(t)), nil
+	default:
+		return t, nil
+	}
+}
+
+func appendJSONValue(dst []byte, v any) ([]byte, error) {
+	return event.AppendJSON(dst, v)
+}
+
+func pyFloat(f float64) string { return event.PyFloat(f) }
+
+// pyStr spells a value as Python's str() does.
+func pyStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return pyFloat(x)
+	case *big.Int:
+		return x.String()
+	case json.Number:
+		return string(x)
+	}
+	var b bytes.Buffer
+	enc, err := event.AppendJSON(nil, v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	b.Write(enc)
+	return b.String()
+}
+
+// keyString spells a mapping key as Python's json module writes it.
+func keyString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "null"
+	case bool:
+		if x {
+			return "true"
+		}
+		return "false"
+	}
+	return pyStr(v)
+}
+
+// pyEqual compares two scalar keys as Python compares dict keys.
+func pyEqual(a, b any) bool {
+	if x, ok := a.(string); ok {
+		y, ok := b.(string)
+		return ok && x == y
+	}
+	if _, ok := b.(string); ok {
+		return false
+	}
+	an, aNum := numeric(a)
+	bn, bNum := numeric(b)
+	if aNum || bNum {
+		if !aNum || !bNum {
+			return false
+		}
+		return an.Cmp(bn) == 0
+	}
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case nil:
+		return b == nil
+	}
+	return false
+}
+
+// numeric converts Python-numeric values (bool, int, float) to a rational.
+func numeric(v any) (*big.Rat, bool) {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return big.NewRat(1, 1), true
+		}
+		return new(big.Rat), true
+	case int64:
+		return new(big.Rat).SetInt64(x), true
+	case *big.Int:
+		return new(big.Rat).SetInt(x), true
+	case float64:
+		r := new(big.Rat)
+		if r.SetFloat64(x) == nil {
+			return nil, false // NaN and infinities equal nothing here
+		}
+		return r, true
+	case json.Number:
+		r, ok := new(big.Rat).SetString(string(x))
+		return r, ok
+	}
+	return nil, false
+}

@@ -1,0 +1,343 @@
+package reactions
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"text/template"
+	"text/template/parse"
+
+	"github.com/Masterminds/sprig/v3"
+)
+
+// valueKind says how a printed value reached the output: as raw data, or
+// through an encoder that is safe by construction.
+type valueKind uint8
+
+const (
+	rawValue    valueKind = iota // any other pipeline: data, never structure
+	jsonValue                    // toJson, toRawJson, toPrettyJson
+	quotedValue                  // quote: a Go-quoted string
+	squoteValue                  // squote: a string in single quotes
+)
+
+// escapers maps the identifier appended to each output pipeline to the kind
+// of value it records.
+var escapers = map[string]valueKind{
+	"__rd_raw":    rawValue,
+	"__rd_json":   jsonValue,
+	"__rd_quote":  quotedValue,
+	"__rd_squote": squoteValue,
+}
+
+// encoderEscaper names, for each trusted encoder, the escaper that follows it.
+var encoderEscaper = map[string]string{
+	"toJson":       "__rd_json",
+	"toRawJson":    "__rd_json",
+	"toPrettyJson": "__rd_json",
+	"quote":        "__rd_quote",
+	"squote":       "__rd_squote",
+}
+
+// removedFuncs are sprig functions that reach outside the template: the
+// reactor's environment and DNS. Event data must not be able to read either.
+var removedFuncs = []string{"env", "expandenv", "getHostByName"}
+
+// sentinel marks where a printed value stands in rendered text. It is a run
+// of ASCII letters, random per process, followed by the value's index and an
+// underscore, so it is always part of one YAML scalar wherever it lands.
+var sentinel = newSentinel()
+
+func newSentinel() string {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("reading random bytes: %v", err))
+	}
+	out := make([]byte, 0, 16)
+	out = append(out, "Rd"...)
+	for _, c := range b {
+		out = append(out, letters[int(c)%len(letters)])
+	}
+	return string(out)
+}
+
+// baseFuncs is the function map every reaction template sees: sprig's
+// text/template functions without the ones that read the host, plus the
+// escapers. The escapers here are placeholders; each pooled instance binds
+// its own recorder.
+var baseFuncs = func() template.FuncMap {
+	fm := sprig.TxtFuncMap()
+	for _, name := range removedFuncs {
+		delete(fm, name)
+	}
+	for name := range escapers {
+		fm[name] = func(args ...any) (string, error) { return "", errors.New("escaper called outside a render") }
+	}
+	return fm
+}()
+
+// recorded is one value printed by a template action.
+type recorded struct {
+	v    any
+	text string
+	kind valueKind
+}
+
+// recorder collects the values printed during one execution.
+type recorder struct {
+	vals []recorded
+	buf  []byte
+}
+
+func (r *recorder) record(kind valueKind, args []any) (string, error) {
+	var v any
+	switch len(args) {
+	case 0:
+		v = ""
+	case 1:
+		v = args[0]
+	default:
+		v = fmt.Sprint(args...)
+	}
+	rv := recorded{v: v, kind: kind}
+	if kind != rawValue {
+		rv.text = printText(v)
+	}
+	idx := len(r.vals)
+	r.vals = append(r.vals, rv)
+	r.buf = append(r.buf[:0], sentinel...)
+	r.buf = strconv.AppendInt(r.buf, int64(idx), 10)
+	r.buf = append(r.buf, '_')
+	return string(r.buf), nil
+}
+
+// instance is one executable copy of a template bound to its own recorder.
+type instance struct {
+	t   *template.Template
+	rec *recorder
+	out bytes.Buffer
+}
+
+// Template is a parsed reaction template whose every output is escaped. It is
+// safe for concurrent use.
+type Template struct {
+	name    string
+	actions int // printing actions; 0 means the output never depends on the event
+
+	base *template.Template
+	pool sync.Pool
+}
+
+var sentinelInSource = regexp.MustCompile(`Rd[A-Za-z]{12}[0-9]+_`)
+
+// ParseTemplate parses src as a Go template named name (the file path, used
+// in error messages), and rewrites every action that prints so its value is
+// recorded and replaced by a placeholder. Errors are positioned
+// "name:line:col: message".
+func ParseTemplate(name, src string) (*Template, error) {
+	if strings.Contains(src, sentinel) || sentinelInSource.MatchString(src) {
+		return nil, fmt.Errorf("%s:1:1: the file contains reactord's reserved placeholder text", name)
+	}
+	t, err := template.New(name).Funcs(baseFuncs).Option("missingkey=error").Parse(src)
+	if err != nil {
+		return nil, templateError(name, err)
+	}
+	actions := 0
+	for _, tt := range t.Templates() {
+		if tt.Tree == nil || tt.Tree.Root == nil {
+			continue
+		}
+		actions += escapeList(tt.Tree, tt.Tree.Root)
+		if hasControl(tt.Tree.Root) {
+			actions++
+		}
+	}
+	tpl := &Template{name: name, base: t, actions: actions}
+	tpl.pool.New = func() any { return tpl.newInstance() }
+	return tpl, nil
+}
+
+func (t *Template) newInstance() *instance {
+	c, err := t.base.Clone()
+	if err != nil {
+		// Clone only fails after the template was executed, which the base
+		// never is.
+		panic(fmt.Sprintf("cloning template %s: %v", t.name, err))
+	}
+	rec := &recorder{}
+	fm := template.FuncMap{}
+	for name, kind := range escapers {
+		kind := kind
+		fm[name] = func(args ...any) (string, error) { return rec.record(kind, args) }
+	}
+	c.Funcs(fm)
+	return &instance{t: c, rec: rec}
+}
+
+// execute runs the template for one event and calls use with the rendered
+// text (placeholders in place of printed values) and the recorded values.
+// Neither may be retained after use returns.
+func (t *Template) execute(data any, use func(text []byte, vals []recorded) error) error {
+	in := t.pool.Get().(*instance)
+	defer t.pool.Put(in)
+	in.rec.vals = in.rec.vals[:0]
+	in.out.Reset()
+	if err := in.t.Execute(&in.out, data); err != nil {
+		return templateError(t.name, err)
+	}
+	err := use(in.out.Bytes(), in.rec.vals)
+	clear(in.rec.vals)
+	return err
+}
+
+// hasControl reports whether a tree holds anything but text and comments.
+func hasControl(n *parse.ListNode) bool {
+	for _, c := range n.Nodes {
+		switch c.(type) {
+		case *parse.TextNode, *parse.CommentNode:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// escapeList appends an escaper to every printing action under n and
+// returns how many it rewrote.
+func escapeList(tree *parse.Tree, n parse.Node) int {
+	count := 0
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return 0
+		}
+		for _, c := range n.Nodes {
+			count += escapeList(tree, c)
+		}
+	case *parse.ActionNode:
+		if len(n.Pipe.Decl) > 0 {
+			return 0 // {{ $x := ... }} prints nothing
+		}
+		count++
+		esc := "__rd_raw"
+		if cmds := n.Pipe.Cmds; len(cmds) > 0 {
+			last := cmds[len(cmds)-1]
+			if id, ok := last.Args[0].(*parse.IdentifierNode); ok {
+				if e, ok := encoderEscaper[id.Ident]; ok {
+					esc = e
+				}
+			}
+		}
+		ident := parse.NewIdentifier(esc).SetTree(tree).SetPos(n.Pos)
+		n.Pipe.Cmds = append(n.Pipe.Cmds, &parse.CommandNode{NodeType: parse.NodeCommand, Pos: n.Pos, Args: []parse.Node{ident}})
+	case *parse.IfNode:
+		count += escapeList(tree, n.List) + escapeList(tree, n.ElseList)
+	case *parse.RangeNode:
+		count += escapeList(tree, n.List) + escapeList(tree, n.ElseList)
+	case *parse.WithNode:
+		count += escapeList(tree, n.List) + escapeList(tree, n.ElseList)
+	}
+	return count
+}
+
+var tmplErrRe = regexp.MustCompile(`^template: ([^:]*(?::[^0-9][^:]*)*):(\d+)(?::(\d+))?: (.*)$`)
+
+// templateError turns text/template's "template: NAME:LINE:COL: msg" into
+// "NAME:LINE:COL: msg".
+func templateError(name string, err error) error {
+	msg := err.Error()
+	prefix := "template: " + name + ":"
+	if rest, ok := strings.CutPrefix(msg, prefix); ok {
+		line, rest2, _ := strings.Cut(rest, ":")
+		col := "1"
+		if c, r3, ok := strings.Cut(rest2, ":"); ok {
+			if _, err := strconv.Atoi(c); err == nil {
+				col, rest2 = c, r3
+			}
+		}
+		rest2 = strings.TrimSpace(rest2)
+		rest2 = stripEscaperNames(rest2)
+		return &PosError{File: name, Line: atoi(line), Col: atoi(col), Msg: rest2, Err: err}
+	}
+	if m := tmplErrRe.FindStringSubmatch(msg); m != nil {
+		col := m[3]
+		if col == "" {
+			col = "1"
+		}
+		return &PosError{File: name, Line: atoi(m[2]), Col: atoi(col), Msg: stripEscaperNames(m[4]), Err: err}
+	}
+	return &PosError{File: name, Line: 1, Col: 1, Msg: msg, Err: err}
+}
+
+// stripEscaperNames hides the rewritten pipeline's escaper from messages such
+// as `executing "x" at <__rd_raw>`.
+func stripEscaperNames(s string) string {
+	for name := range escapers {
+		s = strings.ReplaceAll(s, " | "+name, "")
+	}
+	return s
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// PosError is an error at a position in a file.
+type PosError struct {
+	File      string
+	Line, Col int
+	Msg       string
+	Err       error
+}
+
+func (e *PosError) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *PosError) Unwrap() error { return e.Err }
+
+// printText renders a value the way Salt's Jinja would print it in text:
+// Python's spelling of booleans and None, JSON for structures.
+func printText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		return pyFloat(x)
+	case fmt.Stringer:
+		return x.String()
+	case error:
+		return x.Error()
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Map, reflect.Slice, reflect.Array:
+		if b, err := appendJSONValue(nil, normalizeValue(v)); err == nil {
+			return string(b)
+		}
+	}
+	return fmt.Sprint(v)
+}
