@@ -115,13 +115,12 @@ var badCases = []struct {
 	{LowChunk, "missing_keys.json", []at{{"", "missing properties 'name', 'order', 'fun'"}}},
 	{LowChunk, "cmd_not_resolved.json", []at{{"/state", "'local', 'runner', 'wheel', 'caller'"}}},
 	{LowChunk, "list_target_numbers.json", []at{
-		{"/order", "want integer"},
 		{"/tgt/1", "got number, want string"},
 	}},
 	{LowChunk, "wrong_types.json", []at{
 		{"/__id__", "want string"},
 		{"/__sls__", "got null, want string"},
-		{"/order", "got string, want integer"},
+		{"/order", "got string, want number"},
 		{"/fun", "minLength: got 0, want 1"},
 		{"/tgt", "want string or array"},
 		{"/tgt_type", "want string"},

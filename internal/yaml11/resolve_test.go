@@ -2476,4 +2476,3 @@ func TestExplicitTags(t *testing.T) {
 	}
 }
 
-var _ = strings.Repeat

@@ -187,7 +187,11 @@ func (b *builder) object(n *Node) (any, error) {
 // not accept it.
 func (b *builder) badTag(n *Node) error {
 	switch n.Tag {
-	case TagStr, TagInt, TagFloat, TagBool, TagNull, TagTimestamp, TagBinary, TagPythonUnicode:
+	case TagInt:
+		// SaltYamlSafeLoader.construct_scalar calls node.value.startswith
+		// before PyYAML checks the node kind.
+		return errAt(n, "AttributeError: 'list' object has no attribute 'startswith'")
+	case TagStr, TagFloat, TagBool, TagNull, TagTimestamp, TagBinary, TagPythonUnicode:
 		return errAt(n, "expected a scalar node, but found "+n.Kind.String())
 	case TagMap, TagOmap:
 		return errAt(n, "expected a mapping node, but found "+n.Kind.String())
