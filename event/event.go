@@ -65,43 +65,7 @@ func Decode(line []byte) (Event, error) {
 // JSON envelope without decoding the data, so events that match no rule cost
 // almost nothing. A missing data member yields nil raw bytes.
 func SplitEnvelope(line []byte) (tag string, data []byte, err error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return "", nil, fmt.Errorf("malformed event: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return "", nil, errors.New("malformed event: not a JSON object")
-	}
-	haveTag := false
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return "", nil, fmt.Errorf("malformed event: %w", err)
-		}
-		key, _ := kt.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return "", nil, fmt.Errorf("malformed event: member %q: %w", key, err)
-		}
-		switch key {
-		case "tag":
-			if err := json.Unmarshal(raw, &tag); err != nil {
-				return "", nil, fmt.Errorf("malformed event: tag is not a string")
-			}
-			haveTag = true
-		case "data":
-			data = raw
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return "", nil, fmt.Errorf("malformed event: %w", err)
-	}
-	if !haveTag || tag == "" {
-		return "", nil, ErrNoTag
-	}
-	return tag, data, nil
+	return splitFast(line)
 }
 
 // DecodeData decodes an event's data object. Salt requires data to be a
@@ -111,35 +75,7 @@ func DecodeData(raw []byte) (map[string]any, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("data: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("data: trailing bytes after the object")
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("data is a %s, Salt requires a dictionary", jsonKind(v))
-	}
-	NormalizeNumbers(m)
-	return m, nil
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case []any:
-		return "list"
-	case string:
-		return "string"
-	case json.Number:
-		return "number"
-	case bool:
-		return "boolean"
-	}
-	return "value"
+	return decodeFast(raw)
 }
 
 // NormalizeNumbers rewrites json.Number values in place: integers that fit

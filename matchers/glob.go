@@ -178,6 +178,15 @@ func parse(pattern string) []token {
 	pr := []rune(pattern)
 	var out []token
 	n := len(pr)
+	// CPython rescans to the end of the pattern for every unclosed "[",
+	// which is quadratic; knowing where the last "]" is avoids that.
+	lastClose := -1
+	for i := n - 1; i >= 0; i-- {
+		if pr[i] == ']' {
+			lastClose = i
+			break
+		}
+	}
 	for i := 0; i < n; {
 		c := pr[i]
 		i++
@@ -190,6 +199,11 @@ func parse(pattern string) []token {
 			out = append(out, token{kind: kAny})
 		case '[':
 			j := i
+			if j >= lastClose {
+				// No "]" can close this bracket: it is a literal.
+				out = append(out, token{kind: kRune, r: '['})
+				continue
+			}
 			if j < n && pr[j] == '!' {
 				j++
 			}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/reactord/reactord/engine"
 )
@@ -24,6 +26,7 @@ Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, s
 	quiet := fs.Bool("quiet", false, "print no reactions, only errors and the summary")
 	workers := fs.Int("workers", 0, "events processed in parallel (0: one per CPU)")
 	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -45,6 +48,24 @@ Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, s
 	eng, code := loadEngine(*conf, stderr, *verbose)
 	if eng == nil {
 		return code
+	}
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay: %v\n", err)
+			return exitUsage
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintf(stderr, "replay: %v\n", err)
+			return exitUsage
+		}
+		defer pprof.StopCPUProfile()
+	}
+	// Replay is a batch job over a bounded input: trade memory for fewer
+	// garbage collections, unless the operator set GOGC.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
 	}
 	out := bufio.NewWriterSize(stdout, 1<<16)
 	errw := bufio.NewWriter(stderr)

@@ -153,11 +153,48 @@ func Parse(src []byte) (n *Node, err error) {
 var lineMsg = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 var unknownAnchor = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
 
-// convertYAMLError turns a go.yaml.in/yaml/v3 error into an *Error.
+// Problems go.yaml.in/yaml/v3's parser (as opposed to its scanner)
+// reports. For those, the line in its message is the 0-based line of the
+// context mark (or of the problem mark when the context is on the first
+// line); the scanner's lines are 1-based. Both leave the line out when it
+// would be the first one.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+// readerProblems are decoding errors, reported without a position.
+var readerProblems = map[string]bool{
+	"invalid leading UTF-8 octet":        true,
+	"incomplete UTF-8 octet sequence":    true,
+	"invalid trailing UTF-8 octet":       true,
+	"invalid length of a UTF-8 sequence": true,
+	"invalid Unicode character":          true,
+	"control characters are not allowed": true,
+	"incomplete UTF-16 character":        true,
+	"incomplete UTF-16 surrogate pair":   true,
+	"expected low surrogate area":        true,
+}
+
+// convertYAMLError turns a go.yaml.in/yaml/v3 error into an *Error with
+// the best line it can tell (the column is only known for reader errors
+// and undefined aliases).
 func convertYAMLError(src []byte, err error) *Error {
 	msg := err.Error()
 	if m := lineMsg.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if parserProblems[m[2]] {
+			line++
+		}
 		return &Error{Line: line, Msg: m[2]}
 	}
 	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
@@ -169,7 +206,34 @@ func convertYAMLError(src []byte, err error) *Error {
 	if errors.As(err, &te) {
 		return &Error{Msg: strings.Join(te.Errors, "; ")}
 	}
-	return &Error{Msg: strings.TrimPrefix(msg, "yaml: ")}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	e := &Error{Msg: msg}
+	switch {
+	case readerProblems[msg]:
+		if off := badCharOffset(src); off >= 0 {
+			e.Line, e.Column = position(src, off)
+		}
+	case !strings.HasPrefix(msg, "internal error"):
+		e.Line = 1
+	}
+	return e
+}
+
+// badCharOffset returns the offset of the first invalid UTF-8 sequence or
+// character libyaml's reader refuses, or -1.
+func badCharOffset(src []byte) int {
+	for i := 0; i < len(src); {
+		r, w := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && w <= 1 {
+			return i
+		}
+		if !(r == 0x09 || r == 0x0a || r == 0x0d || (r >= 0x20 && r <= 0x7e) || r == 0x85 ||
+			(r >= 0xa0 && r <= 0xd7ff) || (r >= 0xe000 && r <= 0xfffd) || r >= 0x10000) {
+			return i
+		}
+		i += w
+	}
+	return -1
 }
 
 // findAlias guesses where the first alias "*name" is in src, for an error

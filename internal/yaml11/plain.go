@@ -20,8 +20,10 @@ import (
 // line breaks (CR, LF, NEL U+0085, LS U+2028, PS U+2029); leading or
 // trailing blanks; a first character that is an indicator
 // (-?:,[]{}#&*!|>'"%@ and backquote), except "-" followed by a non-blank;
-// the document markers "---" and "..." at the start; ": " or ":" + tab or a
-// trailing ":"; " #" or tab + "#"; and any flow indicator , [ ] { }.
+// the document markers "---" and "..." at the start; a ':' next to a blank
+// or at the end; " #" or tab + "#"; any flow indicator , [ ] { }; and any
+// '?' (go.yaml.in/yaml/v3, like libyaml before 0.2, ends a plain scalar at
+// '?' in flow context, so URLs with a query string need quoting).
 func PlainSafe(s string) bool {
 	if s == "" {
 		return true
@@ -51,14 +53,18 @@ func PlainSafe(s string) bool {
 		case r < 0x20 && r != '\t', r == 0x7f, r >= 0x80 && r <= 0x9f,
 			r == 0x2028, r == 0x2029, r == 0xfeff, r == 0xfffe, r == 0xffff:
 			return false
-		case r == ',' || r == '[' || r == ']' || r == '{' || r == '}':
+		case r == ',' || r == '[' || r == ']' || r == '{' || r == '}' || r == '?':
+			// Flow indicators; go.yaml.in/yaml/v3 (like libyaml before
+			// 0.2) also ends a plain scalar at '?' in flow context.
 			return false
 		case r == '#':
 			if prev == ' ' || prev == '\t' {
 				return false
 			}
 		case r == ':':
-			if i+1 < len(s) && (s[i+1] == ' ' || s[i+1] == '\t') {
+			// ": " is a value indicator; in flow context so is a ':'
+			// starting a token.
+			if i+1 < len(s) && (s[i+1] == ' ' || s[i+1] == '\t') || prev == ' ' || prev == '\t' {
 				return false
 			}
 		}

@@ -1,0 +1,168 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// stdDecode is the reference: encoding/json with UseNumber, then
+// NormalizeNumbers.
+func stdDecode(raw []byte) (map[string]any, error) {
+	if !json.Valid(raw) {
+		return nil, errSyntax
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errSyntax
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, errSyntax
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errSyntax
+	}
+	NormalizeNumbers(m)
+	return m, nil
+}
+
+func TestDecodeData(t *testing.T) {
+	cases := []struct {
+		name, in string
+		want     map[string]any
+		err      string
+	}{
+		{"ints", `{"a": 1, "b": -2, "c": 0}`, map[string]any{"a": int64(1), "b": int64(-2), "c": int64(0)}, ""},
+		{"big int", `{"a": 123456789012345678901234567890}`, map[string]any{"a": json.Number("123456789012345678901234567890")}, ""},
+		{"floats", `{"a": 1.5, "b": 1e3, "c": -0.25E-2}`, map[string]any{"a": 1.5, "b": 1000.0, "c": -0.0025}, ""},
+		{"strings", `{"a": "x\ny", "b": "\u00e9", "c": "é", "d": "\ud83d\ude00"}`, map[string]any{"a": "x\ny", "b": "é", "c": "é", "d": "😀"}, ""},
+		{"nested", `{"a": {"b": [1, "x", null, true, false, {}]}}`, map[string]any{"a": map[string]any{"b": []any{int64(1), "x", nil, true, false, map[string]any{}}}}, ""},
+		{"empty", `{}`, map[string]any{}, ""},
+		{"null data", `null`, map[string]any{}, ""},
+		{"list", `[1]`, nil, "Salt requires a dictionary"},
+		{"string", `"x"`, nil, "Salt requires a dictionary"},
+		{"trailing", `{} x`, nil, "trailing"},
+		{"bad number", `{"a": 01}`, nil, "invalid"},
+		{"unterminated", `{"a": "x`, nil, "unterminated"},
+		{"control char", "{\"a\": \"x\x01\"}", nil, "control"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := DecodeData([]byte(c.in))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %#v, want %#v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestDecodeEnvelope(t *testing.T) {
+	cases := []struct {
+		name, in, tag string
+		data         map[string]any
+		err          string
+	}{
+		{"json", `{"tag": "salt/auth", "data": {"id": "web1"}}`, "salt/auth", map[string]any{"id": "web1"}, ""},
+		{"data first", `{"data": {"id": "web1"}, "tag": "a/b"}`, "a/b", map[string]any{"id": "web1"}, ""},
+		{"escaped tag", `{"tag": "a\/b\u0021", "data": {}}`, "a/b!", map[string]any{}, ""},
+		{"no data", `{"tag": "x"}`, "x", map[string]any{}, ""},
+		{"extra members", `{"tag": "x", "headers": {"a": [1, 2]}, "data": {"k": 1}}`, "x", map[string]any{"k": int64(1)}, ""},
+		{"state.event line", "salt/job/1/new\t{\"jid\": \"1\"}", "salt/job/1/new", map[string]any{"jid": "1"}, ""},
+		{"no tag", `{"data": {}}`, "", nil, "no tag"},
+		{"empty tag", `{"tag": "", "data": {}}`, "", nil, "no tag"},
+		{"tag not string", `{"tag": 5, "data": {}}`, "", nil, "tag is not a string"},
+		{"broken", `{"tag": "x", "data": {`, "", nil, "malformed"},
+		{"data not object", `{"tag": "x", "data": [1]}`, "", nil, "dictionary"},
+		{"garbage", `hello`, "", nil, "neither"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev, err := Decode([]byte(c.in))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Tag != c.tag || !reflect.DeepEqual(ev.Data, c.data) {
+				t.Fatalf("got %q %#v", ev.Tag, ev.Data)
+			}
+		})
+	}
+}
+
+func FuzzDecoderMatchesStdlib(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":[1,2.5,"x",null,true]}`, `{"a":{"b":"\u00e9\n"}}`, `{"a":1e400}`, `{"a":-0}`, `{}`, `[]`, `{"a":"\ud800"}`, "{\"a\":\"\xff\"}", `{"a":1,}`, `{"a" 1}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := DecodeData([]byte(s))
+		want, werr := stdDecode(bytes.TrimSpace([]byte(s)))
+		if strings.TrimSpace(s) == "" || strings.TrimSpace(s) == "null" {
+			return
+		}
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: fast err %v, stdlib err %v", s, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: fast %#v, stdlib %#v", s, got, want)
+		}
+	})
+}
+
+func TestMapOrderAndJSON(t *testing.T) {
+	m := NewMap(2)
+	m.Set("b", int64(1))
+	m.Set("a", []any{"x", 1.5, nil, true})
+	m.Set("b", "again")
+	sub := NewMap(1)
+	sub.Set("k", 1.0)
+	m.Set("c", sub)
+	got, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"b":"again","a":["x",1.5,null,true],"c":{"k":1.0}}`
+	if string(got) != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	c := m.Clone()
+	c.Delete("b")
+	if m.Len() != 3 || c.Len() != 2 || c.Keys()[0] != "a" {
+		t.Fatalf("clone/delete: %q %q", m.Keys(), c.Keys())
+	}
+}
+
+func FuzzSplitEnvelopeMatchesStdlib(f *testing.F) {
+	for _, s := range []string{`{"tag":"a","data":{"x":[1,{"y":"\u00e9"}]}}`, `{"tag":"a","other":{"x":"\q"}}`, `{"tag":"a","other":[1,]}`, `{"tag":"a","other":"\ud800"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _, err := SplitEnvelope([]byte(s))
+		var v map[string]any
+		werr := json.Unmarshal([]byte(s), &v)
+		if err == nil && werr != nil {
+			t.Fatalf("%q: accepted, stdlib says %v", s, werr)
+		}
+	})
+}

@@ -1,0 +1,447 @@
+package event
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// This file holds a small JSON decoder specialised for event envelopes. It
+// finds the tag without decoding the data, and decodes data in one pass
+// straight into reactord's value forms (map[string]any, []any, string,
+// bool, nil, int64, float64, json.Number for integers beyond int64), which
+// encoding/json cannot do without a second pass over its output. Strings
+// with escapes are handed to encoding/json, so escape handling is exactly
+// the standard library's. FuzzDecoderMatchesStdlib checks it against
+// encoding/json.
+
+var errSyntax = errors.New("invalid JSON")
+
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) errorf(format string, args ...any) error {
+	return fmt.Errorf("invalid JSON at offset %d: %s", s.i, fmt.Sprintf(format, args...))
+}
+
+// stringEnd returns the index after the closing quote of the string that
+// starts at s.i, and whether it contains escapes or non-ASCII bytes.
+func (s *scanner) stringEnd() (end int, plain bool, err error) {
+	plain = true
+	i := s.i + 1
+	for i < len(s.b) {
+		c := s.b[i]
+		switch {
+		case c == '"':
+			return i + 1, plain, nil
+		case c == '\\':
+			plain = false
+			i += 2
+			continue
+		case c < 0x20:
+			return 0, false, s.errorf("control character in string")
+		case c >= 0x80:
+			plain = false
+		}
+		i++
+	}
+	return 0, false, s.errorf("unterminated string")
+}
+
+func (s *scanner) str() (string, error) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return "", s.errorf("expected a string")
+	}
+	end, plain, err := s.stringEnd()
+	if err != nil {
+		return "", err
+	}
+	raw := s.b[s.i:end]
+	s.i = end
+	if plain {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	if !hasEscape(raw) && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var out string
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+func hasEscape(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// skip moves past one value, validating it without building it.
+func (s *scanner) skip() error { return s.skipValue(0) }
+
+func (s *scanner) skipValue(depth int) error {
+	if depth > maxDepth {
+		return s.errorf("nesting too deep")
+	}
+	s.ws()
+	if s.i >= len(s.b) {
+		return s.errorf("unexpected end")
+	}
+	switch c := s.b[s.i]; {
+	case c == '"':
+		end, _, err := s.stringEnd()
+		if err != nil {
+			return err
+		}
+		if !validEscapes(s.b[s.i:end]) {
+			return s.errorf("invalid escape in string")
+		}
+		s.i = end
+		return nil
+	case c == '{' || c == '[':
+		closing := byte('}')
+		if c == '[' {
+			closing = ']'
+		}
+		s.i++
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == closing {
+			s.i++
+			return nil
+		}
+		for {
+			if c == '{' {
+				s.ws()
+				if s.i >= len(s.b) || s.b[s.i] != '"' {
+					return s.errorf("expected a string")
+				}
+				if err := s.skipValue(depth + 1); err != nil {
+					return err
+				}
+				s.ws()
+				if s.i >= len(s.b) || s.b[s.i] != ':' {
+					return s.errorf("expected ':'")
+				}
+				s.i++
+			}
+			if err := s.skipValue(depth + 1); err != nil {
+				return err
+			}
+			s.ws()
+			if s.i >= len(s.b) {
+				return s.errorf("unterminated value")
+			}
+			if s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if s.b[s.i] == closing {
+				s.i++
+				return nil
+			}
+			return s.errorf("expected ',' or %q", closing)
+		}
+	}
+	_, err := s.value(depth)
+	return err
+}
+
+// validEscapes checks the escapes of a raw JSON string (quotes included).
+func validEscapes(raw []byte) bool {
+	for i := 1; i < len(raw)-1; i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++
+		switch raw[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if i+4 >= len(raw) {
+				return false
+			}
+			for _, h := range raw[i+1 : i+5] {
+				if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+					return false
+				}
+			}
+			i += 4
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+const maxDepth = 10000
+
+func (s *scanner) value(depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, s.errorf("nesting too deep")
+	}
+	s.ws()
+	if s.i >= len(s.b) {
+		return nil, s.errorf("unexpected end")
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		s.i++
+		m := make(map[string]any, 8)
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == '}' {
+			s.i++
+			return m, nil
+		}
+		for {
+			s.ws()
+			k, err := s.str()
+			if err != nil {
+				return nil, err
+			}
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] != ':' {
+				return nil, s.errorf("expected ':'")
+			}
+			s.i++
+			v, err := s.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			m[k] = v
+			s.ws()
+			if s.i >= len(s.b) {
+				return nil, s.errorf("unterminated object")
+			}
+			if s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if s.b[s.i] == '}' {
+				s.i++
+				return m, nil
+			}
+			return nil, s.errorf("expected ',' or '}'")
+		}
+	case c == '[':
+		s.i++
+		out := []any{}
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == ']' {
+			s.i++
+			return out, nil
+		}
+		for {
+			v, err := s.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+			s.ws()
+			if s.i >= len(s.b) {
+				return nil, s.errorf("unterminated array")
+			}
+			if s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if s.b[s.i] == ']' {
+				s.i++
+				return out, nil
+			}
+			return nil, s.errorf("expected ',' or ']'")
+		}
+	case c == '"':
+		return s.str()
+	case c == 't':
+		return s.literal("true", true)
+	case c == 'f':
+		return s.literal("false", false)
+	case c == 'n':
+		return s.literal("null", nil)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	}
+	return nil, s.errorf("unexpected character %q", s.b[s.i])
+}
+
+func (s *scanner) literal(word string, v any) (any, error) {
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
+		return nil, s.errorf("invalid literal")
+	}
+	s.i += len(word)
+	return v, nil
+}
+
+// number scans a JSON number with the grammar's exact rules.
+func (s *scanner) number() (any, error) {
+	start := s.i
+	i := s.i
+	if i < len(s.b) && s.b[i] == '-' {
+		i++
+	}
+	if i >= len(s.b) {
+		return nil, s.errorf("invalid number")
+	}
+	switch {
+	case s.b[i] == '0':
+		i++
+	case s.b[i] >= '1' && s.b[i] <= '9':
+		for i < len(s.b) && s.b[i] >= '0' && s.b[i] <= '9' {
+			i++
+		}
+	default:
+		return nil, s.errorf("invalid number")
+	}
+	isInt := true
+	if i < len(s.b) && s.b[i] == '.' {
+		isInt = false
+		i++
+		d := i
+		for i < len(s.b) && s.b[i] >= '0' && s.b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return nil, s.errorf("invalid number")
+		}
+	}
+	if i < len(s.b) && (s.b[i] == 'e' || s.b[i] == 'E') {
+		isInt = false
+		i++
+		if i < len(s.b) && (s.b[i] == '+' || s.b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(s.b) && s.b[i] >= '0' && s.b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return nil, s.errorf("invalid number")
+		}
+	}
+	s.i = i
+	text := string(s.b[start:i])
+	if isInt {
+		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return n, nil
+		}
+		return json.Number(text), nil
+	}
+	return Number(text), nil
+}
+
+// splitFast is SplitEnvelope's fast path.
+func splitFast(line []byte) (tag string, data []byte, err error) {
+	s := &scanner{b: line}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return "", nil, errors.New("malformed event: not a JSON object")
+	}
+	s.i++
+	haveTag := false
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+	} else {
+		for {
+			s.ws()
+			k, err := s.str()
+			if err != nil {
+				return "", nil, fmt.Errorf("malformed event: %w", err)
+			}
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] != ':' {
+				return "", nil, fmt.Errorf("malformed event: %w", s.errorf("expected ':'"))
+			}
+			s.i++
+			s.ws()
+			start := s.i
+			switch k {
+			case "tag":
+				if s.i >= len(s.b) || s.b[s.i] != '"' {
+					return "", nil, errors.New("malformed event: tag is not a string")
+				}
+				tag, err = s.str()
+				haveTag = true
+			default:
+				err = s.skip()
+				if k == "data" {
+					data = s.b[start:s.i]
+				}
+			}
+			if err != nil {
+				return "", nil, fmt.Errorf("malformed event: member %q: %w", k, err)
+			}
+			s.ws()
+			if s.i >= len(s.b) {
+				return "", nil, errors.New("malformed event: unterminated object")
+			}
+			if s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if s.b[s.i] == '}' {
+				s.i++
+				break
+			}
+			return "", nil, fmt.Errorf("malformed event: %w", s.errorf("expected ',' or '}'"))
+		}
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return "", nil, errors.New("malformed event: trailing bytes after the object")
+	}
+	if !haveTag || tag == "" {
+		return "", nil, ErrNoTag
+	}
+	return tag, data, nil
+}
+
+// decodeFast is DecodeData's fast path.
+func decodeFast(raw []byte) (map[string]any, error) {
+	s := &scanner{b: raw}
+	v, err := s.value(0)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return nil, errors.New("data: trailing bytes after the object")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("data is a %s, Salt requires a dictionary", jsonKindFast(v))
+	}
+	return m, nil
+}
+
+func jsonKindFast(v any) string {
+	switch v.(type) {
+	case []any:
+		return "list"
+	case string:
+		return "string"
+	case int64, float64, json.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "value"
+}
