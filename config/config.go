@@ -115,6 +115,9 @@ func nodePos(file string, n *yaml11.Node) Pos {
 // sorted file order without repeating equal entries, and replace a reactor
 // list of the main file. The returned error joins every problem found.
 func Load(path string) (*Config, error) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading configuration: %w", err)

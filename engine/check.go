@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/reactord/reactord/config"
@@ -39,8 +40,19 @@ func Check(path string) CheckReport {
 	}
 	rep.Config = cfg
 	rep.Problems = append(rep.Problems, cfg.Warnings...)
+	reported := map[string]bool{}
+	for _, p := range rep.Problems {
+		var ce *config.Error
+		if errors.As(p, &ce) {
+			reported[fmt.Sprintf("%s:%d", ce.Pos.File, ce.Pos.Line)] = true
+		}
+	}
 	for _, f := range cfg.Files {
-		rep.Problems = append(rep.Problems, schemaProblems(f)...)
+		for _, p := range schemaProblems(f) {
+			if !reported[fmt.Sprintf("%s:%d", p.Pos.File, p.Pos.Line)] {
+				rep.Problems = append(rep.Problems, p)
+			}
+		}
 	}
 	rep.Rules = len(cfg.Rules)
 	lib := reactions.NewLibrary()
@@ -100,8 +112,8 @@ func checkStatic(f *reactions.File) []error {
 }
 
 // schemaProblems validates one configuration file against the reactor
-// configuration schema.
-func schemaProblems(path string) []error {
+// configuration schema, positioning each violation at its node.
+func schemaProblems(path string) []*config.Error {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil // already reported by the loader
@@ -114,11 +126,56 @@ func schemaProblems(path string) []error {
 	if err != nil {
 		return nil
 	}
-	var out []error
+	var out []*config.Error
 	for _, viol := range schemas.Check(schemas.ReactorConfig, plainYAML(v)) {
-		out = append(out, &config.Error{Pos: config.Pos{File: path, Line: 1, Col: 1}, Msg: "schema: " + viol.String()})
+		n := pointerNode(root, viol.Pointer)
+		out = append(out, &config.Error{Pos: config.Pos{File: path, Line: max(n.Line, 1), Col: max(n.Column, 1)}, Msg: "schema: " + viol.String()})
 	}
 	return out
+}
+
+// pointerNode finds the node a JSON pointer designates, or the deepest
+// ancestor found.
+func pointerNode(root *yaml11.Node, pointer string) *yaml11.Node {
+	n := root
+	if pointer == "" {
+		return n
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		var next *yaml11.Node
+		switch n.Kind {
+		case yaml11.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Text == tok {
+					next = n.Content[i+1]
+					if i+2 <= len(n.Content) && strings.HasPrefix(pointer, "/") && tok != "" {
+						// Point at the key for unknown or misplaced keys.
+						next = pick(n.Content[i], n.Content[i+1])
+					}
+					break
+				}
+			}
+		case yaml11.SequenceNode:
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+			}
+		}
+		if next == nil {
+			return n
+		}
+		n = next
+	}
+	return n
+}
+
+// pick returns the value node for collections (so deeper tokens can
+// descend) and the key node for scalars.
+func pick(key, value *yaml11.Node) *yaml11.Node {
+	if value.Kind == yaml11.ScalarNode {
+		return key
+	}
+	return value
 }
 
 // plainYAML converts yaml11 values to JSON-like Go values.

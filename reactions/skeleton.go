@@ -204,8 +204,6 @@ type materializer struct {
 	vals []recorded
 }
 
-var errStructure = errors.New("structured value")
-
 // value materializes any node. Mappings become *event.Map with keys spelled
 // as Python's json module spells them.
 func (m *materializer) value(n *pnode) (any, error) {

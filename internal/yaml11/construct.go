@@ -78,7 +78,9 @@ func constructInt(text string) (any, *Error) {
 			v = "0"
 		}
 	}
-	v = strings.ReplaceAll(v, "_", "")
+	if strings.IndexByte(v, '_') >= 0 {
+		v = strings.ReplaceAll(v, "_", "")
+	}
 	if v == "" {
 		return nil, indexError()
 	}
@@ -271,7 +273,11 @@ func pyTrimSpace(s string) string {
 // the result is PyYAML's single nan_value object (from ".nan"), which
 // compares equal to itself as a dict key; other NaNs never do.
 func constructFloat(text string) (f float64, sharedNaN bool, err *Error) {
-	v := strings.ToLower(strings.ReplaceAll(text, "_", ""))
+	v := text
+	if strings.IndexByte(v, '_') >= 0 {
+		v = strings.ReplaceAll(v, "_", "")
+	}
+	v = strings.ToLower(v)
 	if v == "" {
 		return 0, false, indexError()
 	}

@@ -123,7 +123,7 @@ func TestPlainSafeRandom(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(1))
 	safe := 0
-	for i := 0; i < 200000; i++ {
+	for i := 0; i < 30000; i++ {
 		var b strings.Builder
 		for n := rng.Intn(7); n >= 0; n-- {
 			b.WriteString(alphabet[rng.Intn(len(alphabet))])
@@ -137,7 +137,7 @@ func TestPlainSafeRandom(t *testing.T) {
 			return
 		}
 	}
-	if safe < 1000 {
+	if safe < 200 {
 		t.Errorf("only %d random strings were plain-safe", safe)
 	}
 }

@@ -124,7 +124,9 @@ var firstByte = func() (t [256]uint8) {
 // As in Python's re, a single trailing "\n" does not stop a resolver from
 // matching, though a plain scalar never ends with one.
 //
-// Resolve does not allocate when the result is the text itself.
+// Resolve is inlined, so when the result is the text itself the string is
+// boxed in the caller's frame: nothing is allocated unless the caller lets
+// the result escape to the heap (a type switch on it does not).
 func Resolve(text string) any {
 	if v, ok := resolveNonString(text); ok {
 		return v
@@ -141,10 +143,13 @@ func ImplicitTag(text string) string {
 
 // resolveNonString does the work of Resolve; ok is false when the value is
 // the text itself, so that Resolve (which inlines) boxes the string in its
-// caller's frame.
+// caller's frame, where it need not escape to the heap.
 func resolveNonString(text string) (any, bool) {
 	if text != "" && firstByte[text[0]] == fNone {
 		return nil, false
+	}
+	if n, ok := smallDecimal(text); ok {
+		return n, true
 	}
 	k := classify(text, false)
 	if k == kStr {
@@ -155,6 +160,24 @@ func resolveNonString(text string) (any, bool) {
 		return err, true
 	}
 	return v, true
+}
+
+// smallDecimal is the fast path for the commonest numbers: "0", or up to
+// 18 ASCII digits with no leading zero, which the int resolver matches and
+// construct_yaml_int parses as plain decimal.
+func smallDecimal(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 || s[0] == '0' && len(s) > 1 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // constructImplicit builds the value of an implicitly resolved scalar.

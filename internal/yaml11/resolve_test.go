@@ -2475,4 +2475,3 @@ func TestExplicitTags(t *testing.T) {
 		}
 	}
 }
-

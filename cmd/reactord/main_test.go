@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCmd runs one reactord command line in-process.
+func runCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const exampleConf = "../../reactor.conf.example"
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	for _, cmd := range []string{"render", "check", "replay"} {
+		code, out, _ := runCmd(t, "", cmd, "--help")
+		if code != exitOK || !strings.Contains(out, "Usage: reactord "+cmd) || !strings.Contains(out, "-c string") {
+			t.Errorf("%s --help: code %d, output %q", cmd, code, out)
+		}
+	}
+	if code, out, _ := runCmd(t, "", "--help"); code != 0 || !strings.Contains(out, "render") {
+		t.Errorf("--help: %d %q", code, out)
+	}
+	if code, _, errOut := runCmd(t, "", "frobnicate"); code != exitUsage || !strings.Contains(errOut, "unknown command") {
+		t.Errorf("unknown command: %d %q", code, errOut)
+	}
+}
+
+func TestExampleConfigIsValid(t *testing.T) {
+	code, out, errOut := runCmd(t, "", "check", "-c", exampleConf)
+	if code != exitOK {
+		t.Fatalf("check reactor.conf.example: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "ok: 4 rule(s), 4 reaction file(s)") {
+		t.Fatalf("unexpected summary %q", out)
+	}
+}
+
+func TestRenderContract(t *testing.T) {
+	code, out, errOut := runCmd(t, "", "render", "-c", exampleConf, "--tag", "salt/minion/web7/start", "--data", `{"id": "web7"}`)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var chunks []map[string]any
+	if err := json.Unmarshal([]byte(out), &chunks); err != nil {
+		t.Fatalf("stdout is not a JSON array: %v\n%s", err, out)
+	}
+	if len(chunks) != 1 || chunks[0]["tgt"] != "web7" || chunks[0]["fun"] != "state.apply" || chunks[0]["state"] != "local" {
+		t.Fatalf("chunks = %v", chunks)
+	}
+	for _, k := range []string{"state", "__id__", "name", "__sls__", "order", "fun"} {
+		if _, ok := chunks[0][k]; !ok {
+			t.Errorf("chunk lacks %q", k)
+		}
+	}
+
+	// An event that triggers nothing prints [].
+	code, out, _ = runCmd(t, "", "render", "-c", exampleConf, "--tag", "nothing/here")
+	if code != exitOK || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("no-match render: %d %q", code, out)
+	}
+
+	// --event - reads {"tag","data"} from stdin; --data @file reads a file.
+	ev := `{"tag": "salt/auth", "data": {"act": "pend", "id": "web9"}}`
+	code, out, _ = runCmd(t, ev, "render", "-c", exampleConf, "--event", "-")
+	if code != exitOK || !strings.Contains(out, `"match": "web9"`) {
+		t.Fatalf("--event -: %d %q", code, out)
+	}
+	dir := writeFiles(t, map[string]string{"d.json": `{"act": "pend", "id": "web3"}`})
+	code, out, _ = runCmd(t, "", "render", "-c", exampleConf, "--tag", "salt/auth", "--data", "@"+filepath.Join(dir, "d.json"))
+	if code != exitOK || !strings.Contains(out, `"match": "web3"`) {
+		t.Fatalf("--data @file: %d %q", code, out)
+	}
+}
+
+func TestRenderErrorsArePositioned(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf": "reactor:\n  - 'a/*':\n    - bad.sls\n    - good.sls\n",
+		"bad.sls":      "x:\n  local.test.ping:\n    - tgt: {{ .data.nope }}\n",
+		"good.sls":     "y:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n",
+	})
+	code, out, errOut := runCmd(t, "", "render", "-c", filepath.Join(dir, "reactor.conf"), "--tag", "a/b", "--data", `{"id": "web1"}`)
+	if code != exitFound {
+		t.Fatalf("exit %d, want %d", code, exitFound)
+	}
+	want := filepath.Join(dir, "bad.sls") + ":3:19: "
+	if !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, `map has no entry for key "nope"`) {
+		t.Fatalf("stderr %q, want prefix %q", errOut, want)
+	}
+	if !strings.Contains(out, `"tgt": "web1"`) {
+		t.Fatalf("good file did not render: %s", out)
+	}
+}
+
+func TestRenderUsageErrors(t *testing.T) {
+	cases := [][]string{
+		{"render"},
+		{"render", "-c", exampleConf},
+		{"render", "-c", exampleConf, "--tag", "x", "--event", "y"},
+		{"render", "-c", exampleConf, "--tag", "x", "--data", "[1]"},
+		{"render", "-c", "/nonexistent/reactord.conf", "--tag", "x"},
+	}
+	for _, args := range cases {
+		if code, _, errOut := runCmd(t, "", args...); code != exitUsage || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestCheckReportsEveryProblem(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf": `reactor:
+  - 'a/*':
+    - missing.sls
+  - 'b/*': bad_template.sls
+  - 'c/*':
+    - static_bad.sls
+  - 'd/*': ok.sls
+    'e/*': ok.sls
+  - just-a-string
+reactord:
+  workerz: 2
+`,
+		"bad_template.sls": "x:\n  local.test.ping:\n    - tgt: {{ .data.id \n",
+		"static_bad.sls":   "y:\n  local.test.ping:\n    tgt: web1\n",
+		"ok.sls":           "z:\n  local.test.ping:\n    - tgt: web1\n",
+	})
+	code, out, errOut := runCmd(t, "", "check", "-c", filepath.Join(dir, "reactor.conf"))
+	if code != exitFound {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	conf := filepath.Join(dir, "reactor.conf")
+	for _, want := range []string{
+		conf + ":11:3: unknown reactord setting \"workerz\"",
+		conf + ":3:7: SLS missing.sls matches no file",
+		filepath.Join(dir, "bad_template.sls") + ":4:1: unclosed action",
+		filepath.Join(dir, "static_bad.sls") + ":1:1: State 'y' in SLS",
+		conf + ":7:5: reactor entry has 2 keys",
+		conf + ":9:5: reactor entry is not a mapping",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q\n%s", want, errOut)
+		}
+	}
+}
+
+func TestCheckConfigSyntaxError(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"reactor.conf": "reactor:\n  - *unquoted:\n    - x.sls\n"})
+	code, _, errOut := runCmd(t, "", "check", "-c", filepath.Join(dir, "reactor.conf"))
+	if code != exitFound && code != exitUsage {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(errOut, filepath.Join(dir, "reactor.conf")+":2:") {
+		t.Fatalf("stderr %q lacks a position", errOut)
+	}
+}
+
+func TestReplayContract(t *testing.T) {
+	events := strings.Join([]string{
+		`{"tag": "salt/minion/web1/start", "data": {"id": "web1"}}`,
+		"salt/auth\t{\"act\": \"pend\", \"id\": \"web2\"}",
+		`this is not an event`,
+		``,
+		`{"tag": "unmatched/tag", "data": {"x": 1}}`,
+	}, "\n")
+	code, out, errOut := runCmd(t, events, "replay", "-c", exampleConf, "-")
+	if code != exitFound {
+		t.Fatalf("exit %d, want %d (one malformed line)\n%s", code, exitFound, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d reaction lines: %q", len(lines), out)
+	}
+	var first struct {
+		Tag   string         `json:"tag"`
+		Chunk map[string]any `json:"chunk"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.Tag != "salt/minion/web1/start" || first.Chunk["tgt"] != "web1" {
+		t.Fatalf("first line %q: %v", lines[0], err)
+	}
+	errLines := strings.Split(strings.TrimSpace(errOut), "\n")
+	var sum map[string]any
+	if err := json.Unmarshal([]byte(errLines[len(errLines)-1]), &sum); err != nil {
+		t.Fatalf("last stderr line is not the JSON summary: %q", errLines[len(errLines)-1])
+	}
+	for _, k := range []string{"events", "matched", "reactions", "errors", "seconds", "events_per_sec"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary lacks %q", k)
+		}
+	}
+	if sum["events"] != 4.0 || sum["matched"] != 2.0 || sum["reactions"] != 2.0 || sum["errors"] != 1.0 {
+		t.Errorf("summary = %v", sum)
+	}
+
+	// --quiet prints no reactions but still the summary.
+	code, out, errOut = runCmd(t, `{"tag": "salt/minion/web1/start", "data": {"id": "web1"}}`, "replay", "-c", exampleConf, "--quiet", "-")
+	if code != exitOK || out != "" || !strings.Contains(errOut, `"reactions":1`) {
+		t.Fatalf("--quiet: %d %q %q", code, out, errOut)
+	}
+}
+
+func TestReplayKeepsInputOrder(t *testing.T) {
+	var b strings.Builder
+	for i := range 3000 {
+		b.WriteString(`{"tag": "salt/minion/web` + itoa(i) + `/start", "data": {"id": "web` + itoa(i) + `"}}` + "\n")
+	}
+	code, out, errOut := runCmd(t, b.String(), "replay", "-c", exampleConf, "--workers", "4", "-")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3000 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	for i, l := range lines {
+		if !strings.Contains(l, `"tgt":"web`+itoa(i)+`"`) {
+			t.Fatalf("line %d out of order: %s", i, l)
+		}
+	}
+}
+
+func itoa(i int) string { return strings.TrimSpace(strings.Replace(string(rune('0'+0)), "0", "", 1)) + fmtInt(i) }
+
+func fmtInt(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var d []byte
+	for i > 0 {
+		d = append([]byte{byte('0' + i%10)}, d...)
+		i /= 10
+	}
+	return string(d)
+}
