@@ -76,8 +76,8 @@ func TestDecodeData(t *testing.T) {
 func TestDecodeEnvelope(t *testing.T) {
 	cases := []struct {
 		name, in, tag string
-		data         map[string]any
-		err          string
+		data          map[string]any
+		err           string
 	}{
 		{"json", `{"tag": "salt/auth", "data": {"id": "web1"}}`, "salt/auth", map[string]any{"id": "web1"}, ""},
 		{"data first", `{"data": {"id": "web1"}, "tag": "a/b"}`, "a/b", map[string]any{"id": "web1"}, ""},

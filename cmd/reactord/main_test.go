@@ -243,7 +243,9 @@ func TestReplayKeepsInputOrder(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return strings.TrimSpace(strings.Replace(string(rune('0'+0)), "0", "", 1)) + fmtInt(i) }
+func itoa(i int) string {
+	return strings.TrimSpace(strings.Replace(string(rune('0'+0)), "0", "", 1)) + fmtInt(i)
+}
 
 func fmtInt(i int) string {
 	if i == 0 {
