@@ -234,7 +234,32 @@ func (l *loader) parse(path string) *doc {
 		l.errorf(path, root, "a Salt configuration file must be a mapping of options")
 		return nil
 	}
+	l.duplicates(path, root)
 	return &doc{path: path, root: root}
+}
+
+// duplicates reports duplicate mapping keys anywhere in n, which Salt's
+// YAML loader rejects.
+func (l *loader) duplicates(file string, n *yaml11.Node) {
+	if n.Kind == yaml11.MappingNode {
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind == yaml11.ScalarNode {
+				id := fmt.Sprintf("%#v", yaml11.Resolve(k.Text))
+				if k.Style != yaml11.Plain {
+					id = fmt.Sprintf("%#v", k.Text)
+				}
+				if seen[id] {
+					l.errorf(file, k, "found conflicting ID '%s'", k.Text)
+				}
+				seen[id] = true
+			}
+		}
+	}
+	for _, c := range n.Content {
+		l.duplicates(file, c)
+	}
 }
 
 // lookup returns the value node of a top-level key.

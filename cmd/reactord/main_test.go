@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -243,18 +244,4 @@ func TestReplayKeepsInputOrder(t *testing.T) {
 	}
 }
 
-func itoa(i int) string {
-	return strings.TrimSpace(strings.Replace(string(rune('0'+0)), "0", "", 1)) + fmtInt(i)
-}
-
-func fmtInt(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var d []byte
-	for i > 0 {
-		d = append([]byte{byte('0' + i%10)}, d...)
-		i /= 10
-	}
-	return string(d)
-}
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,233 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func globs(c *Config) []string {
+	var out []string
+	for _, r := range c.Rules {
+		var refs []string
+		for _, s := range r.SLS {
+			refs = append(refs, s.Ref)
+		}
+		out = append(out, r.Glob+"="+strings.Join(refs, ","))
+	}
+	return out
+}
+
+func TestMerging(t *testing.T) {
+	cases := []struct {
+		name  string
+		files map[string]string
+		load  string
+		want  []string
+	}{
+		{
+			name:  "single file, string and list values",
+			files: map[string]string{"r.conf": "reactor:\n  - 'a/*': a.sls\n  - 'b/*':\n    - b1.sls\n    - b2.sls\n"},
+			load:  "r.conf",
+			want:  []string{"a/*=a.sls", "b/*=b1.sls,b2.sls"},
+		},
+		{
+			name: "master.d concatenates in sorted order and drops equal entries",
+			files: map[string]string{
+				"master.d/20-b.conf": "reactor:\n  - 'x': one.sls\n  - 'y': two.sls\n",
+				"master.d/10-a.conf": "reactor:\n  - 'x': one.sls\n  - 'z': three.sls\n",
+				"master.d/notes.txt": "reactor:\n  - 'ignored': no.sls\n",
+			},
+			load: "master.d",
+			want: []string{"x=one.sls", "z=three.sls", "y=two.sls"},
+		},
+		{
+			name: "master.d replaces the main file's reactor",
+			files: map[string]string{
+				"master":             "interface: 0.0.0.0\nreactor:\n  - 'main': main.sls\n",
+				"master.d/r.conf":    "reactor:\n  - 'included': inc.sls\n",
+				"master.d/more.conf": "worker_threads: 5\n",
+			},
+			load: "master",
+			want: []string{"included=inc.sls"},
+		},
+		{
+			name:  "main file alone",
+			files: map[string]string{"master": "reactor:\n  - 'main': main.sls\n"},
+			load:  "master",
+			want:  []string{"main=main.sls"},
+		},
+		{
+			name: "include option",
+			files: map[string]string{
+				"master":         "include: extra/*.conf\n",
+				"extra/r.conf":   "reactor:\n  - 'inc': inc.sls\n",
+				"extra/r2.conf":  "reactor:\n  - 'inc2': inc2.sls\n",
+				"unrelated.conf": "reactor:\n  - 'no': no.sls\n",
+			},
+			load: "master",
+			want: []string{"inc=inc.sls", "inc2=inc2.sls"},
+		},
+		{
+			name: "reactor as a file path holding the bare list",
+			files: map[string]string{
+				"master":      "reactor: reactor.yml\n",
+				"reactor.yml": "- 'f/*': f.sls\n",
+			},
+			load: "master",
+			want: []string{"f/*=f.sls"},
+		},
+		{
+			name:  "empty reactor",
+			files: map[string]string{"master": "reactor:\n"},
+			load:  "master",
+			want:  nil,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := write(t, c.files)
+			cfg, err := Load(filepath.Join(dir, c.load))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := globs(cfg); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("rules = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestPathResolution(t *testing.T) {
+	dir := write(t, map[string]string{
+		"etc/r.conf": `reactor:
+  - 'a': rel/a.sls
+  - 'b': /abs/b.sls
+  - 'c': salt://reactor/c.sls
+  - 'd': salt://reactor/d.sls?saltenv=prod
+  - 'e': salt://reactor/missing.sls
+file_roots:
+  base:
+    - ../srv/base
+  prod:
+    - ../srv/prod
+    - ../srv/base
+`,
+		"srv/base/reactor/c.sls": "",
+		"srv/base/reactor/d.sls": "",
+		"srv/prod/reactor/x.sls": "",
+	})
+	cfg, err := Load(filepath.Join(dir, "etc/r.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		filepath.Join(dir, "etc/rel/a.sls"),
+		"/abs/b.sls",
+		filepath.Join(dir, "srv/base/reactor/c.sls"),
+		filepath.Join(dir, "srv/base/reactor/d.sls"),
+		"",
+	}
+	for i, r := range cfg.Rules {
+		if got := r.SLS[0].Pattern; got != want[i] {
+			t.Errorf("rule %s: pattern %q, want %q", r.Glob, got, want[i])
+		}
+	}
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].Error(), "salt://reactor/missing.sls is not in file_roots") {
+		t.Errorf("warnings = %v", cfg.Warnings)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	dir := write(t, map[string]string{"r.conf": "reactord:\n  nats: nats://127.0.0.1:4222\n  driver: dryrun\n  data_dir: /var/lib/reactord\n  log_level: debug\n  workers: 4\n"})
+	cfg, err := Load(filepath.Join(dir, "r.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Settings{NATS: "nats://127.0.0.1:4222", Driver: "dryrun", DataDir: "/var/lib/reactord", LogLevel: "debug", Workers: 4}
+	if cfg.Settings != want {
+		t.Fatalf("settings = %+v", cfg.Settings)
+	}
+}
+
+// TestErrors is one case per message: the input, the position and the text.
+func TestErrors(t *testing.T) {
+	cases := []struct {
+		name, src   string
+		line, col   int
+		msg         string
+		warningOnly bool
+	}{
+		{"reactor not a list", "reactor:\n  a: b\n", 2, 3, "reactor must be a list", false},
+		{"glob not a string", "reactor:\n  - 1234: a.sls\n", 2, 5, "tag glob \"1234\" is not a string", false},
+		{"two globs in one entry", "reactor:\n  - 'a': a.sls\n    'b': b.sls\n", 2, 5, "reactor entry has 2 keys", true},
+		{"entry not a mapping", "reactor:\n  - a.sls\n", 2, 5, "reactor entry is not a mapping", true},
+		{"value neither path nor list", "reactor:\n  - 'a': {x: 1}\n", 2, 10, "maps to neither a path nor a list", true},
+		{"path not a string", "reactor:\n  - 'a':\n    - [x]\n", 3, 7, "SLS path is not a string", true},
+		{"unknown setting", "reactord:\n  workerz: 2\n", 2, 3, "unknown reactord setting \"workerz\"", false},
+		{"bad log level", "reactord:\n  log_level: loud\n", 2, 14, "log_level must be debug, info, warn or error", false},
+		{"bad workers", "reactord:\n  workers: -1\n", 2, 12, "workers must be a positive integer", false},
+		{"settings not a mapping", "reactord: yes\n", 1, 11, "reactord must be a mapping", false},
+		{"file_roots not a mapping", "file_roots: [a]\n", 1, 13, "file_roots must be a mapping", false},
+		{"syntax error", "reactor:\n  - 'a': [x\n", 2, 1, "did not find expected", false},
+		{"not a mapping", "- a\n", 1, 1, "must be a mapping of options", false},
+		{"duplicate top-level key", "reactor: []\nreactor: []\n", 2, 1, "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := write(t, map[string]string{"r.conf": c.src})
+			path := filepath.Join(dir, "r.conf")
+			cfg, err := Load(path)
+			var text string
+			if c.warningOnly {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				if len(cfg.Warnings) != 1 {
+					t.Fatalf("warnings = %v", cfg.Warnings)
+				}
+				text = cfg.Warnings[0].Error()
+			} else {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				text = err.Error()
+			}
+			prefix := path + ":" + itoa(c.line) + ":"
+			if c.col > 0 {
+				prefix += itoa(c.col) + ":"
+			}
+			if !strings.HasPrefix(text, prefix) || !strings.Contains(text, c.msg) {
+				t.Fatalf("got %q, want prefix %q and %q", text, prefix, c.msg)
+			}
+		})
+	}
+}
+
+func TestAllErrorsAtOnce(t *testing.T) {
+	dir := write(t, map[string]string{"r.conf": "reactor:\n  - 1: a.sls\n  - 2: b.sls\nreactord:\n  bogus: 1\n"})
+	_, err := Load(filepath.Join(dir, "r.conf"))
+	if err == nil || strings.Count(err.Error(), "\n") != 2 {
+		t.Fatalf("want three errors, got %v", err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
