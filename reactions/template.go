@@ -112,11 +112,23 @@ func (r *recorder) record(kind valueKind, args []any) (string, error) {
 	}
 	idx := len(r.vals)
 	r.vals = append(r.vals, rv)
+	if idx < len(placeholders) {
+		return placeholders[idx], nil
+	}
 	r.buf = append(r.buf[:0], sentinel...)
 	r.buf = strconv.AppendInt(r.buf, int64(idx), 10)
 	r.buf = append(r.buf, '_')
 	return string(r.buf), nil
 }
+
+// placeholders are the first placeholder strings, built once.
+var placeholders = func() []string {
+	out := make([]string, 256)
+	for i := range out {
+		out[i] = sentinel + strconv.Itoa(i) + "_"
+	}
+	return out
+}()
 
 // instance is one executable copy of a template bound to its own recorder.
 type instance struct {

@@ -259,3 +259,43 @@ func FuzzPlainSafe(f *testing.F) {
 	}
 	f.Fuzz(checkPlainSafe)
 }
+
+// FuzzParse checks that Parse and Value never panic, return only *Error
+// errors, and agree with Resolve on plain scalars.
+func FuzzParse(f *testing.F) {
+	for _, c := range docCases {
+		f.Add(c.src)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		n, err := Parse([]byte(src))
+		if err != nil {
+			e, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("Parse(%q) error %T %v", src, err, err)
+			}
+			if strings.HasPrefix(e.Msg, "internal parser error") {
+				t.Fatalf("Parse(%q): %v", src, err)
+			}
+			return
+		}
+		if n == nil {
+			return
+		}
+		if _, err := n.Value(); err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("Value of %q: error %T %v", src, err, err)
+			}
+		}
+		if n.Kind == ScalarNode && n.Tag == "" && n.Style == Plain {
+			v, err := n.Value()
+			want := Resolve(n.Text)
+			if e, ok := want.(*Error); ok {
+				if err == nil || err.(*Error).Msg != e.Msg {
+					t.Fatalf("%q: Value error %v, want %v", src, err, e)
+				}
+			} else if err != nil || !sameValue(v, want) {
+				t.Fatalf("%q: Value %#v, %v; want %#v", src, v, err, want)
+			}
+		}
+	})
+}
