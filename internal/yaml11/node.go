@@ -281,41 +281,51 @@ func position(src []byte, off int) (line, col int) {
 	return line, col
 }
 
-// offset is the inverse of position: the byte offset of a 1-based line and
-// character column, or -1.
-func offset(src []byte, line, col int) int {
-	l, c := 1, 1
+// lineStarts returns the byte offset at which each line starts, breaking
+// lines as libyaml does.
+func lineStarts(src []byte) []int {
+	starts := []int{0}
 	for i := 0; i < len(src); {
-		if l == line && c == col {
-			return i
-		}
 		r, w := utf8.DecodeRune(src[i:])
 		switch r {
 		case '\r':
 			if i+1 < len(src) && src[i+1] == '\n' {
 				w = 2
 			}
-			l, c = l+1, 1
+			starts = append(starts, i+w)
 		case '\n', 0x85, 0x2028, 0x2029:
-			l, c = l+1, 1
-		default:
-			c++
+			starts = append(starts, i+w)
 		}
 		i += w
-		if l > line {
-			return -1
-		}
 	}
-	if l == line && c == col {
-		return len(src)
-	}
-	return -1
+	return starts
 }
 
 type converter struct {
 	src    []byte
 	memo   map[*yaml.Node]*Node
 	active map[*yaml.Node]bool
+	lines  []int // lineStarts(src), computed when first needed
+}
+
+// offset returns the byte offset of a 1-based line and character column,
+// or -1.
+func (c *converter) offset(line, col int) int {
+	if c.lines == nil {
+		c.lines = lineStarts(c.src)
+	}
+	if line < 1 || line > len(c.lines) || col < 1 {
+		return -1
+	}
+	i := c.lines[line-1]
+	for ; col > 1 && i < len(c.src); col-- {
+		_, w := utf8.DecodeRune(c.src[i:])
+		i += w
+	}
+	if col > 1 {
+		return -1
+	}
+	return i
 }
 
 func (c *converter) convert(y *yaml.Node) (*Node, error) {
@@ -352,7 +362,7 @@ func (c *converter) convert(y *yaml.Node) (*Node, error) {
 		}
 		// yaml.v3 drops the non-specific tag "!", which makes PyYAML
 		// resolve even a quoted scalar implicitly; look for it.
-		if n.Tag == "" && n.Style != Plain && c.nonSpecificTag(y) {
+		if n.Tag == "" && c.nonSpecificTag(y) {
 			n.Tag = "!"
 		}
 		return n, nil
@@ -365,6 +375,9 @@ func (c *converter) convert(y *yaml.Node) (*Node, error) {
 	}
 	if y.Style&yaml.FlowStyle != 0 {
 		n.Style = Flow
+	}
+	if n.Tag == "" && c.nonSpecificTag(y) {
+		n.Tag = "!"
 	}
 	c.active[y] = true
 	n.Content = make([]*Node, 0, len(y.Content))
@@ -382,8 +395,8 @@ func (c *converter) convert(y *yaml.Node) (*Node, error) {
 // nonSpecificTag reports whether the node's properties, which start at its
 // position, include the tag "!" (or its verbatim form "!<!>").
 func (c *converter) nonSpecificTag(y *yaml.Node) bool {
-	i := offset(c.src, y.Line, y.Column)
-	if i < 0 {
+	i := c.offset(y.Line, y.Column)
+	if i < 0 || i >= len(c.src) || (c.src[i] != '!' && c.src[i] != '&') {
 		return false
 	}
 	s := c.src
