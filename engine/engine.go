@@ -92,6 +92,8 @@ type Result struct {
 	Files []FileResult
 	// Overwritten lists reaction IDs replaced by a later file.
 	Overwritten []reactions.Overwrite
+	// Warnings are parts of reactions Salt drops or ignores silently.
+	Warnings []error
 	// VerifyErrors are Salt's verify_high errors; when present every
 	// reaction of the event was discarded, as Salt does.
 	VerifyErrors []error
@@ -209,6 +211,12 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 					var rs []reactions.Reaction
 					rs, err = f.Render(tag, d)
 					fr.Reactions = len(rs)
+					for _, r := range rs {
+						for _, w := range r.Warnings {
+							res.Warnings = append(res.Warnings, w)
+							e.log.Warn("reaction dropped silently by Salt's rules", "tag", tag, "rule", rule.Glob, "warning", w)
+						}
+					}
 					high.Add(rs)
 				}
 				if err != nil {
@@ -233,6 +241,13 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 		return res, nil
 	}
 	res.Chunks = high.Compile()
+	for _, c := range res.Chunks {
+		if c.Has("expr_form") {
+			w := fmt.Errorf("%s: reaction %q uses expr_form, which Salt ignores since 2019.2.0 (the job targets with tgt_type, default glob); use tgt_type", c.Str("__sls__"), c.Str("__id__"))
+			res.Warnings = append(res.Warnings, w)
+			e.log.Warn("deprecated option", "tag", tag, "warning", w)
+		}
+	}
 	e.stats.Reactions.Add(int64(len(res.Chunks)))
 	return res, nil
 }

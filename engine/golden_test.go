@@ -163,6 +163,9 @@ func TestGolden(t *testing.T) {
 				if res.Skipped != "" {
 					fmt.Fprintf(&gotErr, "skipped: %s\n", res.Skipped)
 				}
+				for _, w := range res.Warnings {
+					fmt.Fprintf(&gotErr, "warning: %v\n", w)
+				}
 				for _, e := range res.Errors() {
 					fmt.Fprintf(&gotErr, "%v\n", e)
 				}

@@ -48,6 +48,8 @@ type Reaction struct {
 	// File, Line and Col locate the ID in the rendered file.
 	File      string
 	Line, Col int
+	// Warnings are parts of the reaction Salt drops silently.
+	Warnings []error
 }
 
 // ParseFile compiles a reaction file's source. A first line `#!yaml` marks a
@@ -181,7 +183,20 @@ func (f *File) reactions(root *pnode, vals []recorded) ([]Reaction, error) {
 			return nil, err
 		}
 		body.Set("__sls__", f.Path)
-		out = append(out, Reaction{ID: id, Body: body, File: f.Path, Line: kn.line, Col: max(kn.col, 1)})
+		r := Reaction{ID: id, Body: body, File: f.Path, Line: kn.line, Col: max(kn.col, 1)}
+		warn := func(format string, args ...any) {
+			r.Warnings = append(r.Warnings, &PosError{File: f.Path, Line: r.Line, Col: r.Col, Msg: fmt.Sprintf(format, args...)})
+		}
+		if s, ok := id.(string); ok && strings.HasPrefix(s, "__") {
+			warn("reaction ID %q starts with \"__\": Salt ignores it", s)
+		}
+		for _, k := range body.Keys() {
+			v, _ := body.Get(k)
+			if _, isList := v.([]any); isList && strings.Contains(k, ".") && !strings.HasPrefix(k, "_") {
+				warn("reaction %q: %q shares its type with another function of the same reaction and yields no chunk (Salt drops it silently); use one function per reaction ID", pyStr(id), k)
+			}
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -55,6 +55,9 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 	}
 	_, _ = stdout.Write(out)
 	code = exitOK
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "%s (warning)\n", w)
+	}
 	for _, e := range res.Errors() {
 		fmt.Fprintln(stderr, e)
 		code = exitFound
