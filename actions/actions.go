@@ -1,0 +1,61 @@
+// Package actions turns compiled low chunks into calls and hands them to
+// drivers that execute them (or, for the dry-run driver, print them). Retry
+// and timeouts live in stages around drivers, never inside them.
+package actions
+
+import (
+	"context"
+	"errors"
+
+	"github.com/reactord/reactord/event"
+)
+
+// Action is one reaction to execute: the chunk and the event that caused it.
+type Action struct {
+	// Tag is the tag of the triggering event.
+	Tag string
+	// Chunk is the compiled low chunk.
+	Chunk *event.Chunk
+}
+
+// Result is what a driver reports after dispatching an action.
+type Result struct {
+	// JID is the Salt job id the dispatch started, when there is one.
+	JID string
+	// Minions are the targets Salt reported, when known.
+	Minions []string
+}
+
+// Driver executes actions. Do reports a retryable failure by wrapping its
+// error with Retryable.
+type Driver interface {
+	// Name identifies the driver in logs and metrics.
+	Name() string
+	// Supports reports whether the driver can run a reaction type (local,
+	// runner, wheel, caller); configurations using a type the driver
+	// cannot run fail at load.
+	Supports(state string) bool
+	// Do dispatches one action.
+	Do(ctx context.Context, a Action) (Result, error)
+}
+
+type retryable struct{ err error }
+
+func (r retryable) Error() string { return r.err.Error() }
+func (r retryable) Unwrap() error { return r.err }
+
+// Retryable marks err as worth retrying (a timeout, a refused connection, a
+// 5xx answer). A nil err stays nil.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return retryable{err}
+}
+
+// IsRetryable reports whether err, or an error it wraps, was marked with
+// Retryable.
+func IsRetryable(err error) bool {
+	var r retryable
+	return errors.As(err, &r)
+}

@@ -1,0 +1,50 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/reactord/reactord/event"
+)
+
+// DryRun is the driver of `--dry-run`: it executes nothing and writes each
+// action as one JSON line, {"tag": TAG, "chunk": {...}}, as soon as it is
+// dispatched (each line is one Write; nothing is held in a buffer).
+type DryRun struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+// NewDryRun returns a dry-run driver writing to w.
+func NewDryRun(w io.Writer) *DryRun { return &DryRun{w: w} }
+
+// Name implements Driver.
+func (d *DryRun) Name() string { return "dryrun" }
+
+// Supports implements Driver: a dry run can show every reaction type.
+func (d *DryRun) Supports(string) bool { return true }
+
+// Do implements Driver.
+func (d *DryRun) Do(_ context.Context, a Action) (Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.buf = AppendLine(d.buf[:0], a.Tag, a.Chunk)
+	if _, err := d.w.Write(d.buf); err != nil {
+		return Result{}, fmt.Errorf("dryrun: writing: %w", err)
+	}
+	return Result{}, nil
+}
+
+// AppendLine appends `{"tag": TAG, "chunk": {...}}` and a newline to dst.
+func AppendLine(dst []byte, tag string, c *event.Chunk) []byte {
+	dst = append(dst, `{"tag":`...)
+	dst, _ = event.AppendJSON(dst, tag)
+	dst = append(dst, `,"chunk":`...)
+	dst, _ = event.AppendJSON(dst, c)
+	return append(dst, "}\n"...)
+}
+
+var _ Driver = (*DryRun)(nil)

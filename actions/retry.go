@@ -1,0 +1,61 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// RetryStage calls a driver, retrying retryable errors with exponential
+// backoff until MaxAttempts or the context ends.
+type RetryStage struct {
+	// Driver is the wrapped driver.
+	Driver Driver
+	// MaxAttempts bounds the attempts (default 5).
+	MaxAttempts int
+	// Initial and Max bound the wait between attempts (defaults 100ms, 5s).
+	Initial, Max time.Duration
+}
+
+// Do dispatches a with retries. The final error says how many attempts were
+// made and wraps the last driver error.
+func (r RetryStage) Do(ctx context.Context, a Action) (Result, error) {
+	attempts := r.MaxAttempts
+	if attempts <= 0 {
+		attempts = 5
+	}
+	wait := r.Initial
+	if wait <= 0 {
+		wait = 100 * time.Millisecond
+	}
+	maxWait := r.Max
+	if maxWait <= 0 {
+		maxWait = 5 * time.Second
+	}
+	var last error
+	for i := 1; i <= attempts; i++ {
+		if err := ctx.Err(); err != nil {
+			if last == nil {
+				last = err
+			}
+			return Result{}, fmt.Errorf("%s: giving up after %d attempt(s): %w", r.Driver.Name(), i-1, last)
+		}
+		res, err := r.Driver.Do(ctx, a)
+		if err == nil {
+			return res, nil
+		}
+		last = err
+		if !IsRetryable(err) || i == attempts {
+			return Result{}, fmt.Errorf("%s: attempt %d of %d: %w", r.Driver.Name(), i, attempts, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Result{}, fmt.Errorf("%s: giving up after %d attempt(s): %w", r.Driver.Name(), i, last)
+		case <-t.C:
+		}
+		wait = min(wait*2, maxWait)
+	}
+	return Result{}, last
+}
