@@ -106,7 +106,7 @@ type flaky struct {
 	err   error
 }
 
-func (f *flaky) Name() string        { return "flaky" }
+func (f *flaky) Name() string         { return "flaky" }
 func (f *flaky) Supports(string) bool { return true }
 func (f *flaky) Do(context.Context, Action) (Result, error) {
 	f.calls++

@@ -7,8 +7,8 @@
 // yaml/resolver.py and built by the constructors of yaml/constructor.py, not
 // by YAML 1.2 rules: `yes` and `on` are booleans, `1e3` is a string, `12:30`
 // is the integer 750. reactord parses the text with go.yaml.in/yaml/v3 (a Go
-// port of libyaml, so the accepted syntax matches CSafeLoader's) and uses this
-// package to reproduce the typing.
+// port of libyaml, so the accepted syntax largely matches CSafeLoader's) and
+// uses this package to reproduce the typing.
 //
 // The Salt overrides reproduced here (salt/utils/yamlloader.py, Salt 3006
 // and later) are:

@@ -106,12 +106,20 @@ type Node struct {
 
 // Parse parses src, which must hold at most one YAML document. It returns a
 // nil Node and no error when there is no document or the document is empty
-// (`---` alone, only comments). Errors are *Error: syntax errors reported by
-// go.yaml.in/yaml/v3 (line as it reports it, column unknown), a second
-// document ("expected a single document in the stream, but found another
-// document", at the second document), an undefined alias, a recursive alias
-// (which Salt would build into a self-containing value; reactord refuses
-// it), and malformed merge keys.
+// (`---` alone, only comments). Errors are *Error:
+//
+//   - syntax errors from go.yaml.in/yaml/v3, which tells only a line: the
+//     problem's, or for some errors the line where the enclosing
+//     collection or scalar starts; the column is 0 (unknown);
+//   - undecodable input (bad UTF-8, control characters), at the offending
+//     character;
+//   - "found undefined alias 'x'", at the first "*x";
+//   - "expected a single document in the stream, but found another
+//     document", at the second document;
+//   - "found recursive alias", for an alias inside its own anchored node
+//     (Salt would build a value that contains itself; reactord refuses);
+//   - malformed merge keys ("expected a mapping or list of mappings for
+//     merging, but found scalar"), at the merged value.
 func Parse(src []byte) (n *Node, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -376,9 +384,7 @@ func (c *converter) convert(y *yaml.Node) (*Node, error) {
 	if y.Style&yaml.FlowStyle != 0 {
 		n.Style = Flow
 	}
-	if n.Tag == "" && c.nonSpecificTag(y) {
-		n.Tag = "!"
-	}
+	nonSpecific := n.Tag == "" && c.nonSpecificTag(y)
 	c.active[y] = true
 	n.Content = make([]*Node, 0, len(y.Content))
 	for _, yc := range y.Content {
@@ -389,6 +395,11 @@ func (c *converter) convert(y *yaml.Node) (*Node, error) {
 		n.Content = append(n.Content, cn)
 	}
 	delete(c.active, y)
+	// A block mapping starts where its first key does: properties there
+	// are the key's.
+	if nonSpecific && !(n.Kind == MappingNode && len(y.Content) > 0 && y.Content[0].Line == n.Line && y.Content[0].Column == n.Column) {
+		n.Tag = "!"
+	}
 	return n, nil
 }
 

@@ -80,6 +80,39 @@ block:
 	}
 }
 
+func TestNonSpecificTagOnCollections(t *testing.T) {
+	for src, want := range map[string]string{
+		"! [a]":              "!",
+		"! {a: 1}":           "!",
+		"!\na: 1\n":          "!",
+		"&x !\na: 1\n":       "!",
+		"! a: 1\n":           "",
+		"&k ! a: 1\n":        "",
+		"!!map\na: 1\n":      TagMap,
+		"- ! [a]\n":          "",
+		"[a]":                "",
+		"# ! c\n[a]":         "",
+		"&a # c\n! # c\n[a]": "!",
+	} {
+		n, err := Parse([]byte(src))
+		if err != nil {
+			t.Errorf("Parse(%q): %v", src, err)
+			continue
+		}
+		if n.Tag != want {
+			t.Errorf("Parse(%q).Tag = %q, want %q", src, n.Tag, want)
+		}
+	}
+	n, err := Parse([]byte("! a: 1\n"))
+	if err != nil || n.Content[0].Tag != "!" {
+		t.Errorf("key tag: %v %v", n, err)
+	}
+	n, err = Parse([]byte("- ! [a]\n"))
+	if err != nil || n.Content[0].Tag != "!" {
+		t.Errorf("item tag: %v %v", n, err)
+	}
+}
+
 func mustValue(t *testing.T, n *Node) any {
 	t.Helper()
 	v, err := n.Value()

@@ -22,8 +22,8 @@ import (
 // (-?:,[]{}#&*!|>'"%@ and backquote), except "-" followed by a non-blank;
 // the document markers "---" and "..." at the start; a ':' next to a blank
 // or at the end; " #" or tab + "#"; any flow indicator , [ ] { }; and any
-// '?' (go.yaml.in/yaml/v3, like libyaml before 0.2, ends a plain scalar at
-// '?' in flow context, so URLs with a query string need quoting).
+// '?' (go.yaml.in/yaml/v3 ends a plain scalar at '?' in flow context, so
+// URLs with a query string need quoting).
 func PlainSafe(s string) bool {
 	if s == "" {
 		return true
@@ -54,8 +54,8 @@ func PlainSafe(s string) bool {
 			r == 0x2028, r == 0x2029, r == 0xfeff, r == 0xfffe, r == 0xffff:
 			return false
 		case r == ',' || r == '[' || r == ']' || r == '{' || r == '}' || r == '?':
-			// Flow indicators; go.yaml.in/yaml/v3 (like libyaml before
-			// 0.2) also ends a plain scalar at '?' in flow context.
+			// Flow indicators; go.yaml.in/yaml/v3 also ends a plain
+			// scalar at '?' in flow context.
 			return false
 		case r == '#':
 			if prev == ' ' || prev == '\t' {

@@ -1,6 +1,7 @@
 package yaml11
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -194,6 +195,11 @@ func constructImplicit(k kind, text string) (any, *Error) {
 	case kInt:
 		return constructInt(text)
 	case kFloat:
+		if simpleFloat(text) {
+			// What construct_yaml_float computes, without the detour.
+			f, _ := strconv.ParseFloat(text, 64)
+			return f, nil
+		}
 		f, _, err := constructFloat(text)
 		if err != nil {
 			return nil, err
@@ -204,6 +210,20 @@ func constructImplicit(k kind, text string) (any, *Error) {
 	default:
 		return nil, noConstructor(kindTags[k])
 	}
+}
+
+// simpleFloat reports whether a text the float resolver matched is made
+// of digits, '.', signs and 'e' only: no underscore, sexagesimal, inf, nan,
+// nor a trailing newline, so strconv.ParseFloat reads it as Python would.
+func simpleFloat(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9', c == '.', c == '-', c == '+', c == 'e', c == 'E':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // noConstructor is SafeConstructor.construct_undefined's error.

@@ -6,9 +6,10 @@ import (
 	"strconv"
 )
 
-// Map is an ordered mapping, as Salt builds mappings (OrderedDict). Keys
-// are scalar values typed like Resolve's results (nil, bool, int64,
-// *big.Int, float64, string); Values are any value Node.Value returns.
+// Map is an ordered mapping, as Salt builds mappings (OrderedDict), whose
+// keys are any hashable scalar value. Keys are typed like Resolve's results
+// (nil, bool, int64, *big.Int, float64, string; a !!binary key is its
+// decoded bytes as a string); Values are any value Node.Value returns.
 // KeyNodes holds the node of each key (nil when the Map was built by hand).
 type Map struct {
 	Keys     []any
