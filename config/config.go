@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -219,12 +220,7 @@ func (l *loader) parse(path string) *doc {
 	}
 	root, err := yaml11.Parse(src)
 	if err != nil {
-		var ye *yaml11.Error
-		if errors.As(err, &ye) {
-			l.errs = append(l.errs, &Error{Pos: Pos{File: path, Line: max(ye.Line, 1), Col: max(ye.Column, 1)}, Msg: ye.Msg})
-		} else {
-			l.errs = append(l.errs, &Error{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: err.Error()})
-		}
+		l.errs = append(l.errs, yamlError(path, src, err))
 		return nil
 	}
 	if root == nil {
@@ -260,6 +256,27 @@ func (l *loader) duplicates(file string, n *yaml11.Node) {
 	for _, c := range n.Content {
 		l.duplicates(file, c)
 	}
+}
+
+var aliasMsg = regexp.MustCompile(`alias '([^']*)'`)
+
+// yamlError positions a YAML error. When the parser gave no line (an
+// undefined alias), the alias is looked up in the source.
+func yamlError(path string, src []byte, err error) *Error {
+	var ye *yaml11.Error
+	if !errors.As(err, &ye) {
+		return &Error{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: err.Error()}
+	}
+	line, col := ye.Line, ye.Column
+	if line == 0 {
+		if m := aliasMsg.FindStringSubmatch(ye.Msg); m != nil {
+			if i := strings.Index(string(src), "*"+m[1]); i >= 0 {
+				line = strings.Count(string(src[:i]), "\n") + 1
+				col = i - strings.LastIndex(string(src[:i]), "\n")
+			}
+		}
+	}
+	return &Error{Pos: Pos{File: path, Line: max(line, 1), Col: max(col, 1)}, Msg: ye.Msg}
 }
 
 // lookup returns the value node of a top-level key.
@@ -396,12 +413,7 @@ func (l *loader) reactorFile(cfg *Config, file string, n *yaml11.Node, path stri
 	}
 	root, err := yaml11.Parse(src)
 	if err != nil {
-		var ye *yaml11.Error
-		if errors.As(err, &ye) {
-			l.errs = append(l.errs, &Error{Pos: Pos{File: path, Line: max(ye.Line, 1), Col: max(ye.Column, 1)}, Msg: ye.Msg})
-		} else {
-			l.errs = append(l.errs, &Error{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: err.Error()})
-		}
+		l.errs = append(l.errs, yamlError(path, src, err))
 		return
 	}
 	if root == nil {

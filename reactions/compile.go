@@ -88,10 +88,12 @@ func (h *High) Verify() []error {
 			if strings.Contains(state, ".") {
 				fun++
 			}
+			var funcs []string
 			for _, arg := range args {
 				switch a := arg.(type) {
 				case string:
 					fun++
+					funcs = append(funcs, a)
 					if strings.Contains(strings.TrimFunc(a, unicode.IsSpace), " ") {
 						pe(`The function "%s" in state "%s" in SLS "%s" has whitespace, a function with whitespace is not supported, perhaps this is an argument that is missing a ":"`, a, name, sls)
 					}
@@ -156,7 +158,7 @@ func (h *High) Verify() []error {
 				}
 				pe("No function declared in state '%s' in SLS '%s'", state, sls)
 			} else if fun > 1 {
-				pe("Too many functions declared in state '%s' in SLS '%s'", state, sls)
+				pe("Too many functions declared in state '%s' in SLS '%s'. Please choose one of the following: %s", name, sls, strings.Join(funcs, ", "))
 			}
 		}
 	}
@@ -173,6 +175,8 @@ func pyType(v any) string {
 		return "bool"
 	case nil:
 		return "NoneType"
+	case pyBytes:
+		return "bytes"
 	}
 	return "str"
 }

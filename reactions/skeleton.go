@@ -1,7 +1,7 @@
 package reactions
 
 import (
-	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,7 +157,13 @@ func scalarValue(text string, style yaml11.Style, tag string) (any, error) {
 			return yaml11.Resolve(text), nil
 		}
 		return text, nil
-	case tagStr, tagBin, tagTime, "!":
+	case tagBin:
+		dec, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(text), ""))
+		if err != nil {
+			return nil, fmt.Errorf("failed to decode base64 data: %v", err)
+		}
+		return pyBytes(dec), nil
+	case tagStr, tagTime, "!":
 		return text, nil
 	case tagInt, tagFloat, tagBool, tagNull:
 		v := yaml11.Resolve(text)
@@ -490,11 +496,19 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 
 func pyFloat(f float64) string { return event.PyFloat(f) }
 
+// pyBytes is a Python bytes value (YAML's !!binary); its JSON form is a
+// string.
+type pyBytes string
+
 // pyStr spells a value as Python's str() does.
 func pyStr(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
+	case pyBytes:
+		return "b" + pyQuote(string(x))
+	case []any, *event.Map:
+		return pyRepr(v)
 	case nil:
 		return "None"
 	case bool:
@@ -511,12 +525,70 @@ func pyStr(v any) string {
 	case json.Number:
 		return string(x)
 	}
-	var b bytes.Buffer
-	enc, err := event.AppendJSON(nil, v)
-	if err != nil {
-		return fmt.Sprint(v)
+	return fmt.Sprint(v)
+}
+
+// pyRepr spells a value as Python's repr() does.
+func pyRepr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return pyQuote(x)
+	case []any:
+		var b strings.Builder
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(pyRepr(e))
+		}
+		b.WriteByte(']')
+		return b.String()
+	case *event.Map:
+		var b strings.Builder
+		b.WriteByte('{')
+		for i := 0; i < x.Len(); i++ {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			k, e := x.At(i)
+			b.WriteString(pyQuote(k) + ": " + pyRepr(e))
+		}
+		b.WriteByte('}')
+		return b.String()
 	}
-	b.Write(enc)
+	return pyStr(v)
+}
+
+// pyQuote is Python's repr of a str: single quotes unless the text holds a
+// single quote and no double quote.
+func pyQuote(s string) string {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == rune(q):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
 	return b.String()
 }
 
