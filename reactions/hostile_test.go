@@ -94,7 +94,9 @@ func renderHostile(t testing.TB, tpl, v string) ([]Reaction, error) {
 // typing when v is a safe plain scalar, else v itself.
 func expectScalar(v string) any {
 	if yaml11.PlainSafe(v) {
-		return yaml11.Resolve(v)
+		if t, err := resolve(v); err == nil {
+			return t
+		}
 	}
 	return v
 }

@@ -149,24 +149,38 @@ const (
 	tagTime  = "tag:yaml.org,2002:timestamp"
 )
 
+// resolve types a plain scalar; texts Salt's loader fails on are errors.
+func resolve(text string) (any, error) {
+	v := yaml11.Resolve(text)
+	if err, ok := v.(error); ok {
+		return nil, err
+	}
+	return v, nil
+}
+
 // scalarValue types a scalar as Salt's YAML loader does.
 func scalarValue(text string, style yaml11.Style, tag string) (any, error) {
 	switch tag {
 	case "":
 		if style == yaml11.Plain {
-			return yaml11.Resolve(text), nil
+			return resolve(text)
 		}
 		return text, nil
+	case "!":
+		return resolve(text)
 	case tagBin:
 		dec, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(text), ""))
 		if err != nil {
 			return nil, fmt.Errorf("failed to decode base64 data: %v", err)
 		}
 		return pyBytes(dec), nil
-	case tagStr, tagTime, "!":
+	case tagStr, tagTime:
 		return text, nil
 	case tagInt, tagFloat, tagBool, tagNull:
-		v := yaml11.Resolve(text)
+		v, err := resolve(text)
+		if err != nil {
+			return nil, err
+		}
 		ok := false
 		switch v.(type) {
 		case int64, *big.Int:
@@ -287,7 +301,9 @@ func (m *materializer) scalar(n *pnode) (any, error) {
 	text := b.String()
 	if n.tag == "" {
 		if n.style == yaml11.Plain && yaml11.PlainSafe(text) {
-			return yaml11.Resolve(text), nil
+			if v, err := resolve(text); err == nil {
+				return v, nil
+			}
 		}
 		return text, nil
 	}
@@ -337,7 +353,9 @@ func (m *materializer) whole(ref int) (any, error) {
 	switch v := r.v.(type) {
 	case string:
 		if yaml11.PlainSafe(v) {
-			return yaml11.Resolve(v), nil
+			if t, err := resolve(v); err == nil {
+				return t, nil
+			}
 		}
 		return v, nil
 	case nil:
@@ -357,7 +375,9 @@ func (m *materializer) whole(ref int) (any, error) {
 	}
 	s := printText(r.v)
 	if yaml11.PlainSafe(s) {
-		return yaml11.Resolve(s), nil
+		if t, err := resolve(s); err == nil {
+			return t, nil
+		}
 	}
 	return s, nil
 }
