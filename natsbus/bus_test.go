@@ -1,0 +1,145 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// checkFor polls fn until it returns nil or the timeout passes.
+func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = fn(); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after %v: %v", timeout, err)
+}
+
+func startServer(t *testing.T) (*Embedded, *Conn) {
+	t.Helper()
+	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	c, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return srv, c
+}
+
+func TestCoreQueueGroupSplitsAndCarriesMeta(t *testing.T) {
+	srv, pub := startServer(t)
+	var counts [2]atomic.Int64
+	var mu sync.Mutex
+	var got []*Message
+	for i := range 2 {
+		c, err := Connect(ConnOptions{URL: srv.ClientURL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		if _, err := c.SubscribeQueue("", "reactord", func(m *Message) {
+			counts[i].Add(1)
+			mu.Lock()
+			got = append(got, m)
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Flush(context.Background())
+	}
+	const n = 400
+	for i := range n {
+		tag := "salt/beacon/web1/inotify//etc/important_file"
+		if err := pub.Publish(tag, []byte(`{"tag":"`+tag+`","data":{}}`), Meta{Hop: i%3 + 1, Cause: "jid-1", Origin: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if counts[0].Load()+counts[1].Load() != n {
+			return errors.New("not all delivered")
+		}
+		return nil
+	})
+	if counts[0].Load() == 0 || counts[1].Load() == 0 {
+		t.Fatalf("queue group did not split: %d/%d", counts[0].Load(), counts[1].Load())
+	}
+	mu.Lock()
+	m := got[0]
+	mu.Unlock()
+	tag, err := Tag(DefaultPrefix, m.Subject)
+	if err != nil || tag != "salt/beacon/web1/inotify//etc/important_file" {
+		t.Fatalf("subject %q -> %q, %v", m.Subject, tag, err)
+	}
+	if m.Meta.Origin != "test" || m.Meta.Cause != "jid-1" || m.Meta.Hop < 1 {
+		t.Fatalf("meta = %+v", m.Meta)
+	}
+}
+
+func TestJetStreamRedeliversUnacked(t *testing.T) {
+	_, c := startServer(t)
+	ctx := context.Background()
+	o := StreamOptions{AckWait: 300 * time.Millisecond}
+	if err := c.EnsureStream(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		id := "e" + string(rune('0'+i))
+		// Each event twice with the same id: JetStream keeps one.
+		for range 2 {
+			if err := c.PublishStream(ctx, "salt/job/1/ret/web"+id, []byte(`{}`), Meta{MsgID: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := c.StreamMessages(ctx, "REACTORD_EVENTS"); err != nil || n != 10 {
+		t.Fatalf("stream holds %d messages (%v), want 10 after de-duplication", n, err)
+	}
+	var first sync.Map
+	var acked atomic.Int64
+	sub, err := c.Consume(ctx, o, func(m *Message) {
+		if _, seen := first.LoadOrStore(m.Subject, true); !seen {
+			return // never acknowledged: must come back
+		}
+		if err := m.Ack(); err == nil {
+			acked.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	checkFor(t, 10*time.Second, func() error {
+		if acked.Load() != 10 {
+			return errors.New("not all redelivered and acked")
+		}
+		return nil
+	})
+}
+
+func TestEmbeddedPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = StartEmbedded(ServerOptions{Listen: l.Addr().String(), ListenFlag: "--listen"})
+	if !errors.Is(err, ErrAddrInUse) {
+		t.Fatalf("err = %v, want ErrAddrInUse", err)
+	}
+	if want := "--listen " + l.Addr().String(); err == nil || len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
+		t.Fatalf("error %q does not name the flag", err)
+	}
+}

@@ -1,0 +1,330 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers carried by reactord's own messages.
+const (
+	// HeaderOrigin names the reactord instance or tool that published.
+	HeaderOrigin = "Reactord-Origin"
+	// HeaderHop counts how many reactions led to this event.
+	HeaderHop = "Reactord-Hop"
+	// HeaderCause identifies the event (or jid) whose reaction published it.
+	HeaderCause = "Reactord-Cause"
+	// HeaderMsgID is JetStream's de-duplication header.
+	HeaderMsgID = "Nats-Msg-Id"
+)
+
+// ConnOptions configure a client connection.
+type ConnOptions struct {
+	// URL is a NATS URL or a comma-separated list of them.
+	URL string
+	// Name identifies the connection on the server.
+	Name string
+	// Token, User/Password, NKeyFile (a seed file) and CredsFile (a .creds
+	// file) are the supported authentications.
+	Token, User, Password string
+	NKeyFile, CredsFile   string
+	// CAFile, CertFile, KeyFile configure TLS.
+	CAFile, CertFile, KeyFile string
+}
+
+// Conn is a NATS connection.
+type Conn struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	prefix string
+}
+
+// Connect opens a connection; it retries the initial connection for a few
+// seconds and reconnects forever afterwards.
+func Connect(opts ConnOptions) (*Conn, error) {
+	no := []nats.Option{nats.Name(opts.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(false)}
+	if opts.Token != "" {
+		no = append(no, nats.Token(opts.Token))
+	}
+	if opts.User != "" {
+		no = append(no, nats.UserInfo(opts.User, opts.Password))
+	}
+	if opts.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(opts.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed %s: %w", opts.NKeyFile, err)
+		}
+		no = append(no, o)
+	}
+	if opts.CredsFile != "" {
+		no = append(no, nats.UserCredentials(opts.CredsFile))
+	}
+	if opts.CAFile != "" {
+		no = append(no, nats.RootCAs(opts.CAFile))
+	}
+	if opts.CertFile != "" || opts.KeyFile != "" {
+		no = append(no, nats.ClientCert(opts.CertFile, opts.KeyFile))
+	}
+	nc, err := nats.Connect(opts.URL, no...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", opts.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return &Conn{nc: nc, js: js, prefix: DefaultPrefix}, nil
+}
+
+// Close drains and closes the connection.
+func (c *Conn) Close() {
+	if c == nil || c.nc == nil {
+		return
+	}
+	_ = c.nc.Drain()
+	c.nc.Close()
+}
+
+// Flush waits until the server has processed everything published.
+func (c *Conn) Flush(ctx context.Context) error { return c.nc.FlushWithContext(ctx) }
+
+// Meta is reactord's metadata on an event message.
+type Meta struct {
+	Origin string
+	Hop    int
+	Cause  string
+	MsgID  string
+}
+
+func (m Meta) header() nats.Header {
+	h := nats.Header{}
+	if m.Origin != "" {
+		h.Set(HeaderOrigin, m.Origin)
+	}
+	if m.Hop > 0 {
+		h.Set(HeaderHop, strconv.Itoa(m.Hop))
+	}
+	if m.Cause != "" {
+		h.Set(HeaderCause, m.Cause)
+	}
+	if m.MsgID != "" {
+		h.Set(HeaderMsgID, m.MsgID)
+	}
+	return h
+}
+
+func metaOf(h nats.Header) Meta {
+	m := Meta{Origin: h.Get(HeaderOrigin), Cause: h.Get(HeaderCause), MsgID: h.Get(HeaderMsgID)}
+	m.Hop, _ = strconv.Atoi(h.Get(HeaderHop))
+	return m
+}
+
+// Publish sends one event envelope (the JSON `{"tag", "data"}`) on the
+// tag's subject with core NATS.
+func (c *Conn) Publish(tag string, body []byte, meta Meta) error {
+	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
+	if err := c.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
+	}
+	return nil
+}
+
+// PublishStream sends one event to JetStream and waits for the stream's
+// acknowledgement; meta.MsgID de-duplicates.
+func (c *Conn) PublishStream(ctx context.Context, tag string, body []byte, meta Meta) error {
+	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
+	}
+	return nil
+}
+
+// PublishEvent publishes to JetStream when a stream captures event
+// subjects, else with core NATS; it implements the bridge's Publisher.
+func (c *Conn) PublishEvent(ctx context.Context, tag string, body []byte, msgID string) error {
+	err := c.PublishStream(ctx, tag, body, Meta{MsgID: msgID})
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		return c.Publish(tag, body, Meta{MsgID: msgID})
+	}
+	return err
+}
+
+// PublishRaw publishes bytes on any subject (dead letters, custom executors).
+func (c *Conn) PublishRaw(subject string, body []byte, meta Meta) error {
+	return c.nc.PublishMsg(&nats.Msg{Subject: subject, Data: body, Header: meta.header()})
+}
+
+// Message is one received event.
+type Message struct {
+	// Subject is the NATS subject.
+	Subject string
+	// Body is the envelope JSON.
+	Body []byte
+	// Meta is reactord's metadata from the headers.
+	Meta Meta
+	// Received is when the message arrived.
+	Received time.Time
+	ack      func() error
+	nak      func() error
+}
+
+// Ack acknowledges a JetStream message; it is a no-op for core messages.
+func (m *Message) Ack() error {
+	if m.ack == nil {
+		return nil
+	}
+	return m.ack()
+}
+
+// Nak asks JetStream to redeliver the message; a no-op for core messages.
+func (m *Message) Nak() error {
+	if m.nak == nil {
+		return nil
+	}
+	return m.nak()
+}
+
+// Subscription stops a subscription or consumer.
+type Subscription interface {
+	Stop()
+}
+
+type subFunc func()
+
+func (f subFunc) Stop() { f() }
+
+// SubscribeQueue receives events matching filter (a NATS subject filter,
+// default `salt.evt.>`) in a queue group, so replicas share the load.
+// handler runs on the subscription's goroutine, in order.
+func (c *Conn) SubscribeQueue(filter, queue string, handler func(*Message)) (Subscription, error) {
+	if filter == "" {
+		filter = c.prefix + ">"
+	}
+	sub, err := c.nc.QueueSubscribe(filter, queue, func(m *nats.Msg) {
+		handler(&Message{Subject: m.Subject, Body: m.Data, Meta: metaOf(m.Header), Received: time.Now()})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", filter, err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return nil, err
+	}
+	return subFunc(func() { _ = sub.Drain() }), nil
+}
+
+// Subscribe receives every event matching filter (no queue group).
+func (c *Conn) Subscribe(filter string, handler func(*Message)) (Subscription, error) {
+	if filter == "" {
+		filter = c.prefix + ">"
+	}
+	sub, err := c.nc.Subscribe(filter, func(m *nats.Msg) {
+		handler(&Message{Subject: m.Subject, Body: m.Data, Meta: metaOf(m.Header), Received: time.Now()})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", filter, err)
+	}
+	return subFunc(func() { _ = sub.Unsubscribe() }), nil
+}
+
+// StreamOptions configure the JetStream stream and durable consumer.
+type StreamOptions struct {
+	// Stream is the stream name (default REACTORD_EVENTS).
+	Stream string
+	// Durable is the shared durable consumer's name (default reactord).
+	Durable string
+	// MaxAckPending bounds unacknowledged messages per consumer.
+	MaxAckPending int
+	// AckWait is how long a delivered message may stay unacknowledged
+	// before redelivery (default 30s).
+	AckWait time.Duration
+	// Duplicates is the de-duplication window for Nats-Msg-Id.
+	Duplicates time.Duration
+}
+
+func (o *StreamOptions) defaults() {
+	if o.Stream == "" {
+		o.Stream = "REACTORD_EVENTS"
+	}
+	if o.Durable == "" {
+		o.Durable = "reactord"
+	}
+	if o.MaxAckPending <= 0 {
+		o.MaxAckPending = 4096
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.Duplicates <= 0 {
+		o.Duplicates = 2 * time.Minute
+	}
+}
+
+// EnsureStream creates the event stream when it is absent.
+func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
+	o.defaults()
+	_, err := c.js.Stream(ctx, o.Stream)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
+	}
+	_, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:       o.Stream,
+		Subjects:   []string{c.prefix + ">"},
+		Storage:    jetstream.FileStorage,
+		Duplicates: o.Duplicates,
+	})
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("creating stream %s: %w", o.Stream, err)
+	}
+	return nil
+}
+
+// Consume delivers the stream's events through a shared durable pull
+// consumer, so replicas split the load and an unacknowledged message is
+// redelivered (to another replica) after AckWait. handler must call Ack
+// once the event was dispatched.
+func (c *Conn) Consume(ctx context.Context, o StreamOptions, handler func(*Message)) (Subscription, error) {
+	o.defaults()
+	if err := c.EnsureStream(ctx, o); err != nil {
+		return nil, err
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
+		Durable:       o.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxAckPending: o.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating consumer %s: %w", o.Durable, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		msg := &Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: time.Now(), ack: m.Ack, nak: m.Nak}
+		handler(msg)
+	}, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)))
+	if err != nil {
+		return nil, fmt.Errorf("consuming %s: %w", o.Durable, err)
+	}
+	return subFunc(cc.Stop), nil
+}
+
+// StreamInfo reports a stream's message count.
+func (c *Conn) StreamMessages(ctx context.Context, stream string) (uint64, error) {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Msgs, nil
+}

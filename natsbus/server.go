@@ -1,0 +1,90 @@
+package natsbus
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ServerOptions configure the embedded NATS server.
+type ServerOptions struct {
+	// Listen is host:port; port 0 or -1 picks a free port.
+	Listen string
+	// DataDir holds JetStream's storage; empty disables JetStream.
+	DataDir string
+	// ListenFlag names the flag that set Listen, for error messages.
+	ListenFlag string
+}
+
+// Embedded is an in-process NATS server.
+type Embedded struct {
+	srv *server.Server
+}
+
+// ErrAddrInUse reports that the embedded server's address is taken.
+var ErrAddrInUse = errors.New("address already in use")
+
+// StartEmbedded starts a NATS server in this process and waits until it
+// accepts connections.
+func StartEmbedded(opts ServerOptions) (*Embedded, error) {
+	host, portText, err := net.SplitHostPort(opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", flagName(opts), opts.Listen, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: bad port", flagName(opts), opts.Listen)
+	}
+	if port > 0 {
+		l, err := net.Listen("tcp", opts.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w (is another NATS server running? pass --nats URL to use it, or choose another %s)", flagName(opts), opts.Listen, ErrAddrInUse, flagName(opts))
+		}
+		_ = l.Close()
+	}
+	if port == 0 {
+		port = -1
+	}
+	so := &server.Options{
+		Host:       host,
+		Port:       port,
+		NoLog:      true,
+		NoSigs:     true,
+		JetStream:  opts.DataDir != "",
+		StoreDir:   opts.DataDir,
+		ServerName: "reactord-embedded",
+	}
+	srv, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded NATS server on %s did not start within 10s", opts.Listen)
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+func flagName(o ServerOptions) string {
+	if o.ListenFlag != "" {
+		return o.ListenFlag
+	}
+	return "--listen"
+}
+
+// ClientURL is the URL clients connect to.
+func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// Shutdown stops the server and waits for it. It is safe to call twice.
+func (e *Embedded) Shutdown() {
+	if e == nil || e.srv == nil {
+		return
+	}
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}

@@ -1,0 +1,115 @@
+// Package natsbus carries Salt events over NATS: the reversible mapping
+// between Salt tags and NATS subjects, the message envelope and its headers,
+// the embedded server, and connections for publishing and consuming (core
+// NATS queue groups or a JetStream durable consumer). It is the only package
+// that imports the NATS libraries.
+package natsbus
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the subject prefix of Salt events.
+const DefaultPrefix = "salt.evt."
+
+// Subject maps a Salt tag to a NATS subject under prefix: one token per
+// `/`-separated part of the tag, so `salt.evt.salt.job.>` selects job events.
+// A token keeps ASCII letters, digits and `-_:@+=,~`; every other byte is
+// written %XX (including `.`, spaces, `*`, `>` and `%`), and an empty part
+// (the `//` of beacon tags) is the token `%`. Tag(prefix, Subject(prefix, t))
+// returns t for every tag.
+func Subject(prefix, tag string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(tag) + 8)
+	b.WriteString(prefix)
+	start := true
+	for i := 0; i < len(tag); i++ {
+		c := tag[i]
+		if c == '/' {
+			if start {
+				b.WriteByte('%')
+			}
+			b.WriteByte('.')
+			start = true
+			continue
+		}
+		start = false
+		if plainByte(c) {
+			b.WriteByte(c)
+			continue
+		}
+		const hex = "0123456789ABCDEF"
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	if start {
+		b.WriteByte('%')
+	}
+	return b.String()
+}
+
+func plainByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '-', '_', ':', '@', '+', '=', ',', '~':
+		return true
+	}
+	return false
+}
+
+// ErrNotEventSubject reports a subject outside the event prefix.
+var ErrNotEventSubject = errors.New("subject is not an event subject")
+
+// Tag maps a subject made by Subject back to the tag.
+func Tag(prefix, subject string) (string, error) {
+	rest, ok := strings.CutPrefix(subject, prefix)
+	if !ok || rest == "" {
+		return "", fmt.Errorf("%q: %w", subject, ErrNotEventSubject)
+	}
+	var b strings.Builder
+	for i, tok := range strings.Split(rest, ".") {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		if tok == "%" {
+			continue
+		}
+		for j := 0; j < len(tok); j++ {
+			c := tok[j]
+			if c != '%' {
+				if !plainByte(c) {
+					return "", fmt.Errorf("subject %q: byte %q must be escaped", subject, c)
+				}
+				b.WriteByte(c)
+				continue
+			}
+			if j+2 >= len(tok) {
+				return "", fmt.Errorf("subject %q: truncated escape", subject)
+			}
+			hi, ok1 := unhex(tok[j+1])
+			lo, ok2 := unhex(tok[j+2])
+			if !ok1 || !ok2 {
+				return "", fmt.Errorf("subject %q: bad escape", subject)
+			}
+			b.WriteByte(hi<<4 | lo)
+			j += 2
+		}
+	}
+	return b.String(), nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
