@@ -125,48 +125,60 @@ func Load(path string) (*Config, error) {
 	}
 	l := &loader{}
 	var main *doc
-	var includes []*doc
+	// Salt applies default_include (master.d/*.conf) and then include, each
+	// with a top-level update: a reactor list from the include group
+	// replaces master.d's, which replaces the main file's.
+	var groups [][]*doc
 	if st.IsDir() {
-		files, _ := filepath.Glob(filepath.Join(path, "*.conf"))
-		sort.Strings(files)
+		files := confGlob(filepath.Join(path, "*.conf"))
 		if len(files) == 0 {
 			return nil, fmt.Errorf("reading configuration: %s holds no *.conf file", path)
 		}
+		var g []*doc
 		for _, f := range files {
 			if d := l.parse(f); d != nil {
-				includes = append(includes, d)
+				g = append(g, d)
 			}
 		}
+		groups = append(groups, g)
 	} else {
 		main = l.parse(path)
 		if main != nil {
 			dir := filepath.Dir(path)
+			mainAbs, _ := filepath.Abs(path)
+			seen := map[string]bool{mainAbs: true}
+			load := func(pats []string) []*doc {
+				var g []*doc
+				for _, p := range pats {
+					for _, f := range confGlob(p) {
+						abs, _ := filepath.Abs(f)
+						if seen[abs] {
+							continue
+						}
+						seen[abs] = true
+						if d := l.parse(f); d != nil {
+							g = append(g, d)
+						}
+					}
+				}
+				return g
+			}
+			groups = append(groups, load([]string{filepath.Join(dir, "master.d", "*.conf")}))
 			var pats []string
-			pats = append(pats, filepath.Join(dir, "master.d", "*.conf"))
 			if inc := lookup(main.root, "include"); inc != nil {
 				for _, s := range l.stringList(main.path, inc, "include") {
+					if strings.HasPrefix(s, "~/") {
+						if home, err := os.UserHomeDir(); err == nil {
+							s = filepath.Join(home, s[2:])
+						}
+					}
 					if !filepath.IsAbs(s) {
 						s = filepath.Join(dir, s)
 					}
 					pats = append(pats, s)
 				}
 			}
-			seen := map[string]bool{}
-			for _, p := range pats {
-				files, _ := filepath.Glob(p)
-				sort.Strings(files)
-				for _, f := range files {
-					abs, _ := filepath.Abs(f)
-					mainAbs, _ := filepath.Abs(path)
-					if seen[abs] || abs == mainAbs {
-						continue
-					}
-					seen[abs] = true
-					if d := l.parse(f); d != nil {
-						includes = append(includes, d)
-					}
-				}
-			}
+			groups = append(groups, load(pats))
 		}
 	}
 	cfg := &Config{FileRoots: map[string][]string{}}
@@ -174,20 +186,27 @@ func Load(path string) (*Config, error) {
 	if main != nil {
 		docs = append(docs, main)
 	}
-	docs = append(docs, includes...)
+	for _, g := range groups {
+		docs = append(docs, g...)
+	}
 	for _, d := range docs {
 		cfg.Files = append(cfg.Files, d.path)
 	}
 
-	// reactor: the includes' merged list replaces the main file's.
 	var reactorDocs []*doc
-	for _, d := range includes {
-		if lookup(d.root, "reactor") != nil {
-			reactorDocs = append(reactorDocs, d)
-		}
-	}
-	if len(reactorDocs) == 0 && main != nil && lookup(main.root, "reactor") != nil {
+	if main != nil && lookup(main.root, "reactor") != nil {
 		reactorDocs = []*doc{main}
+	}
+	for _, g := range groups {
+		var withReactor []*doc
+		for _, d := range g {
+			if lookup(d.root, "reactor") != nil {
+				withReactor = append(withReactor, d)
+			}
+		}
+		if len(withReactor) > 0 {
+			reactorDocs = withReactor
+		}
 	}
 	for _, d := range reactorDocs {
 		l.rules(cfg, d)
@@ -228,6 +247,10 @@ func (l *loader) parse(path string) *doc {
 	}
 	if root.Kind != yaml11.MappingNode {
 		l.errorf(path, root, "a Salt configuration file must be a mapping of options")
+		return nil
+	}
+	if !root.WithinSize(1000000) {
+		l.errorf(path, root, "the configuration has more than 1000000 nodes once its aliases are expanded")
 		return nil
 	}
 	l.duplicates(path, root)
@@ -277,6 +300,20 @@ func yamlError(path string, src []byte, err error) *Error {
 		}
 	}
 	return &Error{Pos: Pos{File: path, Line: max(line, 1), Col: max(col, 1)}, Msg: ye.Msg}
+}
+
+// confGlob expands a configuration glob as Python's glob does for Salt:
+// sorted, without dotfiles (editor lock and backup files).
+func confGlob(pattern string) []string {
+	files, _ := filepath.Glob(pattern)
+	out := files[:0]
+	for _, f := range files {
+		if !strings.HasPrefix(filepath.Base(f), ".") {
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // lookup returns the value node of a top-level key.

@@ -70,6 +70,26 @@ func TestMerging(t *testing.T) {
 			want: []string{"included=inc.sls"},
 		},
 		{
+			name: "include replaces master.d, which replaces the main file",
+			files: map[string]string{
+				"master":            "include: extra/*.conf\nreactor:\n  - 'main': main.sls\n",
+				"master.d/b.conf":   "reactor:\n  - 'md': md.sls\n",
+				"master.d/.#b.conf": "reactor:\n  - 'lock': lock.sls\n",
+				"extra/x.conf":      "reactor:\n  - 'inc': inc.sls\n",
+			},
+			load: "master",
+			want: []string{"inc=inc.sls"},
+		},
+		{
+			name: "dotfiles in master.d are skipped",
+			files: map[string]string{
+				"master.d/a.conf":       "reactor:\n  - 'a': a.sls\n",
+				"master.d/.hidden.conf": "reactor:\n  - 'h': h.sls\n",
+			},
+			load: "master.d",
+			want: []string{"a=a.sls"},
+		},
+		{
 			name:  "main file alone",
 			files: map[string]string{"master": "reactor:\n  - 'main': main.sls\n"},
 			load:  "master",

@@ -60,6 +60,37 @@ func New(cfg *config.Config, log *slog.Logger) *Engine {
 	return &Engine{cfg: cfg, table: matchers.NewTable(globs), lib: reactions.NewLibrary(), log: log}
 }
 
+// StaticTypes returns the reaction types used by reaction files whose
+// output does not depend on the event.
+func (e *Engine) StaticTypes() []string {
+	var out []string
+	for _, r := range e.cfg.Rules {
+		for _, sls := range r.SLS {
+			if sls.Pattern == "" {
+				continue
+			}
+			for _, p := range e.lib.Glob(sls.Pattern) {
+				f, err := e.lib.File(p)
+				if err != nil || !f.Static() {
+					continue
+				}
+				rs, err := f.Render("", map[string]any{})
+				if err != nil {
+					continue
+				}
+				for _, rc := range rs {
+					for _, k := range rc.Body.Keys() {
+						if !strings.HasPrefix(k, "_") {
+							out = append(out, k)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
 // Config returns the engine's configuration.
 func (e *Engine) Config() *config.Config { return e.cfg }
 

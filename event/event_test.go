@@ -166,3 +166,22 @@ func FuzzSplitEnvelopeMatchesStdlib(f *testing.F) {
 		}
 	})
 }
+
+func TestMinionOf(t *testing.T) {
+	cases := []struct {
+		tag, data, want string
+	}{
+		{"salt/job/2026/ret/web1", `{}`, "web1"},
+		{"salt/job/2026/new", `{"id": "x"}`, "x"},
+		{"salt/minion/web2/start", `{}`, "web2"},
+		{"salt/beacon/db1/inotify//etc/x", `{}`, "db1"},
+		{"salt/auth", `{"act": "pend", "nested": {"id": "no"}, "id": "web3"}`, "web3"},
+		{"salt/auth", `{"id": 5}`, ""},
+		{"custom", `not json`, ""},
+	}
+	for _, c := range cases {
+		if got := MinionOf(c.tag, []byte(c.data)); got != c.want {
+			t.Errorf("MinionOf(%q, %s) = %q, want %q", c.tag, c.data, got, c.want)
+		}
+	}
+}

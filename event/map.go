@@ -15,7 +15,10 @@ import (
 type Map struct {
 	keys []string
 	vals []any
+	idx  map[string]int // built once the map grows past indexAt keys
 }
+
+const indexAt = 16
 
 // Chunk is one compiled low chunk: Salt's keys (state, __id__, name, __sls__,
 // order, fun) plus every key of the reaction body as written.
@@ -36,6 +39,20 @@ func (m *Map) Keys() []string { return m.keys }
 func (m *Map) At(i int) (string, any) { return m.keys[i], m.vals[i] }
 
 func (m *Map) index(k string) int {
+	if len(m.keys) > indexAt {
+		if m.idx == nil {
+			m.idx = make(map[string]int, len(m.keys)*2)
+			for i, key := range m.keys {
+				if _, dup := m.idx[key]; !dup {
+					m.idx[key] = i
+				}
+			}
+		}
+		if i, ok := m.idx[k]; ok {
+			return i
+		}
+		return -1
+	}
 	for i, key := range m.keys {
 		if key == k {
 			return i
@@ -70,6 +87,9 @@ func (m *Map) Set(k string, v any) {
 	}
 	m.keys = append(m.keys, k)
 	m.vals = append(m.vals, v)
+	if m.idx != nil {
+		m.idx[k] = len(m.keys) - 1
+	}
 }
 
 // Delete removes k.
@@ -77,6 +97,7 @@ func (m *Map) Delete(k string) {
 	if i := m.index(k); i >= 0 {
 		m.keys = append(m.keys[:i], m.keys[i+1:]...)
 		m.vals = append(m.vals[:i], m.vals[i+1:]...)
+		m.idx = nil
 	}
 }
 
@@ -174,13 +195,15 @@ func writeJSON(b *bytes.Buffer, v any) error {
 	case int:
 		b.WriteString(strconv.Itoa(x))
 	case float64:
+		// JSON has no NaN or infinities (Python's json.dumps writes invalid
+		// JSON for them); write YAML's spelling as a string.
 		switch {
 		case math.IsNaN(x):
-			b.WriteString("NaN") // what Python's json.dumps writes
+			b.WriteString(`".nan"`)
 		case math.IsInf(x, 1):
-			b.WriteString("Infinity")
+			b.WriteString(`".inf"`)
 		case math.IsInf(x, -1):
-			b.WriteString("-Infinity")
+			b.WriteString(`"-.inf"`)
 		default:
 			b.WriteString(PyFloat(x))
 		}

@@ -16,6 +16,7 @@ import (
 // the event matched, keyed by ID, later files replacing earlier ones
 // wholesale (Salt's `high.update`).
 type High struct {
+	index     map[string]int
 	Reactions []Reaction
 	// Overwritten lists each time a later file replaced a reaction ID.
 	Overwritten []Overwrite
@@ -31,21 +32,24 @@ type Overwrite struct {
 // Add merges one file's reactions into h: an ID already present keeps its
 // position and takes the new body (Python's dict.update).
 func (h *High) Add(rs []Reaction) {
+	if h.index == nil {
+		h.index = make(map[string]int, len(rs))
+	}
 	for _, r := range rs {
-		replaced := false
-		for i := range h.Reactions {
-			if pyEqual(h.Reactions[i].ID, r.ID) {
-				if h.Reactions[i].File != r.File {
-					h.Overwritten = append(h.Overwritten, Overwrite{ID: pyStr(r.ID), Old: h.Reactions[i], New: r})
-				}
-				h.Reactions[i] = r
-				replaced = true
-				break
+		id, ok := canonicalKey(r.ID)
+		if !ok {
+			h.Reactions = append(h.Reactions, r) // NaN: equal to nothing
+			continue
+		}
+		if i, dup := h.index[id]; dup {
+			if h.Reactions[i].File != r.File {
+				h.Overwritten = append(h.Overwritten, Overwrite{ID: pyStr(r.ID), Old: h.Reactions[i], New: r})
 			}
+			h.Reactions[i] = r
+			continue
 		}
-		if !replaced {
-			h.Reactions = append(h.Reactions, r)
-		}
+		h.index[id] = len(h.Reactions)
+		h.Reactions = append(h.Reactions, r)
 	}
 }
 

@@ -20,6 +20,14 @@ import (
 // distinct shape; beyond the bound, shapes are parsed per event.
 const maxSkeletons = 1024
 
+// maxSkeletonText and maxSkeletonBytes bound what the skeleton cache keeps
+// per file: shapes larger than the first are parsed per event, and the
+// cache stops growing past the second.
+const (
+	maxSkeletonText  = 64 << 10
+	maxSkeletonBytes = 8 << 20
+)
+
 // File is one reaction file: its template, compiled once, and the skeletons
 // of the shapes it has rendered.
 type File struct {
@@ -28,8 +36,9 @@ type File struct {
 	tmpl   *Template
 	static []byte // a #!yaml file: no template
 
-	mu    sync.RWMutex
-	skels map[string]skelResult
+	mu        sync.RWMutex
+	skels     map[string]skelResult
+	skelBytes int
 }
 
 type skelResult struct {
@@ -98,8 +107,9 @@ func (f *File) skeleton(text []byte) (*skeleton, error) {
 		}
 	}
 	f.mu.Lock()
-	if len(f.skels) < maxSkeletons {
+	if len(f.skels) < maxSkeletons && len(text) <= maxSkeletonText && f.skelBytes+len(text) <= maxSkeletonBytes {
 		f.skels[string(text)] = skelResult{sk, err}
+		f.skelBytes += len(text)
 	}
 	f.mu.Unlock()
 	return sk, err
@@ -140,10 +150,6 @@ func (f *File) errorf(n *pnode, format string, args ...any) error {
 	return &PosError{File: f.Path, Line: n.line, Col: max(n.col, 1), Msg: fmt.Sprintf(format, args...)}
 }
 
-// structuralKeys are chunk keys whose value decides what runs; a key printed
-// from event data may not take these names.
-var structuralKeys = map[string]bool{"state": true, "fun": true, "__id__": true, "__sls__": true, "__env__": true, "names": true, "name": true}
-
 // reactions materializes the top level and applies pad_funcs.
 func (f *File) reactions(root *pnode, vals []recorded) ([]Reaction, error) {
 	if root.kind != pMap {
@@ -155,7 +161,7 @@ func (f *File) reactions(root *pnode, vals []recorded) ([]Reaction, error) {
 	}
 	m := &materializer{vals: vals}
 	out := make([]Reaction, 0, len(root.content)/2)
-	seen := make([]any, 0, len(root.content)/2)
+	var seen keySet
 	for i := 0; i+1 < len(root.content); i += 2 {
 		kn, vn := root.content[i], root.content[i+1]
 		if kn.kind != pScalar {
@@ -169,12 +175,9 @@ func (f *File) reactions(root *pnode, vals []recorded) ([]Reaction, error) {
 		case []any, *event.Map:
 			return nil, f.errorf(kn, "found unhashable key (a structure printed as a reaction ID, possible double curly-brace)")
 		}
-		for _, prev := range seen {
-			if pyEqual(prev, id) {
-				return nil, f.errorf(kn, "found conflicting ID '%s'", pyStr(id))
-			}
+		if seen.add(id) {
+			return nil, f.errorf(kn, "found conflicting ID '%s'", pyStr(id))
 		}
-		seen = append(seen, id)
 		if s, ok := id.(string); ok && kn.fromData() && strings.HasPrefix(s, "__") {
 			return nil, f.errorf(kn, "reaction ID %q printed from event data starts with \"__\", which would hide the reaction; refused", s)
 		}
@@ -256,27 +259,38 @@ func (f *File) body(m *materializer, id any, n *pnode) (*event.Map, error) {
 	return b, nil
 }
 
-// checkArgKeys refuses argument keys printed from event data that would
-// change what a chunk runs (state, fun, name, names, __id__ ...).
+// checkArgKeys refuses structure that event data would decide in a
+// reaction's argument list: the list itself printed from data, an argument
+// item that is a structure from data (toJson) — a mapping item is merged
+// into the chunk and could set state, fun, tgt... — and argument keys
+// printed from data. Values below an argument key may come from data.
 func (f *File) checkArgKeys(m *materializer, id any, list *pnode) error {
+	if list.kind == pScalar && list.fromData() {
+		return f.errorf(list, "reaction %q: its argument list is printed from event data, which could choose what runs; refused (print values under argument keys instead)", pyStr(id))
+	}
 	if list.kind != pSeq {
 		return nil
 	}
 	for _, item := range list.content {
-		if item.kind != pMap {
-			continue
-		}
-		for j := 0; j+1 < len(item.content); j += 2 {
-			kn := item.content[j]
-			if kn.kind != pScalar || !kn.fromData() {
+		switch item.kind {
+		case pScalar:
+			if !item.fromData() {
 				continue
 			}
-			v, err := m.scalar(kn)
+			v, err := m.scalar(item)
 			if err != nil {
 				return f.wrapYAML(err)
 			}
-			if s, ok := v.(string); ok && structuralKeys[s] {
-				return f.errorf(kn, "reaction %q: argument key %q printed from event data would change what runs; refused", pyStr(id), s)
+			switch v.(type) {
+			case *event.Map, []any:
+				return f.errorf(item, "reaction %q: an argument printed from event data is a structure, which would be merged into the reaction; refused (put it under an argument key, e.g. - pillar: {{ toJson ... }})", pyStr(id))
+			}
+		case pMap:
+			for j := 0; j+1 < len(item.content); j += 2 {
+				kn := item.content[j]
+				if kn.kind == pScalar && kn.fromData() {
+					return f.errorf(kn, "reaction %q: an argument name printed from event data could set what runs (state, fun, tgt, ...); refused", pyStr(id))
+				}
 			}
 		}
 	}
@@ -326,8 +340,14 @@ func describe(v any) string {
 		return "a float"
 	case []any:
 		return "a list"
+	case *event.Map:
+		return "a mapping"
+	case pyBytes:
+		return "bytes"
+	case string:
+		return "a string"
 	}
-	return fmt.Sprintf("a %T", v)
+	return "a value"
 }
 
 // Library loads reaction files and expands SLS path globs, caching both and

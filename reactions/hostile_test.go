@@ -239,3 +239,76 @@ func FuzzHostileValue(f *testing.F) {
 		}
 	})
 }
+
+// TestStructuredValuesNeverBecomeStructure covers event values that are
+// themselves maps or lists: printed raw they are text (Python's repr, as
+// Jinja prints them); through toJson they are one node, and only below an
+// argument key.
+func TestStructuredValuesNeverBecomeStructure(t *testing.T) {
+	evil := map[string]any{"state": "runner", "tgt": "*"}
+	cases := []struct {
+		name, tpl string
+		data      map[string]any
+		refused   string // substring of the refusal, "" when it must render
+		check     func(t *testing.T, rs []Reaction)
+	}{
+		{"raw map as argument item", "r:\n  local.cmd.run:\n    - tgt: web1\n    - {{ .data.x }}\n", map[string]any{"x": evil}, "", func(t *testing.T, rs []Reaction) {
+			list, _ := rs[0].Body.Get("local")
+			if got := list.([]any)[1]; got != "{'state': 'runner', 'tgt': '*'}" {
+				t.Fatalf("item = %#v, want the printed text", got)
+			}
+		}},
+		{"toJson map as argument item", "r:\n  local.cmd.run:\n    - tgt: web1\n    - {{ toJson .data.x }}\n", map[string]any{"x": evil}, "is a structure", nil},
+		{"whole argument list", "r:\n  local.cmd.run: {{ toJson .data.x }}\n", map[string]any{"x": []any{map[string]any{"tgt": "*"}}}, "argument list is printed from event data", nil},
+		{"raw argument list", "r:\n  local.cmd.run: {{ .data.x }}\n", map[string]any{"x": []any{"a"}}, "argument list is printed from event data", nil},
+		{"argument key from data", "r:\n  local.cmd.run:\n    - tgt: web1\n    - {{ .data.k }}: {{ .data.v }}\n", map[string]any{"k": "tgt", "v": "*"}, "argument name printed from event data", nil},
+		{"list as target", "r:\n  local.cmd.run:\n    - tgt: {{ .data.id }}\n", map[string]any{"id": []any{"*"}}, "", func(t *testing.T, rs []Reaction) {
+			list, _ := rs[0].Body.Get("local")
+			tgt, _ := list.([]any)[0].(*event.Map).Get("tgt")
+			if tgt != "['*']" {
+				t.Fatalf("tgt = %#v, want the printed text", tgt)
+			}
+		}},
+		{"toJson under an argument key", "r:\n  runner.state.orchestrate:\n    - args:\n      - pillar: {{ toJson .data.x }}\n", map[string]any{"x": evil}, "", func(t *testing.T, rs []Reaction) {
+			list, _ := rs[0].Body.Get("runner")
+			args, _ := list.([]any)[0].(*event.Map).Get("args")
+			pillar, _ := args.([]any)[0].(*event.Map).Get("pillar")
+			if m, ok := pillar.(*event.Map); !ok || m.Len() != 2 {
+				t.Fatalf("pillar = %#v, want the mapping", pillar)
+			}
+		}},
+		{"nan stays text", "r:\n  local.cmd.run:\n    - tgt: {{ .data.x }}\n", map[string]any{"x": ".nan"}, "", func(t *testing.T, rs []Reaction) {
+			list, _ := rs[0].Body.Get("local")
+			if tgt, _ := list.([]any)[0].(*event.Map).Get("tgt"); tgt != ".nan" {
+				t.Fatalf("tgt = %#v", tgt)
+			}
+		}},
+		{"big float as Salt prints it", "r:\n  local.cmd.run:\n    - tgt: web1\n    - kwarg:\n        n: {{ .data.x }}\n", map[string]any{"x": 1e16}, "", func(t *testing.T, rs []Reaction) {
+			list, _ := rs[0].Body.Get("local")
+			kw, _ := list.([]any)[1].(*event.Map).Get("kwarg")
+			if n, _ := kw.(*event.Map).Get("n"); n != "1e+16" {
+				t.Fatalf("n = %#v, want the string 1e+16 (Salt's typing of Python's repr)", n)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := ParseFile("/srv/reactor/s.sls", []byte(c.tpl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := f.Render("t", c.data)
+			if c.refused != "" {
+				var pe *PosError
+				if err == nil || !asPosError(err, &pe) || !strings.Contains(err.Error(), c.refused) {
+					t.Fatalf("err = %v, want a positioned refusal containing %q", err, c.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, rs)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 	"sort"
@@ -33,6 +34,9 @@ const (
 	pSeq
 )
 
+// maxNodes bounds the size of a rendered document after alias expansion.
+const maxNodes = 200000
+
 // pnode is one node of a skeleton.
 type pnode struct {
 	kind      pkind
@@ -59,6 +63,9 @@ func parseSkeleton(text []byte) (*skeleton, error) {
 	}
 	if root == nil {
 		return &skeleton{}, nil
+	}
+	if !root.WithinSize(maxNodes) {
+		return nil, &yaml11.Error{Line: 1, Column: 1, Msg: fmt.Sprintf("the rendered document has more than %d nodes once its aliases are expanded", maxNodes)}
 	}
 	p, err := buildPlan(root)
 	if err != nil {
@@ -256,6 +263,7 @@ func (m *materializer) value(n *pnode) (any, error) {
 // duplicate keys and structures used as keys, as Salt's loader does.
 func (m *materializer) mapping(n *pnode) ([]entry, error) {
 	entries := make([]entry, 0, len(n.content)/2)
+	var seen keySet
 	for i := 0; i+1 < len(n.content); i += 2 {
 		kn, vn := n.content[i], n.content[i+1]
 		if kn.kind != pScalar {
@@ -269,10 +277,8 @@ func (m *materializer) mapping(n *pnode) ([]entry, error) {
 		case []any, *event.Map:
 			return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: "found unhashable key (a value printed as a key is a structure, possible double curly-brace)"}
 		}
-		for _, prev := range entries {
-			if pyEqual(prev.key.v, kv) {
-				return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: fmt.Sprintf("found conflicting ID '%s'", pyStr(kv))}
-			}
+		if seen.add(kv) {
+			return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: fmt.Sprintf("found conflicting ID '%s'", pyStr(kv))}
 		}
 		vv, err := m.value(vn)
 		if err != nil {
@@ -300,10 +306,8 @@ func (m *materializer) scalar(n *pnode) (any, error) {
 	}
 	text := b.String()
 	if n.tag == "" {
-		if n.style == yaml11.Plain && yaml11.PlainSafe(text) {
-			if v, err := resolve(text); err == nil {
-				return v, nil
-			}
+		if n.style == yaml11.Plain {
+			return typedText(text), nil
 		}
 		return text, nil
 	}
@@ -352,34 +356,38 @@ func (m *materializer) whole(ref int) (any, error) {
 	}
 	switch v := r.v.(type) {
 	case string:
-		if yaml11.PlainSafe(v) {
-			if t, err := resolve(v); err == nil {
-				return t, nil
-			}
-		}
-		return v, nil
+		return typedText(v), nil
 	case nil:
 		return "None", nil
-	case bool, int64, float64:
+	case bool, int64:
 		return v, nil
 	case int:
 		return int64(v), nil
-	case json.Number:
-		return event.Number(string(v)), nil
+	case float64, json.Number:
+		// Salt prints the number and YAML types the text: 1e+16 stays a
+		// string, 1.5 is a float.
+		return typedText(printText(v)), nil
 	}
-	if nv := normalizeValue(r.v); nv != nil {
-		switch nv.(type) {
-		case []any, *event.Map:
-			return nv, nil
-		}
+	// A map or list printed raw is text, never structure: toJson inserts
+	// structured values.
+	return printText(r.v), nil
+}
+
+// typedText is the value of text pasted as a whole plain scalar: Salt's
+// YAML typing when it is a safe plain scalar (non-finite floats excepted,
+// which JSON cannot carry), else the text itself.
+func typedText(text string) any {
+	if !yaml11.PlainSafe(text) {
+		return text
 	}
-	s := printText(r.v)
-	if yaml11.PlainSafe(s) {
-		if t, err := resolve(s); err == nil {
-			return t, nil
-		}
+	v, err := resolve(text)
+	if err != nil {
+		return text
 	}
-	return s, nil
+	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		return text
+	}
+	return v
 }
 
 // normalizeValue converts Go values from event data or template functions
@@ -508,10 +516,6 @@ func decodeJSONValue(dec *json.Decoder) (any, error) {
 	default:
 		return t, nil
 	}
-}
-
-func appendJSONValue(dst []byte, v any) ([]byte, error) {
-	return event.AppendJSON(dst, v)
 }
 
 func pyFloat(f float64) string { return event.PyFloat(f) }
@@ -653,6 +657,60 @@ func pyEqual(a, b any) bool {
 		return b == nil
 	}
 	return false
+}
+
+// keySet detects duplicate keys with Python's equality: a linear scan for
+// small mappings, a hash of a canonical form beyond.
+type keySet struct {
+	list []any
+	hash map[string]struct{}
+}
+
+// add records k and reports whether an equal key was already present.
+func (s *keySet) add(k any) bool {
+	if s.hash == nil && len(s.list) < 16 {
+		for _, prev := range s.list {
+			if pyEqual(prev, k) {
+				return true
+			}
+		}
+		s.list = append(s.list, k)
+		return false
+	}
+	if s.hash == nil {
+		s.hash = make(map[string]struct{}, 64)
+		for _, prev := range s.list {
+			if id, ok := canonicalKey(prev); ok {
+				s.hash[id] = struct{}{}
+			}
+		}
+	}
+	id, ok := canonicalKey(k)
+	if !ok {
+		return false
+	}
+	if _, dup := s.hash[id]; dup {
+		return true
+	}
+	s.hash[id] = struct{}{}
+	return false
+}
+
+// canonicalKey spells a key so that Python-equal keys spell the same; NaN
+// equals nothing.
+func canonicalKey(k any) (string, bool) {
+	switch x := k.(type) {
+	case string:
+		return "s" + x, true
+	case nil:
+		return "n", true
+	case pyBytes:
+		return "b" + string(x), true
+	}
+	if r, ok := numeric(k); ok {
+		return "#" + r.RatString(), true
+	}
+	return "", false
 }
 
 // numeric converts Python-numeric values (bool, int, float) to a rational.

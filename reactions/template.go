@@ -14,6 +14,8 @@ import (
 	"text/template/parse"
 
 	"github.com/Masterminds/sprig/v3"
+
+	"github.com/reactord/reactord/event"
 )
 
 // valueKind says how a printed value reached the output: as raw data, or
@@ -80,8 +82,37 @@ var baseFuncs = func() template.FuncMap {
 	for name := range escapers {
 		fm[name] = func(args ...any) (string, error) { return "", errors.New("escaper called outside a render") }
 	}
+	// Bound the functions that build values of any size from a number, as
+	// Jinja's sandbox bounds range(): event data may supply the number.
+	until := fm["until"].(func(int) []int)
+	fm["until"] = func(n int) ([]int, error) {
+		if n > maxRange || n < -maxRange {
+			return nil, fmt.Errorf("until %d: more than %d items", n, maxRange)
+		}
+		return until(n), nil
+	}
+	untilStep := fm["untilStep"].(func(int, int, int) []int)
+	fm["untilStep"] = func(start, stop, step int) ([]int, error) {
+		if step == 0 || (stop-start)/step > maxRange {
+			return nil, fmt.Errorf("untilStep: more than %d items", maxRange)
+		}
+		return untilStep(start, stop, step), nil
+	}
+	fm["repeat"] = func(count int, s string) (string, error) {
+		if count < 0 || count*len(s) > maxRepeat {
+			return "", fmt.Errorf("repeat: result longer than %d bytes", maxRepeat)
+		}
+		return strings.Repeat(s, count), nil
+	}
+	delete(fm, "seq") // a shell seq(1) clone with no bound on its output
 	return fm
 }()
+
+// Bounds on template functions driven by numbers.
+const (
+	maxRange  = 100000
+	maxRepeat = 1 << 20
+)
 
 // recorded is one value printed by a template action.
 type recorded struct {
@@ -202,6 +233,7 @@ func (t *Template) execute(data any, use func(text []byte, vals []recorded) erro
 	in.rec.vals = in.rec.vals[:0]
 	in.out.Reset()
 	if err := in.t.Execute(&in.out, data); err != nil {
+		clear(in.rec.vals)
 		return templateError(t.name, err)
 	}
 	err := use(in.out.Bytes(), in.rec.vals)
@@ -321,7 +353,7 @@ func (e *PosError) Error() string {
 func (e *PosError) Unwrap() error { return e.Err }
 
 // printText renders a value the way Salt's Jinja would print it in text:
-// Python's spelling of booleans and None, JSON for structures.
+// Python's spelling of booleans, None and structures (repr).
 func printText(v any) string {
 	switch x := v.(type) {
 	case string:
@@ -339,6 +371,8 @@ func printText(v any) string {
 		return strconv.Itoa(x)
 	case float64:
 		return pyFloat(x)
+	case *event.Map, []any:
+		return pyRepr(x)
 	case fmt.Stringer:
 		return x.String()
 	case error:
@@ -347,8 +381,9 @@ func printText(v any) string {
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Map, reflect.Slice, reflect.Array:
-		if b, err := appendJSONValue(nil, normalizeValue(v)); err == nil {
-			return string(b)
+		// Jinja prints Python's repr: ['a', None, True], {'k': 1}.
+		if nv := normalizeValue(v); nv != nil {
+			return pyRepr(nv)
 		}
 	}
 	return fmt.Sprint(v)

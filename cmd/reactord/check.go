@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/reactord/reactord/engine"
-	"github.com/reactord/reactord/event"
 )
 
 func cmdCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -49,7 +48,6 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			problems++
 		}
 		fmt.Fprintf(stdout, "event %s: %d reaction(s)\n", res.Tag, len(res.Chunks))
-		_ = event.Event{}
 	}
 	if problems > 0 {
 		fmt.Fprintf(stdout, "%d problem(s) found\n", problems)

@@ -552,3 +552,25 @@ func flatten(n *Node) error {
 	n.Content = append(out, rest...)
 	return nil
 }
+
+// WithinSize reports whether the tree, with every alias expanded, has at
+// most limit nodes. Aliases share nodes, so a small document can stand for
+// an exponentially large value ("billion laughs"); callers that walk the
+// expanded tree check this first.
+func (n *Node) WithinSize(limit int) bool {
+	budget := limit
+	return n.withinSize(&budget)
+}
+
+func (n *Node) withinSize(budget *int) bool {
+	*budget--
+	if *budget < 0 {
+		return false
+	}
+	for _, c := range n.Content {
+		if !c.withinSize(budget) {
+			return false
+		}
+	}
+	return true
+}

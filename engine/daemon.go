@@ -1,0 +1,285 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/event"
+)
+
+// Delivery is one event handed to the daemon by a source.
+type Delivery struct {
+	// Body is the envelope JSON {"tag", "data"}.
+	Body []byte
+	// Received is when the source got it (for latency).
+	Received time.Time
+	// Hop is the number of reactions that led to this event.
+	Hop int
+	// Done is called once the event's reactions were dispatched or
+	// deliberately dropped (JetStream acknowledges here); may be nil.
+	Done func()
+}
+
+// DaemonOptions configure a Daemon.
+type DaemonOptions struct {
+	// Driver executes reactions.
+	Driver actions.Driver
+	// Lanes is the number of ordered worker lanes (default 2×CPUs).
+	Lanes int
+	// QueueSize bounds each lane's queue (default 1024).
+	QueueSize int
+	// Block makes Submit wait when a lane is full (JetStream: stop
+	// pulling); otherwise the event is dropped and counted as overflow.
+	Block bool
+	// Retry bounds retries of retryable driver errors.
+	Retry actions.RetryStage
+	// DeadLetter receives reactions that failed for good; may be nil.
+	DeadLetter func(a actions.Action, err error)
+	// MaxHops drops events that reactions caused more than this many times
+	// in a row (default 3).
+	MaxHops int
+	// Log and Metrics; nil Log discards, nil Metrics creates unregistered ones.
+	Log     *slog.Logger
+	Metrics *Metrics
+	// OnDispatch, when set, is called after each dispatched reaction (the
+	// bench uses it to measure latency).
+	OnDispatch func(d Delivery, a actions.Action, res actions.Result, err error)
+}
+
+// Daemon runs the pipeline for live events: ordered per minion, parallel
+// across minions, with bounded queues and a swappable configuration.
+type Daemon struct {
+	eng   atomic.Pointer[Engine]
+	opts  DaemonOptions
+	lanes []chan Delivery
+	seed  maphash.Seed
+	wg    sync.WaitGroup
+
+	mu      sync.RWMutex
+	stopped bool
+	depth   atomic.Int64
+}
+
+// NewDaemon returns a daemon for eng; call Start before Submit.
+func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
+	if opts.Driver == nil {
+		return nil, errors.New("daemon: no driver")
+	}
+	if err := CheckDriver(eng, opts.Driver); err != nil {
+		return nil, err
+	}
+	if opts.Lanes <= 0 {
+		opts.Lanes = 8
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 1024
+	}
+	if opts.MaxHops <= 0 {
+		opts.MaxHops = 3
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	opts.Retry.Driver = opts.Driver
+	d := &Daemon{opts: opts, seed: maphash.MakeSeed()}
+	d.eng.Store(eng)
+	d.lanes = make([]chan Delivery, opts.Lanes)
+	for i := range d.lanes {
+		d.lanes[i] = make(chan Delivery, opts.QueueSize)
+	}
+	opts.Metrics.ReloadOK.Set(1)
+	return d, nil
+}
+
+// CheckDriver fails when a rule's reactions could need a type the driver
+// cannot run. Reaction types are only known after rendering, so this checks
+// the files that do not depend on the event; others are checked at dispatch.
+func CheckDriver(eng *Engine, drv actions.Driver) error {
+	for _, st := range []string{"local", "runner", "wheel", "caller"} {
+		if drv.Supports(st) {
+			continue
+		}
+		for _, typ := range eng.StaticTypes() {
+			if typ == st || (typ == "cmd" && st == "local") {
+				return fmt.Errorf("driver %s cannot run %s reactions, which the configuration uses", drv.Name(), st)
+			}
+		}
+	}
+	return nil
+}
+
+// Engine returns the current engine.
+func (d *Daemon) Engine() *Engine { return d.eng.Load() }
+
+// Reload swaps in a new engine atomically; events already queued finish
+// with the engine that picks them up.
+func (d *Daemon) Reload(eng *Engine) error {
+	if err := CheckDriver(eng, d.opts.Driver); err != nil {
+		d.opts.Metrics.ReloadOK.Set(0)
+		return err
+	}
+	d.eng.Store(eng)
+	d.opts.Metrics.ReloadOK.Set(1)
+	return nil
+}
+
+// Start runs one goroutine per lane until Stop.
+func (d *Daemon) Start(ctx context.Context) {
+	for _, ch := range d.lanes {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			for dl := range ch {
+				d.depth.Add(-1)
+				d.handle(ctx, dl)
+			}
+		}()
+	}
+}
+
+// Submit queues one event on its minion's lane. It reports false when the
+// event was not accepted (daemon stopping, or the lane full without Block).
+func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.stopped {
+		return false
+	}
+	m := d.opts.Metrics
+	tag, raw, err := event.SplitEnvelope(dl.Body)
+	if err != nil {
+		m.Events.Inc()
+		m.Malformed.Inc()
+		d.opts.Log.Warn("malformed event dropped", "err", err, "bytes", len(dl.Body))
+		if dl.Done != nil {
+			dl.Done()
+		}
+		return true
+	}
+	lane := d.lanes[maphash.String(d.seed, laneKey(tag, raw))%uint64(len(d.lanes))]
+	if d.opts.Block {
+		select {
+		case lane <- dl:
+			d.depth.Add(1)
+			m.QueueDepth.Set(float64(d.depth.Load()))
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	select {
+	case lane <- dl:
+		d.depth.Add(1)
+		m.QueueDepth.Set(float64(d.depth.Load()))
+		return true
+	default:
+		m.Events.Inc()
+		m.Overflow.Inc()
+		d.opts.Log.Error("lane queue full: event dropped (core NATS mode has no redelivery; use --jetstream or raise --queue)", "tag", tag)
+		return false
+	}
+}
+
+func laneKey(tag string, raw []byte) string {
+	if id := event.MinionOf(tag, raw); id != "" {
+		return id
+	}
+	return tag
+}
+
+// Stop stops accepting events and waits for queued ones to finish, at most
+// until ctx ends. It is safe to call twice.
+func (d *Daemon) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.stopped {
+		d.stopped = true
+		for _, ch := range d.lanes {
+			close(ch)
+		}
+	}
+	d.mu.Unlock()
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping: %d event(s) still in flight: %w", d.depth.Load(), ctx.Err())
+	}
+}
+
+func (d *Daemon) handle(ctx context.Context, dl Delivery) {
+	m := d.opts.Metrics
+	defer func() {
+		if dl.Done != nil {
+			dl.Done()
+		}
+	}()
+	eng := d.eng.Load()
+	m.Events.Inc()
+	if dl.Hop > d.opts.MaxHops {
+		m.Suppressed.WithLabelValues("hop_limit").Inc()
+		d.opts.Log.Warn("event suppressed: hop limit", "hops", dl.Hop, "max", d.opts.MaxHops)
+		return
+	}
+	before := eng.stats.Errors.Load()
+	res, err := eng.ProcessLine(ctx, dl.Body)
+	if err != nil {
+		m.Malformed.Inc()
+		return
+	}
+	if n := eng.stats.Errors.Load() - before; n > 0 {
+		m.RenderErrors.Add(float64(n))
+	}
+	if res.Skipped != "" {
+		reason := "reactor_user"
+		if res.Skipped == SkipManageTag {
+			reason = "manage_tag"
+		}
+		m.Suppressed.WithLabelValues(reason).Inc()
+		return
+	}
+	if len(res.Rules) > 0 {
+		m.Matched.Inc()
+	}
+	drv := d.opts.Driver
+	for _, c := range res.Chunks {
+		a := actions.Action{Tag: res.Tag, Chunk: c}
+		start := time.Now()
+		var r actions.Result
+		var err error
+		if !drv.Supports(c.Str("state")) {
+			err = fmt.Errorf("driver %s cannot run %s reactions", drv.Name(), c.Str("state"))
+		} else {
+			r, err = d.opts.Retry.Do(ctx, a)
+		}
+		m.ActionDuration.WithLabelValues(drv.Name()).Observe(time.Since(start).Seconds())
+		if !dl.Received.IsZero() {
+			m.Latency.Observe(time.Since(dl.Received).Seconds())
+		}
+		if err != nil {
+			m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
+			d.opts.Log.Error("reaction failed", "tag", res.Tag, "id", c.Str("__id__"), "file", c.Str("__sls__"), "driver", drv.Name(), "err", err)
+			if d.opts.DeadLetter != nil {
+				m.DeadLetters.Inc()
+				d.opts.DeadLetter(a, err)
+			}
+		} else {
+			m.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
+			d.opts.Log.Info("reaction dispatched", "tag", res.Tag, "id", c.Str("__id__"), "file", c.Str("__sls__"), "driver", drv.Name(), "jid", r.JID)
+		}
+		if d.opts.OnDispatch != nil {
+			d.opts.OnDispatch(dl, a, r, err)
+		}
+	}
+}

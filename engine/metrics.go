@@ -1,0 +1,47 @@
+package engine
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the daemon's Prometheus metrics, registered on an injected
+// registry (tests use a fresh one).
+type Metrics struct {
+	Events         prometheus.Counter
+	Matched        prometheus.Counter
+	Malformed      prometheus.Counter
+	Overflow       prometheus.Counter
+	RenderErrors   prometheus.Counter
+	Suppressed     *prometheus.CounterVec
+	Actions        *prometheus.CounterVec
+	ActionDuration *prometheus.HistogramVec
+	DeadLetters    prometheus.Counter
+	ReloadOK       prometheus.Gauge
+	QueueDepth     prometheus.Gauge
+	Latency        prometheus.Histogram
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Events:       prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_events_total", Help: "Events received."}),
+		Matched:      prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_matched_total", Help: "Events that matched at least one rule."}),
+		Malformed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_malformed_total", Help: "Events that could not be decoded."}),
+		Overflow:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_overflow_total", Help: "Events dropped because a lane queue was full (core NATS mode only)."}),
+		RenderErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_render_errors_total", Help: "Reaction files that failed to render, and events whose reactions verify_high discarded."}),
+		Suppressed:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_suppressed_total", Help: "Events or reactions suppressed, by reason."}, []string{"reason"}),
+		Actions:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_actions_total", Help: "Reactions dispatched, by driver and outcome."}, []string{"driver", "state"}),
+		ActionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "reactord_action_duration_seconds", Help: "Time to dispatch one reaction.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"driver"}),
+		DeadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_dead_letters_total", Help: "Reactions given up after retries and sent to the dead-letter subject."}),
+		ReloadOK:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_config_last_reload_successful", Help: "1 if the last configuration (re)load succeeded."}),
+		QueueDepth:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_queue_depth", Help: "Events waiting in lane queues."}),
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Events, m.Matched, m.Malformed, m.Overflow, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
+	}
+	return m
+}
