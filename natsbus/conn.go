@@ -92,7 +92,14 @@ func (c *Conn) Close() {
 }
 
 // Flush waits until the server has processed everything published.
-func (c *Conn) Flush(ctx context.Context) error { return c.nc.FlushWithContext(ctx) }
+func (c *Conn) Flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	return c.nc.FlushWithContext(ctx)
+}
 
 // Meta is reactord's metadata on an event message.
 type Meta struct {

@@ -44,10 +44,15 @@ const usage = `reactord - a SaltStack reactor
 Usage:
   reactord <command> [flags]
 
+  reactord -c CONF [flags]     run the reactor daemon (see 'reactord run --help')
+
 Commands:
+  run      run the reactor daemon (the same as giving flags only)
   render   compile the reactions of one event into Salt low chunks (JSON)
   check    validate a reactor configuration and its reaction files
   replay   run recorded events through the reactor, printing reactions
+  fire     publish one event (or a file of events) to NATS
+  events   print events from NATS as salt-run state.event does
 
 Run 'reactord <command> --help' for a command's flags.
 
@@ -61,13 +66,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	if len(cmd) > 0 && cmd[0] == '-' && cmd != "-h" && cmd != "--help" {
+		return cmdDaemon(ctx, args, stdout, stderr)
+	}
 	switch cmd {
+	case "run":
+		return cmdDaemon(ctx, rest, stdout, stderr)
 	case "render":
 		return cmdRender(ctx, rest, stdin, stdout, stderr)
 	case "check":
 		return cmdCheck(ctx, rest, stdin, stdout, stderr)
 	case "replay":
 		return cmdReplay(ctx, rest, stdin, stdout, stderr)
+	case "fire":
+		return cmdFire(ctx, rest, stdin, stdout, stderr)
+	case "events":
+		return cmdEvents(ctx, rest, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

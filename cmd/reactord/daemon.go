@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// natsFlags are the connection flags shared by the daemon, fire, events and
+// bridge.
+type natsFlags struct {
+	url, token, user, password, nkey, creds, ca, cert, key string
+}
+
+func (n *natsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&n.url, "nats", "", "NATS URL(s) to connect to; empty: start an embedded server")
+	fs.StringVar(&n.token, "nats-token", "", "NATS token")
+	fs.StringVar(&n.user, "nats-user", "", "NATS user")
+	fs.StringVar(&n.password, "nats-password", "", "NATS password")
+	fs.StringVar(&n.nkey, "nats-nkey", "", "NATS NKey seed file")
+	fs.StringVar(&n.creds, "nats-creds", "", "NATS .creds file")
+	fs.StringVar(&n.ca, "nats-ca", "", "CA file for NATS TLS")
+	fs.StringVar(&n.cert, "nats-cert", "", "client certificate for NATS TLS")
+	fs.StringVar(&n.key, "nats-key", "", "client key for NATS TLS")
+}
+
+func (n *natsFlags) options(name string) natsbus.ConnOptions {
+	return natsbus.ConnOptions{URL: n.url, Name: name, Token: n.token, User: n.user, Password: n.password,
+		NKeyFile: n.nkey, CredsFile: n.creds, CAFile: n.ca, CertFile: n.cert, KeyFile: n.key}
+}
+
+const daemonSynopsis = "reactord -c CONF [--dry-run | --driver NAME] [--nats URL | --listen ADDR] [--jetstream] [--http ADDR]"
+
+func cmdDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("reactord", daemonSynopsis,
+		`Runs the reactor: events arrive on NATS (subjects salt.evt.<tag>), match the
+configuration's rules, and their reactions are executed by the driver. With no
+--nats URL an embedded NATS server is started on --listen (JetStream data
+under --data-dir). SIGHUP (or a change to a configuration file) reloads the
+configuration, keeping the old one when the new one fails; SIGTERM drains
+in-flight events within --drain-timeout.`, stderr)
+	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
+	var nf natsFlags
+	nf.register(fs)
+	listen := fs.String("listen", "127.0.0.1:4222", "address of the embedded NATS server")
+	dataDir := fs.String("data-dir", "", "data directory (embedded JetStream); default: the user cache directory's reactord folder")
+	httpAddr := fs.String("http", "", "serve /metrics and /healthz on this address")
+	dryRun := fs.Bool("dry-run", false, "execute nothing; print each reaction as a JSON line (same as --driver dryrun)")
+	driverName := fs.String("driver", "", "driver: dryrun, saltapi, exec, nats (default: the reactord: section's driver, else dryrun)")
+	jetstream := fs.Bool("jetstream", false, "consume a JetStream stream with a shared durable consumer (ack after dispatch) instead of a core queue group")
+	lanes := fs.Int("workers", 0, "ordered worker lanes (default: the reactord: section's workers, else 8)")
+	queue := fs.Int("queue", 1024, "events queued per lane")
+	drain := fs.Duration("drain-timeout", 10*time.Second, "how long SIGTERM waits for in-flight events")
+	deadLetter := fs.String("dead-letter", "reactord.deadletter", "subject receiving reactions that failed after retries")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream: redeliver an event not acknowledged within this time")
+	var df driverFlags
+	df.register(fs)
+	verbose := fs.Bool("v", false, "debug logging")
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if *conf == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "reactord: need -c CONF")
+		fs.Usage()
+		return exitUsage
+	}
+	cfg, err := config.Load(*conf)
+	if err != nil {
+		printErrors(stderr, err)
+		return exitUsage
+	}
+	level := slog.LevelInfo
+	switch cfg.Settings.LogLevel {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration", "warning", w.Error())
+	}
+	if *driverName == "" {
+		*driverName = cfg.Settings.Driver
+	}
+	if *dryRun {
+		*driverName = "dryrun"
+	}
+	if *driverName == "" {
+		*driverName = "dryrun"
+	}
+	if nf.url == "" {
+		nf.url = cfg.Settings.NATS
+	}
+	if *lanes == 0 {
+		*lanes = cfg.Settings.Workers
+	}
+
+	// NATS: embedded or external.
+	var srv *natsbus.Embedded
+	if nf.url == "" {
+		dir := *dataDir
+		if dir == "" {
+			dir = cfg.Settings.DataDir
+		}
+		if dir == "" {
+			base, err := os.UserCacheDir()
+			if err != nil {
+				base = os.TempDir()
+			}
+			dir = filepath.Join(base, "reactord")
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			fmt.Fprintf(stderr, "reactord: --data-dir: %v\n", err)
+			return exitUsage
+		}
+		srv, err = natsbus.StartEmbedded(natsbus.ServerOptions{Listen: *listen, DataDir: filepath.Join(dir, "jetstream"), ListenFlag: "--listen"})
+		if err != nil {
+			fmt.Fprintf(stderr, "reactord: %v\n", err)
+			return exitUsage
+		}
+		defer srv.Shutdown()
+		nf.url = srv.ClientURL()
+		log.Info("embedded NATS server started", "url", nf.url, "data_dir", dir)
+	}
+	conn, err := natsbus.Connect(nf.options("reactord"))
+	if err != nil {
+		fmt.Fprintf(stderr, "reactord: %v\n", err)
+		return exitUsage
+	}
+	defer conn.Close()
+
+	drv, err := df.driver(*driverName, stdout, conn)
+	if err != nil {
+		fmt.Fprintf(stderr, "reactord: %v\n", err)
+		return exitUsage
+	}
+	reg := prometheus.NewRegistry()
+	metrics := engine.NewMetrics(reg)
+	eng := engine.New(cfg, log)
+	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
+		Driver: drv, Lanes: *lanes, QueueSize: *queue, Block: *jetstream, Log: log, Metrics: metrics,
+		DeadLetter: func(a actions.Action, cause error) { conn.DeadLetter(*deadLetter, a, cause) },
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "reactord: %v\n", err)
+		return exitUsage
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d.Start(runCtx)
+
+	var ready atomic.Bool
+	if *httpAddr != "" {
+		ln, err := net.Listen("tcp", *httpAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "reactord: --http %s: %v\n", *httpAddr, err)
+			return exitUsage
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if !ready.Load() {
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = hs.Serve(ln) }()
+		defer hs.Close()
+		log.Info("serving metrics", "addr", ln.Addr().String())
+	}
+
+	var sub natsbus.Subscription
+	handler := func(m *natsbus.Message) {
+		dl := engine.Delivery{Body: m.Body, Received: m.Received, Hop: m.Meta.Hop}
+		if *jetstream {
+			dl.Done = func() { _ = m.Ack() }
+		}
+		if !d.Submit(runCtx, dl) && *jetstream {
+			_ = m.Nak()
+		}
+	}
+	if *jetstream {
+		sub, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: max(*queue, 256)}, handler)
+	} else {
+		sub, err = conn.SubscribeQueue("", "reactord", handler)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "reactord: %v\n", err)
+		return exitUsage
+	}
+	if err := conn.Flush(runCtx); err != nil {
+		fmt.Fprintf(stderr, "reactord: %v\n", err)
+		return exitUsage
+	}
+	ready.Store(true)
+	mode := "core"
+	if *jetstream {
+		mode = "jetstream"
+	}
+	log.Info("reactord ready", "nats", nf.url, "mode", mode, "driver", drv.Name(), "rules", len(cfg.Rules))
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	watch := time.NewTicker(2 * time.Second)
+	defer watch.Stop()
+	stamps := fileStamps(cfg.Files)
+	reload := func(why string) {
+		ncfg, err := config.Load(*conf)
+		if err == nil {
+			err = d.Reload(engine.New(ncfg, log))
+		}
+		if err != nil {
+			metrics.ReloadOK.Set(0)
+			log.Error("reload failed; keeping the running configuration", "why", why, "err", err)
+			return
+		}
+		stamps = fileStamps(ncfg.Files)
+		log.Info("configuration reloaded", "why", why, "rules", len(ncfg.Rules))
+	}
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-hup:
+			reload("SIGHUP")
+		case <-watch.C:
+			if cur := fileStamps(configFiles(*conf, stamps)); !sameStamps(cur, stamps) {
+				reload("configuration file changed")
+				stamps = cur
+			}
+		}
+	}
+	log.Info("stopping: draining in-flight events", "timeout", drain.String())
+	ready.Store(false)
+	sub.Stop()
+	sctx, scancel := context.WithTimeout(context.Background(), *drain)
+	defer scancel()
+	if err := d.Stop(sctx); err != nil {
+		log.Error("drain incomplete", "err", err)
+		return exitFound
+	}
+	return exitOK
+}
+
+// configFiles lists the files whose change triggers a reload: the ones
+// read last time plus any new *.conf in a master.d directory.
+func configFiles(conf string, stamps map[string]time.Time) []string {
+	files := make([]string, 0, len(stamps)+1)
+	for f := range stamps {
+		files = append(files, f)
+	}
+	if st, err := os.Stat(conf); err == nil && st.IsDir() {
+		more, _ := filepath.Glob(filepath.Join(conf, "*.conf"))
+		files = append(files, more...)
+	} else {
+		more, _ := filepath.Glob(filepath.Join(filepath.Dir(conf), "master.d", "*.conf"))
+		files = append(files, more...)
+	}
+	return files
+}
+
+func fileStamps(files []string) map[string]time.Time {
+	out := make(map[string]time.Time, len(files))
+	for _, f := range files {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			abs = f
+		}
+		if st, err := os.Stat(abs); err == nil {
+			out[abs] = st.ModTime()
+		} else {
+			out[abs] = time.Time{}
+		}
+	}
+	return out
+}
+
+func sameStamps(a, b map[string]time.Time) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !w.Equal(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// driverFlags configure the drivers.
+type driverFlags struct {
+	execPrefix string
+}
+
+func (f *driverFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.execPrefix, "exec-subject", natsbus.DefaultExecPrefix, "nats driver: subject prefix reactions are published under")
+}
+
+var errUnknownDriver = errors.New("unknown driver")
+
+func (f *driverFlags) driver(name string, stdout io.Writer, conn *natsbus.Conn) (actions.Driver, error) {
+	switch name {
+	case "dryrun":
+		return actions.NewDryRun(stdout), nil
+	case "null":
+		return actions.Null{}, nil
+	case "nats":
+		return natsbus.NewDriver(conn, f.execPrefix, "reactord"), nil
+	}
+	return nil, fmt.Errorf("--driver %q: %w (known: dryrun, nats, null)", name, errUnknownDriver)
+}

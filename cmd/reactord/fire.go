@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/matchers"
+	"github.com/reactord/reactord/natsbus"
+)
+
+func cmdFire(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("fire", "reactord fire --nats URL TAG [JSON] | reactord fire --nats URL --file FILE|-",
+		`Publishes one event (like salt-call event.send), or with --file every
+event of a file, one {"tag","data"} JSON line (or TAG<tab>JSON) each.
+Exit 0 when every event was published, 1 when some lines were malformed,
+2 on usage or connection errors.`, stderr)
+	var nf natsFlags
+	nf.register(fs)
+	file := fs.String("file", "", "publish every event line of FILE (- for stdin)")
+	hop := fs.Int("hop", 0, "hop count to stamp (reactions that fire events set it)")
+	cause := fs.String("cause", "", "cause to stamp (the event or jid that led to this one)")
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if nf.url == "" {
+		fmt.Fprintln(stderr, "fire: need --nats URL")
+		return exitUsage
+	}
+	if (*file == "") == (fs.NArg() == 0) || fs.NArg() > 2 {
+		fmt.Fprintln(stderr, "fire: need TAG [JSON] or --file FILE")
+		fs.Usage()
+		return exitUsage
+	}
+	conn, err := natsbus.Connect(nf.options("reactord-fire"))
+	if err != nil {
+		fmt.Fprintf(stderr, "fire: %v\n", err)
+		return exitUsage
+	}
+	defer conn.Close()
+	meta := natsbus.Meta{Origin: "reactord-fire", Hop: *hop, Cause: *cause}
+	publish := func(ev event.Event) error {
+		body, err := envelope(ev)
+		if err != nil {
+			return err
+		}
+		return conn.Publish(ev.Tag, body, meta)
+	}
+	code := exitOK
+	if *file == "" {
+		data := "{}"
+		if fs.NArg() == 2 {
+			data = fs.Arg(1)
+		}
+		d, err := event.DecodeData([]byte(data))
+		if err != nil {
+			fmt.Fprintf(stderr, "fire: %v\n", err)
+			return exitUsage
+		}
+		if err := publish(event.Event{Tag: fs.Arg(0), Data: d}); err != nil {
+			fmt.Fprintf(stderr, "fire: %v\n", err)
+			return exitUsage
+		}
+	} else {
+		in := stdin
+		if *file != "-" {
+			f, err := os.Open(*file)
+			if err != nil {
+				fmt.Fprintf(stderr, "fire: %v\n", err)
+				return exitUsage
+			}
+			defer f.Close()
+			in = f
+		}
+		br := bufio.NewReaderSize(in, 1<<20)
+		n := 0
+		for lineNo := 1; ; lineNo++ {
+			line, rerr := br.ReadBytes('\n')
+			if len(bytes.TrimSpace(line)) > 0 {
+				ev, err := event.Decode(line)
+				if err != nil {
+					fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
+					code = exitFound
+				} else if err := publish(ev); err != nil {
+					fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
+					return exitUsage
+				} else {
+					n++
+				}
+			}
+			if rerr != nil {
+				break
+			}
+		}
+		fmt.Fprintf(stderr, "fire: published %d event(s)\n", n)
+	}
+	if err := conn.Flush(ctx); err != nil {
+		fmt.Fprintf(stderr, "fire: %v\n", err)
+		return exitUsage
+	}
+	return code
+}
+
+// envelope encodes {"tag": ..., "data": {...}}.
+func envelope(ev event.Event) ([]byte, error) {
+	b := []byte(`{"tag":`)
+	b, _ = event.AppendJSON(b, ev.Tag)
+	b = append(b, `,"data":`...)
+	raw, err := json.Marshal(ev.Data)
+	if err != nil {
+		return nil, fmt.Errorf("encoding data of %s: %w", ev.Tag, err)
+	}
+	b = append(b, raw...)
+	return append(b, '}'), nil
+}
+
+func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("events", "reactord events --nats URL [GLOB]",
+		`Prints events as they arrive, in the format of salt-run state.event
+pretty=True: the tag, a tab, and the data as JSON indented by 4 with sorted
+keys. GLOB filters tags with Salt's fnmatch rules. Runs until interrupted.`, stderr)
+	var nf natsFlags
+	nf.register(fs)
+	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if nf.url == "" || fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "events: need --nats URL [GLOB]")
+		return exitUsage
+	}
+	var glob *matchers.Glob
+	if fs.NArg() == 1 {
+		glob = matchers.Compile(fs.Arg(0))
+	}
+	conn, err := natsbus.Connect(nf.options("reactord-events"))
+	if err != nil {
+		fmt.Fprintf(stderr, "events: %v\n", err)
+		return exitUsage
+	}
+	defer conn.Close()
+	lines := make(chan []byte, 1024)
+	sub, err := conn.Subscribe("", func(m *natsbus.Message) {
+		ev, err := event.Decode(m.Body)
+		if err != nil {
+			fmt.Fprintf(stderr, "events: %s: %v\n", m.Subject, err)
+			return
+		}
+		if glob != nil && !glob.Match(ev.Tag) {
+			return
+		}
+		lines <- prettyEvent(ev)
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "events: %v\n", err)
+		return exitUsage
+	}
+	defer sub.Stop()
+	_ = conn.Flush(ctx)
+	seen := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case l := <-lines:
+			if _, err := stdout.Write(l); err != nil {
+				return exitUsage
+			}
+			seen++
+			if *count > 0 && seen >= *count {
+				return exitOK
+			}
+		}
+	}
+}
+
+// prettyEvent formats like salt-run state.event pretty=True.
+func prettyEvent(ev event.Event) []byte {
+	raw, _ := json.Marshal(ev.Data) // encoding/json sorts map keys
+	var b bytes.Buffer
+	b.WriteString(ev.Tag)
+	b.WriteByte('\t')
+	if err := json.Indent(&b, raw, "", "    "); err != nil {
+		b.Write(raw)
+	}
+	b.WriteByte('\n')
+	return b.Bytes()
+}
