@@ -20,6 +20,8 @@ type Delivery struct {
 	Body []byte
 	// Received is when the source got it (for latency).
 	Received time.Time
+	// Sent is when the publisher sent it, when known (for latency).
+	Sent time.Time
 	// Hop is the number of reactions that led to this event.
 	Hop int
 	// Done is called once the event's reactions were dispatched or
@@ -51,6 +53,8 @@ type DaemonOptions struct {
 	// OnDispatch, when set, is called after each dispatched reaction (the
 	// bench uses it to measure latency).
 	OnDispatch func(d Delivery, a actions.Action, res actions.Result, err error)
+	// OnDone, when set, is called after each event was fully handled.
+	OnDone func(d Delivery)
 }
 
 // Daemon runs the pipeline for live events: ordered per minion, parallel
@@ -223,6 +227,9 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	defer func() {
 		if dl.Done != nil {
 			dl.Done()
+		}
+		if d.opts.OnDone != nil {
+			d.opts.OnDone(dl)
 		}
 	}()
 	eng := d.eng.Load()

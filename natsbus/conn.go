@@ -19,6 +19,9 @@ const (
 	HeaderHop = "Reactord-Hop"
 	// HeaderCause identifies the event (or jid) whose reaction published it.
 	HeaderCause = "Reactord-Cause"
+	// HeaderSent carries the publisher's send time (Unix nanoseconds), for
+	// latency measurements.
+	HeaderSent = "Reactord-Sent"
 	// HeaderMsgID is JetStream's de-duplication header.
 	HeaderMsgID = "Nats-Msg-Id"
 )
@@ -107,6 +110,7 @@ type Meta struct {
 	Hop    int
 	Cause  string
 	MsgID  string
+	Sent   time.Time
 }
 
 func (m Meta) header() nats.Header {
@@ -123,12 +127,18 @@ func (m Meta) header() nats.Header {
 	if m.MsgID != "" {
 		h.Set(HeaderMsgID, m.MsgID)
 	}
+	if !m.Sent.IsZero() {
+		h.Set(HeaderSent, strconv.FormatInt(m.Sent.UnixNano(), 10))
+	}
 	return h
 }
 
 func metaOf(h nats.Header) Meta {
 	m := Meta{Origin: h.Get(HeaderOrigin), Cause: h.Get(HeaderCause), MsgID: h.Get(HeaderMsgID)}
 	m.Hop, _ = strconv.Atoi(h.Get(HeaderHop))
+	if ns, err := strconv.ParseInt(h.Get(HeaderSent), 10, 64); err == nil {
+		m.Sent = time.Unix(0, ns)
+	}
 	return m
 }
 
@@ -150,6 +160,23 @@ func (c *Conn) PublishStream(ctx context.Context, tag string, body []byte, meta 
 		return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
 	}
 	return nil
+}
+
+// PublishStreamAsync sends one event to JetStream without waiting for its
+// acknowledgement; Flush or PublishAsyncComplete waits for them.
+func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
+	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
+	for {
+		_, err := c.js.PublishMsgAsync(msg)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			<-c.js.PublishAsyncComplete()
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
+		}
+		return nil
+	}
 }
 
 // PublishEvent publishes to JetStream when a stream captures event

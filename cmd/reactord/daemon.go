@@ -198,7 +198,7 @@ in-flight events within --drain-timeout.`, stderr)
 
 	var sub natsbus.Subscription
 	handler := func(m *natsbus.Message) {
-		dl := engine.Delivery{Body: m.Body, Received: m.Received, Hop: m.Meta.Hop}
+		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop}
 		if *jetstream {
 			dl.Done = func() { _ = m.Ack() }
 		}

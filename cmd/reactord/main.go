@@ -53,6 +53,7 @@ Commands:
   replay   run recorded events through the reactor, printing reactions
   fire     publish one event (or a file of events) to NATS
   events   print events from NATS as salt-run state.event does
+  bench    measure the daemon: embedded NATS, null driver, a workload
 
 Run 'reactord <command> --help' for a command's flags.
 
@@ -82,6 +83,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdFire(ctx, rest, stdin, stdout, stderr)
 	case "events":
 		return cmdEvents(ctx, rest, stdout, stderr)
+	case "bench":
+		return cmdBench(ctx, rest, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

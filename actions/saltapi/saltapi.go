@@ -1,0 +1,381 @@
+// Package saltapi is the action driver that runs reactions through salt-api
+// (rest_cherrypy). Each action becomes one lowstate POSTed to the API root:
+// local reactions start a job with the local_async client, runner and wheel
+// reactions with runner_async and wheel_async, so a dispatch returns as soon
+// as Salt has assigned a job id. Caller reactions need a minion and cannot
+// run through salt-api.
+//
+// The driver logs in with Salt external authentication (eauth) and sends the
+// session token in the X-Auth-Token header. It logs in again shortly before
+// the token expires and, once per request, after salt-api answers 401.
+// Connection failures, 5xx and 429 answers are marked actions.Retryable; the
+// retry itself is left to the stages around the driver.
+package saltapi
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reactord/reactord/actions"
+)
+
+// DefaultTimeout bounds one HTTP request when Config.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+// ErrNoMinions is returned when salt-api accepted a local reaction but Salt
+// published nothing because no minion matched the target. Salt answers
+// local_async with an empty return in that case, and retrying cannot help.
+var ErrNoMinions = errors.New("no minions matched the target")
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("saltapi: driver is closed")
+
+// Config configures the salt-api driver.
+type Config struct {
+	// URL is the base URL of salt-api, e.g. https://salt.example.com:8000.
+	// The login and lowstate paths are appended to it, so a salt-api
+	// mounted under a root_prefix is written with that prefix.
+	URL string
+	// Username, Password and EAuth are the external authentication
+	// credentials used to log in (EAuth names the backend, e.g. "pam",
+	// "ldap" or "auto").
+	Username, Password, EAuth string
+	// Token is an optional session token obtained from salt-api's /login
+	// beforehand. It is used until salt-api rejects it; the driver then
+	// logs in with the credentials, or fails when there are none.
+	Token string
+	// CAFile is a PEM bundle of certificate authorities trusted for the
+	// salt-api certificate, in place of the system pool.
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its key, for a
+	// salt-api behind a proxy that requires client certificates.
+	CertFile, KeyFile string
+	// InsecureSkipVerify turns off verification of the salt-api
+	// certificate. It is meant for tests only.
+	InsecureSkipVerify bool
+	// Timeout bounds each HTTP request, the login included; zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Validate checks the configuration without touching the network or the
+// file system and returns every problem it finds, joined. New calls it.
+func (c Config) Validate() error {
+	var errs []error
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		errs = append(errs, errors.New("saltapi: url is required"))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("saltapi: url: %w", err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		errs = append(errs, fmt.Errorf("saltapi: url %q: scheme must be http or https", c.URL))
+	case u.Host == "":
+		errs = append(errs, fmt.Errorf("saltapi: url %q has no host", c.URL))
+	case u.RawQuery != "" || u.Fragment != "":
+		errs = append(errs, fmt.Errorf("saltapi: url %q must not have a query or fragment", c.URL))
+	case u.User != nil:
+		errs = append(errs, fmt.Errorf("saltapi: url must not carry credentials; use username and password"))
+	case u.Scheme == "http" && (c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.InsecureSkipVerify):
+		errs = append(errs, fmt.Errorf("saltapi: url %q: TLS settings need an https url", c.URL))
+	}
+	hasCreds := c.Username != "" || c.Password != "" || c.EAuth != ""
+	switch {
+	case hasCreds:
+		if c.Username == "" {
+			errs = append(errs, errors.New("saltapi: username is required with password and eauth"))
+		}
+		if c.Password == "" {
+			errs = append(errs, errors.New("saltapi: password is required with username"))
+		}
+		if c.EAuth == "" {
+			errs = append(errs, errors.New(`saltapi: eauth is required with username (e.g. "pam" or "auto")`))
+		}
+	case c.Token == "":
+		errs = append(errs, errors.New("saltapi: username, password and eauth, or a token, are required"))
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		errs = append(errs, errors.New("saltapi: cert_file and key_file go together"))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("saltapi: timeout %v is negative", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Driver executes actions through salt-api. It is safe for concurrent use.
+type Driver struct {
+	base      string // URL without the trailing slash
+	username  string
+	password  string
+	eauth     string
+	timeout   time.Duration
+	transport *http.Transport
+	client    *http.Client
+
+	// loginSem admits one login at a time; waiting on it honours the
+	// caller's context, which a mutex would not.
+	loginSem chan struct{}
+
+	mu     sync.Mutex
+	tok    session
+	closed bool
+}
+
+// session is a salt-api token and the local time at which it is renewed; a
+// zero renewAt means the expiry is unknown and only a 401 retires it.
+type session struct {
+	token   string
+	renewAt time.Time
+}
+
+func (s session) usable(now time.Time) bool {
+	return s.token != "" && (s.renewAt.IsZero() || now.Before(s.renewAt))
+}
+
+// New validates cfg, loads its certificate files and returns a driver. It
+// does not contact salt-api; the first Do logs in.
+func New(cfg Config) (*Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tlsConf, err := tlsConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsConf
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	d := &Driver{
+		base:      strings.TrimRight(cfg.URL, "/"),
+		username:  cfg.Username,
+		password:  cfg.Password,
+		eauth:     cfg.EAuth,
+		timeout:   timeout,
+		transport: tr,
+		// Redirects are not followed: the token and lowstate must not
+		// leave for another place, and a redirected POST becomes a GET.
+		client: &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		loginSem: make(chan struct{}, 1),
+		tok:      session{token: cfg.Token},
+	}
+	return d, nil
+}
+
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	conf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipVerify}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("saltapi: reading ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("saltapi: ca_file %s holds no PEM certificate", cfg.CAFile)
+		}
+		conf.RootCAs = pool
+	}
+	if cfg.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("saltapi: loading client certificate: %w", err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	return conf, nil
+}
+
+// Name implements actions.Driver.
+func (d *Driver) Name() string { return "saltapi" }
+
+// Supports implements actions.Driver: salt-api runs local, runner and wheel
+// reactions. Caller reactions run salt-call on a minion, which salt-api
+// cannot reach.
+func (d *Driver) Supports(state string) bool {
+	switch state {
+	case "local", "runner", "wheel":
+		return true
+	}
+	return false
+}
+
+// Do implements actions.Driver. It POSTs the action's lowstate and returns
+// the job id Salt assigned and, for local reactions, the targeted minions.
+func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return actions.Result{}, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return actions.Result{}, fmt.Errorf("saltapi: %w", err)
+	}
+	if a.Chunk == nil {
+		return actions.Result{}, errors.New("saltapi: action has no chunk")
+	}
+	call, err := actions.CallFor(a.Chunk)
+	if err != nil {
+		return actions.Result{}, fmt.Errorf("saltapi: %w", err)
+	}
+	if !d.Supports(call.Client) {
+		return actions.Result{}, fmt.Errorf("saltapi: reaction %q: salt-api cannot run %s reactions", a.Chunk.Str("__id__"), call.Client)
+	}
+	body, err := lowstateBody(call, a.Chunk)
+	if err != nil {
+		return actions.Result{}, fmt.Errorf("saltapi: reaction %q: encoding lowstate: %w", a.Chunk.Str("__id__"), err)
+	}
+	raw, err := d.run(ctx, body)
+	if err != nil {
+		return actions.Result{}, fmt.Errorf("saltapi: %s %s: %w", call.Client, call.Fun, err)
+	}
+	res, err := parseRun(call.Client, raw)
+	if err != nil {
+		return actions.Result{}, fmt.Errorf("saltapi: %s %s: %w", call.Client, call.Fun, err)
+	}
+	return res, nil
+}
+
+// run POSTs one lowstate list with a valid token. After a 401 it logs in
+// again and repeats the request once.
+func (d *Driver) run(ctx context.Context, body []byte) ([]byte, error) {
+	tok, err := d.token(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		status, raw, err := d.post(ctx, "/", tok, body)
+		if err != nil {
+			return nil, err
+		}
+		if status != http.StatusUnauthorized {
+			return raw, checkStatus(status, raw)
+		}
+		switch {
+		case !d.canLogin():
+			return nil, fmt.Errorf("salt-api rejected the token (%s) and no credentials are configured to log in again", statusText(status, raw))
+		case attempt > 1:
+			// A fresh token was refused too: Salt answers 401 when
+			// the eauth user may not run this function.
+			return nil, fmt.Errorf("salt-api refused the request after a new login (%s); check the eauth permissions of %q", statusText(status, raw), d.username)
+		}
+		d.retire(tok)
+		if tok, err = d.token(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (d *Driver) canLogin() bool { return d.username != "" }
+
+// token returns a usable session token, logging in when there is none or
+// the current one is due for renewal.
+func (d *Driver) token(ctx context.Context) (string, error) {
+	d.mu.Lock()
+	s, closed := d.tok, d.closed
+	d.mu.Unlock()
+	if closed {
+		return "", ErrClosed
+	}
+	if s.usable(time.Now()) {
+		return s.token, nil
+	}
+	if !d.canLogin() {
+		// Only a static token without credentials gets here, after it
+		// was retired; run reports the 401 before that happens.
+		return "", errors.New("no usable token and no credentials to log in")
+	}
+	select {
+	case d.loginSem <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-d.loginSem }()
+	// Another caller may have logged in while this one waited.
+	d.mu.Lock()
+	s = d.tok
+	d.mu.Unlock()
+	if s.usable(time.Now()) {
+		return s.token, nil
+	}
+	s, err := d.login(ctx)
+	if err != nil {
+		return "", err
+	}
+	d.mu.Lock()
+	d.tok = s
+	d.mu.Unlock()
+	return s.token, nil
+}
+
+// retire drops tok after salt-api refused it, unless another caller has
+// already replaced it.
+func (d *Driver) retire(tok string) {
+	d.mu.Lock()
+	if d.tok.token == tok {
+		d.tok = session{}
+	}
+	d.mu.Unlock()
+}
+
+// Close releases idle connections. Do fails with ErrClosed afterwards.
+// Close may be called more than once.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.tok = session{}
+	d.mu.Unlock()
+	d.transport.CloseIdleConnections()
+	return nil
+}
+
+// transportError classifies an error from the HTTP client: certificate and
+// TLS setup problems are configuration errors, anything else (refused or
+// reset connections, timeouts) is worth retrying unless the caller's
+// context ended.
+func transportError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	var (
+		unknownCA   x509.UnknownAuthorityError
+		invalidCert x509.CertificateInvalidError
+		hostname    x509.HostnameError
+		verify      *tls.CertificateVerificationError
+		recordHdr   tls.RecordHeaderError
+	)
+	if errors.As(err, &unknownCA) || errors.As(err, &invalidCert) || errors.As(err, &hostname) ||
+		errors.As(err, &verify) || errors.As(err, &recordHdr) {
+		return err
+	}
+	// A TLS alert from salt-api (certificate required, bad certificate,
+	// unknown CA, protocol version) answers the client's setup.
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return err
+	}
+	// net/http replaces the record header error of a plain HTTP answer
+	// to a TLS handshake with a text of its own.
+	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return err
+	}
+	return actions.Retryable(err)
+}
+
+var _ actions.Driver = (*Driver)(nil)

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// benchResult is the line `reactord bench` prints.
+type benchResult struct {
+	Events       int64   `json:"events"`
+	EventsPerSec int64   `json:"events_per_sec"`
+	P50ms        float64 `json:"p50_ms"`
+	P99ms        float64 `json:"p99_ms"`
+	Maxms        float64 `json:"max_ms"`
+	RSSMB        float64 `json:"rss_mb"`
+	Mode         string  `json:"mode"`
+	Rate         int     `json:"rate"`
+	Reactions    int64   `json:"reactions"`
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("bench", "reactord bench [--events N] [--rate R] [--jetstream] [-c CONF --file EVENTS]",
+		`Starts an embedded NATS server and the daemon with a null driver, publishes
+a workload and prints one JSON line: events, events_per_sec, p50_ms, p99_ms,
+max_ms (publish to dispatch) and rss_mb (peak resident memory). The default
+workload is the shared replay workload's shape: 60 rules and realistic
+master traffic (job returns and publishes, auth, minion starts, beacons,
+presence, custom tags).`, stderr)
+	n := fs.Int("events", 200000, "events to publish")
+	rate := fs.Int("rate", 0, "events per second to offer (0: as fast as possible)")
+	js := fs.Bool("jetstream", false, "JetStream mode (stream + durable consumer, ack after dispatch)")
+	conf := fs.String("c", "", "configuration (default: the generated workload's)")
+	file := fs.String("file", "", "events to publish, cycled (default: generated)")
+	lanes := fs.Int("workers", 8, "ordered worker lanes")
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	dir, err := os.MkdirTemp("", "reactord-bench-")
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
+	}
+	defer os.RemoveAll(dir)
+	if *conf == "" {
+		*conf, err = writeWorkloadConfig(dir, 60)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return exitUsage
+		}
+	}
+	var lines [][]byte
+	if *file != "" {
+		lines, err = readLines(*file)
+	} else {
+		lines = workloadEvents(min(*n, 50000), 7)
+	}
+	if err != nil || len(lines) == 0 {
+		fmt.Fprintf(stderr, "bench: no events: %v\n", err)
+		return exitUsage
+	}
+	cfg, err := config.Load(*conf)
+	if err != nil {
+		printErrors(stderr, err)
+		return exitUsage
+	}
+	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "js")})
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
+	}
+	defer srv.Shutdown()
+	sub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "bench-daemon"})
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
+	}
+	defer sub.Close()
+	pub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "bench-publisher"})
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
+	}
+	defer pub.Close()
+
+	total := int64(*n)
+	var done, reactions atomic.Int64
+	lat := make([]time.Duration, 0, total)
+	var latMu sync.Mutex
+	finished := make(chan struct{})
+	var peakRSS atomic.Int64
+	d, err := engine.NewDaemon(engine.New(cfg, nil), engine.DaemonOptions{
+		// Block in both modes: the bench measures capacity, so a full lane
+		// holds the subscription back instead of dropping (overflow).
+		Driver: actions.Null{}, Lanes: *lanes, QueueSize: 4096, Block: true, Metrics: engine.NewMetrics(prometheus.NewRegistry()),
+		OnDispatch: func(engine.Delivery, actions.Action, actions.Result, error) { reactions.Add(1) },
+		OnDone: func(dl engine.Delivery) {
+			if !dl.Sent.IsZero() {
+				l := time.Since(dl.Sent)
+				latMu.Lock()
+				lat = append(lat, l)
+				latMu.Unlock()
+			}
+			if done.Add(1) == total {
+				close(finished)
+			}
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.Start(runCtx)
+	handler := func(m *natsbus.Message) {
+		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent}
+		if *js {
+			dl.Done = func() { _ = m.Ack() }
+		}
+		d.Submit(runCtx, dl)
+	}
+	var s natsbus.Subscription
+	if *js {
+		s, err = sub.Consume(runCtx, natsbus.StreamOptions{Stream: "BENCH", Durable: "bench", MaxAckPending: 20000}, handler)
+	} else {
+		s, err = sub.SubscribeQueue("", "reactord", handler)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
+	}
+	defer s.Stop()
+	_ = sub.Flush(runCtx)
+
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			peakRSS.Store(max(peakRSS.Load(), rssBytes()))
+			select {
+			case <-finished:
+				return
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	start := time.Now()
+	tags := make([]string, len(lines))
+	for i, l := range lines {
+		tags[i] = lineTag(l)
+	}
+	pubErr := make(chan error, 1)
+	go func() {
+		const batch = 5
+		for i := int64(0); i < total; i++ {
+			if *rate > 0 && i%batch == 0 {
+				due := start.Add(time.Duration(float64(i) / float64(*rate) * float64(time.Second)))
+				if w := time.Until(due); w > 0 {
+					time.Sleep(w)
+				}
+			}
+			k := int(i) % len(lines)
+			meta := natsbus.Meta{Sent: time.Now()}
+			var err error
+			if *js {
+				meta.MsgID = strconv.FormatInt(i, 10)
+				err = pub.PublishStreamAsync(tags[k], lines[k], meta)
+			} else {
+				err = pub.Publish(tags[k], lines[k], meta)
+			}
+			if err != nil {
+				pubErr <- err
+				return
+			}
+		}
+		pubErr <- pub.Flush(runCtx)
+	}()
+	if err := <-pubErr; err != nil {
+		fmt.Fprintf(stderr, "bench: publishing: %v\n", err)
+		return exitUsage
+	}
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Minute):
+		fmt.Fprintf(stderr, "bench: only %d of %d events handled after 5 minutes\n", done.Load(), total)
+		return exitFound
+	case <-ctx.Done():
+		return exitUsage
+	}
+	elapsed := time.Since(start)
+	peakRSS.Store(max(peakRSS.Load(), rssBytes()))
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		i := int(p * float64(len(lat)-1))
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	mode := "core"
+	if *js {
+		mode = "jetstream"
+	}
+	res := benchResult{Events: done.Load(), EventsPerSec: int64(float64(done.Load()) / elapsed.Seconds()), P50ms: pct(0.5), P99ms: pct(0.99), Maxms: pct(1),
+		RSSMB: float64(peakRSS.Load()/(1<<16)) / 16, Mode: mode, Rate: *rate, Reactions: reactions.Load()}
+	out, _ := json.Marshal(res)
+	fmt.Fprintf(stdout, "%s\n", out)
+	return exitOK
+}
+
+func lineTag(l []byte) string {
+	var ev struct {
+		Tag string `json:"tag"`
+	}
+	_ = json.Unmarshal(l, &ev)
+	return ev.Tag
+}
+
+func readLines(path string) ([][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out [][]byte
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			out = append(out, []byte(l))
+		}
+	}
+	return out, sc.Err()
+}
+
+// rssBytes reads this process's resident memory from /proc.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// workloadEvents generates master traffic with the shared replay
+// workload's mix.
+func workloadEvents(n int, seed uint64) [][]byte {
+	rnd := rand.New(rand.NewPCG(seed, seed))
+	var minions []string
+	for i := 1; i <= 300; i++ {
+		minions = append(minions, "web"+strconv.Itoa(i))
+	}
+	for i := 1; i <= 100; i++ {
+		minions = append(minions, "db"+strconv.Itoa(i))
+	}
+	funs := []string{"test.ping", "state.apply", "cmd.run", "grains.items", "pkg.upgrade", "saltutil.find_job"}
+	sample := func(k int) []any {
+		out := make([]any, k)
+		for i := range out {
+			out[i] = minions[rnd.IntN(len(minions))]
+		}
+		return out
+	}
+	out := make([][]byte, 0, n)
+	for k := 0; k < n; k++ {
+		r := rnd.Float64()
+		mid := minions[rnd.IntN(len(minions))]
+		jid := fmt.Sprintf("2026112201%06d%06d", k%1000000, rnd.IntN(1000000))
+		stamp := fmt.Sprintf("2026-11-22T01:%02d:%02d.%06d", (k/60)%60, k%60, rnd.IntN(1000000))
+		var tag string
+		var data map[string]any
+		switch {
+		case r < 0.40:
+			ok := rnd.Float64() > 0.05
+			rc := 0
+			if !ok {
+				rc = 1
+			}
+			tag = "salt/job/" + jid + "/ret/" + mid
+			data = map[string]any{"fun_args": []any{}, "jid": jid, "return": ok, "retcode": rc, "success": ok, "cmd": "_return", "_stamp": stamp, "fun": funs[rnd.IntN(len(funs))], "id": mid}
+		case r < 0.55:
+			tag = "salt/job/" + jid + "/new"
+			data = map[string]any{"tgt_type": "glob", "jid": jid, "tgt": "*", "_stamp": stamp, "user": "root", "arg": []any{}, "fun": funs[rnd.IntN(len(funs))], "minions": sample(5)}
+		case r < 0.65:
+			tag = jid
+			data = map[string]any{"_stamp": stamp, "minions": sample(3)}
+		case r < 0.75:
+			acts := []string{"accept", "accept", "pend", "reject"}
+			tag = "salt/auth"
+			data = map[string]any{"_stamp": stamp, "act": acts[rnd.IntN(4)], "id": mid, "pub": "-----BEGIN PUBLIC KEY-----\nMIIBIjANBg...\n-----END PUBLIC KEY-----", "result": true}
+		case r < 0.80:
+			tag = "salt/minion/" + mid + "/start"
+			data = map[string]any{"_stamp": stamp, "cmd": "_minion_event", "data": "Minion " + mid + " started at Sat Nov 22 01:00:00 2026", "id": mid, "pretag": nil, "tag": tag}
+		case r < 0.85:
+			tag = "salt/beacon/" + mid + "/inotify//etc/important_file"
+			data = map[string]any{"_stamp": stamp, "change": "IN_MODIFY", "id": mid, "path": "/etc/important_file"}
+		case r < 0.90:
+			tag = "salt/beacon/" + mid + "/diskusage/"
+			data = map[string]any{"_stamp": stamp, "id": mid, "/": "91%", "/var": "95%"}
+		case r < 0.95:
+			tag = "salt/presence/change"
+			data = map[string]any{"_stamp": stamp, "new": []any{}, "lost": sample(rnd.IntN(3))}
+		default:
+			nn := rnd.IntN(39) + 1
+			kind := rnd.Float64()
+			switch {
+			case kind < 0.5:
+				tag = fmt.Sprintf("myco/app%d/%s/event", nn, mid)
+			case kind < 0.7:
+				tag = "myco/deploy/" + mid + "/done"
+			default:
+				tag = "myco/other/" + mid + "/noise"
+			}
+			data = map[string]any{"_stamp": stamp, "id": mid, "cmd": "_minion_event", "data": map[string]any{"n": nn, "app": "shop", "version": fmt.Sprintf("1.%d.0", nn)}}
+		}
+		b, _ := json.Marshal(map[string]any{"tag": tag, "data": data})
+		out = append(out, b)
+	}
+	return out
+}
+
+// workloadReactions are the shared workload's reaction files, in Go
+// template form.
+var workloadReactions = map[string]string{
+	"highstate": "highstate_on_start:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",
+	"revert":    "revert-file:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n    - arg:\n      - maintain_important_file\n    - kwarg:\n        saltenv: central\n",
+	"auth":      "{{ if and (eq .data.act \"pend\") (hasPrefix \"web\" .data.id) }}\naccept_key:\n  wheel.key.accept:\n    - args:\n      - match: {{ .data.id }}\n{{ end }}\n",
+	"jobfail": "{{ if and (not (dig \"success\" true .data)) (ne (dig \"fun\" \"\" .data) \"saltutil.find_job\") }}\nnotify_failure:\n  runner.event.send:\n    - args:\n" +
+		"      - tag: myco/alert/job_failed\n      - data:\n          minion: {{ .data.id }}\n          jid: '{{ .data.jid }}'\n          fun: {{ .data.fun }}\n          retcode: {{ dig \"retcode\" 1 .data }}\n{{ end }}\n",
+	"disk":     "{{ range $i, $m := (omit .data \"id\" \"_stamp\" | keys | sortAlpha) }}\nclean_{{ add1 $i }}:\n  local.cmd.run:\n    - tgt: {{ $.data.id }}\n    - arg:\n      - 'find {{ $m }}/tmp -mtime +7 -delete'\n{{ end }}\n",
+	"presence": "{{ range (dig \"lost\" (list) .data) }}\nmark_lost_{{ . }}:\n  runner.cloud.query:\n    - args:\n      - query_type: list_nodes\n{{ end }}\n",
+	"deploy":   "deploy_app:\n  runner.state.orchestrate:\n    - args:\n      - mods: orchestrate.deploy_app\n      - pillar:\n          event_tag: {{ .tag }}\n          app: {{ .data.data.app }}\n          version: '{{ .data.data.version }}'\n",
+	"custom":   "custom_{{ .data.data.n }}:\n  local.test.echo:\n    - tgt: {{ .data.id }}\n    - arg:\n      - {{ .tag }}\n",
+}
+
+// writeWorkloadConfig writes the workload's reactor.conf and reaction files.
+func writeWorkloadConfig(dir string, rules int) (string, error) {
+	for name, src := range workloadReactions {
+		if err := os.WriteFile(filepath.Join(dir, name+".sls"), []byte(src), 0o644); err != nil {
+			return "", err
+		}
+	}
+	core := [][2]string{
+		{"salt/minion/*/start", "highstate"}, {"salt/beacon/*/inotify//etc/important_file", "revert"}, {"salt/auth", "auth"},
+		{"salt/job/*/ret/*", "jobfail"}, {"salt/beacon/*/diskusage/*", "disk"}, {"salt/presence/change", "presence"}, {"myco/deploy/*/done", "deploy"},
+	}
+	var b strings.Builder
+	b.WriteString("reactor:\n")
+	count := 0
+	for _, c := range core {
+		fmt.Fprintf(&b, "  - '%s':\n    - %s.sls\n", c[0], c[1])
+		count++
+	}
+	for i := 1; count < rules; i++ {
+		fmt.Fprintf(&b, "  - 'myco/app%d/*/event':\n    - custom.sls\n", i)
+		count++
+		if count < rules {
+			fmt.Fprintf(&b, "  - 'myco/svc%d/[ab]*/alert?':\n    - custom.sls\n", i)
+			count++
+		}
+	}
+	p := filepath.Join(dir, "reactor.conf")
+	return p, os.WriteFile(p, []byte(b.String()), 0o644)
+}
