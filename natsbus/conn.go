@@ -38,6 +38,9 @@ type ConnOptions struct {
 	NKeyFile, CredsFile   string
 	// CAFile, CertFile, KeyFile configure TLS.
 	CAFile, CertFile, KeyFile string
+	// NoReconnectBuffer makes publishes fail while disconnected instead of
+	// being buffered (the bridge counts failures itself).
+	NoReconnectBuffer bool
 }
 
 // Conn is a NATS connection.
@@ -72,6 +75,9 @@ func Connect(opts ConnOptions) (*Conn, error) {
 	}
 	if opts.CertFile != "" || opts.KeyFile != "" {
 		no = append(no, nats.ClientCert(opts.CertFile, opts.KeyFile))
+	}
+	if opts.NoReconnectBuffer {
+		no = append(no, nats.ReconnectBufSize(-1))
 	}
 	nc, err := nats.Connect(opts.URL, no...)
 	if err != nil {

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/actions/execdriver"
+	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/natsbus"
@@ -319,13 +321,41 @@ func sameStamps(a, b map[string]time.Time) bool {
 // driverFlags configure the drivers.
 type driverFlags struct {
 	execPrefix string
+	// salt-api
+	apiURL, apiUser, apiPassword, apiEAuth, apiToken, apiCA string
+	apiInsecure                                            bool
+	// salt CLIs
+	saltBin, saltRunBin, saltCallBin string
+	execTimeout, killGrace           time.Duration
+	saltConfigDir                    string
 }
 
 func (f *driverFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.execPrefix, "exec-subject", natsbus.DefaultExecPrefix, "nats driver: subject prefix reactions are published under")
+	fs.StringVar(&f.execPrefix, "exec-subject", natsbus.DefaultExecPrefix, "nats driver: subject prefix reactions are published under (<prefix><state>)")
+	fs.StringVar(&f.apiURL, "saltapi-url", "", "saltapi driver: salt-api base URL")
+	fs.StringVar(&f.apiUser, "saltapi-user", "", "saltapi driver: eauth user")
+	fs.StringVar(&f.apiPassword, "saltapi-password", "", "saltapi driver: eauth password (or $REACTORD_SALTAPI_PASSWORD)")
+	fs.StringVar(&f.apiEAuth, "saltapi-eauth", "auto", "saltapi driver: eauth backend")
+	fs.StringVar(&f.apiToken, "saltapi-token", "", "saltapi driver: a session token from /login")
+	fs.StringVar(&f.apiCA, "saltapi-ca", "", "saltapi driver: CA file for salt-api's certificate")
+	fs.BoolVar(&f.apiInsecure, "saltapi-insecure", false, "saltapi driver: do not verify salt-api's certificate (tests only)")
+	fs.StringVar(&f.saltBin, "salt-bin", "salt", "exec driver: the salt program")
+	fs.StringVar(&f.saltRunBin, "salt-run-bin", "salt-run", "exec driver: the salt-run program")
+	fs.StringVar(&f.saltCallBin, "salt-call-bin", "salt-call", "exec driver: the salt-call program (also runs caller reactions for saltapi)")
+	fs.DurationVar(&f.execTimeout, "exec-timeout", 30*time.Second, "exec driver: timeout of one command")
+	fs.DurationVar(&f.killGrace, "exec-kill-grace", 5*time.Second, "exec driver: SIGTERM to SIGKILL grace")
+	fs.StringVar(&f.saltConfigDir, "salt-config-dir", "", "exec driver: pass -c DIR to the salt programs")
 }
 
 var errUnknownDriver = errors.New("unknown driver")
+
+func (f *driverFlags) exec() (*execdriver.Driver, error) {
+	cfg := execdriver.Config{Salt: f.saltBin, SaltRun: f.saltRunBin, SaltCall: f.saltCallBin, Timeout: f.execTimeout, KillGrace: f.killGrace}
+	if f.saltConfigDir != "" {
+		cfg.ExtraArgs = []string{"-c", f.saltConfigDir}
+	}
+	return execdriver.New(cfg)
+}
 
 func (f *driverFlags) driver(name string, stdout io.Writer, conn *natsbus.Conn) (actions.Driver, error) {
 	switch name {
@@ -334,7 +364,27 @@ func (f *driverFlags) driver(name string, stdout io.Writer, conn *natsbus.Conn) 
 	case "null":
 		return actions.Null{}, nil
 	case "nats":
-		return natsbus.NewDriver(conn, f.execPrefix, "reactord"), nil
+		return natsbus.NewDriver(conn, f.execPrefix, fmt.Sprintf("reactord-%d", os.Getpid())), nil
+	case "exec":
+		return f.exec()
+	case "saltapi":
+		pw := f.apiPassword
+		if pw == "" {
+			pw = os.Getenv("REACTORD_SALTAPI_PASSWORD")
+		}
+		api, err := saltapi.New(saltapi.Config{URL: f.apiURL, Username: f.apiUser, Password: pw, EAuth: f.apiEAuth, Token: f.apiToken, CAFile: f.apiCA, InsecureSkipVerify: f.apiInsecure})
+		if err != nil {
+			return nil, fmt.Errorf("--driver saltapi: %w", err)
+		}
+		// salt-api cannot run caller reactions: salt-call runs them here.
+		call, err := f.exec()
+		if err != nil {
+			return nil, err
+		}
+		if call.Supports("caller") {
+			return actions.Router{Primary: api, Fallback: call}, nil
+		}
+		return api, nil
 	}
-	return nil, fmt.Errorf("--driver %q: %w (known: dryrun, nats, null)", name, errUnknownDriver)
+	return nil, fmt.Errorf("--driver %q: %w (known: dryrun, saltapi, exec, nats, null)", name, errUnknownDriver)
 }

@@ -54,6 +54,7 @@ Commands:
   fire     publish one event (or a file of events) to NATS
   events   print events from NATS as salt-run state.event does
   bench    measure the daemon: embedded NATS, null driver, a workload
+  bridge   publish salt-api's event stream to NATS
 
 Run 'reactord <command> --help' for a command's flags.
 
@@ -85,6 +86,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdEvents(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
+	case "bridge":
+		return cmdBridge(ctx, rest, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

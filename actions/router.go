@@ -1,0 +1,36 @@
+package actions
+
+import "context"
+
+// Router sends each reaction type to its own driver: the chosen driver for
+// what it supports, and a fallback (the exec driver's salt-call) for the
+// rest, e.g. caller reactions next to salt-api.
+type Router struct {
+	// Primary runs every type it supports.
+	Primary Driver
+	// Fallback runs the types Primary does not; may be nil.
+	Fallback Driver
+}
+
+// Name implements Driver.
+func (r Router) Name() string {
+	if r.Fallback == nil {
+		return r.Primary.Name()
+	}
+	return r.Primary.Name() + "+" + r.Fallback.Name()
+}
+
+// Supports implements Driver.
+func (r Router) Supports(state string) bool {
+	return r.Primary.Supports(state) || (r.Fallback != nil && r.Fallback.Supports(state))
+}
+
+// Do implements Driver.
+func (r Router) Do(ctx context.Context, a Action) (Result, error) {
+	if r.Fallback != nil && !r.Primary.Supports(a.Chunk.Str("state")) {
+		return r.Fallback.Do(ctx, a)
+	}
+	return r.Primary.Do(ctx, a)
+}
+
+var _ Driver = Router{}
