@@ -323,7 +323,7 @@ type driverFlags struct {
 	execPrefix string
 	// salt-api
 	apiURL, apiUser, apiPassword, apiEAuth, apiToken, apiCA string
-	apiInsecure                                            bool
+	apiInsecure                                             bool
 	// salt CLIs
 	saltBin, saltRunBin, saltCallBin string
 	execTimeout, killGrace           time.Duration
