@@ -272,6 +272,16 @@ func (c *Conn) Subscribe(filter string, handler func(*Message)) (Subscription, e
 	return subFunc(func() { _ = sub.Unsubscribe() }), nil
 }
 
+// SubscribeRaw receives every message on subject (any subject, e.g. the
+// nats driver's or the dead-letter subject).
+func (c *Conn) SubscribeRaw(subject string, handler func(subject string, body []byte, meta Meta)) (Subscription, error) {
+	sub, err := c.nc.Subscribe(subject, func(m *nats.Msg) { handler(m.Subject, m.Data, metaOf(m.Header)) })
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	return subFunc(func() { _ = sub.Unsubscribe() }), nil
+}
+
 // StreamOptions configure the JetStream stream and durable consumer.
 type StreamOptions struct {
 	// Stream is the stream name (default REACTORD_EVENTS).

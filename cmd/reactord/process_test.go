@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/natsbus"
+)
+
+// These tests run the reactord binary as real processes against a real
+// NATS server (embedded in the test process on a random port).
+
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "reactord-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "reactord")
+	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building reactord: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = fn(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after %v: %v", timeout, err)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func natsServer(t *testing.T) (*natsbus.Embedded, *natsbus.Conn) {
+	t.Helper()
+	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return srv, c
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stdout *bufio.Reader
+	stderr *strings.Builder
+	mu     *sync.Mutex
+	done   chan error
+}
+
+func (p *proc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// startDaemon runs reactord with args and waits for /healthz.
+func startDaemon(t *testing.T, args ...string) *proc {
+	t.Helper()
+	httpAddr := freeAddr(t)
+	cmd := exec.Command(binPath, append(args, "--http", httpAddr)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, stdout: bufio.NewReader(out), stderr: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := errPipe.Read(buf)
+			p.mu.Lock()
+			p.stderr.Write(buf[:n])
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("reactord %v logs:\n%s", args, p.logs())
+		}
+	})
+	checkFor(t, 20*time.Second, func() error {
+		resp, err := http.Get("http://" + httpAddr + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("healthz %d", resp.StatusCode)
+		}
+		return nil
+	})
+	return p
+}
+
+func copyExampleConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../reactor.conf.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs("../..")
+	conf := strings.ReplaceAll(string(src), "- examples/", "- "+abs+"/examples/")
+	p := filepath.Join(dir, "reactor.conf")
+	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func startEvent(id string) []byte {
+	return []byte(`{"tag": "salt/minion/` + id + `/start", "data": {"id": "` + id + `", "cmd": "_minion_event"}}`)
+}
+
+// TestDryRunStreamsReactions: --dry-run prints each reaction as one JSON
+// line as it happens, reload keeps the old configuration when the new one
+// is broken, and SIGTERM exits 0.
+func TestDryRunStreamsReactions(t *testing.T) {
+	srv, c := natsServer(t)
+	conf := copyExampleConfig(t)
+	p := startDaemon(t, "-c", conf, "--dry-run", "--nats", srv.ClientURL())
+	readLine := func() map[string]any {
+		t.Helper()
+		type res struct {
+			line string
+			err  error
+		}
+		ch := make(chan res, 1)
+		go func() { l, err := p.stdout.ReadString('\n'); ch <- res{l, err} }()
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				t.Fatalf("reading stdout: %v", r.err)
+			}
+			var v map[string]any
+			if err := json.Unmarshal([]byte(r.line), &v); err != nil {
+				t.Fatalf("line %q: %v", r.line, err)
+			}
+			return v
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reaction line within 10s")
+		}
+		return nil
+	}
+	for _, id := range []string{"web1", "web2"} {
+		if err := c.Publish("salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		v := readLine()
+		chunk, _ := v["chunk"].(map[string]any)
+		if v["tag"] != "salt/minion/"+id+"/start" || chunk["tgt"] != id || chunk["fun"] != "state.apply" {
+			t.Fatalf("line = %v", v)
+		}
+	}
+	// A broken configuration is refused on SIGHUP; the old one keeps running.
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'x': [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	checkFor(t, 10*time.Second, func() error {
+		if !strings.Contains(p.logs(), "reload failed; keeping the running configuration") {
+			return errors.New("no reload failure logged")
+		}
+		return nil
+	})
+	_ = c.Publish("salt/minion/web3/start", startEvent("web3"), natsbus.Meta{})
+	if v := readLine(); v["tag"] != "salt/minion/web3/start" {
+		t.Fatalf("after failed reload: %v", v)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+}
+
+// collectExec counts the reactions the nats driver publishes, per event
+// minion and per publishing process.
+type collectExec struct {
+	mu       sync.Mutex
+	byMinion map[string]int
+	byOrigin map[string]int
+	total    int
+}
+
+func collect(t *testing.T, c *natsbus.Conn, prefix string) *collectExec {
+	t.Helper()
+	ce := &collectExec{byMinion: map[string]int{}, byOrigin: map[string]int{}}
+	sub, err := c.SubscribeRaw(prefix+">", func(subject string, body []byte, meta natsbus.Meta) {
+		var v struct {
+			Chunk struct {
+				Tgt string `json:"tgt"`
+			} `json:"chunk"`
+		}
+		_ = json.Unmarshal(body, &v)
+		ce.mu.Lock()
+		ce.byMinion[v.Chunk.Tgt]++
+		ce.byOrigin[meta.Origin]++
+		ce.total++
+		ce.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Stop)
+	_ = c.Flush(context.Background())
+	return ce
+}
+
+func (ce *collectExec) snapshot() (total, distinct int, origins map[string]int, dups int) {
+	ce.mu.Lock()
+	defer ce.mu.Unlock()
+	origins = map[string]int{}
+	for k, v := range ce.byOrigin {
+		origins[k] = v
+	}
+	for _, n := range ce.byMinion {
+		if n > 1 {
+			dups += n - 1
+		}
+	}
+	return ce.total, len(ce.byMinion), origins, dups
+}
+
+// TestCoreQueueGroupSplitsLoad: two replicas in core mode share the events
+// (queue group) and none is handled twice.
+func TestCoreQueueGroupSplitsLoad(t *testing.T) {
+	srv, c := natsServer(t)
+	conf := copyExampleConfig(t)
+	ce := collect(t, c, "test.exec.")
+	for range 2 {
+		startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.")
+	}
+	const n = 2000
+	for i := range n {
+		id := fmt.Sprintf("m%d", i)
+		if err := c.Publish("salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkFor(t, 30*time.Second, func() error {
+		if total, _, _, _ := ce.snapshot(); total < n {
+			return fmt.Errorf("%d of %d reactions", total, n)
+		}
+		return nil
+	})
+	total, distinct, origins, dups := ce.snapshot()
+	if total != n || distinct != n || dups != 0 {
+		t.Fatalf("total %d distinct %d duplicates %d, want %d each and no duplicates", total, distinct, dups, n)
+	}
+	if len(origins) != 2 {
+		t.Fatalf("reactions came from %d replicas, want 2: %v", len(origins), origins)
+	}
+	t.Logf("queue group split: %v", origins)
+}
+
+// TestJetStreamSurvivesSIGKILL: two replicas on one durable consumer; one
+// is killed with SIGKILL mid-stream. Every event is still acted on, and the
+// only events acted on twice are the ones in flight at the kill.
+func TestJetStreamSurvivesSIGKILL(t *testing.T) {
+	srv, c := natsServer(t)
+	conf := copyExampleConfig(t)
+	ce := collect(t, c, "test.exec.")
+	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--ack-wait", "1s", "--queue", "64", "--driver", "nats", "--exec-subject", "test.exec."}
+	victim := startDaemon(t, args...)
+	startDaemon(t, args...)
+	ctx := context.Background()
+	const n = 4000
+	go func() {
+		for i := range n {
+			id := fmt.Sprintf("m%d", i)
+			if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	checkFor(t, 30*time.Second, func() error {
+		if total, _, _, _ := ce.snapshot(); total < n/4 {
+			return fmt.Errorf("%d reactions so far", total)
+		}
+		return nil
+	})
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt, _, _, _ := ce.snapshot()
+	checkFor(t, 60*time.Second, func() error {
+		if _, distinct, _, _ := ce.snapshot(); distinct < n {
+			return fmt.Errorf("%d of %d events acted on", distinct, n)
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond) // one more ack-wait: late redeliveries would show up as duplicates
+	total, distinct, origins, dups := ce.snapshot()
+	// In flight at the kill: at most the consumer's MaxAckPending (256)
+	// messages delivered to the victim and not yet acknowledged.
+	if distinct != n || dups > 256 {
+		t.Fatalf("distinct %d (want %d), duplicates %d (want at most 256 in flight)", distinct, n, dups)
+	}
+	t.Logf("killed after %d reactions; total %d, duplicates (in flight at the kill) %d, by replica %v", killedAt, total, dups, origins)
+}
+
+var _ = io.EOF
