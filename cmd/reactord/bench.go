@@ -32,6 +32,7 @@ type benchResult struct {
 	P99ms        float64 `json:"p99_ms"`
 	Maxms        float64 `json:"max_ms"`
 	RSSMB        float64 `json:"rss_mb"`
+	RSS10MB      float64 `json:"rss_mb_at_10pct"`
 	Mode         string  `json:"mode"`
 	Rate         int     `json:"rate"`
 	Reactions    int64   `json:"reactions"`
@@ -106,7 +107,7 @@ presence, custom tags).`, stderr)
 	lat := make([]time.Duration, 0, total)
 	var latMu sync.Mutex
 	finished := make(chan struct{})
-	var peakRSS atomic.Int64
+	var peakRSS, rss10 atomic.Int64
 	d, err := engine.NewDaemon(engine.New(cfg, nil), engine.DaemonOptions{
 		// Block in both modes: the bench measures capacity, so a full lane
 		// holds the subscription back instead of dropping (overflow).
@@ -119,7 +120,10 @@ presence, custom tags).`, stderr)
 				lat = append(lat, l)
 				latMu.Unlock()
 			}
-			if done.Add(1) == total {
+			switch done.Add(1) {
+			case total / 10:
+				rss10.Store(rssBytes())
+			case total:
 				close(finished)
 			}
 		},
@@ -224,7 +228,7 @@ presence, custom tags).`, stderr)
 		mode = "jetstream"
 	}
 	res := benchResult{Events: done.Load(), EventsPerSec: int64(float64(done.Load()) / elapsed.Seconds()), P50ms: pct(0.5), P99ms: pct(0.99), Maxms: pct(1),
-		RSSMB: float64(peakRSS.Load()/(1<<16)) / 16, Mode: mode, Rate: *rate, Reactions: reactions.Load()}
+		RSSMB: float64(peakRSS.Load()/(1<<16)) / 16, RSS10MB: float64(rss10.Load()/(1<<16)) / 16, Mode: mode, Rate: *rate, Reactions: reactions.Load()}
 	out, _ := json.Marshal(res)
 	fmt.Fprintf(stdout, "%s\n", out)
 	return exitOK
