@@ -359,3 +359,91 @@ func TestJetStreamSurvivesSIGKILL(t *testing.T) {
 }
 
 var _ = io.EOF
+
+// TestEventsCommandFormat: `reactord events` prints TAG<tab>JSON indented
+// by 4 with sorted keys, filtered by a Salt glob.
+func TestEventsCommandFormat(t *testing.T) {
+	srv, c := natsServer(t)
+	cmd := exec.Command(binPath, "events", "--nats", srv.ClientURL(), "--count", "1", "salt/minion/*/start")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	// Publish until the subscriber is up: the first matching event it sees
+	// ends it.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			_ = c.Publish("salt/auth", []byte(`{"tag": "salt/auth", "data": {"id": "x"}}`), natsbus.Meta{})
+			_ = c.Publish("salt/minion/web1/start", []byte(`{"tag": "salt/minion/web1/start", "data": {"id": "web1", "cmd": "_minion_event"}}`), natsbus.Meta{})
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	defer close(stop)
+	got, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "salt/minion/web1/start\t{\n    \"cmd\": \"_minion_event\",\n    \"id\": \"web1\"\n}\n"
+	if string(got) != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// TestReloadOnFileChangeAndDeadLetter: editing the configuration adds a rule
+// without a restart, and a reaction whose driver fails lands on the
+// dead-letter subject.
+func TestReloadOnFileChangeAndDeadLetter(t *testing.T) {
+	srv, c := natsServer(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "reactor.conf")
+	sls := filepath.Join(dir, "r.sls")
+	if err := os.WriteFile(sls, []byte("r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'a/*': r.sls\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dead := make(chan string, 10)
+	sub, err := c.SubscribeRaw("reactord.deadletter", func(_ string, body []byte, _ natsbus.Meta) { dead <- string(body) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	_ = c.Flush(context.Background())
+	failing := filepath.Join(dir, "salt")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'ERROR: no such target' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", failing)
+	// A rule for b/* appears in the file: the daemon notices within ~2s.
+	time.Sleep(1100 * time.Millisecond) // file times have 1s granularity on some filesystems
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'a/*': r.sls\n  - 'b/*': r.sls\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, func() error {
+		if !strings.Contains(p.logs(), "configuration reloaded") {
+			return errors.New("not reloaded yet")
+		}
+		return nil
+	})
+	if err := c.Publish("b/1", []byte(`{"tag": "b/1", "data": {"id": "web9"}}`), natsbus.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case body := <-dead:
+		if !strings.Contains(body, `"tag":"b/1"`) || !strings.Contains(body, `"tgt":"web9"`) || !strings.Contains(body, "no such target") {
+			t.Fatalf("dead letter = %s", body)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no dead letter")
+	}
+}

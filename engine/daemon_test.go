@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
+)
+
+// gateDriver records dispatches and can hold them until released.
+type gateDriver struct {
+	mu    sync.Mutex
+	order []string
+	gate  chan struct{}
+}
+
+func (g *gateDriver) Name() string         { return "gate" }
+func (g *gateDriver) Supports(string) bool { return true }
+func (g *gateDriver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+	if g.gate != nil {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return actions.Result{}, ctx.Err()
+		}
+	}
+	g.mu.Lock()
+	g.order = append(g.order, a.Tag)
+	g.mu.Unlock()
+	return actions.Result{JID: "1"}, nil
+}
+
+func daemonEngine(t *testing.T) *Engine {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "r.sls"), []byte("r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "reactor.conf"), []byte("reactor:\n  - 'ev/*': r.sls\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(cfg, nil)
+}
+
+func body(tag, id string) []byte {
+	return []byte(`{"tag": "` + tag + `", "data": {"id": "` + id + `"}}`)
+}
+
+func TestDaemonOrdersPerMinion(t *testing.T) {
+	drv := &gateDriver{}
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 4, Block: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	for i := range 200 {
+		for _, m := range []string{"a", "b", "c"} {
+			d.Submit(ctx, Delivery{Body: body(fmt.Sprintf("ev/%s/%03d", m, i), m)})
+		}
+	}
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := map[byte]string{}
+	for _, tag := range drv.order {
+		m := tag[3]
+		if tag <= last[m] {
+			t.Fatalf("minion %c out of order: %s after %s", m, tag, last[m])
+		}
+		last[m] = tag
+	}
+	if len(drv.order) != 600 {
+		t.Fatalf("%d dispatched", len(drv.order))
+	}
+}
+
+func TestDaemonOverflowIsCounted(t *testing.T) {
+	drv := &gateDriver{gate: make(chan struct{})}
+	m := NewMetrics(prometheus.NewRegistry())
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, QueueSize: 2, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	accepted := 0
+	for i := range 10 {
+		if d.Submit(ctx, Delivery{Body: body(fmt.Sprintf("ev/%d", i), "a")}) {
+			accepted++
+		}
+	}
+	if got := testutil.ToFloat64(m.Overflow); int(got) != 10-accepted || accepted == 10 {
+		t.Fatalf("accepted %d, overflow %v", accepted, got)
+	}
+	close(drv.gate)
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(drv.order) != accepted {
+		t.Fatalf("dispatched %d of %d accepted", len(drv.order), accepted)
+	}
+}
+
+func TestDaemonStopDeadline(t *testing.T) {
+	drv := &gateDriver{gate: make(chan struct{})}
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d.Start(runCtx)
+	d.Submit(runCtx, Delivery{Body: body("ev/1", "a")})
+	ctx, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer stop()
+	if err := d.Stop(ctx); err == nil {
+		t.Fatal("Stop returned before the in-flight event finished")
+	}
+	close(drv.gate)
+	if err := d.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func TestDaemonHopLimitAndReactorUser(t *testing.T) {
+	drv := &gateDriver{}
+	m := NewMetrics(prometheus.NewRegistry())
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Metrics: m, MaxHops: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	d.Submit(ctx, Delivery{Body: body("ev/1", "a"), Hop: 4})
+	d.Submit(ctx, Delivery{Body: body("ev/2", "a"), Hop: 3})
+	d.Submit(ctx, Delivery{Body: []byte(`{"tag": "ev/3", "data": {"user": "Reactor"}}`)})
+	d.Submit(ctx, Delivery{Body: []byte(`not json`)})
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(drv.order) != 1 || drv.order[0] != "ev/2" {
+		t.Fatalf("dispatched %v", drv.order)
+	}
+	if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("hop_limit")); v != 1 {
+		t.Fatalf("hop_limit suppressions = %v", v)
+	}
+	if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("reactor_user")); v != 1 {
+		t.Fatalf("reactor_user suppressions = %v", v)
+	}
+	if v := testutil.ToFloat64(m.Malformed); v != 1 {
+		t.Fatalf("malformed = %v", v)
+	}
+}
