@@ -59,3 +59,9 @@ func IsRetryable(err error) bool {
 	var r retryable
 	return errors.As(err, &r)
 }
+
+// Describer is implemented by drivers that can say, without executing, the
+// exact call they would make for an action (`reactord explain`).
+type Describer interface {
+	Describe(a Action) (string, error)
+}

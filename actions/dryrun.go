@@ -48,3 +48,9 @@ func AppendLine(dst []byte, tag string, c *event.Chunk) []byte {
 }
 
 var _ Driver = (*DryRun)(nil)
+
+// Describe implements Describer: the line the dry run prints.
+func (d *DryRun) Describe(a Action) (string, error) {
+	line := AppendLine(nil, a.Tag, a.Chunk)
+	return string(line[:len(line)-1]), nil
+}

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/reactord/reactord/internal/yaml11"
 )
@@ -45,6 +46,25 @@ type Rule struct {
 	SLS []SLS
 	// Pos locates the rule.
 	Pos Pos
+	// Options are reactord's rule options (the reactord-only form of a
+	// rule: {glob: {sls: ..., when: ..., throttle: ..., debounce: ...}}).
+	Options RuleOptions
+}
+
+// RuleOptions are what a rule can say beyond Salt's form.
+type RuleOptions struct {
+	// When is an expr-lang condition over tag and data; empty means always.
+	When    string
+	WhenPos Pos
+	// Key is an expr-lang expression naming what Throttle and Debounce
+	// count per; empty means the event's minion.
+	Key    string
+	KeyPos Pos
+	// ThrottleCount reactions at most per ThrottlePer and key (0: none).
+	ThrottleCount int
+	ThrottlePer   time.Duration
+	// Debounce reacts once, with the last event, after this quiet period.
+	Debounce time.Duration
 }
 
 // SLS is one reaction file reference of a rule.
@@ -66,6 +86,10 @@ type Settings struct {
 	DataDir  string
 	LogLevel string
 	Workers  int
+	// Settle, JobTimeout and MaxHops configure the loop guard.
+	Settle     time.Duration
+	JobTimeout time.Duration
+	MaxHops    int
 }
 
 // Pos is a position in a configuration file.
@@ -398,14 +422,9 @@ func (l *loader) ruleList(cfg *Config, file string, n *yaml11.Node) {
 		if s, ok := scalarString(vn); ok {
 			rule.SLS = append(rule.SLS, SLS{Ref: s, Pos: nodePos(file, vn)})
 		} else if vn.Kind == yaml11.SequenceNode {
-			for _, c := range vn.Content {
-				s, ok := scalarString(c)
-				if !ok {
-					l.warnf(file, c, "SLS path is not a string; Salt cannot render it")
-					continue
-				}
-				rule.SLS = append(rule.SLS, SLS{Ref: s, Pos: nodePos(file, c)})
-			}
+			l.slsList(file, vn, &rule)
+		} else if vn.Kind == yaml11.MappingNode {
+			l.ruleOptions(file, vn, &rule)
 		} else {
 			l.warnf(file, vn, "tag glob %q maps to neither a path nor a list of paths; Salt ignores it", glob)
 		}
@@ -413,6 +432,98 @@ func (l *loader) ruleList(cfg *Config, file string, n *yaml11.Node) {
 			continue
 		}
 		cfg.Rules = append(cfg.Rules, rule)
+	}
+}
+
+func (l *loader) slsList(file string, vn *yaml11.Node, rule *Rule) {
+	for _, c := range vn.Content {
+		s, ok := scalarString(c)
+		if !ok {
+			l.warnf(file, c, "SLS path is not a string; Salt cannot render it")
+			continue
+		}
+		rule.SLS = append(rule.SLS, SLS{Ref: s, Pos: nodePos(file, c)})
+	}
+}
+
+// ruleOptions reads reactord's own rule form.
+func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
+	haveSLS := false
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		k, _ := scalarString(kn)
+		str := func() (string, bool) {
+			s, ok := scalarString(vn)
+			if !ok || s == "" {
+				l.errorf(file, vn, "rule option %s must be a non-empty string", k)
+			}
+			return s, ok && s != ""
+		}
+		dur := func(v *yaml11.Node, what string) time.Duration {
+			s, ok := scalarString(v)
+			d, err := time.ParseDuration(s)
+			if !ok || err != nil || d <= 0 {
+				l.errorf(file, v, "%s must be a positive duration such as 10s or 5m", what)
+				return 0
+			}
+			return d
+		}
+		switch k {
+		case "sls":
+			haveSLS = true
+			if s, ok := scalarString(vn); ok {
+				rule.SLS = append(rule.SLS, SLS{Ref: s, Pos: nodePos(file, vn)})
+			} else if vn.Kind == yaml11.SequenceNode {
+				l.slsList(file, vn, rule)
+			} else {
+				l.errorf(file, vn, "sls must be a path or a list of paths")
+			}
+		case "when":
+			if s, ok := str(); ok {
+				rule.Options.When, rule.Options.WhenPos = s, nodePos(file, vn)
+			}
+		case "key":
+			if s, ok := str(); ok {
+				rule.Options.Key, rule.Options.KeyPos = s, nodePos(file, vn)
+			}
+		case "debounce":
+			rule.Options.Debounce = dur(vn, "debounce")
+		case "throttle":
+			if vn.Kind != yaml11.MappingNode {
+				l.errorf(file, vn, "throttle must be a mapping {count: N, per: DURATION, key: EXPR}")
+				continue
+			}
+			for j := 0; j+1 < len(vn.Content); j += 2 {
+				tk, tv := vn.Content[j], vn.Content[j+1]
+				switch tk.Text {
+				case "count":
+					c, ok := yaml11.Resolve(tv.Text).(int64)
+					if !ok || c < 1 || tv.Kind != yaml11.ScalarNode {
+						l.errorf(file, tv, "throttle count must be a positive integer")
+						continue
+					}
+					rule.Options.ThrottleCount = int(c)
+				case "per":
+					rule.Options.ThrottlePer = dur(tv, "throttle per")
+				case "key":
+					if s, ok := scalarString(tv); ok && s != "" {
+						rule.Options.Key, rule.Options.KeyPos = s, nodePos(file, tv)
+					} else {
+						l.errorf(file, tv, "throttle key must be an expression")
+					}
+				default:
+					l.errorf(file, tk, "unknown throttle option %q (known: count, per, key)", tk.Text)
+				}
+			}
+			if rule.Options.ThrottleCount == 0 || rule.Options.ThrottlePer == 0 {
+				l.errorf(file, vn, "throttle needs count and per")
+			}
+		default:
+			l.errorf(file, kn, "unknown rule option %q (known: sls, when, throttle, debounce, key)", kn.Text)
+		}
+	}
+	if !haveSLS {
+		l.errorf(file, n, "a rule with options needs sls: the reaction file(s)")
 	}
 }
 
@@ -524,6 +635,25 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			default:
 				l.errorf(file, vn, "reactord.log_level must be debug, info, warn or error, not %q", s)
 			}
+		case "settle", "job_timeout":
+			s, ok := scalarString(vn)
+			d, err := time.ParseDuration(s)
+			if !ok || err != nil || d <= 0 {
+				l.errorf(file, vn, "reactord.%s must be a positive duration such as 5s", k)
+				continue
+			}
+			if k == "settle" {
+				cfg.Settings.Settle = d
+			} else {
+				cfg.Settings.JobTimeout = d
+			}
+		case "max_hops":
+			v, ok := yaml11.Resolve(vn.Text).(int64)
+			if vn.Kind != yaml11.ScalarNode || !ok || v < 1 {
+				l.errorf(file, vn, "reactord.max_hops must be a positive integer")
+				continue
+			}
+			cfg.Settings.MaxHops = int(v)
 		case "workers":
 			v, ok := yaml11.Resolve(vn.Text).(int64)
 			if vn.Kind != yaml11.ScalarNode || !ok || v < 1 {
@@ -532,7 +662,7 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			}
 			cfg.Settings.Workers = int(v)
 		default:
-			l.errorf(file, kn, "unknown reactord setting %q (known: nats, driver, data_dir, log_level, workers)", kn.Text)
+			l.errorf(file, kn, "unknown reactord setting %q (known: nats, driver, data_dir, log_level, workers, settle, job_timeout, max_hops)", kn.Text)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"time"
 	"strings"
 	"testing"
 )
@@ -176,6 +177,31 @@ file_roots:
 	}
 }
 
+func TestRuleOptions(t *testing.T) {
+	dir := write(t, map[string]string{"r.conf": `reactor:
+  - 'salt/beacon/*/inotify/*':
+      sls: [revert.sls]
+      when: data.change == "IN_MODIFY"
+      throttle: {count: 2, per: 1m, key: data.id}
+      debounce: 3s
+  - 'plain/*': plain.sls
+`})
+	cfg, err := Load(filepath.Join(dir, "r.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.Rules[0].Options
+	if o.When != `data.change == "IN_MODIFY"` || o.Key != "data.id" || o.ThrottleCount != 2 || o.ThrottlePer != time.Minute || o.Debounce != 3*time.Second {
+		t.Fatalf("options = %+v", o)
+	}
+	if o.WhenPos.Line != 4 || o.WhenPos.Col != 13 {
+		t.Fatalf("when position = %v", o.WhenPos)
+	}
+	if len(cfg.Rules[0].SLS) != 1 || cfg.Rules[1].Options != (RuleOptions{}) {
+		t.Fatalf("rules = %+v", cfg.Rules)
+	}
+}
+
 func TestSettings(t *testing.T) {
 	dir := write(t, map[string]string{"r.conf": "reactord:\n  nats: nats://127.0.0.1:4222\n  driver: dryrun\n  data_dir: /var/lib/reactord\n  log_level: debug\n  workers: 4\n"})
 	cfg, err := Load(filepath.Join(dir, "r.conf"))
@@ -200,7 +226,12 @@ func TestErrors(t *testing.T) {
 		{"glob not a string", "reactor:\n  - 1234: a.sls\n", 2, 5, "tag glob \"1234\" is not a string", false},
 		{"two globs in one entry", "reactor:\n  - 'a': a.sls\n    'b': b.sls\n", 2, 5, "reactor entry has 2 keys", true},
 		{"entry not a mapping", "reactor:\n  - a.sls\n", 2, 5, "reactor entry is not a mapping", true},
-		{"value neither path nor list", "reactor:\n  - 'a': {x: 1}\n", 2, 10, "maps to neither a path nor a list", true},
+		{"value neither path nor list", "reactor:\n  - 'a': 5\n", 2, 10, "maps to neither a path nor a list", true},
+		{"unknown rule option", "reactor:\n  - 'a': {sls: a.sls, x: 1}\n", 2, 23, "unknown rule option \"x\"", false},
+		{"options without sls", "reactor:\n  - 'a': {when: 'true'}\n", 2, 10, "needs sls", false},
+		{"bad debounce", "reactor:\n  - 'a': {sls: a.sls, debounce: soon}\n", 2, 33, "debounce must be a positive duration", false},
+		{"throttle without per", "reactor:\n  - 'a':\n      sls: a.sls\n      throttle: {count: 2}\n", 4, 17, "throttle needs count and per", false},
+		{"bad settle", "reactord:\n  settle: 5\n", 2, 11, "settle must be a positive duration", false},
 		{"path not a string", "reactor:\n  - 'a':\n    - [x]\n", 3, 7, "SLS path is not a string", true},
 		{"unknown setting", "reactord:\n  workerz: 2\n", 2, 3, "unknown reactord setting \"workerz\"", false},
 		{"bad log level", "reactord:\n  log_level: loud\n", 2, 14, "log_level must be debug, info, warn or error", false},

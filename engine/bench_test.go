@@ -42,7 +42,7 @@ notify_failure:
 	if err != nil {
 		b.Fatal(err)
 	}
-	return New(cfg, nil)
+	return MustNew(cfg, nil)
 }
 
 // BenchmarkProcessLine is one event end to end from its JSON line:

@@ -40,6 +40,10 @@ func Check(path string) CheckReport {
 	}
 	rep.Config = cfg
 	rep.Problems = append(rep.Problems, cfg.Warnings...)
+	if _, err := New(cfg, nil); err != nil {
+		rep.Problems = append(rep.Problems, flatten(err)...)
+		rep.Config = nil
+	}
 	reported := map[string]bool{}
 	for _, p := range rep.Problems {
 		var ce *config.Error

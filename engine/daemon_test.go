@@ -52,7 +52,7 @@ func daemonEngine(t *testing.T) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(cfg, nil)
+	return MustNew(cfg, nil)
 }
 
 func body(tag, id string) []byte {

@@ -35,6 +35,8 @@ type Engine struct {
 	table *matchers.Table
 	lib   *reactions.Library
 	log   *slog.Logger
+	when  []*matchers.Expr // per rule; nil when the rule has no condition
+	keys  []*matchers.Expr // per rule; nil: the event's minion
 
 	stats Stats
 }
@@ -48,16 +50,58 @@ type Stats struct {
 	Malformed atomic.Int64
 }
 
-// New builds an engine for a loaded configuration. A nil logger discards logs.
-func New(cfg *config.Config, log *slog.Logger) *Engine {
+// New builds an engine for a loaded configuration, compiling the rules'
+// conditions and keys; their errors are positioned in the configuration.
+func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	globs := make([]string, len(cfg.Rules))
+	e := &Engine{cfg: cfg, lib: reactions.NewLibrary(), log: log, when: make([]*matchers.Expr, len(cfg.Rules)), keys: make([]*matchers.Expr, len(cfg.Rules))}
+	var errs []error
 	for i, r := range cfg.Rules {
 		globs[i] = r.Glob
+		if r.Options.When != "" {
+			x, err := matchers.CompileCondition(r.Options.When)
+			if err != nil {
+				errs = append(errs, exprError(r.Options.WhenPos, "when", err))
+			}
+			e.when[i] = x
+		}
+		if r.Options.Key != "" {
+			x, err := matchers.CompileKey(r.Options.Key)
+			if err != nil {
+				errs = append(errs, exprError(r.Options.KeyPos, "key", err))
+			}
+			e.keys[i] = x
+		}
 	}
-	return &Engine{cfg: cfg, table: matchers.NewTable(globs), lib: reactions.NewLibrary(), log: log}
+	e.table = matchers.NewTable(globs)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return e, nil
+}
+
+func exprError(p config.Pos, what string, err error) error {
+	var ee *matchers.ExprError
+	if errors.As(err, &ee) {
+		col := ee.Col
+		if ee.Line == 1 {
+			col += p.Col - 1
+		}
+		return &config.Error{Pos: config.Pos{File: p.File, Line: p.Line + ee.Line - 1, Col: col}, Msg: what + ": " + ee.Msg}
+	}
+	return &config.Error{Pos: p, Msg: what + ": " + err.Error()}
+}
+
+// MustNew is New for configurations known to be valid (tests).
+func MustNew(cfg *config.Config, log *slog.Logger) *Engine {
+	e, err := New(cfg, log)
+	if err != nil {
+		panic(err)
+	}
+	return e
 }
 
 // StaticTypes returns the reaction types used by reaction files whose
@@ -97,6 +141,25 @@ func (e *Engine) Config() *config.Config { return e.cfg }
 // Stats returns the engine's counters.
 func (e *Engine) Stats() *Stats { return &e.stats }
 
+// Gate decides, after a rule matched and its condition held, whether it may
+// react now (throttle, debounce); reason explains a refusal.
+type Gate func(rule int, key, tag string, data map[string]any) (ok bool, reason string)
+
+// Options adjust how one event is processed.
+type Options struct {
+	// Gate, when set, is consulted for each matching rule.
+	Gate Gate
+	// OnlyRule, when > 0, restricts processing to rule OnlyRule-1 and skips
+	// its gate (a debounced event coming back).
+	OnlyRule int
+}
+
+// RuleNote says why a matching rule did not react.
+type RuleNote struct {
+	Rule int
+	Note string
+}
+
 // FileResult is what one reaction file contributed to an event.
 type FileResult struct {
 	// Rule is the index of the rule that referenced the file.
@@ -119,6 +182,9 @@ type Result struct {
 	Skipped string
 	// Rules are the indices of matching rules, in configuration order.
 	Rules []int
+	// Notes explain matching rules that did not react (condition false,
+	// throttled, debounced).
+	Notes []RuleNote
 	// Files lists each file rendered (or missing) in order.
 	Files []FileResult
 	// Overwritten lists reaction IDs replaced by a later file.
@@ -151,6 +217,11 @@ func (e *Engine) MatchTag(tag string, dst []int) []int {
 // ProcessLine handles one serialized event (a JSON envelope or a
 // `TAG<tab>JSON` line), decoding its data only when a rule matches.
 func (e *Engine) ProcessLine(ctx context.Context, line []byte) (*Result, error) {
+	return e.ProcessLineWith(ctx, line, Options{})
+}
+
+// ProcessLineWith is ProcessLine with options.
+func (e *Engine) ProcessLineWith(ctx context.Context, line []byte, opts Options) (*Result, error) {
 	e.stats.Events.Add(1)
 	var tag string
 	var raw []byte
@@ -162,7 +233,7 @@ func (e *Engine) ProcessLine(ctx context.Context, line []byte) (*Result, error) 
 		var ev event.Event
 		ev, err = event.Decode(trimmed)
 		if err == nil {
-			return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil })
+			return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil }, opts, nil)
 		}
 	}
 	if err != nil {
@@ -171,7 +242,7 @@ func (e *Engine) ProcessLine(ctx context.Context, line []byte) (*Result, error) 
 		e.log.Warn("malformed event", "err", err)
 		return nil, err
 	}
-	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) })
+	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) }, opts, raw)
 }
 
 func trimSpace(b []byte) []byte {
@@ -187,10 +258,10 @@ func trimSpace(b []byte) []byte {
 // Process handles one decoded event.
 func (e *Engine) Process(ctx context.Context, ev event.Event) (*Result, error) {
 	e.stats.Events.Add(1)
-	return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil })
+	return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil }, Options{}, nil)
 }
 
-func (e *Engine) process(ctx context.Context, tag string, data func() (map[string]any, error)) (*Result, error) {
+func (e *Engine) process(ctx context.Context, tag string, data func() (map[string]any, error), opts Options, raw []byte) (*Result, error) {
 	res := &Result{Tag: tag}
 	if strings.Contains(tag, "salt/reactors/manage") {
 		res.Skipped = SkipManageTag
@@ -220,6 +291,37 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	var high reactions.High
 	for _, ri := range res.Rules {
 		rule := &e.cfg.Rules[ri]
+		if opts.OnlyRule > 0 && ri != opts.OnlyRule-1 {
+			continue
+		}
+		if w := e.when[ri]; w != nil {
+			ok, err := w.True(tag, d)
+			if err != nil {
+				res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: "condition failed: " + err.Error()})
+				e.fileError(tag, rule, fmt.Errorf("%s: when: %w", rule.Options.WhenPos, err))
+				continue
+			}
+			if !ok {
+				res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: "when: `" + rule.Options.When + "` is false"})
+				e.log.Debug("rule condition false", "tag", tag, "rule", rule.Glob)
+				continue
+			}
+		}
+		if opts.Gate != nil && opts.OnlyRule == 0 && (rule.Options.ThrottleCount > 0 || rule.Options.Debounce > 0) {
+			key := event.MinionOf(tag, raw)
+			if key == "" {
+				key, _ = d["id"].(string)
+			}
+			if k := e.keys[ri]; k != nil {
+				if kv, err := k.Key(tag, d); err == nil {
+					key = kv
+				}
+			}
+			if ok, reason := opts.Gate(ri, key, tag, d); !ok {
+				res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: reason})
+				continue
+			}
+		}
 		for _, sls := range rule.SLS {
 			if err := ctx.Err(); err != nil {
 				return nil, err

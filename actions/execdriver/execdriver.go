@@ -580,3 +580,33 @@ func outputNote(o outcome) string {
 }
 
 var _ actions.Driver = (*Driver)(nil)
+
+// Describe returns the command line the driver would run for a, quoted for
+// a POSIX shell (the driver itself uses no shell).
+func (d *Driver) Describe(a actions.Action) (string, error) {
+	call, err := actions.CallFor(a.Chunk)
+	if err != nil {
+		return "", err
+	}
+	inv, err := d.invocation(call, a.Chunk)
+	if err != nil {
+		return "", err
+	}
+	words := append([]string{inv.prog.name}, inv.args...)
+	for i, w := range words {
+		words[i] = shellQuote(w)
+	}
+	return strings.Join(words, " "), nil
+}
+
+// shellQuote quotes s for display in a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var _ actions.Describer = (*Driver)(nil)

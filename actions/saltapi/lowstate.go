@@ -127,3 +127,19 @@ func returners(ret any) string {
 	}
 	return fmt.Sprint(ret)
 }
+
+// Describe returns the lowstate request the driver would post for a, as
+// `POST <url>/ <json>`.
+func (d *Driver) Describe(a actions.Action) (string, error) {
+	call, err := actions.CallFor(a.Chunk)
+	if err != nil {
+		return "", err
+	}
+	body, err := lowstateBody(call, a.Chunk)
+	if err != nil {
+		return "", err
+	}
+	return "POST " + d.base + "/ " + string(body), nil
+}
+
+var _ actions.Describer = (*Driver)(nil)

@@ -108,7 +108,12 @@ presence, custom tags).`, stderr)
 	var latMu sync.Mutex
 	finished := make(chan struct{})
 	var peakRSS, rss10 atomic.Int64
-	d, err := engine.NewDaemon(engine.New(cfg, nil), engine.DaemonOptions{
+	eng, err := engine.New(cfg, nil)
+	if err != nil {
+		printErrors(stderr, err)
+		return exitUsage
+	}
+	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
 		// Block in both modes: the bench measures capacity, so a full lane
 		// holds the subscription back instead of dropping (overflow).
 		Driver: actions.Null{}, Lanes: *lanes, QueueSize: 4096, Block: true, Metrics: engine.NewMetrics(prometheus.NewRegistry()),

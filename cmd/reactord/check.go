@@ -38,7 +38,7 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			fmt.Fprintf(stderr, "check: %v\n", err)
 			return exitUsage
 		}
-		res, err := engine.New(rep.Config, nil).Process(ctx, ev)
+		res, err := engine.MustNew(rep.Config, nil).Process(ctx, ev)
 		if err != nil {
 			fmt.Fprintf(stderr, "check: %v\n", err)
 			return exitUsage

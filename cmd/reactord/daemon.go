@@ -163,7 +163,11 @@ in-flight events within --drain-timeout.`, stderr)
 	}
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg)
-	eng := engine.New(cfg, log)
+	eng, err := engine.New(cfg, log)
+	if err != nil {
+		printErrors(stderr, err)
+		return exitUsage
+	}
 	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
 		Driver: drv, Lanes: *lanes, QueueSize: *queue, Block: *jetstream, Log: log, Metrics: metrics,
 		DeadLetter: func(a actions.Action, cause error) { conn.DeadLetter(*deadLetter, a, cause) },
@@ -236,8 +240,12 @@ in-flight events within --drain-timeout.`, stderr)
 	stamps := fileStamps(cfg.Files)
 	reload := func(why string) {
 		ncfg, err := config.Load(*conf)
+		var neng *engine.Engine
 		if err == nil {
-			err = d.Reload(engine.New(ncfg, log))
+			neng, err = engine.New(ncfg, log)
+		}
+		if err == nil {
+			err = d.Reload(neng)
 		}
 		if err != nil {
 			metrics.ReloadOK.Set(0)

@@ -130,7 +130,12 @@ func loadEngine(path string, stderr io.Writer, verbose bool) (*engine.Engine, in
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
-	return engine.New(cfg, logger(stderr, verbose)), exitOK
+	eng, err := engine.New(cfg, logger(stderr, verbose))
+	if err != nil {
+		printErrors(stderr, err)
+		return nil, exitUsage
+	}
+	return eng, exitOK
 }
 
 // printErrors prints each joined error on its own line.
