@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
-	"time"
 	"strings"
 	"testing"
+	"time"
 )
 
 func write(t *testing.T, files map[string]string) string {
