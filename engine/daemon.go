@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,9 @@ type Delivery struct {
 	Sent time.Time
 	// Hop is the number of reactions that led to this event.
 	Hop int
+	// OnlyRule, when > 0, processes only rule OnlyRule-1 (a debounced event
+	// coming back).
+	OnlyRule int
 	// Done is called once the event's reactions were dispatched or
 	// deliberately dropped (JetStream acknowledges here); may be nil.
 	Done func()
@@ -47,6 +51,8 @@ type DaemonOptions struct {
 	// MaxHops drops events that reactions caused more than this many times
 	// in a row (default 3).
 	MaxHops int
+	// Guard is the loop guard; nil creates one with defaults.
+	Guard *Guard
 	// Log and Metrics; nil Log discards, nil Metrics creates unregistered ones.
 	Log     *slog.Logger
 	Metrics *Metrics
@@ -93,6 +99,9 @@ func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.Guard == nil {
+		opts.Guard = NewGuard(GuardOptions{})
 	}
 	opts.Retry.Driver = opts.Driver
 	d := &Daemon{opts: opts, seed: maphash.MakeSeed()}
@@ -212,6 +221,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		}
 	}
 	d.mu.Unlock()
+	d.opts.Guard.StopTimers()
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()
 	select {
@@ -224,6 +234,8 @@ func (d *Daemon) Stop(ctx context.Context) error {
 
 func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	m := d.opts.Metrics
+	g := d.opts.Guard
+	log := d.opts.Log
 	defer func() {
 		if dl.Done != nil {
 			dl.Done()
@@ -234,13 +246,23 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	}()
 	eng := d.eng.Load()
 	m.Events.Inc()
+	now := time.Now()
+	tag, raw, _ := event.SplitEnvelope(dl.Body)
+	minion := event.MinionOf(tag, raw)
+	cause := ""
+	if dl.Hop == 0 && tag != "" {
+		dl.Hop, cause = g.HopOf(tag, now)
+	}
+	if jid, id, ok := jobReturn(tag); ok {
+		g.Returned(jid, id, now)
+	}
 	if dl.Hop > d.opts.MaxHops {
 		m.Suppressed.WithLabelValues("hop_limit").Inc()
-		d.opts.Log.Warn("event suppressed: hop limit", "hops", dl.Hop, "max", d.opts.MaxHops)
+		log.Warn("event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)", "tag", tag, "hops", dl.Hop, "max", d.opts.MaxHops, "cause", cause, "minion", minion)
 		return
 	}
 	before := eng.stats.Errors.Load()
-	res, err := eng.ProcessLine(ctx, dl.Body)
+	res, err := eng.ProcessLineWith(ctx, dl.Body, Options{Gate: d.gate(ctx, dl), OnlyRule: dl.OnlyRule})
 	if err != nil {
 		m.Malformed.Inc()
 		return
@@ -262,6 +284,12 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	drv := d.opts.Driver
 	for _, c := range res.Chunks {
 		a := actions.Action{Tag: res.Tag, Chunk: c}
+		sls, id := c.Str("__sls__"), c.Str("__id__")
+		if jid, phase, held := g.Suppressed(sls, id, minion, now); held {
+			m.Suppressed.WithLabelValues("loop_guard").Inc()
+			log.Warn("reaction suppressed by the loop guard", "tag", res.Tag, "id", id, "file", sls, "minion", minion, "jid", jid, "phase", phase)
+			continue
+		}
 		start := time.Now()
 		var r actions.Result
 		var err error
@@ -276,17 +304,57 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 		}
 		if err != nil {
 			m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
-			d.opts.Log.Error("reaction failed", "tag", res.Tag, "id", c.Str("__id__"), "file", c.Str("__sls__"), "driver", drv.Name(), "err", err)
+			log.Error("reaction failed", "tag", res.Tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
 			if d.opts.DeadLetter != nil {
 				m.DeadLetters.Inc()
 				d.opts.DeadLetter(a, err)
 			}
 		} else {
 			m.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
-			d.opts.Log.Info("reaction dispatched", "tag", res.Tag, "id", c.Str("__id__"), "file", c.Str("__sls__"), "driver", drv.Name(), "jid", r.JID)
+			targets := targetsOf(c, r, minion)
+			g.Started(sls, id, r.JID, targets, time.Now())
+			if t := firedTag(c); t != "" {
+				g.ExpectEvent(t, dl.Hop+1, res.Tag, time.Now())
+			}
+			log.Info("reaction dispatched", "tag", res.Tag, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", dl.Hop)
 		}
 		if d.opts.OnDispatch != nil {
 			d.opts.OnDispatch(dl, a, r, err)
 		}
 	}
+}
+
+// gate applies the rules' throttle and debounce options.
+func (d *Daemon) gate(ctx context.Context, dl Delivery) Gate {
+	return func(rule int, key, tag string, data map[string]any) (bool, string) {
+		eng := d.eng.Load()
+		if rule >= len(eng.cfg.Rules) {
+			return true, ""
+		}
+		o := eng.cfg.Rules[rule].Options
+		if o.Debounce > 0 {
+			d.opts.Guard.Debounce(rule, key, dl.Body, dl.Hop, o.Debounce, func(body []byte, hop int) {
+				d.Submit(ctx, Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: rule + 1})
+			})
+			d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
+			d.opts.Log.Info("event held by debounce", "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "quiet", o.Debounce.String())
+			return false, fmt.Sprintf("debounce: held until %s without a new event for key %q", o.Debounce, key)
+		}
+		if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(rule, key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
+			d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
+			d.opts.Log.Warn("reaction suppressed by throttle", "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
+			return false, fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, key)
+		}
+		return true, ""
+	}
+}
+
+// jobReturn parses salt/job/<jid>/ret/<id>.
+func jobReturn(tag string) (jid, id string, ok bool) {
+	rest, ok := strings.CutPrefix(tag, "salt/job/")
+	if !ok {
+		return "", "", false
+	}
+	jid, id, ok = strings.Cut(rest, "/ret/")
+	return jid, id, ok && jid != "" && id != ""
 }

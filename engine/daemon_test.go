@@ -61,7 +61,7 @@ func body(tag, id string) []byte {
 
 func TestDaemonOrdersPerMinion(t *testing.T) {
 	drv := &gateDriver{}
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 4, Block: true})
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 4, Block: true, Guard: NewGuard(GuardOptions{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestDaemonOrdersPerMinion(t *testing.T) {
 func TestDaemonOverflowIsCounted(t *testing.T) {
 	drv := &gateDriver{gate: make(chan struct{})}
 	m := NewMetrics(prometheus.NewRegistry())
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, QueueSize: 2, Metrics: m})
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, QueueSize: 2, Metrics: m, Guard: NewGuard(GuardOptions{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}

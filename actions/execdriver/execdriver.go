@@ -299,11 +299,17 @@ var reactorInternal = map[string]bool{"__id__": true, "__sls__": true, "name": t
 var wheelReserved = map[string]bool{"fun": true, "name": true, "with_pillar": true}
 
 func (d *Driver) invocation(call actions.Call, chunk *event.Chunk) (invocation, error) {
+	return d.invocationFor(call, chunk, true)
+}
+
+// invocationFor builds the command line; requireProgram false lets
+// Describe show it even where the program is not installed.
+func (d *Driver) invocationFor(call actions.Call, chunk *event.Chunk, requireProgram bool) (invocation, error) {
 	inv := invocation{client: call.Client, prog: d.program(call.Client)}
 	if inv.prog == nil {
 		return inv, fmt.Errorf("unknown reaction type %q", call.Client)
 	}
-	if inv.prog.err != nil {
+	if requireProgram && inv.prog.err != nil {
 		return inv, fmt.Errorf("%s is not available: %w", inv.prog.name, inv.prog.err)
 	}
 	if !funPattern.MatchString(call.Fun) {
@@ -588,7 +594,7 @@ func (d *Driver) Describe(a actions.Action) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	inv, err := d.invocation(call, a.Chunk)
+	inv, err := d.invocationFor(call, a.Chunk, false)
 	if err != nil {
 		return "", err
 	}

@@ -74,6 +74,10 @@ in-flight events within --drain-timeout.`, stderr)
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long SIGTERM waits for in-flight events")
 	deadLetter := fs.String("dead-letter", "reactord.deadletter", "subject receiving reactions that failed after retries")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream: redeliver an event not acknowledged within this time")
+	settle := fs.Duration("settle", 0, "loop guard: after a reaction's job returned, hold the same reaction for its minions this long (default: the reactord: section's settle, else 5s)")
+	jobTimeout := fs.Duration("job-timeout", 0, "loop guard: stop waiting for a job's returns after this long (default: job_timeout, else 5m)")
+	maxHops := fs.Int("max-hops", 0, "suppress events caused by reactions more than this many times in a row (default: max_hops, else 3)")
+	noGuard := fs.Bool("no-loop-guard", false, "turn the job-linked loop guard off (throttle, debounce and the hop limit still apply)")
 	var df driverFlags
 	df.register(fs)
 	verbose := fs.Bool("v", false, "debug logging")
@@ -168,8 +172,18 @@ in-flight events within --drain-timeout.`, stderr)
 		printErrors(stderr, err)
 		return exitUsage
 	}
+	if *settle == 0 {
+		*settle = cfg.Settings.Settle
+	}
+	if *jobTimeout == 0 {
+		*jobTimeout = cfg.Settings.JobTimeout
+	}
+	if *maxHops == 0 {
+		*maxHops = cfg.Settings.MaxHops
+	}
+	guard := engine.NewGuard(engine.GuardOptions{Settle: *settle, JobTimeout: *jobTimeout, Disabled: *noGuard})
 	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
-		Driver: drv, Lanes: *lanes, QueueSize: *queue, Block: *jetstream, Log: log, Metrics: metrics,
+		Driver: drv, Lanes: *lanes, QueueSize: *queue, Block: *jetstream, Log: log, Metrics: metrics, Guard: guard, MaxHops: *maxHops,
 		DeadLetter: func(a actions.Action, cause error) { conn.DeadLetter(*deadLetter, a, cause) },
 	})
 	if err != nil {

@@ -55,6 +55,7 @@ Commands:
   events   print events from NATS as salt-run state.event does
   bench    measure the daemon: embedded NATS, null driver, a workload
   bridge   publish salt-api's event stream to NATS
+  explain  say what reactord does with one event, and why
 
 Run 'reactord <command> --help' for a command's flags.
 
@@ -88,6 +89,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "bridge":
 		return cmdBridge(ctx, rest, stdout, stderr)
+	case "explain":
+		return cmdExplain(ctx, rest, stdin, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -245,3 +245,50 @@ func TestReplayKeepsInputOrder(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestExplain(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf": `reactor:
+  - 'salt/beacon/*/inotify/*':
+      sls: [a.sls, b.sls]
+      when: data.change == "IN_MODIFY"
+      throttle: {count: 2, per: 1m, key: data.id}
+  - 'salt/beacon/*/inotify/*': broken.sls
+  - 'other/*': a.sls
+`,
+		"a.sls":      "revert:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",
+		"b.sls":      "revert:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n    - tgt_type: list\n",
+		"broken.sls": "x:\n  local.test.ping:\n    - tgt: {{ .data.nope }}\n",
+		"ev.json":    `{"tag": "salt/beacon/web1/inotify/etc", "data": {"id": "web1", "change": "IN_MODIFY"}}`,
+	})
+	code, out, errOut := runCmd(t, "", "explain", "-c", filepath.Join(dir, "reactor.conf"), "--event", filepath.Join(dir, "ev.json"))
+	if code != exitFound {
+		t.Fatalf("exit %d (want 1: broken.sls fails)\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`#0 "salt/beacon/*/inotify/*"`, ": matched",
+		"when: `data.change == \"IN_MODIFY\"` is true",
+		"throttle (applied by the daemon): at most 2 per 1m0s per `data.id`",
+		`#2 "other/*"`, "no match",
+		"broken.sls:3:19:",
+		`reaction ID "revert" from ` + filepath.Join(dir, "a.sls") + ":1 was replaced by " + filepath.Join(dir, "b.sls") + ":1",
+		"verify_high: ok",
+		"1. local state.apply",
+		`saltapi: POST https://salt-api:8000/ [{"client":"local_async","tgt":"web1","tgt_type":"list"`,
+		"exec: salt --async -L -- web1 state.apply",
+		"loop guard: held if the daemon dispatched this reaction for web1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q\n%s", want, out)
+		}
+	}
+	// A false condition is explained.
+	ev2 := filepath.Join(dir, "ev2.json")
+	if err := os.WriteFile(ev2, []byte(`{"tag": "salt/beacon/web1/inotify/etc", "data": {"id": "web1", "change": "IN_IGNORED"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ = runCmd(t, "", "explain", "-c", filepath.Join(dir, "reactor.conf"), "--event", ev2)
+	if !strings.Contains(out, "not reacting: when: `data.change == \"IN_MODIFY\"` is false") {
+		t.Errorf("false condition not explained:\n%s", out)
+	}
+}

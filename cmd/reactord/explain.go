@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/actions/execdriver"
+	"github.com/reactord/reactord/actions/saltapi"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/matchers"
+)
+
+func cmdExplain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("explain", "reactord explain -c CONF --event FILE|- [--saltapi-url URL]",
+		`Explains what reactord does with one event: the pre-filters, each rule
+matched or not and why (glob, when condition), each file rendered or its
+error with position, reaction IDs a later file overwrote, Salt's verify_high,
+the loop guard, throttle and debounce that would apply, and the exact call
+each driver would make for each reaction. Exit 0, or 1 when the event's
+reactions have errors, 2 on bad input.`, stderr)
+	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
+	evFile := fs.String("event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
+	var df driverFlags
+	df.register(fs)
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if *conf == "" || *evFile == "" {
+		fmt.Fprintln(stderr, "explain: need -c CONF and --event FILE")
+		return exitUsage
+	}
+	ev, err := readEvent("", "", *evFile, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "explain: %v\n", err)
+		return exitUsage
+	}
+	eng, code := loadEngine(*conf, stderr, false)
+	if eng == nil {
+		return code
+	}
+	cfg := eng.Config()
+	w := &strings.Builder{}
+	fmt.Fprintf(w, "event %s\n", ev.Tag)
+	res, err := eng.Process(ctx, ev)
+	if err != nil {
+		fmt.Fprintf(stderr, "explain: %v\n", err)
+		return exitUsage
+	}
+	if res.Skipped != "" {
+		fmt.Fprintf(w, "  pre-filter: skipped: %s\n", res.Skipped)
+	} else {
+		fmt.Fprintf(w, "  pre-filters: passed (data.user is not \"Reactor\", not a salt/reactors/manage request)\n")
+	}
+	fmt.Fprintf(w, "rules\n")
+	matched := map[int]bool{}
+	for _, r := range res.Rules {
+		matched[r] = true
+	}
+	notes := map[int][]string{}
+	for _, n := range res.Notes {
+		notes[n.Rule] = append(notes[n.Rule], n.Note)
+	}
+	for i, r := range cfg.Rules {
+		status := "no match (Python fnmatch over the whole tag)"
+		if matchers.Compile(r.Glob).Match(ev.Tag) {
+			status = "matched"
+			if res.Skipped != "" {
+				status = "matched, but the event was skipped"
+			}
+		}
+		fmt.Fprintf(w, "  #%d %q (%s): %s\n", i, r.Glob, r.Pos, status)
+		for _, n := range notes[i] {
+			fmt.Fprintf(w, "      not reacting: %s\n", n)
+		}
+		if matched[i] {
+			o := r.Options
+			if o.When != "" && len(notes[i]) == 0 {
+				fmt.Fprintf(w, "      when: `%s` is true\n", o.When)
+			}
+			key := "the event's minion"
+			if o.Key != "" {
+				key = "`" + o.Key + "`"
+			}
+			if o.ThrottleCount > 0 {
+				fmt.Fprintf(w, "      throttle (applied by the daemon): at most %d per %s per %s\n", o.ThrottleCount, o.ThrottlePer, key)
+			}
+			if o.Debounce > 0 {
+				fmt.Fprintf(w, "      debounce (applied by the daemon): reacts once, with the last event, after %s without a new one per %s\n", o.Debounce, key)
+			}
+		}
+	}
+	if len(res.Files) > 0 {
+		fmt.Fprintf(w, "files\n")
+	}
+	for _, f := range res.Files {
+		switch {
+		case f.Err != nil:
+			fmt.Fprintf(w, "  %s (rule #%d): error: %v\n", or(f.Path, f.Ref), f.Rule, f.Err)
+		default:
+			fmt.Fprintf(w, "  %s (rule #%d): %d reaction ID(s)\n", f.Path, f.Rule, f.Reactions)
+		}
+	}
+	for _, o := range res.Overwritten {
+		fmt.Fprintf(w, "  reaction ID %q from %s:%d was replaced by %s:%d (Salt's merge by ID: the later file wins)\n", o.ID, o.Old.File, o.Old.Line, o.New.File, o.New.Line)
+	}
+	for _, wa := range res.Warnings {
+		fmt.Fprintf(w, "  warning: %v\n", wa)
+	}
+	if len(res.VerifyErrors) > 0 {
+		fmt.Fprintf(w, "verify_high: failed; Salt discards every reaction of this event:\n")
+		for _, e := range res.VerifyErrors {
+			fmt.Fprintf(w, "  %v\n", e)
+		}
+	} else if len(res.Files) > 0 {
+		fmt.Fprintf(w, "verify_high: ok\n")
+	}
+	apiURL := df.apiURL
+	if apiURL == "" {
+		apiURL = "https://salt-api:8000"
+	}
+	describers := explainDrivers(&df, apiURL, stdout)
+	fmt.Fprintf(w, "reactions (%d, in execution order)\n", len(res.Chunks))
+	minion := event.MinionOf(ev.Tag, nil)
+	if minion == "" {
+		minion, _ = ev.Data["id"].(string)
+	}
+	for i, c := range res.Chunks {
+		fmt.Fprintf(w, "  %d. %s %s (id %q, %s, order %v)\n", i+1, c.Str("state"), c.Str("fun"), c.Str("__id__"), c.Str("__sls__"), must(c.Get("order")))
+		if minion != "" {
+			fmt.Fprintf(w, "     loop guard: held if the daemon dispatched this reaction for %s and its job has not returned plus the settle window\n", minion)
+		}
+		a := actions.Action{Tag: ev.Tag, Chunk: c}
+		for _, d := range describers {
+			desc, err := d.d.Describe(a)
+			if err != nil {
+				desc = "cannot: " + err.Error()
+			}
+			fmt.Fprintf(w, "     %s: %s\n", d.name, desc)
+		}
+	}
+	_, _ = io.WriteString(stdout, w.String())
+	if len(res.Errors()) > 0 {
+		return exitFound
+	}
+	return exitOK
+}
+
+type namedDescriber struct {
+	name string
+	d    actions.Describer
+}
+
+func explainDrivers(df *driverFlags, apiURL string, stdout io.Writer) []namedDescriber {
+	out := []namedDescriber{{"dryrun", actions.NewDryRun(stdout)}}
+	if api, err := saltapi.New(saltapi.Config{URL: apiURL, Token: "TOKEN"}); err == nil {
+		out = append(out, namedDescriber{"saltapi", api})
+	}
+	if ex, err := execdriver.New(execdriver.Config{Salt: df.saltBin, SaltRun: df.saltRunBin, SaltCall: df.saltCallBin}); err == nil {
+		out = append(out, namedDescriber{"exec", ex})
+	}
+	return out
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func must(v any, _ bool) any { return v }
+
+var _ = engine.SkipManageTag

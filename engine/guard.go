@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/event"
+)
+
+// GuardOptions configure the loop guard.
+type GuardOptions struct {
+	// Settle is how long, after every target of a reaction's job returned,
+	// events from those minions that would fire the same reaction stay
+	// suppressed (default 5s).
+	Settle time.Duration
+	// JobTimeout bounds the wait for a job's returns (default 5m).
+	JobTimeout time.Duration
+	// Disabled turns the job-linked guard off (throttle, debounce and the
+	// hop limit still apply).
+	Disabled bool
+}
+
+// guardKey names one reaction on one minion.
+type guardKey struct {
+	sls, id, minion string
+}
+
+type guardEntry struct {
+	jid      string
+	until    time.Time // suppress while now < until
+	returned bool
+}
+
+// Guard is the job-linked loop guard: it remembers which reaction started
+// which job on which minions and suppresses the same reaction for those
+// minions until the job returned and a settle window passed. It also keeps
+// the throttle and debounce state of rules and the hop counts of events
+// that reactions are expected to fire. It is safe for concurrent use.
+type Guard struct {
+	opts GuardOptions
+
+	mu       sync.Mutex
+	entries  map[guardKey]*guardEntry
+	jobs     map[string][]guardKey // jid -> keys waiting for its returns
+	throttle map[throttleKey][]time.Time
+	debounce map[throttleKey]*debounceState
+	expected map[string]expectedEvent // tag -> hop/cause of an event a reaction fires
+}
+
+type throttleKey struct {
+	rule int
+	key  string
+}
+
+type debounceState struct {
+	last  []byte // body of the last event
+	timer *time.Timer
+	hop   int
+}
+
+type expectedEvent struct {
+	hop   int
+	cause string
+	until time.Time
+}
+
+// NewGuard returns a guard with defaults filled in.
+func NewGuard(o GuardOptions) *Guard {
+	if o.Settle <= 0 {
+		o.Settle = 5 * time.Second
+	}
+	if o.JobTimeout <= 0 {
+		o.JobTimeout = 5 * time.Minute
+	}
+	return &Guard{opts: o, entries: map[guardKey]*guardEntry{}, jobs: map[string][]guardKey{},
+		throttle: map[throttleKey][]time.Time{}, debounce: map[throttleKey]*debounceState{}, expected: map[string]expectedEvent{}}
+}
+
+// Suppressed reports whether the reaction (sls, id) must not run for an
+// event from minion now, with the jid of the job that holds it and the
+// phase ("job running" or "settling").
+func (g *Guard) Suppressed(sls, id, minion string, now time.Time) (jid, phase string, ok bool) {
+	if g.opts.Disabled || minion == "" {
+		return "", "", false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.entries[guardKey{sls, id, minion}]
+	if e == nil || !now.Before(e.until) {
+		return "", "", false
+	}
+	if e.returned {
+		return e.jid, "settling", true
+	}
+	return e.jid, "job running", true
+}
+
+// Started records that reaction (sls, id) started job jid on targets.
+func (g *Guard) Started(sls, id, jid string, targets []string, now time.Time) {
+	if g.opts.Disabled {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gc(now)
+	for _, m := range targets {
+		k := guardKey{sls, id, m}
+		until := now.Add(g.opts.JobTimeout)
+		if jid == "" {
+			// No job to wait for (e.g. a driver that returns no jid): hold
+			// for the settle window only.
+			until = now.Add(g.opts.Settle)
+		}
+		g.entries[k] = &guardEntry{jid: jid, until: until, returned: jid == ""}
+		if jid != "" {
+			g.jobs[jid] = append(g.jobs[jid], k)
+		}
+	}
+}
+
+// Returned records a job return from minion; the reaction that started the
+// job stays suppressed for that minion until the settle window ends.
+func (g *Guard) Returned(jid, minion string, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range g.jobs[jid] {
+		if k.minion != minion {
+			continue
+		}
+		if e := g.entries[k]; e != nil && e.jid == jid {
+			e.returned = true
+			e.until = now.Add(g.opts.Settle)
+		}
+	}
+}
+
+// gc forgets expired entries; called with mu held.
+func (g *Guard) gc(now time.Time) {
+	if len(g.entries) < 4096 {
+		return
+	}
+	for k, e := range g.entries {
+		if !now.Before(e.until) {
+			delete(g.entries, k)
+		}
+	}
+	for jid, keys := range g.jobs {
+		live := keys[:0]
+		for _, k := range keys {
+			if e := g.entries[k]; e != nil && e.jid == jid {
+				live = append(live, k)
+			}
+		}
+		if len(live) == 0 {
+			delete(g.jobs, jid)
+		} else {
+			g.jobs[jid] = live
+		}
+	}
+}
+
+// Throttle reports whether rule may react for key now, at most count times
+// per period; a true answer counts.
+func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := throttleKey{rule, key}
+	times := g.throttle[k]
+	live := times[:0]
+	for _, t := range times {
+		if now.Sub(t) < per {
+			live = append(live, t)
+		}
+	}
+	if len(live) >= count {
+		g.throttle[k] = live
+		return false
+	}
+	g.throttle[k] = append(live, now)
+	return true
+}
+
+// Debounce holds an event for rule and key: fire is called with the last
+// event's body once no new event came for quiet. It always returns false
+// (the event does not react now).
+func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.Duration, fire func(body []byte, hop int)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := throttleKey{rule, key}
+	st := g.debounce[k]
+	if st == nil {
+		st = &debounceState{}
+		g.debounce[k] = st
+	}
+	st.last, st.hop = body, hop
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	st.timer = time.AfterFunc(quiet, func() {
+		g.mu.Lock()
+		cur := g.debounce[k]
+		if cur != st {
+			g.mu.Unlock()
+			return
+		}
+		delete(g.debounce, k)
+		last, h := st.last, st.hop
+		g.mu.Unlock()
+		fire(last, h)
+	})
+}
+
+// StopTimers cancels pending debounces.
+func (g *Guard) StopTimers() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, st := range g.debounce {
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+		delete(g.debounce, k)
+	}
+}
+
+// ExpectEvent records that a reaction will fire an event with tag (a
+// runner or local event.send), so that event gets hop+1 and its cause even
+// though Salt carries no header for it.
+func (g *Guard) ExpectEvent(tag string, hop int, cause string, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.expected[tag] = expectedEvent{hop: hop, cause: cause, until: now.Add(time.Minute)}
+}
+
+// HopOf returns the hop count of an arriving event without a hop header:
+// the recorded one when a reaction was expected to fire this tag. The
+// expectation is used up: one dispatch fires one event.
+func (g *Guard) HopOf(tag string, now time.Time) (int, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e, ok := g.expected[tag]
+	if !ok {
+		return 0, ""
+	}
+	delete(g.expected, tag) // one dispatch fires one event
+	if !now.Before(e.until) {
+		return 0, ""
+	}
+	return e.hop, e.cause
+}
+
+// firedTag returns the tag an event-sending reaction will fire, if the
+// chunk is one (event.send / event.fire_master).
+func firedTag(c *event.Chunk) string {
+	switch c.Str("fun") {
+	case "event.send", "event.fire_master", "event.fire":
+	default:
+		return ""
+	}
+	call, err := actions.CallFor(c)
+	if err != nil {
+		return ""
+	}
+	if v, ok := call.Kwarg.Get("tag"); ok {
+		s, _ := v.(string)
+		return s
+	}
+	if len(call.Arg) > 0 {
+		s, _ := call.Arg[0].(string)
+		return s
+	}
+	if v, ok := c.Get("tag"); ok { // legacy runner body: - tag: x
+		s, _ := v.(string)
+		return s
+	}
+	return ""
+}
+
+// targetsOf returns the minions a dispatched chunk's job runs on: what the
+// driver reported, else a literal target, else the event's minion.
+func targetsOf(c *event.Chunk, r actions.Result, eventMinion string) []string {
+	if len(r.Minions) > 0 {
+		return r.Minions
+	}
+	switch t, _ := c.Get("tgt"); tt := t.(type) {
+	case string:
+		if tt != "" && !strings.ContainsAny(tt, "*?[]@,: ") {
+			return []string{tt}
+		}
+	case []any:
+		var out []string
+		for _, e := range tt {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	if eventMinion != "" {
+		return []string{eventMinion}
+	}
+	return nil
+}

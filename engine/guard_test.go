@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
+)
+
+// jidDriver answers every dispatch with a new jid.
+type jidDriver struct {
+	n     int
+	calls []string
+}
+
+func (j *jidDriver) Name() string         { return "jid" }
+func (j *jidDriver) Supports(string) bool { return true }
+func (j *jidDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
+	j.n++
+	j.calls = append(j.calls, a.Tag+" "+a.Chunk.Str("__id__"))
+	return actions.Result{JID: fmt.Sprintf("2026%016d", j.n)}, nil
+}
+
+func guardEngine(t *testing.T, conf string, files map[string]string) *Engine {
+	t.Helper()
+	dir := t.TempDir()
+	files["reactor.conf"] = conf
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return MustNew(cfg, nil)
+}
+
+const revertSLS = "revert:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n    - args:\n      - mods: important_file\n"
+
+func beacon(id string) []byte {
+	return []byte(`{"tag": "salt/beacon/` + id + `/inotify//etc/important_file", "data": {"id": "` + id + `", "change": "IN_MODIFY", "path": "/etc/important_file"}}`)
+}
+
+func jobRet(jid, id string) []byte {
+	return []byte(`{"tag": "salt/job/` + jid + `/ret/` + id + `", "data": {"id": "` + id + `", "jid": "` + jid + `", "fun": "state.apply", "success": true, "retcode": 0}}`)
+}
+
+// TestLoopGuardJobLinked: the reaction's own consequences (the beacon fired
+// again by the state run) are suppressed until its job returned and the
+// settle window passed; a genuine change afterwards reacts again.
+func TestLoopGuardJobLinked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := guardEngine(t, "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n", map[string]string{"revert.sls": revertSLS})
+		drv := &jidDriver{}
+		m := NewMetrics(prometheus.NewRegistry())
+		d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: NewGuard(GuardOptions{Settle: 5 * time.Second, JobTimeout: time.Minute})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		d.Start(ctx)
+		submit := func(b []byte) { d.Submit(ctx, Delivery{Body: b}); synctest.Wait() }
+
+		submit(beacon("web1")) // genuine change: state.apply, jid 1
+		submit(beacon("web1")) // the state run rewrites the file: suppressed (job running)
+		submit(beacon("web2")) // another minion is not held
+		time.Sleep(10 * time.Second)
+		submit(beacon("web1"))                         // still running after 10s: suppressed
+		submit(jobRet("20260000000000000001", "web1")) // the job returns
+		time.Sleep(4 * time.Second)
+		submit(beacon("web1")) // within the settle window: suppressed
+		time.Sleep(2 * time.Second)
+		submit(beacon("web1")) // a genuine change after the window: reacts
+		if err := d.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"salt/beacon/web1/inotify//etc/important_file revert",
+			"salt/beacon/web2/inotify//etc/important_file revert",
+			"salt/beacon/web1/inotify//etc/important_file revert",
+		}
+		if fmt.Sprint(drv.calls) != fmt.Sprint(want) {
+			t.Fatalf("dispatched %q, want %q", drv.calls, want)
+		}
+		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("loop_guard")); v != 3 {
+			t.Fatalf("loop_guard suppressions = %v, want 3", v)
+		}
+	})
+}
+
+// TestLoopGuardJobTimeout: without returns the guard lets go after the job
+// timeout.
+func TestLoopGuardJobTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Minute})
+		now := time.Now()
+		g.Started("f.sls", "r", "jid1", []string{"web1"}, now)
+		if _, phase, held := g.Suppressed("f.sls", "r", "web1", now.Add(59*time.Second)); !held || phase != "job running" {
+			t.Fatalf("held=%v phase=%q before the timeout", held, phase)
+		}
+		if _, _, held := g.Suppressed("f.sls", "r", "web1", now.Add(61*time.Second)); held {
+			t.Fatal("still held after the job timeout")
+		}
+		if _, _, held := g.Suppressed("other.sls", "r", "web1", now); held {
+			t.Fatal("another reaction is held")
+		}
+	})
+}
+
+// TestThrottleAndDebounce: throttle allows N per period per key; debounce
+// reacts once with the last event after a quiet period.
+func TestThrottleAndDebounce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := guardEngine(t, `reactor:
+  - 'thr/*':
+      sls: r.sls
+      throttle: {count: 2, per: 10s, key: data.id}
+  - 'deb/*':
+      sls: r.sls
+      debounce: 3s
+  - 'cond/*':
+      sls: r.sls
+      when: data.change == "IN_MODIFY"
+`, map[string]string{"r.sls": "r:\n  runner.test.arg:\n    - args:\n      - n: {{ .data.n }}\n"})
+		drv := &jidDriver{}
+		m := NewMetrics(prometheus.NewRegistry())
+		d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: NewGuard(GuardOptions{Disabled: true})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		d.Start(ctx)
+		ev := func(tag, id string, n int, change string) {
+			d.Submit(ctx, Delivery{Body: []byte(fmt.Sprintf(`{"tag": %q, "data": {"id": %q, "n": %d, "change": %q}}`, tag, id, n, change))})
+			synctest.Wait()
+		}
+		for i := range 5 {
+			ev("thr/x", "web1", i, "")
+		}
+		ev("thr/x", "web2", 9, "")
+		time.Sleep(11 * time.Second)
+		ev("thr/x", "web1", 10, "")
+		if len(drv.calls) != 4 {
+			t.Fatalf("throttle: %d dispatched, want 2 (web1) + 1 (web2) + 1 after the period", len(drv.calls))
+		}
+		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("throttle")); v != 3 {
+			t.Fatalf("throttle suppressions = %v", v)
+		}
+		drv.calls = nil
+		for i := range 4 {
+			ev("deb/x", "web1", i, "")
+			time.Sleep(time.Second)
+		}
+		if len(drv.calls) != 0 {
+			t.Fatalf("debounce reacted during the burst: %v", drv.calls)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if len(drv.calls) != 1 {
+			t.Fatalf("debounce: %d dispatched after the quiet period, want 1", len(drv.calls))
+		}
+		drv.calls = nil
+		ev("cond/x", "web1", 1, "IN_IGNORED")
+		ev("cond/x", "web1", 2, "IN_MODIFY")
+		if len(drv.calls) != 1 {
+			t.Fatalf("when: %d dispatched, want 1", len(drv.calls))
+		}
+		if err := d.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestHopLimitForFiredEvents: a reaction that fires its own trigger tag
+// (runner event.send) is followed for MaxHops events, then suppressed.
+func TestHopLimitForFiredEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := guardEngine(t, "reactor:\n  - 'myco/loop': loop.sls\n", map[string]string{
+			"loop.sls": "again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data: {n: 1}\n"})
+		drv := &jidDriver{}
+		m := NewMetrics(prometheus.NewRegistry())
+		d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Metrics: m, MaxHops: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		d.Start(ctx)
+		// Each dispatch would make Salt fire myco/loop again; the test plays
+		// the master and feeds it back, with no header, as the bridge would.
+		for range 5 {
+			d.Submit(ctx, Delivery{Body: []byte(`{"tag": "myco/loop", "data": {"n": 1}}`)})
+			synctest.Wait()
+		}
+		if err := d.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// hop 0 (genuine), then hops 1, 2, 3 react; hop 4 is suppressed, which
+		// also ends the chain (no new expectation is recorded).
+		if len(drv.calls) != 4 {
+			t.Fatalf("%d reactions, want 4 (the original and 3 hops)", len(drv.calls))
+		}
+		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("hop_limit")); v != 1 {
+			t.Fatalf("hop_limit suppressions = %v, want 1", v)
+		}
+	})
+}
+
+// TestGenuineEventAfterChain: once the chain was stopped, a new event of the
+// same tag is genuine again.
+func TestGenuineEventAfterChain(t *testing.T) {
+	g := NewGuard(GuardOptions{})
+	now := time.Now()
+	g.ExpectEvent("myco/loop", 4, "myco/loop", now)
+	if hop, _ := g.HopOf("myco/loop", now); hop != 4 {
+		t.Fatalf("hop = %d", hop)
+	}
+	if hop, _ := g.HopOf("myco/loop", now); hop != 0 {
+		t.Fatalf("second event hop = %d, want 0 (expectation used up)", hop)
+	}
+}
