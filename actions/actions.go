@@ -16,6 +16,9 @@ type Action struct {
 	Tag string
 	// Chunk is the compiled low chunk.
 	Chunk *event.Chunk
+	// Hop is the hop count of the triggering event; anything the action
+	// publishes carries Hop+1.
+	Hop int
 }
 
 // Result is what a driver reports after dispatching an action.

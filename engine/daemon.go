@@ -283,7 +283,7 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	}
 	drv := d.opts.Driver
 	for _, c := range res.Chunks {
-		a := actions.Action{Tag: res.Tag, Chunk: c}
+		a := actions.Action{Tag: res.Tag, Chunk: c, Hop: dl.Hop}
 		sls, id := c.Str("__sls__"), c.Str("__id__")
 		if jid, phase, held := g.Suppressed(sls, id, minion, now); held {
 			m.Suppressed.WithLabelValues("loop_guard").Inc()

@@ -40,7 +40,7 @@ func (d *Driver) Supports(string) bool { return true }
 func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	body := actions.AppendLine(nil, a.Tag, a.Chunk)
 	subj := d.prefix + Subject("", a.Chunk.Str("state"))
-	if err := d.conn.PublishRaw(subj, body[:len(body)-1], Meta{Origin: d.origin, Cause: a.Tag}); err != nil {
+	if err := d.conn.PublishRaw(subj, body[:len(body)-1], Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}); err != nil {
 		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
 	}
 	if err := d.conn.Flush(ctx); err != nil {
