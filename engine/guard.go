@@ -47,6 +47,7 @@ type Guard struct {
 	throttle map[throttleKey][]time.Time
 	debounce map[throttleKey]*debounceState
 	expected map[string]expectedEvent // tag -> hop/cause of an event a reaction fires
+	lastGC   time.Time
 }
 
 type throttleKey struct {
@@ -138,9 +139,10 @@ func (g *Guard) Returned(jid, minion string, now time.Time) {
 
 // gc forgets expired entries; called with mu held.
 func (g *Guard) gc(now time.Time) {
-	if len(g.entries) < 4096 {
+	if len(g.entries) < 4096 || now.Sub(g.lastGC) < time.Second {
 		return
 	}
+	g.lastGC = now
 	for k, e := range g.entries {
 		if !now.Before(e.until) {
 			delete(g.entries, k)

@@ -116,7 +116,9 @@ presence, custom tags).`, stderr)
 	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
 		// Block in both modes: the bench measures capacity, so a full lane
 		// holds the subscription back instead of dropping (overflow).
-		Driver: actions.Null{}, Lanes: *lanes, QueueSize: 4096, Block: true, Metrics: engine.NewMetrics(prometheus.NewRegistry()),
+		// The guard is off: with a null driver no job ever returns, and the
+		// bench measures the pipeline.
+		Driver: actions.Null{}, Lanes: *lanes, QueueSize: 4096, Block: true, Guard: engine.NewGuard(engine.GuardOptions{Disabled: true}), Metrics: engine.NewMetrics(prometheus.NewRegistry()),
 		OnDispatch: func(engine.Delivery, actions.Action, actions.Result, error) { reactions.Add(1) },
 		OnDone: func(dl engine.Delivery) {
 			if !dl.Sent.IsZero() {
