@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/event"
@@ -363,17 +364,23 @@ type Library struct {
 }
 
 type fileEntry struct {
-	mu      sync.Mutex
-	checked time.Time
-	mtime   time.Time
-	size    int64
-	file    *File
-	err     error
+	state    atomic.Pointer[fileState]
+	checked  atomic.Int64 // UnixNano of the last check against the disk
+	checking atomic.Bool  // one goroutine re-checks; the others keep the cached state
+	mu       sync.Mutex   // serializes the first load
+}
+
+type fileState struct {
+	mtime time.Time
+	size  int64
+	file  *File
+	err   error
 }
 
 type globEntry struct {
-	checked time.Time
-	paths   []string
+	checked  time.Time
+	paths    []string
+	checking atomic.Bool
 }
 
 // NewLibrary returns an empty library.
@@ -395,19 +402,21 @@ func (l *Library) Glob(pattern string) []string {
 	l.mu.RLock()
 	g := l.globs[pattern]
 	l.mu.RUnlock()
-	if g != nil && now.Sub(g.checked) < l.every() {
-		return g.paths
+	if g != nil && (now.Sub(g.checked) < l.every() || !g.checking.CompareAndSwap(false, true)) {
+		return g.paths // fresh, or another caller is refreshing it
 	}
 	paths := PyGlob(pattern)
 	l.mu.Lock()
-	l.globs[pattern] = &globEntry{checked: now, paths: paths}
+	l.globs[pattern] = &globEntry{checked: time.Now(), paths: paths}
 	l.mu.Unlock()
 	return paths
 }
 
 // File returns the compiled reaction file at path, recompiling it when it
 // changed on disk. A file that fails to compile returns its error until it
-// changes.
+// changes. The disk is checked at most every CheckEvery, by one caller at a
+// time; the others go on with the cached version meanwhile, so a slow file
+// system never stalls rendering.
 func (l *Library) File(path string) (*File, error) {
 	l.mu.RLock()
 	e := l.files[path]
@@ -420,30 +429,47 @@ func (l *Library) File(path string) (*File, error) {
 		}
 		l.mu.Unlock()
 	}
-	now := time.Now()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if (e.file != nil || e.err != nil) && now.Sub(e.checked) < l.every() {
-		return e.file, e.err
-	}
-	e.checked = now
-	st, err := os.Stat(path)
-	if err != nil {
-		e.file, e.err = nil, fmt.Errorf("%s: %w", path, err)
-		if errors.Is(err, fs.ErrNotExist) {
-			e.err = &PosError{File: path, Line: 1, Col: 1, Msg: "file missing or not found", Err: err}
+	st := e.state.Load()
+	if st == nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if st = e.state.Load(); st == nil {
+			st = load(path, nil)
+			e.state.Store(st)
+			e.checked.Store(time.Now().UnixNano())
 		}
-		return e.file, e.err
+		return st.file, st.err
 	}
-	if (e.file != nil || e.err != nil) && st.ModTime().Equal(e.mtime) && st.Size() == e.size {
-		return e.file, e.err
+	now := time.Now().UnixNano()
+	if now-e.checked.Load() < int64(l.every()) || !e.checking.CompareAndSwap(false, true) {
+		return st.file, st.err
+	}
+	defer e.checking.Store(false)
+	st = load(path, st)
+	e.state.Store(st)
+	e.checked.Store(time.Now().UnixNano())
+	return st.file, st.err
+}
+
+// load stats path and compiles it unless it is unchanged from prev.
+func load(path string, prev *fileState) *fileState {
+	fi, err := os.Stat(path)
+	if err != nil {
+		st := &fileState{err: fmt.Errorf("%s: %w", path, err)}
+		if errors.Is(err, fs.ErrNotExist) {
+			st.err = &PosError{File: path, Line: 1, Col: 1, Msg: "file missing or not found", Err: err}
+		}
+		return st
+	}
+	if prev != nil && prev.file != nil || prev != nil && prev.err != nil && !prev.mtime.IsZero() {
+		if fi.ModTime().Equal(prev.mtime) && fi.Size() == prev.size {
+			return prev
+		}
 	}
 	src, err := os.ReadFile(path)
 	if err != nil {
-		e.file, e.err = nil, fmt.Errorf("reading %s: %w", path, err)
-		return nil, e.err
+		return &fileState{err: fmt.Errorf("reading %s: %w", path, err)}
 	}
-	e.mtime, e.size = st.ModTime(), st.Size()
-	e.file, e.err = ParseFile(path, src)
-	return e.file, e.err
+	f, err := ParseFile(path, src)
+	return &fileState{mtime: fi.ModTime(), size: fi.Size(), file: f, err: err}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/trace"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -52,6 +53,7 @@ presence, custom tags).`, stderr)
 	conf := fs.String("c", "", "configuration (default: the generated workload's)")
 	file := fs.String("file", "", "events to publish, cycled (default: generated)")
 	lanes := fs.Int("workers", 8, "ordered worker lanes")
+	traceFile := fs.String("trace", "", "write a runtime execution trace to this file")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -177,6 +179,15 @@ presence, custom tags).`, stderr)
 		}
 	}()
 
+	if *traceFile != "" {
+		tf, err := os.Create(*traceFile)
+		if err == nil {
+			defer tf.Close()
+			if trace.Start(tf) == nil {
+				defer trace.Stop()
+			}
+		}
+	}
 	start := time.Now()
 	tags := make([]string, len(lines))
 	for i, l := range lines {
