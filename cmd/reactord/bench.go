@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/trace"
 	"sort"
@@ -54,6 +55,7 @@ presence, custom tags).`, stderr)
 	file := fs.String("file", "", "events to publish, cycled (default: generated)")
 	lanes := fs.Int("workers", 8, "ordered worker lanes")
 	traceFile := fs.String("trace", "", "write a runtime execution trace to this file")
+	separate := fs.Bool("separate-publisher", true, "publish from a child process, as a bridge would, instead of from inside the daemon's process")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -110,6 +112,7 @@ presence, custom tags).`, stderr)
 	var latMu sync.Mutex
 	finished := make(chan struct{})
 	var peakRSS, rss10 atomic.Int64
+	var firstSent atomic.Int64 // UnixNano of the earliest send seen
 	eng, err := engine.New(cfg, nil)
 	if err != nil {
 		printErrors(stderr, err)
@@ -124,6 +127,12 @@ presence, custom tags).`, stderr)
 		OnDispatch: func(engine.Delivery, actions.Action, actions.Result, error) { reactions.Add(1) },
 		OnDone: func(dl engine.Delivery) {
 			if !dl.Sent.IsZero() {
+				for ns := dl.Sent.UnixNano(); ; {
+					cur := firstSent.Load()
+					if (cur != 0 && cur <= ns) || firstSent.CompareAndSwap(cur, ns) {
+						break
+					}
+				}
 				l := time.Since(dl.Sent)
 				latMu.Lock()
 				lat = append(lat, l)
@@ -194,31 +203,29 @@ presence, custom tags).`, stderr)
 		tags[i] = lineTag(l)
 	}
 	pubErr := make(chan error, 1)
-	go func() {
-		const batch = 5
-		for i := int64(0); i < total; i++ {
-			if *rate > 0 && i%batch == 0 {
-				due := start.Add(time.Duration(float64(i) / float64(*rate) * float64(time.Second)))
-				if w := time.Until(due); w > 0 {
-					time.Sleep(w)
-				}
-			}
-			k := int(i) % len(lines)
-			meta := natsbus.Meta{Sent: time.Now()}
-			var err error
-			if *js {
-				meta.MsgID = strconv.FormatInt(i, 10)
-				err = pub.PublishStreamAsync(tags[k], lines[k], meta)
-			} else {
-				err = pub.Publish(tags[k], lines[k], meta)
-			}
-			if err != nil {
-				pubErr <- err
-				return
-			}
+	if *separate {
+		// The publisher runs as a child process, as a bridge would: it does
+		// not share this process's scheduler with the daemon.
+		evFile := filepath.Join(dir, "events.jsonl")
+		if err := os.WriteFile(evFile, joinLines(lines), 0o644); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return exitUsage
 		}
-		pubErr <- pub.Flush(runCtx)
-	}()
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return exitUsage
+		}
+		args := []string{"bench-publish", "--nats", srv.ClientURL(), "--file", evFile, "--events", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(*rate)}
+		if *js {
+			args = append(args, "--jetstream")
+		}
+		child := exec.CommandContext(runCtx, self, args...)
+		child.Stderr = stderr
+		go func() { pubErr <- child.Run() }()
+	} else {
+		go func() { pubErr <- publishWorkload(runCtx, pub, lines, tags, total, *rate, *js) }()
+	}
 	if err := <-pubErr; err != nil {
 		fmt.Fprintf(stderr, "bench: publishing: %v\n", err)
 		return exitUsage
@@ -232,6 +239,9 @@ presence, custom tags).`, stderr)
 		return exitUsage
 	}
 	elapsed := time.Since(start)
+	if fs := firstSent.Load(); fs != 0 {
+		elapsed = time.Since(time.Unix(0, fs)) // from the first event published
+	}
 	peakRSS.Store(max(peakRSS.Load(), rssBytes()))
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	pct := func(p float64) float64 {
@@ -410,4 +420,75 @@ func writeWorkloadConfig(dir string, rules int) (string, error) {
 	}
 	p := filepath.Join(dir, "reactor.conf")
 	return p, os.WriteFile(p, []byte(b.String()), 0o644)
+}
+
+// publishWorkload publishes total events from lines at rate per second (0:
+// flat out), stamping each with its send time.
+func publishWorkload(ctx context.Context, pub *natsbus.Conn, lines [][]byte, tags []string, total int64, rate int, js bool) error {
+	start := time.Now()
+	const batch = 5
+	for i := int64(0); i < total; i++ {
+		if rate > 0 && i%batch == 0 {
+			due := start.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
+			if w := time.Until(due); w > 0 {
+				time.Sleep(w)
+			}
+		}
+		k := int(i) % len(lines)
+		meta := natsbus.Meta{Sent: time.Now()}
+		var err error
+		if js {
+			meta.MsgID = strconv.FormatInt(i, 10)
+			err = pub.PublishStreamAsync(tags[k], lines[k], meta)
+		} else {
+			err = pub.Publish(tags[k], lines[k], meta)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return pub.Flush(ctx)
+}
+
+func joinLines(lines [][]byte) []byte {
+	var out []byte
+	for _, l := range lines {
+		out = append(out, l...)
+		out = append(out, '\n')
+	}
+	return out
+}
+
+// cmdBenchPublish is the bench's publisher process (not documented as a
+// user command).
+func cmdBenchPublish(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := newFlags("bench-publish", "reactord bench-publish --nats URL --file F --events N --rate R [--jetstream]", "The publisher process of reactord bench.", stderr)
+	url := fs.String("nats", "", "NATS URL")
+	file := fs.String("file", "", "events")
+	n := fs.Int64("events", 0, "events to publish")
+	rate := fs.Int("rate", 0, "events per second")
+	js := fs.Bool("jetstream", false, "publish to JetStream")
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	lines, err := readLines(*file)
+	if err != nil || len(lines) == 0 {
+		fmt.Fprintf(stderr, "bench-publish: %v\n", err)
+		return exitUsage
+	}
+	tags := make([]string, len(lines))
+	for i, l := range lines {
+		tags[i] = lineTag(l)
+	}
+	pub, err := natsbus.Connect(natsbus.ConnOptions{URL: *url, Name: "bench-publisher"})
+	if err != nil {
+		fmt.Fprintf(stderr, "bench-publish: %v\n", err)
+		return exitUsage
+	}
+	defer pub.Close()
+	if err := publishWorkload(ctx, pub, lines, tags, *n, *rate, *js); err != nil {
+		fmt.Fprintf(stderr, "bench-publish: %v\n", err)
+		return exitFound
+	}
+	return exitOK
 }

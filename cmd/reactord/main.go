@@ -87,6 +87,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdEvents(ctx, rest, stdout, stderr)
 	case "bench":
 		return cmdBench(ctx, rest, stdout, stderr)
+	case "bench-publish":
+		return cmdBenchPublish(ctx, rest, stderr)
 	case "bridge":
 		return cmdBridge(ctx, rest, stdout, stderr)
 	case "explain":
