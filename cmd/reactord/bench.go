@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/trace"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +34,8 @@ type benchResult struct {
 	Maxms        float64 `json:"max_ms"`
 	RSSMB        float64 `json:"rss_mb"`
 	RSS10MB      float64 `json:"rss_mb_at_10pct"`
+	RSS50MB      float64 `json:"rss_mb_at_50pct"`
+	RSSEndMB     float64 `json:"rss_mb_at_end"`
 	Mode         string  `json:"mode"`
 	Rate         int     `json:"rate"`
 	Reactions    int64   `json:"reactions"`
@@ -108,10 +109,12 @@ presence, custom tags).`, stderr)
 
 	total := int64(*n)
 	var done, reactions atomic.Int64
-	lat := make([]time.Duration, 0, total)
+	// Latencies go into fixed 10µs buckets (up to 1s) so the bench's own
+	// memory does not grow with the number of events.
+	var lat latencyHist
 	var latMu sync.Mutex
 	finished := make(chan struct{})
-	var peakRSS, rss10 atomic.Int64
+	var peakRSS, rss10, rss50 atomic.Int64
 	var firstSent atomic.Int64 // UnixNano of the earliest send seen
 	eng, err := engine.New(cfg, nil)
 	if err != nil {
@@ -135,12 +138,14 @@ presence, custom tags).`, stderr)
 				}
 				l := time.Since(dl.Sent)
 				latMu.Lock()
-				lat = append(lat, l)
+				lat.add(l)
 				latMu.Unlock()
 			}
 			switch done.Add(1) {
 			case total / 10:
 				rss10.Store(rssBytes())
+			case total / 2:
+				rss50.Store(rssBytes())
 			case total:
 				close(finished)
 			}
@@ -242,21 +247,15 @@ presence, custom tags).`, stderr)
 	if fs := firstSent.Load(); fs != 0 {
 		elapsed = time.Since(time.Unix(0, fs)) // from the first event published
 	}
-	peakRSS.Store(max(peakRSS.Load(), rssBytes()))
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		i := int(p * float64(len(lat)-1))
-		return float64(lat[i].Microseconds()) / 1000
-	}
+	endRSS := rssBytes()
+	peakRSS.Store(max(peakRSS.Load(), endRSS))
+	pct := func(p float64) float64 { return lat.percentile(p) }
 	mode := "core"
 	if *js {
 		mode = "jetstream"
 	}
 	res := benchResult{Events: done.Load(), EventsPerSec: int64(float64(done.Load()) / elapsed.Seconds()), P50ms: pct(0.5), P99ms: pct(0.99), Maxms: pct(1),
-		RSSMB: float64(peakRSS.Load()/(1<<16)) / 16, RSS10MB: float64(rss10.Load()/(1<<16)) / 16, Mode: mode, Rate: *rate, Reactions: reactions.Load()}
+		RSSMB: float64(peakRSS.Load()/(1<<16)) / 16, RSS10MB: float64(rss10.Load()/(1<<16)) / 16, RSS50MB: float64(rss50.Load()/(1<<16)) / 16, RSSEndMB: float64(endRSS/(1<<16)) / 16, Mode: mode, Rate: *rate, Reactions: reactions.Load()}
 	out, _ := json.Marshal(res)
 	fmt.Fprintf(stdout, "%s\n", out)
 	return exitOK
@@ -491,4 +490,45 @@ func cmdBenchPublish(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitFound
 	}
 	return exitOK
+}
+
+// latencyHist counts latencies in 10µs buckets up to 1s (beyond: the last
+// bucket) and keeps the maximum.
+type latencyHist struct {
+	buckets [100000]int64
+	n       int64
+	max     time.Duration
+}
+
+func (h *latencyHist) add(d time.Duration) {
+	i := int(d / (10 * time.Microsecond))
+	if i >= len(h.buckets) {
+		i = len(h.buckets) - 1
+	}
+	if i < 0 {
+		i = 0
+	}
+	h.buckets[i]++
+	h.n++
+	h.max = max(h.max, d)
+}
+
+// percentile returns the p-quantile in milliseconds (the bucket's upper
+// bound), or the maximum for p == 1.
+func (h *latencyHist) percentile(p float64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	if p >= 1 {
+		return float64(h.max.Microseconds()) / 1000
+	}
+	want := int64(p * float64(h.n-1))
+	var seen int64
+	for i, c := range h.buckets {
+		seen += c
+		if seen > want {
+			return float64((i+1)*10) / 1000
+		}
+	}
+	return float64(h.max.Microseconds()) / 1000
 }
