@@ -253,8 +253,8 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	if dl.Hop == 0 && tag != "" {
 		dl.Hop, cause = g.HopOf(tag, now)
 	}
-	if jid, id, ok := jobReturn(tag); ok {
-		g.Returned(jid, id, now)
+	if jid, id, ok := jobReturn(tag); ok && g.Returned(jid, id, now) {
+		log.Info("loop guard: job returned; holding its reaction for the settle window", "jid", jid, "minion", id, "settle", g.opts.Settle.String())
 	}
 	if dl.Hop > d.opts.MaxHops {
 		m.Suppressed.WithLabelValues("hop_limit").Inc()

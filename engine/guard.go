@@ -122,10 +122,12 @@ func (g *Guard) Started(sls, id, jid string, targets []string, now time.Time) {
 }
 
 // Returned records a job return from minion; the reaction that started the
-// job stays suppressed for that minion until the settle window ends.
-func (g *Guard) Returned(jid, minion string, now time.Time) {
+// job stays suppressed for that minion until the settle window ends. It
+// reports whether the return belonged to a guarded job.
+func (g *Guard) Returned(jid, minion string, now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	found := false
 	for _, k := range g.jobs[jid] {
 		if k.minion != minion {
 			continue
@@ -133,8 +135,10 @@ func (g *Guard) Returned(jid, minion string, now time.Time) {
 		if e := g.entries[k]; e != nil && e.jid == jid {
 			e.returned = true
 			e.until = now.Add(g.opts.Settle)
+			found = true
 		}
 	}
+	return found
 }
 
 // gc forgets expired entries; called with mu held.

@@ -120,15 +120,19 @@ func TestLoopGuardStopsTheLoop(t *testing.T) {
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1s")
 	waitReturn := func(n int) {
 		t.Helper()
-		// The stand-in fires the beacon and the return about 0.5s after
-		// the call; wait for both, then past the settle window.
-		checkFor(t, 20*time.Second, func() error {
+		// The stand-in fires the beacon, then the job return; wait until
+		// the daemon suppressed the first and saw the second, then past
+		// the settle window.
+		checkFor(t, 30*time.Second, func() error {
 			if got := metricValue(t, scrape(t, p), `reactord_suppressed_total{reason="loop_guard"}`); got != fmt.Sprint(n) {
 				return fmt.Errorf("loop_guard suppressions %s, want %d", got, n)
 			}
+			if got := strings.Count(p.logs(), "loop guard: job returned"); got != n {
+				return fmt.Errorf("%d job returns seen, want %d", got, n)
+			}
 			return nil
 		})
-		time.Sleep(2 * time.Second)
+		time.Sleep(1500 * time.Millisecond) // settle is 1s
 	}
 	genuineChange(t, c, "web1")
 	waitReturn(1)
