@@ -1,0 +1,78 @@
+package store
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestClassify(t *testing.T) {
+	const jid = "20250301120000123456"
+	stamp := time.Date(2025, 3, 1, 11, 0, 0, 123456000, time.UTC)
+	newData := `{"jid": "20250301120000123456", "fun": "state.apply", "arg": [], "tgt": "web*", "minions": ["web1"], "_stamp": "2025-03-01T11:00:00.123456"}`
+	findJobNew := `{"jid": "20250301120000123456", "fun": "saltutil.find_job", "arg": ["20250301115959000000"], "_stamp": "2025-03-01T11:00:00.123456"}`
+	retData := `{"fun": "state.apply", "jid": "20250301120000123456", "id": "web1", "return": {"a": 1}, "retcode": 0, "success": true, "_stamp": "2025-03-01T11:00:00.123456"}`
+	retFailed := `{"fun": "state.apply", "id": "web1", "return": "error", "retcode": 1, "success": false}`
+	retNoSuccess := `{"fun": "test.ping", "id": "web1", "return": true}`
+	retNullSuccess := `{"fun": "test.ping", "id": "web1", "return": true, "success": null}`
+	findJobRet := `{"fun": "saltutil.find_job", "id": "web1", "return": {}, "success": true}`
+	for _, tc := range []struct {
+		name    string
+		tag     string
+		data    string
+		keepAll bool
+		jobs    []Job
+		returns []Return
+		keep    bool
+	}{
+		{name: "job publish", tag: "salt/job/" + jid + "/new", data: newData,
+			jobs: []Job{{JID: jid, Load: raw(newData), Time: stamp}}, keep: true},
+		{name: "job publish without _stamp", tag: "salt/job/" + jid + "/new", data: `{"fun": "test.ping"}`,
+			jobs: []Job{{JID: jid, Load: raw(`{"fun": "test.ping"}`)}}, keep: true},
+		{name: "return", tag: "salt/job/" + jid + "/ret/web1", data: retData,
+			returns: []Return{{JID: jid, MinionID: "web1", Fun: "state.apply", Return: raw(`{"a": 1}`), Success: true, FullRet: raw(retData), Time: stamp}}, keep: true},
+		{name: "failed return", tag: "salt/job/" + jid + "/ret/web1", data: retFailed,
+			returns: []Return{{JID: jid, MinionID: "web1", Fun: "state.apply", Return: raw(`"error"`), Success: false, FullRet: raw(retFailed)}}, keep: true},
+		{name: "success absent", tag: "salt/job/" + jid + "/ret/web1", data: retNoSuccess,
+			returns: []Return{{JID: jid, MinionID: "web1", Fun: "test.ping", Return: raw(`true`), Success: true, FullRet: raw(retNoSuccess)}}, keep: true},
+		{name: "success null", tag: "salt/job/" + jid + "/ret/web1", data: retNullSuccess,
+			returns: []Return{{JID: jid, MinionID: "web1", Fun: "test.ping", Return: raw(`true`), Success: true, FullRet: raw(retNullSuccess)}}, keep: true},
+		{name: "minion id with dots", tag: "salt/job/" + jid + "/ret/web1.example.com", data: `{"fun": "test.ping", "return": true}`,
+			returns: []Return{{JID: jid, MinionID: "web1.example.com", Fun: "test.ping", Return: raw(`true`), Success: true, FullRet: raw(`{"fun": "test.ping", "return": true}`)}}, keep: true},
+		{name: "return data not an object", tag: "salt/job/" + jid + "/ret/web1", data: `[1]`,
+			returns: []Return{{JID: jid, MinionID: "web1", Success: true, FullRet: raw(`[1]`)}}, keep: true},
+		{name: "find_job publish", tag: "salt/job/" + jid + "/new", data: findJobNew,
+			jobs: []Job{{JID: jid, Load: raw(findJobNew), Time: stamp}}, keep: false},
+		{name: "find_job publish, keep all", tag: "salt/job/" + jid + "/new", data: findJobNew, keepAll: true,
+			jobs: []Job{{JID: jid, Load: raw(findJobNew), Time: stamp}}, keep: true},
+		{name: "find_job return", tag: "salt/job/" + jid + "/ret/web1", data: findJobRet,
+			returns: []Return{{JID: jid, MinionID: "web1", Fun: "saltutil.find_job", Return: raw(`{}`), Success: true, FullRet: raw(findJobRet)}}, keep: false},
+		{name: "find_job return, keep all", tag: "salt/job/" + jid + "/ret/web1", data: findJobRet, keepAll: true,
+			returns: []Return{{JID: jid, MinionID: "web1", Fun: "saltutil.find_job", Return: raw(`{}`), Success: true, FullRet: raw(findJobRet)}}, keep: true},
+		{name: "legacy bare jid", tag: jid, data: newData, keep: false},
+		{name: "legacy bare jid, keep all", tag: jid, data: newData, keepAll: true, keep: true},
+		{name: "legacy new_job", tag: "new_job", data: newData, keep: false},
+		{name: "legacy new_job, keep all", tag: "new_job", data: newData, keepAll: true, keep: true},
+		{name: "19 digits", tag: "2025030112000012345", data: `{}`, keep: true},
+		{name: "21 digits", tag: "202503011200001234567", data: `{}`, keep: true},
+		{name: "progress", tag: "salt/job/" + jid + "/prog/web1/0", data: `{"fun": "state.apply"}`, keep: true},
+		{name: "return without minion", tag: "salt/job/" + jid + "/ret/", data: retData, keep: true},
+		{name: "job without kind", tag: "salt/job/" + jid, data: `{}`, keep: true},
+		{name: "new with a suffix", tag: "salt/job/" + jid + "/new/x", data: `{}`, keep: true},
+		{name: "minion start", tag: "salt/minion/web1/start", data: `{"id": "web1"}`, keep: true},
+		{name: "runner", tag: "salt/run/" + jid + "/new", data: `{"fun": "runner.jobs.list_jobs"}`, keep: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs, returns, keep := Classify(tc.tag, raw(tc.data), tc.keepAll)
+			if !reflect.DeepEqual(jobs, tc.jobs) {
+				t.Errorf("jobs:\n got %+v\nwant %+v", jobs, tc.jobs)
+			}
+			if !reflect.DeepEqual(returns, tc.returns) {
+				t.Errorf("returns:\n got %+v\nwant %+v", returns, tc.returns)
+			}
+			if keep != tc.keep {
+				t.Errorf("keep = %v, want %v", keep, tc.keep)
+			}
+		})
+	}
+}

@@ -1,0 +1,67 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestDatabaseDownMidStream streams events through a Writer while the
+// database becomes unavailable for a second (SQLite: another connection
+// holds the write lock; MySQL and PostgreSQL: the store's connections are
+// killed over and over from a second connection), and checks that once it
+// recovers every event is stored.
+//
+// (Making the SQLite file or its directory read-only is no test of this on
+// a machine where the tests run as root, who writes regardless, nor with an
+// open WAL database, whose files are already open for writing.)
+func TestDatabaseDownMidStream(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *testDB) {
+		s := db.open(t)
+		w := NewWriter(s, WriterOptions{
+			Interval:     10 * time.Millisecond,
+			MaxBatch:     200,
+			RetryMin:     10 * time.Millisecond,
+			RetryMax:     100 * time.Millisecond,
+			WriteTimeout: 5 * time.Second,
+		})
+		const n = 6000
+		stop := make(chan struct{})
+		outageDone := make(chan struct{})
+		for i := range n {
+			switch i {
+			case n / 4:
+				go func() {
+					defer close(outageDone)
+					db.outage(t, stop)
+				}()
+			case n / 4 * 3:
+				close(stop)
+			}
+			for !w.Add(benchEvent(i)) {
+				time.Sleep(time.Millisecond)
+			}
+			// About 3000 events a second: the outage lasts a second.
+			if i%30 == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		<-outageDone
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st := w.Stats()
+		t.Logf("writer: %+v", st)
+		if st.Failures == 0 {
+			t.Error("no write failed: the outage did not happen")
+		}
+		if st.Written != n || st.Pending != 0 || st.Dropped != 0 || st.Rejected != 0 {
+			t.Errorf("stats = %+v", st)
+		}
+		// A commit can succeed while its acknowledgement is lost with
+		// the connection; the retry then stores the batch again.
+		checkAllEvents(t, s, n, db.name != "sqlite")
+	})
+}

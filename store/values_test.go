@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCleanString(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		width int
+		nul   bool
+		want  string
+	}{
+		{"abc", 0, true, "abc"},
+		{"abcdef", 3, true, "abc"},
+		{"ééééé", 3, true, "ééé"},
+		{"ab\xffc", 0, true, "ab\uFFFDc"},
+		{"a\x00b", 0, true, "a\x00b"},
+		{"a\x00b", 0, false, "a\uFFFDb"},
+		{"🚀🚀", 1, true, "🚀"},
+	} {
+		if got := cleanString(tc.in, tc.width, tc.nul); got != tc.want {
+			t.Errorf("cleanString(%q, %d, %v) = %q, want %q", tc.in, tc.width, tc.nul, got, tc.want)
+		}
+	}
+}
+
+func TestCleanJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		nul  bool
+		want string
+	}{
+		{``, true, `null`},
+		{`  `, true, `null`},
+		{`{"a": 1}`, true, `{"a": 1}`},
+		{`not json`, true, `"not json"`},
+		{`{"a": "x\u0000"}`, true, `{"a": "x\u0000"}`},
+		{`{"a": "x\u0000"}`, false, `{"a": "x\ufffd"}`},
+		// An escaped backslash followed by u0000 is text, not a NUL.
+		{`{"a": "\\u0000"}`, false, `{"a": "\\u0000"}`},
+		{`{"a": "\\\u0000"}`, false, `{"a": "\\\ufffd"}`},
+		{"{\"a\": \"\xff\"}", true, "{\"a\": \"\uFFFD\"}"},
+	} {
+		if got := cleanJSON([]byte(tc.in), tc.nul); got != tc.want {
+			t.Errorf("cleanJSON(%q, %v) = %q, want %q", tc.in, tc.nul, got, tc.want)
+		}
+	}
+}
+
+func TestWithStamp(t *testing.T) {
+	ts := time.Date(2025, 3, 1, 12, 0, 0, 5000, time.UTC)
+	for _, tc := range []struct{ in, want string }{
+		{`{"fun": "x"}`, `{"_stamp":"2025-03-01T12:00:00.000005","fun": "x"}`},
+		{` {} `, `{"_stamp":"2025-03-01T12:00:00.000005"}`},
+		{`{"_stamp": "2020-01-01T00:00:00", "fun": "x"}`, `{"_stamp": "2020-01-01T00:00:00", "fun": "x"}`},
+		{`{"nested": {"_stamp": 1}}`, `{"_stamp":"2025-03-01T12:00:00.000005","nested": {"_stamp": 1}}`},
+		{`[1]`, `[1]`},
+		{`{bad`, `{bad`},
+	} {
+		if got := string(withStamp(raw(tc.in), ts)); got != tc.want {
+			t.Errorf("withStamp(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestJidTimes(t *testing.T) {
+	ts := time.Date(2025, 3, 1, 12, 34, 56, 789012000, time.Local)
+	jid := jidString(ts)
+	if jid != "20250301123456789012" {
+		t.Fatalf("jidString = %s", jid)
+	}
+	for _, j := range []string{jid, jid + "_1234"} {
+		if got, ok := jidTime(j); !ok || !got.Equal(ts) {
+			t.Errorf("jidTime(%s) = %v, %v", j, got, ok)
+		}
+	}
+	for _, j := range []string{"req", "2025030112345678901", "2025030112345678901x", jid + "1", "20251301123456789012"} {
+		if _, ok := jidTime(j); ok {
+			t.Errorf("jidTime(%s) parsed", j)
+		}
+	}
+	// _stamp wins over the jid; each form of _stamp parses.
+	for stamp, want := range map[string]time.Time{
+		`"2025-03-01T10:00:00.5"`:     time.Date(2025, 3, 1, 10, 0, 0, 5e8, time.UTC),
+		`"2025-03-01T10:00:00"`:       time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC),
+		`"2025-03-01T10:00:00+00:00"`: time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC),
+		`17`:                          ts,
+		`"garbage"`:                   ts,
+	} {
+		if got := jobTime(jid, []byte(`{"_stamp": `+stamp+`}`)); !got.Equal(want) {
+			t.Errorf("jobTime with _stamp %s = %v, want %v", stamp, got, want)
+		}
+	}
+}
+
+func TestGlobPrefix(t *testing.T) {
+	for glob, want := range map[string]string{
+		"salt/job/*/ret/*": "salt/job/",
+		"salt/auth":        "salt/auth",
+		"*":                "",
+		"salt/job/?":       "salt/job/",
+		"salt/[ab]":        "salt/",
+		"a\xffb*":          "a",
+	} {
+		if got := globPrefix(glob); got != want {
+			t.Errorf("globPrefix(%q) = %q, want %q", glob, got, want)
+		}
+	}
+	if got := likeEscape("100%_a!b"); got != "100!%!_a!!b" {
+		t.Errorf("likeEscape = %q", got)
+	}
+}
+
+func TestOpenURLs(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ url, err string }{
+		{"nope", "not a URL"},
+		{"redis://localhost", "unsupported scheme"},
+		{"sqlite://", "no database file"},
+		{"mysql://root:secret@127.0.0.1:1/", "no database name"},
+		{"sqlite:///nonexistent-dir/x/y.db", "open sqlite:///nonexistent-dir/x/y.db"},
+	} {
+		_, err := Open(ctx, tc.url)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Open(%q) = %v, want an error with %q", tc.url, err, tc.err)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open(%q) error shows the password: %v", tc.url, err)
+		}
+	}
+	// A relative path.
+	dir := t.TempDir()
+	t.Chdir(dir)
+	s, err := Open(ctx, "sqlite://relative.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(ctx, "sqlite://"+dir+"/relative.db?_journal_mode=DELETE"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMySQLConfig(t *testing.T) {
+	for _, tc := range []struct{ in, addr, user, pass, db string }{
+		{"root@tcp(127.0.0.1:3306)/test", "127.0.0.1:3306", "root", "", "test"},
+		{"salt:p%40ss@db.example:3307/salt", "db.example:3307", "salt", "p@ss", "salt"},
+		{"salt@db.example/salt?timeout=5s", "db.example:3306", "salt", "", "salt"},
+		{"u:p@/salt", "127.0.0.1:3306", "u", "p", "salt"},
+	} {
+		cfg, err := mysqlConfig(tc.in)
+		if err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		if cfg.Addr != tc.addr || cfg.User != tc.user || cfg.Passwd != tc.pass || cfg.DBName != tc.db || !cfg.ParseTime || cfg.Params["time_zone"] != "'+00:00'" {
+			t.Errorf("%s: %+v", tc.in, cfg)
+		}
+	}
+	if got := redact("mysql://salt:secret@db/salt"); got != "mysql://salt:xxxxx@db/salt" {
+		t.Errorf("redact = %s", got)
+	}
+}
