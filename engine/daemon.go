@@ -13,6 +13,7 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/store"
 )
 
 // Delivery is one event handed to the daemon by a source.
@@ -28,6 +29,9 @@ type Delivery struct {
 	// OnlyRule, when > 0, processes only rule OnlyRule-1 (a debounced event
 	// coming back).
 	OnlyRule int
+	// Nak, when set, asks for redelivery (JetStream) when the event could
+	// not be archived; Done is then not called.
+	Nak func()
 	// Done is called once the event's reactions were dispatched or
 	// deliberately dropped (JetStream acknowledges here); may be nil.
 	Done func()
@@ -53,6 +57,8 @@ type DaemonOptions struct {
 	MaxHops int
 	// Guard is the loop guard; nil creates one with defaults.
 	Guard *Guard
+	// Archive, when set, keeps events, jobs, returns and the ledger.
+	Archive *Archive
 	// Log and Metrics; nil Log discards, nil Metrics creates unregistered ones.
 	Log     *slog.Logger
 	Metrics *Metrics
@@ -72,8 +78,9 @@ type Daemon struct {
 	seed  maphash.Seed
 	wg    sync.WaitGroup
 
-	mu      sync.RWMutex
-	stopped bool
+	stopped atomic.Bool
+	quit    chan struct{}
+	once    sync.Once
 	depth   atomic.Int64
 }
 
@@ -104,7 +111,7 @@ func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
 		opts.Guard = NewGuard(GuardOptions{})
 	}
 	opts.Retry.Driver = opts.Driver
-	d := &Daemon{opts: opts, seed: maphash.MakeSeed()}
+	d := &Daemon{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{})}
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
@@ -146,15 +153,47 @@ func (d *Daemon) Reload(eng *Engine) error {
 	return nil
 }
 
-// Start runs one goroutine per lane until Stop.
+// Start runs one goroutine per lane until Stop, and a ticker that records
+// jobs whose minions did not return within the job timeout.
 func (d *Daemon) Start(ctx context.Context) {
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.quit:
+				return
+			case now := <-t.C:
+				for _, x := range d.opts.Guard.TakeExpired(now) {
+					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "jid", x.JID, "minion", x.Minion, "id", x.ID, "file", x.SLS)
+					d.opts.Archive.ledgerf("", "", store.StageTimeout, "", x.SLS, x.ID, x.JID, x.Minion, "minion did not return within the job timeout")
+				}
+			}
+		}
+	}()
 	for _, ch := range d.lanes {
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			for dl := range ch {
-				d.depth.Add(-1)
-				d.handle(ctx, dl)
+			for {
+				select {
+				case dl := <-ch:
+					d.depth.Add(-1)
+					d.handle(ctx, dl)
+				case <-d.quit:
+					// Drain what was queued before the stop.
+					for {
+						select {
+						case dl := <-ch:
+							d.depth.Add(-1)
+							d.handle(ctx, dl)
+						default:
+							return
+						}
+					}
+				}
 			}
 		}()
 	}
@@ -163,9 +202,7 @@ func (d *Daemon) Start(ctx context.Context) {
 // Submit queues one event on its minion's lane. It reports false when the
 // event was not accepted (daemon stopping, or the lane full without Block).
 func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.stopped {
+	if d.stopped.Load() {
 		return false
 	}
 	m := d.opts.Metrics
@@ -187,6 +224,8 @@ func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
 			m.QueueDepth.Set(float64(d.depth.Load()))
 			return true
 		case <-ctx.Done():
+			return false
+		case <-d.quit:
 			return false
 		}
 	}
@@ -213,14 +252,10 @@ func laneKey(tag string, raw []byte) string {
 // Stop stops accepting events and waits for queued ones to finish, at most
 // until ctx ends. It is safe to call twice.
 func (d *Daemon) Stop(ctx context.Context) error {
-	d.mu.Lock()
-	if !d.stopped {
-		d.stopped = true
-		for _, ch := range d.lanes {
-			close(ch)
-		}
-	}
-	d.mu.Unlock()
+	d.once.Do(func() {
+		d.stopped.Store(true)
+		close(d.quit)
+	})
 	d.opts.Guard.StopTimers()
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()
@@ -236,8 +271,14 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	m := d.opts.Metrics
 	g := d.opts.Guard
 	log := d.opts.Log
+	nak := false
 	defer func() {
-		if dl.Done != nil {
+		if ctx.Err() != nil {
+			nak = true // cancelled mid-way: leave the event for redelivery
+		}
+		if nak && dl.Nak != nil {
+			dl.Nak()
+		} else if dl.Done != nil {
 			dl.Done()
 		}
 		if d.opts.OnDone != nil {
@@ -249,25 +290,45 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	now := time.Now()
 	tag, raw, _ := event.SplitEnvelope(dl.Body)
 	minion := event.MinionOf(tag, raw)
+	ar := d.opts.Archive
+	evID := ""
+	if ar != nil && tag != "" {
+		evID = ar.nextID()
+		if !ar.record(evID, tag, raw, now) {
+			if dl.Nak != nil {
+				// JetStream keeps the event; it comes back when the store
+				// has room again.
+				nak = true
+				log.Warn("audit store buffer full: event left for redelivery", "tag", tag)
+				return
+			}
+			m.Overflow.Inc()
+			log.Error("audit store buffer full: event not archived (core NATS mode)", "tag", tag)
+		}
+	}
 	cause := ""
-	if dl.Hop == 0 && tag != "" {
-		dl.Hop, cause = g.HopOf(tag, now)
+	if tag != "" {
+		// An expected event is used up either way; a hop header wins.
+		if hop, c := g.HopOf(tag, now); dl.Hop == 0 {
+			dl.Hop, cause = hop, c
+		}
 	}
 	if jid, id, ok := jobReturn(tag); ok && g.Returned(jid, id, now) {
 		log.Info("loop guard: job returned; holding its reaction for the settle window", "jid", jid, "minion", id, "settle", g.opts.Settle.String())
+		ar.ledgerf(evID, tag, store.StageReturned, "", "", "", jid, id, "job returned")
 	}
 	if dl.Hop > d.opts.MaxHops {
+		ar.ledgerf(evID, tag, store.StageSuppressed, "", "", "", "", minion, "hop limit: %d hops > %d", dl.Hop, d.opts.MaxHops)
 		m.Suppressed.WithLabelValues("hop_limit").Inc()
 		log.Warn("event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)", "tag", tag, "hops", dl.Hop, "max", d.opts.MaxHops, "cause", cause, "minion", minion)
 		return
 	}
-	before := eng.stats.Errors.Load()
 	res, err := eng.ProcessLineWith(ctx, dl.Body, Options{Gate: d.gate(ctx, dl), OnlyRule: dl.OnlyRule})
 	if err != nil {
 		m.Malformed.Inc()
 		return
 	}
-	if n := eng.stats.Errors.Load() - before; n > 0 {
+	if n := len(res.Errors()); n > 0 {
 		m.RenderErrors.Add(float64(n))
 	}
 	if res.Skipped != "" {
@@ -280,6 +341,25 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	}
 	if len(res.Rules) > 0 {
 		m.Matched.Inc()
+		if ar != nil {
+			rules := eng.cfg.Rules
+			for _, ri := range res.Rules {
+				ar.ledgerf(evID, tag, store.StageMatched, rules[ri].Glob, "", "", "", minion, "%s", rules[ri].Pos)
+			}
+			for _, n := range res.Notes {
+				ar.ledgerf(evID, tag, store.StageSuppressed, rules[n.Rule].Glob, "", "", "", minion, "%s", n.Note)
+			}
+			for _, f := range res.Files {
+				if f.Err != nil {
+					ar.ledgerf(evID, tag, store.StageFailed, rules[f.Rule].Glob, f.Path, "", "", minion, "%v", f.Err)
+				} else {
+					ar.ledgerf(evID, tag, store.StageRendered, rules[f.Rule].Glob, f.Path, "", "", minion, "%d reaction ID(s)", f.Reactions)
+				}
+			}
+			for _, e := range res.VerifyErrors {
+				ar.ledgerf(evID, tag, store.StageFailed, "", "", "", "", minion, "verify_high: %v", e)
+			}
+		}
 	}
 	drv := d.opts.Driver
 	for _, c := range res.Chunks {
@@ -288,6 +368,7 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 		if jid, phase, held := g.Suppressed(sls, id, minion, now); held {
 			m.Suppressed.WithLabelValues("loop_guard").Inc()
 			log.Warn("reaction suppressed by the loop guard", "tag", res.Tag, "id", id, "file", sls, "minion", minion, "jid", jid, "phase", phase)
+			ar.ledgerf(evID, tag, store.StageSuppressed, "", sls, id, jid, minion, "loop guard: %s", phase)
 			continue
 		}
 		start := time.Now()
@@ -305,7 +386,8 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 		if err != nil {
 			m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
 			log.Error("reaction failed", "tag", res.Tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
-			if d.opts.DeadLetter != nil {
+			ar.ledgerf(evID, tag, store.StageFailed, "", sls, id, "", minion, "%s: %v", drv.Name(), err)
+			if d.opts.DeadLetter != nil && ctx.Err() == nil {
 				m.DeadLetters.Inc()
 				d.opts.DeadLetter(a, err)
 			}
@@ -314,9 +396,17 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 			targets := targetsOf(c, r, minion)
 			g.Started(sls, id, r.JID, targets, time.Now())
 			if t := firedTag(c); t != "" {
-				g.ExpectEvent(t, dl.Hop+1, res.Tag, time.Now())
+				// One event per target for local event.send, one for a runner.
+				n := 1
+				if c.Str("state") == "local" {
+					n = max(len(targets), 1)
+				}
+				for range n {
+					g.ExpectEvent(t, dl.Hop+1, res.Tag, time.Now())
+				}
 			}
-			log.Info("reaction dispatched", "tag", res.Tag, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", dl.Hop)
+			log.Info("reaction dispatched", "tag", res.Tag, "event_id", evID, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", dl.Hop)
+			ar.ledgerf(evID, tag, store.StageDispatched, "", sls, id, r.JID, strings.Join(targets, ","), "%s %s %s", drv.Name(), c.Str("state"), c.Str("fun"))
 		}
 		if d.opts.OnDispatch != nil {
 			d.opts.OnDispatch(dl, a, r, err)
@@ -349,8 +439,15 @@ func (d *Daemon) gate(ctx context.Context, dl Delivery) Gate {
 	}
 }
 
-// jobReturn parses salt/job/<jid>/ret/<id>.
+// jobReturn parses salt/job/<jid>/ret/<id>, and salt/run/<jid>/ret and
+// salt/wheel/<jid>/ret (id "": the whole job returned).
 func jobReturn(tag string) (jid, id string, ok bool) {
+	for _, p := range []string{"salt/run/", "salt/wheel/"} {
+		if rest, ok := strings.CutPrefix(tag, p); ok {
+			jid, ok := strings.CutSuffix(rest, "/ret")
+			return jid, "", ok && jid != "" && !strings.Contains(jid, "/")
+		}
+	}
 	rest, ok := strings.CutPrefix(tag, "salt/job/")
 	if !ok {
 		return "", "", false

@@ -46,7 +46,7 @@ type Guard struct {
 	jobs     map[string][]guardKey // jid -> keys waiting for its returns
 	throttle map[throttleKey][]time.Time
 	debounce map[throttleKey]*debounceState
-	expected map[string]expectedEvent // tag -> hop/cause of an event a reaction fires
+	expected map[string][]expectedEvent // tag -> hop/cause of events reactions fire, oldest first
 	lastGC   time.Time
 }
 
@@ -59,6 +59,7 @@ type debounceState struct {
 	last  []byte // body of the last event
 	timer *time.Timer
 	hop   int
+	gen   int // bumped on every event; a timer fires only for its own
 }
 
 type expectedEvent struct {
@@ -76,7 +77,7 @@ func NewGuard(o GuardOptions) *Guard {
 		o.JobTimeout = 5 * time.Minute
 	}
 	return &Guard{opts: o, entries: map[guardKey]*guardEntry{}, jobs: map[string][]guardKey{},
-		throttle: map[throttleKey][]time.Time{}, debounce: map[throttleKey]*debounceState{}, expected: map[string]expectedEvent{}}
+		throttle: map[throttleKey][]time.Time{}, debounce: map[throttleKey]*debounceState{}, expected: map[string][]expectedEvent{}}
 }
 
 // Suppressed reports whether the reaction (sls, id) must not run for an
@@ -129,8 +130,8 @@ func (g *Guard) Returned(jid, minion string, now time.Time) bool {
 	defer g.mu.Unlock()
 	found := false
 	for _, k := range g.jobs[jid] {
-		if k.minion != minion {
-			continue
+		if minion != "" && k.minion != minion {
+			continue // "" is a runner or wheel job: every key returns
 		}
 		if e := g.entries[k]; e != nil && e.jid == jid {
 			e.returned = true
@@ -139,6 +140,27 @@ func (g *Guard) Returned(jid, minion string, now time.Time) bool {
 		}
 	}
 	return found
+}
+
+// Expired is a guarded job whose minion did not return within the job
+// timeout.
+type Expired struct {
+	SLS, ID, Minion, JID string
+}
+
+// TakeExpired removes and returns the jobs whose minions did not return
+// within the job timeout.
+func (g *Guard) TakeExpired(now time.Time) []Expired {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Expired
+	for k, e := range g.entries {
+		if e.jid != "" && !e.returned && !now.Before(e.until) {
+			out = append(out, Expired{SLS: k.sls, ID: k.id, Minion: k.minion, JID: e.jid})
+			delete(g.entries, k)
+		}
+	}
+	return out
 }
 
 // gc forgets expired entries; called with mu held.
@@ -150,6 +172,11 @@ func (g *Guard) gc(now time.Time) {
 	for k, e := range g.entries {
 		if !now.Before(e.until) {
 			delete(g.entries, k)
+		}
+	}
+	for tag, list := range g.expected {
+		if len(list) > 0 && !now.Before(list[len(list)-1].until) {
+			delete(g.expected, tag)
 		}
 	}
 	for jid, keys := range g.jobs {
@@ -201,13 +228,15 @@ func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.
 		g.debounce[k] = st
 	}
 	st.last, st.hop = body, hop
+	st.gen++
+	gen := st.gen
 	if st.timer != nil {
 		st.timer.Stop()
 	}
 	st.timer = time.AfterFunc(quiet, func() {
 		g.mu.Lock()
 		cur := g.debounce[k]
-		if cur != st {
+		if cur != st || st.gen != gen {
 			g.mu.Unlock()
 			return
 		}
@@ -236,7 +265,7 @@ func (g *Guard) StopTimers() {
 func (g *Guard) ExpectEvent(tag string, hop int, cause string, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.expected[tag] = expectedEvent{hop: hop, cause: cause, until: now.Add(time.Minute)}
+	g.expected[tag] = append(g.expected[tag], expectedEvent{hop: hop, cause: cause, until: now.Add(time.Minute)})
 }
 
 // HopOf returns the hop count of an arriving event without a hop header:
@@ -245,15 +274,18 @@ func (g *Guard) ExpectEvent(tag string, hop int, cause string, now time.Time) {
 func (g *Guard) HopOf(tag string, now time.Time) (int, string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e, ok := g.expected[tag]
-	if !ok {
-		return 0, ""
+	for list := g.expected[tag]; len(list) > 0; list = g.expected[tag] {
+		e := list[0] // one dispatch fires one event
+		if len(list) == 1 {
+			delete(g.expected, tag)
+		} else {
+			g.expected[tag] = list[1:]
+		}
+		if now.Before(e.until) {
+			return e.hop, e.cause
+		}
 	}
-	delete(g.expected, tag) // one dispatch fires one event
-	if !now.Before(e.until) {
-		return 0, ""
-	}
-	return e.hop, e.cause
+	return 0, ""
 }
 
 // firedTag returns the tag an event-sending reaction will fire, if the
@@ -289,9 +321,27 @@ func targetsOf(c *event.Chunk, r actions.Result, eventMinion string) []string {
 	if len(r.Minions) > 0 {
 		return r.Minions
 	}
+	tgtType := c.Str("tgt_type")
+	if tgtType != "" && tgtType != "glob" && tgtType != "list" {
+		// nodegroup, grain, compound...: the minions are not known here.
+		if eventMinion != "" {
+			return []string{eventMinion}
+		}
+		return nil
+	}
 	switch t, _ := c.Get("tgt"); tt := t.(type) {
 	case string:
-		if tt != "" && !strings.ContainsAny(tt, "*?[]@,: ") {
+		if tgtType == "list" {
+			var out []string
+			for _, m := range strings.Split(tt, ",") {
+				if m = strings.TrimSpace(m); m != "" {
+					out = append(out, m)
+				}
+			}
+			if len(out) > 0 {
+				return out
+			}
+		} else if tt != "" && !strings.ContainsAny(tt, "*?[]@,: ") {
 			return []string{tt}
 		}
 	case []any:

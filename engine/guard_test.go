@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 // jidDriver answers every dispatch with a new jid.
 type jidDriver struct {
+	mu    sync.Mutex
 	n     int
 	calls []string
 }
@@ -25,9 +27,19 @@ type jidDriver struct {
 func (j *jidDriver) Name() string         { return "jid" }
 func (j *jidDriver) Supports(string) bool { return true }
 func (j *jidDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.n++
 	j.calls = append(j.calls, a.Tag+" "+a.Chunk.Str("__id__"))
 	return actions.Result{JID: fmt.Sprintf("2026%016d", j.n)}, nil
+}
+
+func (j *jidDriver) count() int { j.mu.Lock(); defer j.mu.Unlock(); return len(j.calls) }
+func (j *jidDriver) reset()     { j.mu.Lock(); defer j.mu.Unlock(); j.calls = nil }
+func (j *jidDriver) snapshot() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.calls...)
 }
 
 func guardEngine(t *testing.T, conf string, files map[string]string) *Engine {
@@ -90,8 +102,8 @@ func TestLoopGuardJobLinked(t *testing.T) {
 			"salt/beacon/web2/inotify//etc/important_file revert",
 			"salt/beacon/web1/inotify//etc/important_file revert",
 		}
-		if fmt.Sprint(drv.calls) != fmt.Sprint(want) {
-			t.Fatalf("dispatched %q, want %q", drv.calls, want)
+		if fmt.Sprint(drv.snapshot()) != fmt.Sprint(want) {
+			t.Fatalf("dispatched %q, want %q", drv.snapshot(), want)
 		}
 		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("loop_guard")); v != 3 {
 			t.Fatalf("loop_guard suppressions = %v, want 3", v)
@@ -151,30 +163,30 @@ func TestThrottleAndDebounce(t *testing.T) {
 		ev("thr/x", "web2", 9, "")
 		time.Sleep(11 * time.Second)
 		ev("thr/x", "web1", 10, "")
-		if len(drv.calls) != 4 {
-			t.Fatalf("throttle: %d dispatched, want 2 (web1) + 1 (web2) + 1 after the period", len(drv.calls))
+		if drv.count() != 4 {
+			t.Fatalf("throttle: %d dispatched, want 2 (web1) + 1 (web2) + 1 after the period", drv.count())
 		}
 		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("throttle")); v != 3 {
 			t.Fatalf("throttle suppressions = %v", v)
 		}
-		drv.calls = nil
+		drv.reset()
 		for i := range 4 {
 			ev("deb/x", "web1", i, "")
 			time.Sleep(time.Second)
 		}
-		if len(drv.calls) != 0 {
-			t.Fatalf("debounce reacted during the burst: %v", drv.calls)
+		if drv.count() != 0 {
+			t.Fatalf("debounce reacted during the burst: %v", drv.snapshot())
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if len(drv.calls) != 1 {
-			t.Fatalf("debounce: %d dispatched after the quiet period, want 1", len(drv.calls))
+		if drv.count() != 1 {
+			t.Fatalf("debounce: %d dispatched after the quiet period, want 1", drv.count())
 		}
-		drv.calls = nil
+		drv.reset()
 		ev("cond/x", "web1", 1, "IN_IGNORED")
 		ev("cond/x", "web1", 2, "IN_MODIFY")
-		if len(drv.calls) != 1 {
-			t.Fatalf("when: %d dispatched, want 1", len(drv.calls))
+		if drv.count() != 1 {
+			t.Fatalf("when: %d dispatched, want 1", drv.count())
 		}
 		if err := d.Stop(ctx); err != nil {
 			t.Fatal(err)
@@ -207,8 +219,8 @@ func TestHopLimitForFiredEvents(t *testing.T) {
 		}
 		// hop 0 (genuine), then hops 1, 2, 3 react; hop 4 is suppressed, which
 		// also ends the chain (no new expectation is recorded).
-		if len(drv.calls) != 4 {
-			t.Fatalf("%d reactions, want 4 (the original and 3 hops)", len(drv.calls))
+		if drv.count() != 4 {
+			t.Fatalf("%d reactions, want 4 (the original and 3 hops)", drv.count())
 		}
 		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("hop_limit")); v != 1 {
 			t.Fatalf("hop_limit suppressions = %v, want 1", v)

@@ -50,8 +50,8 @@ type Conn struct {
 	prefix string
 }
 
-// Connect opens a connection; it retries the initial connection for a few
-// seconds and reconnects forever afterwards.
+// Connect opens a connection and reconnects forever after a disconnection;
+// the initial connection is not retried.
 func Connect(opts ConnOptions) (*Conn, error) {
 	no := []nats.Option{nats.Name(opts.Name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(false)}
 	if opts.Token != "" {
@@ -295,6 +295,9 @@ type StreamOptions struct {
 	AckWait time.Duration
 	// Duplicates is the de-duplication window for Nats-Msg-Id.
 	Duplicates time.Duration
+	// MaxAge bounds how long the stream keeps events (default 24h), so
+	// its disk use stays bounded.
+	MaxAge time.Duration
 }
 
 func (o *StreamOptions) defaults() {
@@ -313,6 +316,9 @@ func (o *StreamOptions) defaults() {
 	if o.Duplicates <= 0 {
 		o.Duplicates = 2 * time.Minute
 	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = 24 * time.Hour
+	}
 }
 
 // EnsureStream creates the event stream when it is absent.
@@ -330,6 +336,7 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		Subjects:   []string{c.prefix + ">"},
 		Storage:    jetstream.FileStorage,
 		Duplicates: o.Duplicates,
+		MaxAge:     o.MaxAge,
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return fmt.Errorf("creating stream %s: %w", o.Stream, err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,7 +25,9 @@ import (
 	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/matchers"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/store"
 )
 
 // natsFlags are the connection flags shared by the daemon, fire, events and
@@ -53,6 +56,11 @@ func (n *natsFlags) options(name string) natsbus.ConnOptions {
 const daemonSynopsis = "reactord -c CONF [--dry-run | --driver NAME] [--nats URL | --listen ADDR] [--jetstream] [--http ADDR]"
 
 func cmdDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Catch SIGHUP from the start: its default action would end the
+	// process if a reload arrived while it starts.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fs := newFlags("reactord", daemonSynopsis,
 		`Runs the reactor: events arrive on NATS (subjects salt.evt.<tag>), match the
 configuration's rules, and their reactions are executed by the driver. With no
@@ -77,6 +85,10 @@ in-flight events within --drain-timeout.`, stderr)
 	settle := fs.Duration("settle", 0, "loop guard: after a reaction's job returned, hold the same reaction for its minions this long (default: the reactord: section's settle, else 5s)")
 	jobTimeout := fs.Duration("job-timeout", 0, "loop guard: stop waiting for a job's returns after this long (default: job_timeout, else 5m)")
 	maxHops := fs.Int("max-hops", 0, "suppress events caused by reactions more than this many times in a row (default: max_hops, else 3)")
+	storeURL := fs.String("store", "", "audit store: sqlite:///path.db, mysql://..., postgres://..., or none (default: the reactord: section's store, else sqlite under --data-dir)")
+	keepJobs := fs.Duration("keep-jobs", 0, "keep archived events, jobs and returns this long (default: keep_jobs, else 24h, like Salt)")
+	archiveAll := fs.Bool("archive-all", false, "also archive saltutil.find_job polling and Salt's legacy duplicate tags")
+	archiveTags := fs.String("archive-tags", "", "archive only events whose tag matches one of these comma-separated globs (job publishes and returns are always kept)")
 	noGuard := fs.Bool("no-loop-guard", false, "turn the job-linked loop guard off (throttle, debounce and the hop limit still apply)")
 	var df driverFlags
 	df.register(fs)
@@ -126,24 +138,24 @@ in-flight events within --drain-timeout.`, stderr)
 		*lanes = cfg.Settings.Workers
 	}
 
+	dir := *dataDir
+	if dir == "" {
+		dir = cfg.Settings.DataDir
+	}
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		dir = filepath.Join(base, "reactord")
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		fmt.Fprintf(stderr, "reactord: --data-dir: %v\n", err)
+		return exitUsage
+	}
 	// NATS: embedded or external.
 	var srv *natsbus.Embedded
 	if nf.url == "" {
-		dir := *dataDir
-		if dir == "" {
-			dir = cfg.Settings.DataDir
-		}
-		if dir == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				base = os.TempDir()
-			}
-			dir = filepath.Join(base, "reactord")
-		}
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			fmt.Fprintf(stderr, "reactord: --data-dir: %v\n", err)
-			return exitUsage
-		}
 		srv, err = natsbus.StartEmbedded(natsbus.ServerOptions{Listen: *listen, DataDir: filepath.Join(dir, "jetstream"), ListenFlag: "--listen"})
 		if err != nil {
 			fmt.Fprintf(stderr, "reactord: %v\n", err)
@@ -181,9 +193,63 @@ in-flight events within --drain-timeout.`, stderr)
 	if *maxHops == 0 {
 		*maxHops = cfg.Settings.MaxHops
 	}
+	// The audit store.
+	if *storeURL == "" {
+		*storeURL = cfg.Settings.Store
+	}
+	if *storeURL == "" {
+		*storeURL = "sqlite://" + filepath.Join(dir, "reactord.db")
+	}
+	if *keepJobs == 0 {
+		*keepJobs = cfg.Settings.KeepJobs
+	}
+	if *keepJobs == 0 {
+		*keepJobs = 24 * time.Hour
+	}
+	var archive *engine.Archive
+	if *storeURL != "none" {
+		st, err := store.Open(ctx, *storeURL)
+		if err != nil {
+			fmt.Fprintf(stderr, "reactord: --store: %v\n", err)
+			return exitUsage
+		}
+		defer st.Close()
+		w := store.NewWriter(st, store.WriterOptions{Logger: log})
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), *drain)
+			defer cancel()
+			if err := w.Close(cctx); err != nil {
+				log.Error("audit store: records not written at exit", "err", err)
+			}
+		}()
+		host, _ := os.Hostname()
+		archive = &engine.Archive{W: w, KeepAll: *archiveAll, MasterID: host}
+		if *archiveTags != "" {
+			for _, g := range strings.Split(*archiveTags, ",") {
+				archive.Tags = append(archive.Tags, matchers.Compile(strings.TrimSpace(g)))
+			}
+		}
+		go func() {
+			t := time.NewTicker(time.Hour)
+			defer t.Stop()
+			for {
+				if n, err := st.Purge(ctx, time.Now().Add(-*keepJobs)); err != nil {
+					log.Error("audit store: purge failed", "err", err)
+				} else if n > 0 {
+					log.Info("audit store: purged old records", "rows", n, "keep_jobs", keepJobs.String())
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		log.Info("audit store open", "store", redact(*storeURL), "keep_jobs", keepJobs.String())
+	}
 	guard := engine.NewGuard(engine.GuardOptions{Settle: *settle, JobTimeout: *jobTimeout, Disabled: *noGuard})
 	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
-		Driver: drv, Lanes: *lanes, QueueSize: *queue, Block: *jetstream, Log: log, Metrics: metrics, Guard: guard, MaxHops: *maxHops,
+		Driver: drv, Lanes: *lanes, QueueSize: *queue, Block: *jetstream, Log: log, Metrics: metrics, Guard: guard, MaxHops: *maxHops, Archive: archive,
 		DeadLetter: func(a actions.Action, cause error) { conn.DeadLetter(*deadLetter, a, cause) },
 	})
 	if err != nil {
@@ -221,6 +287,7 @@ in-flight events within --drain-timeout.`, stderr)
 		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop}
 		if *jetstream {
 			dl.Done = func() { _ = m.Ack() }
+			dl.Nak = func() { _ = m.Nak() }
 		}
 		if !d.Submit(runCtx, dl) && *jetstream {
 			_ = m.Nak()
@@ -246,9 +313,6 @@ in-flight events within --drain-timeout.`, stderr)
 	}
 	log.Info("reactord ready", "nats", nf.url, "mode", mode, "driver", drv.Name(), "rules", len(cfg.Rules))
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	watch := time.NewTicker(2 * time.Second)
 	defer watch.Stop()
 	stamps := fileStamps(cfg.Files)
@@ -293,6 +357,18 @@ loop:
 		return exitFound
 	}
 	return exitOK
+}
+
+// redact hides a password in a store URL for logs.
+func redact(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if at := strings.Index(u[i+3:], "@"); at >= 0 {
+			if colon := strings.Index(u[i+3:i+3+at], ":"); colon >= 0 {
+				return u[:i+3+colon+1] + "***" + u[i+3+at:]
+			}
+		}
+	}
+	return u
 }
 
 // configFiles lists the files whose change triggers a reload: the ones

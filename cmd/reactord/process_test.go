@@ -99,6 +99,9 @@ func (p *proc) logs() string {
 func startDaemon(t *testing.T, args ...string) *proc {
 	t.Helper()
 	httpAddr := freeAddr(t)
+	if !containsArg(args, "--data-dir") {
+		args = append(args, "--data-dir", t.TempDir())
+	}
 	cmd := exec.Command(binPath, append(args, "--http", httpAddr)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -446,4 +449,13 @@ func TestReloadOnFileChangeAndDeadLetter(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("no dead letter")
 	}
+}
+
+func containsArg(args []string, a string) bool {
+	for _, x := range args {
+		if x == a {
+			return true
+		}
+	}
+	return false
 }

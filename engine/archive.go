@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/reactord/reactord/matchers"
+	"github.com/reactord/reactord/store"
+)
+
+// Archive keeps the daemon's audit trail: events (optionally filtered),
+// job publishes and returns in Salt's job-cache tables, and the reaction
+// ledger, through a batching store.Writer.
+type Archive struct {
+	// W is the batching writer.
+	W *store.Writer
+	// KeepAll keeps saltutil.find_job polling and Salt's legacy duplicate
+	// tags, which are left out by default.
+	KeepAll bool
+	// Tags, when set, restricts archived events to these globs (job
+	// returns and publishes are always kept).
+	Tags []*matchers.Glob
+	// MasterID is stored with each event (Salt's salt_events.master_id).
+	MasterID string
+
+	prefix string
+	seq    atomic.Int64
+}
+
+// nextID returns a new event id, unique per daemon run.
+func (a *Archive) nextID() string {
+	if a.prefix == "" {
+		a.prefix = strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return a.prefix + "-" + strconv.FormatInt(a.seq.Add(1), 10)
+}
+
+// record archives one event; it reports false when the writer's buffer was
+// full (the caller leaves the event for redelivery or counts an overflow).
+func (a *Archive) record(id, tag string, raw []byte, now time.Time) bool {
+	jobs, returns, keep := store.Classify(tag, raw, a.KeepAll)
+	ok := true
+	for i := range jobs {
+		ok = a.W.Add(&jobs[i]) && ok
+	}
+	for i := range returns {
+		ok = a.W.Add(&returns[i]) && ok
+	}
+	if keep && a.tagKept(tag) {
+		ok = a.W.Add(&store.Event{ID: id, Tag: tag, Data: append([]byte(nil), raw...), MasterID: a.MasterID, Time: now}) && ok
+	}
+	return ok
+}
+
+func (a *Archive) tagKept(tag string) bool {
+	if len(a.Tags) == 0 {
+		return true
+	}
+	for _, g := range a.Tags {
+		if g.Match(tag) {
+			return true
+		}
+	}
+	return false
+}
+
+// ledger adds one ledger entry.
+func (a *Archive) ledger(e store.LedgerEntry) {
+	if a == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	a.W.Add(&e)
+}
+
+func (a *Archive) ledgerf(id, tag, stage, rule, file, reaction, jid, minion, format string, args ...any) {
+	a.ledger(store.LedgerEntry{EventID: id, Tag: tag, Stage: stage, Rule: rule, File: file, ReactionID: reaction, JID: jid, Minion: minion, Detail: fmt.Sprintf(format, args...)})
+}
