@@ -86,6 +86,9 @@ type Settings struct {
 	DataDir  string
 	LogLevel string
 	Workers  int
+	// Store is the audit store URL; KeepJobs its retention.
+	Store    string
+	KeepJobs time.Duration
 	// Settle, JobTimeout and MaxHops configure the loop guard.
 	Settle     time.Duration
 	JobTimeout time.Duration
@@ -635,6 +638,16 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			default:
 				l.errorf(file, vn, "reactord.log_level must be debug, info, warn or error, not %q", s)
 			}
+		case "store":
+			cfg.Settings.Store = str()
+		case "keep_jobs":
+			s, ok := scalarString(vn)
+			d, err := time.ParseDuration(s)
+			if !ok || err != nil || d <= 0 {
+				l.errorf(file, vn, "reactord.keep_jobs must be a positive duration such as 24h")
+				continue
+			}
+			cfg.Settings.KeepJobs = d
 		case "settle", "job_timeout":
 			s, ok := scalarString(vn)
 			d, err := time.ParseDuration(s)
@@ -662,7 +675,7 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			}
 			cfg.Settings.Workers = int(v)
 		default:
-			l.errorf(file, kn, "unknown reactord setting %q (known: nats, driver, data_dir, log_level, workers, settle, job_timeout, max_hops)", kn.Text)
+			l.errorf(file, kn, "unknown reactord setting %q (known: nats, driver, data_dir, log_level, workers, settle, job_timeout, max_hops, store, keep_jobs)", kn.Text)
 		}
 	}
 }

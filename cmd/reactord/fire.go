@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/matchers"
@@ -120,15 +121,21 @@ func envelope(ev event.Event) ([]byte, error) {
 }
 
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("events", "reactord events --nats URL [GLOB]",
-		`Prints events as they arrive, in the format of salt-run state.event
+	fs := newFlags("events", "reactord events --nats URL [GLOB] | reactord events --since DUR|TIME [--store URL] [GLOB]",
+		`Prints events as they arrive on NATS, in the format of salt-run state.event
 pretty=True: the tag, a tab, and the data as JSON indented by 4 with sorted
-keys. GLOB filters tags with Salt's fnmatch rules. Runs until interrupted.`, stderr)
+keys. GLOB filters tags with Salt's fnmatch rules. Runs until interrupted.
+With --since it prints the events archived in the audit store instead.`, stderr)
 	var nf natsFlags
 	nf.register(fs)
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
+	since := fs.String("since", "", "print archived events since this long ago (1h) or this RFC 3339 time, from the store")
+	storeURL := storeFlag(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
+	}
+	if *since != "" {
+		return cmdStoredEvents(ctx, *storeURL, *since, fs.Arg(0), *count, stdout, stderr)
 	}
 	if nf.url == "" || fs.NArg() > 1 {
 		fmt.Fprintln(stderr, "events: need --nats URL [GLOB]")
@@ -190,4 +197,13 @@ func prettyEvent(ev event.Event) []byte {
 	}
 	b.WriteByte('\n')
 	return b.Bytes()
+}
+
+func jsonIndent(w *strings.Builder, raw []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "    "); err != nil {
+		return err
+	}
+	w.Write(b.Bytes())
+	return nil
 }

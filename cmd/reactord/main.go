@@ -56,6 +56,8 @@ Commands:
   bench    measure the daemon: embedded NATS, null driver, a workload
   bridge   publish salt-api's event stream to NATS
   explain  say what reactord does with one event, and why
+  jobs     list archived jobs, or look up a job's returns (jobs list | jobs lookup JID)
+  trace    print the reaction ledger of a job or an event
 
 Run 'reactord <command> --help' for a command's flags.
 
@@ -91,6 +93,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdBenchPublish(ctx, rest, stderr)
 	case "bridge":
 		return cmdBridge(ctx, rest, stdout, stderr)
+	case "jobs":
+		return cmdJobs(ctx, rest, stdout, stderr)
+	case "trace":
+		return cmdTrace(ctx, rest, stdout, stderr)
 	case "explain":
 		return cmdExplain(ctx, rest, stdin, stdout, stderr)
 	case "-h", "--help", "help":

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/reactord/reactord/store"
+)
+
+// storeFlag adds --store with the daemon's default.
+func storeFlag(fs *flag.FlagSet) *string {
+	return fs.String("store", "", "audit store URL (default: sqlite under the user cache directory's reactord folder, as the daemon)")
+}
+
+func openStore(ctx context.Context, url string) (store.Store, error) {
+	if url == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		url = "sqlite://" + filepath.Join(base, "reactord", "reactord.db")
+	}
+	return store.Open(ctx, url)
+}
+
+// parseSince takes a duration back from now (1h) or an RFC 3339 time.
+func parseSince(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q: want a duration (24h) or an RFC 3339 time", s)
+	}
+	return t, nil
+}
+
+func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "lookup") {
+		fmt.Fprintln(stderr, "usage: reactord jobs list [--since DUR|TIME] [--store URL] | reactord jobs lookup JID [--out json] [--store URL]")
+		return exitUsage
+	}
+	sub, args := args[0], args[1:]
+	if sub == "list" {
+		fs := newFlags("jobs list", "reactord jobs list [--since DUR|TIME] [--limit N] [--store URL]",
+			"Lists archived jobs, newest first: jid, function, target and start time (like salt-run jobs.list_jobs).", stderr)
+		since := fs.String("since", "", "only jobs since this long ago (24h) or this RFC 3339 time")
+		limit := fs.Int("limit", 100, "at most this many jobs (0: all)")
+		out := fs.String("out", "text", "text or json")
+		url := storeFlag(fs)
+		if ok, code := parseFlags(fs, args, stdout); !ok {
+			return code
+		}
+		t, err := parseSince(*since)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitUsage
+		}
+		st, err := openStore(ctx, *url)
+		if err != nil {
+			fmt.Fprintf(stderr, "jobs: %v\n", err)
+			return exitUsage
+		}
+		defer st.Close()
+		jobs, err := st.Jobs(ctx, t, *limit)
+		if err != nil {
+			fmt.Fprintf(stderr, "jobs: %v\n", err)
+			return exitFound
+		}
+		if *out == "json" {
+			m := map[string]json.RawMessage{}
+			for _, j := range jobs {
+				m[j.JID] = j.Load
+			}
+			b, _ := json.MarshalIndent(m, "", "    ")
+			fmt.Fprintf(stdout, "%s\n", b)
+			return exitOK
+		}
+		for _, j := range jobs {
+			var load struct {
+				Fun     string `json:"fun"`
+				Tgt     any    `json:"tgt"`
+				TgtType string `json:"tgt_type"`
+				User    string `json:"user"`
+			}
+			_ = json.Unmarshal(j.Load, &load)
+			fmt.Fprintf(stdout, "%s:\n    Function: %s\n    Target: %v\n    Target-type: %s\n    User: %s\n    StartTime: %s\n",
+				j.JID, load.Fun, load.Tgt, load.TgtType, load.User, j.Time.UTC().Format("2006, Jan 02 15:04:05.000000"))
+		}
+		return exitOK
+	}
+	fs := newFlags("jobs lookup", "reactord jobs lookup JID [--out json] [--store URL]",
+		"Prints every minion's return for a job, like salt-run jobs.lookup_jid; with --out json one object {minion id: return}.", stderr)
+	out := fs.String("out", "text", "text or json")
+	url := storeFlag(fs)
+	var jid string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		jid, args = args[0], args[1:]
+	}
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if jid == "" && fs.NArg() == 1 {
+		jid = fs.Arg(0)
+	}
+	if jid == "" {
+		fmt.Fprintln(stderr, "jobs lookup: need a JID")
+		return exitUsage
+	}
+	st, err := openStore(ctx, *url)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobs: %v\n", err)
+		return exitUsage
+	}
+	defer st.Close()
+	rets, err := st.Lookup(ctx, jid)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobs: %v\n", err)
+		return exitFound
+	}
+	if *out == "json" {
+		b, _ := json.Marshal(rets)
+		fmt.Fprintf(stdout, "%s\n", b)
+		return exitOK
+	}
+	ids := make([]string, 0, len(rets))
+	for id := range rets {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		var v any
+		_ = json.Unmarshal(rets[id], &v)
+		b, _ := json.MarshalIndent(v, "    ", "    ")
+		fmt.Fprintf(stdout, "%s:\n    %s\n", id, b)
+	}
+	return exitOK
+}
+
+func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("trace", "reactord trace JID|EVENT-ID [--store URL]",
+		"Prints the reaction ledger of one job or event: matched rules, rendered files, suppressions, dispatches with their jid, returns and timeouts.", stderr)
+	url := storeFlag(fs)
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	}
+	if id == "" {
+		fmt.Fprintln(stderr, "trace: need a JID or an event id")
+		return exitUsage
+	}
+	st, err := openStore(ctx, *url)
+	if err != nil {
+		fmt.Fprintf(stderr, "trace: %v\n", err)
+		return exitUsage
+	}
+	defer st.Close()
+	entries, err := st.Trace(ctx, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "trace: %v\n", err)
+		return exitFound
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(stderr, "trace: nothing recorded for %s\n", id)
+		return exitFound
+	}
+	for _, e := range entries {
+		var parts []string
+		add := func(k, v string) {
+			if v != "" {
+				parts = append(parts, k+"="+v)
+			}
+		}
+		add("event", e.EventID)
+		add("tag", e.Tag)
+		add("rule", e.Rule)
+		add("file", e.File)
+		add("reaction", e.ReactionID)
+		add("jid", e.JID)
+		add("minion", e.Minion)
+		fmt.Fprintf(stdout, "%s %-10s %s  %s\n", e.Time.UTC().Format(time.RFC3339Nano), e.Stage, strings.Join(parts, " "), e.Detail)
+	}
+	return exitOK
+}
+
+// cmdStoredEvents prints archived events (reactord events --since).
+func cmdStoredEvents(ctx context.Context, url, since, glob string, limit int, stdout, stderr io.Writer) int {
+	t, err := parseSince(since)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	st, err := openStore(ctx, url)
+	if err != nil {
+		fmt.Fprintf(stderr, "events: %v\n", err)
+		return exitUsage
+	}
+	defer st.Close()
+	evs, err := st.Events(ctx, t, glob, limit)
+	if err != nil {
+		fmt.Fprintf(stderr, "events: %v\n", err)
+		return exitFound
+	}
+	// Oldest first, as a live stream would have shown them.
+	for i := len(evs) - 1; i >= 0; i-- {
+		var data map[string]any
+		_ = json.Unmarshal(evs[i].Data, &data)
+		raw, _ := json.Marshal(data)
+		var b strings.Builder
+		b.WriteString(evs[i].Tag)
+		b.WriteByte('\t')
+		var ind strings.Builder
+		if err := jsonIndent(&ind, raw); err == nil {
+			b.WriteString(ind.String())
+		} else {
+			b.Write(raw)
+		}
+		fmt.Fprintln(stdout, b.String())
+	}
+	return exitOK
+}

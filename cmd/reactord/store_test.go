@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/natsbus"
+)
+
+// storeURLForTest picks the audit store: MariaDB or PostgreSQL when their
+// test addresses are set, else SQLite in a temporary directory.
+func storeURLsForTest(t *testing.T) map[string]string {
+	urls := map[string]string{"sqlite": "sqlite://" + filepath.Join(t.TempDir(), "audit.db")}
+	if u := os.Getenv("REACTORD_TEST_MYSQL_URL"); u != "" {
+		urls["mysql"] = u
+	}
+	if u := os.Getenv("REACTORD_TEST_POSTGRES_URL"); u != "" {
+		urls["postgres"] = u
+	}
+	return urls
+}
+
+// TestDaemonArchivesAndCLIReads runs the daemon with an audit store, fires
+// a job publish, a job return and an event that reacts, then reads them
+// back with jobs list, jobs lookup, trace and events --since.
+func TestDaemonArchivesAndCLIReads(t *testing.T) {
+	for name, url := range storeURLsForTest(t) {
+		t.Run(name, func(t *testing.T) {
+			srv, c := natsServer(t)
+			conf := copyExampleConfig(t)
+			p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--dry-run", "--store", url)
+			jid := time.Now().UTC().Format("20060102150405") + "123456"
+			pub := func(tag, data string) {
+				if err := c.Publish(tag, []byte(`{"tag": "`+tag+`", "data": `+data+`}`), natsbus.Meta{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pub("salt/job/"+jid+"/new", `{"jid": "`+jid+`", "fun": "test.ping", "tgt": "web1", "tgt_type": "glob", "user": "root", "arg": [], "minions": ["web1"]}`)
+			pub("salt/job/"+jid+"/ret/web1", `{"jid": "`+jid+`", "id": "web1", "fun": "test.ping", "return": true, "success": true, "retcode": 0, "fun_args": []}`)
+			pub("salt/job/"+jid+"/ret/web2", `{"jid": "`+jid+`", "id": "web2", "fun": "test.ping", "return": {"a": 1}, "success": true, "retcode": 0, "fun_args": []}`)
+			pub("salt/minion/web7/start", `{"id": "web7", "cmd": "_minion_event"}`)
+			var eventID string
+			checkFor(t, 10*time.Second, func() error {
+				m := regexp.MustCompile(`event_id=(\S+)`).FindStringSubmatch(p.logs())
+				if m == nil {
+					return errFmt("no dispatch logged yet")
+				}
+				eventID = m[1]
+				return nil
+			})
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("daemon did not stop")
+			}
+			run := func(args ...string) string {
+				t.Helper()
+				out, err := exec.Command(binPath, args...).CombinedOutput()
+				if err != nil {
+					t.Fatalf("%v: %v\n%s", args, err, out)
+				}
+				return string(out)
+			}
+			if out := run("jobs", "list", "--store", url); !strings.Contains(out, jid+":") || !strings.Contains(out, "Function: test.ping") {
+				t.Errorf("jobs list:\n%s", out)
+			}
+			var rets map[string]any
+			out := run("jobs", "lookup", jid, "--out", "json", "--store", url)
+			if err := json.Unmarshal([]byte(out), &rets); err != nil || rets["web1"] != true || rets["web2"] == nil {
+				t.Errorf("jobs lookup --out json: %q (%v)", out, err)
+			}
+			tr := run("trace", eventID, "--store", url)
+			for _, want := range []string{"matched", "rendered", "dispatched", "salt/minion/web7/start", "highstate_on_start"} {
+				if !strings.Contains(tr, want) {
+					t.Errorf("trace lacks %q:\n%s", want, tr)
+				}
+			}
+			ev := run("events", "--since", "1h", "--store", url, "salt/minion/*")
+			if !strings.Contains(ev, "salt/minion/web7/start\t{") {
+				t.Errorf("events --since:\n%s", ev)
+			}
+		})
+	}
+}
+
+type errFmt string
+
+func (e errFmt) Error() string { return string(e) }
