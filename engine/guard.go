@@ -47,7 +47,15 @@ type Guard struct {
 	throttle map[throttleKey][]time.Time
 	debounce map[throttleKey]*debounceState
 	expected map[string][]expectedEvent // tag -> hop/cause of events reactions fire, oldest first
+	early    map[string][]earlyReturn   // jid -> returns seen before the dispatch was recorded
 	lastGC   time.Time
+}
+
+// earlyReturn is a job return processed (on another lane) before the lane
+// that dispatched the job recorded it.
+type earlyReturn struct {
+	minion string
+	at     time.Time
 }
 
 type throttleKey struct {
@@ -77,7 +85,7 @@ func NewGuard(o GuardOptions) *Guard {
 		o.JobTimeout = 5 * time.Minute
 	}
 	return &Guard{opts: o, entries: map[guardKey]*guardEntry{}, jobs: map[string][]guardKey{},
-		throttle: map[throttleKey][]time.Time{}, debounce: map[throttleKey]*debounceState{}, expected: map[string][]expectedEvent{}}
+		throttle: map[throttleKey][]time.Time{}, debounce: map[throttleKey]*debounceState{}, expected: map[string][]expectedEvent{}, early: map[string][]earlyReturn{}}
 }
 
 // Suppressed reports whether the reaction (sls, id) must not run for an
@@ -115,11 +123,18 @@ func (g *Guard) Started(sls, id, jid string, targets []string, now time.Time) {
 			// for the settle window only.
 			until = now.Add(g.opts.Settle)
 		}
-		g.entries[k] = &guardEntry{jid: jid, until: until, returned: jid == ""}
+		e := &guardEntry{jid: jid, until: until, returned: jid == ""}
+		for _, r := range g.early[jid] {
+			if r.minion == "" || r.minion == m {
+				e.returned, e.until = true, r.at.Add(g.opts.Settle)
+			}
+		}
+		g.entries[k] = e
 		if jid != "" {
 			g.jobs[jid] = append(g.jobs[jid], k)
 		}
 	}
+	delete(g.early, jid)
 }
 
 // Returned records a job return from minion; the reaction that started the
@@ -138,6 +153,11 @@ func (g *Guard) Returned(jid, minion string, now time.Time) bool {
 			e.until = now.Add(g.opts.Settle)
 			found = true
 		}
+	}
+	if !found && !g.opts.Disabled {
+		// The return may have overtaken the dispatch's bookkeeping (it is
+		// handled on its own minion's lane): remember it briefly.
+		g.early[jid] = append(g.early[jid], earlyReturn{minion: minion, at: now})
 	}
 	return found
 }
@@ -172,6 +192,11 @@ func (g *Guard) gc(now time.Time) {
 	for k, e := range g.entries {
 		if !now.Before(e.until) {
 			delete(g.entries, k)
+		}
+	}
+	for jid, rs := range g.early {
+		if len(rs) > 0 && now.Sub(rs[len(rs)-1].at) > time.Minute {
+			delete(g.early, jid)
 		}
 	}
 	for tag, list := range g.expected {

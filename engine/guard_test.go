@@ -241,3 +241,21 @@ func TestGenuineEventAfterChain(t *testing.T) {
 		t.Fatalf("second event hop = %d, want 0 (expectation used up)", hop)
 	}
 }
+
+// TestReturnBeforeStarted: a return handled on another lane before the
+// dispatching lane recorded the job still releases the guard.
+func TestReturnBeforeStarted(t *testing.T) {
+	g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Hour})
+	now := time.Now()
+	g.Returned("jid9", "db1", now)
+	g.Started("f.sls", "r", "jid9", []string{"db1", "db2"}, now)
+	if _, phase, held := g.Suppressed("f.sls", "r", "db1", now.Add(500*time.Millisecond)); !held || phase != "settling" {
+		t.Fatalf("db1: held=%v phase=%q, want settling", held, phase)
+	}
+	if _, _, held := g.Suppressed("f.sls", "r", "db1", now.Add(2*time.Second)); held {
+		t.Fatal("db1 still held after the settle window")
+	}
+	if _, phase, held := g.Suppressed("f.sls", "r", "db2", now.Add(2*time.Second)); !held || phase != "job running" {
+		t.Fatalf("db2: held=%v phase=%q, want job running", held, phase)
+	}
+}
