@@ -104,24 +104,9 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"Prints every minion's return for a job, like salt-run jobs.lookup_jid; with --out json one object {minion id: return}.", stderr)
 	out := fs.String("out", "text", "text or json")
 	url := storeFlag(fs)
-	var jid string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		jid, args = args[0], args[1:]
-	}
-	if ok, code := parseFlags(fs, args, stdout); !ok {
+	jid, st, code := idAndStore(ctx, fs, args, url, "jobs lookup: need a JID", stdout, stderr)
+	if st == nil {
 		return code
-	}
-	if jid == "" && fs.NArg() == 1 {
-		jid = fs.Arg(0)
-	}
-	if jid == "" {
-		fmt.Fprintln(stderr, "jobs lookup: need a JID")
-		return exitUsage
-	}
-	st, err := openStore(ctx, *url)
-	if err != nil {
-		fmt.Fprintf(stderr, "jobs: %v\n", err)
-		return exitUsage
 	}
 	defer st.Close()
 	rets, err := st.Lookup(ctx, jid)
@@ -152,24 +137,9 @@ func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlags("trace", "reactord trace JID|EVENT-ID [--store URL]",
 		"Prints the reaction ledger of one job or event: matched rules, rendered files, suppressions, dispatches with their jid, returns and timeouts.", stderr)
 	url := storeFlag(fs)
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if ok, code := parseFlags(fs, args, stdout); !ok {
+	id, st, code := idAndStore(ctx, fs, args, url, "trace: need a JID or an event id", stdout, stderr)
+	if st == nil {
 		return code
-	}
-	if id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
-	}
-	if id == "" {
-		fmt.Fprintln(stderr, "trace: need a JID or an event id")
-		return exitUsage
-	}
-	st, err := openStore(ctx, *url)
-	if err != nil {
-		fmt.Fprintf(stderr, "trace: %v\n", err)
-		return exitUsage
 	}
 	defer st.Close()
 	entries, err := st.Trace(ctx, id)
@@ -198,6 +168,31 @@ func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "%s %-10s %s  %s\n", e.Time.UTC().Format(time.RFC3339Nano), e.Stage, strings.Join(parts, " "), e.Detail)
 	}
 	return exitOK
+}
+
+// idAndStore parses "ID [flags]" or "[flags] ID" and opens the store; a
+// nil store means the command ends with code.
+func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, url *string, missing string, stdout, stderr io.Writer) (string, store.Store, int) {
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return "", nil, code
+	}
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	}
+	if id == "" {
+		fmt.Fprintln(stderr, missing)
+		return "", nil, exitUsage
+	}
+	st, err := openStore(ctx, *url)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return "", nil, exitUsage
+	}
+	return id, st, exitOK
 }
 
 // cmdStoredEvents prints archived events (reactord events --since).
