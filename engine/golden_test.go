@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -246,4 +245,3 @@ func jsonEqual(t *testing.T, a, b string) bool {
 	return bytes.Equal(ja, jb)
 }
 
-var _ = sort.Strings

@@ -9,7 +9,6 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
 	"github.com/reactord/reactord/actions/saltapi"
-	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/matchers"
 )
@@ -174,4 +173,3 @@ func or(a, b string) string {
 
 func must(v any, _ bool) any { return v }
 
-var _ = engine.SkipManageTag
