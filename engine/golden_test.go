@@ -244,4 +244,3 @@ func jsonEqual(t *testing.T, a, b string) bool {
 	jb, _ := json.Marshal(vb)
 	return bytes.Equal(ja, jb)
 }
-

@@ -172,4 +172,3 @@ func or(a, b string) string {
 }
 
 func must(v any, _ bool) any { return v }
-

@@ -361,7 +361,6 @@ func TestJetStreamSurvivesSIGKILL(t *testing.T) {
 	t.Logf("killed after %d reactions; total %d, duplicates (in flight at the kill) %d, by replica %v", killedAt, total, dups, origins)
 }
 
-
 // TestEventsCommandFormat: `reactord events` prints TAG<tab>JSON indented
 // by 4 with sorted keys, filtered by a Salt glob.
 func TestEventsCommandFormat(t *testing.T) {
