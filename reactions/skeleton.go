@@ -530,7 +530,7 @@ func pyStr(v any) string {
 	case string:
 		return x
 	case pyBytes:
-		return "b" + pyQuote(string(x))
+		return yaml11.PyBytesRepr(string(x))
 	case []any, *event.Map:
 		return pyRepr(v)
 	case nil:
@@ -556,7 +556,7 @@ func pyStr(v any) string {
 func pyRepr(v any) string {
 	switch x := v.(type) {
 	case string:
-		return pyQuote(x)
+		return yaml11.PyRepr(x)
 	case []any:
 		var b strings.Builder
 		b.WriteByte('[')
@@ -576,7 +576,7 @@ func pyRepr(v any) string {
 				b.WriteString(", ")
 			}
 			k, e := x.At(i)
-			b.WriteString(pyQuote(k) + ": " + pyRepr(e))
+			b.WriteString(yaml11.PyRepr(k) + ": " + pyRepr(e))
 		}
 		b.WriteByte('}')
 		return b.String()
@@ -584,37 +584,6 @@ func pyRepr(v any) string {
 	return pyStr(v)
 }
 
-// pyQuote is Python's repr of a str: single quotes unless the text holds a
-// single quote and no double quote.
-func pyQuote(s string) string {
-	q := byte('\'')
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		q = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(q)
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == rune(q):
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(q)
-	return b.String()
-}
 
 // keyString spells a mapping key as Python's json module writes it.
 func keyString(v any) string {

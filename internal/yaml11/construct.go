@@ -608,3 +608,10 @@ func pyFloatRepr(f float64) string {
 	}
 	return s
 }
+
+// PyRepr spells a string as Python's repr() does, the form Salt's messages
+// and Jinja's printing of containers use.
+func PyRepr(s string) string { return pyRepr(s) }
+
+// PyBytesRepr spells bytes as Python's repr() does (b'...').
+func PyBytesRepr(s string) string { return pyBytesRepr(s) }
