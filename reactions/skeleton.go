@@ -584,7 +584,6 @@ func pyRepr(v any) string {
 	return pyStr(v)
 }
 
-
 // keyString spells a mapping key as Python's json module writes it.
 func keyString(v any) string {
 	switch x := v.(type) {
