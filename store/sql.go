@@ -146,6 +146,12 @@ func (st *scanTime) Scan(v any) error {
 // rows read.
 func (s *sqlStore) query(ctx context.Context, query string, args []any, f func(*sql.Rows) error) (int, error) {
 	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	return eachRow(rows, err, f)
+}
+
+// eachRow calls f for each row of a query's result and closes it; it
+// returns the number of rows read.
+func eachRow(rows *sql.Rows, err error, f func(*sql.Rows) error) (int, error) {
 	if err != nil {
 		return 0, err
 	}
@@ -547,18 +553,7 @@ func (s *sqlStore) writePostgres(ctx context.Context, tx *sql.Tx, r *batchRows) 
 // queryTx is query inside a transaction; the query is not translated.
 func (s *sqlStore) queryTx(ctx context.Context, tx *sql.Tx, query string, args []any, f func(*sql.Rows) error) (int, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		n++
-		if err := f(rows); err != nil {
-			return n, err
-		}
-	}
-	return n, rows.Err()
+	return eachRow(rows, err, f)
 }
 
 // jidMargin widens the jid range a time query reads: a jid is the master's
