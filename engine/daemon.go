@@ -288,11 +288,17 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	eng := d.eng.Load()
 	m.Events.Inc()
 	now := time.Now()
-	tag, raw, _ := event.SplitEnvelope(dl.Body)
+	tag, raw, err := event.SplitEnvelope(dl.Body)
+	if err != nil {
+		// Submit refuses malformed envelopes; a debounced re-submission
+		// carries a body that was split before.
+		m.Malformed.Inc()
+		return
+	}
 	minion := event.MinionOf(tag, raw)
 	ar := d.opts.Archive
 	evID := ""
-	if ar != nil && tag != "" {
+	if ar != nil {
 		evID = ar.nextID()
 		if !ar.record(evID, tag, raw, now) {
 			if dl.Nak != nil {
@@ -307,11 +313,9 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 		}
 	}
 	cause := ""
-	if tag != "" {
-		// An expected event is used up either way; a hop header wins.
-		if hop, c := g.HopOf(tag, now); dl.Hop == 0 {
-			dl.Hop, cause = hop, c
-		}
+	// An expected event is used up either way; a hop header wins.
+	if hop, c := g.HopOf(tag, now); dl.Hop == 0 {
+		dl.Hop, cause = hop, c
 	}
 	if jid, id, ok := jobReturn(tag); ok && g.Returned(jid, id, now) {
 		log.Info("loop guard: job returned; holding its reaction for the settle window", "jid", jid, "minion", id, "settle", g.opts.Settle.String())
@@ -323,7 +327,7 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 		log.Warn("event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)", "tag", tag, "hops", dl.Hop, "max", d.opts.MaxHops, "cause", cause, "minion", minion)
 		return
 	}
-	res, err := eng.ProcessLineWith(ctx, dl.Body, Options{Gate: d.gate(ctx, dl), OnlyRule: dl.OnlyRule})
+	res, err := eng.ProcessEnvelope(ctx, tag, raw, Options{Gate: d.gate(ctx, dl), OnlyRule: dl.OnlyRule})
 	if err != nil {
 		m.Malformed.Inc()
 		return

@@ -245,6 +245,14 @@ func (e *Engine) ProcessLineWith(ctx context.Context, line []byte, opts Options)
 	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) }, opts, raw)
 }
 
+// ProcessEnvelope handles an event whose envelope the caller already split
+// (event.SplitEnvelope): its tag and the raw bytes of its data, decoded
+// only when a rule matches.
+func (e *Engine) ProcessEnvelope(ctx context.Context, tag string, raw []byte, opts Options) (*Result, error) {
+	e.stats.Events.Add(1)
+	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) }, opts, raw)
+}
+
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
 		b = b[1:]
