@@ -81,9 +81,6 @@ const (
 )
 
 const (
-	// publishAttempts is how many times one event is offered to the
-	// Publisher before it is counted as failed.
-	publishAttempts = 4
 	// loginTimeout bounds one POST /login.
 	loginTimeout = 30 * time.Second
 	// headerTimeout bounds the wait for the response headers of /events.
@@ -135,19 +132,20 @@ type Config struct {
 	// Logger receives the bridge's logs; nil means slog.Default(), since a
 	// bridge that logs nothing would drop events silently.
 	Logger *slog.Logger
+	// Outbox configures the spool that holds events while NATS cannot take
+	// them (its Logger defaults to Logger).
+	Outbox OutboxConfig
 }
 
-// Stats are the bridge's running counters. Once every received event has
-// been handled, Received == Published + Failed + Malformed.
+// Stats are the bridge's running counters: the source's, and its outbox's
+// (Published, Dropped, ...). Once every received event has been handled,
+// Received == Published + Dropped + Unpublishable + Malformed + the events
+// still waiting in the outbox.
 type Stats struct {
+	*OutboxStats
 	// Received counts events read from the stream, including malformed and
 	// truncated ones.
 	Received atomic.Int64
-	// Published counts events the Publisher accepted.
-	Published atomic.Int64
-	// Failed counts events the Publisher refused on every attempt; each is
-	// logged with its tag.
-	Failed atomic.Int64
 	// Reconnects counts connection attempts after the first one.
 	Reconnects atomic.Int64
 	// Malformed counts events that could not be turned into an envelope:
@@ -159,7 +157,7 @@ type Stats struct {
 // Bridge reads salt-api's event stream and publishes each event. Create it
 // with New and start it with Run.
 type Bridge struct {
-	pub       Publisher
+	out       *Outbox
 	log       *slog.Logger
 	client    *http.Client
 	eventsURL string
@@ -273,8 +271,15 @@ func New(cfg Config, pub Publisher) (*Bridge, error) {
 	}
 	base.Path = strings.TrimRight(base.Path, "/")
 	base.RawPath = ""
+	if cfg.Outbox.Logger == nil {
+		cfg.Outbox.Logger = log
+	}
+	out, err := NewOutbox(cfg.Outbox, pub)
+	if err != nil {
+		return nil, err
+	}
 	b := &Bridge{
-		pub:       pub,
+		out:       out,
 		log:       log.With("component", "bridge"),
 		client:    client,
 		eventsURL: base.JoinPath("events").String(),
@@ -286,6 +291,7 @@ func New(cfg Config, pub Publisher) (*Bridge, error) {
 		maxDelay:  maxDelay,
 		token:     cfg.Token,
 	}
+	b.stats.OutboxStats = out.Stats()
 	if cfg.InsecureSkipVerify {
 		b.log.Warn("TLS certificate verification is disabled for salt-api", "url", b.eventsURL)
 	}
@@ -294,6 +300,9 @@ func New(cfg Config, pub Publisher) (*Bridge, error) {
 
 // Stats returns the bridge's live counters.
 func (b *Bridge) Stats() *Stats { return &b.stats }
+
+// Outbox is the bridge's outbox, for its health and spool size.
+func (b *Bridge) Outbox() *Outbox { return b.out }
 
 // Run reads the event stream and publishes its events until ctx ends, then
 // returns nil. It reconnects after every failure or end of the stream, with
@@ -305,6 +314,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return errors.New("bridge: Run is already running")
 	}
 	defer b.running.Store(false)
+	stop := runOutbox(ctx, b.out)
+	defer stop()
 
 	failures := 0 // consecutive attempts that did not connect
 	for attempt := 0; ; attempt++ {
@@ -424,12 +435,12 @@ func (b *Bridge) consume(ctx context.Context, body io.Reader) error {
 			}
 			return err
 		}
-		b.handle(ctx, ev)
+		b.handle(ev)
 	}
 }
 
 // handle turns one SSE event into an envelope and publishes it.
-func (b *Bridge) handle(ctx context.Context, ev sseEvent) {
+func (b *Bridge) handle(ev sseEvent) {
 	b.stats.Received.Add(1)
 	tag, data, err := decodeEnvelope(ev)
 	if err != nil {
@@ -442,32 +453,7 @@ func (b *Bridge) handle(ctx context.Context, ev sseEvent) {
 		b.log.Warn("salt-api tag line differs from the event's tag; using the event's",
 			"tag", tag, "tag_line", ev.tag)
 	}
-	b.publish(ctx, tag, encodeEnvelope(tag, data), MsgID(tag, data))
-}
-
-// publish offers one event to the Publisher up to publishAttempts times.
-func (b *Bridge) publish(ctx context.Context, tag string, body []byte, msgID string) {
-	delay := max(b.minDelay/2, time.Millisecond)
-	var err error
-	attempts := 0
-	for attempts < publishAttempts {
-		attempts++
-		if err = b.pub.PublishEvent(ctx, tag, body, msgID); err == nil {
-			b.stats.Published.Add(1)
-			return
-		}
-		if attempts == publishAttempts || ctx.Err() != nil {
-			break
-		}
-		b.log.Warn("publish failed; retrying", "tag", tag, "msg_id", msgID, "attempt", attempts,
-			"error", err, "retry_in", delay)
-		if !sleep(ctx, delay) {
-			break
-		}
-		delay = min(delay*2, b.maxDelay)
-	}
-	b.stats.Failed.Add(1)
-	b.log.Error("event not published", "tag", tag, "msg_id", msgID, "attempts", attempts, "error", err)
+	b.out.Offer(tag, encodeEnvelope(tag, data), MsgID(tag, data))
 }
 
 // decodeEnvelope checks that an SSE event carries a Salt event and returns
@@ -603,6 +589,20 @@ func prefix(b []byte) string {
 		return strings.ToValidUTF8(string(b[:logPrefixBytes]), "\uFFFD") + "…"
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// runOutbox publishes from out until ctx ends; the returned function waits
+// for that and persists what is still held.
+func runOutbox(ctx context.Context, out *Outbox) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = out.Run(ctx)
+	}()
+	return func() {
+		<-done
+		_, _ = out.Close()
+	}
 }
 
 // sleep waits for d or until ctx ends; it reports whether d elapsed.

@@ -31,7 +31,8 @@ func blocks(evs []catEvent) []step {
 }
 
 func fastConfig(url string, log *slog.Logger) Config {
-	return Config{URL: url, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: log}
+	return Config{URL: url, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: log,
+		Outbox: OutboxConfig{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}}
 }
 
 // TestEventsArriveOnce streams the events through a salt-api double that
@@ -68,7 +69,7 @@ func testEventsArriveOnce(t *testing.T, evs []catEvent) {
 		}
 		return nil
 	})
-	if st.Failed.Load() != 0 || st.Received.Load() != int64(len(evs))+1 || st.Reconnects.Load() < 1 {
+	if st.Dropped.Load() != 0 || st.Received.Load() != int64(len(evs))+1 || st.Reconnects.Load() < 1 {
 		t.Errorf("stats: %s", statsString(st))
 	}
 	conns, logins, unauthorized, badRequests := api.counts()
@@ -150,9 +151,9 @@ func testTwoMasters(t *testing.T, evs []catEvent) {
 }
 
 // TestPublishFailure shuts NATS down while the bridge reads: the event that
-// arrives meanwhile is retried, counted in Failed and logged with its tag,
-// and the bridge goes on reading the same stream; once NATS is back the next
-// event is published.
+// arrives meanwhile is held in the outbox, the outage is logged once, the
+// bridge goes on reading the same stream, and once NATS is back both held
+// events are published, in order, and the outage's end is logged.
 func TestPublishFailure(t *testing.T) {
 	evs := loadEvents(t, testdataFile)
 	env := startNATS(t)
@@ -174,36 +175,41 @@ func TestPublishFailure(t *testing.T) {
 	})
 	env.shutdown()
 	close(gate1)
+	close(gate2)
 	checkFor(t, waitLong, poll, func() error {
-		if st.Failed.Load() != 1 {
+		if st.Received.Load() != 3 || st.PublishErrors.Load() < 2 {
 			return errors.New(statsString(st))
 		}
 		return nil
 	})
-	if got := sink.find(slog.LevelError, "event not published", map[string]string{"tag": evs[1].Tag}); len(got) != 1 {
-		t.Errorf("failed event %s logged %d times at error level", evs[1].Tag, len(got))
-	} else if got[0].attrs["msg_id"] != MsgID(evs[1].Tag, evs[1].Data) || got[0].attrs["error"] == "" {
-		t.Errorf("failure log lacks msg_id or error: %v", got[0].attrs)
+	if b.Outbox().Healthy() {
+		t.Error("outbox reports healthy while NATS is down")
 	}
-	if got := sink.find(slog.LevelWarn, "publish failed; retrying", map[string]string{"tag": evs[1].Tag}); len(got) != publishAttempts-1 {
-		t.Errorf("%d retries logged, want %d", len(got), publishAttempts-1)
+	if got := sink.find(slog.LevelWarn, "NATS does not take events; holding them in the spool and retrying", map[string]string{"tag": evs[1].Tag}); len(got) != 1 {
+		t.Errorf("outage logged %d times, want once", len(got))
+	}
+	if mem, _, _ := b.Outbox().Pending(); mem != 1 {
+		// evs[1] is in the publisher's hands, evs[2] waits in the spool.
+		t.Errorf("%d events waiting in memory, want 1", mem)
 	}
 
 	env.restart()
-	close(gate2)
 	checkFor(t, waitLong, poll, func() error {
-		if st.Published.Load() != 2 {
+		if st.Published.Load() != 3 {
 			return errors.New(statsString(st))
 		}
 		return nil
 	})
-	if st.Received.Load() != 3 || st.Failed.Load() != 1 || st.Malformed.Load() != 0 || st.Reconnects.Load() != 0 {
+	if st.Dropped.Load() != 0 || st.Malformed.Load() != 0 || st.Reconnects.Load() != 0 {
 		t.Errorf("stats: %s", statsString(st))
+	}
+	if got := sink.find(slog.LevelInfo, "NATS takes events again", nil); len(got) != 1 || got[0].attrs["outage"] == "" {
+		t.Errorf("end of the outage logged %d times (%v), want once with its length", len(got), got)
 	}
 	if conns, _, _, _ := api.counts(); conns != 1 {
 		t.Errorf("bridge opened %d connections; it should have kept reading the first", conns)
 	}
-	checkStream(t, env, []catEvent{evs[0], evs[2]})
+	checkStream(t, env, evs[:3])
 }
 
 // TestReloginOn401 starts with a stale token, then has salt-api end the
@@ -245,7 +251,7 @@ func TestReloginOn401(t *testing.T) {
 			}
 		}
 	}
-	if st.Failed.Load() != 0 || st.Malformed.Load() != 0 {
+	if st.Dropped.Load() != 0 || st.Malformed.Load() != 0 {
 		t.Errorf("stats: %s", statsString(st))
 	}
 	checkStream(t, env, evs)
@@ -355,7 +361,7 @@ func TestMalformedEvents(t *testing.T) {
 		}
 		return nil
 	})
-	if st.Received.Load() != 7 || st.Failed.Load() != 0 || st.Reconnects.Load() != 0 {
+	if st.Received.Load() != 7 || st.Dropped.Load() != 0 || st.Reconnects.Load() != 0 {
 		t.Errorf("stats: %s", statsString(st))
 	}
 	for _, tag := range []string{"broken/json", "not/object", "no/data", "null/data"} {

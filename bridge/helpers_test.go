@@ -617,8 +617,8 @@ func runBridge(t *testing.T, cfg Config, pub Publisher) *Bridge {
 
 // statsString formats the counters for failure messages.
 func statsString(s *Stats) string {
-	return fmt.Sprintf("received=%d published=%d failed=%d reconnects=%d malformed=%d",
-		s.Received.Load(), s.Published.Load(), s.Failed.Load(), s.Reconnects.Load(), s.Malformed.Load())
+	return fmt.Sprintf("received=%d published=%d dropped=%d publish_errors=%d reconnects=%d malformed=%d",
+		s.Received.Load(), s.Published.Load(), s.Dropped.Load(), s.PublishErrors.Load(), s.Reconnects.Load(), s.Malformed.Load())
 }
 
 // checkStream verifies that the stream holds exactly one message per

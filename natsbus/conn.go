@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,7 +49,17 @@ type Conn struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	prefix string
+
+	// streamMu guards the cached answer to "does a stream capture the event
+	// subjects?" used by PublishEvent.
+	streamMu      sync.Mutex
+	streamChecked time.Time
+	streamName    string
 }
+
+// streamCheckInterval is how long PublishEvent trusts its last answer to
+// "does a stream capture the event subjects?" before asking the server again.
+const streamCheckInterval = 5 * time.Second
 
 // Connect opens a connection and reconnects forever after a disconnection;
 // the initial connection is not retried.
@@ -185,15 +196,67 @@ func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
 	}
 }
 
-// PublishEvent publishes to JetStream when a stream captures event
+// PublishEvent publishes to JetStream (waiting for the stream's
+// acknowledgement, de-duplicated by msgID) when a stream captures the event
 // subjects, else with core NATS; it implements the bridge's Publisher.
+//
+// Whether a stream exists is asked of the server (and cached for a few
+// seconds), never guessed by trying a JetStream publish first: in core mode
+// the daemon's own subscription receives such a publish, dispatches it and
+// never answers, so a try-then-fall-back publisher would deliver every event
+// several times.
 func (c *Conn) PublishEvent(ctx context.Context, tag string, body []byte, msgID string) error {
-	err := c.PublishStream(ctx, tag, body, Meta{MsgID: msgID})
-	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+	if c.EventStream(ctx) == "" {
 		return c.Publish(tag, body, Meta{MsgID: msgID})
+	}
+	err := c.PublishStream(ctx, tag, body, Meta{MsgID: msgID})
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		// The stream went away since it was looked up: nobody answered,
+		// so nobody received the message either.
+		c.forgetStream()
+		if c.EventStream(ctx) == "" {
+			return c.Publish(tag, body, Meta{MsgID: msgID})
+		}
 	}
 	return err
 }
+
+// EventStream names the JetStream stream that captures event subjects, or
+// returns "" when there is none (or the server has no JetStream). The answer
+// is cached for a few seconds.
+func (c *Conn) EventStream(ctx context.Context) string {
+	c.streamMu.Lock()
+	defer c.streamMu.Unlock()
+	if !c.streamChecked.IsZero() && time.Since(c.streamChecked) < streamCheckInterval {
+		return c.streamName
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	name, err := c.js.StreamNameBySubject(ctx, c.prefix+">")
+	switch {
+	case err == nil:
+		c.streamName = name
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		c.streamName = ""
+	default:
+		// A timeout or a lost connection says nothing about the stream:
+		// keep the last answer and ask again next time.
+		return c.streamName
+	}
+	c.streamChecked = time.Now()
+	return c.streamName
+}
+
+func (c *Conn) forgetStream() {
+	c.streamMu.Lock()
+	c.streamChecked = time.Time{}
+	c.streamMu.Unlock()
+}
+
+// MaxPayload is the largest message (headers and body) the connected server
+// accepts, in bytes; 0 while it is not known.
+func (c *Conn) MaxPayload() int { return int(c.nc.MaxPayload()) }
 
 // PublishRaw publishes bytes on any subject (dead letters, custom executors).
 func (c *Conn) PublishRaw(subject string, body []byte, meta Meta) error {

@@ -18,7 +18,15 @@ type ServerOptions struct {
 	DataDir string
 	// ListenFlag names the flag that set Listen, for error messages.
 	ListenFlag string
+	// MaxPayload is the largest message the server accepts, in bytes
+	// (default DefaultMaxPayload). A Salt job return is often larger than
+	// NATS's own default of 1 MB.
+	MaxPayload int
 }
+
+// DefaultMaxPayload is the embedded server's default message size limit:
+// 8 MiB, the largest NATS recommends.
+const DefaultMaxPayload = 8 << 20
 
 // Embedded is an in-process NATS server.
 type Embedded struct {
@@ -49,7 +57,17 @@ func StartEmbedded(opts ServerOptions) (*Embedded, error) {
 	if port == 0 {
 		port = -1
 	}
+	if opts.MaxPayload <= 0 {
+		opts.MaxPayload = DefaultMaxPayload
+	}
+	if opts.MaxPayload > 64<<20 {
+		return nil, fmt.Errorf("max payload %d exceeds NATS's hard limit of 64 MiB", opts.MaxPayload)
+	}
 	so := &server.Options{
+		MaxPayload: int32(opts.MaxPayload),
+		// The pending buffer of a client must hold several messages of the
+		// largest size.
+		MaxPending: max(int64(opts.MaxPayload)*8, 64<<20),
 		Host:       host,
 		Port:       port,
 		NoLog:      true,

@@ -53,7 +53,7 @@ publish. Runs until interrupted.`, stderr)
 	}
 	err = b.Run(ctx)
 	st := b.Stats()
-	sum, _ := json.Marshal(map[string]int64{"received": st.Received.Load(), "published": st.Published.Load(), "failed": st.Failed.Load(), "malformed": st.Malformed.Load(), "reconnects": st.Reconnects.Load()})
+	sum, _ := json.Marshal(map[string]int64{"received": st.Received.Load(), "published": st.Published.Load(), "failed": st.Dropped.Load(), "malformed": st.Malformed.Load(), "reconnects": st.Reconnects.Load()})
 	fmt.Fprintf(stderr, "%s\n", sum)
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge: %v\n", err)

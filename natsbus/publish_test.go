@@ -1,0 +1,108 @@
+package natsbus
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPublishEventIntoCoreDaemon is the bridge publishing into the default
+// daemon: JetStream is enabled on the server but no stream captures the
+// events, and the daemon's queue subscription receives them. Each event must
+// arrive exactly once and promptly (a JetStream publish would be received by
+// that subscription, never answered, and retried). Once a stream exists, the
+// same call goes to JetStream with its message id (a repeat is de-duplicated).
+func TestPublishEventIntoCoreDaemon(t *testing.T) {
+	srv, pub := startServer(t)
+	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	var mu sync.Mutex
+	got := map[string]int{}
+	if _, err := sub.SubscribeQueue("", "reactord", func(m *Message) {
+		mu.Lock()
+		got[string(m.Body)]++
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 50
+	start := time.Now()
+	for i := range n {
+		body := fmt.Sprintf(`{"tag":"salt/minion/web%d/start","data":{}}`, i)
+		if err := pub.PublishEvent(ctx, fmt.Sprintf("salt/minion/web%d/start", i), []byte(body), fmt.Sprint(i)); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("%d publishes took %v: something waited for an answer", n, d)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != n {
+			return fmt.Errorf("%d distinct events received", len(got))
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	for body, c := range got {
+		if c != 1 {
+			t.Errorf("%s received %d times", body, c)
+		}
+	}
+	mu.Unlock()
+	if s := pub.EventStream(ctx); s != "" {
+		t.Fatalf("EventStream = %q with no stream", s)
+	}
+
+	// Now the JetStream daemon's stream exists.
+	if err := pub.EnsureStream(ctx, StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pub.forgetStream()
+	if s := pub.EventStream(ctx); s != "REACTORD_EVENTS" {
+		t.Fatalf("EventStream = %q, want REACTORD_EVENTS", s)
+	}
+	for range 2 {
+		if err := pub.PublishEvent(ctx, "a/b", []byte(`{"tag":"a/b","data":{}}`), "same-id"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err := pub.StreamMessages(ctx, "REACTORD_EVENTS"); err != nil || m != 1 {
+		t.Errorf("stream holds %d messages (%v), want 1: the repeat is a duplicate", m, err)
+	}
+}
+
+// TestMaxPayload: the embedded server's limit defaults to 8 MiB, is
+// configurable, and the client learns it.
+func TestMaxPayload(t *testing.T) {
+	for _, tc := range []struct{ set, want int }{{0, DefaultMaxPayload}, {2 << 20, 2 << 20}} {
+		srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", MaxPayload: tc.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Connect(ConnOptions{URL: srv.ClientURL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.MaxPayload(); got != tc.want {
+			t.Errorf("MaxPayload set %d: client sees %d, want %d", tc.set, got, tc.want)
+		}
+		big := make([]byte, tc.want+1)
+		if err := c.Publish("x", big, Meta{}); err == nil {
+			t.Errorf("a %d-byte message was accepted over the %d limit", len(big), tc.want)
+		}
+		c.Close()
+		srv.Shutdown()
+	}
+}
