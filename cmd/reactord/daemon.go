@@ -72,6 +72,7 @@ in-flight events within --drain-timeout.`, stderr)
 	var nf natsFlags
 	nf.register(fs)
 	listen := fs.String("listen", "127.0.0.1:4222", "address of the embedded NATS server")
+	maxPayload := fs.Int("max-payload", natsbus.DefaultMaxPayload, "largest message the embedded NATS server accepts, in bytes (NATS's own default is 1 MB; a highstate return is often bigger)")
 	dataDir := fs.String("data-dir", "", "data directory (embedded JetStream); default: the user cache directory's reactord folder")
 	httpAddr := fs.String("http", "", "serve /metrics and /healthz on this address")
 	dryRun := fs.Bool("dry-run", false, "execute nothing; print each reaction as a JSON line (same as --driver dryrun)")
@@ -156,7 +157,7 @@ in-flight events within --drain-timeout.`, stderr)
 	// NATS: embedded or external.
 	var srv *natsbus.Embedded
 	if nf.url == "" {
-		srv, err = natsbus.StartEmbedded(natsbus.ServerOptions{Listen: *listen, DataDir: filepath.Join(dir, "jetstream"), ListenFlag: "--listen"})
+		srv, err = natsbus.StartEmbedded(natsbus.ServerOptions{Listen: *listen, DataDir: filepath.Join(dir, "jetstream"), ListenFlag: "--listen", MaxPayload: *maxPayload})
 		if err != nil {
 			fmt.Fprintf(stderr, "reactord: %v\n", err)
 			return exitUsage

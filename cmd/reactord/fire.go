@@ -19,8 +19,11 @@ func cmdFire(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := newFlags("fire", "reactord fire --nats URL TAG [JSON] | reactord fire --nats URL --file FILE|-",
 		`Publishes one event (like salt-call event.send), or with --file every
 event of a file, one {"tag","data"} JSON line (or TAG<tab>JSON) each.
-Exit 0 when every event was published, 1 when some lines were malformed,
-2 on usage or connection errors.`, stderr)
+An event over the server's max payload is published with its biggest values
+(a job's return first) replaced by a marker saying how many bytes were cut,
+and reported. Exit 0 when every event was published, 1 when some lines were
+malformed or could not be published (the others are), 2 on usage or
+connection errors.`, stderr)
 	var nf natsFlags
 	nf.register(fs)
 	file := fs.String("file", "", "publish every event line of FILE (- for stdin)")
@@ -45,10 +48,29 @@ Exit 0 when every event was published, 1 when some lines were malformed,
 	}
 	defer conn.Close()
 	meta := natsbus.Meta{Origin: "reactord-fire", Hop: *hop, Cause: *cause}
-	publish := func(ev event.Event) error {
+	// An event over the server's max payload is published with its biggest
+	// values (the job return first) cut, and said so: losing it silently,
+	// or stopping a file at it, would be worse.
+	limit := conn.MaxPayload() - 1024
+	truncated := 0
+	publish := func(ev event.Event, where string) error {
 		body, err := envelope(ev)
 		if err != nil {
 			return err
+		}
+		if limit > 0 && len(body) > limit {
+			out, cuts, err := event.Fit(body, limit)
+			if err != nil {
+				return err
+			}
+			keys := make([]string, len(cuts))
+			for i, c := range cuts {
+				keys[i] = fmt.Sprintf("%s (%d bytes)", c.Key, c.Bytes)
+			}
+			fmt.Fprintf(stderr, "fire: %s%s: %d bytes exceed the server's max payload of %d; published with %s cut\n",
+				where, ev.Tag, len(body), limit+1024, strings.Join(keys, ", "))
+			truncated++
+			body = out
 		}
 		return conn.Publish(ev.Tag, body, meta)
 	}
@@ -63,7 +85,7 @@ Exit 0 when every event was published, 1 when some lines were malformed,
 			fmt.Fprintf(stderr, "fire: %v\n", err)
 			return exitUsage
 		}
-		if err := publish(event.Event{Tag: fs.Arg(0), Data: d}); err != nil {
+		if err := publish(event.Event{Tag: fs.Arg(0), Data: d}, ""); err != nil {
 			fmt.Fprintf(stderr, "fire: %v\n", err)
 			return exitUsage
 		}
@@ -87,9 +109,9 @@ Exit 0 when every event was published, 1 when some lines were malformed,
 				if err != nil {
 					fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
 					code = exitFound
-				} else if err := publish(ev); err != nil {
+				} else if err := publish(ev, fmt.Sprintf("line %d: ", lineNo)); err != nil {
 					fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
-					return exitUsage
+					code = exitFound
 				} else {
 					n++
 				}
@@ -98,7 +120,7 @@ Exit 0 when every event was published, 1 when some lines were malformed,
 				break
 			}
 		}
-		fmt.Fprintf(stderr, "fire: published %d event(s)\n", n)
+		fmt.Fprintf(stderr, "fire: published %d event(s), %d of them cut to fit\n", n, truncated)
 	}
 	if err := conn.Flush(ctx); err != nil {
 		fmt.Fprintf(stderr, "fire: %v\n", err)

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// TestFireFileCutsOversizedEvents: a job return over the server's max
+// payload is published with its return cut and reported with its line; a
+// malformed line is reported; the lines after both are still published.
+func TestFireFileCutsOversizedEvents(t *testing.T) {
+	const limit = 64 << 10
+	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", MaxPayload: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	sub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	var mu sync.Mutex
+	var got []event.Event
+	if _, err := sub.Subscribe("", func(m *natsbus.Message) {
+		ev, err := event.Decode(m.Body)
+		if err != nil {
+			t.Errorf("received a malformed event: %v", err)
+			return
+		}
+		mu.Lock()
+		got = append(got, ev)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Flush(context.Background())
+
+	big := strings.Repeat("x", 200<<10)
+	lines := []string{
+		`{"tag":"salt/minion/web1/start","data":{"id":"web1"}}`,
+		`{"tag":"salt/job/20261123101500123456/ret/web1","data":{"jid":"20261123101500123456","id":"web1","fun":"cmd.run","success":true,"retcode":0,"return":"` + big + `"}}`,
+		`not an event`,
+		`{"tag":"salt/minion/web2/start","data":{"id":"web2"}}`,
+	}
+	file := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCmd(t, "", "fire", "--nats", srv.ClientURL(), "--file", file)
+	if code != exitFound {
+		t.Errorf("exit %d, want %d (a malformed line)\n%s", code, exitFound, errOut)
+	}
+	for _, want := range []string{"line 2: salt/job/20261123101500123456/ret/web1", "published with return (", "line 3:", "published 3 event(s), 1 of them cut"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("%d events received, want 3", len(got))
+	}
+	ret := got[1]
+	if ret.Data["jid"] != "20261123101500123456" || ret.Data["success"] != true || ret.Data["fun"] != "cmd.run" {
+		t.Errorf("the cut event lost its other keys: %v", ret.Data)
+	}
+	if s, _ := ret.Data["return"].(string); !strings.Contains(s, "bytes cut") {
+		t.Errorf("return = %.80q, want the cut marker", s)
+	}
+	if cut, _ := ret.Data[event.TruncatedKey].(map[string]any); fmt.Sprint(cut["return"]) != fmt.Sprint(len(big)+2) {
+		t.Errorf("%s = %v, want return: %d", event.TruncatedKey, cut, len(big)+2)
+	}
+	if got[2].Tag != "salt/minion/web2/start" {
+		t.Errorf("last event %s", got[2].Tag)
+	}
+}
