@@ -170,6 +170,7 @@ type Bridge struct {
 
 	stats   Stats
 	running atomic.Bool
+	up      atomic.Bool
 
 	// Owned by the goroutine running Run.
 	token       string
@@ -304,6 +305,9 @@ func (b *Bridge) Stats() *Stats { return &b.stats }
 // Outbox is the bridge's outbox, for its health and spool size.
 func (b *Bridge) Outbox() *Outbox { return b.out }
 
+// Connected reports whether the bridge is reading salt-api's event stream.
+func (b *Bridge) Connected() bool { return b.up.Load() }
+
 // Run reads the event stream and publishes its events until ctx ends, then
 // returns nil. It reconnects after every failure or end of the stream, with
 // exponential backoff that is reset after each successful connection; on a
@@ -412,6 +416,8 @@ func (b *Bridge) session(ctx context.Context) (connected bool, err error) {
 	}
 	b.tokenFresh = false
 	b.log.Info("connected to salt-api event stream", "url", b.eventsURL)
+	b.up.Store(true)
+	defer b.up.Store(false)
 	return true, b.consume(ctx, resp.Body)
 }
 

@@ -254,6 +254,9 @@ func (c *Conn) forgetStream() {
 	c.streamMu.Unlock()
 }
 
+// Connected reports whether the connection is up (not reconnecting).
+func (c *Conn) Connected() bool { return c.nc.IsConnected() }
+
 // MaxPayload is the largest message (headers and body) the connected server
 // accepts, in bytes; 0 while it is not known.
 func (c *Conn) MaxPayload() int { return int(c.nc.MaxPayload()) }

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// saltFrame packs one event as a Salt master writes it to
+// master_event_pub.ipc: {"head": {}, "body": tag + "\n\n" + msgpack(data)}.
+func saltFrame(t *testing.T, tag string, data map[string]any) []byte {
+	t.Helper()
+	packed, err := msgpack.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	e := msgpack.NewEncoder(&out)
+	_ = e.EncodeMapLen(2)
+	_ = e.EncodeString("head")
+	_ = e.EncodeMapLen(0)
+	_ = e.EncodeString("body")
+	_ = e.EncodeBytes(append([]byte(tag+"\n\n"), packed...))
+	return out.Bytes()
+}
+
+// fakeMasterSocket listens where a master's event publisher would and
+// writes frames to every subscriber; it returns the sock_dir.
+func fakeMasterSocket(t *testing.T, frames <-chan []byte) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sock") // short: unix socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ln, err := net.Listen("unix", filepath.Join(dir, "master_event_pub.ipc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		for f := range frames {
+			mu.Lock()
+			for _, c := range conns {
+				_, _ = c.Write(f)
+			}
+			mu.Unlock()
+		}
+	}()
+	return dir
+}
+
+// TestBridgesDispatchOnce runs the real daemon (core mode, then
+// JetStream), a bridge process (the native socket bridge, then the salt-api
+// one) and checks that every event fired on the master is dispatched
+// exactly once.
+func TestBridgesDispatchOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		jetstream bool
+		native    bool
+	}{
+		{"core/native", false, true},
+		{"jetstream/native", true, true},
+		{"core/salt-api", false, false},
+		{"jetstream/salt-api", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := natsServer(t)
+			conf := copyExampleConfig(t)
+			dargs := []string{"-c", conf, "--dry-run", "--nats", srv.ClientURL()}
+			if tc.jetstream {
+				dargs = append(dargs, "--jetstream")
+			}
+			daemon := startDaemon(t, dargs...)
+			const n = 10
+			frames := make(chan []byte, n)
+			sse := make(chan string, n)
+			var bargs []string
+			if tc.native {
+				bargs = []string{"bridge", "--sock-dir", fakeMasterSocket(t, frames), "--nats", srv.ClientURL()}
+			} else {
+				api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path != "/events" || r.Header.Get("X-Auth-Token") != "tok" {
+						http.Error(w, "no", http.StatusUnauthorized)
+						return
+					}
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprint(w, "retry: 400\n")
+					w.(http.Flusher).Flush()
+					for {
+						select {
+						case ev := <-sse:
+							fmt.Fprint(w, ev)
+							w.(http.Flusher).Flush()
+						case <-r.Context().Done():
+							return
+						}
+					}
+				}))
+				t.Cleanup(api.Close)
+				bargs = []string{"bridge", "--salt-api", api.URL, "--saltapi-token", "tok", "--nats", srv.ClientURL()}
+			}
+			startDaemon(t, bargs...)
+			for i := range n {
+				id := fmt.Sprintf("web%d", i)
+				tag := "salt/minion/" + id + "/start"
+				data := map[string]any{"id": id, "cmd": "_minion_event", "_stamp": "2026-11-23T10:00:00.000000"}
+				if tc.native {
+					frames <- saltFrame(t, tag, data)
+				} else {
+					raw, _ := json.Marshal(map[string]any{"tag": tag, "data": data})
+					sse <- fmt.Sprintf("tag: %s\ndata: %s\n\n", tag, raw)
+				}
+			}
+			seen := map[string]int{}
+			lines := make(chan string)
+			go func() {
+				for {
+					l, err := daemon.stdout.ReadString('\n')
+					if err != nil {
+						close(lines)
+						return
+					}
+					lines <- l
+				}
+			}()
+			deadline := time.After(15 * time.Second)
+			settle := time.After(time.Hour)
+		read:
+			for {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						break read
+					}
+					var v struct{ Tag string }
+					if err := json.Unmarshal([]byte(l), &v); err != nil {
+						t.Fatalf("line %q: %v", l, err)
+					}
+					seen[v.Tag]++
+					if len(seen) == n {
+						settle = time.After(1500 * time.Millisecond)
+					}
+				case <-settle:
+					break read
+				case <-deadline:
+					break read
+				}
+			}
+			if len(seen) != n {
+				t.Errorf("%d of %d events dispatched", len(seen), n)
+			}
+			for tag, c := range seen {
+				if c != 1 {
+					t.Errorf("%s dispatched %d times", tag, c)
+				}
+			}
+			if logs := daemon.logs(); strings.Contains(logs, "level=ERROR") {
+				t.Errorf("daemon logged errors:\n%s", logs)
+			}
+		})
+	}
+}
