@@ -263,13 +263,14 @@ func (m *fakeMaster) accept() net.Conn {
 func (m *fakeMaster) stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.conn != nil {
-		m.conn.Close()
-	}
+	// The listener first, so the bridge cannot reconnect to it in between.
 	if m.ln != nil {
 		m.ln.Close()
 	}
 	os.Remove(m.path)
+	if m.conn != nil {
+		m.conn.Close()
+	}
 }
 
 func runMasterBus(t *testing.T, cfg MasterConfig, pub Publisher) *MasterBus {

@@ -19,7 +19,11 @@ type item struct {
 	msgID string
 }
 
+// size is what an item costs in memory.
 func (it item) size() int64 { return int64(len(it.tag) + len(it.body) + len(it.msgID) + 64) }
+
+// recordSize is what an item takes in the spool file.
+func (it item) recordSize() int64 { return int64(8 + len(it.tag) + len(it.body) + len(it.msgID)) }
 
 // spool is a FIFO of events that never blocks its writer: it holds up to
 // memLimit bytes in memory, then up to diskLimit bytes in a file under dir,
@@ -125,7 +129,7 @@ func (s *spool) push(it item) (string, error) {
 		s.signal()
 		return "memory", nil
 	}
-	if s.file != nil && s.diskErr == nil && s.wOff-s.rOff+sz <= s.diskLimit {
+	if s.file != nil && s.diskErr == nil && s.wOff-s.rOff+it.recordSize() <= s.diskLimit {
 		err := writeRecord(s.w, it)
 		if err == nil {
 			err = s.w.Flush()

@@ -1,0 +1,92 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestSpoolOrderAcrossMemoryDiskAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	it := func(i int) item {
+		return item{tag: fmt.Sprintf("t/%d", i), body: []byte(strings.Repeat("b", 100)), msgID: fmt.Sprint(i)}
+	}
+	sz := it(0).size()
+	rs := it(0).recordSize()
+	s, err := newSpool(dir, 3*sz, 5*rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var where []string
+	for i := range 10 {
+		w, err := s.push(it(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		where = append(where, w)
+	}
+	// 3 in memory, 5 on disk, 2 dropped.
+	if got := strings.Join(where, ","); got != "memory,memory,memory,disk,disk,disk,disk,disk,," {
+		t.Fatalf("placement %q", got)
+	}
+	ctx := context.Background()
+	// Pop two from memory; a push now must go behind the disk items.
+	for i := range 2 {
+		got, _ := s.pop(ctx)
+		if got.tag != it(i).tag {
+			t.Fatalf("pop %d: %s", i, got.tag)
+		}
+	}
+	if w, _ := s.push(it(100)); w != "" {
+		// the disk is full (5 items): dropped
+		t.Fatalf("push onto a full disk spool went to %q", w)
+	}
+	// Pop one more from memory (2), then one from disk (3); then a push
+	// fits on the disk, behind 4..7.
+	for _, want := range []string{"t/2", "t/3"} {
+		if got, _ := s.pop(ctx); got.tag != want {
+			t.Fatalf("pop %s, want %s", got.tag, want)
+		}
+	}
+	if w, _ := s.push(it(8)); w != "disk" {
+		t.Fatalf("push went to %q, want disk (order)", w)
+	}
+	// Take 4 from the file and hand it back (as Run does at shutdown), then
+	// close: the memory item 4 is written in front of the file's 5..8.
+	got, _ := s.pop(ctx)
+	s.unpop(got)
+	if lost, err := s.close(); lost != 0 || err != nil {
+		t.Fatalf("close: lost %d, %v", lost, err)
+	}
+	s2, err := newSpool(dir, 3*sz, 5*rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.restored != 5 {
+		t.Fatalf("restored %d items, want 5", s2.restored)
+	}
+	var tags []string
+	for range 5 {
+		x, _ := s2.pop(ctx)
+		tags = append(tags, x.tag)
+	}
+	if got := strings.Join(tags, ","); got != "t/4,t/5,t/6,t/7,t/8" {
+		t.Fatalf("after restart: %s", got)
+	}
+	if m, d, _ := s2.len(); m != 0 || d != 0 {
+		t.Fatalf("left %d in memory, %d on disk", m, d)
+	}
+	if lost, _ := s2.close(); lost != 0 {
+		t.Fatalf("lost %d", lost)
+	}
+	// Without a disk spool, close reports what it loses.
+	s3, _ := newSpool("", 3*sz, 0)
+	s3.push(it(1))
+	if w, _ := s3.push(item{tag: "x", body: make([]byte, 4*sz)}); w != "" {
+		t.Fatalf("oversized push went to %q", w)
+	}
+	if lost, _ := s3.close(); lost != 1 {
+		t.Fatalf("memory-only close lost %d, want 1", lost)
+	}
+}
