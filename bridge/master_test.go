@@ -24,7 +24,7 @@ import (
 // recordedDir holds what real Salt masters wrote: per version, the bytes
 // read from master_event_pub.ipc (eventpub.bin) and, for the same run,
 // `salt-run state.event pretty=False` (state_event.txt, Salt's own decoding).
-const recordedDir = "testdata/salt"
+const recordedDir = "../testdata/salt"
 
 // recordedVersions are the Salt versions whose event bus is recorded.
 var recordedVersions = []string{"3006.8", "3007.1"}
