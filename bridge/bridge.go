@@ -1,6 +1,8 @@
-// Package bridge carries events from a Salt master's event bus into reactord:
-// it reads salt-api's /events stream and hands every event to a Publisher
-// (reactord's NATS layer), which puts it on NATS.
+// Package bridge carries events from a Salt master's event bus into reactord.
+// Two sources read the bus: MasterBus reads the master's event publisher
+// socket directly (see master.go and saltwire.go), Bridge reads salt-api's
+// /events stream. Both hand every event to an Outbox, which never blocks
+// them and publishes through a Publisher (reactord's NATS layer).
 //
 // # The salt-api event stream
 //
@@ -42,9 +44,9 @@
 // disconnection; a master that vanishes without closing the connection (salt-api
 // sends nothing while the bus is quiet) is noticed by TCP keep-alive within
 // about a minute. Nothing it receives is dropped silently: an event that cannot
-// be parsed is counted in Stats.Malformed and logged, an event that could not
-// be published after a few retries is counted in Stats.Failed and logged with
-// its tag, and in both cases the bridge goes on reading. Each event carries a
+// be parsed is counted in Stats.Malformed and logged; every other event goes
+// to the Outbox, which holds it while NATS is away and counts and logs what
+// its bounded spool cannot hold; in both cases the bridge goes on reading. Each event carries a
 // de-duplication id (see MsgID) so that several bridges reading several
 // masters of a multi-master setup publish each event once.
 package bridge
