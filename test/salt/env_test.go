@@ -1,0 +1,391 @@
+// Package salt_test runs reactord against a real Salt master, two minions
+// and salt-api, started from the Salt on PATH (or in $SALT_BIN_DIR) in a
+// temporary directory. Without Salt it skips with one line. See the README,
+// "Proven on a real Salt master".
+package salt_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/natsbus"
+)
+
+var (
+	reactordBin string
+	saltBinDir  string
+)
+
+func TestMain(m *testing.M) {
+	saltBinDir = os.Getenv("SALT_BIN_DIR")
+	if saltBinDir == "" {
+		if p, err := exec.LookPath("salt-master"); err == nil {
+			saltBinDir = filepath.Dir(p)
+		}
+	}
+	if saltBinDir == "" {
+		fmt.Println("skipping the real-Salt suite: no salt-master on PATH and SALT_BIN_DIR is unset")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "reactord-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	reactordBin = filepath.Join(dir, "reactord")
+	if out, err := exec.Command("go", "build", "-o", reactordBin, "../../cmd/reactord").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building reactord: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// saltEnv is one Salt installation under a temporary directory.
+type saltEnv struct {
+	t       *testing.T
+	dir     string // root_dir
+	etc     string // the master's config dir (-c)
+	sockDir string
+	apiURL  string
+	watch   map[string]string // minion → its inotify-watched file
+	procs   []*exec.Cmd
+}
+
+func (e *saltEnv) bin(name string) string { return filepath.Join(saltBinDir, name) }
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startSalt writes a master, minions web1 and web2 (keys left pending: the
+// reactor accepts them) and salt-api, and starts them in the foreground.
+func startSalt(t *testing.T) *saltEnv {
+	t.Helper()
+	// Unix socket paths are limited to 108 bytes: keep the root short.
+	dir, err := os.MkdirTemp("", "rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	e := &saltEnv{t: t, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
+	pub, ret, api := freePort(t), freePort(t), freePort(t)
+	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d", api)
+	user := "root"
+	if os.Geteuid() != 0 {
+		user = os.Getenv("USER")
+	}
+	writeFile(t, filepath.Join(e.etc, "master"), fmt.Sprintf(`user: %[1]s
+interface: 127.0.0.1
+ipv6: False
+publish_port: %[2]d
+ret_port: %[3]d
+root_dir: %[4]s
+pki_dir: %[4]s/pki/master
+cachedir: %[4]s/cache/master
+sock_dir: %[4]s/sock/master
+pidfile: %[4]s/run/salt-master.pid
+log_file: %[4]s/log/master
+key_logfile: %[4]s/log/key
+log_level_logfile: info
+auto_accept: False
+netapi_enable_clients: [local, local_async, runner, runner_async, wheel, wheel_async]
+file_roots:
+  base: [%[4]s/srv/salt]
+external_auth:
+  auto:
+    %[1]s: ['.*', '@runner', '@wheel', '@jobs']
+rest_cherrypy:
+  host: 127.0.0.1
+  port: %[5]d
+  disable_ssl: True
+api_pidfile: %[4]s/run/salt-api.pid
+api_logfile: %[4]s/log/api
+`, user, pub, ret, dir, api))
+	writeFile(t, filepath.Join(dir, "srv/salt/top.sls"), "base:\n  '*':\n    - trivial\n")
+	writeFile(t, filepath.Join(dir, "srv/salt/trivial.sls"), "trivial_ok:\n  test.succeed_without_changes:\n    - name: trivial state\n")
+	writeFile(t, filepath.Join(dir, "srv/salt/fail.sls"), "always_fails:\n  test.fail_without_changes:\n    - name: this state always fails\n")
+	writeFile(t, filepath.Join(dir, "srv/salt/maintain_important_file.sls"),
+		"revert_important_file:\n  file.managed:\n    - name: {{ salt['config.get']('reactord_watch_file') }}\n    - contents: known content\n")
+	for _, id := range []string{"web1", "web2"} {
+		m := filepath.Join(dir, "minions", id)
+		watch := filepath.Join(dir, "watch", id, "important_file")
+		e.watch[id] = watch
+		writeFile(t, watch, "known content\n")
+		writeFile(t, filepath.Join(m, "etc", "minion"), fmt.Sprintf(`id: %[1]s
+user: %[2]s
+master: 127.0.0.1
+master_port: %[3]d
+publish_port: %[4]d
+ipv6: False
+root_dir: %[5]s
+pki_dir: %[6]s/pki
+cachedir: %[6]s/cache
+sock_dir: %[6]s/sock
+pidfile: %[5]s/run/salt-minion-%[1]s.pid
+log_file: %[6]s/log
+log_level_logfile: info
+acceptance_wait_time: 2
+reactord_watch_file: %[7]s
+beacons:
+  inotify:
+    - files:
+        %[7]s:
+          mask: [modify]
+    - disable_during_state_run: True
+`, id, user, ret, pub, dir, m, watch))
+	}
+	for _, d := range []string{"run", "log"} {
+		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	e.start("salt-master", "-c", e.etc, "-l", "error")
+	e.waitFor(30*time.Second, "the master's event socket", func() error {
+		_, err := os.Stat(filepath.Join(e.sockDir, "master_event_pub.ipc"))
+		return err
+	})
+	e.start("salt-api", "-c", e.etc, "-l", "error")
+	e.waitFor(30*time.Second, "salt-api", func() error {
+		resp, err := http.Get(e.apiURL + "/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+	return e
+}
+
+// startMinions starts web1 and web2; their keys go pending.
+func (e *saltEnv) startMinions() {
+	for _, id := range []string{"web1", "web2"} {
+		e.start("salt-minion", "-c", filepath.Join(e.dir, "minions", id, "etc"), "-l", "error")
+	}
+}
+
+// start runs a Salt program in its own process group, killed at cleanup.
+func (e *saltEnv) start(name string, args ...string) {
+	e.t.Helper()
+	cmd := exec.Command(e.bin(name), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logf, err := os.Create(filepath.Join(e.dir, "log", name+"-"+fmt.Sprint(len(e.procs))+".out"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("starting %s: %v", name, err)
+	}
+	e.procs = append(e.procs, cmd)
+	e.t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		logf.Close()
+	})
+}
+
+// salt runs a Salt CLI against the master and returns its output.
+func (e *saltEnv) salt(name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, e.bin(name), append([]string{"-c", e.etc}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func (e *saltEnv) waitFor(d time.Duration, what string, f func() error) {
+	e.t.Helper()
+	waitFor(e.t, d, what, f)
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("waiting for %s: %v", what, err)
+}
+
+// reactord runs the daemon and the native bridge against e.
+type reactord struct {
+	t       *testing.T
+	url     string // NATS
+	data    string
+	conf    string
+	mu      sync.Mutex
+	logs    strings.Builder
+	bus     *natsbus.Conn
+	evMu    sync.Mutex
+	events  []event.Event
+	eventCh chan struct{}
+}
+
+// startReactord writes a reactor configuration with the four recipes and
+// starts the daemon with driver and the native bridge on e's socket.
+func startReactord(t *testing.T, e *saltEnv, driver string, extra ...string) *reactord {
+	t.Helper()
+	root, _ := filepath.Abs("../..")
+	r := &reactord{t: t, data: t.TempDir(), eventCh: make(chan struct{}, 1)}
+	r.conf = filepath.Join(r.data, "reactor.conf")
+	watchGlob := filepath.Join(e.dir, "watch", "*", "important_file")
+	writeFile(t, r.conf, fmt.Sprintf(`reactor:
+  - 'salt/beacon/*/inotify/%s':
+    - %[2]s/examples/reactor/revert-on-inotify/revert.sls
+  - 'salt/minion/*/start':
+    - %[2]s/examples/reactor/start-on-minion-start/highstate.sls
+  - 'salt/auth':
+    - %[2]s/examples/reactor/accept-pending-keys/accept.sls
+  - 'salt/job/*/ret/*':
+    - %[2]s/examples/reactor/alert-on-failed-job/alert.sls
+`, watchGlob, root))
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	r.url = "nats://" + listen
+	args := []string{"-c", r.conf, "--listen", listen, "--data-dir", r.data, "--driver", driver, "--settle", "3s"}
+	switch driver {
+	case "exec":
+		args = append(args, "--salt-bin", e.bin("salt"), "--salt-run-bin", e.bin("salt-run"), "--salt-call-bin", e.bin("salt-call"), "--salt-config-dir", e.etc)
+	case "saltapi":
+		args = append(args, "--saltapi-url", e.apiURL, "--saltapi-user", "root", "--saltapi-password", "x", "--saltapi-eauth", "auto",
+			"--salt-call-bin", e.bin("salt-call"))
+	}
+	r.run(append(args, extra...)...)
+	waitFor(t, 20*time.Second, "reactord's NATS server", func() error {
+		c, err := net.Dial("tcp", listen)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	r.run("bridge", "--sock-dir", e.sockDir, "--nats", r.url, "--data-dir", filepath.Join(r.data, "bridge"))
+	bus, err := natsbus.Connect(natsbus.ConnOptions{URL: r.url, Name: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Close)
+	r.bus = bus
+	if _, err := bus.Subscribe("", func(m *natsbus.Message) {
+		ev, err := event.Decode(m.Body)
+		if err != nil {
+			return
+		}
+		r.evMu.Lock()
+		r.events = append(r.events, ev)
+		r.evMu.Unlock()
+		select {
+		case r.eventCh <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the bridge", func() error {
+		if !strings.Contains(r.log(), "connected to the master's event bus") {
+			return fmt.Errorf("not connected yet")
+		}
+		return nil
+	})
+	return r
+}
+
+func (r *reactord) run(args ...string) {
+	r.t.Helper()
+	cmd := exec.Command(reactordBin, args...)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	pw.Close()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			r.mu.Lock()
+			r.logs.WriteString(sc.Text() + "\n")
+			r.mu.Unlock()
+		}
+	}()
+	r.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if r.t.Failed() {
+			r.t.Logf("reactord %v:\n%s", args[:min(2, len(args))], r.log())
+		}
+	})
+}
+
+func (r *reactord) log() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.logs.String()
+}
+
+// seen returns the events on the bus whose tag matches f.
+func (r *reactord) seen(f func(event.Event) bool) []event.Event {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	var out []event.Event
+	for _, ev := range r.events {
+		if f(ev) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// cli runs a reactord command (e.g. {"jobs", "lookup"}) with args against
+// the daemon's store.
+func (r *reactord) cli(cmd []string, args ...string) (string, error) {
+	all := append(append(cmd, "--store", "sqlite://"+filepath.Join(r.data, "reactord.db")), args...)
+	out, err := exec.Command(reactordBin, all...).CombinedOutput()
+	return string(out), err
+}

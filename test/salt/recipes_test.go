@@ -1,0 +1,192 @@
+package salt_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/event"
+)
+
+func isJobNew(fun, tgt, argContains string) func(event.Event) bool {
+	return func(ev event.Event) bool {
+		if !strings.HasPrefix(ev.Tag, "salt/job/") || !strings.HasSuffix(ev.Tag, "/new") {
+			return false
+		}
+		if ev.Data["fun"] != fun || fmt.Sprint(ev.Data["tgt"]) != tgt {
+			return false
+		}
+		arg, _ := json.Marshal(ev.Data["arg"])
+		return argContains == "" || strings.Contains(string(arg), argContains)
+	}
+}
+
+func tagIs(tag string) func(event.Event) bool {
+	return func(ev event.Event) bool { return ev.Tag == tag }
+}
+
+// TestRecipesOnRealSalt runs the four recipes of examples/reactor against a
+// real master, two minions and salt-api, through the exec driver (Salt's
+// own CLIs) and the saltapi driver, with the native bridge reading the
+// master's event socket.
+func TestRecipesOnRealSalt(t *testing.T) {
+	for _, driver := range []string{"exec", "saltapi"} {
+		t.Run(driver, func(t *testing.T) { testRecipes(t, driver) })
+	}
+}
+
+func testRecipes(t *testing.T, driver string) {
+	e := startSalt(t)
+	r := startReactord(t, e, driver)
+	e.startMinions()
+
+	// accept-pending-keys: the minions' keys go pending; reactord accepts
+	// them for real.
+	waitFor(t, 90*time.Second, "web1 and web2 accepted by the reactor", func() error {
+		out, err := e.salt("salt-key", "-L", "--out", "json")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		var keys map[string][]string
+		if err := json.Unmarshal([]byte(out), &keys); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if len(keys["minions"]) != 2 {
+			return fmt.Errorf("salt-key -L: %s", out)
+		}
+		return nil
+	})
+	if n := len(r.seen(func(ev event.Event) bool { return ev.Tag == "salt/auth" && ev.Data["act"] == "pend" })); n == 0 {
+		t.Error("no pending salt/auth event reached the bus")
+	}
+	t.Logf("%s: keys accepted by the reactor", driver)
+
+	// start-on-minion-start: each minion's start runs a real state.apply,
+	// which returns; the ledger shows event → dispatch → return.
+	var jid string
+	for _, id := range []string{"web1", "web2"} {
+		waitFor(t, 90*time.Second, "highstate of "+id, func() error {
+			news := r.seen(isJobNew("state.apply", id, ""))
+			if len(news) == 0 {
+				return fmt.Errorf("no state.apply job for %s", id)
+			}
+			j := fmt.Sprint(news[0].Data["jid"])
+			if len(r.seen(tagIs("salt/job/"+j+"/ret/"+id))) == 0 {
+				return fmt.Errorf("job %s has not returned", j)
+			}
+			if id == "web1" {
+				jid = j
+			}
+			return nil
+		})
+	}
+	waitFor(t, 30*time.Second, "reactord trace "+jid, func() error {
+		out, err := r.cli([]string{"trace"}, jid)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		for _, want := range []string{"salt/minion/web1/start", "dispatch", "web1"} {
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("trace lacks %q:\n%s", want, out)
+			}
+		}
+		if !strings.Contains(out, "return") {
+			return fmt.Errorf("trace shows no return:\n%s", out)
+		}
+		return nil
+	})
+	out, _ := r.cli([]string{"trace"}, jid)
+	t.Logf("%s: reactord trace %s:\n%s", driver, jid, out)
+
+	// The job cache agrees with Salt's.
+	compareLookup(t, e, r, jid)
+
+	// revert-on-inotify: one genuine change gives exactly one revert; the
+	// beacon event the revert's own state run causes is suppressed.
+	time.Sleep(4 * time.Second) // past the highstate's settle window
+	reverts := isJobNew("state.apply", "web1", "maintain_important_file")
+	for change := 1; change <= 2; change++ {
+		f, err := os.OpenFile(e.watch["web1"], os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, "genuine change %d\n", change)
+		f.Close()
+		waitFor(t, 60*time.Second, fmt.Sprintf("revert %d", change), func() error {
+			if n := len(r.seen(reverts)); n < change {
+				return fmt.Errorf("%d reverts", n)
+			}
+			return nil
+		})
+		news := r.seen(reverts)
+		j := fmt.Sprint(news[len(news)-1].Data["jid"])
+		waitFor(t, 60*time.Second, "the revert's return", func() error {
+			if len(r.seen(tagIs("salt/job/"+j+"/ret/web1"))) == 0 {
+				return fmt.Errorf("revert %s has not returned", j)
+			}
+			return nil
+		})
+		// Wait out the beacon interval and the settle window: a loop
+		// would show a further revert here.
+		time.Sleep(8 * time.Second)
+		if n := len(r.seen(reverts)); n != change {
+			t.Fatalf("after %d genuine change(s): %d reverts", change, n)
+		}
+		content, _ := os.ReadFile(e.watch["web1"])
+		if string(content) != "known content" && string(content) != "known content\n" {
+			t.Errorf("the watched file was not reverted: %q", content)
+		}
+	}
+	beacons := r.seen(func(ev event.Event) bool { return strings.HasPrefix(ev.Tag, "salt/beacon/web1/inotify/") })
+	t.Logf("%s: 2 genuine changes → %d beacon events → 2 reverts", driver, len(beacons))
+	if len(beacons) > 2 && !strings.Contains(r.log(), "loop_guard") {
+		t.Errorf("%d beacon events gave 2 reverts, but no loop_guard suppression was logged", len(beacons))
+	}
+
+	// alert-on-failed-job: a failing state job → the alert event arrives
+	// on the master's bus (and so back through the bridge).
+	out, _ = e.salt("salt", "--async", "web2", "state.apply", "fail")
+	fail := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Executed command with job ID:"))
+	waitFor(t, 60*time.Second, "the alert for job "+fail, func() error {
+		for _, ev := range r.seen(tagIs("myco/alert/job_failed")) {
+			if ev.Data["jid"] == fail && ev.Data["minion"] == "web2" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no alert yet (salt said %q)", out)
+	})
+	t.Logf("%s: failed job %s → alert myco/alert/job_failed", driver, fail)
+	compareLookup(t, e, r, fail)
+}
+
+// compareLookup checks `reactord jobs lookup JID --out json` against
+// `salt-run jobs.lookup_jid JID --out json`.
+func compareLookup(t *testing.T, e *saltEnv, r *reactord, jid string) {
+	t.Helper()
+	var want, got any
+	waitFor(t, 30*time.Second, "both lookups of "+jid, func() error {
+		sout, err := e.salt("salt-run", "jobs.lookup_jid", jid, "--out", "json")
+		if err != nil {
+			return fmt.Errorf("salt-run: %v: %s", err, sout)
+		}
+		rout, err := r.cli([]string{"jobs", "lookup"}, "--out", "json", jid)
+		if err != nil {
+			return fmt.Errorf("reactord: %v: %s", err, rout)
+		}
+		want, got = nil, nil
+		if err := json.Unmarshal([]byte(sout), &want); err != nil {
+			return fmt.Errorf("salt-run output: %v: %s", err, sout)
+		}
+		if err := json.Unmarshal([]byte(rout), &got); err != nil {
+			return fmt.Errorf("reactord output: %v: %s", err, rout)
+		}
+		if !reflect.DeepEqual(want, got) {
+			return fmt.Errorf("jobs lookup %s differs:\nsalt-run: %s\nreactord: %s", jid, sout, rout)
+		}
+		return nil
+	})
+}
