@@ -9,7 +9,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/actions"
@@ -21,15 +23,26 @@ const maxBody = 4 << 20
 
 // post sends body to path with the token (when not empty) and returns the
 // status and body of the answer. Only failures to get an answer are
-// returned as errors.
-func (d *Driver) post(ctx context.Context, path, token string, body []byte) (int, []byte, error) {
+// returned as errors, classified by transportError. sent reports whether
+// the whole request was written to the connection: when it was not,
+// salt-api cannot have read the body, so it ran nothing (rest_cherrypy
+// reads the whole body before it runs a lowstate).
+func (d *Driver) post(ctx context.Context, path, token string, body []byte) (status int, raw []byte, sent bool, err error) {
 	// The request's own deadline is retryable, the caller's is not:
 	// transportError looks at the caller's context.
 	reqCtx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
+	var wrote atomic.Bool
+	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	})
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, d.base+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, fmt.Errorf("building request: %w", err)
+		return 0, nil, false, fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Content-Type", "application/json")
@@ -38,17 +51,18 @@ func (d *Driver) post(ctx context.Context, path, token string, body []byte) (int
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, nil, transportError(ctx, err)
+		return 0, nil, wrote.Load(), transportError(ctx, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	// Reading the answer to its end lets the connection be reused.
+	raw, err = io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return 0, nil, transportError(ctx, fmt.Errorf("reading the answer to POST %s: %w", path, err))
+		return 0, nil, true, transportError(ctx, fmt.Errorf("reading the answer to POST %s: %w", path, err))
 	}
 	if len(raw) > maxBody {
-		return 0, nil, fmt.Errorf("the answer to POST %s is larger than %d bytes", path, maxBody)
+		return 0, nil, true, fmt.Errorf("the answer to POST %s is larger than %d bytes", path, maxBody)
 	}
-	return resp.StatusCode, raw, nil
+	return resp.StatusCode, raw, true, nil
 }
 
 // checkStatus turns a non-2xx answer into an error: 429 and 5xx (Salt's 503
@@ -126,7 +140,7 @@ func (d *Driver) login(ctx context.Context) (session, error) {
 		return session{}, fmt.Errorf("encoding login: %w", err)
 	}
 	loggedAt := time.Now()
-	status, raw, err := d.post(ctx, "/login", "", body)
+	status, raw, _, err := d.post(ctx, "/login", "", body)
 	if err != nil {
 		return session{}, fmt.Errorf("login: %w", err)
 	}
@@ -181,7 +195,8 @@ type jobStart struct {
 	Tag     string          `json:"tag"`
 }
 
-// parseRun reads the job id (and minions) from the answer to one lowstate.
+// parseRun reads the job id (and minions) from the answer to a POST of
+// one lowstate.
 func parseRun(client string, raw []byte) (actions.Result, error) {
 	var ans runAnswer
 	if err := json.Unmarshal(raw, &ans); err != nil {
@@ -190,7 +205,13 @@ func parseRun(client string, raw []byte) (actions.Result, error) {
 	if len(ans.Return) != 1 {
 		return actions.Result{}, fmt.Errorf("the answer holds %d returns, want 1", len(ans.Return))
 	}
-	ret := bytes.TrimSpace(ans.Return[0])
+	return parseReturn(client, ans.Return[0])
+}
+
+// parseReturn reads the job id (and minions) from the return of one
+// lowstate.
+func parseReturn(client string, ret json.RawMessage) (actions.Result, error) {
+	ret = bytes.TrimSpace(ret)
 	if len(ret) == 0 || ret[0] != '{' {
 		// salt-api passes some failures on as a string return.
 		var s string

@@ -17,7 +17,35 @@ var reserved = map[string]bool{
 	"arg": true, "kwarg": true, "ret": true, "state": true,
 }
 
-// lowstateBody encodes the one-element lowstate list for call:
+// lowstateBody encodes the one-element lowstate list for call; see
+// lowstateJSON for the lowstate itself.
+func lowstateBody(call actions.Call, c *event.Chunk) ([]byte, error) {
+	low, err := lowstateJSON(call, c)
+	if err != nil {
+		return nil, err
+	}
+	return listBody([][]byte{low}), nil
+}
+
+// listBody joins encoded lowstates into the JSON list salt-api's POST /
+// takes.
+func listBody(lows [][]byte) []byte {
+	n := 2
+	for _, l := range lows {
+		n += len(l) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, l := range lows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, l...)
+	}
+	return append(b, ']')
+}
+
+// lowstateJSON encodes the lowstate object for call:
 //
 //   - local: {"client": "local_async", "tgt", "tgt_type", "fun", "arg",
 //     "kwarg", "ret" (when set)} plus the chunk's other keys, which
@@ -32,7 +60,7 @@ var reserved = map[string]bool{
 //
 // The compiler's bookkeeping (order, __id__, __sls__ and every other
 // __dunder__ key, and name when it only repeats the ID) is left out.
-func lowstateBody(call actions.Call, c *event.Chunk) ([]byte, error) {
+func lowstateJSON(call actions.Call, c *event.Chunk) ([]byte, error) {
 	low := event.NewMap(8)
 	switch call.Client {
 	case "local":
@@ -70,11 +98,7 @@ func lowstateBody(call actions.Call, c *event.Chunk) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("no salt-api client for %s reactions", call.Client)
 	}
-	b, err := event.AppendJSON([]byte{'['}, low)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, ']'), nil
+	return event.AppendJSON(nil, low)
 }
 
 // legacyBody reports whether the keys of a runner or wheel reaction body

@@ -10,9 +10,16 @@
 // the token expires and, once per request, after salt-api answers 401.
 // Connection failures, 5xx and 429 answers are marked actions.Retryable; the
 // retry itself is left to the stages around the driver.
+//
+// Dispatch does not serialise on one slow request: up to Config.MaxInFlight
+// requests run at once over kept-alive connections, and reactions that
+// arrive while all of them are busy are sent together, as one lowstate list
+// in one POST, when a request finishes (see Config.MaxBatch, and Do for how
+// a failed batch is reported without ever running a lowstate twice).
 package saltapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -29,8 +36,15 @@ import (
 	"github.com/reactord/reactord/actions"
 )
 
-// DefaultTimeout bounds one HTTP request when Config.Timeout is zero.
-const DefaultTimeout = 30 * time.Second
+// Defaults applied by New to zero Config fields.
+const (
+	// DefaultTimeout bounds one HTTP request.
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxInFlight bounds the lowstate requests running at once.
+	DefaultMaxInFlight = 8
+	// DefaultMaxBatch bounds the lowstates sent in one request.
+	DefaultMaxBatch = 32
+)
 
 // ErrNoMinions is returned when salt-api accepted a local reaction but Salt
 // published nothing because no minion matched the target. Salt answers
@@ -66,6 +80,18 @@ type Config struct {
 	// Timeout bounds each HTTP request, the login included; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// MaxInFlight bounds the lowstate requests sent to salt-api at once;
+	// zero means DefaultMaxInFlight. The HTTP transport keeps as many idle
+	// connections (plus one for a login), so a burst reuses them instead
+	// of opening and closing connections. rest_cherrypy serves each
+	// request on a thread of its pool (thread_pool, 100 by default).
+	MaxInFlight int
+	// MaxBatch bounds how many waiting reactions go out together in one
+	// POST, as a list of lowstates; zero means DefaultMaxBatch and 1 sends
+	// every reaction alone. A reaction is only ever held back while
+	// MaxInFlight requests are already running, so batching adds no
+	// latency; see Driver.Do for how a failed batch is reported.
+	MaxBatch int
 }
 
 // Validate checks the configuration without touching the network or the
@@ -110,6 +136,12 @@ func (c Config) Validate() error {
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("saltapi: timeout %v is negative", c.Timeout))
 	}
+	if c.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("saltapi: max_in_flight %d is negative", c.MaxInFlight))
+	}
+	if c.MaxBatch < 0 {
+		errs = append(errs, fmt.Errorf("saltapi: max_batch %d is negative", c.MaxBatch))
+	}
 	return errors.Join(errs...)
 }
 
@@ -130,6 +162,16 @@ type Driver struct {
 	mu     sync.Mutex
 	tok    session
 	closed bool
+
+	// The dispatch queue; see batch.go.
+	maxInFlight, maxBatch int
+	qmu                   sync.Mutex
+	queue                 []*request // reactions waiting for a free request
+	inFlight              int        // requests running, at most maxInFlight
+	// unhealthy is set when the last lowstate POST failed: batches are
+	// formed only while salt-api answers, so an outage costs at most the
+	// reactions of one batch their retries.
+	unhealthy bool
 }
 
 // session is a salt-api token and the local time at which it is renewed; a
@@ -153,12 +195,18 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsConf
 	timeout := cfg.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
+	maxInFlight := cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsConf
+	// Go keeps two idle connections per host by default: with more
+	// requests in flight, every burst would close the surplus after use
+	// and open (and TLS-handshake) new ones for the next.
+	tr.MaxIdleConnsPerHost = maxInFlight + 1
+	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 	d := &Driver{
 		base:      strings.TrimRight(cfg.URL, "/"),
 		username:  cfg.Username,
@@ -172,8 +220,10 @@ func New(cfg Config) (*Driver, error) {
 			Transport:     tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		loginSem: make(chan struct{}, 1),
-		tok:      session{token: cfg.Token},
+		loginSem:    make(chan struct{}, 1),
+		tok:         session{token: cfg.Token},
+		maxInFlight: maxInFlight,
+		maxBatch:    cmp.Or(cfg.MaxBatch, DefaultMaxBatch),
 	}
 	return d, nil
 }
@@ -217,6 +267,48 @@ func (d *Driver) Supports(state string) bool {
 
 // Do implements actions.Driver. It POSTs the action's lowstate and returns
 // the job id Salt assigned and, for local reactions, the targeted minions.
+//
+// When MaxInFlight requests are already running, the lowstate waits, and
+// the next request to finish takes it with the other waiting ones, up to
+// MaxBatch, as one lowstate list. salt-api runs such a list in order and
+// answers {"return": [r1, r2, ...]}; each Do gets its own return: its own
+// jid and minions, or its own error (ErrNoMinions, a string return).
+//
+// salt-api (rest_cherrypy's LowDataAdapter.POST) stops at the first
+// lowstate of a list that raises and answers with an error status (400,
+// 401, 500, 503, 504) alone: the lowstates before it have started their
+// jobs, the failing one and those after it have not, and the answer does
+// not say which one failed. A failed batch is therefore never sent again
+// as a whole, and its reactions are not marked retryable, so that no
+// lowstate runs twice: their errors wrap ErrOutcomeUnknown. The exceptions
+// are failures that provably ran nothing, which are handled like those of
+// a single request:
+//
+//   - the request was not completely written (a refused or broken
+//     connection before the end of the body): salt-api reads the whole
+//     body before it runs anything; the errors are retryable;
+//   - 401 while salt-api's session check also refuses the token (checked
+//     with an empty lowstate list, which runs nothing): the session was
+//     refused before the body was read; the driver logs in again and sends
+//     the batch once more, as for a single request;
+//   - 413 (the body is over max_request_body_size): the batch is split in
+//     halves, which are sent in turn;
+//   - 429 (a proxy's rate limit) is retryable; redirects, 404, 405 and 406
+//     are configuration errors.
+//
+// A 5xx, a timeout or a broken connection after the whole request was
+// written, a 400, or a 401 from a valid session (a function the eauth user
+// may not run) leave the outcome unknown. After such a failure, and after
+// any failed request, reactions are sent one by one until salt-api answers
+// again, so an outage costs at most one batch its retries. A lowstate sent
+// alone keeps the single-request behaviour: its 5xx, 429 and transport
+// failures are retryable, since salt-api answers a lone lowstate's failure
+// for that lowstate.
+//
+// When ctx ends while the lowstate waits, Do returns without sending it;
+// when it ends while a batch holding it is in flight, Do returns at once
+// with ctx's error (the job may still start), and the batch goes on for
+// the others. A lowstate sent alone uses ctx for its request, as before.
 func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	d.mu.Lock()
 	closed := d.closed
@@ -237,15 +329,11 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	if !d.Supports(call.Client) {
 		return actions.Result{}, fmt.Errorf("saltapi: reaction %q: salt-api cannot run %s reactions", a.Chunk.Str("__id__"), call.Client)
 	}
-	body, err := lowstateBody(call, a.Chunk)
+	low, err := lowstateJSON(call, a.Chunk)
 	if err != nil {
 		return actions.Result{}, fmt.Errorf("saltapi: reaction %q: encoding lowstate: %w", a.Chunk.Str("__id__"), err)
 	}
-	raw, err := d.run(ctx, body)
-	if err != nil {
-		return actions.Result{}, fmt.Errorf("saltapi: %s %s: %w", call.Client, call.Fun, err)
-	}
-	res, err := parseRun(call.Client, raw)
+	res, err := d.dispatch(ctx, &request{ctx: ctx, client: call.Client, low: low, done: make(chan reply, 1)})
 	if err != nil {
 		return actions.Result{}, fmt.Errorf("saltapi: %s %s: %w", call.Client, call.Fun, err)
 	}
@@ -260,10 +348,12 @@ func (d *Driver) run(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		status, raw, err := d.post(ctx, "/", tok, body)
+		status, raw, _, err := d.post(ctx, "/", tok, body)
 		if err != nil {
+			d.setHealthy(false)
 			return nil, err
 		}
+		d.setHealthy(status >= 200 && status < 300)
 		if status != http.StatusUnauthorized {
 			return raw, checkStatus(status, raw)
 		}

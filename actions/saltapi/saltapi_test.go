@@ -637,7 +637,8 @@ func TestCloseTwice(t *testing.T) {
 }
 
 // TestConcurrentDoLogsInOnce starts many dispatches on a fresh driver: they
-// share one login.
+// share one login, and each lowstate runs once (those that waited for a
+// free request went out together, so there may be fewer POSTs).
 func TestConcurrentDoLogsInOnce(t *testing.T) {
 	fake := newFakeSalt()
 	srv := fake.start(t)
@@ -659,8 +660,8 @@ func TestConcurrentDoLogsInOnce(t *testing.T) {
 		}
 	}
 	st := fake.stats()
-	if st.logins != 1 || st.posts != n {
-		t.Fatalf("logins %d posts %d, want 1 and %d", st.logins, st.posts, n)
+	if st.logins != 1 || st.posts < 1 || st.posts > n || len(st.lows) != n {
+		t.Fatalf("logins %d posts %d lowstates %d, want 1 login, 1 to %d posts and %d lowstates", st.logins, st.posts, len(st.lows), n, n)
 	}
 	seen := map[string]bool{}
 	for _, low := range st.lows {

@@ -1,0 +1,319 @@
+package saltapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
+
+	"github.com/reactord/reactord/actions"
+)
+
+// maxBatchBytes bounds the body of a batched request. rest_cherrypy refuses
+// bodies over its max_request_body_size (1 MiB by default) with 413; a
+// lowstate over the bound is still sent, alone.
+const maxBatchBytes = 512 << 10
+
+// ErrOutcomeUnknown is wrapped by the error of a reaction whose lowstate was
+// sent in a batch that salt-api failed in a way that may have run part of
+// it. Such an error is never retryable; see Driver.Do.
+var ErrOutcomeUnknown = errors.New("outcome unknown, not retried: salt-api runs a lowstate list in order and stops at the first lowstate that fails without saying which, so the lowstates before it may have started jobs")
+
+// batchError is the error of one reaction of a batch with an unknown
+// outcome. It unwraps to ErrOutcomeUnknown only: the cause may be marked
+// retryable, and retrying is exactly what must not happen.
+type batchError struct {
+	pos, n int
+	cause  error
+}
+
+func (e *batchError) Error() string {
+	return fmt.Sprintf("%v (this reaction was lowstate %d of %d in one request): %v", ErrOutcomeUnknown, e.pos, e.n, e.cause)
+}
+
+func (e *batchError) Unwrap() error { return ErrOutcomeUnknown }
+
+// request is one reaction waiting for, or in, a lowstate POST.
+type request struct {
+	ctx    context.Context
+	client string // local, runner or wheel
+	low    []byte // the lowstate object, JSON
+	done   chan reply
+	taken  bool // guarded by Driver.qmu: it left the queue for a POST
+}
+
+// reply is the outcome of one request.
+type reply struct {
+	res actions.Result
+	err error
+}
+
+// dispatch queues r and waits for its reply or the end of ctx.
+func (d *Driver) dispatch(ctx context.Context, r *request) (actions.Result, error) {
+	d.enqueue(r)
+	select {
+	case rep := <-r.done:
+		return rep.res, rep.err
+	case <-ctx.Done():
+	}
+	if d.withdraw(r) {
+		return actions.Result{}, ctx.Err()
+	}
+	select {
+	case rep := <-r.done:
+		return rep.res, rep.err
+	default:
+	}
+	return actions.Result{}, fmt.Errorf("%w (its request was under way; the job may still start)", ctx.Err())
+}
+
+// enqueue adds r to the queue and, when fewer than maxInFlight requests
+// run, starts one: r then goes out alone at once.
+func (d *Driver) enqueue(r *request) {
+	d.qmu.Lock()
+	d.queue = append(d.queue, r)
+	if d.inFlight >= d.maxInFlight {
+		d.qmu.Unlock()
+		return
+	}
+	d.inFlight++
+	batch := d.takeLocked()
+	d.qmu.Unlock()
+	go d.sender(batch)
+}
+
+// withdraw removes r from the queue; it reports false when r was already
+// taken for a POST.
+func (d *Driver) withdraw(r *request) bool {
+	d.qmu.Lock()
+	defer d.qmu.Unlock()
+	if r.taken {
+		return false
+	}
+	if i := slices.Index(d.queue, r); i >= 0 {
+		d.queue = slices.Delete(d.queue, i, i+1)
+	}
+	r.taken = true
+	return true
+}
+
+// takeLocked takes the next batch from the front of the queue: up to
+// maxBatch requests and maxBatchBytes of body, or a single request while
+// salt-api is failing. Requests whose caller has gone are answered and
+// dropped. d.qmu is held.
+func (d *Driver) takeLocked() []*request {
+	limit := d.maxBatch
+	if d.unhealthy {
+		limit = 1
+	}
+	var batch []*request
+	size := 2
+	i := 0
+	for i < len(d.queue) && len(batch) < limit {
+		r := d.queue[i]
+		if err := r.ctx.Err(); err != nil {
+			r.taken = true
+			r.done <- reply{err: err}
+			i++
+			continue
+		}
+		size += len(r.low) + 1
+		if len(batch) > 0 && size > maxBatchBytes {
+			break
+		}
+		r.taken = true
+		batch = append(batch, r)
+		i++
+	}
+	d.queue = slices.Delete(d.queue, 0, i)
+	return batch
+}
+
+// sender runs batches from the queue until it is empty, then gives its
+// slot back.
+func (d *Driver) sender(batch []*request) {
+	for len(batch) > 0 {
+		d.send(batch)
+		d.qmu.Lock()
+		batch = d.takeLocked()
+		if len(batch) == 0 {
+			d.inFlight--
+		}
+		d.qmu.Unlock()
+	}
+}
+
+// send POSTs one batch and hands each request its reply. A lone request
+// runs under its caller's context, as it always did; a batch under a
+// context that ends when all of its callers have gone.
+func (d *Driver) send(batch []*request) {
+	var reps []reply
+	if len(batch) == 1 {
+		reps = []reply{d.runOne(batch[0].ctx, batch[0])}
+	} else {
+		ctx, cancel := batchContext(batch)
+		reps = d.runBatch(ctx, batch)
+		cancel()
+	}
+	for i, r := range batch {
+		r.done <- reps[i]
+	}
+}
+
+// batchContext returns a context that is canceled once every request's
+// context has ended.
+func batchContext(batch []*request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, r := range batch {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// runOne POSTs a lowstate alone (see run) and reads its job.
+func (d *Driver) runOne(ctx context.Context, r *request) reply {
+	raw, err := d.run(ctx, listBody([][]byte{r.low}))
+	if err != nil {
+		return reply{err: err}
+	}
+	res, err := parseRun(r.client, raw)
+	return reply{res: res, err: err}
+}
+
+// runBatch POSTs the lowstates of batch as one list and returns one reply
+// per request, in order. Driver.Do documents which failures are sent again
+// and which leave the outcome unknown.
+func (d *Driver) runBatch(ctx context.Context, batch []*request) []reply {
+	if len(batch) == 1 {
+		return []reply{d.runOne(ctx, batch[0])}
+	}
+	lows := make([][]byte, len(batch))
+	for i, r := range batch {
+		lows[i] = r.low
+	}
+	body := listBody(lows)
+	tok, err := d.token(ctx)
+	if err != nil {
+		return same(len(batch), err)
+	}
+	for attempt := 1; ; attempt++ {
+		status, raw, sent, err := d.post(ctx, "/", tok, body)
+		if err != nil {
+			d.setHealthy(false)
+			if !sent {
+				return same(len(batch), err)
+			}
+			return unknown(batch, err)
+		}
+		d.setHealthy(status >= 200 && status < 300)
+		switch {
+		case status >= 200 && status < 300:
+			return parseBatch(batch, raw)
+		case status == http.StatusUnauthorized:
+			valid, perr := d.sessionValid(ctx, tok)
+			d.retire(tok)
+			switch {
+			case perr != nil:
+				return unknown(batch, fmt.Errorf("%s, and checking the session failed: %w", statusText(status, raw), perr))
+			case valid:
+				// The session was accepted: a lowstate of the batch
+				// was refused (AuthorizationError), possibly after
+				// others had run.
+				return unknown(batch, errors.New(statusText(status, raw)))
+			case !d.canLogin():
+				return same(len(batch), fmt.Errorf("salt-api rejected the token (%s) and no credentials are configured to log in again", statusText(status, raw)))
+			case attempt > 1:
+				return same(len(batch), fmt.Errorf("salt-api refused the session of a new login (%s)", statusText(status, raw)))
+			}
+			// The session was refused before the body was read:
+			// nothing ran, so the batch goes again with a new token.
+			if tok, err = d.token(ctx); err != nil {
+				return same(len(batch), err)
+			}
+		case status == http.StatusRequestEntityTooLarge:
+			// Refused before the body was read: nothing ran.
+			half := len(batch) / 2
+			return append(d.runBatch(ctx, batch[:half]), d.runBatch(ctx, batch[half:])...)
+		case status == http.StatusTooManyRequests, status >= 300 && status < 400,
+			status == http.StatusNotFound, status == http.StatusMethodNotAllowed, status == http.StatusNotAcceptable:
+			// Answered before any lowstate ran (by a proxy, or by
+			// cherrypy's dispatch and content negotiation).
+			return same(len(batch), checkStatus(status, raw))
+		default:
+			return unknown(batch, errors.New(statusText(status, raw)))
+		}
+	}
+}
+
+// sessionValid asks salt-api whether it accepts tok by POSTing an empty
+// lowstate list: rest_cherrypy checks the session first, then runs the
+// (no) lowstates and answers {"return": []}.
+func (d *Driver) sessionValid(ctx context.Context, tok string) (bool, error) {
+	status, raw, _, err := d.post(ctx, "/", tok, []byte("[]"))
+	switch {
+	case err != nil:
+		return false, err
+	case status == http.StatusUnauthorized:
+		return false, nil
+	case status >= 200 && status < 300:
+		return true, nil
+	}
+	return false, errors.New(statusText(status, raw))
+}
+
+// parseBatch reads one return per request from a 2xx answer.
+func parseBatch(batch []*request, raw []byte) []reply {
+	var ans runAnswer
+	if err := json.Unmarshal(raw, &ans); err != nil {
+		return unknown(batch, fmt.Errorf("decoding the answer: %w", err))
+	}
+	if len(ans.Return) != len(batch) {
+		return unknown(batch, fmt.Errorf("the answer holds %d returns for %d lowstates", len(ans.Return), len(batch)))
+	}
+	reps := make([]reply, len(batch))
+	for i, r := range batch {
+		reps[i].res, reps[i].err = parseReturn(r.client, ans.Return[i])
+	}
+	return reps
+}
+
+// same gives every request of a batch the same error.
+func same(n int, err error) []reply {
+	reps := make([]reply, n)
+	for i := range reps {
+		reps[i].err = err
+	}
+	return reps
+}
+
+// unknown gives every request of a batch an error wrapping
+// ErrOutcomeUnknown.
+func unknown(batch []*request, cause error) []reply {
+	reps := make([]reply, len(batch))
+	for i := range reps {
+		reps[i].err = &batchError{pos: i + 1, n: len(batch), cause: cause}
+	}
+	return reps
+}
+
+// setHealthy records whether the last lowstate POST succeeded.
+func (d *Driver) setHealthy(ok bool) {
+	d.qmu.Lock()
+	d.unhealthy = !ok
+	d.qmu.Unlock()
+}
