@@ -25,6 +25,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reactord/reactord/event"
 )
 
 // catalogueFile is the shared event catalogue, relative to the package
@@ -477,6 +479,15 @@ func (p *jsPublisher) PublishEvent(ctx context.Context, tag string, body []byte,
 	return nil
 }
 
+// limitedPublisher is a jsPublisher that reports the server's max payload,
+// as natsbus.Conn does, so the outbox cuts events over it.
+type limitedPublisher struct {
+	*jsPublisher
+	max int
+}
+
+func (p limitedPublisher) MaxPayload() int { return p.max }
+
 func (p *jsPublisher) duplicates() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -626,7 +637,35 @@ func statsString(s *Stats) string {
 // Nats-Msg-Id.
 func checkStream(t *testing.T, env *natsEnv, want []catEvent) {
 	t.Helper()
-	distinct := distinctEvents(t, want)
+	checkStreamFit(t, env, want, 0)
+}
+
+// checkStreamFit is checkStream for a bridge whose server accepts at most
+// limit bytes: events over it must be stored cut (event.Fit), with the
+// Nats-Msg-Id of the original.
+func checkStreamFit(t *testing.T, env *natsEnv, want []catEvent, limit int) {
+	t.Helper()
+	orig := map[string]catEvent{} // cut version's key → the original
+	stored := make([]catEvent, len(want))
+	for i, ev := range want {
+		stored[i] = ev
+		env := encodeEnvelope(ev.Tag, compactJSON(t, ev.Data))
+		out, cuts, err := event.Fit(env, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cuts) > 0 {
+			var e struct {
+				Data json.RawMessage `json:"data"`
+			}
+			if err := json.Unmarshal(out, &e); err != nil {
+				t.Fatal(err)
+			}
+			stored[i].Data = e.Data
+			orig[eventKey(t, ev.Tag, e.Data)] = ev
+		}
+	}
+	distinct := distinctEvents(t, stored)
 	msgs := env.messages(t)
 	if len(msgs) != len(distinct) {
 		t.Fatalf("stream holds %d messages, want %d distinct events", len(msgs), len(distinct))
@@ -654,8 +693,12 @@ func checkStream(t *testing.T, env *natsEnv, want []catEvent) {
 		if m.Subject != testSubject(ev.Tag) {
 			t.Errorf("seq %d: subject %q, want %q", m.Sequence, m.Subject, testSubject(ev.Tag))
 		}
-		if id := m.Header.Get(jetstream.MsgIDHeader); id != MsgID(ev.Tag, ev.Data) {
-			t.Errorf("seq %d: Nats-Msg-Id %q, want %q", m.Sequence, id, MsgID(ev.Tag, ev.Data))
+		idOf := ev
+		if o, ok := orig[key]; ok {
+			idOf = o
+		}
+		if id := m.Header.Get(jetstream.MsgIDHeader); id != MsgID(idOf.Tag, idOf.Data) {
+			t.Errorf("seq %d: Nats-Msg-Id %q, want %q", m.Sequence, id, MsgID(idOf.Tag, idOf.Data))
 		}
 		if !jsonEqual(t, got.Data, ev.Data) && !sameButStamp(t, got.Data, ev.Data) {
 			t.Errorf("seq %d: data %s, want %s", m.Sequence, got.Data, ev.Data)
@@ -686,4 +729,14 @@ func sameButStamp(t *testing.T, a, b []byte) bool {
 	delete(ma, "_stamp")
 	delete(mb, "_stamp")
 	return reflect.DeepEqual(ma, mb)
+}
+
+// compactJSON compacts raw JSON.
+func compactJSON(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
