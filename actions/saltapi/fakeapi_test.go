@@ -27,6 +27,7 @@ type fakeSalt struct {
 	lifetime time.Duration     // token lifetime (token_expire)
 	minions  []string          // accepted minion keys
 	denied   map[string]bool   // functions the eauth user may not run
+	crash    map[string]int    // functions that raise, answered with this status
 
 	mu       sync.Mutex
 	offset   time.Duration        // added to the server clock
@@ -36,6 +37,7 @@ type fakeSalt struct {
 	logins   int
 	posts    int                 // lowstate POSTs, rejected ones included
 	tokens   []string            // X-Auth-Token of each lowstate POST
+	batches  []int               // lowstates in each POST that reached the handler
 	lows     []map[string]any    // lowstates that were run
 	problems []string            // protocol violations by the client
 	issued   []map[string]string // login bodies
@@ -48,6 +50,7 @@ func newFakeSalt() *fakeSalt {
 		lifetime: 12 * time.Hour, // Salt's default token_expire
 		minions:  []string{"db1", "web1", "web2"},
 		denied:   map[string]bool{},
+		crash:    map[string]int{},
 		sessions: map[string]time.Time{},
 	}
 }
@@ -96,6 +99,7 @@ func (f *fakeSalt) failNext(status ...int) {
 
 type fakeStats struct {
 	logins, posts int
+	batches       []int
 	tokens        []string
 	lows          []map[string]any
 	problems      []string
@@ -107,6 +111,7 @@ func (f *fakeSalt) stats() fakeStats {
 	return fakeStats{
 		logins:   f.logins,
 		posts:    f.posts,
+		batches:  append([]int(nil), f.batches...),
 		tokens:   append([]string(nil), f.tokens...),
 		lows:     append([]map[string]any(nil), f.lows...),
 		problems: append([]string(nil), f.problems...),
@@ -229,6 +234,12 @@ func (f *fakeSalt) lowstate(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "Lowstates must be a list")
 		return
 	}
+	f.mu.Lock()
+	f.batches = append(f.batches, len(lows))
+	f.mu.Unlock()
+	// LowDataAdapter.POST runs the list in order; the first lowstate that
+	// raises ends the request with its status, after the ones before it
+	// have run.
 	rets := make([]any, 0, len(lows))
 	for _, low := range lows {
 		status, ret := f.run(low)
@@ -274,6 +285,9 @@ func (f *fakeSalt) run(low map[string]any) (int, any) {
 	}
 	if f.denied[fun] {
 		return http.StatusUnauthorized, "Authorization error occurred."
+	}
+	if status := f.crash[fun]; status != 0 {
+		return status, "An unexpected error occurred"
 	}
 	f.mu.Lock()
 	f.lows = append(f.lows, low)
