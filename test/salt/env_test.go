@@ -6,6 +6,7 @@ package salt_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,6 +59,7 @@ func TestMain(m *testing.M) {
 // saltEnv is one Salt installation under a temporary directory.
 type saltEnv struct {
 	t       *testing.T
+	minions []string
 	dir     string // root_dir
 	etc     string // the master's config dir (-c)
 	sockDir string
@@ -88,9 +90,20 @@ func writeFile(t *testing.T, path, text string) {
 	}
 }
 
-// startSalt writes a master, minions web1 and web2 (keys left pending: the
-// reactor accepts them) and salt-api, and starts them in the foreground.
-func startSalt(t *testing.T) *saltEnv {
+// saltOptions vary startSalt.
+type saltOptions struct {
+	// minions are the minion ids (default web1, web2).
+	minions []string
+	// masterExtra is appended to the master's configuration.
+	masterExtra string
+	// minionExtra is appended to each minion's configuration.
+	minionExtra string
+}
+
+// startSalt writes a master, minions (keys left pending: the reactor
+// accepts them) and salt-api, and starts the master and salt-api in the
+// foreground; startMinions starts the minions.
+func startSalt(t *testing.T, opts ...saltOptions) *saltEnv {
 	t.Helper()
 	// Unix socket paths are limited to 108 bytes: keep the root short.
 	dir, err := os.MkdirTemp("", "rs")
@@ -98,7 +111,14 @@ func startSalt(t *testing.T) *saltEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	e := &saltEnv{t: t, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
+	var o saltOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if len(o.minions) == 0 {
+		o.minions = []string{"web1", "web2"}
+	}
+	e := &saltEnv{t: t, minions: o.minions, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
 	pub, ret, api := freePort(t), freePort(t), freePort(t)
 	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d", api)
 	user := "root"
@@ -131,7 +151,8 @@ rest_cherrypy:
   disable_ssl: True
 api_pidfile: %[4]s/run/salt-api.pid
 api_logfile: %[4]s/log/api
-`, user, pub, ret, dir, api))
+%[6]s
+`, user, pub, ret, dir, api, o.masterExtra))
 	writeFile(t, filepath.Join(dir, "srv/salt/top.sls"), "base:\n  '*':\n    - trivial\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/trivial.sls"), "trivial_ok:\n  test.succeed_without_changes:\n    - name: trivial state\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/fail.sls"), "always_fails:\n  test.fail_without_changes:\n    - name: this state always fails\n")
@@ -140,8 +161,8 @@ api_logfile: %[4]s/log/api
 	// web1's beacon pauses during state runs (Salt's own protection);
 	// web2's does not, so its revert's own write comes back as a beacon
 	// event, which only reactord's loop guard stops.
-	pause := map[string]string{"web1": "True", "web2": "False"}
-	for _, id := range []string{"web1", "web2"} {
+	pause := map[string]string{"web2": "False"}
+	for _, id := range o.minions {
 		m := filepath.Join(dir, "minions", id)
 		watch := filepath.Join(dir, "watch", id, "important_file")
 		e.watch[id] = watch
@@ -167,7 +188,8 @@ beacons:
         %[7]s:
           mask: [modify]
     - disable_during_state_run: %[8]s
-`, id, user, ret, pub, dir, m, watch, pause[id]))
+%[9]s
+`, id, user, ret, pub, dir, m, watch, cmp.Or(pause[id], "True"), o.minionExtra))
 	}
 	for _, d := range []string{"run", "log"} {
 		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
@@ -189,9 +211,9 @@ beacons:
 	return e
 }
 
-// startMinions starts web1 and web2; their keys go pending.
+// startMinions starts the minions; their keys go pending.
 func (e *saltEnv) startMinions() {
-	for _, id := range []string{"web1", "web2"} {
+	for _, id := range e.minions {
 		e.start("salt-minion", "-c", filepath.Join(e.dir, "minions", id, "etc"), "-l", "error")
 	}
 }

@@ -1,0 +1,211 @@
+package salt_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// TestStorm measures, side by side in one run on the same machine, how fast
+// state.apply jobs reach a real master when a storm of minion start events
+// hits its bus: Salt's own reactor, reactord's saltapi driver and its exec
+// driver, each on a fresh master with the same minions. Set
+// REACTORD_E2E_STORM to the number of events (e.g. 1000); it takes minutes.
+//
+// The events are pushed into the master's own bus through its
+// master_event_pull.ipc socket, exactly as Salt's fire_event does, so every
+// subscriber (Salt's reactor, the bridge) sees them as real events. Jobs are
+// counted from the master's salt/job/<jid>/new events; a job coalescing
+// several minions counts once in "jobs" and once per minion in "minion
+// jobs".
+func TestStorm(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("REACTORD_E2E_STORM"))
+	if n <= 0 {
+		t.Skip("set REACTORD_E2E_STORM=N to measure a storm of N minion start events")
+	}
+	minions := []string{}
+	for i := 1; i <= 10; i++ {
+		minions = append(minions, fmt.Sprintf("web%d", i))
+	}
+	type result struct {
+		name                 string
+		jobs, minionJobs     int
+		seconds, jps, mjobps float64
+	}
+	var results []result
+	for _, contender := range []string{"salt-reactor", "reactord-saltapi", "reactord-exec", "reactord-saltapi-guard-on"} {
+		t.Run(contender, func(t *testing.T) {
+			extra := ""
+			dir := t.TempDir()
+			if contender == "salt-reactor" {
+				sls := filepath.Join(dir, "highstate.sls")
+				writeFile(t, sls, "highstate_on_start:\n  local.state.apply:\n    - tgt: {{ data['id'] }}\n")
+				extra = "reactor:\n  - 'salt/minion/*/start':\n    - " + sls + "\n"
+			}
+			e := startSalt(t, saltOptions{minions: minions, masterExtra: extra, minionExtra: "process_count_max: 2\n"})
+			e.startMinions()
+			waitFor(t, 120*time.Second, "minion keys", func() error {
+				out, err := e.salt("salt-key", "-l", "pre", "--out", "json")
+				if err != nil || strings.Count(out, "web") < len(minions) {
+					return fmt.Errorf("pending: %s %v", out, err)
+				}
+				return nil
+			})
+			if out, err := e.salt("salt-key", "-A", "-y"); err != nil {
+				t.Fatalf("salt-key -A: %v %s", err, out)
+			}
+			waitFor(t, 120*time.Second, "all minions up", func() error {
+				out, _ := e.salt("salt", "*", "test.ping", "--out", "txt", "-t", "10")
+				if c := strings.Count(out, "True"); c < len(minions) {
+					return fmt.Errorf("%d minions answer", c)
+				}
+				return nil
+			})
+			switch contender {
+			case "reactord-saltapi":
+				startReactord(t, e, "saltapi", "--no-loop-guard")
+			case "reactord-exec":
+				startReactord(t, e, "exec", "--no-loop-guard")
+			case "reactord-saltapi-guard-on":
+				startReactord(t, e, "saltapi")
+			}
+			time.Sleep(5 * time.Second) // let the minions' own start jobs pass
+			jobs := countJobs(t, e.sockDir)
+			start := time.Now()
+			pushStarts(t, e.sockDir, minions, n)
+			pushed := time.Since(start)
+			jobs.waitQuiet(n, 15*time.Second)
+			j, mj, last := jobs.totals()
+			secs := last.Sub(start).Seconds()
+			r := result{name: contender, jobs: j, minionJobs: mj, seconds: secs}
+			if secs > 0 {
+				r.jps, r.mjobps = float64(j)/secs, float64(mj)/secs
+			}
+			results = append(results, r)
+			t.Logf("%s: %d events pushed in %v; %d state.apply jobs (%d minion jobs) in %.1fs: %.1f jobs/s, %.1f minion jobs/s",
+				contender, n, pushed.Round(time.Millisecond), j, mj, secs, r.jps, r.mjobps)
+		})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "storm of %d salt/minion/*/start events over %d minions:\n", n, len(minions))
+	for _, r := range results {
+		fmt.Fprintf(&b, "  %-26s %5d jobs %5d minion jobs %6.1fs %6.1f jobs/s %6.1f minion jobs/s\n", r.name, r.jobs, r.minionJobs, r.seconds, r.jps, r.mjobps)
+	}
+	t.Log("\n" + b.String())
+}
+
+// pushStarts fires n salt/minion/<id>/start events into the master's bus
+// through master_event_pull.ipc, round robin over minions.
+func pushStarts(t *testing.T, sockDir string, minions []string, n int) {
+	t.Helper()
+	c, err := net.Dial("unix", filepath.Join(sockDir, "master_event_pull.ipc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := bufio.NewWriter(c)
+	for i := range n {
+		id := minions[i%len(minions)]
+		tag := "salt/minion/" + id + "/start"
+		data, err := msgpack.Marshal(map[string]any{
+			"id": id, "cmd": "_minion_event", "pretag": nil, "tag": tag,
+			"data":   fmt.Sprintf("Minion %s started at storm %d", id, i),
+			"_stamp": time.Now().UTC().Format("2006-01-02T15:04:05.000000"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var frame bytes.Buffer
+		enc := msgpack.NewEncoder(&frame)
+		_ = enc.EncodeMapLen(2)
+		_ = enc.EncodeString("head")
+		_ = enc.EncodeMapLen(0)
+		_ = enc.EncodeString("body")
+		_ = enc.EncodeBytes(append([]byte(tag+"\n\n"), data...))
+		if _, err := w.Write(frame.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let the master read before closing
+}
+
+// jobCounter counts state.apply job publishes on the master's bus.
+type jobCounter struct {
+	mu         sync.Mutex
+	jobs       int
+	minionJobs int
+	last       time.Time
+}
+
+func countJobs(t *testing.T, sockDir string) *jobCounter {
+	t.Helper()
+	c, err := net.Dial("unix", filepath.Join(sockDir, "master_event_pub.ipc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	jc := &jobCounter{}
+	go func() {
+		d := msgpack.NewDecoder(bufio.NewReaderSize(c, 1<<20))
+		for {
+			var frame map[string]any
+			if err := d.Decode(&frame); err != nil {
+				return
+			}
+			body, _ := frame["body"].([]byte)
+			tag, packed, ok := bytes.Cut(body, []byte("\n\n"))
+			if !ok || !bytes.HasPrefix(tag, []byte("salt/job/")) || !bytes.HasSuffix(tag, []byte("/new")) {
+				continue
+			}
+			var data map[string]any
+			if err := msgpack.Unmarshal(packed, &data); err != nil {
+				continue
+			}
+			if data["fun"] != "state.apply" {
+				continue
+			}
+			ms, _ := data["minions"].([]any)
+			jc.mu.Lock()
+			jc.jobs++
+			jc.minionJobs += len(ms)
+			jc.last = time.Now()
+			jc.mu.Unlock()
+		}
+	}()
+	return jc
+}
+
+// waitQuiet waits until want minion jobs were seen, or none came for quiet
+// (or none at all within ten minutes).
+func (jc *jobCounter) waitQuiet(want int, quiet time.Duration) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		jc.mu.Lock()
+		done := jc.minionJobs >= want || (!jc.last.IsZero() && time.Since(jc.last) > quiet)
+		jc.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+func (jc *jobCounter) totals() (jobs, minionJobs int, last time.Time) {
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	return jc.jobs, jc.minionJobs, jc.last
+}
+
