@@ -208,4 +208,3 @@ func (jc *jobCounter) totals() (jobs, minionJobs int, last time.Time) {
 	defer jc.mu.Unlock()
 	return jc.jobs, jc.minionJobs, jc.last
 }
-
