@@ -6,6 +6,10 @@
 // SIGTERM and, after a grace period, SIGKILL, after the model of
 // consul-template's child package.
 //
+// Programs run at once are bounded (Config.MaxProcs), and local reactions
+// that wait for a free slot and differ only by a literal minion target share
+// one salt run with a list target (Config.MaxCoalesce; see Driver.Do).
+//
 // Each reaction type maps onto one command line. Driver options always come
 // first and a "--" ends them, so nothing taken from an event (a target, an
 // argument) can ever be read as an option by Salt's optparse parsers, which
@@ -50,6 +54,7 @@
 package execdriver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,6 +63,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"time"
 
@@ -85,13 +91,31 @@ type Config struct {
 	// ExtraArgs are options put before the driver's own on every command
 	// line, e.g. {"-c", "/etc/salt"}. They may not contain "--".
 	ExtraArgs []string
+	// MaxProcs bounds the salt and salt-run programs running at once, and
+	// separately the salt-call programs (which run their function to the
+	// end, so they must not hold up job starts). Zero means
+	// DefaultMaxProcs: the number of CPUs, at least 2 and at most 8. Each
+	// start of a Salt CLI costs about 0.7 CPU-seconds of Python start-up,
+	// so more programs than CPUs do not start jobs faster; they only
+	// leave fewer reactions waiting to share a run.
+	MaxProcs int
+	// MaxCoalesce bounds how many waiting local reactions share one salt
+	// run (see Driver.Do); zero means DefaultMaxCoalesce and 1 runs every
+	// reaction on its own.
+	MaxCoalesce int
 }
 
 // Defaults applied by New to zero Config fields.
 const (
-	DefaultTimeout   = 30 * time.Second
-	DefaultKillGrace = 5 * time.Second
+	DefaultTimeout     = 30 * time.Second
+	DefaultKillGrace   = 5 * time.Second
+	DefaultMaxCoalesce = 32
 )
+
+// DefaultMaxProcs is the bound on programs running at once that New
+// applies when Config.MaxProcs is zero: the number of CPUs, at least 2 and
+// at most 8.
+func DefaultMaxProcs() int { return min(max(runtime.NumCPU(), 2), 8) }
 
 // Errors reported by Do that callers may test with errors.Is.
 var (
@@ -111,12 +135,15 @@ type program struct {
 }
 
 // Driver runs reactions through Salt's command-line tools. It is safe for
-// concurrent use; each Do runs its own process.
+// concurrent use.
 type Driver struct {
 	salt, saltRun, saltCall program
 	env                     []string
 	timeout, killGrace      time.Duration
 	extra                   []string
+	maxCoalesce             int
+	// jobs runs salt and salt-run, calls runs salt-call.
+	jobs, calls pool
 }
 
 // New checks cfg, applies its defaults, snapshots the default environment
@@ -131,7 +158,16 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.KillGrace < 0 {
 		return nil, fmt.Errorf("exec driver: negative kill grace %s", cfg.KillGrace)
 	}
+	if cfg.MaxProcs < 0 {
+		return nil, fmt.Errorf("exec driver: negative max procs %d", cfg.MaxProcs)
+	}
+	if cfg.MaxCoalesce < 0 {
+		return nil, fmt.Errorf("exec driver: negative max coalesce %d", cfg.MaxCoalesce)
+	}
 	d := &Driver{timeout: cfg.Timeout, killGrace: cfg.KillGrace, extra: append([]string(nil), cfg.ExtraArgs...)}
+	maxProcs := cmp.Or(cfg.MaxProcs, DefaultMaxProcs())
+	d.jobs.max, d.calls.max = maxProcs, maxProcs
+	d.maxCoalesce = cmp.Or(cfg.MaxCoalesce, DefaultMaxCoalesce)
 	if d.timeout == 0 {
 		d.timeout = DefaultTimeout
 	}
@@ -244,6 +280,35 @@ func (d *Driver) program(client string) *program {
 // to publish), a cancelled ctx, or output without the expected job ID is
 // not retryable; the error quotes the last lines of stderr (or of stdout
 // when stderr is empty).
+//
+// At most Config.MaxProcs salt and salt-run programs run at once (and as
+// many salt-call programs); a reaction that finds them all busy waits in a
+// queue, and one that finds a free slot starts at once. When a slot frees,
+// the oldest waiting reaction runs, and if it is a coalescable local
+// reaction, every waiting reaction that may share its run goes with it (up
+// to Config.MaxCoalesce) as one `salt --async -L ID,ID,...` whose job
+// reaches each minion: on a master with few CPUs, where each salt start
+// costs about 0.7 CPU-seconds, this is what lets a burst of reactions start
+// jobs faster than a few per second. Each Do then returns the shared jid
+// with Minions set to its own target's minion ids; an error of the shared
+// run is every sharer's (so a timed-out shared run is retryable for each
+// of them, as a timed-out run of its own would be). A local reaction is
+// coalescable when its target is literal minion ids: a glob without
+// wildcard characters (*, ?, [ or ]), or a list, whose ids hold no comma
+// or whitespace. Reactions share a run only when their function, arg,
+// kwarg, ret and every other chunk key are identical (the compiler's
+// bookkeeping aside: __id__, __sls__ and other __ keys, order, and name
+// when it repeats __id__, none of which reach salt), their command lines
+// are identical apart from the target, and their minions do not overlap,
+// so that every reaction still starts its own job on each of its minions.
+// salt -L silently skips ids without an accepted key, so a sharer whose
+// minion is unknown gets the jid instead of ErrNoMinions.
+//
+// When ctx ends while the reaction waits, nothing runs. When it ends while
+// a run of its own is in flight, the program is stopped as described
+// above. When it ends during a shared run, Do returns at once with ctx's
+// error, not retryable (the job may still start), and the run goes on for
+// the others; it is stopped only once every sharer's ctx has ended.
 func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	if a.Chunk == nil {
 		return actions.Result{}, errors.New("exec: action without a chunk")
@@ -256,7 +321,15 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	if err != nil {
 		return actions.Result{}, fmt.Errorf("exec %s %s: %w", call.Client, call.Fun, err)
 	}
-	res, err := d.finish(inv, d.run(ctx, inv.prog.path, inv.args))
+	j := &job{ctx: ctx, inv: inv, done: make(chan reply, 1)}
+	if d.maxCoalesce > 1 {
+		j.key, j.ids = coalesceKey(call, a.Chunk, inv)
+	}
+	p := &d.jobs
+	if call.Client == "caller" {
+		p = &d.calls
+	}
+	res, err := d.dispatch(ctx, p, j)
 	if err != nil {
 		return res, fmt.Errorf("exec %s %s: %w", call.Client, call.Fun, err)
 	}
@@ -268,6 +341,10 @@ type invocation struct {
 	client string
 	prog   *program
 	args   []string
+	// For local: flagAt is where the target-type flag is (hasFlag) or
+	// would be, tgtAt where the target is.
+	flagAt, tgtAt int
+	hasFlag       bool
 }
 
 // targetFlags maps tgt_type onto the salt option selecting it.
@@ -331,8 +408,10 @@ func (d *Driver) invocationFor(call actions.Call, chunk *event.Chunk, requirePro
 		}
 		args = append(args, "--async")
 		args = append(args, d.extra...)
+		inv.flagAt = len(args)
 		if flag != "" {
 			args = append(args, flag)
+			inv.hasFlag = true
 		}
 		ret, err := returnerText(call.Ret)
 		if err != nil {
@@ -341,7 +420,9 @@ func (d *Driver) invocationFor(call actions.Call, chunk *event.Chunk, requirePro
 		if ret != "" {
 			args = append(args, "--return", ret)
 		}
-		args = append(args, "--", tgt, call.Fun)
+		args = append(args, "--")
+		inv.tgtAt = len(args)
+		args = append(args, tgt, call.Fun)
 	case "runner":
 		args = append(args, "--async")
 		args = append(args, d.extra...)

@@ -546,7 +546,7 @@ func TestProgramLookup(t *testing.T) {
 }
 
 func TestNewRejectsNegativeDurations(t *testing.T) {
-	for _, cfg := range []execdriver.Config{{Timeout: -time.Second}, {KillGrace: -time.Second}} {
+	for _, cfg := range []execdriver.Config{{Timeout: -time.Second}, {KillGrace: -time.Second}, {MaxProcs: -1}, {MaxCoalesce: -1}} {
 		if _, err := execdriver.New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}

@@ -583,6 +583,8 @@ func TestNewValidates(t *testing.T) {
 		{"password alone", func(c *saltapi.Config) { c.Username = "" }, []string{"username is required"}},
 		{"cert without key", func(c *saltapi.Config) { c.CertFile = "/c.pem" }, []string{"cert_file and key_file go together"}},
 		{"negative timeout", func(c *saltapi.Config) { c.Timeout = -time.Second }, []string{"timeout -1s is negative"}},
+		{"negative max in flight", func(c *saltapi.Config) { c.MaxInFlight = -1 }, []string{"max_in_flight -1 is negative"}},
+		{"negative max batch", func(c *saltapi.Config) { c.MaxBatch = -2 }, []string{"max_batch -2 is negative"}},
 		{"all collected", func(c *saltapi.Config) { c.URL = ""; c.EAuth = ""; c.Timeout = -1 }, []string{"url is required", "eauth is required", "is negative"}},
 		{"missing ca file", func(c *saltapi.Config) { c.CAFile = filepath.Join(dir, "absent.pem") }, []string{"reading ca_file"}},
 		{"ca file without PEM", func(c *saltapi.Config) { c.CAFile = notPEM }, []string{"holds no PEM certificate"}},
