@@ -55,7 +55,18 @@ type Conn struct {
 	streamMu      sync.Mutex
 	streamChecked time.Time
 	streamName    string
+
+	// deliverMu serialises PublishDelivered, which watches one inbox for
+	// the server's "no responders" answers.
+	deliverMu    sync.Mutex
+	deliverInbox string
+	noResponders chan *nats.Msg
+	deliverSeq   uint64
 }
+
+// ErrNoSubscriber reports a core publish that no subscriber received (no
+// reactord daemon is running, or it is restarting).
+var ErrNoSubscriber = errors.New("no subscriber received the event")
 
 // streamCheckInterval is how long PublishEvent trusts its last answer to
 // "does a stream capture the event subjects?" before asking the server again.
@@ -196,9 +207,57 @@ func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
 	}
 }
 
+// PublishDelivered publishes one event with core NATS and reports
+// ErrNoSubscriber when no subscriber received it, so a bridge can hold the
+// event while the daemon restarts instead of losing it. It gives the
+// message a reply subject, for which the server answers "no responders"
+// at once when nobody is subscribed, and waits one round trip for that
+// answer. (Subscribers do not reply; the reply subject is never used
+// otherwise.)
+func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, meta Meta) error {
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	if c.noResponders == nil {
+		inbox := c.nc.NewRespInbox()
+		ch := make(chan *nats.Msg, 256)
+		if _, err := c.nc.ChanSubscribe(inbox+".*", ch); err != nil {
+			return fmt.Errorf("publishing %s: %w", tag, err)
+		}
+		c.deliverInbox, c.noResponders = inbox, ch
+	}
+	c.deliverSeq++
+	reply := c.deliverInbox + "." + strconv.FormatUint(c.deliverSeq, 10)
+	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Reply: reply, Data: body, Header: meta.header()}
+	if err := c.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	// The server sends "no responders" while it processes the publish,
+	// before it answers the flush's PING; the client queues it on ch first.
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
+	}
+	for {
+		select {
+		case m := <-c.noResponders:
+			if m.Subject == reply && m.Header.Get("Status") == "503" {
+				return fmt.Errorf("publishing %s on %s: %w", tag, msg.Subject, ErrNoSubscriber)
+			}
+			// A late answer to an earlier publish: ignore.
+		default:
+			return nil
+		}
+	}
+}
+
 // PublishEvent publishes to JetStream (waiting for the stream's
 // acknowledgement, de-duplicated by msgID) when a stream captures the event
-// subjects, else with core NATS; it implements the bridge's Publisher.
+// subjects, else with core NATS, checking that a subscriber received it
+// (PublishDelivered); it implements the bridge's Publisher.
 //
 // Whether a stream exists is asked of the server (and cached for a few
 // seconds), never guessed by trying a JetStream publish first: in core mode
@@ -207,7 +266,7 @@ func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
 // several times.
 func (c *Conn) PublishEvent(ctx context.Context, tag string, body []byte, msgID string) error {
 	if c.EventStream(ctx) == "" {
-		return c.Publish(tag, body, Meta{MsgID: msgID})
+		return c.PublishDelivered(ctx, tag, body, Meta{MsgID: msgID})
 	}
 	err := c.PublishStream(ctx, tag, body, Meta{MsgID: msgID})
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
@@ -215,7 +274,7 @@ func (c *Conn) PublishEvent(ctx context.Context, tag string, body []byte, msgID 
 		// so nobody received the message either.
 		c.forgetStream()
 		if c.EventStream(ctx) == "" {
-			return c.Publish(tag, body, Meta{MsgID: msgID})
+			return c.PublishDelivered(ctx, tag, body, Meta{MsgID: msgID})
 		}
 	}
 	return err

@@ -2,6 +2,7 @@ package natsbus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -105,4 +106,43 @@ func TestMaxPayload(t *testing.T) {
 		c.Close()
 		srv.Shutdown()
 	}
+}
+
+// TestPublishDelivered: with no subscriber the publish reports
+// ErrNoSubscriber at once; with one, it succeeds and the subscriber gets
+// the event once.
+func TestPublishDelivered(t *testing.T) {
+	srv, pub := startServer(t)
+	ctx := context.Background()
+	start := time.Now()
+	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", []byte(`{"tag":"salt/minion/web1/start","data":{}}`), Meta{}); !errors.Is(err, ErrNoSubscriber) {
+		t.Fatalf("no subscriber: err = %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the no-subscriber answer took %v", d)
+	}
+	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	var mu sync.Mutex
+	n := 0
+	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { mu.Lock(); n++; mu.Unlock() }); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Flush(ctx)
+	for range 20 {
+		if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", []byte(`{"tag":"salt/minion/web1/start","data":{}}`), Meta{}); err != nil {
+			t.Fatalf("with a subscriber: %v", err)
+		}
+	}
+	checkFor(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if n != 20 {
+			return fmt.Errorf("%d received", n)
+		}
+		return nil
+	})
 }

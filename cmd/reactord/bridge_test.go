@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,5 +185,90 @@ func TestBridgesDispatchOnce(t *testing.T) {
 				t.Errorf("daemon logged errors:\n%s", logs)
 			}
 		})
+	}
+}
+
+// TestBridgeHoldsEventsAcrossDaemonRestart: the core-mode daemon restarts
+// while the native bridge runs, with its embedded NATS server (which goes
+// down with it) and on an external server (which stays up, so a plain core
+// publish would reach nobody and vanish); events the master publishes
+// meanwhile are held by the bridge and dispatched once the daemon is back:
+// every event exactly once.
+func TestBridgeHoldsEventsAcrossDaemonRestart(t *testing.T) {
+	for _, external := range []bool{false, true} {
+		t.Run(map[bool]string{false: "embedded", true: "external"}[external], func(t *testing.T) {
+			testBridgeAcrossRestart(t, external)
+		})
+	}
+}
+
+func testBridgeAcrossRestart(t *testing.T, external bool) {
+	conf := copyExampleConfig(t)
+	listen := freeAddr(t)
+	url := "nats://" + listen
+	dargs := []string{"-c", conf, "--dry-run", "--listen", listen, "--data-dir", t.TempDir()}
+	if external {
+		srv, _ := natsServer(t)
+		url = srv.ClientURL()
+		dargs = []string{"-c", conf, "--dry-run", "--nats", url}
+	}
+	daemon := startDaemon(t, dargs...)
+	frames := make(chan []byte, 32)
+	startDaemon(t, "bridge", "--sock-dir", fakeMasterSocket(t, frames), "--nats", url)
+	fire := func(from, to int) {
+		for i := from; i < to; i++ {
+			id := fmt.Sprintf("web%d", i)
+			frames <- saltFrame(t, "salt/minion/"+id+"/start", map[string]any{"id": id, "cmd": "_minion_event"})
+		}
+	}
+	seen := map[string]int{}
+	read := func(p *proc, n int) {
+		t.Helper()
+		lines := make(chan string, n)
+		go func() {
+			for range n {
+				l, err := p.stdout.ReadString('\n')
+				if err != nil {
+					return
+				}
+				lines <- l
+			}
+		}()
+		for range n {
+			select {
+			case l := <-lines:
+				var v struct{ Tag string }
+				if err := json.Unmarshal([]byte(l), &v); err != nil {
+					t.Fatalf("line %q: %v", l, err)
+				}
+				seen[v.Tag]++
+			case <-time.After(20 * time.Second):
+				t.Fatalf("only %d distinct events dispatched: %v", len(seen), seen)
+			}
+		}
+	}
+	fire(0, 5)
+	read(daemon, 5)
+	if err := daemon.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-daemon.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon did not stop")
+	}
+	fire(5, 10) // while the daemon (and its NATS server) is down
+	time.Sleep(500 * time.Millisecond)
+	daemon2 := startDaemon(t, dargs...)
+	fire(10, 15)
+	read(daemon2, 10)
+	time.Sleep(time.Second)
+	if len(seen) != 15 {
+		t.Errorf("%d distinct events dispatched, want 15: %v", len(seen), seen)
+	}
+	for tag, c := range seen {
+		if c != 1 {
+			t.Errorf("%s dispatched %d times", tag, c)
+		}
 	}
 }
