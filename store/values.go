@@ -212,3 +212,32 @@ func globPrefix(glob string) string {
 func likeEscape(s string) string {
 	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
 }
+
+// replaceTopLevel returns the JSON object doc with the value of its key
+// replaced by value, keeping the rest of doc byte for byte; doc itself when
+// it is not an object or has no such key.
+func replaceTopLevel(doc json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return doc
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return doc
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return doc
+		}
+		if k, _ := t.(string); k == key {
+			end := int(dec.InputOffset())
+			start := end - len(v)
+			out := make([]byte, 0, len(doc)-len(v)+len(value))
+			out = append(out, doc[:start]...)
+			out = append(out, value...)
+			return append(out, doc[end:]...)
+		}
+	}
+	return doc
+}
