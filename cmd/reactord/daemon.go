@@ -78,7 +78,7 @@ in-flight events within --drain-timeout.`, stderr)
 	dryRun := fs.Bool("dry-run", false, "execute nothing; print each reaction as a JSON line (same as --driver dryrun)")
 	driverName := fs.String("driver", "", "driver: dryrun, saltapi, exec, nats (default: the reactord: section's driver, else dryrun)")
 	jetstream := fs.Bool("jetstream", false, "consume a JetStream stream with a shared durable consumer (ack after dispatch) instead of a core queue group")
-	lanes := fs.Int("workers", 0, "ordered worker lanes (default: the reactord: section's workers, else 8)")
+	lanes := fs.Int("workers", 0, "ordered worker lanes (default: the reactord: section's workers, else 32 for the saltapi and exec drivers, 8 for the others)")
 	queue := fs.Int("queue", 1024, "events queued per lane")
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long SIGTERM waits for in-flight events")
 	deadLetter := fs.String("dead-letter", "reactord.deadletter", "subject receiving reactions that failed after retries")
@@ -137,6 +137,11 @@ in-flight events within --drain-timeout.`, stderr)
 	}
 	if *lanes == 0 {
 		*lanes = cfg.Settings.Workers
+	}
+	if *lanes == 0 && (*driverName == "saltapi" || *driverName == "exec") {
+		// A lane waits for its reaction's call; the drivers batch and merge
+		// only what waits, so give them more lanes than request slots.
+		*lanes = 32
 	}
 
 	dir := *dataDir
@@ -427,6 +432,9 @@ type driverFlags struct {
 	saltBin, saltRunBin, saltCallBin string
 	execTimeout, killGrace           time.Duration
 	saltConfigDir                    string
+	// concurrency
+	apiMaxInFlight, apiMaxBatch int
+	execMaxProcs, execCoalesce  int
 }
 
 func (f *driverFlags) register(fs *flag.FlagSet) {
@@ -444,12 +452,17 @@ func (f *driverFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.execTimeout, "exec-timeout", 30*time.Second, "exec driver: timeout of one command")
 	fs.DurationVar(&f.killGrace, "exec-kill-grace", 5*time.Second, "exec driver: SIGTERM to SIGKILL grace")
 	fs.StringVar(&f.saltConfigDir, "salt-config-dir", "", "exec driver: pass -c DIR to the salt programs")
+	fs.IntVar(&f.apiMaxInFlight, "saltapi-max-in-flight", saltapi.DefaultMaxInFlight, "saltapi driver: requests to salt-api at once")
+	fs.IntVar(&f.apiMaxBatch, "saltapi-max-batch", saltapi.DefaultMaxBatch, "saltapi driver: reactions waiting for a request slot are sent together, up to this many in one POST (1: never)")
+	fs.IntVar(&f.execMaxProcs, "exec-max-procs", 0, "exec driver: salt/salt-run programs running at once (default: the CPU count, 2 to 8)")
+	fs.IntVar(&f.execCoalesce, "exec-coalesce", execdriver.DefaultMaxCoalesce, "exec driver: waiting local reactions that differ only in their literal minion target share one salt -L run, up to this many (1: never)")
 }
 
 var errUnknownDriver = errors.New("unknown driver")
 
 func (f *driverFlags) exec() (*execdriver.Driver, error) {
-	cfg := execdriver.Config{Salt: f.saltBin, SaltRun: f.saltRunBin, SaltCall: f.saltCallBin, Timeout: f.execTimeout, KillGrace: f.killGrace}
+	cfg := execdriver.Config{Salt: f.saltBin, SaltRun: f.saltRunBin, SaltCall: f.saltCallBin, Timeout: f.execTimeout, KillGrace: f.killGrace,
+		MaxProcs: f.execMaxProcs, MaxCoalesce: f.execCoalesce}
 	if f.saltConfigDir != "" {
 		cfg.ExtraArgs = []string{"-c", f.saltConfigDir}
 	}
@@ -471,7 +484,8 @@ func (f *driverFlags) driver(name string, stdout io.Writer, conn *natsbus.Conn) 
 		if pw == "" {
 			pw = os.Getenv("REACTORD_SALTAPI_PASSWORD")
 		}
-		api, err := saltapi.New(saltapi.Config{URL: f.apiURL, Username: f.apiUser, Password: pw, EAuth: f.apiEAuth, Token: f.apiToken, CAFile: f.apiCA, InsecureSkipVerify: f.apiInsecure})
+		api, err := saltapi.New(saltapi.Config{URL: f.apiURL, Username: f.apiUser, Password: pw, EAuth: f.apiEAuth, Token: f.apiToken, CAFile: f.apiCA, InsecureSkipVerify: f.apiInsecure,
+			MaxInFlight: f.apiMaxInFlight, MaxBatch: f.apiMaxBatch})
 		if err != nil {
 			return nil, fmt.Errorf("--driver saltapi: %w", err)
 		}
