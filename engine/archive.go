@@ -22,7 +22,9 @@ type Archive struct {
 	// Tags, when set, restricts archived events to these globs (job
 	// returns and publishes are always kept).
 	Tags []*matchers.Glob
-	// MasterID is stored with each event (Salt's salt_events.master_id).
+	// MasterID is Salt's master id: it is stored with each event (Salt's
+	// salt_events.master_id) and runner and wheel jobs return under it, as
+	// in Salt's job cache.
 	MasterID string
 
 	prefix string
@@ -40,7 +42,7 @@ func (a *Archive) nextID() string {
 // record archives one event; it reports false when the writer's buffer was
 // full (the caller leaves the event for redelivery or counts an overflow).
 func (a *Archive) record(id, tag string, raw []byte, now time.Time) bool {
-	jobs, returns, keep := store.Classify(tag, raw, a.KeepAll)
+	jobs, returns, keep := store.Classify(tag, raw, a.MasterID, a.KeepAll)
 	ok := true
 	for i := range jobs {
 		ok = a.W.Add(&jobs[i]) && ok

@@ -2,7 +2,9 @@ package store
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -11,13 +13,29 @@ import (
 const findJob = "saltutil.find_job"
 
 // Classify turns a Salt event into the job and return records Salt's master
-// job cache would store, and tells whether the event itself is worth
+// job cache (local_cache, or the mysql and pgjsonb returners as
+// master_job_cache) would store, and tells whether the event itself is worth
 // archiving:
 //
 //   - salt/job/<jid>/new gives a Job (the load is the event data, the time
 //     its "_stamp");
 //   - salt/job/<jid>/ret/<minion> gives a Return (fun, success, which
-//     defaults to true when absent, return and the whole data as full_ret);
+//     defaults to true when absent, return and the whole data as full_ret).
+//     The return of a standalone job (salt-call, whose master gives it its
+//     jid and never publishes it) carries the job's tgt: it also gives the
+//     Job, with that data, less its return, as the load;
+//   - salt/run/<jid>/ret and salt/wheel/<jid>/ret of a runner or wheel
+//     function run by Salt's client mixin (salt-run, salt-api runner and
+//     wheel_async clients, reactor runner and wheel reactions, orchestrate)
+//     give the Job and the Return Salt's master stores when such a function
+//     ends: the job targets masterID (Salt's master id, its "id" option,
+//     which defaults to the host name followed by "_master") and is that
+//     minion's only return, whose return is the whole event data. The /new
+//     events of such jobs give no record: Salt stores these jobs only when
+//     they end. The events of the master's own wheel calls (the synchronous
+//     salt-api wheel client, which carry a "tag") and of runner functions
+//     salt-run could not start give no record either: Salt does not store
+//     them;
 //   - every other event gives no record.
 //
 // keep is false, unless keepAll, for the publishes and returns of
@@ -26,13 +44,17 @@ const findJob = "saltutil.find_job"
 // duplicates of a job publish: the event tagged with the bare 20-digit jid
 // and the one tagged new_job.
 //
-// The records share data's bytes.
-func Classify(tag string, data json.RawMessage, keepAll bool) (jobs []Job, returns []Return, keep bool) {
+// The records share data's bytes, except the loads Classify builds.
+func Classify(tag string, data json.RawMessage, masterID string, keepAll bool) (jobs []Job, returns []Return, keep bool) {
 	if tag == "new_job" || isBareJID(tag) {
 		return nil, nil, keepAll
 	}
-	rest, ok := strings.CutPrefix(tag, "salt/job/")
-	if !ok {
+	kind, rest, ok := strings.Cut(tag, "/")
+	if !ok || kind != "salt" {
+		return nil, nil, true
+	}
+	kind, rest, ok = strings.Cut(rest, "/")
+	if !ok || (kind != "job" && kind != "run" && kind != "wheel") {
 		return nil, nil, true
 	}
 	jid, rest, ok := strings.Cut(rest, "/")
@@ -44,6 +66,9 @@ func Classify(tag string, data json.RawMessage, keepAll bool) (jobs []Job, retur
 		Success json.RawMessage `json:"success"`
 		Return  json.RawMessage `json:"return"`
 		Stamp   json.RawMessage `json:"_stamp"`
+		Tgt     json.RawMessage `json:"tgt"`
+		User    json.RawMessage `json:"user"`
+		Tag     json.RawMessage `json:"tag"`
 	}
 	// Data that is not an object still gives records: Salt would
 	// store whatever the event carried.
@@ -53,15 +78,26 @@ func Classify(tag string, data json.RawMessage, keepAll bool) (jobs []Job, retur
 	if stamp := jsonString(d.Stamp); stamp != "" {
 		at, _ = parseStamp(stamp)
 	}
+	success := true
+	if v, ok := jsonBool(d.Success); ok {
+		success = v
+	}
+	if kind != "job" {
+		if rest != "ret" || d.Tag != nil || !strings.HasPrefix(fun, clientPrefix[kind]) {
+			return nil, nil, true
+		}
+		if masterID == "" {
+			masterID = DefaultMasterID()
+		}
+		load := clientLoad(masterID, jid, d.Fun, d.User)
+		ret := Return{JID: jid, MinionID: masterID, Fun: fun, Return: data, Success: success, FullRet: data, Time: at}
+		return []Job{{JID: jid, Load: load}}, []Return{ret}, true
+	}
 	keep = keepAll || fun != findJob
 	switch {
 	case rest == "new":
 		return []Job{{JID: jid, Load: data, Time: at}}, nil, keep
 	case strings.HasPrefix(rest, "ret/") && len(rest) > len("ret/"):
-		success := true
-		if v, ok := jsonBool(d.Success); ok {
-			success = v
-		}
 		ret := Return{
 			JID:      jid,
 			MinionID: rest[len("ret/"):],
@@ -71,9 +107,68 @@ func Classify(tag string, data json.RawMessage, keepAll bool) (jobs []Job, retur
 			FullRet:  data,
 			Time:     at,
 		}
-		return nil, []Return{ret}, keep
+		if len(d.Tgt) > 0 {
+			jobs = []Job{{JID: jid, Load: withoutKey(data, "return"), Time: at}}
+		}
+		return jobs, []Return{ret}, keep
 	}
 	return nil, nil, true
+}
+
+// clientPrefix is how the function names of runner and wheel jobs begin,
+// by the kind of their tag (salt/run/..., salt/wheel/...).
+var clientPrefix = map[string]string{"run": "runner.", "wheel": "wheel."}
+
+// clientLoad is the load Salt's master stores for a runner or wheel job
+// (less the return, which Salt keeps in it too): the master is both the
+// job's id and its target, and the load has no arguments and no target
+// type.
+func clientLoad(masterID, jid string, fun, user json.RawMessage) json.RawMessage {
+	load := map[string]any{"id": masterID, "tgt": masterID, "jid": jid}
+	if len(fun) > 0 {
+		load["fun"] = fun
+	}
+	if len(user) > 0 {
+		load["user"] = user
+	}
+	b, _ := json.Marshal(load)
+	return b
+}
+
+// withoutKey returns the JSON object data without its key (data itself
+// when it is not an object or has no such key).
+func withoutKey(data json.RawMessage, key string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil || m == nil {
+		return data
+	}
+	if _, ok := m[key]; !ok {
+		return data
+	}
+	delete(m, key)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return data
+	}
+	return b
+}
+
+var (
+	defaultMasterOnce sync.Once
+	defaultMasterID   string
+)
+
+// DefaultMasterID returns the id Salt's master takes when its configuration
+// sets none: the host name followed by "_master".
+func DefaultMasterID() string {
+	defaultMasterOnce.Do(func() {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "localhost"
+		}
+		defaultMasterID = host + "_master"
+	})
+	return defaultMasterID
 }
 
 // isBareJID reports whether tag is a bare Salt jid: 20 digits.

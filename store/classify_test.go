@@ -1,6 +1,7 @@
 package store
 
 import (
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -16,6 +17,15 @@ func TestClassify(t *testing.T) {
 	retNoSuccess := `{"fun": "test.ping", "id": "web1", "return": true}`
 	retNullSuccess := `{"fun": "test.ping", "id": "web1", "return": true, "success": null}`
 	findJobRet := `{"fun": "saltutil.find_job", "id": "web1", "return": {}, "success": true}`
+	// Recorded from Salt 3007.1 (testdata/salt/3007.1/jobs), with the jid
+	// and stamps changed.
+	runnerNew := `{"fun": "runner.test.arg", "jid": "20250301120000123456", "user": "root", "fun_args": ["x"], "_stamp": "2025-03-01T11:00:00.000001"}`
+	runnerRet := `{"fun": "runner.test.arg", "jid": "20250301120000123456", "user": "root", "fun_args": ["x"], "_stamp": "2025-03-01T11:00:00.123456", "return": {"args": ["x"], "kwargs": {}}, "success": true}`
+	runnerFailed := `{"fun": "runner.state.orchestrate", "jid": "20250301120000123456", "user": "root", "fun_args": ["nonexistent_sls"], "return": {"data": {"vm_master": ["No matching sls found for 'nonexistent_sls' in env 'base'"]}, "outputter": "highstate", "retcode": 1}, "success": false}`
+	runnerUnavailable := `{"success": false, "return": "'test.raise_exception?' is not available.", "retcode": 254, "fun": "test.raise_exception?", "fun_args": [], "jid": "20250301120000123456", "_stamp": "2025-03-01T11:00:00.123456"}`
+	wheelRet := `{"fun": "wheel.key.list_all", "jid": "20250301120000123456", "user": "UNKNOWN", "fun_args": [], "return": {"minions": ["web1", "web2"]}, "success": true}`
+	wheelMasterCall := `{"fun": "wheel.key.list_all", "jid": "20250301120000123456", "tag": "salt/wheel/20250301120000123456", "user": "root", "return": {"minions": ["web1", "web2"]}, "success": true}`
+	saltCallRet := `{"cmd": "_return", "id": "web1", "jid": "20250301120000123456", "return": "hello", "retcode": 0, "fun": "test.echo", "fun_args": ["hello"], "arg": ["hello"], "tgt_type": "glob", "tgt": "web1", "_stamp": "2025-03-01T11:00:00.123456"}`
 	for _, tc := range []struct {
 		name    string
 		tag     string
@@ -60,12 +70,30 @@ func TestClassify(t *testing.T) {
 		{name: "job without kind", tag: "salt/job/" + jid, data: `{}`, keep: true},
 		{name: "new with a suffix", tag: "salt/job/" + jid + "/new/x", data: `{}`, keep: true},
 		{name: "minion start", tag: "salt/minion/web1/start", data: `{"id": "web1"}`, keep: true},
-		{name: "runner", tag: "salt/run/" + jid + "/new", data: `{"fun": "runner.jobs.list_jobs"}`, keep: true},
+		{name: "runner start", tag: "salt/run/" + jid + "/new", data: runnerNew, keep: true},
+		{name: "runner return", tag: "salt/run/" + jid + "/ret", data: runnerRet,
+			jobs:    []Job{{JID: jid, Load: raw(`{"fun":"runner.test.arg","id":"vm_master","jid":"20250301120000123456","tgt":"vm_master","user":"root"}`)}},
+			returns: []Return{{JID: jid, MinionID: "vm_master", Fun: "runner.test.arg", Return: raw(runnerRet), Success: true, FullRet: raw(runnerRet), Time: stamp}}, keep: true},
+		{name: "failed runner return", tag: "salt/run/" + jid + "/ret", data: runnerFailed,
+			jobs:    []Job{{JID: jid, Load: raw(`{"fun":"runner.state.orchestrate","id":"vm_master","jid":"20250301120000123456","tgt":"vm_master","user":"root"}`)}},
+			returns: []Return{{JID: jid, MinionID: "vm_master", Fun: "runner.state.orchestrate", Return: raw(runnerFailed), Success: false, FullRet: raw(runnerFailed)}}, keep: true},
+		{name: "runner salt-run could not load", tag: "salt/run/" + jid + "/ret", data: runnerUnavailable, keep: true},
+		{name: "wheel return", tag: "salt/wheel/" + jid + "/ret", data: wheelRet,
+			jobs:    []Job{{JID: jid, Load: raw(`{"fun":"wheel.key.list_all","id":"vm_master","jid":"20250301120000123456","tgt":"vm_master","user":"UNKNOWN"}`)}},
+			returns: []Return{{JID: jid, MinionID: "vm_master", Fun: "wheel.key.list_all", Return: raw(wheelRet), Success: true, FullRet: raw(wheelRet)}}, keep: true},
+		{name: "master's wheel call", tag: "salt/wheel/" + jid + "/ret", data: wheelMasterCall, keep: true},
+		{name: "wheel tag, runner function", tag: "salt/wheel/" + jid + "/ret", data: runnerRet, keep: true},
+		{name: "salt-call return", tag: "salt/job/" + jid + "/ret/web1", data: saltCallRet,
+			jobs:    []Job{{JID: jid, Load: raw(`{"_stamp":"2025-03-01T11:00:00.123456","arg":["hello"],"cmd":"_return","fun":"test.echo","fun_args":["hello"],"id":"web1","jid":"20250301120000123456","retcode":0,"tgt":"web1","tgt_type":"glob"}`), Time: stamp}},
+			returns: []Return{{JID: jid, MinionID: "web1", Fun: "test.echo", Return: raw(`"hello"`), Success: true, FullRet: raw(saltCallRet), Time: stamp}}, keep: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			jobs, returns, keep := Classify(tc.tag, raw(tc.data), tc.keepAll)
+			jobs, returns, keep := Classify(tc.tag, raw(tc.data), "vm_master", tc.keepAll)
 			if !reflect.DeepEqual(jobs, tc.jobs) {
 				t.Errorf("jobs:\n got %+v\nwant %+v", jobs, tc.jobs)
+				for i := range jobs {
+					t.Logf("load %d: %s", i, jobs[i].Load)
+				}
 			}
 			if !reflect.DeepEqual(returns, tc.returns) {
 				t.Errorf("returns:\n got %+v\nwant %+v", returns, tc.returns)
@@ -74,5 +102,13 @@ func TestClassify(t *testing.T) {
 				t.Errorf("keep = %v, want %v", keep, tc.keep)
 			}
 		})
+	}
+}
+
+func TestClassifyDefaultMasterID(t *testing.T) {
+	_, rets, _ := Classify("salt/run/20250301120000123456/ret", raw(`{"fun": "runner.test.ping", "user": "root", "return": true}`), "", false)
+	host, _ := os.Hostname()
+	if len(rets) != 1 || rets[0].MinionID != host+"_master" || DefaultMasterID() != host+"_master" {
+		t.Errorf("returns = %+v, want the master id %s_master", rets, host)
 	}
 }

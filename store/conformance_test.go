@@ -32,6 +32,21 @@ func jsonEqual(a, b []byte) bool {
 	return reflect.DeepEqual(x, y)
 }
 
+// lookupMap turns what Lookup returns into a map from minion id to return.
+func lookupMap(rets []Return, err error) (map[string]json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]json.RawMessage, len(rets))
+	for _, r := range rets {
+		if _, dup := m[r.MinionID]; dup {
+			return nil, fmt.Errorf("lookup returned minion %s twice", r.MinionID)
+		}
+		m[r.MinionID] = r.Return
+	}
+	return m, nil
+}
+
 func write(t *testing.T, s Store, b Batch) {
 	t.Helper()
 	if err := s.Write(context.Background(), b); err != nil {
@@ -103,7 +118,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("load = %s", jobs[0].Load)
 		}
 
-		rets, err := s.Lookup(ctx, jid)
+		rets, err := lookupMap(s.Lookup(ctx, jid))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,18 +164,19 @@ func TestLookupShape(t *testing.T) {
 			{JID: jid, MinionID: "db2", Fun: "test.arg", Return: raw(`null`), Time: at(4)},
 			{JID: jid, MinionID: "db3", Fun: "test.arg", Return: nil, Time: at(4)},
 			{JID: jid, MinionID: "web3", Fun: "disk.usage", Return: raw(`42`), Time: at(5)},
-			// A second return of web3 for the same job: the later wins.
+			// A second return of web3 for the same job: the first wins,
+			// as in Salt's local_cache, which drops the second.
 			{JID: jid, MinionID: "web3", Fun: "disk.usage", Return: raw(`43`), Time: at(6)},
 			{JID: other, MinionID: "web1", Fun: "test.ping", Return: raw(`false`), Time: at(7)},
 		}
 		write(t, s, Batch{Returns: rets})
-		got, err := s.Lookup(ctx, jid)
+		got, err := lookupMap(s.Lookup(ctx, jid))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := map[string]string{
 			"web1": `true`, "web2": `"hello\nworld"`, "db1": `{"ipv4": ["10.0.0.1"], "num_cpus": 2, "os": "Debian"}`,
-			"db2": `null`, "db3": `null`, "web3": `43`,
+			"db2": `null`, "db3": `null`, "web3": `42`,
 		}
 		if len(got) != len(want) {
 			t.Fatalf("lookup = %s", got)
@@ -172,7 +188,7 @@ func TestLookupShape(t *testing.T) {
 		}
 		none, err := s.Lookup(ctx, "20000101000000000000")
 		if err != nil || none == nil || len(none) != 0 {
-			t.Errorf("lookup of an unknown jid = %v, %v; want an empty map", none, err)
+			t.Errorf("lookup of an unknown jid = %v, %v; want an empty slice", none, err)
 		}
 	})
 }
@@ -420,10 +436,10 @@ func TestPurge(t *testing.T) {
 			t.Errorf("jobs left: %v, want %v", jids, want)
 		}
 		if rets, _ := s.Lookup(ctx, jOldRet); len(rets) != 0 {
-			t.Errorf("old returns left: %s", rets)
+			t.Errorf("old returns left: %+v", rets)
 		}
 		if rets, _ := s.Lookup(ctx, jRecent); len(rets) != 1 {
-			t.Errorf("recent returns: %s", rets)
+			t.Errorf("recent returns: %+v", rets)
 		}
 		evs, err := s.Events(ctx, time.Time{}, "", 0)
 		if err != nil {
@@ -548,7 +564,7 @@ func TestSaltQueries(t *testing.T) {
 				t.Fatalf("%s: %v", w, err)
 			}
 		}
-		rets, err := s.Lookup(ctx, sjid)
+		rets, err := lookupMap(s.Lookup(ctx, sjid))
 		if err != nil || len(rets) != 1 || !jsonEqual(rets["db1"], raw(`"up 3 days"`)) {
 			t.Errorf("lookup of Salt's return: %s, %v", rets, err)
 		}
@@ -732,7 +748,7 @@ func TestOddRecords(t *testing.T) {
 		}
 		rets, err := s.Lookup(ctx, "j")
 		if err != nil || len(rets) != 1 {
-			t.Errorf("lookup: %s, %v", rets, err)
+			t.Errorf("lookup: %+v, %v", rets, err)
 		}
 		tr, err := s.Trace(ctx, "e")
 		if err != nil || len(tr) != 1 || len(tr[0].Detail) != 100000 {

@@ -48,6 +48,14 @@
 // encoded in the jid itself (YYYYMMDDhhmmssffffff in the master's local time
 // zone, which reactord takes to be its own).
 //
+// # Reading like Salt
+//
+// Store.Lookup and Job.Listing give what salt-run jobs.lookup_jid and
+// jobs.list_jobs show with Salt's default local_cache: the first return of
+// each minion (in return order; Salt's is the order its cache directory
+// lists), the whole data of a runner or wheel job under the master's id,
+// and list_jobs' fields with StartTime formatted from the jid.
+//
 // # Writing
 //
 // Store.Write writes one batch in one transaction. Writer batches records in

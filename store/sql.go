@@ -622,23 +622,90 @@ func (s *sqlStore) Jobs(ctx context.Context, since time.Time, limit int) ([]Job,
 	}
 }
 
-// Lookup returns the return of every minion that answered jid.
-func (s *sqlStore) Lookup(ctx context.Context, jid string) (map[string]json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
-	_, err := s.query(ctx, "SELECT `id`, `return` FROM `salt_returns` WHERE `jid` = ? ORDER BY `alter_time`",
+// Lookup returns the first return of every minion that answered jid, in
+// the order they returned.
+func (s *sqlStore) Lookup(ctx context.Context, jid string) ([]Return, error) {
+	// Returns are ordered by alter_time (their _stamp, to the second in
+	// MySQL), then by the _stamp of their full_ret (SQLite: by rowid,
+	// which is the order of arrival).
+	order := "`alter_time`, rowid"
+	switch s.fl {
+	case flavorMySQL:
+		order = "`alter_time`, JSON_EXTRACT(`full_ret`, '$._stamp')"
+	case flavorPostgres:
+		order = "`alter_time`, `full_ret`->>'_stamp'"
+	}
+	out := []Return{}
+	seen := map[string]bool{}
+	client := ""
+	_, err := s.query(ctx, "SELECT `id`, `fun`, `return`, `success`, "+s.timeExpr("`alter_time`")+" FROM `salt_returns` WHERE `jid` = ? ORDER BY "+order,
 		[]any{jid}, func(rows *sql.Rows) error {
-			var id string
-			var ret []byte
-			if err := rows.Scan(&id, &ret); err != nil {
+			var (
+				r       = Return{JID: jid}
+				ret     []byte
+				success sql.NullString
+				at      scanTime
+			)
+			if err := rows.Scan(&r.MinionID, &r.Fun, &ret, &success, &at); err != nil {
 				return err
 			}
-			out[id] = ret
+			// Salt's local_cache keeps the first return of a minion
+			// and drops later ones.
+			if seen[r.MinionID] {
+				return nil
+			}
+			seen[r.MinionID] = true
+			r.Return, r.Time = ret, at.t
+			r.Success = success.String == "1" || strings.EqualFold(success.String, "true")
+			for kind, prefix := range clientPrefix {
+				if strings.HasPrefix(r.Fun, prefix) {
+					client = kind
+				}
+			}
+			out = append(out, r)
 			return nil
 		})
 	if err != nil {
-		return nil, fmt.Errorf("store: %s lookup: %w", s.fl, err)
+		return nil, fmt.Errorf("store: %s lookup %s: %w", s.fl, jid, err)
+	}
+	if client != "" {
+		if err := s.clientStamps(ctx, jid, client, out); err != nil {
+			return nil, fmt.Errorf("store: %s lookup %s: %w", s.fl, jid, err)
+		}
 	}
 	return out, nil
+}
+
+// clientStamps gives the returns of a runner or wheel job (kind "run" or
+// "wheel") the _stamp of the job's salt/<kind>/<jid>/new event, when that
+// event is archived. Salt's master stores the job's data as it was when the
+// function ended, with the _stamp its /new event put in it; the /ret
+// event, which Salt fires after storing, carries a later one.
+func (s *sqlStore) clientStamps(ctx context.Context, jid, kind string, rets []Return) error {
+	var stamp json.RawMessage
+	_, err := s.query(ctx, "SELECT `data` FROM `salt_events` WHERE `tag` = ? ORDER BY `id` LIMIT 1",
+		[]any{"salt/" + kind + "/" + jid + "/new"}, func(rows *sql.Rows) error {
+			var data []byte
+			if err := rows.Scan(&data); err != nil {
+				return err
+			}
+			var d struct {
+				Stamp json.RawMessage `json:"_stamp"`
+			}
+			if json.Unmarshal(data, &d) == nil && jsonString(d.Stamp) != "" {
+				stamp = d.Stamp
+			}
+			return nil
+		})
+	if err != nil || stamp == nil {
+		return err
+	}
+	for i := range rets {
+		if strings.HasPrefix(rets[i].Fun, clientPrefix[kind]) {
+			rets[i].Return = replaceTopLevel(rets[i].Return, "_stamp", stamp)
+		}
+	}
+	return nil
 }
 
 // Events returns the events at or after since whose tag matches tagGlob,

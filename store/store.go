@@ -20,10 +20,14 @@ type Store interface {
 	// is zero), newest first by jid, at most limit of them (all when limit
 	// is zero or negative).
 	Jobs(ctx context.Context, since time.Time, limit int) ([]Job, error)
-	// Lookup returns the return of every minion that answered jid, keyed
-	// by minion id, like salt-run jobs.lookup_jid. It returns an empty map
-	// when no minion returned.
-	Lookup(ctx context.Context, jid string) (map[string]json.RawMessage, error)
+	// Lookup returns what salt-run jobs.lookup_jid shows of jid: the
+	// first return of every minion that answered it (Salt's job cache
+	// drops later ones), in the order they returned, with JID, MinionID,
+	// Fun, Return, Success and Time set (not FullRet). A runner or wheel
+	// job has one return, its master's, whose Return is the function's
+	// whole event data, as Salt stores it. It returns an empty slice when
+	// no minion returned.
+	Lookup(ctx context.Context, jid string) ([]Return, error)
 	// Events returns the archived events stored at or after since (all
 	// when since is zero) whose tag matches tagGlob with Salt's fnmatch
 	// rules (every tag when tagGlob is empty), newest first, at most limit
@@ -76,7 +80,9 @@ type Event struct {
 type Job struct {
 	// JID is the job id.
 	JID string
-	// Load is the job's load: the data of its salt/job/<jid>/new event.
+	// Load is the job's load: the data of its salt/job/<jid>/new event, or
+	// the load Salt's master stores for a salt-call, runner or wheel job
+	// (see Classify).
 	Load json.RawMessage
 	// Time is when the job was published. Salt's jids table has no time
 	// column: Write stores a non-zero Time as the load's "_stamp" when the

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,7 +42,7 @@ func (f *fakeStore) Write(ctx context.Context, b Batch) error {
 }
 
 func (f *fakeStore) Jobs(context.Context, time.Time, int) ([]Job, error) { return nil, nil }
-func (f *fakeStore) Lookup(context.Context, string) (map[string]json.RawMessage, error) {
+func (f *fakeStore) Lookup(context.Context, string) ([]Return, error) {
 	return nil, nil
 }
 func (f *fakeStore) Events(context.Context, time.Time, string, int) ([]Event, error) {

@@ -88,6 +88,7 @@ in-flight events within --drain-timeout.`, stderr)
 	maxHops := fs.Int("max-hops", 0, "suppress events caused by reactions more than this many times in a row (default: max_hops, else 3)")
 	storeURL := fs.String("store", "", "audit store: sqlite:///path.db, mysql://..., postgres://..., or none (default: the reactord: section's store, else sqlite under --data-dir)")
 	keepJobs := fs.Duration("keep-jobs", 0, "keep archived events, jobs and returns this long (default: keep_jobs, else 24h, like Salt)")
+	masterID := fs.String("master-id", store.DefaultMasterID(), "the Salt master's id (its id option): archived events carry it and runner and wheel jobs return under it, as in Salt's job cache")
 	archiveAll := fs.Bool("archive-all", false, "also archive saltutil.find_job polling and Salt's legacy duplicate tags")
 	archiveTags := fs.String("archive-tags", "", "archive only events whose tag matches one of these comma-separated globs (job publishes and returns are always kept)")
 	noGuard := fs.Bool("no-loop-guard", false, "turn the job-linked loop guard off (throttle, debounce and the hop limit still apply)")
@@ -228,8 +229,7 @@ in-flight events within --drain-timeout.`, stderr)
 				log.Error("audit store: records not written at exit", "err", err)
 			}
 		}()
-		host, _ := os.Hostname()
-		archive = &engine.Archive{W: w, KeepAll: *archiveAll, MasterID: host}
+		archive = &engine.Archive{W: w, KeepAll: *archiveAll, MasterID: *masterID}
 		if *archiveTags != "" {
 			for _, g := range strings.Split(*archiveTags, ",") {
 				archive.Tags = append(archive.Tags, matchers.Compile(strings.TrimSpace(g)))

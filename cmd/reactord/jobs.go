@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -8,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -54,7 +54,7 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub, args := args[0], args[1:]
 	if sub == "list" {
 		fs := newFlags("jobs list", "reactord jobs list [--since DUR|TIME] [--limit N] [--store URL]",
-			"Lists archived jobs, newest first: jid, function, target and start time (like salt-run jobs.list_jobs).", stderr)
+			"Lists archived jobs, newest first, with the fields of salt-run jobs.list_jobs (function, arguments, target, target type, user, start time from the jid); with --out json one object {jid: fields}, as list_jobs --out json.", stderr)
 		since := fs.String("since", "", "only jobs since this long ago (24h) or this RFC 3339 time")
 		limit := fs.Int("limit", 100, "at most this many jobs (0: all)")
 		out := fs.String("out", "text", "text or json")
@@ -79,29 +79,32 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFound
 		}
 		if *out == "json" {
-			m := map[string]json.RawMessage{}
-			for _, j := range jobs {
-				m[j.JID] = j.Load
+			obj := make([]keyValue, len(jobs))
+			for i, j := range jobs {
+				var b bytes.Buffer
+				enc := json.NewEncoder(&b)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(j.Listing()); err != nil {
+					fmt.Fprintf(stderr, "jobs: job %s: %v\n", j.JID, err)
+					return exitFound
+				}
+				obj[i] = keyValue{j.JID, bytes.TrimSpace(b.Bytes())}
 			}
-			b, _ := json.MarshalIndent(m, "", "    ")
-			fmt.Fprintf(stdout, "%s\n", b)
-			return exitOK
+			return writeObject(stdout, stderr, obj)
 		}
 		for _, j := range jobs {
-			var load struct {
-				Fun     string `json:"fun"`
-				Tgt     any    `json:"tgt"`
-				TgtType string `json:"tgt_type"`
-				User    string `json:"user"`
+			l := j.Listing()
+			fmt.Fprintf(stdout, "%s:\n    Function: %s\n    Arguments: %s\n    Target: %s\n    Target-type: %s\n    User: %s\n",
+				j.JID, plain(l.Function), plainList(l.Arguments), plain(l.Target), plain(l.TargetType), plain(l.User))
+			if l.Metadata != nil {
+				fmt.Fprintf(stdout, "    Metadata: %s\n", plain(l.Metadata))
 			}
-			_ = json.Unmarshal(j.Load, &load)
-			fmt.Fprintf(stdout, "%s:\n    Function: %s\n    Target: %v\n    Target-type: %s\n    User: %s\n    StartTime: %s\n",
-				j.JID, load.Fun, load.Tgt, load.TgtType, load.User, j.Time.UTC().Format("2006, Jan 02 15:04:05.000000"))
+			fmt.Fprintf(stdout, "    StartTime: %s\n", l.StartTime)
 		}
 		return exitOK
 	}
 	fs := newFlags("jobs lookup", "reactord jobs lookup JID [--out json] [--store URL]",
-		"Prints every minion's return for a job, like salt-run jobs.lookup_jid; with --out json one object {minion id: return}.", stderr)
+		"Prints every minion's return for a job, in the order they returned, like salt-run jobs.lookup_jid; with --out json one object {minion id: return}.", stderr)
 	out := fs.String("out", "text", "text or json")
 	url := storeFlag(fs)
 	jid, st, code := idAndStore(ctx, fs, args, url, "jobs lookup: need a JID", stdout, stderr)
@@ -115,22 +118,86 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFound
 	}
 	if *out == "json" {
-		b, _ := json.Marshal(rets)
-		fmt.Fprintf(stdout, "%s\n", b)
-		return exitOK
+		obj := make([]keyValue, len(rets))
+		for i, r := range rets {
+			obj[i] = keyValue{r.MinionID, r.Return}
+		}
+		return writeObject(stdout, stderr, obj)
 	}
-	ids := make([]string, 0, len(rets))
-	for id := range rets {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		var v any
-		_ = json.Unmarshal(rets[id], &v)
-		b, _ := json.MarshalIndent(v, "    ", "    ")
-		fmt.Fprintf(stdout, "%s:\n    %s\n", id, b)
+	for _, r := range rets {
+		var b bytes.Buffer
+		if err := json.Indent(&b, orNull(r.Return), "    ", "    "); err != nil {
+			b.Reset()
+			b.Write(r.Return)
+		}
+		fmt.Fprintf(stdout, "%s:\n    %s\n", r.MinionID, b.Bytes())
 	}
 	return exitOK
+}
+
+// keyValue is one member of a JSON object written in order.
+type keyValue struct {
+	key   string
+	value json.RawMessage
+}
+
+// writeObject writes members as one JSON object, in their order, indented
+// by four spaces as Salt's json outputter does.
+func writeObject(stdout, stderr io.Writer, members []keyValue) int {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(orNull(m.value))
+	}
+	b.WriteByte('}')
+	var ind bytes.Buffer
+	if err := json.Indent(&ind, b.Bytes(), "", "    "); err != nil {
+		fmt.Fprintf(stderr, "jobs: writing JSON: %v\n", err)
+		return exitFound
+	}
+	ind.WriteByte('\n')
+	if _, err := stdout.Write(ind.Bytes()); err != nil {
+		fmt.Fprintf(stderr, "jobs: %v\n", err)
+		return exitFound
+	}
+	return exitOK
+}
+
+// orNull is raw, or null when raw is empty.
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+// plain shows a JSON value on one line: a string as its text, anything
+// else as compact JSON.
+func plain(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, orNull(raw)) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// plainList shows JSON values as a compact JSON array.
+func plainList(vals []json.RawMessage) string {
+	b, err := json.Marshal(vals)
+	if err != nil {
+		return fmt.Sprint(vals)
+	}
+	return string(b)
 }
 
 func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
