@@ -66,6 +66,7 @@ type saltEnv struct {
 	apiURL  string
 	watch   map[string]string // minion → its inotify-watched file
 	procs   []*exec.Cmd
+	minionP []*exec.Cmd
 }
 
 func (e *saltEnv) bin(name string) string { return filepath.Join(saltBinDir, name) }
@@ -215,6 +216,15 @@ beacons:
 func (e *saltEnv) startMinions() {
 	for _, id := range e.minions {
 		e.start("salt-minion", "-c", filepath.Join(e.dir, "minions", id, "etc"), "-l", "error")
+		e.minionP = append(e.minionP, e.procs[len(e.procs)-1])
+	}
+}
+
+// stopMinions stops the minions; the master still publishes jobs for their
+// accepted keys.
+func (e *saltEnv) stopMinions() {
+	for _, cmd := range e.minionP {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
 
