@@ -67,6 +67,21 @@ type saltEnv struct {
 	watch   map[string]string // minion → its inotify-watched file
 	procs   []*exec.Cmd
 	minionP []*exec.Cmd
+	master  *exec.Cmd
+}
+
+// restartMaster stops the master and starts it again.
+func (e *saltEnv) restartMaster() {
+	e.t.Helper()
+	_ = syscall.Kill(-e.master.Process.Pid, syscall.SIGTERM)
+	e.waitFor(30*time.Second, "the master to stop", func() error {
+		if err := syscall.Kill(-e.master.Process.Pid, 0); err == nil {
+			return fmt.Errorf("still running")
+		}
+		return nil
+	})
+	e.start("salt-master", "-c", e.etc, "-l", "error")
+	e.master = e.procs[len(e.procs)-1]
 }
 
 func (e *saltEnv) bin(name string) string { return filepath.Join(saltBinDir, name) }
@@ -196,6 +211,7 @@ beacons:
 		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
 	e.start("salt-master", "-c", e.etc, "-l", "error")
+	e.master = e.procs[len(e.procs)-1]
 	e.waitFor(30*time.Second, "the master's event socket", func() error {
 		_, err := os.Stat(filepath.Join(e.sockDir, "master_event_pub.ipc"))
 		return err

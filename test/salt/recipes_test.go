@@ -128,6 +128,30 @@ func testRecipes(t *testing.T, driver string) {
 	})
 	t.Logf("%s: failed job %s → alert myco/alert/job_failed", driver, fail)
 	compareLookup(t, e, r, fail)
+
+	// The master restarts: the bridge reconnects, says how long it was
+	// blind, and events flow again.
+	e.restartMaster()
+	waitFor(t, 60*time.Second, "the bridge to reconnect", func() error {
+		if !strings.Contains(r.log(), "reconnected to the master's event bus") {
+			return fmt.Errorf("no reconnection logged")
+		}
+		return nil
+	})
+	waitFor(t, 60*time.Second, "an event after the restart", func() error {
+		if out, err := e.salt("salt-run", "event.send", "reactord/after/restart"); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if len(r.seen(tagIs("reactord/after/restart"))) == 0 {
+			return fmt.Errorf("not on the bus")
+		}
+		return nil
+	})
+	for _, l := range strings.Split(r.log(), "\n") {
+		if strings.Contains(l, "reconnected to the master's event bus") {
+			t.Logf("%s: master restarted: %s", driver, l)
+		}
+	}
 }
 
 // compareLookup checks `reactord jobs lookup JID --out json` against
