@@ -68,13 +68,21 @@ type saltEnv struct {
 	procs   []*exec.Cmd
 	minionP []*exec.Cmd
 	master  *exec.Cmd
+	exited  map[*exec.Cmd]chan struct{} // closed when the process was reaped
 }
 
 // restartMaster stops the master and starts it again.
 func (e *saltEnv) restartMaster() {
 	e.t.Helper()
 	_ = syscall.Kill(-e.master.Process.Pid, syscall.SIGTERM)
-	e.waitFor(30*time.Second, "the master to stop", func() error {
+	select {
+	case <-e.exited[e.master]:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-e.master.Process.Pid, syscall.SIGKILL)
+		<-e.exited[e.master]
+	}
+	// Its worker processes leave with it.
+	e.waitFor(30*time.Second, "the master's processes to stop", func() error {
 		if err := syscall.Kill(-e.master.Process.Pid, 0); err == nil {
 			return fmt.Errorf("still running")
 		}
@@ -258,10 +266,14 @@ func (e *saltEnv) start(name string, args ...string) {
 		e.t.Fatalf("starting %s: %v", name, err)
 	}
 	e.procs = append(e.procs, cmd)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	if e.exited == nil {
+		e.exited = map[*exec.Cmd]chan struct{}{}
+	}
+	e.exited[cmd] = done
 	e.t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
