@@ -2,7 +2,9 @@ package actions
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/reactord/reactord/event"
 )
@@ -169,4 +171,48 @@ func (c Call) SortedExtra() []string {
 	keys := append([]string(nil), c.Extra.Keys()...)
 	sort.Strings(keys)
 	return keys
+}
+
+// LiteralMinions returns the minion ids a glob without wildcards or a list
+// target names, without repeats, or nil when the target is anything else or
+// an id holds a comma or white space. Drivers use it to run several
+// reactions that differ only in such a target as one job with a list
+// target.
+func LiteralMinions(tgt any, tgtType string) []string {
+	var names []string
+	switch tgtType {
+	case "glob":
+		s, ok := tgt.(string)
+		if !ok || strings.ContainsAny(s, "*?[]") {
+			return nil
+		}
+		names = []string{s}
+	case "list":
+		switch t := tgt.(type) {
+		case string:
+			names = strings.Split(t, ",")
+		case []any:
+			for _, e := range t {
+				s, ok := e.(string)
+				if !ok {
+					return nil
+				}
+				names = append(names, s)
+			}
+		default:
+			return nil
+		}
+	default:
+		return nil
+	}
+	var ids []string
+	for _, n := range names {
+		if n == "" || strings.ContainsAny(n, ", \t\r\n\v\f") {
+			return nil
+		}
+		if !slices.Contains(ids, n) {
+			ids = append(ids, n)
+		}
+	}
+	return ids
 }

@@ -233,7 +233,7 @@ func coalesceKey(call actions.Call, c *event.Chunk, inv invocation) (string, []s
 	if call.Client != "local" {
 		return "", nil
 	}
-	ids := literalIDs(call.Tgt, call.TgtType)
+	ids := actions.LiteralMinions(call.Tgt, call.TgtType)
 	if ids == nil {
 		return "", nil
 	}
@@ -258,48 +258,6 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// literalIDs returns the minion ids a glob without wildcards or a list
-// target names, without repeats, or nil when the target is anything else
-// or an id could not be passed to salt -L.
-func literalIDs(tgt any, tgtType string) []string {
-	var names []string
-	switch tgtType {
-	case "glob":
-		s, ok := tgt.(string)
-		if !ok || strings.ContainsAny(s, "*?[]") {
-			return nil
-		}
-		names = []string{s}
-	case "list":
-		switch t := tgt.(type) {
-		case string:
-			names = strings.Split(t, ",")
-		case []any:
-			for _, e := range t {
-				s, ok := e.(string)
-				if !ok {
-					return nil
-				}
-				names = append(names, s)
-			}
-		default:
-			return nil
-		}
-	default:
-		return nil
-	}
-	var ids []string
-	for _, n := range names {
-		if n == "" || strings.ContainsAny(n, ", \t\r\n\v\f") {
-			return nil
-		}
-		if !slices.Contains(ids, n) {
-			ids = append(ids, n)
-		}
-	}
-	return ids
 }
 
 // abbreviate shortens s to at most n bytes, marking the cut.

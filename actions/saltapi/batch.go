@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/event"
 )
 
 // maxBatchBytes bounds the body of a batched request. rest_cherrypy refuses
@@ -43,6 +44,103 @@ type request struct {
 	low    []byte // the lowstate object, JSON
 	done   chan reply
 	taken  bool // guarded by Driver.qmu: it left the queue for a POST
+
+	// A local reaction whose target is literal minion ids can share one
+	// lowstate with others that differ only in that target (see merge):
+	// ids are its minions, mergeKey its lowstate without the target, and
+	// lowMap the lowstate to build the shared one from.
+	ids      []string
+	mergeKey string
+	lowMap   *event.Map
+}
+
+// group is one lowstate of a POST: a request alone, or several local
+// reactions merged into one job with a list target.
+type group struct {
+	reqs []*request
+	ids  map[string]bool
+}
+
+// merge groups the requests of a batch into lowstates, in order: a local
+// reaction for literal minion ids joins the first earlier group with the
+// same mergeKey that holds none of its minions (so each reaction still gets
+// a job on each of its minions of its own), else starts a group. Salt runs
+// one job for a group; every reaction of it gets that jid, with its own
+// minions.
+func merge(batch []*request, maxMerge int) []*group {
+	var groups []*group
+	open := map[string][]*group{}
+	for _, r := range batch {
+		if r.mergeKey != "" && maxMerge > 1 {
+			joined := false
+			for _, g := range open[r.mergeKey] {
+				if len(g.reqs) >= maxMerge || slices.ContainsFunc(r.ids, func(id string) bool { return g.ids[id] }) {
+					continue
+				}
+				g.reqs = append(g.reqs, r)
+				for _, id := range r.ids {
+					g.ids[id] = true
+				}
+				joined = true
+				break
+			}
+			if joined {
+				continue
+			}
+		}
+		g := &group{reqs: []*request{r}, ids: map[string]bool{}}
+		for _, id := range r.ids {
+			g.ids[id] = true
+		}
+		groups = append(groups, g)
+		if r.mergeKey != "" {
+			open[r.mergeKey] = append(open[r.mergeKey], g)
+		}
+	}
+	return groups
+}
+
+// lowstate is the group's lowstate JSON.
+func (g *group) lowstate() ([]byte, error) {
+	if len(g.reqs) == 1 {
+		return g.reqs[0].low, nil
+	}
+	low := g.reqs[0].lowMap.Clone()
+	var tgt []any
+	for _, r := range g.reqs {
+		for _, id := range r.ids {
+			tgt = append(tgt, id)
+		}
+	}
+	low.Set("tgt", tgt)
+	low.Set("tgt_type", "list")
+	return event.AppendJSON(nil, low)
+}
+
+// replies turns the group's return into one reply per request.
+func (g *group) replies(ret json.RawMessage) []reply {
+	res, err := parseReturn(g.reqs[0].client, ret)
+	reps := make([]reply, len(g.reqs))
+	if len(g.reqs) == 1 || (err != nil && !errors.Is(err, ErrNoMinions)) {
+		for i := range reps {
+			reps[i] = reply{res: res, err: err}
+		}
+		return reps
+	}
+	for i, r := range g.reqs {
+		var own []string
+		for _, id := range r.ids {
+			if slices.Contains(res.Minions, id) {
+				own = append(own, id)
+			}
+		}
+		if len(own) == 0 {
+			reps[i].err = ErrNoMinions
+			continue
+		}
+		reps[i].res = actions.Result{JID: res.JID, Minions: own}
+	}
+	return reps
 }
 
 // reply is the outcome of one request.
@@ -202,9 +300,14 @@ func (d *Driver) runBatch(ctx context.Context, batch []*request) []reply {
 	if len(batch) == 1 {
 		return []reply{d.runOne(ctx, batch[0])}
 	}
-	lows := make([][]byte, len(batch))
-	for i, r := range batch {
-		lows[i] = r.low
+	groups := merge(batch, d.maxMerge)
+	lows := make([][]byte, len(groups))
+	for i, g := range groups {
+		low, err := g.lowstate()
+		if err != nil {
+			return same(len(batch), fmt.Errorf("encoding a merged lowstate: %w", err))
+		}
+		lows[i] = low
 	}
 	body := listBody(lows)
 	tok, err := d.token(ctx)
@@ -223,7 +326,7 @@ func (d *Driver) runBatch(ctx context.Context, batch []*request) []reply {
 		d.setHealthy(status >= 200 && status < 300)
 		switch {
 		case status >= 200 && status < 300:
-			return parseBatch(batch, raw)
+			return parseBatch(batch, groups, raw)
 		case status == http.StatusUnauthorized:
 			valid, perr := d.sessionValid(ctx, tok)
 			d.retire(tok)
@@ -276,18 +379,25 @@ func (d *Driver) sessionValid(ctx context.Context, tok string) (bool, error) {
 	return false, errors.New(statusText(status, raw))
 }
 
-// parseBatch reads one return per request from a 2xx answer.
-func parseBatch(batch []*request, raw []byte) []reply {
+// parseBatch reads one return per lowstate (group) from a 2xx answer and
+// gives each request of batch its reply.
+func parseBatch(batch []*request, groups []*group, raw []byte) []reply {
 	var ans runAnswer
 	if err := json.Unmarshal(raw, &ans); err != nil {
 		return unknown(batch, fmt.Errorf("decoding the answer: %w", err))
 	}
-	if len(ans.Return) != len(batch) {
-		return unknown(batch, fmt.Errorf("the answer holds %d returns for %d lowstates", len(ans.Return), len(batch)))
+	if len(ans.Return) != len(groups) {
+		return unknown(batch, fmt.Errorf("the answer holds %d returns for %d lowstates", len(ans.Return), len(groups)))
+	}
+	byReq := map[*request]reply{}
+	for i, g := range groups {
+		for j, rep := range g.replies(ans.Return[i]) {
+			byReq[g.reqs[j]] = rep
+		}
 	}
 	reps := make([]reply, len(batch))
 	for i, r := range batch {
-		reps[i].res, reps[i].err = parseReturn(r.client, ans.Return[i])
+		reps[i] = byReq[r]
 	}
 	return reps
 }

@@ -2,6 +2,7 @@ package saltapi_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -542,7 +543,7 @@ func TestConcurrency(t *testing.T) {
 		maxInFlight = 4
 	)
 	ls := newLoadServer(t, 5*time.Millisecond)
-	cfg := saltapi.Config{URL: ls.URL, Token: "ab12", MaxInFlight: maxInFlight}
+	cfg := saltapi.Config{URL: ls.URL, Token: "ab12", MaxInFlight: maxInFlight, MaxMerge: 1}
 	d := newDriver(t, cfg)
 	for b := range bursts {
 		var wg sync.WaitGroup
@@ -572,5 +573,119 @@ func TestConcurrency(t *testing.T) {
 	// One connection per request in flight, opened once and kept.
 	if conns := ls.conns.Load(); conns > maxInFlight {
 		t.Errorf("%d connections opened for %d requests in flight: connections were not reused", conns, maxInFlight)
+	}
+}
+
+// TestMerge: waiting local reactions that differ only in a literal minion
+// target become one lowstate with a list target; each gets the shared jid
+// with its own minion; a minion never appears twice in one merged job, other
+// functions and non-literal targets stay apart, and a merged minion Salt did
+// not match gets ErrNoMinions.
+func TestMerge(t *testing.T) {
+	apply := func(tgt string) *event.Chunk {
+		return reaction("local", "highstate", "state.apply", "tgt", tgt)
+	}
+	cases := []struct {
+		name     string
+		maxMerge int
+		rest     []*event.Chunk
+		batches  []int      // lowstates per POST
+		targets  [][]string // minions of each lowstate of the second POST
+		errIs    []error
+	}{
+		{
+			name:    "same call, different minions: one job",
+			rest:    []*event.Chunk{apply("m1"), apply("m2"), apply("m3")},
+			batches: []int{1, 1},
+			targets: [][]string{{"m1", "m2", "m3"}},
+		},
+		{
+			name:    "a minion twice: two jobs, in order",
+			rest:    []*event.Chunk{apply("m1"), apply("m2"), apply("m1")},
+			batches: []int{1, 2},
+			targets: [][]string{{"m1", "m2"}, {"m1"}},
+		},
+		{
+			name:    "other functions and globs stay apart",
+			rest:    []*event.Chunk{apply("m1"), ping("m2"), apply("m*"), apply("m3")},
+			batches: []int{1, 3},
+			targets: [][]string{{"m1", "m3"}, {"m2"}, {"m*"}},
+		},
+		{
+			name:    "an unknown minion in a merged job",
+			rest:    []*event.Chunk{apply("m1"), apply("ghost"), apply("m2")},
+			batches: []int{1, 1},
+			targets: [][]string{{"m1", "ghost", "m2"}},
+			errIs:   []error{nil, saltapi.ErrNoMinions, nil},
+		},
+		{
+			name:     "MaxMerge 1 keeps one job per reaction",
+			maxMerge: 1,
+			rest:     []*event.Chunk{apply("m1"), apply("m2")},
+			batches:  []int{1, 2},
+			targets:  [][]string{{"m1"}, {"m2"}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := newFakeSalt()
+			fake.minions = minionNames(8)
+			g := newGate(fake)
+			srv := g.start(t)
+			cfg := credentials(srv.URL)
+			cfg.MaxInFlight, cfg.MaxMerge = 1, cmp.Or(tc.maxMerge, 64)
+			d := newDriver(t, cfg)
+			first, outs := lineUp(t, d, g, ping("m0"), tc.rest)
+			if first.err != nil {
+				t.Fatalf("first reaction: %v", first.err)
+			}
+			st := fake.stats()
+			if !reflect.DeepEqual(st.batches, tc.batches) {
+				t.Fatalf("lowstates per POST %v, want %v", st.batches, tc.batches)
+			}
+			var targets [][]string
+			for _, low := range st.lows[1:] {
+				switch tgt := low["tgt"].(type) {
+				case string:
+					targets = append(targets, []string{tgt})
+				case []any:
+					var ids []string
+					for _, x := range tgt {
+						ids = append(ids, x.(string))
+					}
+					targets = append(targets, ids)
+					if low["tgt_type"] != "list" {
+						t.Errorf("merged lowstate has tgt_type %v", low["tgt_type"])
+					}
+				}
+			}
+			if !reflect.DeepEqual(targets, tc.targets) {
+				t.Fatalf("lowstate targets %q, want %q", targets, tc.targets)
+			}
+			jobOf := map[string]string{} // jid → a minion, to check no minion repeats in one job
+			for i, out := range outs {
+				var want error
+				if tc.errIs != nil {
+					want = tc.errIs[i]
+				}
+				if want != nil {
+					if !errors.Is(out.err, want) {
+						t.Errorf("reaction %d: err %v, want %v", i, out.err, want)
+					}
+					continue
+				}
+				if out.err != nil {
+					t.Fatalf("reaction %d: %v", i, out.err)
+				}
+				tgt := tc.rest[i].Str("tgt")
+				if tgt != "m*" && !reflect.DeepEqual(out.res.Minions, []string{tgt}) {
+					t.Errorf("reaction %d: minions %v, want its own [%s]", i, out.res.Minions, tgt)
+				}
+				if prev, ok := jobOf[out.res.JID+"/"+tgt]; ok {
+					t.Errorf("minion %s twice in job %s (%s)", tgt, out.res.JID, prev)
+				}
+				jobOf[out.res.JID+"/"+tgt] = tgt
+			}
+		})
 	}
 }

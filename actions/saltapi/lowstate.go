@@ -45,6 +45,21 @@ func listBody(lows [][]byte) []byte {
 	return append(b, ']')
 }
 
+// mergeable returns a local reaction's lowstate as a map, and the key that
+// reactions merged into one lowstate share: the lowstate without its
+// target.
+func mergeable(call actions.Call, c *event.Chunk) (*event.Map, string, error) {
+	low, err := lowstateMap(call, c)
+	if err != nil {
+		return nil, "", err
+	}
+	rest := low.Clone()
+	rest.Delete("tgt")
+	rest.Delete("tgt_type")
+	key, err := event.AppendJSON(nil, rest)
+	return low, string(key), err
+}
+
 // lowstateJSON encodes the lowstate object for call:
 //
 //   - local: {"client": "local_async", "tgt", "tgt_type", "fun", "arg",
@@ -61,6 +76,15 @@ func listBody(lows [][]byte) []byte {
 // The compiler's bookkeeping (order, __id__, __sls__ and every other
 // __dunder__ key, and name when it only repeats the ID) is left out.
 func lowstateJSON(call actions.Call, c *event.Chunk) ([]byte, error) {
+	low, err := lowstateMap(call, c)
+	if err != nil {
+		return nil, err
+	}
+	return event.AppendJSON(nil, low)
+}
+
+// lowstateMap builds the lowstate lowstateJSON encodes.
+func lowstateMap(call actions.Call, c *event.Chunk) (*event.Map, error) {
 	low := event.NewMap(8)
 	switch call.Client {
 	case "local":
@@ -98,7 +122,7 @@ func lowstateJSON(call actions.Call, c *event.Chunk) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("no salt-api client for %s reactions", call.Client)
 	}
-	return event.AppendJSON(nil, low)
+	return low, nil
 }
 
 // legacyBody reports whether the keys of a runner or wheel reaction body

@@ -44,6 +44,8 @@ const (
 	DefaultMaxInFlight = 8
 	// DefaultMaxBatch bounds the lowstates sent in one request.
 	DefaultMaxBatch = 32
+	// DefaultMaxMerge bounds the reactions merged into one lowstate.
+	DefaultMaxMerge = 64
 )
 
 // ErrNoMinions is returned when salt-api accepted a local reaction but Salt
@@ -92,6 +94,13 @@ type Config struct {
 	// MaxInFlight requests are already running, so batching adds no
 	// latency; see Driver.Do for how a failed batch is reported.
 	MaxBatch int
+	// MaxMerge bounds how many local reactions of a batch that differ only
+	// in a literal minion target (a glob without wildcards, or a list)
+	// share one lowstate with a list target, so one job runs on all their
+	// minions; zero means DefaultMaxMerge and 1 gives every reaction its
+	// own job. Each reaction gets the shared jid with its own minions; a
+	// minion is never in one merged job twice.
+	MaxMerge int
 }
 
 // Validate checks the configuration without touching the network or the
@@ -139,6 +148,9 @@ func (c Config) Validate() error {
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("saltapi: max_in_flight %d is negative", c.MaxInFlight))
 	}
+	if c.MaxMerge < 0 {
+		errs = append(errs, fmt.Errorf("saltapi: max_merge %d is negative", c.MaxMerge))
+	}
 	if c.MaxBatch < 0 {
 		errs = append(errs, fmt.Errorf("saltapi: max_batch %d is negative", c.MaxBatch))
 	}
@@ -164,10 +176,10 @@ type Driver struct {
 	closed bool
 
 	// The dispatch queue; see batch.go.
-	maxInFlight, maxBatch int
-	qmu                   sync.Mutex
-	queue                 []*request // reactions waiting for a free request
-	inFlight              int        // requests running, at most maxInFlight
+	maxInFlight, maxBatch, maxMerge int
+	qmu                             sync.Mutex
+	queue                           []*request // reactions waiting for a free request
+	inFlight                        int        // requests running, at most maxInFlight
 	// unhealthy is set when the last lowstate POST failed: batches are
 	// formed only while salt-api answers, so an outage costs at most the
 	// reactions of one batch their retries.
@@ -224,6 +236,7 @@ func New(cfg Config) (*Driver, error) {
 		tok:         session{token: cfg.Token},
 		maxInFlight: maxInFlight,
 		maxBatch:    cmp.Or(cfg.MaxBatch, DefaultMaxBatch),
+		maxMerge:    cmp.Or(cfg.MaxMerge, DefaultMaxMerge),
 	}
 	return d, nil
 }
@@ -333,7 +346,15 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	if err != nil {
 		return actions.Result{}, fmt.Errorf("saltapi: reaction %q: encoding lowstate: %w", a.Chunk.Str("__id__"), err)
 	}
-	res, err := d.dispatch(ctx, &request{ctx: ctx, client: call.Client, low: low, done: make(chan reply, 1)})
+	r := &request{ctx: ctx, client: call.Client, low: low, done: make(chan reply, 1)}
+	if ids := actions.LiteralMinions(call.Tgt, call.TgtType); call.Client == "local" && ids != nil {
+		r.ids = ids
+		r.lowMap, r.mergeKey, err = mergeable(call, a.Chunk)
+		if err != nil {
+			return actions.Result{}, fmt.Errorf("saltapi: reaction %q: encoding lowstate: %w", a.Chunk.Str("__id__"), err)
+		}
+	}
+	res, err := d.dispatch(ctx, r)
 	if err != nil {
 		return actions.Result{}, fmt.Errorf("saltapi: %s %s: %w", call.Client, call.Fun, err)
 	}

@@ -49,7 +49,8 @@ func reaction(state, id, fun string, body ...any) *event.Chunk {
 }
 
 func credentials(url string) saltapi.Config {
-	return saltapi.Config{URL: url, Username: "saltdev", Password: "s3cret", EAuth: "pam", Timeout: 5 * time.Second}
+	// MaxMerge 1: tests of batching count lowstates; merging has its own.
+	return saltapi.Config{URL: url, Username: "saltdev", Password: "s3cret", EAuth: "pam", Timeout: 5 * time.Second, MaxMerge: 1}
 }
 
 func newDriver(t *testing.T, cfg saltapi.Config) *saltapi.Driver {

@@ -434,6 +434,7 @@ type driverFlags struct {
 	saltConfigDir                    string
 	// concurrency
 	apiMaxInFlight, apiMaxBatch int
+	apiMaxMerge                 int
 	execMaxProcs, execCoalesce  int
 }
 
@@ -454,6 +455,7 @@ func (f *driverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.saltConfigDir, "salt-config-dir", "", "exec driver: pass -c DIR to the salt programs")
 	fs.IntVar(&f.apiMaxInFlight, "saltapi-max-in-flight", saltapi.DefaultMaxInFlight, "saltapi driver: requests to salt-api at once")
 	fs.IntVar(&f.apiMaxBatch, "saltapi-max-batch", saltapi.DefaultMaxBatch, "saltapi driver: reactions waiting for a request slot are sent together, up to this many in one POST (1: never)")
+	fs.IntVar(&f.apiMaxMerge, "saltapi-merge", saltapi.DefaultMaxMerge, "saltapi driver: waiting local reactions that differ only in their literal minion target become one job with a list target, up to this many (1: never)")
 	fs.IntVar(&f.execMaxProcs, "exec-max-procs", 0, "exec driver: salt/salt-run programs running at once (default: the CPU count, 2 to 8)")
 	fs.IntVar(&f.execCoalesce, "exec-coalesce", execdriver.DefaultMaxCoalesce, "exec driver: waiting local reactions that differ only in their literal minion target share one salt -L run, up to this many (1: never)")
 }
@@ -485,7 +487,7 @@ func (f *driverFlags) driver(name string, stdout io.Writer, conn *natsbus.Conn) 
 			pw = os.Getenv("REACTORD_SALTAPI_PASSWORD")
 		}
 		api, err := saltapi.New(saltapi.Config{URL: f.apiURL, Username: f.apiUser, Password: pw, EAuth: f.apiEAuth, Token: f.apiToken, CAFile: f.apiCA, InsecureSkipVerify: f.apiInsecure,
-			MaxInFlight: f.apiMaxInFlight, MaxBatch: f.apiMaxBatch})
+			MaxInFlight: f.apiMaxInFlight, MaxBatch: f.apiMaxBatch, MaxMerge: f.apiMaxMerge})
 		if err != nil {
 			return nil, fmt.Errorf("--driver saltapi: %w", err)
 		}

@@ -46,7 +46,11 @@ func TestStorm(t *testing.T) {
 		seconds, jps, mjobps float64
 	}
 	var results []result
-	for _, contender := range []string{"salt-reactor", "reactord-saltapi", "reactord-exec", "reactord-saltapi-guard-on"} {
+	contenders := []string{"salt-reactor", "reactord-saltapi", "reactord-saltapi-no-merge", "reactord-exec", "reactord-exec-1proc", "reactord-saltapi-guard-on"}
+	if only := os.Getenv("REACTORD_E2E_STORM_ONLY"); only != "" {
+		contenders = strings.Split(only, ",")
+	}
+	for _, contender := range contenders {
 		t.Run(contender, func(t *testing.T) {
 			extra := ""
 			dir := t.TempDir()
@@ -78,8 +82,12 @@ func TestStorm(t *testing.T) {
 			switch contender {
 			case "reactord-saltapi":
 				startReactord(t, e, "saltapi", "--no-loop-guard")
+			case "reactord-saltapi-no-merge":
+				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1")
 			case "reactord-exec":
 				startReactord(t, e, "exec", "--no-loop-guard")
+			case "reactord-exec-1proc":
+				startReactord(t, e, "exec", "--no-loop-guard", "--exec-max-procs", "1")
 			case "reactord-saltapi-guard-on":
 				startReactord(t, e, "saltapi")
 			}
