@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -126,7 +127,7 @@ func TestBridgesDispatchOnce(t *testing.T) {
 				t.Cleanup(api.Close)
 				bargs = []string{"bridge", "--salt-api", api.URL, "--saltapi-token", "tok", "--nats", srv.ClientURL()}
 			}
-			startDaemon(t, bargs...)
+			br := startDaemon(t, bargs...)
 			for i := range n {
 				id := fmt.Sprintf("web%d", i)
 				tag := "salt/minion/" + id + "/start"
@@ -183,6 +184,23 @@ func TestBridgesDispatchOnce(t *testing.T) {
 			}
 			if logs := daemon.logs(); strings.Contains(logs, "level=ERROR") {
 				t.Errorf("daemon logged errors:\n%s", logs)
+			}
+			resp, err := http.Get("http://" + br.http + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			metrics, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, want := range []string{
+				fmt.Sprintf("reactord_bridge_events_received_total %d", n),
+				fmt.Sprintf("reactord_bridge_events_published_total %d", n),
+				"reactord_bridge_events_dropped_total 0",
+				"reactord_bridge_source_connected 1",
+				"reactord_nats_connected 1",
+			} {
+				if !strings.Contains(string(metrics), want) {
+					t.Errorf("bridge /metrics lacks %q", want)
+				}
 			}
 		})
 	}

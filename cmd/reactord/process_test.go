@@ -82,6 +82,7 @@ func natsServer(t *testing.T) (*natsbus.Embedded, *natsbus.Conn) {
 }
 
 type proc struct {
+	http   string // the --http address
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
 	stderr *strings.Builder
@@ -114,7 +115,7 @@ func startDaemon(t *testing.T, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, stdout: bufio.NewReader(out), stderr: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	p := &proc{http: httpAddr, cmd: cmd, stdout: bufio.NewReader(out), stderr: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
 	go func() {
 		buf := make([]byte, 4096)
 		for {

@@ -82,6 +82,10 @@ func TestStorm(t *testing.T) {
 			switch contender {
 			case "reactord-saltapi":
 				startReactord(t, e, "saltapi", "--no-loop-guard")
+			case "reactord-saltapi-inflight1":
+				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-max-in-flight", "1")
+			case "reactord-saltapi-inflight2":
+				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-max-in-flight", "2")
 			case "reactord-saltapi-no-merge":
 				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1")
 			case "reactord-exec":
