@@ -379,10 +379,12 @@ func TestMasterBusRecordedAndRestart(t *testing.T) {
 	})
 	// The master restarts.
 	master.stop()
-	time.Sleep(200 * time.Millisecond)
-	if b.Connected() {
-		t.Error("Connected() while the master is down")
-	}
+	checkFor(t, waitLong, poll, func() error {
+		if b.Connected() {
+			return errors.New("Connected() while the master is down")
+		}
+		return nil
+	})
 	master.listen()
 	c = master.accept()
 	if _, err := c.Write(raw[half:]); err != nil {

@@ -87,6 +87,7 @@ type Outbox struct {
 	stats    OutboxStats
 	dropLog  *everyLog
 	cutLog   *everyLog
+	failLog  *everyLog
 	closeMu  sync.Mutex
 	closed   bool
 	healthy  atomic.Bool
@@ -125,9 +126,12 @@ func NewOutbox(cfg OutboxConfig, pub Publisher) (*Outbox, error) {
 	if sp.restored > 0 {
 		log.Info("publishing events an earlier run left in the spool", "events", sp.restored, "file", sp.path)
 	}
+	if sp.torn > 0 {
+		log.Warn("spool file ended inside a record (the last run stopped while writing it): cut", "bytes", sp.torn, "file", sp.path)
+	}
 	o := &Outbox{
 		pub: pub, spool: sp, log: log, minDelay: cfg.MinBackoff, maxDelay: cfg.MaxBackoff,
-		dropLog: newEveryLog(cfg.LogInterval), cutLog: newEveryLog(cfg.LogInterval),
+		dropLog: newEveryLog(cfg.LogInterval), cutLog: newEveryLog(cfg.LogInterval), failLog: newEveryLog(cfg.LogInterval),
 	}
 	o.healthy.Store(true)
 	return o, nil
@@ -168,6 +172,10 @@ func (o *Outbox) Offer(tag string, body []byte, msgID string) {
 func (o *Outbox) Run(ctx context.Context) error {
 	for {
 		it, ok := o.spool.pop(ctx)
+		if n, err := o.spool.takeLost(); n > 0 {
+			o.stats.Dropped.Add(int64(n))
+			o.log.Error("spool file damaged: events in it lost", "events", n, "error", err)
+		}
 		if !ok {
 			return nil
 		}
@@ -187,8 +195,10 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 			out, cuts, err := event.Fit(body, max)
 			if err != nil {
 				o.stats.Unpublishable.Add(1)
-				o.log.Error("event over the NATS max payload cannot be cut to fit; dropped", "tag", it.tag,
-					"bytes", len(body), "max_payload", max+headerReserve, "error", err)
+				if n, ok := o.failLog.tick(); ok {
+					o.log.Error("event over the NATS max payload cannot be cut to fit; dropped", "tag", it.tag,
+						"bytes", len(body), "max_payload", max+headerReserve, "error", err, "dropped_since_last_log", n)
+				}
 				return true
 			}
 			o.stats.Truncated.Add(1)
@@ -224,7 +234,10 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 		}
 		if strings.Contains(err.Error(), "maximum payload") {
 			o.stats.Unpublishable.Add(1)
-			o.log.Error("NATS refused the event as too big; dropped", "tag", it.tag, "bytes", len(body), "error", err)
+			if n, ok := o.failLog.tick(); ok {
+				o.log.Error("NATS refused the event as too big; dropped", "tag", it.tag, "bytes", len(body), "error", err,
+					"dropped_since_last_log", n)
+			}
 			return true
 		}
 		if outage.IsZero() {

@@ -239,6 +239,9 @@ func appendExt(b []byte, d *msgpack.Decoder) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n < 0 || n > 1<<20 {
+		return nil, fmt.Errorf("msgpack ext type %d of %d bytes", id, n)
+	}
 	raw := make([]byte, n)
 	if n > 0 {
 		if err := d.ReadFull(raw); err != nil {

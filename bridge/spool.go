@@ -42,13 +42,14 @@ type spool struct {
 	path     string // "" when there is no disk spool
 	file     *os.File
 	w        *bufio.Writer
-	r        *bufio.Reader
 	wOff     int64 // bytes written to the file
 	rOff     int64 // bytes of the file already read back
 	diskN    int   // items in the file not yet read
 	diskErr  error // the file failed: memory only from then on
+	lost     int   // records a damaged file lost, not yet reported
 	closed   bool
-	restored int // items found in the file at open
+	restored int   // items found in the file at open
+	torn     int64 // bytes cut from the file at open: a record written in part
 }
 
 const spoolFile = "bridge-spool.dat"
@@ -80,6 +81,9 @@ func newSpool(dir string, memLimit, diskLimit int64) (*spool, error) {
 		off += n
 		s.diskN++
 	}
+	if st, err := f.Stat(); err == nil {
+		s.torn = st.Size() - off
+	}
 	if err := f.Truncate(off); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("spool: %w", err)
@@ -87,7 +91,6 @@ func newSpool(dir string, memLimit, diskLimit int64) (*spool, error) {
 	s.wOff = off
 	s.restored = s.diskN
 	s.w = bufio.NewWriterSize(&offsetWriter{f: f, off: &s.wOff}, 1<<16)
-	s.r = bufio.NewReaderSize(io.NewSectionReader(f, 0, 1<<62), 1<<20)
 	if s.diskN > 0 {
 		s.signal()
 	}
@@ -129,7 +132,18 @@ func (s *spool) push(it item) (string, error) {
 		s.signal()
 		return "memory", nil
 	}
-	if s.file != nil && s.diskErr == nil && s.wOff-s.rOff+it.recordSize() <= s.diskLimit {
+	if len(it.tag) > 0xffff || len(it.msgID) > 0xffff {
+		return "", errors.New("tag or message id over 64 KiB")
+	}
+	if s.file != nil && s.diskErr == nil && s.wOff+it.recordSize() > s.diskLimit && s.rOff > 0 {
+		// The file's read part is dead space: move the unread records to
+		// the front, so the file itself stays within the bound.
+		if err := s.compact(); err != nil {
+			s.diskErr = err
+			return "", fmt.Errorf("spool file %s: %w", s.path, err)
+		}
+	}
+	if s.file != nil && s.diskErr == nil && s.wOff+it.recordSize() <= s.diskLimit {
 		err := writeRecord(s.w, it)
 		if err == nil {
 			err = s.w.Flush()
@@ -179,11 +193,14 @@ func (s *spool) tryPop() (item, bool) {
 	if s.diskN == 0 {
 		return item{}, false
 	}
-	it, n, err := readRecord(s.r)
+	// Records are read at their offset, never through a buffer that could
+	// have seen the end of the file before later records were written.
+	it, n, err := readRecord(bufio.NewReaderSize(io.NewSectionReader(s.file, s.rOff, s.wOff-s.rOff), 64<<10))
 	if err != nil {
-		// A record written but unreadable: the file is damaged. Count the
-		// rest as lost rather than spin.
+		// A record written but unreadable: the file is damaged. The rest
+		// is lost (lostOnDisk reports it) rather than spin.
 		s.diskErr = fmt.Errorf("reading spool file %s: %w", s.path, err)
+		s.lost += s.diskN
 		s.diskN = 0
 		return item{}, false
 	}
@@ -193,10 +210,46 @@ func (s *spool) tryPop() (item, bool) {
 		// Emptied: start the file again.
 		if err := s.file.Truncate(0); err == nil {
 			s.wOff, s.rOff = 0, 0
-			s.r.Reset(io.NewSectionReader(s.file, 0, 1<<62))
 		}
 	}
 	return it, true
+}
+
+// compact moves the unread part of the file to its start. s.mu is held and
+// the writer is flushed (push flushes every record).
+func (s *spool) compact() error {
+	buf := make([]byte, 1<<20)
+	var dst int64
+	for src := s.rOff; src < s.wOff; {
+		n, err := s.file.ReadAt(buf[:min(int64(len(buf)), s.wOff-src)], src)
+		if n > 0 {
+			if _, werr := s.file.WriteAt(buf[:n], dst); werr != nil {
+				return werr
+			}
+			src += int64(n)
+			dst += int64(n)
+		}
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+	}
+	if err := s.file.Truncate(dst); err != nil {
+		return err
+	}
+	s.wOff, s.rOff = dst, 0
+	return nil
+}
+
+// takeLost reports (once) how many records a damaged file lost, and why.
+func (s *spool) takeLost() (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.lost
+	s.lost = 0
+	return n, s.diskErr
 }
 
 // unpop puts back the item pop returned last, in front of the others.
@@ -255,6 +308,10 @@ func (s *spool) close() (lost int, err error) {
 		return len(pending) + s.diskN, err
 	}
 	if err := w.Flush(); err != nil {
+		f.Close()
+		return len(pending) + s.diskN, err
+	}
+	if err := f.Sync(); err != nil {
 		f.Close()
 		return len(pending) + s.diskN, err
 	}

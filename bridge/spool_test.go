@@ -90,3 +90,63 @@ func TestSpoolOrderAcrossMemoryDiskAndRestart(t *testing.T) {
 		t.Fatalf("memory-only close lost %d, want 1", lost)
 	}
 }
+
+// TestSpoolDrainWhileWriting: records written to the file while it is being
+// read back are all read, in order (a reader that saw the end of the file
+// must not stop there), and the file stays within its bound by moving the
+// unread records to its front.
+func TestSpoolDrainWhileWriting(t *testing.T) {
+	it := func(i int) item {
+		return item{tag: fmt.Sprintf("t/%d", i), body: []byte(strings.Repeat("b", 100)), msgID: fmt.Sprint(i)}
+	}
+	rs := it(10).recordSize()
+	s, err := newSpool(t.TempDir(), 1, 6*rs) // every item goes to the file
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	next, want := 10, 10
+	push := func(n int) {
+		for range n {
+			if w, err := s.push(it(next)); w != "disk" || err != nil {
+				t.Fatalf("push %d went to %q (%v)", next, w, err)
+			}
+			next++
+		}
+	}
+	pop := func(n int) {
+		for range n {
+			got, ok := s.pop(ctx)
+			if !ok || got.tag != it(want).tag {
+				t.Fatalf("pop: %s, want %s", got.tag, it(want).tag)
+			}
+			want++
+		}
+	}
+	push(3)
+	pop(1)
+	push(2)
+	pop(2)
+	// Keep one record unread at all times while pushing far more than
+	// the bound: the file must be compacted, never grow past it.
+	for range 20 {
+		push(2)
+		pop(2)
+		if s.wOff > 6*rs {
+			t.Fatalf("file at %d bytes, bound %d", s.wOff, 6*rs)
+		}
+	}
+	pop(next - want)
+	if m, d, _ := s.len(); m != 0 || d != 0 {
+		t.Fatalf("left %d in memory, %d on disk", m, d)
+	}
+	if n, err := s.takeLost(); n != 0 || err != nil {
+		t.Fatalf("lost %d: %v", n, err)
+	}
+	// A tag no record can hold is refused alone; the file keeps working.
+	if w, err := s.push(item{tag: strings.Repeat("x", 70000)}); w != "" || err == nil {
+		t.Fatalf("oversized tag went to %q (%v)", w, err)
+	}
+	push(1)
+	pop(1)
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,7 +135,20 @@ func (g *Guard) Started(sls, id, jid string, targets []string, now time.Time) {
 			g.jobs[jid] = append(g.jobs[jid], k)
 		}
 	}
-	delete(g.early, jid)
+	// Early returns of other minions stay: a driver may run several
+	// reactions as one job (a merged list target), each recorded here with
+	// its own minions.
+	rest := g.early[jid][:0]
+	for _, r := range g.early[jid] {
+		if r.minion != "" && !slices.Contains(targets, r.minion) {
+			rest = append(rest, r)
+		}
+	}
+	if len(rest) == 0 {
+		delete(g.early, jid)
+	} else {
+		g.early[jid] = rest
+	}
 }
 
 // Returned records a job return from minion; the reaction that started the

@@ -259,3 +259,26 @@ func TestReturnBeforeStarted(t *testing.T) {
 		t.Fatalf("db2: held=%v phase=%q, want job running", held, phase)
 	}
 }
+
+// TestGuardMergedJobEarlyReturns: a driver ran two reactions as one job
+// (one jid, each reaction its own minion); returns that arrive before the
+// reactions are recorded are kept for the reaction of their minion, not
+// used up by the first one recorded.
+func TestGuardMergedJobEarlyReturns(t *testing.T) {
+	g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Minute})
+	now := time.Now()
+	const jid = "20261123000000000001"
+	g.Returned(jid, "m1", now)
+	g.Returned(jid, "m2", now)
+	g.Started("r.sls", "highstate", jid, []string{"m1"}, now)
+	g.Started("r.sls", "highstate", jid, []string{"m2"}, now)
+	for _, m := range []string{"m1", "m2"} {
+		_, phase, held := g.Suppressed("r.sls", "highstate", m, now)
+		if !held || phase != "settling" {
+			t.Errorf("%s: held=%v phase=%q, want settling (its return came early)", m, held, phase)
+		}
+		if _, _, held := g.Suppressed("r.sls", "highstate", m, now.Add(2*time.Second)); held {
+			t.Errorf("%s: still held after the settle window", m)
+		}
+	}
+}

@@ -213,7 +213,11 @@ func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
 // message a reply subject, for which the server answers "no responders"
 // at once when nobody is subscribed, and waits one round trip for that
 // answer. (Subscribers do not reply; the reply subject is never used
-// otherwise.)
+// otherwise.) Any subscriber counts: a `nats sub` on the event subjects
+// makes an event look delivered while no daemon runs. A publish whose round
+// trip fails is reported as failed although the server may have delivered
+// it, so a retry can deliver an event twice (at least once, as core NATS
+// has no de-duplication).
 func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, meta Meta) error {
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()
@@ -224,6 +228,9 @@ func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, me
 			return fmt.Errorf("publishing %s: %w", tag, err)
 		}
 		c.deliverInbox, c.noResponders = inbox, ch
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
 	}
 	c.deliverSeq++
 	reply := c.deliverInbox + "." + strconv.FormatUint(c.deliverSeq, 10)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
@@ -77,8 +78,9 @@ func (d *Driver) dispatch(ctx context.Context, p *pool, j *job) (actions.Result,
 	return actions.Result{}, fmt.Errorf("%s stopped waiting: %w (the run it shares with other reactions goes on; its job may still start)", filepath.Base(j.inv.prog.name), ctx.Err())
 }
 
-// enqueue adds j to p's queue and starts a run when a slot is free: j then
-// runs at once, alone.
+// enqueue adds j to p's queue and, when a slot is free, starts a runner
+// that takes j, with the reactions that arrive within gatherWindow and may
+// share its run.
 func (d *Driver) enqueue(p *pool, j *job) {
 	p.mu.Lock()
 	p.queue = append(p.queue, j)
@@ -87,22 +89,31 @@ func (d *Driver) enqueue(p *pool, j *job) {
 		return
 	}
 	p.running++
-	group := d.takeLocked(p)
 	p.mu.Unlock()
-	go d.runner(p, group)
+	go d.runner(p)
 }
 
-// runner runs groups from p's queue until it is empty, then frees its
-// slot.
-func (d *Driver) runner(p *pool, group []*job) {
-	for len(group) > 0 {
-		d.runGroup(group)
+// gatherWindow is how long a free slot waits for other reactions before it
+// starts a run. Reactions come in waves (lanes whose shared run just ended
+// all send their next one at once), and a run costs a Python start of
+// about half a CPU-second, so a few milliseconds to let a wave arrive make
+// one run out of many.
+const gatherWindow = 5 * time.Millisecond
+
+// runner waits gatherWindow, then runs groups from p's queue until it is
+// empty and frees its slot.
+func (d *Driver) runner(p *pool) {
+	time.Sleep(gatherWindow)
+	for {
 		p.mu.Lock()
-		group = d.takeLocked(p)
+		group := d.takeLocked(p)
 		if len(group) == 0 {
 			p.running--
+			p.mu.Unlock()
+			return
 		}
 		p.mu.Unlock()
+		d.runGroup(group)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
@@ -169,7 +170,8 @@ func (d *Driver) dispatch(ctx context.Context, r *request) (actions.Result, erro
 }
 
 // enqueue adds r to the queue and, when fewer than maxInFlight requests
-// run, starts one: r then goes out alone at once.
+// run, starts a sender, which posts r with whatever arrives within
+// gatherWindow.
 func (d *Driver) enqueue(r *request) {
 	d.qmu.Lock()
 	d.queue = append(d.queue, r)
@@ -178,10 +180,16 @@ func (d *Driver) enqueue(r *request) {
 		return
 	}
 	d.inFlight++
-	batch := d.takeLocked()
 	d.qmu.Unlock()
-	go d.sender(batch)
+	go d.sender()
 }
+
+// gatherWindow is how long a free request slot waits for other reactions
+// before it posts. Reactions come in waves (the lanes whose request just
+// ended all send their next one at once); a couple of milliseconds let a
+// wave go out as one POST, merged where it can be, instead of one lowstate
+// taking the slot alone.
+const gatherWindow = 2 * time.Millisecond
 
 // withdraw removes r from the queue; it reports false when r was already
 // taken for a POST.
@@ -230,17 +238,20 @@ func (d *Driver) takeLocked() []*request {
 	return batch
 }
 
-// sender runs batches from the queue until it is empty, then gives its
-// slot back.
-func (d *Driver) sender(batch []*request) {
-	for len(batch) > 0 {
-		d.send(batch)
+// sender waits gatherWindow, then posts batches from the queue until it is
+// empty and gives its slot back.
+func (d *Driver) sender() {
+	time.Sleep(gatherWindow)
+	for {
 		d.qmu.Lock()
-		batch = d.takeLocked()
+		batch := d.takeLocked()
 		if len(batch) == 0 {
 			d.inFlight--
+			d.qmu.Unlock()
+			return
 		}
 		d.qmu.Unlock()
+		d.send(batch)
 	}
 }
 

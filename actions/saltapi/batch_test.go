@@ -543,7 +543,8 @@ func TestConcurrency(t *testing.T) {
 		maxInFlight = 4
 	)
 	ls := newLoadServer(t, 5*time.Millisecond)
-	cfg := saltapi.Config{URL: ls.URL, Token: "ab12", MaxInFlight: maxInFlight, MaxMerge: 1}
+	// MaxBatch 2: a burst needs several POSTs, so every slot is used.
+	cfg := saltapi.Config{URL: ls.URL, Token: "ab12", MaxInFlight: maxInFlight, MaxMerge: 1, MaxBatch: 2}
 	d := newDriver(t, cfg)
 	for b := range bursts {
 		var wg sync.WaitGroup

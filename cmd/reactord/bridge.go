@@ -119,7 +119,7 @@ interrupted.`, stderr)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			var problems []string
 			if !sourceUp() {
-				problems = append(problems, "not reading the master's event bus")
+				problems = append(problems, "not reading the event source (the master's socket or salt-api)")
 			}
 			if !conn.Connected() {
 				problems = append(problems, "NATS disconnected")
