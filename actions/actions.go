@@ -6,6 +6,7 @@ package actions
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/reactord/reactord/event"
 )
@@ -67,4 +68,27 @@ func IsRetryable(err error) bool {
 // exact call they would make for an action (`reactord explain`).
 type Describer interface {
 	Describe(a Action) (string, error)
+}
+
+// AllDone returns a context that is canceled once every one of ctxs has
+// ended (or when the returned cancel is called): for work done on behalf of
+// several callers, which must go on while any of them still waits.
+func AllDone(ctxs []context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(ctxs)))
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -151,4 +152,45 @@ func TestRetryStage(t *testing.T) {
 			t.Fatalf("cancelled: err %v calls %d", err, f.calls)
 		}
 	})
+}
+
+func TestLiteralMinions(t *testing.T) {
+	for _, tc := range []struct {
+		tgt     any
+		tgtType string
+		want    []string
+	}{
+		{"web1", "glob", []string{"web1"}},
+		{"web*", "glob", nil},
+		{"web[12]", "glob", nil},
+		{[]any{"web1", "web2", "web1"}, "list", []string{"web1", "web2"}},
+		{"web1,web2", "list", []string{"web1", "web2"}},
+		{[]any{"web1", 7}, "list", nil},
+		{"web1 web2", "list", nil},
+		{"G@os:Debian", "compound", nil},
+		{"web1", "grain", nil},
+	} {
+		if got := LiteralMinions(tc.tgt, tc.tgtType); fmt.Sprint(got) != fmt.Sprint(tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("LiteralMinions(%v, %s) = %v, want %v", tc.tgt, tc.tgtType, got, tc.want)
+		}
+	}
+}
+
+func TestAllDone(t *testing.T) {
+	a, cancelA := context.WithCancel(context.Background())
+	b, cancelB := context.WithCancel(context.Background())
+	ctx, stop := AllDone([]context.Context{a, b})
+	defer stop()
+	cancelA()
+	select {
+	case <-ctx.Done():
+		t.Fatal("ended while one caller still waits")
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancelB()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("still running after every caller left")
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/actions"
@@ -199,23 +198,11 @@ func (d *Driver) runGroup(group []*job) {
 // groupContext returns a context that is canceled once every job's
 // context has ended.
 func groupContext(group []*job) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var left atomic.Int64
-	left.Store(int64(len(group)))
-	stops := make([]func() bool, len(group))
+	ctxs := make([]context.Context, len(group))
 	for i, j := range group {
-		stops[i] = context.AfterFunc(j.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
+		ctxs[i] = j.ctx
 	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	return actions.AllDone(ctxs)
 }
 
 // listTargetArgs rewrites a local command line for a list target of ids:

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/actions"
@@ -275,23 +274,11 @@ func (d *Driver) send(batch []*request) {
 // batchContext returns a context that is canceled once every request's
 // context has ended.
 func batchContext(batch []*request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var left atomic.Int64
-	left.Store(int64(len(batch)))
-	stops := make([]func() bool, len(batch))
+	ctxs := make([]context.Context, len(batch))
 	for i, r := range batch {
-		stops[i] = context.AfterFunc(r.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
+		ctxs[i] = r.ctx
 	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	return actions.AllDone(ctxs)
 }
 
 // runOne POSTs a lowstate alone (see run) and reads its job.
