@@ -46,6 +46,11 @@ published with their biggest values (the job return first) cut. Runs until
 interrupted.`, stderr)
 	var nf natsFlags
 	nf.register(fs)
+	// The bridge joins the daemon's server; it never starts one.
+	natsFlag := fs.Lookup("nats")
+	natsFlag.Usage = "NATS URL(s) to publish to (the daemon's embedded server listens on 127.0.0.1:4222 by default)"
+	natsFlag.DefValue = "nats://127.0.0.1:4222"
+	_ = natsFlag.Value.Set(natsFlag.DefValue)
 	sockDir := fs.String("sock-dir", bridge.DefaultSockDir, "the master's sock_dir, holding master_event_pub.ipc")
 	url := fs.String("salt-api", "", "read salt-api's /events at this base URL instead of the socket")
 	user := fs.String("saltapi-user", "", "eauth user (with --salt-api)")
@@ -61,7 +66,8 @@ interrupted.`, stderr)
 		return code
 	}
 	if nf.url == "" {
-		nf.url = "nats://127.0.0.1:4222"
+		fmt.Fprintln(stderr, "bridge: --nats must not be empty")
+		return exitUsage
 	}
 	if *pw == "" {
 		*pw = os.Getenv("REACTORD_SALTAPI_PASSWORD")
