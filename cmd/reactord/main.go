@@ -121,10 +121,18 @@ func newFlags(name, synopsis, description string, stderr io.Writer) *flag.FlagSe
 // parseFlags parses args and reports whether to go on; code is the exit
 // code when not.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (ok bool, code int) {
+	// Asked-for help goes to stdout, once (Parse prints it itself).
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			break
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
 			return false, exitOK
 		}
 		return false, exitUsage

@@ -38,9 +38,12 @@ const exampleConf = "../../reactor.conf.example"
 
 func TestHelpOnEveryCommand(t *testing.T) {
 	for _, cmd := range []string{"render", "check", "replay"} {
-		code, out, _ := runCmd(t, "", cmd, "--help")
+		code, out, errOut := runCmd(t, "", cmd, "--help")
 		if code != exitOK || !strings.Contains(out, "Usage: reactord "+cmd) || !strings.Contains(out, "-c string") {
 			t.Errorf("%s --help: code %d, output %q", cmd, code, out)
+		}
+		if errOut != "" {
+			t.Errorf("%s --help also wrote to stderr: %q", cmd, errOut)
 		}
 	}
 	if code, out, _ := runCmd(t, "", "--help"); code != 0 || !strings.Contains(out, "render") {
