@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,15 +28,15 @@ type Archive struct {
 	// in Salt's job cache.
 	MasterID string
 
-	prefix string
-	seq    atomic.Int64
+	prefixOnce sync.Once
+	prefix     string
+	seq        atomic.Int64
 }
 
 // nextID returns a new event id, unique per daemon run.
+// Lanes call it concurrently; the prefix is set once.
 func (a *Archive) nextID() string {
-	if a.prefix == "" {
-		a.prefix = strconv.FormatInt(time.Now().UnixNano(), 36)
-	}
+	a.prefixOnce.Do(func() { a.prefix = strconv.FormatInt(time.Now().UnixNano(), 36) })
 	return a.prefix + "-" + strconv.FormatInt(a.seq.Add(1), 10)
 }
 
