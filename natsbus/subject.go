@@ -6,6 +6,8 @@
 package natsbus
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,13 +16,47 @@ import (
 // DefaultPrefix is the subject prefix of Salt events.
 const DefaultPrefix = "salt.evt."
 
+// MaxSubject bounds the length of an event subject. A NATS server closes
+// a connection whose protocol line (PUB or HPUB with subject, reply and
+// sizes) exceeds its max_control_line, 4 KiB by default; a tag of dots
+// triples in length once escaped. Subjects that would be longer keep their
+// leading tokens (so `salt.evt.salt.job.>` still selects them) and end in a
+// token holding a hash of the whole tag; the tag itself travels in the body,
+// which rules match anyway.
+const MaxSubject = 1024
+
+// cutMark starts the last token of a cut subject. Subject never writes it
+// otherwise: it writes '%' alone or followed by two hex digits.
+const cutMark = "%~"
+
+// ErrCutSubject reports a subject Subject cut because the tag was too long:
+// the tag is only in the message body.
+var ErrCutSubject = errors.New("subject of an over-long tag: the tag is in the message body")
+
 // Subject maps a Salt tag to a NATS subject under prefix: one token per
 // `/`-separated part of the tag, so `salt.evt.salt.job.>` selects job events.
 // A token keeps ASCII letters, digits and `-_:@+=,~`; every other byte is
 // written %XX (including `.`, spaces, `*`, `>` and `%`), and an empty part
 // (the `//` of beacon tags) is the token `%`. Tag(prefix, Subject(prefix, t))
-// returns t for every tag.
+// returns t for every tag whose subject fits MaxSubject; a longer one is cut
+// (see MaxSubject) and Tag reports ErrCutSubject for it.
 func Subject(prefix, tag string) string {
+	s := subject(prefix, tag)
+	if len(s) <= MaxSubject {
+		return s
+	}
+	sum := sha256.Sum256([]byte(tag))
+	mark := "." + cutMark + hex.EncodeToString(sum[:12])
+	keep := s[:MaxSubject-len(mark)]
+	if i := strings.LastIndexByte(keep, '.'); i >= len(prefix) {
+		keep = keep[:i] // whole tokens only
+	} else {
+		keep = strings.TrimSuffix(prefix, ".")
+	}
+	return keep + mark
+}
+
+func subject(prefix, tag string) string {
 	var b strings.Builder
 	b.Grow(len(prefix) + len(tag) + 8)
 	b.WriteString(prefix)
@@ -71,6 +107,9 @@ func Tag(prefix, subject string) (string, error) {
 	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok || rest == "" {
 		return "", fmt.Errorf("%q: %w", subject, ErrNotEventSubject)
+	}
+	if i := strings.LastIndexByte(rest, '.'); strings.HasPrefix(rest[i+1:], cutMark) {
+		return "", fmt.Errorf("%q: %w", subject, ErrCutSubject)
 	}
 	var b strings.Builder
 	for i, tok := range strings.Split(rest, ".") {

@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"unicode"
@@ -63,9 +64,40 @@ func FuzzSubjectRoundTrip(f *testing.F) {
 		if !validSubject(subj) {
 			t.Fatalf("Subject(%q) = %q is not a valid NATS subject", tag, subj)
 		}
+		if len(subj) > MaxSubject {
+			t.Fatalf("Subject(%q) is %d bytes, over MaxSubject", tag, len(subj))
+		}
 		back, err := Tag(DefaultPrefix, subj)
+		if errors.Is(err, ErrCutSubject) {
+			if len(subject(DefaultPrefix, tag)) <= MaxSubject {
+				t.Fatalf("Subject(%q) cut a subject that fits", tag)
+			}
+			return
+		}
 		if err != nil || back != tag {
 			t.Fatalf("round trip %q -> %q -> %q, %v", tag, subj, back, err)
 		}
 	})
+}
+
+// TestLongTagSubject: an over-long tag gets a bounded subject that keeps its
+// leading tokens and differs from another long tag's.
+func TestLongTagSubject(t *testing.T) {
+	a := "salt/beacon/web1/inotify/" + strings.Repeat(".", 2000)
+	b := a + "x"
+	sa, sb := Subject(DefaultPrefix, a), Subject(DefaultPrefix, b)
+	for _, s := range []string{sa, sb} {
+		if len(s) > MaxSubject || !validSubject(s) || !strings.HasPrefix(s, "salt.evt.salt.beacon.web1.inotify.") {
+			t.Errorf("subject %q (%d bytes)", s, len(s))
+		}
+		if _, err := Tag(DefaultPrefix, s); !errors.Is(err, ErrCutSubject) {
+			t.Errorf("Tag(%q) = %v, want ErrCutSubject", s, err)
+		}
+	}
+	if sa == sb {
+		t.Error("two long tags share a subject")
+	}
+	if one := Subject(DefaultPrefix, strings.Repeat("x", 3000)); len(one) > MaxSubject || !validSubject(one) {
+		t.Errorf("one long token: %q", one)
+	}
 }

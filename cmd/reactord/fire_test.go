@@ -94,3 +94,51 @@ func TestFireFileCutsOversizedEvents(t *testing.T) {
 		t.Errorf("last event %s", got[2].Tag)
 	}
 }
+
+// TestFireOverLongTag: a tag whose escaped subject would pass the server's
+// control-line limit (a NATS server closes such a connection) is published
+// on a bounded subject with the whole tag in the body, and the next event
+// still goes out.
+func TestFireOverLongTag(t *testing.T) {
+	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	sub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	got := make(chan string, 4)
+	if _, err := sub.Subscribe("", func(m *natsbus.Message) {
+		ev, err := event.Decode(m.Body)
+		if err != nil {
+			t.Errorf("malformed: %v", err)
+			return
+		}
+		got <- ev.Tag
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Flush(context.Background())
+	long := "salt/beacon/web1/inotify/" + strings.Repeat(".", 1500)
+	lines := `{"tag":"` + long + `","data":{"id":"web1"}}` + "\n" + `{"tag":"after/long","data":{}}` + "\n"
+	file := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(file, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCmd(t, "", "fire", "--nats", srv.ClientURL(), "--file", file); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{long, "after/long"} {
+		select {
+		case tag := <-got:
+			if tag != want {
+				t.Fatalf("received %.60q, want %.60q", tag, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%.60q never arrived", want)
+		}
+	}
+}
