@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,13 +46,19 @@ type ConnOptions struct {
 	// NoReconnectBuffer makes publishes fail while disconnected instead of
 	// being buffered (the bridge counts failures itself).
 	NoReconnectBuffer bool
+	// Logger receives a line when the connection is lost, one when it is
+	// back (with how long it was down) and one if it closes for good; nil
+	// means slog.Default().
+	Logger *slog.Logger
 }
 
 // Conn is a NATS connection.
 type Conn struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	prefix string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	prefix  string
+	closing atomic.Bool // Close was called: disconnections are expected
+	downAt  atomic.Int64
 
 	// streamMu guards the cached answer to "does a stream capture the event
 	// subjects?" used by PublishEvent.
@@ -101,16 +111,54 @@ func Connect(opts ConnOptions) (*Conn, error) {
 	if opts.NoReconnectBuffer {
 		no = append(no, nats.ReconnectBufSize(-1))
 	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Conn{prefix: DefaultPrefix}
+	no = append(no,
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if c.closing.Load() {
+				return
+			}
+			c.downAt.Store(time.Now().UnixNano())
+			log.Warn("NATS connection lost; reconnecting", "server", nc.ConnectedUrlRedacted(), "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			attrs := []any{"server", nc.ConnectedUrlRedacted()}
+			if at := c.downAt.Swap(0); at != 0 {
+				attrs = append(attrs, "outage", time.Since(time.Unix(0, at)).Round(time.Millisecond))
+			}
+			log.Info("NATS connection back", attrs...)
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if !c.closing.Load() {
+				log.Error("NATS connection closed for good", "error", nc.LastError())
+			}
+		}),
+	)
 	nc, err := nats.Connect(opts.URL, no...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", opts.URL, err)
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", redactURLs(opts.URL), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	return &Conn{nc: nc, js: js, prefix: DefaultPrefix}, nil
+	c.nc, c.js = nc, js
+	return c, nil
+}
+
+// redactURLs hides the passwords of a comma-separated list of URLs.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Close drains and closes the connection.
@@ -118,6 +166,7 @@ func (c *Conn) Close() {
 	if c == nil || c.nc == nil {
 		return
 	}
+	c.closing.Store(true)
 	_ = c.nc.Drain()
 	c.nc.Close()
 }

@@ -83,6 +83,7 @@ interrupted.`, stderr)
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opts := nf.options("reactord-bridge")
 	opts.NoReconnectBuffer = true
+	opts.Logger = log
 	conn, err := natsbus.Connect(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "bridge: %v\n", err)

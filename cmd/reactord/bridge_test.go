@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/reactord/reactord/natsbus"
 )
 
 // saltFrame packs one event as a Salt master writes it to
@@ -288,5 +291,57 @@ func testBridgeAcrossRestart(t *testing.T, external bool) {
 		if c != 1 {
 			t.Errorf("%s dispatched %d times", tag, c)
 		}
+	}
+}
+
+// TestDaemonNATSOutageIsVisible: when the external NATS server goes away
+// the daemon logs it, /healthz answers 503 and reactord_nats_connected is
+// 0; when it is back, the daemon logs how long it was down and is healthy
+// again.
+func TestDaemonNATSOutageIsVisible(t *testing.T) {
+	listen := freeAddr(t)
+	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: listen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon := startDaemon(t, "-c", copyExampleConfig(t), "--dry-run", "--nats", srv.ClientURL())
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + daemon.http + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	srv.Shutdown()
+	checkFor(t, 10*time.Second, func() error {
+		if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "NATS disconnected") {
+			return fmt.Errorf("healthz %d %q", code, body)
+		}
+		if _, m := get("/metrics"); !strings.Contains(m, "reactord_nats_connected 0") {
+			return errors.New("reactord_nats_connected is not 0")
+		}
+		if !strings.Contains(daemon.logs(), "NATS connection lost; reconnecting") {
+			return errors.New("no disconnection logged")
+		}
+		return nil
+	})
+	srv2, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: listen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv2.Shutdown)
+	checkFor(t, 15*time.Second, func() error {
+		if code, body := get("/healthz"); code != http.StatusOK {
+			return fmt.Errorf("healthz %d %q", code, body)
+		}
+		if !strings.Contains(daemon.logs(), "NATS connection back") || !strings.Contains(daemon.logs(), "outage=") {
+			return errors.New("no reconnection with its outage logged")
+		}
+		return nil
+	})
+	if _, m := get("/metrics"); !strings.Contains(m, "reactord_nats_connected 1") {
+		t.Error("reactord_nats_connected is not 1 after the reconnection")
 	}
 }

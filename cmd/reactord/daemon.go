@@ -172,7 +172,9 @@ in-flight events within --drain-timeout.`, stderr)
 		nf.url = srv.ClientURL()
 		log.Info("embedded NATS server started", "url", nf.url, "data_dir", dir)
 	}
-	conn, err := natsbus.Connect(nf.options("reactord"))
+	copts := nf.options("reactord")
+	copts.Logger = log
+	conn, err := natsbus.Connect(copts)
 	if err != nil {
 		fmt.Fprintf(stderr, "reactord: %v\n", err)
 		return exitUsage
@@ -186,6 +188,8 @@ in-flight events within --drain-timeout.`, stderr)
 	}
 	reg := prometheus.NewRegistry()
 	metrics := engine.NewMetrics(reg)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_nats_connected", Help: "1 while the NATS connection is up."},
+		func() float64 { return b2f(conn.Connected()) }))
 	eng, err := engine.New(cfg, log)
 	if err != nil {
 		printErrors(stderr, err)
@@ -278,6 +282,10 @@ in-flight events within --drain-timeout.`, stderr)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			if !ready.Load() {
 				http.Error(w, "not ready", http.StatusServiceUnavailable)
+				return
+			}
+			if !conn.Connected() {
+				http.Error(w, "NATS disconnected", http.StatusServiceUnavailable)
 				return
 			}
 			fmt.Fprintln(w, "ok")
