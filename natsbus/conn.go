@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reactord/reactord/internal/redact"
 )
 
 // Headers carried by reactord's own messages.
@@ -139,7 +139,7 @@ func Connect(opts ConnOptions) (*Conn, error) {
 	)
 	nc, err := nats.Connect(opts.URL, no...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", redactURLs(opts.URL), err)
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", redact.URLs(opts.URL), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -148,17 +148,6 @@ func Connect(opts ConnOptions) (*Conn, error) {
 	}
 	c.nc, c.js = nc, js
 	return c, nil
-}
-
-// redactURLs hides the passwords of a comma-separated list of URLs.
-func redactURLs(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 // Close drains and closes the connection.

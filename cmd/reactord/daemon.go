@@ -25,6 +25,7 @@ import (
 	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/matchers"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/store"
@@ -255,7 +256,7 @@ in-flight events within --drain-timeout.`, stderr)
 				}
 			}
 		}()
-		log.Info("audit store open", "store", redact(*storeURL), "keep_jobs", keepJobs.String())
+		log.Info("audit store open", "store", redact.URLs(*storeURL), "keep_jobs", keepJobs.String())
 	}
 	guard := engine.NewGuard(engine.GuardOptions{Settle: *settle, JobTimeout: *jobTimeout, Disabled: *noGuard})
 	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
@@ -325,7 +326,7 @@ in-flight events within --drain-timeout.`, stderr)
 	if *jetstream {
 		mode = "jetstream"
 	}
-	log.Info("reactord ready", "nats", nf.url, "mode", mode, "driver", drv.Name(), "rules", len(cfg.Rules))
+	log.Info("reactord ready", "nats", redact.URLs(nf.url), "mode", mode, "driver", drv.Name(), "rules", len(cfg.Rules))
 
 	watch := time.NewTicker(2 * time.Second)
 	defer watch.Stop()
@@ -371,18 +372,6 @@ loop:
 		return exitFound
 	}
 	return exitOK
-}
-
-// redact hides a password in a store URL for logs.
-func redact(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		if at := strings.Index(u[i+3:], "@"); at >= 0 {
-			if colon := strings.Index(u[i+3:i+3+at], ":"); colon >= 0 {
-				return u[:i+3+colon+1] + "***" + u[i+3+at:]
-			}
-		}
-	}
-	return u
 }
 
 // configFiles lists the files whose change triggers a reload: the ones

@@ -1,0 +1,28 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestURLs(t *testing.T) {
+	for _, tc := range []struct{ in, want, secret string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222", ""},
+		{"nats://user:s3cret@nats1:4222,nats://user:s3cret@nats2:4222", "nats://user:xxxxx@nats1:4222,nats://user:xxxxx@nats2:4222", "s3cret"},
+		{"nats://tok3n@host:4222", "nats://tok3n@host:4222", ""}, // a token as user name: NATS's own convention, kept
+		{"mysql://root:p@ss@w0rd@127.0.0.1:3306/test", "mysql://root:xxxxx@127.0.0.1:3306/test", "p@ss"},
+		{"postgres://pg:pa/ss?x@db:5432/test?sslmode=disable", "postgres://pg:xxxxx@db:5432/test?sslmode=disable", "pa/ss"},
+		{"postgres://db:5432/test?sslmode=disable&password=hunter2", "postgres://db:5432/test?password=xxxxx&sslmode=disable", "hunter2"},
+		{"postgres://u@db/test?sslpassword=k3y", "postgres://u@db/test?sslpassword=xxxxx", "k3y"},
+		{"sqlite:///var/lib/reactord/reactord.db", "sqlite:///var/lib/reactord/reactord.db", ""},
+		{"https://salt:8000", "https://salt:8000", ""},
+	} {
+		got := URLs(tc.in)
+		if got != tc.want {
+			t.Errorf("URLs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if tc.secret != "" && strings.Contains(got, tc.secret) {
+			t.Errorf("URLs(%q) leaks %q", tc.in, tc.secret)
+		}
+	}
+}
