@@ -609,6 +609,13 @@ func runBridge(t *testing.T, cfg Config, pub Publisher) *Bridge {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runSource(t, b)
+}
+
+// runSource runs a bridge until the test ends, and checks that Run returns
+// nil soon after its context is canceled.
+func runSource[B interface{ Run(context.Context) error }](t *testing.T, b B) B {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()

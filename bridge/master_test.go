@@ -212,14 +212,7 @@ func packFrame(t *testing.T, tag string, kv ...any) []byte {
 			t.Fatal(err)
 		}
 	}
-	var out bytes.Buffer
-	e = msgpack.NewEncoder(&out)
-	_ = e.EncodeMapLen(2)
-	_ = e.EncodeString("head")
-	_ = e.EncodeMapLen(0)
-	_ = e.EncodeString("body")
-	_ = e.EncodeBytes(append([]byte(tag+"\n\n"), data.Bytes()...))
-	return out.Bytes()
+	return SaltFrame(tag, data.Bytes())
 }
 
 func TestEventJSONTypes(t *testing.T) {
@@ -310,21 +303,7 @@ func runMasterBus(t *testing.T, cfg MasterConfig, pub Publisher) *MasterBus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not return after cancel")
-		}
-	})
-	return b
+	return runSource(t, b)
 }
 
 // TestMasterBusRecordedAndRestart replays a real master's socket bytes to

@@ -37,6 +37,23 @@ const maxFrameDepth = 200
 // errNotEvent reports a frame that is not a Salt event.
 var errNotEvent = errors.New("frame is not a Salt event")
 
+// SaltFrame returns one event framed as Salt's master event publisher writes
+// it (and as its pull socket, master_event_pull.ipc, reads it):
+// {"head": {}, "body": tag + "\n\n" + data}, where data is the event's
+// dict already packed with msgpack. Tests and tools use it to stand in for
+// a master, or to fire events into one.
+func SaltFrame(tag string, data []byte) []byte {
+	var out bytes.Buffer
+	e := msgpack.NewEncoder(&out)
+	// Writes to a bytes.Buffer do not fail.
+	_ = e.EncodeMapLen(2)
+	_ = e.EncodeString("head")
+	_ = e.EncodeMapLen(0)
+	_ = e.EncodeString("body")
+	_ = e.EncodeBytes(append(append([]byte(tag), tagEnd...), data...))
+	return out.Bytes()
+}
+
 // readFrame reads one frame from d and returns its body (the packed event).
 func readFrame(d *msgpack.Decoder) ([]byte, error) {
 	code, err := d.PeekCode()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -30,14 +30,7 @@ func saltFrame(t *testing.T, tag string, data map[string]any) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	e := msgpack.NewEncoder(&out)
-	_ = e.EncodeMapLen(2)
-	_ = e.EncodeString("head")
-	_ = e.EncodeMapLen(0)
-	_ = e.EncodeString("body")
-	_ = e.EncodeBytes(append([]byte(tag+"\n\n"), packed...))
-	return out.Bytes()
+	return bridge.SaltFrame(tag, packed)
 }
 
 // fakeMasterSocket listens where a master's event publisher would and

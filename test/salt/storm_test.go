@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/reactord/reactord/bridge"
 )
 
 // TestStorm measures, side by side in one run on the same machine, how fast
@@ -141,14 +143,7 @@ func pushStarts(t *testing.T, sockDir string, minions []string, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var frame bytes.Buffer
-		enc := msgpack.NewEncoder(&frame)
-		_ = enc.EncodeMapLen(2)
-		_ = enc.EncodeString("head")
-		_ = enc.EncodeMapLen(0)
-		_ = enc.EncodeString("body")
-		_ = enc.EncodeBytes(append([]byte(tag+"\n\n"), data...))
-		if _, err := w.Write(frame.Bytes()); err != nil {
+		if _, err := w.Write(bridge.SaltFrame(tag, data)); err != nil {
 			t.Fatal(err)
 		}
 	}
