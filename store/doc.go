@@ -66,7 +66,10 @@
 // not refuse a batch because of one odd record: invalid UTF-8 is replaced
 // with U+FFFD, values that are not valid JSON are stored as JSON strings,
 // strings are cut to the width of their columns, and (PostgreSQL only) NUL
-// characters, which jsonb and text cannot hold, become U+FFFD. A write the
-// database still refuses because of its data fails with an error wrapping
-// ErrRejected; Writer then isolates and discards the offending record.
+// characters, which jsonb and text cannot hold, become U+FFFD. Every cut is
+// counted per column (ValuesCut, CutColumns) once its batch is written, and
+// logged: the first at once, then a summary at most once a minute
+// (SetCutLogger). A write the database still refuses because of its data
+// fails with an error wrapping ErrRejected; Writer then isolates and
+// discards the offending record.
 package store

@@ -204,6 +204,9 @@ type (
 		rets   []retRow
 		events []eventRow
 		ledger []ledgerRow
+		// cuts are the values cut to fit their columns, counted and
+		// reported once the batch is written.
+		cuts cutTally
 	}
 )
 
@@ -217,12 +220,18 @@ func (s *sqlStore) prepare(b Batch) *batchRows {
 		}
 		return t.UTC()
 	}
-	str := func(v string, width int) string { return cleanString(v, width, nul) }
 	r := &batchRows{}
+	str := func(v string, c column) string {
+		out, cut := cutString(v, columnInfo[c].width, nul)
+		if cut {
+			r.cuts.add(c, v)
+		}
+		return out
+	}
 	if len(b.Jobs) > 0 {
 		seen := make(map[string]bool, len(b.Jobs))
 		for _, j := range b.Jobs {
-			jid := str(j.JID, widthID)
+			jid := str(j.JID, colJIDsJID)
 			if seen[jid] {
 				continue
 			}
@@ -243,21 +252,21 @@ func (s *sqlStore) prepare(b Batch) *batchRows {
 			success = strconv.FormatBool(x.Success)
 		}
 		r.rets = append(r.rets, retRow{
-			fun: str(x.Fun, widthFun), jid: str(x.JID, widthID), ret: cleanJSON(x.Return, nul),
-			id: str(x.MinionID, widthID), success: success, full: cleanJSON(x.FullRet, nul), t: at(x.Time),
+			fun: str(x.Fun, colReturnsFun), jid: str(x.JID, colReturnsJID), ret: cleanJSON(x.Return, nul),
+			id: str(x.MinionID, colReturnsID), success: success, full: cleanJSON(x.FullRet, nul), t: at(x.Time),
 		})
 	}
 	for _, e := range b.Events {
 		r.events = append(r.events, eventRow{
-			tag: str(e.Tag, widthID), data: cleanJSON(e.Data, nul), master: str(e.MasterID, widthID),
-			eid: str(e.ID, widthID), t: at(e.Time),
+			tag: str(e.Tag, colEventsTag), data: cleanJSON(e.Data, nul), master: str(e.MasterID, colEventsMasterID),
+			eid: str(e.ID, colEventIDsEventID), t: at(e.Time),
 		})
 	}
 	for _, l := range b.Ledger {
 		r.ledger = append(r.ledger, ledgerRow{
-			eid: str(l.EventID, widthID), tag: str(l.Tag, widthID), stage: str(l.Stage, widthStage),
-			rule: str(l.Rule, widthText), file: str(l.File, widthText), rid: str(l.ReactionID, widthText),
-			jid: str(l.JID, widthID), minion: str(l.Minion, widthID), detail: str(l.Detail, widthDetail), t: at(l.Time),
+			eid: str(l.EventID, colLedgerEventID), tag: str(l.Tag, colLedgerTag), stage: str(l.Stage, colLedgerStage),
+			rule: str(l.Rule, colLedgerRule), file: str(l.File, colLedgerFile), rid: str(l.ReactionID, colLedgerReactionID),
+			jid: str(l.JID, colLedgerJID), minion: str(l.Minion, colLedgerMinion), detail: str(l.Detail, colLedgerDetail), t: at(l.Time),
 		})
 	}
 	return r
@@ -281,6 +290,7 @@ func (s *sqlStore) Write(ctx context.Context, b Batch) error {
 		}
 		return fmt.Errorf("store: %s write: %w", s.fl, err)
 	}
+	commitCuts(&r.cuts)
 	return nil
 }
 

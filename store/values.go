@@ -27,6 +27,12 @@ const replacement = "\uFFFD"
 // when width is 0): valid UTF-8, no NUL when nul is false (PostgreSQL text
 // cannot hold one), at most width characters.
 func cleanString(s string, width int, nul bool) string {
+	s, _ = cutString(s, width, nul)
+	return s
+}
+
+// cutString is cleanString that also reports whether s was cut to width.
+func cutString(s string, width int, nul bool) (string, bool) {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, replacement)
 	}
@@ -37,12 +43,12 @@ func cleanString(s string, width int, nul bool) string {
 		n := 0
 		for i := range s {
 			if n == width {
-				return s[:i]
+				return s[:i], true
 			}
 			n++
 		}
 	}
-	return s
+	return s, false
 }
 
 // cleanJSON makes raw storable as a JSON document: empty becomes null,
