@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,7 +25,9 @@ func TestDatabaseDownMidStream(t *testing.T) {
 			RetryMin:     10 * time.Millisecond,
 			RetryMax:     100 * time.Millisecond,
 			WriteTimeout: 5 * time.Second,
+			SpoolDir:     t.TempDir(),
 		})
+		var durable atomic.Int64
 		const n = 6000
 		stop := make(chan struct{})
 		outageDone := make(chan struct{})
@@ -41,6 +44,7 @@ func TestDatabaseDownMidStream(t *testing.T) {
 			for !w.Add(benchEvent(i)) {
 				time.Sleep(time.Millisecond)
 			}
+			w.OnDurable(func() { durable.Add(1) })
 			// About 3000 events a second: the outage lasts a second.
 			if i%30 == 0 {
 				time.Sleep(10 * time.Millisecond)
@@ -57,7 +61,10 @@ func TestDatabaseDownMidStream(t *testing.T) {
 		if st.Failures == 0 {
 			t.Error("no write failed: the outage did not happen")
 		}
-		if st.Written != n || st.Pending != 0 || st.Dropped != 0 || st.Rejected != 0 {
+		if durable.Load() != n {
+			t.Errorf("OnDurable fired for %d of %d records", durable.Load(), n)
+		}
+		if st.Written != n || st.Pending != 0 || st.Spooled != 0 || st.Dropped != 0 || st.Rejected != 0 {
 			t.Errorf("stats = %+v", st)
 		}
 		// A commit can succeed while its acknowledgement is lost with

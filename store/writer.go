@@ -27,7 +27,17 @@ type WriterOptions struct {
 	RetryMin, RetryMax time.Duration
 	// WriteTimeout limits each Write. Default 30s.
 	WriteTimeout time.Duration
-	// Logger, if set, receives failed writes and discarded records.
+	// SpoolDir, when set, is where records go when the database fails: a
+	// disk FIFO (appended and fsynced) that the Writer empties into the
+	// database, oldest first, once it answers again. Records in the spool
+	// count as durable (see OnDurable), and what it holds at Close, or
+	// after a crash, is written by the next Writer on the same directory.
+	SpoolDir string
+	// SpoolLimit bounds the spool file, in bytes. Default 1 GiB.
+	SpoolLimit int64
+	// Logger, if set, receives failed writes and discarded records: the
+	// first failure at once, then a summary at most once a minute, and
+	// the end of an outage with its length.
 	Logger *slog.Logger
 }
 
@@ -35,8 +45,14 @@ type WriterOptions struct {
 type WriterStats struct {
 	// Written is the number of records written.
 	Written int64
-	// Pending is the number of records held and not yet written.
+	// Pending is the number of records held in memory and not yet
+	// written.
 	Pending int
+	// Spooled is the number of records in the disk spool, waiting for the
+	// database.
+	Spooled int
+	// SpoolBytes is the size of those records in the spool file.
+	SpoolBytes int64
 	// Dropped is the number of records Add refused: the buffer was full
 	// or the Writer closed.
 	Dropped int64
@@ -52,14 +68,21 @@ type WriterStats struct {
 // everything was written.
 var ErrWriterClosed = errors.New("store: writer closed")
 
+// ErrSpooled is wrapped by Close's error when the records it could not
+// write are all in the disk spool: nothing is lost, the next Writer on the
+// same SpoolDir writes them.
+var ErrSpooled = errors.New("store: records kept in the spool for the next start")
+
 // Writer batches records and writes them to a Store in the background: it
 // writes every Interval, and as soon as MaxBatch records are waiting. When
 // the store fails (the database is down), it keeps the records and retries
-// with exponential backoff; it holds at most MaxBuffer records, and beyond
+// with exponential backoff. With a SpoolDir it moves them to a disk spool
+// meanwhile, so that they are durable and memory stays free; without one,
+// or once the spool is full, it holds at most MaxBuffer records, and beyond
 // that Add refuses records and counts them in Dropped, so the caller
 // decides what to do with them (JetStream leaves events unacknowledged,
 // core NATS counts an overflow). Records are written in the order they were
-// added.
+// added, the spool's first.
 //
 // When the database refuses a batch because of its data (ErrRejected), the
 // Writer halves the batch until it finds the offending record, discards it
@@ -67,7 +90,8 @@ var ErrWriterClosed = errors.New("store: writer closed")
 //
 // Delivery into the store is at least once: when a connection dies while
 // COMMIT is under way, the commit may have succeeded without the Writer
-// hearing of it, and the retry stores that batch a second time.
+// hearing of it, and the retry stores that batch a second time; a crash
+// writes the spool's batch in flight again.
 //
 // A Writer is safe for concurrent use. It does not close its Store.
 type Writer struct {
@@ -78,21 +102,58 @@ type Writer struct {
 	stop context.CancelFunc
 	done chan struct{}
 
+	// sp is touched by the background loop only (and by Close once the
+	// loop has ended).
+	sp *spool
+
 	mu  sync.Mutex
 	buf []any // held records, oldest first; buf[0] is the next to write
-	// added counts the records ever accepted and removed those that left
-	// buf (written or rejected); records leave in order, so everything
-	// added before a moment is out once removed reaches added's value at
-	// that moment.
-	added, removed uint64
-	flushTo        uint64        // write everything until removed reaches it, without waiting for Interval
-	closed         bool          // Add refuses records
-	progress       chan struct{} // closed and replaced whenever records leave buf
-	stats          WriterStats
+	// Every record has a sequence number, its place in the order of Add.
+	// added counts the records ever accepted; removed those that left
+	// memory (written, rejected or spooled); stored those the database
+	// took or refused. Records leave in order, so everything added before
+	// a moment is durable once removed reaches added's value at that
+	// moment, and written once stored does.
+	added, removed, stored uint64
+	spooled                int           // records in the spool: sequence numbers stored+1..removed
+	spoolBytes             int64         // their size in the file
+	flushTo                uint64        // write everything until stored reaches it, without waiting for Interval
+	closed                 bool          // Add refuses records
+	progress               chan struct{} // closed and replaced whenever records are written
+	waiters                []waiter      // OnDurable callbacks, by mark
+	stats                  WriterStats
+
+	failing   time.Time // when the current outage began (zero: none)
+	failed    int       // attempts failed in the current outage
+	failLog   time.Time // last summary line of the current outage
+	spoolErrs int       // spool appends failed in the current outage
 }
 
-// NewWriter starts a Writer that writes to s.
+// waiter is an OnDurable callback: fn runs once removed reaches mark.
+type waiter struct {
+	mark uint64
+	fn   func()
+}
+
+// NewWriter starts a Writer that writes to s. A SpoolDir that cannot be
+// opened is logged and the Writer runs without a spool; OpenWriter
+// returns that error instead.
 func NewWriter(s Store, opts WriterOptions) *Writer {
+	w, err := OpenWriter(s, opts)
+	if err != nil {
+		if opts.Logger != nil {
+			opts.Logger.Error("audit store: no disk spool; records wait in memory only", "err", err)
+		}
+		opts.SpoolDir = ""
+		w, _ = OpenWriter(s, opts)
+	}
+	return w
+}
+
+// OpenWriter starts a Writer that writes to s, opening its spool first when
+// opts.SpoolDir is set; records an earlier run left in the spool are
+// written before any new one.
+func OpenWriter(s Store, opts WriterOptions) (*Writer, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 200 * time.Millisecond
 	}
@@ -112,6 +173,9 @@ func NewWriter(s Store, opts WriterOptions) *Writer {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 30 * time.Second
 	}
+	if opts.SpoolLimit <= 0 {
+		opts.SpoolLimit = 1 << 30
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	w := &Writer{
 		s:        s,
@@ -122,8 +186,23 @@ func NewWriter(s Store, opts WriterOptions) *Writer {
 		done:     make(chan struct{}),
 		progress: make(chan struct{}),
 	}
+	if opts.SpoolDir != "" {
+		sp, restored, torn, err := openSpool(opts.SpoolDir, opts.SpoolLimit)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		w.sp = sp
+		w.spooled, w.spoolBytes = restored, sp.bytes()
+		if opts.Logger != nil && (restored > 0 || torn > 0) {
+			opts.Logger.Warn("audit store: records an earlier run left in the spool are written first", "records", restored, "spool", sp.path, "torn_bytes_cut", torn)
+		}
+		if restored > 0 {
+			w.kick <- struct{}{}
+		}
+	}
 	go w.run()
-	return w
+	return w, nil
 }
 
 // Add hands a record to the Writer: an Event, Job, Return or LedgerEntry
@@ -199,6 +278,23 @@ func (w *Writer) addBatch(b Batch) bool {
 	return true
 }
 
+// OnDurable calls fn once every record added before the call is durable:
+// written to the database (or refused by it), or in the disk spool. It
+// calls fn at once when they already are, and never when the Writer closes
+// with some of them only in memory. JetStream acknowledges an event here,
+// so that a crash cannot lose the event's archive records.
+func (w *Writer) OnDurable(fn func()) {
+	w.mu.Lock()
+	mark := w.added
+	if w.removed >= mark {
+		w.mu.Unlock()
+		fn()
+		return
+	}
+	w.waiters = append(w.waiters, waiter{mark: mark, fn: fn})
+	w.mu.Unlock()
+}
+
 // signal wakes the background loop.
 func (w *Writer) signal() {
 	select {
@@ -213,6 +309,8 @@ func (w *Writer) Stats() WriterStats {
 	defer w.mu.Unlock()
 	s := w.stats
 	s.Pending = len(w.buf)
+	s.Spooled = w.spooled
+	s.SpoolBytes = w.spoolBytes
 	return s
 }
 
@@ -222,7 +320,7 @@ func (w *Writer) Stats() WriterStats {
 func (w *Writer) Flush(ctx context.Context) error {
 	w.mu.Lock()
 	target := w.added
-	if w.removed >= target {
+	if w.stored >= target {
 		w.mu.Unlock()
 		return nil
 	}
@@ -231,7 +329,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 	w.signal()
 	for {
 		w.mu.Lock()
-		if w.removed >= target {
+		if w.stored >= target {
 			w.mu.Unlock()
 			return nil
 		}
@@ -243,7 +341,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 			return ctx.Err()
 		case <-w.done:
 			w.mu.Lock()
-			ok := w.removed >= target
+			ok := w.stored >= target
 			w.mu.Unlock()
 			if ok {
 				return nil
@@ -254,8 +352,10 @@ func (w *Writer) Flush(ctx context.Context) error {
 }
 
 // Close stops taking records, writes those it holds and stops. If ctx ends
-// first, it stops anyway and returns an error; the records not written
-// stay counted in Stats().Pending.
+// first, it stops anyway: the records not written go to the disk spool,
+// and the error wraps ErrSpooled and says how many; records that could not
+// be spooled either (no SpoolDir, spool full) are lost, and the error says
+// how many.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	w.closed = true
@@ -263,10 +363,26 @@ func (w *Writer) Close(ctx context.Context) error {
 	err := w.Flush(ctx)
 	w.stop()
 	<-w.done
-	if err != nil {
-		return fmt.Errorf("store: writer closed with %d records unwritten: %w", w.Stats().Pending, err)
+	if err == nil {
+		if w.sp != nil {
+			return w.sp.close()
+		}
+		return nil
 	}
-	return nil
+	if w.sp == nil {
+		return fmt.Errorf("store: writer closed with %d records unwritten (no spool): %w", w.Stats().Pending, err)
+	}
+	spillErr := w.spill()
+	st := w.Stats()
+	closeErr := w.sp.close()
+	if st.Pending > 0 {
+		return fmt.Errorf("store: writer closed with %d records unwritten (%d kept in the spool %s; spooling the rest failed: %v): %w",
+			st.Pending, st.Spooled, w.sp.path, errors.Join(spillErr, closeErr), err)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("store: writer closed; closing the spool: %w", closeErr)
+	}
+	return fmt.Errorf("%d records in %s, written at the next start: %w", st.Spooled, w.sp.path, ErrSpooled)
 }
 
 // run is the background loop.
@@ -290,32 +406,50 @@ func (w *Writer) run() {
 }
 
 // drain writes buffered records in batches of MaxBatch, and the last,
-// smaller batch too when all is set or a Flush or Close asks for it. It
+// smaller batch too when all is set or a Flush or Close asks for it; the
+// spool's records first, with what memory holds moved behind them. It
 // retries failed writes until they succeed and returns false only when the
 // Writer stops.
 func (w *Writer) drain(all bool) bool {
 	size := w.o.MaxBatch // halves while looking for a rejected record
 	var delay time.Duration
-	failed := 0
 	for {
 		w.mu.Lock()
 		n := len(w.buf)
-		now := all || w.closed || w.flushTo > w.removed
-		if n == 0 || (n < w.o.MaxBatch && !now) {
+		spooled := w.spooled
+		now := all || w.closed || w.flushTo > w.stored
+		if spooled == 0 && (n == 0 || (n < w.o.MaxBatch && !now)) {
 			w.mu.Unlock()
 			return true
 		}
-		k := min(n, size)
-		recs := w.buf[:k:k] // Add only appends after len(buf): these stay put
+		var recs []any
+		k := 0
+		if spooled == 0 {
+			k = min(n, size)
+			recs = w.buf[:k:k] // Add only appends after len(buf): these stay put
+		}
 		w.mu.Unlock()
+
+		var off int64
+		if spooled > 0 {
+			// Keep the order: memory's records go behind the spool's.
+			if n > 0 {
+				_ = w.spill()
+			}
+			var err error
+			recs, off, err = w.sp.peek(size)
+			if err != nil {
+				w.loseSpool(err)
+				continue
+			}
+			k = len(recs)
+		}
 
 		err := w.write(recs)
 		if err == nil {
-			w.commit(k, false)
-			if failed > 0 && w.o.Logger != nil {
-				w.o.Logger.Info("audit store writes resumed", "failed_attempts", failed)
-			}
-			size, delay, failed = min(size*2, w.o.MaxBatch), 0, 0
+			w.commit(k, false, spooled > 0, off)
+			w.resumed()
+			size, delay = min(size*2, w.o.MaxBatch), 0
 			continue
 		}
 		w.mu.Lock()
@@ -332,12 +466,18 @@ func (w *Writer) drain(all bool) bool {
 			if w.o.Logger != nil {
 				w.o.Logger.Error("audit store rejected a record; discarding it", "record", describe(recs[0]), "error", err)
 			}
-			w.commit(1, true)
+			if spooled > 0 {
+				// The record's end is the next frame's start.
+				_, off, _ = w.sp.peek(1)
+			}
+			w.commit(1, true, spooled > 0, off)
 			continue
 		}
-		failed++
-		if w.o.Logger != nil {
-			w.o.Logger.Warn("audit store write failed; retrying", "records", k, "attempt", failed, "error", err)
+		w.failure(err, k)
+		if spooled == 0 && w.sp != nil {
+			// The database is down: make the records durable on disk
+			// meanwhile, and free the memory.
+			_ = w.spill()
 		}
 		if delay == 0 {
 			delay = w.o.RetryMin
@@ -354,6 +494,159 @@ func (w *Writer) drain(all bool) bool {
 		case <-t.C:
 		}
 	}
+}
+
+// failure records a failed write and logs the first of an outage at once,
+// then a summary at most once a minute.
+func (w *Writer) failure(err error, records int) {
+	w.mu.Lock()
+	first := w.failing.IsZero()
+	if first {
+		w.failing = time.Now()
+	}
+	w.failed++
+	summary := !first && time.Since(w.failLog) >= time.Minute
+	if first || summary {
+		w.failLog = time.Now()
+	}
+	failed, since, pending, spooled := w.failed, w.failing, len(w.buf), w.spooled
+	w.mu.Unlock()
+	if w.o.Logger == nil {
+		return
+	}
+	switch {
+	case first:
+		w.o.Logger.Warn("audit store write failed; holding the records and retrying", "records", records, "spool", w.sp != nil, "error", err)
+	case summary:
+		w.o.Logger.Warn("audit store still failing; records held", "for", time.Since(since).Round(time.Second).String(), "failed_attempts", failed,
+			"in_memory", pending, "in_spool", spooled, "error", err)
+	}
+}
+
+// resumed ends an outage, logging its length.
+func (w *Writer) resumed() {
+	w.mu.Lock()
+	since, failed := w.failing, w.failed
+	w.failing, w.failed, w.spoolErrs = time.Time{}, 0, 0
+	w.mu.Unlock()
+	if !since.IsZero() && w.o.Logger != nil {
+		w.o.Logger.Info("audit store writes resumed", "outage", time.Since(since).Round(time.Millisecond).String(), "failed_attempts", failed)
+	}
+}
+
+// spill moves every record held in memory to the spool, in one fsynced
+// append. Called by the background loop, or by Close once it has ended.
+func (w *Writer) spill() error {
+	if w.sp == nil {
+		return nil
+	}
+	w.mu.Lock()
+	k := len(w.buf)
+	recs := w.buf[:k:k]
+	w.mu.Unlock()
+	if k == 0 {
+		return nil
+	}
+	before := w.sp.bytes()
+	if err := w.sp.append(recs); err != nil {
+		w.mu.Lock()
+		w.spoolErrs++
+		first := w.spoolErrs == 1
+		w.mu.Unlock()
+		if first && w.o.Logger != nil {
+			w.o.Logger.Error("audit store: cannot spool records to disk; they wait in memory (beyond its bound they are refused and counted)",
+				"records", k, "spool", w.sp.path, "limit_bytes", w.o.SpoolLimit, "err", err)
+		}
+		return err
+	}
+	w.mu.Lock()
+	clear(w.buf[:k])
+	w.buf = w.buf[k:]
+	if len(w.buf) == 0 {
+		w.buf = nil
+	}
+	w.removed += uint64(k)
+	w.spooled += k
+	w.spoolBytes += w.sp.bytes() - before
+	fns := w.ready()
+	w.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+	return nil
+}
+
+// loseSpool gives up a spool that cannot be read back: its records are
+// counted as dropped and logged.
+func (w *Writer) loseSpool(err error) {
+	w.mu.Lock()
+	lost := w.spooled
+	w.stored += uint64(lost)
+	w.stats.Dropped += int64(lost)
+	w.spooled, w.spoolBytes = 0, 0
+	close(w.progress)
+	w.progress = make(chan struct{})
+	w.mu.Unlock()
+	rerr := w.sp.reset()
+	if w.o.Logger != nil {
+		w.o.Logger.Error("audit store: the spool cannot be read back; its records are lost", "records", lost, "err", errors.Join(err, rerr))
+	}
+}
+
+// commit takes the first k records off the memory buffer, or off the spool
+// (up to off in its file), once the database took them (or rejected them).
+func (w *Writer) commit(k int, rejected, fromSpool bool, off int64) {
+	if fromSpool {
+		before := w.sp.bytes()
+		if err := w.sp.advance(k, off); err != nil && w.o.Logger != nil {
+			w.o.Logger.Error("audit store: spool", "err", err)
+		}
+		w.mu.Lock()
+		w.spooled -= k
+		w.spoolBytes -= before - w.sp.bytes()
+	} else {
+		w.mu.Lock()
+		clear(w.buf[:k])
+		w.buf = w.buf[k:]
+		if len(w.buf) == 0 {
+			w.buf = nil
+		}
+		w.removed += uint64(k)
+	}
+	w.stored += uint64(k)
+	if rejected {
+		w.stats.Rejected += int64(k)
+	} else {
+		w.stats.Written += int64(k)
+	}
+	close(w.progress)
+	w.progress = make(chan struct{})
+	fns := w.ready()
+	w.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// ready pops the OnDurable callbacks whose records are all durable; w.mu is
+// held.
+func (w *Writer) ready() []func() {
+	i := 0
+	for i < len(w.waiters) && w.waiters[i].mark <= w.removed {
+		i++
+	}
+	if i == 0 {
+		return nil
+	}
+	fns := make([]func(), i)
+	for j := range i {
+		fns[j] = w.waiters[j].fn
+	}
+	w.waiters = w.waiters[i:]
+	if len(w.waiters) == 0 {
+		w.waiters = nil
+	}
+	return fns
 }
 
 // write writes records in one Write.
@@ -374,25 +667,6 @@ func (w *Writer) write(recs []any) error {
 	ctx, cancel := context.WithTimeout(w.ctx, w.o.WriteTimeout)
 	defer cancel()
 	return w.s.Write(ctx, b)
-}
-
-// commit removes the first k records from the buffer.
-func (w *Writer) commit(k int, rejected bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	clear(w.buf[:k])
-	w.buf = w.buf[k:]
-	if len(w.buf) == 0 {
-		w.buf = nil
-	}
-	w.removed += uint64(k)
-	if rejected {
-		w.stats.Rejected += int64(k)
-	} else {
-		w.stats.Written += int64(k)
-	}
-	close(w.progress)
-	w.progress = make(chan struct{})
 }
 
 // describe names a record for a log line.
