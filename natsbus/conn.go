@@ -43,6 +43,9 @@ type ConnOptions struct {
 	NKeyFile, CredsFile   string
 	// CAFile, CertFile, KeyFile configure TLS.
 	CAFile, CertFile, KeyFile string
+	// AuthHint is added to the error when the server refuses the
+	// connection's credentials (or their absence): what to do about it.
+	AuthHint string
 	// NoReconnectBuffer makes publishes fail while disconnected instead of
 	// being buffered (the bridge counts failures itself).
 	NoReconnectBuffer bool
@@ -139,6 +142,9 @@ func Connect(opts ConnOptions) (*Conn, error) {
 	)
 	nc, err := nats.Connect(opts.URL, no...)
 	if err != nil {
+		if opts.AuthHint != "" && errors.Is(err, nats.ErrAuthorization) {
+			return nil, fmt.Errorf("connecting to NATS at %s: %w: %s", redact.URLs(opts.URL), err, opts.AuthHint)
+		}
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", redact.URLs(opts.URL), err)
 	}
 	js, err := jetstream.New(nc)
@@ -463,11 +469,22 @@ type StreamOptions struct {
 	// AckWait is how long a delivered message may stay unacknowledged
 	// before redelivery (default 30s).
 	AckWait time.Duration
-	// Duplicates is the de-duplication window for Nats-Msg-Id.
+	// Duplicates is the de-duplication window for Nats-Msg-Id: a message
+	// whose id the stream stored less than this long ago is dropped. It
+	// only has to cover a publish retry or a second bridge on the same
+	// master (the bridge's id includes the master's _stamp). Zero means 2
+	// minutes for a new stream and leaves an existing stream's window as it
+	// is; a positive value is also applied to an existing stream.
 	Duplicates time.Duration
 	// MaxAge bounds how long the stream keeps events (default 24h), so
 	// its disk use stays bounded.
 	MaxAge time.Duration
+	// CheckEvery is how often Consume checks that its stream and consumer
+	// still exist (default 5s).
+	CheckEvery time.Duration
+	// Logger receives Consume's reports (a lost stream or consumer); nil
+	// discards them.
+	Logger *slog.Logger
 }
 
 func (o *StreamOptions) defaults() {
@@ -489,13 +506,34 @@ func (o *StreamOptions) defaults() {
 	if o.MaxAge <= 0 {
 		o.MaxAge = 24 * time.Hour
 	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = 5 * time.Second
+	}
 }
 
-// EnsureStream creates the event stream when it is absent.
+// EnsureStream creates the event stream when it is absent, and sets an
+// existing stream's duplicate window to o.Duplicates when that is set and
+// differs (its other settings are left alone).
 func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
+	window := o.Duplicates
 	o.defaults()
-	_, err := c.js.Stream(ctx, o.Stream)
+	s, err := c.js.Stream(ctx, o.Stream)
 	if err == nil {
+		if window <= 0 {
+			return nil
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
+		}
+		if info.Config.Duplicates == window {
+			return nil
+		}
+		cfg := info.Config
+		cfg.Duplicates = window
+		if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("setting stream %s's duplicate window to %v (was %v): %w", o.Stream, window, info.Config.Duplicates, err)
+		}
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -512,35 +550,6 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		return fmt.Errorf("creating stream %s: %w", o.Stream, err)
 	}
 	return nil
-}
-
-// Consume delivers the stream's events through a shared durable pull
-// consumer, so replicas split the load and an unacknowledged message is
-// redelivered (to another replica) after AckWait. handler must call Ack
-// once the event was dispatched.
-func (c *Conn) Consume(ctx context.Context, o StreamOptions, handler func(*Message)) (Subscription, error) {
-	o.defaults()
-	if err := c.EnsureStream(ctx, o); err != nil {
-		return nil, err
-	}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
-		Durable:       o.Durable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.AckWait,
-		MaxAckPending: o.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating consumer %s: %w", o.Durable, err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		msg := &Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: time.Now(), ack: m.Ack, nak: m.Nak}
-		handler(msg)
-	}, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)))
-	if err != nil {
-		return nil, fmt.Errorf("consuming %s: %w", o.Durable, err)
-	}
-	return subFunc(cc.Stop), nil
 }
 
 // StreamInfo reports a stream's message count.

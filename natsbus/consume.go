@@ -1,0 +1,189 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Consumer is a durable JetStream consumption that repairs itself: when
+// its stream or consumer disappears (the server restarted with an empty
+// JetStream store, someone deleted REACTORD_EVENTS or the consumer), it
+// notices — from the client's consume errors and a periodic check — then
+// logs it loudly, recreates both and goes on. Stop ends it.
+type Consumer struct {
+	c       *Conn
+	o       StreamOptions
+	handler func(*Message)
+	log     *slog.Logger
+
+	mu sync.Mutex
+	cc jetstream.ConsumeContext
+
+	healthy   atomic.Bool
+	recreated atomic.Int64
+	kick      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	stopOnce  sync.Once
+}
+
+// Consume creates the stream and the shared durable consumer when absent and
+// delivers every message to handler, which must Ack or Nak it. Replicas
+// calling Consume with the same options share the work. The returned
+// Consumer keeps the stream and consumer in place (see Consumer).
+func (c *Conn) Consume(ctx context.Context, o StreamOptions, handler func(*Message)) (*Consumer, error) {
+	o.defaults()
+	k := &Consumer{c: c, o: o, handler: handler, log: o.Logger, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if k.log == nil {
+		k.log = slog.New(slog.DiscardHandler)
+	}
+	if err := k.start(ctx); err != nil {
+		return nil, err
+	}
+	k.healthy.Store(true)
+	go k.supervise()
+	return k, nil
+}
+
+// Healthy reports whether the stream and consumer were in place at the last
+// check.
+func (k *Consumer) Healthy() bool { return k.healthy.Load() }
+
+// Recreated returns how many times the stream or consumer was found missing
+// and recreated.
+func (k *Consumer) Recreated() int64 { return k.recreated.Load() }
+
+// Stop stops delivering messages; it is safe to call twice.
+func (k *Consumer) Stop() {
+	k.stopOnce.Do(func() {
+		close(k.stop)
+		<-k.done
+		k.mu.Lock()
+		if k.cc != nil {
+			k.cc.Stop()
+		}
+		k.mu.Unlock()
+	})
+}
+
+// start (re)creates the stream and consumer and starts consuming.
+func (k *Consumer) start(ctx context.Context) error {
+	o := k.o
+	if err := k.c.EnsureStream(ctx, o); err != nil {
+		return err
+	}
+	cons, err := k.c.js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
+		Durable:       o.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxAckPending: o.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("creating consumer %s: %w", o.Durable, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		k.handler(&Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: time.Now(), ack: m.Ack, nak: func() error { return nakBackoff(m) }})
+	}, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if lost(err) {
+			select {
+			case k.kick <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", o.Durable, err)
+	}
+	k.mu.Lock()
+	old := k.cc
+	k.cc = cc
+	k.mu.Unlock()
+	if old != nil {
+		old.Stop()
+	}
+	return nil
+}
+
+// lost tells the consume errors that may mean the consumer or its stream
+// is gone; supervise checks before acting.
+func lost(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat)
+}
+
+// supervise checks every CheckEvery, and at once on a consume error that
+// may mean a loss, that the consumer exists; when it does not, it
+// recreates the stream and the consumer.
+func (k *Consumer) supervise() {
+	defer close(k.done)
+	t := time.NewTicker(k.o.CheckEvery)
+	defer t.Stop()
+	var missingSince time.Time
+	failures := 0
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		case <-k.kick:
+		}
+		if !k.c.nc.IsConnected() {
+			continue // the connection's own log covers it
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := k.c.js.Consumer(ctx, k.o.Stream, k.o.Durable)
+		cancel()
+		if err == nil || !(errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+			continue // present, or the check itself failed (timeout): try again later
+		}
+		if missingSince.IsZero() {
+			missingSince = time.Now()
+			k.healthy.Store(false)
+			k.log.Error("JetStream stream or consumer missing: no event can be delivered until it is recreated; recreating it",
+				"stream", k.o.Stream, "consumer", k.o.Durable, "err", err)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		err = k.start(ctx)
+		cancel()
+		if err != nil {
+			failures++
+			if failures == 1 || failures%60 == 0 {
+				k.log.Error("recreating the JetStream stream and consumer failed; retrying", "stream", k.o.Stream, "attempts", failures, "err", err)
+			}
+			continue
+		}
+		k.recreated.Add(1)
+		k.healthy.Store(true)
+		k.log.Error("JetStream stream and consumer recreated; events published to the stream while it was missing are lost unless their publisher held them (the bridge does)",
+			"stream", k.o.Stream, "consumer", k.o.Durable, "missing_for", time.Since(missingSince).Round(time.Millisecond).String(), "times_recreated", k.recreated.Load())
+		missingSince, failures = time.Time{}, 0
+	}
+}
+
+// nakBackoff asks for redelivery: at once the first time, then after a
+// delay that doubles with each delivery (250ms up to 30s), so that an
+// event that cannot be handled yet does not spin.
+func nakBackoff(m jetstream.Msg) error {
+	md, err := m.Metadata()
+	if err != nil || md.NumDelivered <= 1 {
+		return m.Nak()
+	}
+	return m.NakWithDelay(nakDelay(md.NumDelivered))
+}
+
+// nakDelay is the redelivery delay after the n-th delivery (n ≥ 2).
+func nakDelay(n uint64) time.Duration {
+	d := 250 * time.Millisecond
+	for i := uint64(2); i < n && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Second)
+}

@@ -1,0 +1,108 @@
+package natsbus
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestConsumerRecreatesALostStream: the stream deleted, the consumer
+// deleted, the server restarted with an empty JetStream store — each time
+// the Consumer notices, recreates what is missing and events flow again.
+func TestConsumerRecreatesALostStream(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.ClientURL()
+	c, err := Connect(ConnOptions{URL: addr, Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	var got atomic.Int64
+	k, err := c.Consume(ctx, StreamOptions{CheckEvery: 100 * time.Millisecond}, func(m *Message) {
+		got.Add(1)
+		_ = m.Ack()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	seq := 0
+	publishAndWait := func(step string) {
+		t.Helper()
+		want := got.Load() + 1
+		checkFor(t, 10*time.Second, func() error {
+			seq++
+			// Published until one arrives: while the stream is missing
+			// the publish fails or lands nowhere.
+			_ = c.PublishStream(ctx, "salt/test", []byte(`{}`), Meta{MsgID: fmt.Sprint(seq)})
+			time.Sleep(50 * time.Millisecond)
+			if got.Load() < want {
+				return fmt.Errorf("%s: no event consumed", step)
+			}
+			return nil
+		})
+	}
+	publishAndWait("start")
+
+	// The stream deleted by hand.
+	if err := c.js.DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if k.Recreated() < 1 {
+			return fmt.Errorf("stream not recreated (healthy=%v)", k.Healthy())
+		}
+		return nil
+	})
+	publishAndWait("after the stream was deleted")
+
+	// Only the consumer deleted.
+	if err := c.js.DeleteConsumer(ctx, "REACTORD_EVENTS", "reactord"); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if k.Recreated() < 2 {
+			return fmt.Errorf("consumer not recreated (healthy=%v)", k.Healthy())
+		}
+		return nil
+	})
+	publishAndWait("after the consumer was deleted")
+
+	// The server restarted on the same address with an empty store.
+	_, port, _ := net.SplitHostPort(addr[len("nats://"):])
+	srv.Shutdown()
+	srv2, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:" + port, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv2.Shutdown()
+	checkFor(t, 10*time.Second, func() error {
+		if k.Recreated() < 3 {
+			return fmt.Errorf("not recreated after the server restart (healthy=%v, connected=%v)", k.Healthy(), c.Connected())
+		}
+		return nil
+	})
+	publishAndWait("after the server restarted empty")
+	if !k.Healthy() {
+		t.Error("Healthy() = false after recreation")
+	}
+}
+
+func TestNakDelay(t *testing.T) {
+	for _, c := range []struct {
+		n    uint64
+		want time.Duration
+	}{{2, 250 * time.Millisecond}, {3, 500 * time.Millisecond}, {4, time.Second}, {9, 30 * time.Second}, {100, 30 * time.Second}} {
+		if got := nakDelay(c.n); got != c.want {
+			t.Errorf("nakDelay(%d) = %v, want %v", c.n, got, c.want)
+		}
+	}
+}
