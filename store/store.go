@@ -152,6 +152,11 @@ type LedgerEntry struct {
 // write as it is fails again.
 var ErrRejected = errors.New("store: the database rejected the data")
 
+// ErrBadURL is wrapped by Open's error when the URL itself is wrong (no
+// scheme, an unknown one): retrying cannot help, unlike a database that
+// does not answer yet.
+var ErrBadURL = errors.New("bad store URL")
+
 // Open opens a store from a URL and creates its tables if absent:
 //
 //   - sqlite:///path/file.db (absolute) or sqlite://relative.db; query
@@ -166,7 +171,7 @@ var ErrRejected = errors.New("store: the database rejected the data")
 func Open(ctx context.Context, url string) (Store, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
-		return nil, fmt.Errorf("store: %q is not a URL (want sqlite://, mysql:// or postgres://)", redact(url))
+		return nil, fmt.Errorf("store: %q is not a URL (want sqlite://, mysql:// or postgres://): %w", redact(url), ErrBadURL)
 	}
 	var (
 		s   *sqlStore
@@ -180,7 +185,7 @@ func Open(ctx context.Context, url string) (Store, error) {
 	case "postgres", "postgresql":
 		s, err = openPostgres(ctx, "postgres://"+rest)
 	default:
-		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want sqlite, mysql or postgres)", scheme, redact(url))
+		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want sqlite, mysql or postgres): %w", scheme, redact(url), ErrBadURL)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", redact(url), err)
