@@ -65,6 +65,11 @@ type RuleOptions struct {
 	ThrottlePer   time.Duration
 	// Debounce reacts once, with the last event, after this quiet period.
 	Debounce time.Duration
+	// LiteralTarget, when true, refuses a reaction whose tgt holds a value
+	// printed from event data with characters that widen a target (glob,
+	// compound, range, list or regex syntax); nil means the reactord-wide
+	// literal_target setting.
+	LiteralTarget *bool
 }
 
 // SLS is one reaction file reference of a rule.
@@ -93,6 +98,8 @@ type Settings struct {
 	Settle     time.Duration
 	JobTimeout time.Duration
 	MaxHops    int
+	// LiteralTarget is the default of the rules' literal_target option.
+	LiteralTarget bool
 }
 
 // Pos is a position in a configuration file.
@@ -491,6 +498,13 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 			}
 		case "debounce":
 			rule.Options.Debounce = dur(vn, "debounce")
+		case "literal_target":
+			b, ok := yaml11.Resolve(vn.Text).(bool)
+			if vn.Kind != yaml11.ScalarNode || !ok {
+				l.errorf(file, vn, "literal_target must be true or false")
+				continue
+			}
+			rule.Options.LiteralTarget = &b
 		case "throttle":
 			if vn.Kind != yaml11.MappingNode {
 				l.errorf(file, vn, "throttle must be a mapping {count: N, per: DURATION, key: EXPR}")
@@ -522,7 +536,7 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 				l.errorf(file, vn, "throttle needs count and per")
 			}
 		default:
-			l.errorf(file, kn, "unknown rule option %q (known: sls, when, throttle, debounce, key)", kn.Text)
+			l.errorf(file, kn, "unknown rule option %q (known: sls, when, throttle, debounce, key, literal_target)", kn.Text)
 		}
 	}
 	if !haveSLS {
@@ -674,8 +688,15 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 				continue
 			}
 			cfg.Settings.Workers = int(v)
+		case "literal_target":
+			b, ok := yaml11.Resolve(vn.Text).(bool)
+			if vn.Kind != yaml11.ScalarNode || !ok {
+				l.errorf(file, vn, "reactord.literal_target must be true or false")
+				continue
+			}
+			cfg.Settings.LiteralTarget = b
 		default:
-			l.errorf(file, kn, "unknown reactord setting %q (known: nats, driver, data_dir, log_level, workers, settle, job_timeout, max_hops, store, keep_jobs)", kn.Text)
+			l.errorf(file, kn, "unknown reactord setting %q (known: nats, driver, data_dir, log_level, workers, settle, job_timeout, max_hops, store, keep_jobs, literal_target)", kn.Text)
 		}
 	}
 }

@@ -37,6 +37,9 @@ type Engine struct {
 	log   *slog.Logger
 	when  []*matchers.Expr // per rule; nil when the rule has no condition
 	keys  []*matchers.Expr // per rule; nil: the event's minion
+	// literal is, per rule, its literal_target option (or the
+	// reactord-wide default).
+	literal []bool
 
 	stats Stats
 }
@@ -57,10 +60,15 @@ func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	globs := make([]string, len(cfg.Rules))
-	e := &Engine{cfg: cfg, lib: reactions.NewLibrary(), log: log, when: make([]*matchers.Expr, len(cfg.Rules)), keys: make([]*matchers.Expr, len(cfg.Rules))}
+	e := &Engine{cfg: cfg, lib: reactions.NewLibrary(), log: log, when: make([]*matchers.Expr, len(cfg.Rules)), keys: make([]*matchers.Expr, len(cfg.Rules)),
+		literal: make([]bool, len(cfg.Rules))}
 	var errs []error
 	for i, r := range cfg.Rules {
 		globs[i] = r.Glob
+		e.literal[i] = cfg.Settings.LiteralTarget
+		if r.Options.LiteralTarget != nil {
+			e.literal[i] = *r.Options.LiteralTarget
+		}
 		if r.Options.When != "" {
 			x, err := matchers.CompileCondition(r.Options.When)
 			if err != nil {
@@ -170,7 +178,10 @@ type FileResult struct {
 	Path string
 	// Reactions is the number of reaction IDs the file produced.
 	Reactions int
-	// Err is why the file contributed nothing.
+	// Err is why the file contributed nothing. A reaction the rule's
+	// literal_target option refused (a *reactions.TargetError) is reported
+	// in an entry of its own for the same file, after the file's entry,
+	// with Reactions 0; the file's other reactions go on.
 	Err error
 }
 
@@ -347,10 +358,14 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 			}
 			for _, p := range paths {
 				fr := FileResult{Rule: ri, Ref: sls.Ref, Path: p}
+				var refused []FileResult
 				f, err := e.lib.File(p)
 				if err == nil {
 					var rs []reactions.Reaction
 					rs, err = f.Render(tag, d)
+					if e.literal[ri] {
+						rs, refused = e.literalTargets(tag, rule, fr, rs)
+					}
 					fr.Reactions = len(rs)
 					for _, r := range rs {
 						for _, w := range r.Warnings {
@@ -365,6 +380,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 					e.fileError(tag, rule, err)
 				}
 				res.Files = append(res.Files, fr)
+				res.Files = append(res.Files, refused...)
 			}
 		}
 	}
@@ -391,6 +407,26 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	}
 	e.stats.Reactions.Add(int64(len(res.Chunks)))
 	return res, nil
+}
+
+// literalTargets applies a rule's literal_target option to the reactions
+// of one file (fr): a reaction whose tgt holds a value printed from event
+// data that would widen the target is taken out, counted as an error,
+// logged, and reported in a FileResult of its own. The others go on.
+func (e *Engine) literalTargets(tag string, rule *config.Rule, fr FileResult, rs []reactions.Reaction) ([]reactions.Reaction, []FileResult) {
+	var refused []FileResult
+	kept := rs[:0]
+	for i := range rs {
+		err := rs[i].CheckLiteralTarget()
+		if err == nil {
+			kept = append(kept, rs[i])
+			continue
+		}
+		e.stats.Errors.Add(1)
+		e.log.Error("reaction refused: a target printed from event data would widen it (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+		refused = append(refused, FileResult{Rule: fr.Rule, Ref: fr.Ref, Path: fr.Path, Err: err})
+	}
+	return kept, refused
 }
 
 func (e *Engine) fileError(tag string, rule *config.Rule, err error) {

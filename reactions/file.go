@@ -60,6 +60,9 @@ type Reaction struct {
 	Line, Col int
 	// Warnings are parts of the reaction Salt drops silently.
 	Warnings []error
+	// targets are its tgt arguments that hold values printed by the
+	// template (CheckLiteralTarget).
+	targets []printedTarget
 }
 
 // ParseFile compiles a reaction file's source. A first line `#!yaml` marks a
@@ -182,12 +185,13 @@ func (f *File) reactions(root *pnode, vals []recorded) ([]Reaction, error) {
 		if s, ok := id.(string); ok && kn.fromData() && strings.HasPrefix(s, "__") {
 			return nil, f.errorf(kn, "reaction ID %q printed from event data starts with \"__\", which would hide the reaction; refused", s)
 		}
+		m.targets = nil
 		body, err := f.body(m, id, vn)
 		if err != nil {
 			return nil, err
 		}
 		body.Set("__sls__", f.Path)
-		r := Reaction{ID: id, Body: body, File: f.Path, Line: kn.line, Col: max(kn.col, 1)}
+		r := Reaction{ID: id, Body: body, File: f.Path, Line: kn.line, Col: max(kn.col, 1), targets: m.targets}
 		warn := func(format string, args ...any) {
 			r.Warnings = append(r.Warnings, &PosError{File: f.Path, Line: r.Line, Col: r.Col, Msg: fmt.Sprintf(format, args...)})
 		}
@@ -254,6 +258,7 @@ func (f *File) body(m *materializer, id any, n *pnode) (*event.Map, error) {
 		if err := f.checkArgKeys(m, id, n.content[2*i+1]); err != nil {
 			return nil, err
 		}
+		m.noteTargets(n.content[2*i+1], e.value)
 		b.Set(k, e.value)
 	}
 	padFuncs(b)

@@ -229,6 +229,9 @@ type entry struct {
 // materializer fills a skeleton with the recorded values of one execution.
 type materializer struct {
 	vals []recorded
+	// targets collects the tgt arguments printed from data of the reaction
+	// being materialized (see noteTargets).
+	targets []printedTarget
 }
 
 // value materializes any node. Mappings become *event.Map with keys spelled
