@@ -47,8 +47,9 @@
 // be parsed is counted in Stats.Malformed and logged; every other event goes
 // to the Outbox, which holds it while NATS is away and counts and logs what
 // its bounded spool cannot hold; in both cases the bridge goes on reading. Each event carries a
-// de-duplication id (see MsgID) so that several bridges reading several
-// masters of a multi-master setup publish each event once.
+// de-duplication id (see MsgID) naming one emission on one master, so that
+// several bridges reading the same master, or a retried publish, store it
+// once, while a genuine repeat (a new _stamp) is kept.
 package bridge
 
 import (
@@ -461,7 +462,7 @@ func (b *Bridge) handle(ev sseEvent) {
 		b.log.Warn("salt-api tag line differs from the event's tag; using the event's",
 			"tag", tag, "tag_line", ev.tag)
 	}
-	b.out.Offer(tag, encodeEnvelope(tag, data), MsgID(tag, data))
+	b.out.Offer(tag, encodeEnvelope(tag, data), receiptID(tag, data))
 }
 
 // decodeEnvelope checks that an SSE event carries a Salt event and returns

@@ -22,6 +22,9 @@ type ServerOptions struct {
 	// (default DefaultMaxPayload). A Salt job return is often larger than
 	// NATS's own default of 1 MB.
 	MaxPayload int
+	// Token, when set, is required of every client (see EnsureToken);
+	// empty leaves the server open to anyone who can reach its address.
+	Token string
 }
 
 // DefaultMaxPayload is the embedded server's default message size limit:
@@ -75,6 +78,8 @@ func StartEmbedded(opts ServerOptions) (*Embedded, error) {
 		JetStream:  opts.DataDir != "",
 		StoreDir:   opts.DataDir,
 		ServerName: "reactord-embedded",
+		// Token authentication (empty: none).
+		Authorization: opts.Token,
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {
@@ -97,6 +102,14 @@ func flagName(o ServerOptions) string {
 
 // ClientURL is the URL clients connect to.
 func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// Addr is the address the server listens on (host:port).
+func (e *Embedded) Addr() string {
+	if a := e.srv.Addr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
 
 // Shutdown stops the server and waits for it. It is safe to call twice.
 func (e *Embedded) Shutdown() {

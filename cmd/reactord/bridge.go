@@ -29,8 +29,9 @@ type bridgeSource interface {
 func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bridge", "reactord bridge [--sock-dir DIR | --salt-api URL ...] [--nats URL] [--data-dir DIR] [--http ADDR]",
 		`Publishes every event of a Salt master's event bus to NATS: to JetStream
-(with a Nats-Msg-Id derived from the event, so bridges on two masters do not
-double-publish) when a stream captures salt.evt.>, else with core NATS.
+(with a Nats-Msg-Id naming the master's emission, its tag, data and _stamp, so
+a retried publish or a second bridge on the same master is stored once) when a
+stream captures salt.evt.>, else with core NATS.
 
 By default it reads the master's event publisher socket directly
 (--sock-dir, Salt's sock_dir; master_event_pub.ipc), which needs no salt-api

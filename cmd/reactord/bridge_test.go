@@ -220,15 +220,19 @@ func testBridgeAcrossRestart(t *testing.T, external bool) {
 	conf := copyExampleConfig(t)
 	listen := freeAddr(t)
 	url := "nats://" + listen
-	dargs := []string{"-c", conf, "--dry-run", "--listen", listen, "--data-dir", t.TempDir()}
+	data := t.TempDir()
+	dargs := []string{"-c", conf, "--dry-run", "--listen", listen, "--data-dir", data}
+	// The embedded server wants its token.
+	bargs := []string{"--nats-token-file", filepath.Join(data, "nats.token")}
 	if external {
 		srv, _ := natsServer(t)
 		url = srv.ClientURL()
 		dargs = []string{"-c", conf, "--dry-run", "--nats", url}
+		bargs = nil
 	}
 	daemon := startDaemon(t, dargs...)
 	frames := make(chan []byte, 32)
-	startDaemon(t, "bridge", "--sock-dir", fakeMasterSocket(t, frames), "--nats", url)
+	startDaemon(t, append([]string{"bridge", "--sock-dir", fakeMasterSocket(t, frames), "--nats", url}, bargs...)...)
 	fire := func(from, to int) {
 		for i := from; i < to; i++ {
 			id := fmt.Sprintf("web%d", i)

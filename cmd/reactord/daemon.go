@@ -84,6 +84,8 @@ in-flight events within --drain-timeout.`, stderr)
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long SIGTERM waits for in-flight events")
 	deadLetter := fs.String("dead-letter", "reactord.deadletter", "subject receiving reactions that failed after retries")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream: redeliver an event not acknowledged within this time")
+	dedupeWindow := fs.Duration("dedupe-window", 2*time.Minute, "JetStream: the stream's duplicate window for the bridge's Nats-Msg-Id (one master emission); applied to an existing stream too")
+	reloadSettle := fs.Duration("reload-settle", defaultReloadSettle, "reload on a configuration file change once the files were unchanged this long")
 	settle := fs.Duration("settle", 0, "loop guard: after a reaction's job returned, hold the same reaction for its minions this long (default: the reactord: section's settle, else 5s)")
 	jobTimeout := fs.Duration("job-timeout", 0, "loop guard: stop waiting for a job's returns after this long (default: job_timeout, else 5m)")
 	maxHops := fs.Int("max-hops", 0, "suppress events caused by reactions more than this many times in a row (default: max_hops, else 3)")
@@ -309,7 +311,7 @@ in-flight events within --drain-timeout.`, stderr)
 		}
 	}
 	if *jetstream {
-		sub, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: max(*queue, 256)}, handler)
+		sub, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: max(*queue, 256), Duplicates: *dedupeWindow}, handler)
 	} else {
 		sub, err = conn.SubscribeQueue("", "reactord", handler)
 	}
@@ -328,40 +330,13 @@ in-flight events within --drain-timeout.`, stderr)
 	}
 	log.Info("reactord ready", "nats", redact.URLs(nf.url), "mode", mode, "driver", drv.Name(), "rules", len(cfg.Rules))
 
-	watch := time.NewTicker(2 * time.Second)
-	defer watch.Stop()
-	stamps := fileStamps(cfg.Files)
-	reload := func(why string) {
-		ncfg, err := config.Load(*conf)
-		var neng *engine.Engine
-		if err == nil {
-			neng, err = engine.New(ncfg, log)
-		}
-		if err == nil {
-			err = d.Reload(neng)
-		}
+	newReloader(*conf, cfg, *reloadSettle, log, func(ncfg *config.Config) error {
+		neng, err := engine.New(ncfg, log)
 		if err != nil {
-			metrics.ReloadOK.Set(0)
-			log.Error("reload failed; keeping the running configuration", "why", why, "err", err)
-			return
+			return err
 		}
-		stamps = fileStamps(ncfg.Files)
-		log.Info("configuration reloaded", "why", why, "rules", len(ncfg.Rules))
-	}
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-hup:
-			reload("SIGHUP")
-		case <-watch.C:
-			if cur := fileStamps(configFiles(*conf, stamps)); !sameStamps(cur, stamps) {
-				reload("configuration file changed")
-				stamps = cur
-			}
-		}
-	}
+		return d.Reload(neng)
+	}, func(ok bool) { metrics.ReloadOK.Set(b2f(ok)) }).run(ctx, hup)
 	log.Info("stopping: draining in-flight events", "timeout", drain.String())
 	ready.Store(false)
 	sub.Stop()
@@ -372,51 +347,6 @@ loop:
 		return exitFound
 	}
 	return exitOK
-}
-
-// configFiles lists the files whose change triggers a reload: the ones
-// read last time plus any new *.conf in a master.d directory.
-func configFiles(conf string, stamps map[string]time.Time) []string {
-	files := make([]string, 0, len(stamps)+1)
-	for f := range stamps {
-		files = append(files, f)
-	}
-	if st, err := os.Stat(conf); err == nil && st.IsDir() {
-		more, _ := filepath.Glob(filepath.Join(conf, "*.conf"))
-		files = append(files, more...)
-	} else {
-		more, _ := filepath.Glob(filepath.Join(filepath.Dir(conf), "master.d", "*.conf"))
-		files = append(files, more...)
-	}
-	return files
-}
-
-func fileStamps(files []string) map[string]time.Time {
-	out := make(map[string]time.Time, len(files))
-	for _, f := range files {
-		abs, err := filepath.Abs(f)
-		if err != nil {
-			abs = f
-		}
-		if st, err := os.Stat(abs); err == nil {
-			out[abs] = st.ModTime()
-		} else {
-			out[abs] = time.Time{}
-		}
-	}
-	return out
-}
-
-func sameStamps(a, b map[string]time.Time) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || !w.Equal(v) {
-			return false
-		}
-	}
-	return true
 }
 
 // driverFlags configure the drivers.

@@ -41,7 +41,12 @@ connection errors.`, stderr)
 		fs.Usage()
 		return exitUsage
 	}
-	conn, err := natsbus.Connect(nf.options("reactord-fire"))
+	opts, err := nf.options("reactord-fire")
+	if err != nil {
+		fmt.Fprintf(stderr, "fire: %v\n", err)
+		return exitUsage
+	}
+	conn, err := natsbus.Connect(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "fire: %v\n", err)
 		return exitUsage
@@ -167,7 +172,12 @@ With --since it prints the events archived in the audit store instead.`, stderr)
 	if fs.NArg() == 1 {
 		glob = matchers.Compile(fs.Arg(0))
 	}
-	conn, err := natsbus.Connect(nf.options("reactord-events"))
+	opts, err := nf.options("reactord-events")
+	if err != nil {
+		fmt.Fprintf(stderr, "events: %v\n", err)
+		return exitUsage
+	}
+	conn, err := natsbus.Connect(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "events: %v\n", err)
 		return exitUsage

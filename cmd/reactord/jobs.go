@@ -15,12 +15,27 @@ import (
 	"github.com/reactord/reactord/store"
 )
 
-// storeFlag adds --store with the daemon's default.
+// storeFlag adds --store with the daemon's default, and --store-file, a
+// file holding the URL (read when the flag is parsed; --store wins).
 func storeFlag(fs *flag.FlagSet) *string {
-	return fs.String("store", "", "audit store URL (default: sqlite under the user cache directory's reactord folder, as the daemon)")
+	url := fs.String("store", "", "audit store URL (default: $"+envStore+", else sqlite under the user cache directory's reactord folder, as the daemon)")
+	fs.Func("store-file", "file holding the audit store URL, so its password stays out of ps", func(path string) error {
+		if *url != "" {
+			return nil
+		}
+		s, err := readSecretFile(path)
+		if err == nil {
+			*url = s
+		}
+		return err
+	})
+	return url
 }
 
 func openStore(ctx context.Context, url string) (store.Store, error) {
+	if url == "" {
+		url = os.Getenv(envStore)
+	}
 	if url == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {

@@ -33,6 +33,9 @@ const (
 )
 
 func main() {
+	// Warnings from before a command has its own logger (a secret file
+	// others can read) go to stderr in the commands' text format.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -3,6 +3,7 @@
 package redact
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 )
@@ -11,10 +12,15 @@ import (
 // password and sslpassword, tokens).
 var secretParams = []string{"password", "sslpassword", "token", "pass", "pwd"}
 
+// natsSchemes are the URL schemes of NATS servers, whose user information
+// may be a token alone.
+var natsSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
+
 // URLs returns s, a URL or a comma-separated list of them, with every
-// password (user information, or a secret query parameter) replaced by
-// "xxxxx". Text that does not parse as a URL is cut to its scheme when it
-// holds an '@', since it may still carry a password.
+// password (user information, or a secret query parameter) and every token
+// given as a NATS URL's user name replaced by "xxxxx". Text that does not
+// parse as a URL is cut to its scheme when it holds an '@', since it may
+// still carry a password.
 func URLs(s string) string {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
@@ -35,6 +41,9 @@ func one(s string) string {
 		user, _, hasPass := strings.Cut(rest[:at], ":")
 		if hasPass {
 			rest = user + ":xxxxx" + rest[at:]
+		} else if natsSchemes[strings.ToLower(scheme)] {
+			// NATS reads a user name without a password as a token.
+			rest = "xxxxx" + rest[at:]
 		}
 		hostStart = strings.LastIndex(rest, "@") + 1
 	}
@@ -60,4 +69,15 @@ func one(s string) string {
 		return scheme + "://" + rest
 	}
 	return scheme + "://" + rest[:q] + "?" + vals.Encode()
+}
+
+// ParseError returns the error url.Parse gave for a URL without the URL
+// itself, which its message quotes whole, password included: the
+// *url.Error's inner error. Other errors are returned as they are.
+func ParseError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Op == "parse" {
+		return ue.Err
+	}
+	return err
 }

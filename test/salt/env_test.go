@@ -360,8 +360,15 @@ func startReactord(t *testing.T, e *saltEnv, driver string, extra ...string) *re
 		}
 		return err
 	})
-	r.run("bridge", "--sock-dir", e.sockDir, "--nats", r.url, "--data-dir", filepath.Join(r.data, "bridge"))
-	bus, err := natsbus.Connect(natsbus.ConnOptions{URL: r.url, Name: "e2e"})
+	// The embedded server wants the token the daemon keeps in its data
+	// directory.
+	tokenFile := natsbus.TokenFile(r.data)
+	r.run("bridge", "--sock-dir", e.sockDir, "--nats", r.url, "--nats-token-file", tokenFile, "--data-dir", filepath.Join(r.data, "bridge"))
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus, err := natsbus.Connect(natsbus.ConnOptions{URL: r.url, Name: "e2e", Token: strings.TrimSpace(string(token))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// Secrets (passwords, tokens, store URLs holding a password) can be given
+// three ways, so that none has to appear on a command line, where every
+// local user sees it in ps:
+//
+//	--NAME VALUE       the flag itself (wins over the others)
+//	--NAME-file PATH   a file holding the secret, read once at start, its
+//	                   trailing newline dropped (systemd's LoadCredential=
+//	                   puts one in $CREDENTIALS_DIRECTORY, %d in a unit)
+//	$REACTORD_NAME     an environment variable (systemd's EnvironmentFile=)
+
+// Environment variables holding salt-api secrets.
+const (
+	envSaltAPIPassword = "REACTORD_SALTAPI_PASSWORD"
+	envSaltAPIToken    = "REACTORD_SALTAPI_TOKEN"
+	// envStore holds the audit store URL (--store), which may carry a
+	// password.
+	envStore = "REACTORD_STORE"
+)
+
+// secretValue returns a secret from, in order of precedence, its flag's
+// value, the file named by its *-file flag, or the environment variable
+// envName ("" when none is set). A file readable by its group or by others
+// is read, with a warning.
+func secretValue(flagValue, envName, file string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if file != "" {
+		return readSecretFile(file)
+	}
+	if envName != "" {
+		return os.Getenv(envName), nil
+	}
+	return "", nil
+}
+
+// errEmptySecret reports a secret file holding nothing.
+var errEmptySecret = errors.New("the file is empty")
+
+// readSecretFile reads a secret from a file: its content without the
+// trailing newline (or CRLF). An empty file is an error, since it stands
+// for a secret forgotten.
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading secret: %w", err)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", fmt.Errorf("%s: %w", path, errEmptySecret)
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o044 != 0 {
+		slog.Warn("secret file is readable by other users; chmod 600 it", "file", path, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
+	}
+	return s, nil
+}

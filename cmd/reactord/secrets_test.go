@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeSecret(t *testing.T, content string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSecretValuePrecedence: the flag's value wins, then its file, then
+// the environment variable.
+func TestSecretValuePrecedence(t *testing.T) {
+	const env = "REACTORD_TEST_SECRET"
+	file := writeSecret(t, "from-file\n", 0o600)
+	t.Setenv(env, "from-env")
+	for _, c := range []struct {
+		name, flag, file, env, want string
+	}{
+		{"flag wins over file and env", "from-flag", file, env, "from-flag"},
+		{"file wins over env", "", file, env, "from-file"},
+		{"env", "", "", env, "from-env"},
+		{"nothing", "", "", "", ""},
+		{"unset env", "", "", "REACTORD_TEST_UNSET", ""},
+	} {
+		got, err := secretValue(c.flag, c.env, c.file)
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+}
+
+func TestReadSecretFile(t *testing.T) {
+	for _, c := range []struct{ content, want string }{
+		{"s3cret\n", "s3cret"},
+		{"s3cret\r\n", "s3cret"},
+		{"s3cret", "s3cret"},
+		{"s3cret\n\n", "s3cret"},
+		{" pass word \n", " pass word "},
+		{"postgres://u:p@db/x?sslmode=disable\n", "postgres://u:p@db/x?sslmode=disable"},
+	} {
+		got, err := readSecretFile(writeSecret(t, c.content, 0o600))
+		if err != nil || got != c.want {
+			t.Errorf("%q: got %q, %v; want %q", c.content, got, err, c.want)
+		}
+	}
+	if _, err := readSecretFile(writeSecret(t, "\n", 0o600)); !errors.Is(err, errEmptySecret) {
+		t.Errorf("empty file: %v", err)
+	}
+	if _, err := readSecretFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestDriverSecretFiles: the saltapi driver reads its password and token
+// files, and says which flag failed.
+func TestDriverSecretFiles(t *testing.T) {
+	df := driverFlags{apiURL: "http://127.0.0.1:1", apiUser: "reactord", apiEAuth: "pam", apiPasswordFile: filepath.Join(t.TempDir(), "missing")}
+	if _, err := df.driver("saltapi", nil, nil); err == nil || !strings.Contains(err.Error(), "--saltapi-password-file") {
+		t.Fatalf("missing password file: %v", err)
+	}
+	df.apiPasswordFile = writeSecret(t, "pw\n", 0o600)
+	if _, err := df.driver("saltapi", nil, nil); err != nil {
+		t.Fatalf("password file: %v", err)
+	}
+	df = driverFlags{apiURL: "http://127.0.0.1:1", apiTokenFile: writeSecret(t, "tok\n", 0o600)}
+	if _, err := df.driver("saltapi", nil, nil); err != nil {
+		t.Fatalf("token file: %v", err)
+	}
+	t.Setenv(envSaltAPIToken, "tok")
+	df = driverFlags{apiURL: "http://127.0.0.1:1"}
+	if _, err := df.driver("saltapi", nil, nil); err != nil {
+		t.Fatalf("token from $%s: %v", envSaltAPIToken, err)
+	}
+}
+
+// TestNATSOptionsSecrets: the NATS token and password come from their
+// flags, files or environment variables.
+func TestNATSOptionsSecrets(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv(envNATSToken, "env-token")
+	t.Setenv(envNATSPassword, "env-pw")
+	nf := natsFlags{url: "nats://127.0.0.1:1", user: "u"}
+	o, err := nf.options("t")
+	if err != nil || o.Token != "env-token" || o.Password != "env-pw" {
+		t.Fatalf("from env: %+v, %v", o, err)
+	}
+	nf.tokenFile, nf.passwordFile = writeSecret(t, "file-token\n", 0o600), writeSecret(t, "file-pw\n", 0o600)
+	if o, err = nf.options("t"); err != nil || o.Token != "file-token" || o.Password != "file-pw" {
+		t.Fatalf("from files: %+v, %v", o, err)
+	}
+	nf.token, nf.password = "flag-token", "flag-pw"
+	if o, err = nf.options("t"); err != nil || o.Token != "flag-token" || o.Password != "flag-pw" {
+		t.Fatalf("from flags: %+v, %v", o, err)
+	}
+	nf = natsFlags{url: "nats://127.0.0.1:1", passwordFile: filepath.Join(t.TempDir(), "missing")}
+	if _, err := nf.options("t"); err == nil || !strings.Contains(err.Error(), "--nats-password-file") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
