@@ -1,8 +1,8 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -88,66 +88,74 @@ func testEventsArriveOnce(t *testing.T, evs []catEvent) {
 	}
 }
 
-// TestTwoMastersNoDuplicates runs two bridges against two salt-api doubles
-// serving the same events as two masters would (each with its own _stamp
-// and JSON layout) into one stream.
-func TestTwoMastersNoDuplicates(t *testing.T) {
-	t.Run("testdata", func(t *testing.T) { testTwoMasters(t, loadEvents(t, testdataFile)) })
-	t.Run("catalogue", func(t *testing.T) { testTwoMasters(t, catalogueEvents(t)) })
+// TestTwoBridgesOneEmission runs three bridges against three salt-api
+// doubles into one stream: B serves the same emissions as A in another JSON
+// layout (a second bridge on the same master), C serves them as a second
+// master of a multi-master pair would, each stamped by that master. B's
+// copies are duplicates; C's are distinct events (Salt's own reactor also
+// runs once per master).
+func TestTwoBridgesOneEmission(t *testing.T) {
+	t.Run("testdata", func(t *testing.T) { testTwoBridges(t, loadEvents(t, testdataFile)) })
+	t.Run("catalogue", func(t *testing.T) { testTwoBridges(t, catalogueEvents(t)) })
 }
 
-func testTwoMasters(t *testing.T, evs []catEvent) {
+func testTwoBridges(t *testing.T, evs []catEvent) {
 	env := startNATS(t)
 	evsB := make([]catEvent, len(evs))
+	evsC := make([]catEvent, len(evs))
 	for i, ev := range evs {
-		evsB[i] = restamp(t, ev, fmt.Sprintf("2026-11-22T02:%02d:%02d.%06d", i/60, i%60, 424242+i))
-		if bytes.Equal(evsB[i].Data, ev.Data) {
-			t.Fatalf("event %d: the second master's copy is identical", i)
+		var d struct {
+			Stamp string `json:"_stamp"`
+		}
+		if err := json.Unmarshal(ev.Data, &d); err != nil || d.Stamp == "" {
+			t.Fatalf("event %d: no _stamp (%v)", i, err)
+		}
+		evsB[i] = restamp(t, ev, d.Stamp)
+		evsC[i] = restamp(t, ev, fmt.Sprintf("2026-11-22T02:%02d:%02d.%06d", i/60, i%60, 424242+i))
+		if MsgID(evs[i].Tag, evs[i].Data) != MsgID(evsB[i].Tag, evsB[i].Data) {
+			t.Errorf("event %d (%s): the same emission in another layout has another id", i, evs[i].Tag)
+		}
+		if MsgID(evs[i].Tag, evs[i].Data) == MsgID(evsC[i].Tag, evsC[i].Data) {
+			t.Errorf("event %d (%s): the second master's emission has the same id", i, evs[i].Tag)
 		}
 	}
-	apiA := newFakeSaltAPI(t, false, "aaaa0001", "", "", blocks(evs))
-	apiB := newFakeSaltAPI(t, false, "bbbb0002", "", "", blocks(evsB))
-
-	// Each bridge has its own NATS connection, as on two masters.
-	ncB, err := nats.Connect(env.srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
+	var pubs []*jsPublisher
+	var bridges []*Bridge
+	for k, set := range [][]catEvent{evs, evsB, evsC} {
+		token := fmt.Sprintf("tok%d", k)
+		api := newFakeSaltAPI(t, false, token, "", "", blocks(set))
+		// Each bridge has its own NATS connection, as on its own host.
+		nc, err := nats.Connect(env.srv.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := &jsPublisher{js: js, timeout: 5 * time.Second}
+		log, _ := newLogger(t)
+		cfg := fastConfig(api.srv.URL, log)
+		cfg.Token = token
+		pubs = append(pubs, pub)
+		bridges = append(bridges, runBridge(t, cfg, pub))
 	}
-	t.Cleanup(ncB.Close)
-	jsB, err := jetstream.New(ncB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubA := &jsPublisher{js: env.js, timeout: 5 * time.Second}
-	pubB := &jsPublisher{js: jsB, timeout: 5 * time.Second}
-	logA, _ := newLogger(t)
-	logB, _ := newLogger(t)
-	cfgA := fastConfig(apiA.srv.URL, logA)
-	cfgA.Token = "aaaa0001"
-	cfgB := fastConfig(apiB.srv.URL, logB)
-	cfgB.Token = "bbbb0002"
-	a := runBridge(t, cfgA, pubA)
-	b := runBridge(t, cfgB, pubB)
-
 	checkFor(t, waitLong, poll, func() error {
-		if a.Stats().Published.Load() != int64(len(evs)) || b.Stats().Published.Load() != int64(len(evs)) {
-			return fmt.Errorf("A: %s; B: %s", statsString(a.Stats()), statsString(b.Stats()))
+		for k, b := range bridges {
+			if b.Stats().Published.Load() != int64(len(evs)) {
+				return fmt.Errorf("bridge %d: %s", k, statsString(b.Stats()))
+			}
 		}
 		return nil
 	})
-	distinct := len(distinctEvents(t, evs))
-	if n := env.msgCount(t); n != uint64(distinct) {
-		t.Fatalf("stream holds %d messages, want %d distinct events", n, distinct)
+	if n := env.msgCount(t); n != uint64(2*len(evs)) {
+		t.Fatalf("stream holds %d messages, want %d (A's or B's, and C's)", n, 2*len(evs))
 	}
-	if dups := pubA.duplicates() + pubB.duplicates(); dups != 2*len(evs)-distinct {
-		t.Errorf("JetStream reported %d duplicates, want %d", dups, 2*len(evs)-distinct)
+	if dups := pubs[0].duplicates() + pubs[1].duplicates() + pubs[2].duplicates(); dups != len(evs) {
+		t.Errorf("JetStream reported %d duplicates, want %d", dups, len(evs))
 	}
-	for i := range evs {
-		if MsgID(evs[i].Tag, evs[i].Data) != MsgID(evsB[i].Tag, evsB[i].Data) {
-			t.Errorf("event %d (%s): the two masters' copies have different ids", i, evs[i].Tag)
-		}
-	}
-	checkStream(t, env, evs)
+	checkStream(t, env, append(append([]catEvent(nil), evs...), evsC...))
 }
 
 // TestPublishFailure shuts NATS down while the bridge reads: the event that

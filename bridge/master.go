@@ -199,7 +199,7 @@ func (m *MasterBus) consume(ctx context.Context, conn net.Conn) error {
 			m.bad(body, err)
 			continue
 		}
-		m.out.Offer(tag, encodeEnvelope(tag, data), MsgID(tag, data))
+		m.out.Offer(tag, encodeEnvelope(tag, data), receiptID(tag, data))
 	}
 }
 

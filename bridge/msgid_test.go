@@ -8,13 +8,17 @@ import (
 	"testing"
 )
 
+var hex32 = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// TestMsgIDVector: the id is sha256(tag NUL canonical data with _stamp),
+// whatever the JSON layout (Salt's socket via msgpack, salt-api's JSON).
 func TestMsgIDVector(t *testing.T) {
-	sum := sha256.Sum256([]byte("salt/job/1/ret/web1\x00" + `{"a":"é<>","b":[1,2.50],"c":{"_stamp":"nested"}}`))
+	sum := sha256.Sum256([]byte("salt/job/1/ret/web1\x00" + `{"_stamp":"2026-11-22T01:00:00.000001","a":"é<>","b":[1,2.50],"c":{"_stamp":"nested"}}`))
 	want := hex.EncodeToString(sum[:])[:32]
 	for _, data := range []string{
 		`{"_stamp": "2026-11-22T01:00:00.000001", "b": [1, 2.50], "a": "é<>", "c": {"_stamp": "nested"}}`,
-		`{"c":{"_stamp":"nested"},"a":"\u00e9\u003c\u003e","b":[1,2.50],"_stamp":"2026-11-22T09:09:09.999999"}`,
-		"{\n  \"a\": \"é<>\",\n  \"b\": [ 1, 2.50 ],\n  \"c\": { \"_stamp\": \"nested\" }\n}",
+		`{"c":{"_stamp":"nested"},"a":"\u00e9\u003c\u003e","b":[1,2.50],"_stamp":"2026-11-22T01:00:00.000001"}`,
+		"{\n  \"a\": \"é<>\",\n  \"_stamp\": \"2026-11-22T01:00:00.000001\",\n  \"b\": [ 1, 2.50 ],\n  \"c\": { \"_stamp\": \"nested\" }\n}",
 	} {
 		if got := MsgID("salt/job/1/ret/web1", json.RawMessage(data)); got != want {
 			t.Errorf("MsgID(%s) = %s, want %s", data, got, want)
@@ -22,46 +26,83 @@ func TestMsgIDVector(t *testing.T) {
 	}
 }
 
-func TestMsgIDDistinguishes(t *testing.T) {
-	base := MsgID("a/b", json.RawMessage(`{"x": 1, "_stamp": "s1"}`))
-	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(base) {
+// TestMsgIDOneEmission: the same emission has one id; a repeat stamped
+// later by the master (or a second master's copy) has another.
+func TestMsgIDOneEmission(t *testing.T) {
+	const tag = "salt/beacon/web1/inotify//etc/important_file"
+	ev := `{"change": "IN_MODIFY", "id": "web1", "path": "/etc/important_file", "_stamp": "2026-11-22T01:00:00.000001"}`
+	base := MsgID(tag, json.RawMessage(ev))
+	if !hex32.MatchString(base) {
 		t.Fatalf("id %q is not 32 lowercase hex digits", base)
 	}
-	for name, id := range map[string]string{
-		"other tag":         MsgID("a/c", json.RawMessage(`{"x": 1, "_stamp": "s1"}`)),
-		"other value":       MsgID("a/b", json.RawMessage(`{"x": 2, "_stamp": "s1"}`)),
-		"other number text": MsgID("a/b", json.RawMessage(`{"x": 1.0, "_stamp": "s1"}`)),
-		"extra key":         MsgID("a/b", json.RawMessage(`{"x": 1, "y": null, "_stamp": "s1"}`)),
-		"nested stamp":      MsgID("a/b", json.RawMessage(`{"x": 1, "d": {"_stamp": "s1"}}`)),
-		"tag/data boundary": MsgID("a/b{", json.RawMessage(`{"x": 1}`)),
+	if again := MsgID(tag, json.RawMessage(ev)); again != base {
+		t.Errorf("same emission: %s then %s", base, again)
+	}
+	seen := map[string]string{base: "base"}
+	for name, data := range map[string]string{
+		"10 s later":           `{"change": "IN_MODIFY", "id": "web1", "path": "/etc/important_file", "_stamp": "2026-11-22T01:00:10.000001"}`,
+		"1 µs later":           `{"change": "IN_MODIFY", "id": "web1", "path": "/etc/important_file", "_stamp": "2026-11-22T01:00:00.000002"}`,
+		"other value":          `{"change": "IN_DELETE", "id": "web1", "path": "/etc/important_file", "_stamp": "2026-11-22T01:00:00.000001"}`,
+		"other number text":    `{"change": "IN_MODIFY", "id": "web1", "path": "/etc/important_file", "_stamp": "2026-11-22T01:00:00.000001", "n": 1.0}`,
+		"extra key":            `{"change": "IN_MODIFY", "id": "web1", "path": "/etc/important_file", "_stamp": "2026-11-22T01:00:00.000001", "y": null}`,
+		"nested stamp differs": `{"change": "IN_MODIFY", "id": "web1", "path": "/etc/important_file", "_stamp": "2026-11-22T01:00:00.000001", "d": {"_stamp": "x"}}`,
 	} {
-		if id == base {
-			t.Errorf("%s: same id as the base event", name)
+		id := MsgID(tag, json.RawMessage(data))
+		if prev, dup := seen[id]; dup {
+			t.Errorf("%s: same id as %s", name, prev)
 		}
+		seen[id] = name
 	}
-	if MsgID("n", json.RawMessage(`{"n": 12345678901234567891}`)) == MsgID("n", json.RawMessage(`{"n": 12345678901234567890}`)) {
+	if MsgID(tag+"x", json.RawMessage(ev)) == base {
+		t.Error("other tag: same id")
+	}
+	if MsgID("a/b{", json.RawMessage(`{"_stamp":"s"}`)) == MsgID("a/b", json.RawMessage(`{{"_stamp":"s"}`)) {
+		t.Error("tag/data boundary")
+	}
+	if MsgID("n", json.RawMessage(`{"_stamp":"s","n": 12345678901234567891}`)) == MsgID("n", json.RawMessage(`{"_stamp":"s","n": 12345678901234567890}`)) {
 		t.Error("integers beyond float64 precision collapse")
-	}
-	if MsgID("a/b", json.RawMessage(`{"x": 1, "_stamp": "s2"}`)) != base {
-		t.Error("_stamp changes the id")
-	}
-	// Not JSON: the raw bytes are hashed, deterministically.
-	broken := MsgID("a", json.RawMessage(`{oops`))
-	if broken != MsgID("a", []byte(`{oops`)) || broken == MsgID("a", json.RawMessage(`{oops2`)) {
-		t.Error("fallback for invalid JSON is not a hash of the bytes")
-	}
-	if MsgID("a", json.RawMessage(`{} {}`)) == MsgID("a", json.RawMessage(`{}`)) {
-		t.Error("trailing data ignored")
 	}
 }
 
-// TestMsgIDTestdata: every testdata event keeps its id when another master
-// restamps and re-lays it out.
+// TestMsgIDWithoutStamp: data with no master stamp has no id, and the
+// bridge gives each receipt its own random one.
+func TestMsgIDWithoutStamp(t *testing.T) {
+	for _, data := range []string{
+		`{"x": 1}`, `{"x": 1, "_stamp": ""}`, `{"x": 1, "_stamp": 5}`, `{"x": {"_stamp": "nested"}}`,
+		`[1, 2]`, `"text"`, `{oops`, `{"_stamp": "s"} {}`,
+	} {
+		if id := MsgID("a/b", json.RawMessage(data)); id != "" {
+			t.Errorf("MsgID(%s) = %q, want \"\"", data, id)
+		}
+	}
+	a, b := receiptID("a/b", json.RawMessage(`{"x": 1}`)), receiptID("a/b", json.RawMessage(`{"x": 1}`))
+	if !hex32.MatchString(a) || !hex32.MatchString(b) || a == b {
+		t.Errorf("receipt ids of an unstamped event: %q, %q: want two different random ids", a, b)
+	}
+	stamped := json.RawMessage(`{"x": 1, "_stamp": "2026-11-22T01:00:00.000001"}`)
+	if receiptID("a/b", stamped) != MsgID("a/b", stamped) {
+		t.Error("a stamped event's receipt id is not its MsgID")
+	}
+}
+
+// TestMsgIDTestdata: every testdata event keeps its id when re-laid out with
+// its own stamp, and changes it when restamped.
 func TestMsgIDTestdata(t *testing.T) {
 	for i, ev := range loadEvents(t, testdataFile) {
-		other := restamp(t, ev, "1999-01-01T00:00:00.000000")
-		if MsgID(ev.Tag, ev.Data) != MsgID(other.Tag, other.Data) {
-			t.Errorf("event %d (%s): id changes with _stamp/layout", i, ev.Tag)
+		var d map[string]any
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		stamp, _ := d["_stamp"].(string)
+		if stamp == "" {
+			t.Fatalf("event %d (%s) has no _stamp", i, ev.Tag)
+		}
+		id := MsgID(ev.Tag, ev.Data)
+		if same := restamp(t, ev, stamp); MsgID(same.Tag, same.Data) != id || id == "" {
+			t.Errorf("event %d (%s): id changes with the JSON layout", i, ev.Tag)
+		}
+		if other := restamp(t, ev, "1999-01-01T00:00:00.000000"); MsgID(other.Tag, other.Data) == id {
+			t.Errorf("event %d (%s): id ignores _stamp", i, ev.Tag)
 		}
 	}
 }

@@ -55,9 +55,11 @@ interrupted.`, stderr)
 	sockDir := fs.String("sock-dir", bridge.DefaultSockDir, "the master's sock_dir, holding master_event_pub.ipc")
 	url := fs.String("salt-api", "", "read salt-api's /events at this base URL instead of the socket")
 	user := fs.String("saltapi-user", "", "eauth user (with --salt-api)")
-	pw := fs.String("saltapi-password", "", "eauth password (or $REACTORD_SALTAPI_PASSWORD)")
+	pw := fs.String("saltapi-password", "", "eauth password (shows in ps: prefer --saltapi-password-file or $"+envSaltAPIPassword+")")
+	pwFile := fs.String("saltapi-password-file", "", "file holding the eauth password")
 	eauth := fs.String("saltapi-eauth", "auto", "eauth backend")
-	token := fs.String("saltapi-token", "", "session token from /login")
+	token := fs.String("saltapi-token", "", "session token from /login (shows in ps: prefer --saltapi-token-file or $"+envSaltAPIToken+")")
+	tokenFile := fs.String("saltapi-token-file", "", "file holding the session token")
 	ca := fs.String("saltapi-ca", "", "CA file for salt-api's certificate")
 	dataDir := fs.String("data-dir", "", "directory of the disk spool; default: the user cache directory's reactord-bridge folder")
 	spoolMem := fs.Int64("spool-memory", bridge.DefaultSpoolMemory, "bytes of events held in memory while NATS cannot take them")
@@ -70,8 +72,14 @@ interrupted.`, stderr)
 		fmt.Fprintln(stderr, "bridge: --nats must not be empty")
 		return exitUsage
 	}
-	if *pw == "" {
-		*pw = os.Getenv("REACTORD_SALTAPI_PASSWORD")
+	var err error
+	if *pw, err = secretValue(*pw, envSaltAPIPassword, *pwFile); err != nil {
+		fmt.Fprintf(stderr, "bridge: --saltapi-password-file: %v\n", err)
+		return exitUsage
+	}
+	if *token, err = secretValue(*token, envSaltAPIToken, *tokenFile); err != nil {
+		fmt.Fprintf(stderr, "bridge: --saltapi-token-file: %v\n", err)
+		return exitUsage
 	}
 	dir := *dataDir
 	if dir == "" {
@@ -82,7 +90,11 @@ interrupted.`, stderr)
 		dir = filepath.Join(base, "reactord-bridge")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := nf.options("reactord-bridge")
+	opts, err := nf.options("reactord-bridge")
+	if err != nil {
+		fmt.Fprintf(stderr, "bridge: %v\n", err)
+		return exitUsage
+	}
 	opts.NoReconnectBuffer = true
 	opts.Logger = log
 	conn, err := natsbus.Connect(opts)

@@ -31,29 +31,6 @@ import (
 	"github.com/reactord/reactord/store"
 )
 
-// natsFlags are the connection flags shared by the daemon, fire, events and
-// bridge.
-type natsFlags struct {
-	url, token, user, password, nkey, creds, ca, cert, key string
-}
-
-func (n *natsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&n.url, "nats", "", "NATS URL(s) to connect to; empty: start an embedded server")
-	fs.StringVar(&n.token, "nats-token", "", "NATS token")
-	fs.StringVar(&n.user, "nats-user", "", "NATS user")
-	fs.StringVar(&n.password, "nats-password", "", "NATS password")
-	fs.StringVar(&n.nkey, "nats-nkey", "", "NATS NKey seed file")
-	fs.StringVar(&n.creds, "nats-creds", "", "NATS .creds file")
-	fs.StringVar(&n.ca, "nats-ca", "", "CA file for NATS TLS")
-	fs.StringVar(&n.cert, "nats-cert", "", "client certificate for NATS TLS")
-	fs.StringVar(&n.key, "nats-key", "", "client key for NATS TLS")
-}
-
-func (n *natsFlags) options(name string) natsbus.ConnOptions {
-	return natsbus.ConnOptions{URL: n.url, Name: name, Token: n.token, User: n.user, Password: n.password,
-		NKeyFile: n.nkey, CredsFile: n.creds, CAFile: n.ca, CertFile: n.cert, KeyFile: n.key}
-}
-
 const daemonSynopsis = "reactord -c CONF [--dry-run | --driver NAME] [--nats URL | --listen ADDR] [--jetstream] [--http ADDR]"
 
 func cmdDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -73,6 +50,7 @@ in-flight events within --drain-timeout.`, stderr)
 	var nf natsFlags
 	nf.register(fs)
 	listen := fs.String("listen", "127.0.0.1:4222", "address of the embedded NATS server")
+	listenOpen := fs.Bool("listen-open", false, "run the embedded NATS server without authentication (default: clients need the token in DATA_DIR/"+natsbus.TokenFileName+"); any local user can then read and publish events")
 	maxPayload := fs.Int("max-payload", natsbus.DefaultMaxPayload, "largest message the embedded NATS server accepts, in bytes (NATS's own default is 1 MB; a highstate return is often bigger)")
 	dataDir := fs.String("data-dir", "", "data directory (embedded JetStream); default: the user cache directory's reactord folder")
 	httpAddr := fs.String("http", "", "serve /metrics and /healthz on this address")
@@ -90,6 +68,7 @@ in-flight events within --drain-timeout.`, stderr)
 	jobTimeout := fs.Duration("job-timeout", 0, "loop guard: stop waiting for a job's returns after this long (default: job_timeout, else 5m)")
 	maxHops := fs.Int("max-hops", 0, "suppress events caused by reactions more than this many times in a row (default: max_hops, else 3)")
 	storeURL := fs.String("store", "", "audit store: sqlite:///path.db, mysql://..., postgres://..., or none (default: the reactord: section's store, else sqlite under --data-dir)")
+	fs.String("store-file", "", "file holding the --store URL, so its password stays out of ps (or $REACTORD_STORE)")
 	keepJobs := fs.Duration("keep-jobs", 0, "keep archived events, jobs and returns this long (default: keep_jobs, else 24h, like Salt)")
 	masterID := fs.String("master-id", store.DefaultMasterID(), "the Salt master's id (its id option): archived events carry it and runner and wheel jobs return under it, as in Salt's job cache")
 	archiveAll := fs.Bool("archive-all", false, "also archive saltutil.find_job polling and Salt's legacy duplicate tags")
@@ -165,8 +144,9 @@ in-flight events within --drain-timeout.`, stderr)
 	}
 	// NATS: embedded or external.
 	var srv *natsbus.Embedded
+	var embeddedToken string
 	if nf.url == "" {
-		srv, err = natsbus.StartEmbedded(natsbus.ServerOptions{Listen: *listen, DataDir: filepath.Join(dir, "jetstream"), ListenFlag: "--listen", MaxPayload: *maxPayload})
+		srv, embeddedToken, err = startEmbedded(log, natsbus.ServerOptions{Listen: *listen, DataDir: filepath.Join(dir, "jetstream"), ListenFlag: "--listen", MaxPayload: *maxPayload}, dir, *listenOpen)
 		if err != nil {
 			fmt.Fprintf(stderr, "reactord: %v\n", err)
 			return exitUsage
@@ -174,8 +154,17 @@ in-flight events within --drain-timeout.`, stderr)
 		defer srv.Shutdown()
 		nf.url = srv.ClientURL()
 		log.Info("embedded NATS server started", "url", nf.url, "data_dir", dir)
+	} else if *listenOpen {
+		log.Warn("--listen-open applies to the embedded server only; ignored with --nats")
 	}
-	copts := nf.options("reactord")
+	copts, err := nf.options("reactord", dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "reactord: %v\n", err)
+		return exitUsage
+	}
+	if srv != nil {
+		copts = natsbus.ConnOptions{URL: nf.url, Name: "reactord", Token: embeddedToken}
+	}
 	copts.Logger = log
 	conn, err := natsbus.Connect(copts)
 	if err != nil {
@@ -354,6 +343,7 @@ type driverFlags struct {
 	execPrefix string
 	// salt-api
 	apiURL, apiUser, apiPassword, apiEAuth, apiToken, apiCA string
+	apiPasswordFile, apiTokenFile                           string
 	apiInsecure                                             bool
 	// salt CLIs
 	saltBin, saltRunBin, saltCallBin string
@@ -369,9 +359,11 @@ func (f *driverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.execPrefix, "exec-subject", natsbus.DefaultExecPrefix, "nats driver: subject prefix reactions are published under (<prefix><state>)")
 	fs.StringVar(&f.apiURL, "saltapi-url", "", "saltapi driver: salt-api base URL")
 	fs.StringVar(&f.apiUser, "saltapi-user", "", "saltapi driver: eauth user")
-	fs.StringVar(&f.apiPassword, "saltapi-password", "", "saltapi driver: eauth password (or $REACTORD_SALTAPI_PASSWORD)")
+	fs.StringVar(&f.apiPassword, "saltapi-password", "", "saltapi driver: eauth password (shows in ps: prefer --saltapi-password-file or $"+envSaltAPIPassword+")")
+	fs.StringVar(&f.apiPasswordFile, "saltapi-password-file", "", "saltapi driver: file holding the eauth password")
 	fs.StringVar(&f.apiEAuth, "saltapi-eauth", "auto", "saltapi driver: eauth backend")
-	fs.StringVar(&f.apiToken, "saltapi-token", "", "saltapi driver: a session token from /login")
+	fs.StringVar(&f.apiToken, "saltapi-token", "", "saltapi driver: a session token from /login (shows in ps: prefer --saltapi-token-file or $"+envSaltAPIToken+")")
+	fs.StringVar(&f.apiTokenFile, "saltapi-token-file", "", "saltapi driver: file holding the session token")
 	fs.StringVar(&f.apiCA, "saltapi-ca", "", "saltapi driver: CA file for salt-api's certificate")
 	fs.BoolVar(&f.apiInsecure, "saltapi-insecure", false, "saltapi driver: do not verify salt-api's certificate (tests only)")
 	fs.StringVar(&f.saltBin, "salt-bin", "salt", "exec driver: the salt program")
@@ -409,11 +401,15 @@ func (f *driverFlags) driver(name string, stdout io.Writer, conn *natsbus.Conn) 
 	case "exec":
 		return f.exec()
 	case "saltapi":
-		pw := f.apiPassword
-		if pw == "" {
-			pw = os.Getenv("REACTORD_SALTAPI_PASSWORD")
+		pw, err := secretValue(f.apiPassword, envSaltAPIPassword, f.apiPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--saltapi-password-file: %w", err)
 		}
-		api, err := saltapi.New(saltapi.Config{URL: f.apiURL, Username: f.apiUser, Password: pw, EAuth: f.apiEAuth, Token: f.apiToken, CAFile: f.apiCA, InsecureSkipVerify: f.apiInsecure,
+		tok, err := secretValue(f.apiToken, envSaltAPIToken, f.apiTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--saltapi-token-file: %w", err)
+		}
+		api, err := saltapi.New(saltapi.Config{URL: f.apiURL, Username: f.apiUser, Password: pw, EAuth: f.apiEAuth, Token: tok, CAFile: f.apiCA, InsecureSkipVerify: f.apiInsecure,
 			MaxInFlight: f.apiMaxInFlight, MaxBatch: f.apiMaxBatch, MaxMerge: f.apiMaxMerge})
 		if err != nil {
 			return nil, fmt.Errorf("--driver saltapi: %w", err)
