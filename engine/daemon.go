@@ -13,6 +13,7 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/store"
 )
 
@@ -33,7 +34,10 @@ type Delivery struct {
 	// not be archived; Done is then not called.
 	Nak func()
 	// Done is called once the event's reactions were dispatched or
-	// deliberately dropped (JetStream acknowledges here); may be nil.
+	// deliberately dropped and, with an Archive, once its archive records
+	// are durable (written, or in the store's disk spool): JetStream
+	// acknowledges here, so a crash loses no record of an acknowledged
+	// event. May be nil.
 	Done func()
 }
 
@@ -82,6 +86,9 @@ type Daemon struct {
 	quit    chan struct{}
 	once    sync.Once
 	depth   atomic.Int64
+
+	// Lines that can repeat once per event go out once per interval.
+	overflowLog, storeFullLog *ratelog.Every
 }
 
 // NewDaemon returns a daemon for eng; call Start before Submit.
@@ -111,7 +118,8 @@ func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
 		opts.Guard = NewGuard(GuardOptions{})
 	}
 	opts.Retry.Driver = opts.Driver
-	d := &Daemon{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{})}
+	d := &Daemon{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
+		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute)}
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
@@ -180,14 +188,14 @@ func (d *Daemon) Start(ctx context.Context) {
 			for {
 				select {
 				case dl := <-ch:
-					d.depth.Add(-1)
+					d.opts.Metrics.QueueDepth.Set(float64(d.depth.Add(-1)))
 					d.handle(ctx, dl)
 				case <-d.quit:
 					// Drain what was queued before the stop.
 					for {
 						select {
 						case dl := <-ch:
-							d.depth.Add(-1)
+							d.opts.Metrics.QueueDepth.Set(float64(d.depth.Add(-1)))
 							d.handle(ctx, dl)
 						default:
 							return
@@ -220,8 +228,7 @@ func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
 	if d.opts.Block {
 		select {
 		case lane <- dl:
-			d.depth.Add(1)
-			m.QueueDepth.Set(float64(d.depth.Load()))
+			m.QueueDepth.Set(float64(d.depth.Add(1)))
 			return true
 		case <-ctx.Done():
 			return false
@@ -231,13 +238,15 @@ func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
 	}
 	select {
 	case lane <- dl:
-		d.depth.Add(1)
-		m.QueueDepth.Set(float64(d.depth.Load()))
+		m.QueueDepth.Set(float64(d.depth.Add(1)))
 		return true
 	default:
 		m.Events.Inc()
 		m.Overflow.Inc()
-		d.opts.Log.Error("lane queue full: event dropped (core NATS mode has no redelivery; use --jetstream or raise --queue)", "tag", tag)
+		if n, ok := d.overflowLog.Tick(); ok {
+			d.opts.Log.Error("lane queue full: event dropped (core NATS mode has no redelivery; use --jetstream or raise --queue); counted in reactord_overflow_total, logged at most once a minute",
+				"tag", tag, "dropped_since_last_line", n)
+		}
 		return false
 	}
 }
@@ -276,9 +285,12 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 		if ctx.Err() != nil {
 			nak = true // cancelled mid-way: leave the event for redelivery
 		}
-		if nak && dl.Nak != nil {
+		switch {
+		case nak && dl.Nak != nil:
 			dl.Nak()
-		} else if dl.Done != nil {
+		case dl.Done != nil && d.opts.Archive != nil:
+			d.opts.Archive.W.OnDurable(dl.Done)
+		case dl.Done != nil:
 			dl.Done()
 		}
 		if d.opts.OnDone != nil {
@@ -302,14 +314,21 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 		evID = ar.nextID()
 		if !ar.record(evID, tag, raw, now) {
 			if dl.Nak != nil {
-				// JetStream keeps the event; it comes back when the store
+				// JetStream keeps the event; it comes back, after a
+				// delay that grows with its deliveries, when the store
 				// has room again.
 				nak = true
-				log.Warn("audit store buffer full: event left for redelivery", "tag", tag)
+				if n, ok := d.storeFullLog.Tick(); ok {
+					log.Warn("audit store full (memory and disk spool): events left for redelivery, not reacted to yet; logged at most once a minute",
+						"tag", tag, "events_since_last_line", n)
+				}
 				return
 			}
 			m.Overflow.Inc()
-			log.Error("audit store buffer full: event not archived (core NATS mode)", "tag", tag)
+			if n, ok := d.storeFullLog.Tick(); ok {
+				log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_store_records_dropped_total, logged at most once a minute",
+					"tag", tag, "events_since_last_line", n)
+			}
 		}
 	}
 	cause := ""

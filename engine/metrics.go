@@ -2,6 +2,8 @@ package engine
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reactord/reactord/store"
 )
 
 // Metrics are the daemon's Prometheus metrics, registered on an injected
@@ -44,4 +46,37 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Events, m.Matched, m.Malformed, m.Overflow, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
 	}
 	return m
+}
+
+// RegisterStoreMetrics exports the audit store writer's counters on reg:
+// records written, held in memory, in the disk spool, refused (dropped:
+// the buffer and the spool were full, so nothing kept them) and rejected
+// by the database, and failed writes.
+func RegisterStoreMetrics(reg prometheus.Registerer, w *store.Writer) {
+	stat := func(f func(store.WriterStats) float64) func() float64 {
+		return func() float64 { return f(w.Stats()) }
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_records_written_total", Help: "Audit records (events, jobs, returns, ledger entries) written to the store."},
+			stat(func(s store.WriterStats) float64 { return float64(s.Written) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_records_dropped_total", Help: "Audit records not kept: memory and the disk spool were full (JetStream events are then left for redelivery)."},
+			stat(func(s store.WriterStats) float64 { return float64(s.Dropped) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_records_rejected_total", Help: "Audit records the database refused because of their data (logged)."},
+			stat(func(s store.WriterStats) float64 { return float64(s.Rejected) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_write_failures_total", Help: "Store writes that failed and were retried."},
+			stat(func(s store.WriterStats) float64 { return float64(s.Failures) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_store_pending_records", Help: "Audit records held in memory, not yet written."},
+			stat(func(s store.WriterStats) float64 { return float64(s.Pending) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_store_spooled_records", Help: "Audit records in the disk spool, waiting for the database."},
+			stat(func(s store.WriterStats) float64 { return float64(s.Spooled) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_store_spool_bytes", Help: "Size of the records in the disk spool."},
+			stat(func(s store.WriterStats) float64 { return float64(s.SpoolBytes) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_store_up", Help: "0 while writes to the audit store fail."},
+			func() float64 {
+				if w.DownSince().IsZero() {
+					return 1
+				}
+				return 0
+			}),
+	)
 }

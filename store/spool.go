@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -60,6 +61,13 @@ func openSpool(dir string, limit int64) (s *spool, restored int, torn int64, err
 	if err != nil {
 		f.Close()
 		return nil, 0, 0, fmt.Errorf("store spool: %w", err)
+	}
+	// One Writer per spool: a second daemon on the same data directory
+	// would interleave its frames with ours.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		h.Close()
+		return nil, 0, 0, fmt.Errorf("store spool %s is in use by another process (each reactord needs its own --data-dir): %w", path, err)
 	}
 	s = &spool{path: path, f: f, head: h, limit: limit}
 	var hb [8]byte

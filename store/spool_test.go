@@ -178,6 +178,9 @@ func TestWriterSpoolSurvivesATornAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sp2.close()
+	if _, _, _, err := openSpool(dir, 0); err == nil {
+		t.Fatal("a second open of a spool in use succeeded")
+	}
 	if restored != 7 || torn != 10 || sp2.wOff != end {
 		t.Fatalf("reopen: restored %d torn %d end %d; want 7, 10, %d", restored, torn, sp2.wOff, end)
 	}

@@ -314,6 +314,14 @@ func (w *Writer) Stats() WriterStats {
 	return s
 }
 
+// DownSince returns when the current run of failed writes began; zero
+// while the store answers.
+func (w *Writer) DownSince() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failing
+}
+
 // Flush waits until every record added before the call is written (or
 // rejected), or ctx ends. It writes them at once rather than at the next
 // Interval.
