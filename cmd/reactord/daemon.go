@@ -33,7 +33,7 @@ import (
 
 const daemonSynopsis = "reactord -c CONF [--dry-run | --driver NAME] [--nats URL | --listen ADDR] [--jetstream] [--http ADDR]"
 
-func cmdDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func cmdDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	// Catch SIGHUP from the start: its default action would end the
 	// process if a reload arrived while it starts.
 	hup := make(chan os.Signal, 1)
@@ -69,6 +69,7 @@ in-flight events within --drain-timeout.`, stderr)
 	maxHops := fs.Int("max-hops", 0, "suppress events caused by reactions more than this many times in a row (default: max_hops, else 3)")
 	storeURL := fs.String("store", "", "audit store: sqlite:///path.db, mysql://..., postgres://..., or none (default: the reactord: section's store, else sqlite under --data-dir)")
 	fs.String("store-file", "", "file holding the --store URL, so its password stays out of ps (or $REACTORD_STORE)")
+	storeSpool := fs.Int64("store-spool", 1<<30, "bytes of disk the audit store's records may take under --data-dir while the database is down (JetStream acknowledges an event once its records are written or spooled)")
 	keepJobs := fs.Duration("keep-jobs", 0, "keep archived events, jobs and returns this long (default: keep_jobs, else 24h, like Salt)")
 	masterID := fs.String("master-id", store.DefaultMasterID(), "the Salt master's id (its id option): archived events carry it and runner and wheel jobs return under it, as in Salt's job cache")
 	archiveAll := fs.Bool("archive-all", false, "also archive saltutil.find_job polling and Salt's legacy duplicate tags")
@@ -211,20 +212,45 @@ in-flight events within --drain-timeout.`, stderr)
 	}
 	var archive *engine.Archive
 	if *storeURL != "none" {
-		st, err := store.Open(ctx, *storeURL)
-		if err != nil {
+		var st store.Store
+		st, err = store.Open(ctx, *storeURL)
+		if errors.Is(err, store.ErrBadURL) {
 			fmt.Fprintf(stderr, "reactord: --store: %v\n", err)
 			return exitUsage
 		}
+		if err != nil {
+			// The database being down must not stop reactions: records
+			// wait in the spool and the store is retried in the background.
+			log.Error("audit store unreachable at start; reacting anyway, records wait in the disk spool until it answers", "err", err)
+			st = store.NewLazy(*storeURL)
+		}
 		defer st.Close()
-		w := store.NewWriter(st, store.WriterOptions{Logger: log})
+		w, err := store.OpenWriter(st, store.WriterOptions{Logger: log, SpoolDir: filepath.Join(dir, "store-spool"), SpoolLimit: *storeSpool})
+		if err != nil {
+			fmt.Fprintf(stderr, "reactord: %v\n", err)
+			return exitUsage
+		}
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.Background(), *drain)
 			defer cancel()
-			if err := w.Close(cctx); err != nil {
-				log.Error("audit store: records not written at exit", "err", err)
+			switch err := w.Close(cctx); {
+			case err == nil:
+			case errors.Is(err, store.ErrSpooled):
+				log.Warn("audit store did not answer before the drain timeout: records kept on disk, written at the next start", "detail", err.Error())
+			default:
+				log.Error("audit store: records lost at exit", "err", err)
+				if code == exitOK {
+					code = exitFound
+				}
 			}
 		}()
+		engine.RegisterStoreMetrics(reg, w)
+		store.SetCutLogger(log)
+		for _, col := range store.CutColumns() {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_values_cut_total",
+				Help: "Values cut to the width of their audit store column (255), by table.column.", ConstLabels: prometheus.Labels{"column": col}},
+				func() float64 { return float64(store.ValuesCut(col)) }))
+		}
 		archive = &engine.Archive{W: w, KeepAll: *archiveAll, MasterID: *masterID}
 		if *archiveTags != "" {
 			for _, g := range strings.Split(*archiveTags, ",") {
@@ -235,7 +261,7 @@ in-flight events within --drain-timeout.`, stderr)
 			t := time.NewTicker(time.Hour)
 			defer t.Stop()
 			for {
-				if n, err := st.Purge(ctx, time.Now().Add(-*keepJobs)); err != nil {
+				if n, err := st.Purge(ctx, time.Now().Add(-*keepJobs)); err != nil && !errors.Is(err, store.ErrNotConnected) {
 					log.Error("audit store: purge failed", "err", err)
 				} else if n > 0 {
 					log.Info("audit store: purged old records", "rows", n, "keep_jobs", keepJobs.String())
@@ -247,7 +273,7 @@ in-flight events within --drain-timeout.`, stderr)
 				}
 			}
 		}()
-		log.Info("audit store open", "store", redact.URLs(*storeURL), "keep_jobs", keepJobs.String())
+		log.Info("audit store open", "store", redact.URLs(*storeURL), "keep_jobs", keepJobs.String(), "spool", filepath.Join(dir, "store-spool"))
 	}
 	guard := engine.NewGuard(engine.GuardOptions{Settle: *settle, JobTimeout: *jobTimeout, Disabled: *noGuard})
 	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
@@ -263,6 +289,7 @@ in-flight events within --drain-timeout.`, stderr)
 	d.Start(runCtx)
 
 	var ready atomic.Bool
+	var jsc atomic.Pointer[natsbus.Consumer]
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
@@ -278,6 +305,24 @@ in-flight events within --drain-timeout.`, stderr)
 			}
 			if !conn.Connected() {
 				http.Error(w, "NATS disconnected", http.StatusServiceUnavailable)
+				return
+			}
+			if c := jsc.Load(); c != nil && !c.Healthy() {
+				http.Error(w, "JetStream stream or consumer missing (being recreated)", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		// The store is a separate check: reactions go on while it is down
+		// (records wait in the spool), so it does not fail /healthz.
+		mux.HandleFunc("/healthz/store", func(w http.ResponseWriter, _ *http.Request) {
+			if archive == nil {
+				fmt.Fprintln(w, "no store")
+				return
+			}
+			if since := archive.W.DownSince(); !since.IsZero() {
+				st := archive.W.Stats()
+				http.Error(w, fmt.Sprintf("audit store failing for %s; %d records in memory, %d in the disk spool", time.Since(since).Round(time.Second), st.Pending, st.Spooled), http.StatusServiceUnavailable)
 				return
 			}
 			fmt.Fprintln(w, "ok")
@@ -300,7 +345,17 @@ in-flight events within --drain-timeout.`, stderr)
 		}
 	}
 	if *jetstream {
-		sub, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: max(*queue, 256), Duplicates: *dedupeWindow}, handler)
+		// An event is acknowledged once dispatched and its archive
+		// records are durable, a batch of the store's writer later: leave
+		// room for the events in the lanes and those waiting for a write.
+		var c *natsbus.Consumer
+		c, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: max(*queue**lanes, 8192), Duplicates: *dedupeWindow, Logger: log}, handler)
+		if err == nil {
+			sub = c
+			jsc.Store(c)
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_jetstream_recreated_total", Help: "Times the JetStream stream or consumer was found missing and recreated."},
+				func() float64 { return float64(c.Recreated()) }))
+		}
 	} else {
 		sub, err = conn.SubscribeQueue("", "reactord", handler)
 	}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/store"
+)
+
+// These tests hold the README's "Guarantees" to real processes: the daemon
+// killed with SIGKILL mid-burst, the audit database cut off and back, a
+// stop while it is down.
+
+// archivedMinions counts the distinct minions whose start event of this run
+// (minion ids prefixed with run) the store holds.
+func archivedMinions(t *testing.T, url, run string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := s.Events(ctx, time.Time{}, "salt/minion/"+run+"-*/start", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range evs {
+		seen[e.Tag] = true
+	}
+	return len(seen)
+}
+
+// gauge reads one unlabelled metric from a daemon's /metrics.
+func gauge(t *testing.T, p *proc, name string) float64 {
+	t.Helper()
+	v, _ := strconv.ParseFloat(metricValue(t, scrape(t, p), name), 64)
+	return v
+}
+
+func publishStarts(t *testing.T, c *natsbus.Conn, run string, from, to int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := from; i < to; i++ {
+		id := fmt.Sprintf("%s-m%d", run, i)
+		if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestJetStreamSIGKILLKeepsTheArchive: in JetStream mode an event is
+// acknowledged only once its archive records are durable, so a daemon
+// killed with SIGKILL in the middle of a burst leaves no event unarchived:
+// its successor gets the unacknowledged ones again.
+func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
+	srv, c := natsServer(t)
+	conf := copyExampleConfig(t)
+	url := "sqlite://" + filepath.Join(t.TempDir(), "audit.db")
+	dataDir := t.TempDir()
+	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--ack-wait", "2s", "--driver", "null", "--store", url, "--data-dir", dataDir}
+	victim := startDaemon(t, args...)
+	run := fmt.Sprintf("k%d", time.Now().UnixNano())
+	const n = 6000
+	go func() {
+		ctx := context.Background()
+		for i := range n {
+			id := fmt.Sprintf("%s-m%d", run, i)
+			if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	checkFor(t, 30*time.Second, func() error {
+		if v := gauge(t, victim, "reactord_events_total"); v < n/3 {
+			return fmt.Errorf("%v events handled so far", v)
+		}
+		return nil
+	})
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.done
+	atKill := archivedMinions(t, url, run)
+	successor := startDaemon(t, args...)
+	checkFor(t, 30*time.Second, func() error {
+		if got := archivedMinions(t, url, run); got < n {
+			return fmt.Errorf("%d of %d events archived", got, n)
+		}
+		return nil
+	})
+	t.Logf("archived at the kill: %d of %d; after the successor: %d", atKill, n, archivedMinions(t, url, run))
+	if atKill >= n {
+		t.Log("the kill came after every event was archived: the burst was too short to test anything")
+	}
+	_ = successor.cmd.Process.Signal(syscall.SIGTERM)
+	<-successor.done
+}
+
+// tcpProxy forwards to a database and can cut it off: while cut, open
+// connections are closed and new ones are closed at once.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				in.Close()
+				continue
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[in], p.conns[out] = true, true
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]bool{}
+}
+
+func (p *tcpProxy) restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+func healthCode(p *proc, path string) int {
+	resp, err := http.Get("http://" + p.http + path)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestStoreOutageJetStream: with MariaDB cut off, the JetStream daemon
+// goes on reacting (the records go to the disk spool, events are
+// acknowledged), logs the outage once, and writes everything once the
+// database is back; a stop while it is down keeps the records on disk and
+// the next start writes them. A daemon started while the database is down
+// reacts too.
+func TestStoreOutageJetStream(t *testing.T) {
+	base := os.Getenv("REACTORD_TEST_MYSQL_URL")
+	if base == "" {
+		t.Skip("REACTORD_TEST_MYSQL_URL not set (e.g. mysql://root@127.0.0.1:3306/test): no MariaDB to cut off")
+	}
+	hostStart := strings.Index(base, "@") + 1
+	hostEnd := hostStart + strings.Index(base[hostStart:], "/")
+	proxy := startProxy(t, base[hostStart:hostEnd])
+	url := base[:hostStart] + proxy.addr() + base[hostEnd:]
+
+	srv, c := natsServer(t)
+	conf := copyExampleConfig(t)
+	ce := collect(t, c, "test.exec.")
+	dataDir := t.TempDir()
+	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--driver", "nats", "--exec-subject", "test.exec.",
+		"--store", url, "--data-dir", dataDir, "--drain-timeout", "2s"}
+	p := startDaemon(t, args...)
+	run := fmt.Sprintf("o%d", time.Now().UnixNano())
+	reacted := func(want int) func() error {
+		return func() error {
+			if _, distinct, _, _ := ce.snapshot(); distinct < want {
+				return fmt.Errorf("%d of %d events reacted to", distinct, want)
+			}
+			return nil
+		}
+	}
+	publishStarts(t, c, run, 0, 100)
+	checkFor(t, 20*time.Second, reacted(100))
+
+	// The database goes away: reactions go on, records are spooled.
+	proxy.cut()
+	publishStarts(t, c, run, 100, 600)
+	checkFor(t, 20*time.Second, reacted(600))
+	checkFor(t, 20*time.Second, func() error {
+		if v := gauge(t, p, "reactord_store_spooled_records"); v <= 0 {
+			return fmt.Errorf("spooled records = %v", v)
+		}
+		if code := healthCode(p, "/healthz/store"); code != http.StatusServiceUnavailable {
+			return fmt.Errorf("/healthz/store = %d during the outage", code)
+		}
+		return nil
+	})
+	if code := healthCode(p, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d during a store outage; reactions go on, so it stays 200", code)
+	}
+	time.Sleep(2 * time.Second) // a few retries
+	proxy.restore()
+	checkFor(t, 30*time.Second, func() error {
+		if got := archivedMinions(t, url, run); got < 600 {
+			return fmt.Errorf("%d of 600 archived after the database came back", got)
+		}
+		return nil
+	})
+	logs := p.logs()
+	if n := strings.Count(logs, "audit store write failed"); n != 1 {
+		t.Errorf("%d 'write failed' lines for one outage, want 1", n)
+	}
+	if !strings.Contains(logs, "audit store writes resumed") {
+		t.Error("the end of the outage was not logged")
+	}
+
+	// A stop while the database is down keeps the records on disk.
+	proxy.cut()
+	publishStarts(t, c, run, 600, 700)
+	checkFor(t, 20*time.Second, reacted(700))
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("exit with the records spooled: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon did not stop")
+	}
+	if !strings.Contains(p.logs(), "records kept on disk") {
+		t.Errorf("the stop did not say the records were kept:\n%s", lastLines(p.logs(), 10))
+	}
+
+	// The next start, the database still down: it starts and reacts.
+	p2 := startDaemon(t, args...)
+	publishStarts(t, c, run, 700, 750)
+	checkFor(t, 20*time.Second, reacted(750))
+	if !strings.Contains(p2.logs(), "audit store unreachable at start") {
+		t.Errorf("start with the database down not reported:\n%s", lastLines(p2.logs(), 10))
+	}
+	proxy.restore()
+	checkFor(t, 30*time.Second, func() error {
+		if got := archivedMinions(t, url, run); got < 750 {
+			return fmt.Errorf("%d of 750 archived after the restart", got)
+		}
+		return nil
+	})
+	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
+	<-p2.done
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
