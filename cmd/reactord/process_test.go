@@ -33,7 +33,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = filepath.Join(dir, "reactord")
-	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+	build := []string{"build", "-o", binPath}
+	if raceEnabled {
+		build = append(build, "-race")
+	}
+	out, err := exec.Command("go", append(build, ".")...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building reactord: %v\n%s", err, out)
 		os.Exit(1)
@@ -131,6 +135,9 @@ func startDaemon(t *testing.T, args ...string) *proc {
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
+		if strings.Contains(p.logs(), "WARNING: DATA RACE") {
+			t.Errorf("the race detector found a data race in reactord %v", args)
+		}
 		if t.Failed() {
 			t.Logf("reactord %v logs:\n%s", args, p.logs())
 		}
