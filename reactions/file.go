@@ -123,6 +123,7 @@ func (f *File) skeleton(text []byte) (*skeleton, error) {
 // pad_funcs, in file order. Any error drops the whole file, as in Salt.
 func (f *File) Render(tag string, data map[string]any) ([]Reaction, error) {
 	ctx := map[string]any{"tag": tag, "data": data}
+	lim := CurrentLimits()
 	var out []Reaction
 	use := func(text []byte, vals []recorded) error {
 		if len(bytes.TrimSpace(text)) == 0 {
@@ -135,14 +136,14 @@ func (f *File) Render(tag string, data map[string]any) ([]Reaction, error) {
 		if sk.root == nil {
 			return nil
 		}
-		out, err = f.reactions(sk.root, vals)
+		out, err = f.reactions(sk.root, vals, lim.Bytes)
 		return err
 	}
 	var err error
 	if f.tmpl == nil {
 		err = use(f.static, nil)
 	} else {
-		err = f.tmpl.execute(ctx, use)
+		err = f.tmpl.execute(ctx, lim, use)
 	}
 	if err != nil {
 		return nil, err
@@ -154,8 +155,10 @@ func (f *File) errorf(n *pnode, format string, args ...any) error {
 	return &PosError{File: f.Path, Line: n.line, Col: max(n.col, 1), Msg: fmt.Sprintf(format, args...)}
 }
 
-// reactions materializes the top level and applies pad_funcs.
-func (f *File) reactions(root *pnode, vals []recorded) ([]Reaction, error) {
+// reactions materializes the top level and applies pad_funcs. The values
+// filled in may total at most budget bytes, however often YAML aliases
+// repeat them.
+func (f *File) reactions(root *pnode, vals []recorded, budget int) ([]Reaction, error) {
 	if root.kind != pMap {
 		kind := "a list"
 		if root.kind == pScalar {
@@ -163,7 +166,7 @@ func (f *File) reactions(root *pnode, vals []recorded) ([]Reaction, error) {
 		}
 		return nil, f.errorf(root, "the rendered file is %s, not a mapping of reaction IDs", kind)
 	}
-	m := &materializer{vals: vals}
+	m := &materializer{vals: vals, budget: budget, limit: budget, file: f.Path}
 	out := make([]Reaction, 0, len(root.content)/2)
 	var seen keySet
 	for i := 0; i+1 < len(root.content); i += 2 {

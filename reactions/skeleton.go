@@ -229,6 +229,10 @@ type entry struct {
 // materializer fills a skeleton with the recorded values of one execution.
 type materializer struct {
 	vals []recorded
+	// budget is how many more bytes of printed values may be filled in
+	// (limit is the total): YAML aliases can repeat a value many times.
+	budget, limit int
+	file          string // for the error when the budget runs out
 	// targets collects the tgt arguments printed from data of the reaction
 	// being materialized (see noteTargets).
 	targets []printedTarget
@@ -292,10 +296,33 @@ func (m *materializer) mapping(n *pnode) ([]entry, error) {
 	return entries, nil
 }
 
+// spend takes the printed size of value ref from the budget.
+func (m *materializer) spend(n *pnode, ref int) error {
+	if m.limit <= 0 || ref < 0 || ref >= len(m.vals) {
+		return nil
+	}
+	r := m.vals[ref]
+	size := len(r.text)
+	if r.kind == rawValue {
+		size = printedSize(r.v, m.budget)
+	}
+	m.budget -= size
+	if m.budget < 0 {
+		le := &LimitError{What: "Aliases", Limit: m.limit}
+		return &PosError{File: m.file, Line: n.line, Col: max(n.col, 1), Msg: le.Error(), Err: le}
+	}
+	return nil
+}
+
 // scalar materializes a scalar node.
 func (m *materializer) scalar(n *pnode) (any, error) {
 	if !n.fromData() {
 		return n.constant, nil
+	}
+	for _, ref := range n.refs {
+		if err := m.spend(n, ref); err != nil {
+			return nil, err
+		}
 	}
 	if n.style == yaml11.Plain && n.tag == "" && len(n.refs) == 1 && n.parts[0] == "" && n.parts[1] == "" {
 		return m.whole(n.refs[0])

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"text/template"
 	"text/template/parse"
+	"time"
 
 	"github.com/Masterminds/sprig/v3"
 
@@ -82,6 +83,7 @@ var baseFuncs = func() template.FuncMap {
 	for name := range escapers {
 		fm[name] = func(args ...any) (string, error) { return "", errors.New("escaper called outside a render") }
 	}
+	fm[tickIdent] = func() (string, error) { return "", errors.New("step counter called outside a render") }
 	// Bound the functions that build values of any size from a number, as
 	// Jinja's sandbox bounds range(): event data may supply the number.
 	until := fm["until"].(func(int) []int)
@@ -121,10 +123,64 @@ type recorded struct {
 	kind valueKind
 }
 
-// recorder collects the values printed during one execution.
+// recorder collects the values printed during one execution, and the
+// rendered text, within the execution's Limits.
 type recorder struct {
 	vals []recorded
 	buf  []byte
+
+	name    string
+	textPos map[*byte]textPos
+	out     bytes.Buffer
+	lim     Limits
+	bytes   int // the rendered text as Salt would see it, values printed
+	steps   int
+	start   time.Time
+}
+
+// reset prepares the recorder for one execution.
+func (r *recorder) reset(lim Limits) {
+	r.vals = r.vals[:0]
+	r.out.Reset()
+	r.lim = lim
+	r.bytes = 0
+	r.steps = 0
+	r.start = time.Now()
+}
+
+// Write appends template text (and placeholders) to the rendered text,
+// refusing what would cross the Bytes or YAMLBytes bound. The error names
+// the text node being written.
+func (r *recorder) Write(p []byte) (int, error) {
+	var le *LimitError
+	switch {
+	case r.out.Len()+len(p) > r.lim.YAMLBytes:
+		le = &LimitError{What: "YAMLBytes", Limit: r.lim.YAMLBytes}
+	case r.bytes+len(p) > r.lim.Bytes:
+		le = &LimitError{What: "Bytes", Limit: r.lim.Bytes}
+	default:
+		r.bytes += len(p)
+		return r.out.Write(p)
+	}
+	pos := textPos{1, 1}
+	if len(p) > 0 {
+		if tp, ok := r.textPos[&p[0]]; ok {
+			pos = tp
+		}
+	}
+	return 0, &PosError{File: r.name, Line: pos.line, Col: pos.col, Msg: le.Error(), Err: le}
+}
+
+// tick counts one loop iteration or template call.
+func (r *recorder) tick() (string, error) {
+	r.steps++
+	if r.steps > r.lim.Steps {
+		return "", &LimitError{What: "Steps", Limit: r.lim.Steps}
+	}
+	if r.steps%64 == 0 && time.Since(r.start) > r.lim.Time {
+		return "", &LimitError{What: "Time", Limit: int(r.lim.Time)}
+	}
+	return "", nil
 }
 
 func (r *recorder) record(kind valueKind, args []any) (string, error) {
@@ -138,18 +194,36 @@ func (r *recorder) record(kind valueKind, args []any) (string, error) {
 		v = fmt.Sprint(args...)
 	}
 	rv := recorded{v: v, kind: kind}
+	idx := len(r.vals)
+	if idx >= r.lim.Values {
+		return "", &LimitError{What: "Values", Limit: r.lim.Values}
+	}
+	var size int
 	if kind != rawValue {
 		rv.text = printText(v)
+		size = len(rv.text)
+	} else {
+		size = printedSize(v, r.lim.Bytes-r.bytes)
 	}
-	idx := len(r.vals)
-	r.vals = append(r.vals, rv)
+	var ph string
 	if idx < len(placeholders) {
-		return placeholders[idx], nil
+		ph = placeholders[idx]
+	} else {
+		r.buf = append(r.buf[:0], sentinel...)
+		r.buf = strconv.AppendInt(r.buf, int64(idx), 10)
+		r.buf = append(r.buf, '_')
+		ph = string(r.buf)
 	}
-	r.buf = append(r.buf[:0], sentinel...)
-	r.buf = strconv.AppendInt(r.buf, int64(idx), 10)
-	r.buf = append(r.buf, '_')
-	return string(r.buf), nil
+	// The placeholder is written next; it counts as part of the output.
+	if r.out.Len()+len(ph) > r.lim.YAMLBytes {
+		return "", &LimitError{What: "YAMLBytes", Limit: r.lim.YAMLBytes}
+	}
+	if r.bytes+size+len(ph) > r.lim.Bytes {
+		return "", &LimitError{What: "Bytes", Limit: r.lim.Bytes}
+	}
+	r.bytes += size
+	r.vals = append(r.vals, rv)
+	return ph, nil
 }
 
 // placeholders are the first placeholder strings, built once.
@@ -165,7 +239,6 @@ var placeholders = func() []string {
 type instance struct {
 	t   *template.Template
 	rec *recorder
-	out bytes.Buffer
 }
 
 // Template is a parsed reaction template whose every output is escaped. It is
@@ -174,8 +247,9 @@ type Template struct {
 	name    string
 	actions int // printing actions; 0 means the output never depends on the event
 
-	base *template.Template
-	pool sync.Pool
+	base    *template.Template
+	textPos map[*byte]textPos
+	pool    sync.Pool
 }
 
 var sentinelInSource = regexp.MustCompile(`Rd[A-Za-z]{12}[0-9]+_`)
@@ -193,16 +267,19 @@ func ParseTemplate(name, src string) (*Template, error) {
 		return nil, templateError(name, err)
 	}
 	actions := 0
+	var trees []*parse.Tree
 	for _, tt := range t.Templates() {
 		if tt.Tree == nil || tt.Tree.Root == nil {
 			continue
 		}
+		trees = append(trees, tt.Tree)
 		actions += escapeList(tt.Tree, tt.Tree.Root)
 		if hasControl(tt.Tree.Root) {
 			actions++
 		}
+		addTicks(tt.Tree)
 	}
-	tpl := &Template{name: name, base: t, actions: actions}
+	tpl := &Template{name: name, base: t, actions: actions, textPos: textPositions(trees)}
 	tpl.pool.New = func() any { return tpl.newInstance() }
 	return tpl, nil
 }
@@ -214,8 +291,8 @@ func (t *Template) newInstance() *instance {
 		// never is.
 		panic(fmt.Sprintf("cloning template %s: %v", t.name, err))
 	}
-	rec := &recorder{}
-	fm := template.FuncMap{}
+	rec := &recorder{name: t.name, textPos: t.textPos}
+	fm := template.FuncMap{tickIdent: rec.tick}
 	for name, kind := range escapers {
 		kind := kind
 		fm[name] = func(args ...any) (string, error) { return rec.record(kind, args) }
@@ -224,22 +301,40 @@ func (t *Template) newInstance() *instance {
 	return &instance{t: c, rec: rec}
 }
 
-// execute runs the template for one event and calls use with the rendered
-// text (placeholders in place of printed values) and the recorded values.
-// Neither may be retained after use returns.
-func (t *Template) execute(data any, use func(text []byte, vals []recorded) error) error {
+// execute runs the template for one event within lim and calls use with
+// the rendered text (placeholders in place of printed values) and the
+// recorded values. Neither may be retained after use returns.
+func (t *Template) execute(data any, lim Limits, use func(text []byte, vals []recorded) error) error {
 	in := t.pool.Get().(*instance)
 	defer t.pool.Put(in)
-	in.rec.vals = in.rec.vals[:0]
-	in.out.Reset()
-	if err := in.t.Execute(&in.out, data); err != nil {
-		clear(in.rec.vals)
+	rec := in.rec
+	rec.reset(lim)
+	defer func() {
+		clear(rec.vals)
+		// A pooled instance does not keep a large render's memory.
+		if rec.out.Cap() > maxPooledBuffer {
+			rec.out = bytes.Buffer{}
+		}
+		if cap(rec.vals) > maxPooledValues {
+			rec.vals = nil
+		}
+	}()
+	if err := in.t.Execute(rec, data); err != nil {
+		var pe *PosError
+		if errors.As(err, &pe) && pe.File == t.name {
+			return pe // a bound crossed while writing text
+		}
 		return templateError(t.name, err)
 	}
-	err := use(in.out.Bytes(), in.rec.vals)
-	clear(in.rec.vals)
-	return err
+	return use(rec.out.Bytes(), rec.vals)
 }
+
+// maxPooledBuffer and maxPooledValues bound the output buffer and the
+// value list a pooled instance keeps between renders.
+const (
+	maxPooledBuffer = 64 << 10
+	maxPooledValues = 4096
+)
 
 // hasControl reports whether a tree holds anything but text and comments.
 func hasControl(n *parse.ListNode) bool {
@@ -297,6 +392,14 @@ var tmplErrRe = regexp.MustCompile(`^template: ([^:]*(?::[^0-9][^:]*)*):(\d+)(?:
 // "NAME:LINE:COL: msg".
 func templateError(name string, err error) error {
 	msg := err.Error()
+	var le *LimitError
+	if errors.As(err, &le) {
+		// A bound crossed in an action: keep its position, not the
+		// action's rewritten pipeline.
+		pe := templateError(name, errors.New(msg)).(*PosError)
+		pe.Msg, pe.Err = le.Error(), err
+		return pe
+	}
 	prefix := "template: " + name + ":"
 	if rest, ok := strings.CutPrefix(msg, prefix); ok {
 		line, rest2, _ := strings.Cut(rest, ":")
