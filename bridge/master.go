@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/reactord/reactord/internal/ratelog"
 )
 
 // DefaultSockDir is Salt's default sock_dir for the master.
@@ -57,7 +59,7 @@ type MasterBus struct {
 	log      *slog.Logger
 	minDelay time.Duration
 	maxDelay time.Duration
-	badLog   *everyLog
+	badLog   *ratelog.Every
 	stats    Stats
 	up       atomic.Bool
 	running  atomic.Bool
@@ -98,7 +100,7 @@ func NewMasterBus(cfg MasterConfig, pub Publisher) (*MasterBus, error) {
 		log:      log.With("component", "bridge", "socket", filepath.Join(cfg.SockDir, MasterEventSocket)),
 		minDelay: cfg.MinBackoff,
 		maxDelay: cfg.MaxBackoff,
-		badLog:   newEveryLog(cfg.LogInterval),
+		badLog:   ratelog.New(cfg.LogInterval),
 	}
 	m.stats.OutboxStats = out.Stats()
 	return m, nil
@@ -207,7 +209,7 @@ func (m *MasterBus) consume(ctx context.Context, conn net.Conn) error {
 // could not be read.
 func (m *MasterBus) bad(body []byte, err error) {
 	m.stats.Malformed.Add(1)
-	if n, ok := m.badLog.tick(); ok {
+	if n, ok := m.badLog.Tick(); ok {
 		m.log.Error("unreadable event on the master's bus discarded", "error", err, "bytes", len(body),
 			"prefix", prefix(body), "discarded_since_last_log", n)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/ratelog"
 )
 
 // Defaults for OutboxConfig.
@@ -85,9 +86,9 @@ type Outbox struct {
 	minDelay time.Duration
 	maxDelay time.Duration
 	stats    OutboxStats
-	dropLog  *everyLog
-	cutLog   *everyLog
-	failLog  *everyLog
+	dropLog  *ratelog.Every
+	cutLog   *ratelog.Every
+	failLog  *ratelog.Every
 	closeMu  sync.Mutex
 	closed   bool
 	healthy  atomic.Bool
@@ -131,7 +132,7 @@ func NewOutbox(cfg OutboxConfig, pub Publisher) (*Outbox, error) {
 	}
 	o := &Outbox{
 		pub: pub, spool: sp, log: log, minDelay: cfg.MinBackoff, maxDelay: cfg.MaxBackoff,
-		dropLog: newEveryLog(cfg.LogInterval), cutLog: newEveryLog(cfg.LogInterval), failLog: newEveryLog(cfg.LogInterval),
+		dropLog: ratelog.New(cfg.LogInterval), cutLog: ratelog.New(cfg.LogInterval), failLog: ratelog.New(cfg.LogInterval),
 	}
 	o.healthy.Store(true)
 	return o, nil
@@ -157,7 +158,7 @@ func (o *Outbox) Offer(tag string, body []byte, msgID string) {
 		o.stats.Spooled.Add(1)
 	case where == "":
 		o.stats.Dropped.Add(1)
-		if n, ok := o.dropLog.tick(); ok {
+		if n, ok := o.dropLog.Tick(); ok {
 			mem, disk, size := o.spool.len()
 			o.log.Error("spool full: event dropped", "tag", tag, "msg_id", msgID, "dropped_since_last_log", n,
 				"held_in_memory", mem, "held_on_disk", disk, "held_bytes", size, "error", err)
@@ -195,14 +196,14 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 			out, cuts, err := event.Fit(body, max)
 			if err != nil {
 				o.stats.Unpublishable.Add(1)
-				if n, ok := o.failLog.tick(); ok {
+				if n, ok := o.failLog.Tick(); ok {
 					o.log.Error("event over the NATS max payload cannot be cut to fit; dropped", "tag", it.tag,
 						"bytes", len(body), "max_payload", max+headerReserve, "error", err, "dropped_since_last_log", n)
 				}
 				return true
 			}
 			o.stats.Truncated.Add(1)
-			if n, ok := o.cutLog.tick(); ok {
+			if n, ok := o.cutLog.Tick(); ok {
 				keys := make([]string, len(cuts))
 				for i, c := range cuts {
 					keys[i] = fmt.Sprintf("%s(%d bytes)", c.Key, c.Bytes)
@@ -234,7 +235,7 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 		}
 		if strings.Contains(err.Error(), "maximum payload") {
 			o.stats.Unpublishable.Add(1)
-			if n, ok := o.failLog.tick(); ok {
+			if n, ok := o.failLog.Tick(); ok {
 				o.log.Error("NATS refused the event as too big; dropped", "tag", it.tag, "bytes", len(body), "error", err,
 					"dropped_since_last_log", n)
 			}
@@ -267,29 +268,4 @@ func (o *Outbox) Close() (lost int, err error) {
 		o.log.Error("events not published and not kept", "events", lost, "error", err)
 	}
 	return lost, err
-}
-
-// everyLog lets the first occurrence through, then one per interval, with
-// the number of occurrences since the last one let through.
-type everyLog struct {
-	mu       sync.Mutex
-	interval time.Duration
-	last     time.Time
-	n        int64
-}
-
-func newEveryLog(d time.Duration) *everyLog { return &everyLog{interval: d} }
-
-// tick records one occurrence; ok says whether to log it, n how many
-// occurrences it stands for.
-func (e *everyLog) tick() (n int64, ok bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.n++
-	if !e.last.IsZero() && time.Since(e.last) < e.interval {
-		return 0, false
-	}
-	e.last = time.Now()
-	n, e.n = e.n, 0
-	return n, true
 }

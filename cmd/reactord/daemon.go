@@ -198,6 +198,10 @@ in-flight events within --drain-timeout.`, stderr)
 		*maxHops = cfg.Settings.MaxHops
 	}
 	// The audit store.
+	if *storeURL, err = secretValue(*storeURL, envStore, fs.Lookup("store-file").Value.String()); err != nil {
+		fmt.Fprintf(stderr, "reactord: --store-file: %v\n", err)
+		return exitUsage
+	}
 	if *storeURL == "" {
 		*storeURL = cfg.Settings.Store
 	}
