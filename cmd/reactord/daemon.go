@@ -133,11 +133,8 @@ in-flight events within --drain-timeout.`, stderr)
 		dir = cfg.Settings.DataDir
 	}
 	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, "reactord")
+		// The clients look for the NATS token in the same place.
+		dir = natsbus.DefaultDataDir()
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		fmt.Fprintf(stderr, "reactord: --data-dir: %v\n", err)
