@@ -17,8 +17,9 @@ import (
 type Archive struct {
 	// W is the batching writer.
 	W *store.Writer
-	// KeepAll keeps saltutil.find_job polling and Salt's legacy duplicate
-	// tags, which are left out by default.
+	// KeepAll keeps saltutil.find_job polling (its events, jobs and
+	// returns) and Salt's legacy duplicate tags, which are left out by
+	// default.
 	KeepAll bool
 	// Tags, when set, restricts archived events to these globs (job
 	// returns and publishes are always kept).

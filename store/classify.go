@@ -38,11 +38,12 @@ const findJob = "saltutil.find_job"
 //     them;
 //   - every other event gives no record.
 //
-// keep is false, unless keepAll, for the publishes and returns of
-// saltutil.find_job (their records are still returned: Salt's job cache
-// stores them too, and its readers filter them out) and for Salt's legacy
-// duplicates of a job publish: the event tagged with the bare 20-digit jid
-// and the one tagged new_job.
+// Unless keepAll, the publishes and returns of saltutil.find_job (the
+// master polling running jobs) give no record and keep is false: Salt's job
+// cache stores them, but Salt operators' audit scripts skip them, so they
+// stay out of jids and salt_returns as well as of the event archive. keep is
+// also false, unless keepAll, for Salt's legacy duplicates of a job publish:
+// the event tagged with the bare 20-digit jid and the one tagged new_job.
 //
 // The records share data's bytes, except the loads Classify builds.
 func Classify(tag string, data json.RawMessage, masterID string, keepAll bool) (jobs []Job, returns []Return, keep bool) {
@@ -93,7 +94,10 @@ func Classify(tag string, data json.RawMessage, masterID string, keepAll bool) (
 		ret := Return{JID: jid, MinionID: masterID, Fun: fun, Return: data, Success: success, FullRet: data, Time: at}
 		return []Job{{JID: jid, Load: load}}, []Return{ret}, true
 	}
-	keep = keepAll || fun != findJob
+	if fun == findJob && !keepAll {
+		return nil, nil, false
+	}
+	keep = true
 	switch {
 	case rest == "new":
 		return []Job{{JID: jid, Load: data, Time: at}}, nil, keep

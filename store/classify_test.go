@@ -26,6 +26,12 @@ func TestClassify(t *testing.T) {
 	wheelRet := `{"fun": "wheel.key.list_all", "jid": "20250301120000123456", "user": "UNKNOWN", "fun_args": [], "return": {"minions": ["web1", "web2"]}, "success": true}`
 	wheelMasterCall := `{"fun": "wheel.key.list_all", "jid": "20250301120000123456", "tag": "salt/wheel/20250301120000123456", "user": "root", "return": {"minions": ["web1", "web2"]}, "success": true}`
 	saltCallRet := `{"cmd": "_return", "id": "web1", "jid": "20250301120000123456", "return": "hello", "retcode": 0, "fun": "test.echo", "fun_args": ["hello"], "arg": ["hello"], "tgt_type": "glob", "tgt": "web1", "_stamp": "2025-03-01T11:00:00.123456"}`
+	// Shaped like the find_job job of testdata/salt/3007.1/list_jobs.json
+	// (the master polling job 20261123101734682518 on web2), whose events
+	// the recordings do not hold.
+	const findJID = "20261123101739728027"
+	findJobListNew := `{"jid": "20261123101739728027", "tgt_type": "list", "tgt": ["web2"], "user": "root", "fun": "saltutil.find_job", "arg": ["20261123101734682518"], "minions": ["web2"], "missing": [], "_stamp": "2026-11-23T10:17:39.728027"}`
+	findJobRunning := `{"cmd": "_return", "id": "web2", "success": true, "return": {"fun": "test.ping", "jid": "20261123101734682518", "pid": 4242, "tgt": ["web1", "web2"], "tgt_type": "list", "user": "root"}, "retcode": 0, "jid": "20261123101739728027", "fun": "saltutil.find_job", "fun_args": ["20261123101734682518"], "_stamp": "2026-11-23T10:17:39.812345"}`
 	for _, tc := range []struct {
 		name    string
 		tag     string
@@ -51,14 +57,17 @@ func TestClassify(t *testing.T) {
 			returns: []Return{{JID: jid, MinionID: "web1.example.com", Fun: "test.ping", Return: raw(`true`), Success: true, FullRet: raw(`{"fun": "test.ping", "return": true}`)}}, keep: true},
 		{name: "return data not an object", tag: "salt/job/" + jid + "/ret/web1", data: `[1]`,
 			returns: []Return{{JID: jid, MinionID: "web1", Success: true, FullRet: raw(`[1]`)}}, keep: true},
-		{name: "find_job publish", tag: "salt/job/" + jid + "/new", data: findJobNew,
-			jobs: []Job{{JID: jid, Load: raw(findJobNew), Time: stamp}}, keep: false},
+		{name: "find_job publish", tag: "salt/job/" + jid + "/new", data: findJobNew, keep: false},
 		{name: "find_job publish, keep all", tag: "salt/job/" + jid + "/new", data: findJobNew, keepAll: true,
 			jobs: []Job{{JID: jid, Load: raw(findJobNew), Time: stamp}}, keep: true},
-		{name: "find_job return", tag: "salt/job/" + jid + "/ret/web1", data: findJobRet,
-			returns: []Return{{JID: jid, MinionID: "web1", Fun: "saltutil.find_job", Return: raw(`{}`), Success: true, FullRet: raw(findJobRet)}}, keep: false},
+		{name: "find_job return", tag: "salt/job/" + jid + "/ret/web1", data: findJobRet, keep: false},
 		{name: "find_job return, keep all", tag: "salt/job/" + jid + "/ret/web1", data: findJobRet, keepAll: true,
 			returns: []Return{{JID: jid, MinionID: "web1", Fun: "saltutil.find_job", Return: raw(`{}`), Success: true, FullRet: raw(findJobRet)}}, keep: true},
+		{name: "find_job publish to a list", tag: "salt/job/" + findJID + "/new", data: findJobListNew, keep: false},
+		{name: "find_job return of a running job", tag: "salt/job/" + findJID + "/ret/web2", data: findJobRunning, keep: false},
+		{name: "find_job return of a running job, keep all", tag: "salt/job/" + findJID + "/ret/web2", data: findJobRunning, keepAll: true,
+			returns: []Return{{JID: findJID, MinionID: "web2", Fun: "saltutil.find_job", Return: raw(`{"fun": "test.ping", "jid": "20261123101734682518", "pid": 4242, "tgt": ["web1", "web2"], "tgt_type": "list", "user": "root"}`),
+				Success: true, FullRet: raw(findJobRunning), Time: time.Date(2026, 11, 23, 10, 17, 39, 812345000, time.UTC)}}, keep: true},
 		{name: "legacy bare jid", tag: jid, data: newData, keep: false},
 		{name: "legacy bare jid, keep all", tag: jid, data: newData, keepAll: true, keep: true},
 		{name: "legacy new_job", tag: "new_job", data: newData, keep: false},
