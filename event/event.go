@@ -12,6 +12,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Event is one Salt event: a tag and its data dictionary.
@@ -44,6 +45,9 @@ func Decode(line []byte) (Event, error) {
 		if !ok || len(bytes.TrimSpace(tag)) == 0 {
 			return Event{}, fmt.Errorf("line is neither a JSON envelope nor TAG<tab>JSON")
 		}
+		if !utf8.Valid(tag) {
+			return Event{}, fmt.Errorf("event tag %q: %w", tag, ErrInvalidUTF8)
+		}
 		data, err := DecodeData(bytes.TrimSpace(rest))
 		if err != nil {
 			return Event{}, fmt.Errorf("event %q: %w", tag, err)
@@ -63,7 +67,9 @@ func Decode(line []byte) (Event, error) {
 
 // SplitEnvelope extracts the tag and the raw bytes of the data object from a
 // JSON envelope without decoding the data, so events that match no rule cost
-// almost nothing. A missing data member yields nil raw bytes.
+// almost nothing. A missing data member yields nil raw bytes. The whole
+// envelope is validated: a string anywhere in it that is not valid UTF-8
+// makes it malformed (an error wrapping ErrInvalidUTF8).
 func SplitEnvelope(line []byte) (tag string, data []byte, err error) {
 	return splitFast(line)
 }

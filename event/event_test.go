@@ -3,9 +3,12 @@ package event
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // stdDecode is the reference: encoding/json with UseNumber, then
@@ -121,6 +124,14 @@ func FuzzDecoderMatchesStdlib(f *testing.F) {
 		if strings.TrimSpace(s) == "" || strings.TrimSpace(s) == "null" {
 			return
 		}
+		if errors.Is(err, ErrInvalidUTF8) {
+			// Refused on purpose where encoding/json substitutes U+FFFD:
+			// the stdlib must have accepted it only by substituting.
+			if werr == nil && utf8.ValidString(s) && !strings.Contains(fmt.Sprint(want), "\uFFFD") {
+				t.Fatalf("%q: refused as invalid UTF-8, stdlib decodes %#v without substitution", s, want)
+			}
+			return
+		}
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("%q: fast err %v, stdlib err %v", s, err, werr)
 		}
@@ -128,6 +139,52 @@ func FuzzDecoderMatchesStdlib(f *testing.F) {
 			t.Fatalf("%q: fast %#v, stdlib %#v", s, got, want)
 		}
 	})
+}
+
+// TestInvalidUTF8 checks that a string that is not valid UTF-8 anywhere in
+// an event makes it malformed, whichever way it is read.
+func TestInvalidUTF8(t *testing.T) {
+	cases := []struct {
+		name, in string
+		bad      bool
+	}{
+		{"tag raw byte", "{\"tag\": \"web\xff\xfe\", \"data\": {}}", true},
+		{"tag truncated sequence", "{\"tag\": \"web\xc3\", \"data\": {}}", true},
+		{"data value", "{\"tag\": \"a/b\", \"data\": {\"id\": \"web\xff\"}}", true},
+		{"data key", "{\"tag\": \"a/b\", \"data\": {\"i\xffd\": 1}}", true},
+		{"nested list", "{\"tag\": \"a/b\", \"data\": {\"x\": [1, {\"y\": [\"\xed\xa0\x80\"]}]}}", true},
+		{"other member", "{\"tag\": \"a/b\", \"headers\": {\"h\": \"\x80\"}, \"data\": {}}", true},
+		{"overlong encoding", "{\"tag\": \"a/\xc0\xaf\", \"data\": {}}", true},
+		{"lone low surrogate escape", `{"tag": "a/b", "data": {"id": "web\udc80"}}`, true},
+		{"lone high surrogate escape", `{"tag": "a/\ud83d", "data": {}}`, true},
+		{"high surrogate then letter", `{"tag": "a/b", "data": {"id": "\ud83dx"}}`, true},
+		{"two high surrogates", `{"tag": "a/b", "data": {"id": "\ud83d\ud83d"}}`, true},
+		{"state.event line tag", "web\xff/start\t{}", true},
+		{"state.event line data", "a/b\t{\"id\": \"\xff\"}", true},
+		{"valid multibyte", `{"tag": "web/été/😀", "data": {"id": "日本"}}`, false},
+		{"surrogate pair escape", `{"tag": "a/\ud83d\ude00", "data": {"x": "\uD83D\uDE00"}}`, false},
+		{"escaped replacement character", `{"tag": "a/\ufffd", "data": {"x": "\ufffd"}}`, false},
+		{"escaped backslash then u", `{"tag": "a/b", "data": {"x": "\\udc80"}}`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode([]byte(c.in))
+			if !c.bad {
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidUTF8) {
+				t.Fatalf("Decode: err = %v, want ErrInvalidUTF8", err)
+			}
+			if c.in[0] == '{' {
+				if _, _, err := SplitEnvelope([]byte(c.in)); !errors.Is(err, ErrInvalidUTF8) {
+					t.Fatalf("SplitEnvelope: err = %v, want ErrInvalidUTF8", err)
+				}
+			}
+		})
+	}
 }
 
 func TestMapOrderAndJSON(t *testing.T) {

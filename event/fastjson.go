@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,16 @@ import (
 // encoding/json.
 
 var errSyntax = errors.New("invalid JSON")
+
+// ErrInvalidUTF8 reports a string in an event (its tag, a key or a value)
+// that is not valid UTF-8: raw bytes that are not UTF-8, or an escaped
+// lone surrogate such as "\udc80". Such an event is malformed: decoding
+// would replace the bytes with U+FFFD and a rule could match the result.
+// A lone surrogate escape is refused as well because it is how Python's
+// json module writes a byte it could not decode (surrogateescape), the
+// same defect spelled differently; escaped surrogate pairs and an escaped
+// U+FFFD are valid.
+var ErrInvalidUTF8 = errors.New("invalid UTF-8")
 
 type scanner struct {
 	b []byte
@@ -72,11 +83,15 @@ func (s *scanner) str() (string, error) {
 		return "", err
 	}
 	raw := s.b[s.i:end]
-	s.i = end
 	if plain {
+		s.i = end
 		return string(raw[1 : len(raw)-1]), nil
 	}
-	if !hasEscape(raw) && utf8.Valid(raw) {
+	if err := s.checkString(raw); err != nil {
+		return "", err
+	}
+	s.i = end
+	if !hasEscape(raw) {
 		return string(raw[1 : len(raw)-1]), nil
 	}
 	var out string
@@ -108,12 +123,14 @@ func (s *scanner) skipValue(depth int) error {
 	}
 	switch c := s.b[s.i]; {
 	case c == '"':
-		end, _, err := s.stringEnd()
+		end, plain, err := s.stringEnd()
 		if err != nil {
 			return err
 		}
-		if !validEscapes(s.b[s.i:end]) {
-			return s.errorf("invalid escape in string")
+		if !plain {
+			if err := s.checkString(s.b[s.i:end]); err != nil {
+				return err
+			}
 		}
 		s.i = end
 		return nil
@@ -165,8 +182,14 @@ func (s *scanner) skipValue(depth int) error {
 	return err
 }
 
-// validEscapes checks the escapes of a raw JSON string (quotes included).
-func validEscapes(raw []byte) bool {
+// checkString checks a raw JSON string (quotes included) that has escapes
+// or non-ASCII bytes: its escapes are valid, its bytes are UTF-8 and no
+// escape is a lone surrogate (ErrInvalidUTF8). The error's offset is the
+// string's.
+func (s *scanner) checkString(raw []byte) error {
+	if !utf8.Valid(raw) {
+		return fmt.Errorf("offset %d: %w in a string", s.i, ErrInvalidUTF8)
+	}
 	for i := 1; i < len(raw)-1; i++ {
 		if raw[i] != '\\' {
 			continue
@@ -175,20 +198,49 @@ func validEscapes(raw []byte) bool {
 		switch raw[i] {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 		case 'u':
-			if i+4 >= len(raw) {
-				return false
-			}
-			for _, h := range raw[i+1 : i+5] {
-				if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-					return false
-				}
+			r, ok := hex4(raw, i+1)
+			if !ok {
+				return s.errorf("invalid escape in string")
 			}
 			i += 4
+			switch {
+			case utf16.IsSurrogate(r) && r < 0xdc00:
+				// A high surrogate needs a low one right after it.
+				if lo, ok := hex4(raw, i+3); ok && raw[i+1] == '\\' && raw[i+2] == 'u' && lo >= 0xdc00 && lo <= 0xdfff {
+					i += 6
+					continue
+				}
+				fallthrough
+			case utf16.IsSurrogate(r):
+				return fmt.Errorf("offset %d: %w in a string: lone surrogate escape \\u%04x", s.i, ErrInvalidUTF8, r)
+			}
 		default:
-			return false
+			return s.errorf("invalid escape in string")
 		}
 	}
-	return true
+	return nil
+}
+
+// hex4 decodes the four hex digits at raw[i:], which must end before the
+// closing quote.
+func hex4(raw []byte, i int) (rune, bool) {
+	if i+4 >= len(raw) {
+		return 0, false
+	}
+	var r rune
+	for _, h := range raw[i : i+4] {
+		switch {
+		case '0' <= h && h <= '9':
+			r = r<<4 | rune(h-'0')
+		case 'a' <= h && h <= 'f':
+			r = r<<4 | rune(h-'a'+10)
+		case 'A' <= h && h <= 'F':
+			r = r<<4 | rune(h-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 const maxDepth = 10000
