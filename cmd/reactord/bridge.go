@@ -202,6 +202,7 @@ func registerBridgeMetrics(reg *prometheus.Registry, src bridgeSource, conn *nat
 	})
 	gauge("reactord_bridge_source_connected", "1 while the bridge reads the master's bus.", func() float64 { return b2f(sourceUp()) })
 	gauge("reactord_nats_connected", "1 while the NATS connection is up.", func() float64 { return b2f(conn.Connected()) })
+	registerBuildInfo(reg)
 }
 
 func b2f(b bool) float64 {

@@ -148,21 +148,31 @@ func envelope(ev event.Event) ([]byte, error) {
 }
 
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("events", "reactord events --nats URL [GLOB] | reactord events --since DUR|TIME [--store URL] [GLOB]",
+	fs := newFlags("events", "reactord events --nats URL [--out json] [GLOB] | reactord events --since DUR|TIME [--store URL] [--out json] [GLOB]",
 		`Prints events as they arrive on NATS, in the format of salt-run state.event
 pretty=True: the tag, a tab, and the data as JSON indented by 4 with sorted
-keys. GLOB filters tags with Salt's fnmatch rules. Runs until interrupted.
-With --since it prints the events archived in the audit store instead.`, stderr)
+keys. With --out json it prints one {"tag": ..., "data": {...}} line per
+event instead, what replay and fire --file read: record with
+'reactord events --out json > day.jsonl', replay with
+'reactord replay -c CONF day.jsonl'. GLOB filters tags with Salt's fnmatch
+rules. Runs until interrupted. With --since it prints the events archived in
+the audit store instead.`, stderr)
 	var nf natsFlags
 	nf.register(fs)
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
 	since := fs.String("since", "", "print archived events since this long ago (1h) or this RFC 3339 time, from the store")
+	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True) or json (one {"tag","data"} line per event, for replay and fire --file)`)
 	storeURL := storeFlag(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	format, err := eventFormat(*out)
+	if err != nil {
+		fmt.Fprintf(stderr, "events: %v\n", err)
+		return exitUsage
+	}
 	if *since != "" {
-		return cmdStoredEvents(ctx, *storeURL, *since, fs.Arg(0), *count, stdout, stderr)
+		return cmdStoredEvents(ctx, *storeURL, *since, fs.Arg(0), *count, format, stdout, stderr)
 	}
 	if nf.url == "" || fs.NArg() > 1 {
 		fmt.Fprintln(stderr, "events: need --nats URL [GLOB]")
@@ -193,7 +203,12 @@ With --since it prints the events archived in the audit store instead.`, stderr)
 		if glob != nil && !glob.Match(ev.Tag) {
 			return
 		}
-		lines <- prettyEvent(ev)
+		line, err := format(ev)
+		if err != nil {
+			fmt.Fprintf(stderr, "events: %s: %v\n", m.Subject, err)
+			return
+		}
+		lines <- line
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "events: %v\n", err)
@@ -218,6 +233,28 @@ With --since it prints the events archived in the audit store instead.`, stderr)
 	}
 }
 
+// eventFormatter formats one event as text ending in a newline.
+type eventFormatter func(ev event.Event) ([]byte, error)
+
+// eventFormat returns the formatter named by --out.
+func eventFormat(name string) (eventFormatter, error) {
+	switch name {
+	case "pretty", "":
+		return func(ev event.Event) ([]byte, error) {
+			return prettyEvent(ev), nil
+		}, nil
+	case "json":
+		return func(ev event.Event) ([]byte, error) {
+			line, err := envelope(ev)
+			if err != nil {
+				return nil, err
+			}
+			return append(line, '\n'), nil
+		}, nil
+	}
+	return nil, fmt.Errorf("--out %q: want pretty or json", name)
+}
+
 // prettyEvent formats like salt-run state.event pretty=True.
 func prettyEvent(ev event.Event) []byte {
 	raw, _ := json.Marshal(ev.Data) // encoding/json sorts map keys
@@ -229,13 +266,4 @@ func prettyEvent(ev event.Event) []byte {
 	}
 	b.WriteByte('\n')
 	return b.Bytes()
-}
-
-func jsonIndent(w *strings.Builder, raw []byte) error {
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "    "); err != nil {
-		return err
-	}
-	w.Write(b.Bytes())
-	return nil
 }

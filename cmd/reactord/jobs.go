@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/store"
 )
 
@@ -62,8 +64,16 @@ func parseSince(s string) (time.Time, error) {
 }
 
 func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (isHelpArg(args[0]) || args[0] == "help") {
+		// The help of both subcommands, with their flags, on stdout.
+		fmt.Fprint(stdout, "reactord jobs: the job cache the daemon archives, read like salt-run jobs.*\n\n")
+		cmdJobs(ctx, []string{"list", "--help"}, stdout, stderr)
+		fmt.Fprintln(stdout)
+		return cmdJobs(ctx, []string{"lookup", "--help"}, stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "lookup") {
 		fmt.Fprintln(stderr, "usage: reactord jobs list [--since DUR|TIME] [--store URL] | reactord jobs lookup JID [--out json] [--store URL]")
+		fmt.Fprintln(stderr, "(reactord jobs --help for their flags)")
 		return exitUsage
 	}
 	sub, args := args[0], args[1:]
@@ -278,7 +288,7 @@ func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, url *strin
 }
 
 // cmdStoredEvents prints archived events (reactord events --since).
-func cmdStoredEvents(ctx context.Context, url, since, glob string, limit int, stdout, stderr io.Writer) int {
+func cmdStoredEvents(ctx context.Context, url, since, glob string, limit int, format eventFormatter, stdout, stderr io.Writer) int {
 	t, err := parseSince(since)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -296,20 +306,29 @@ func cmdStoredEvents(ctx context.Context, url, since, glob string, limit int, st
 		return exitFound
 	}
 	// Oldest first, as a live stream would have shown them.
+	code := exitOK
+	w := bufio.NewWriter(stdout)
 	for i := len(evs) - 1; i >= 0; i-- {
-		var data map[string]any
-		_ = json.Unmarshal(evs[i].Data, &data)
-		raw, _ := json.Marshal(data)
-		var b strings.Builder
-		b.WriteString(evs[i].Tag)
-		b.WriteByte('\t')
-		var ind strings.Builder
-		if err := jsonIndent(&ind, raw); err == nil {
-			b.WriteString(ind.String())
-		} else {
-			b.Write(raw)
+		data, err := event.DecodeData(evs[i].Data)
+		if err != nil {
+			fmt.Fprintf(stderr, "events: archived event %s (%s): %v\n", evs[i].ID, evs[i].Tag, err)
+			code = exitFound
+			continue
 		}
-		fmt.Fprintln(stdout, b.String())
+		line, err := format(event.Event{Tag: evs[i].Tag, Data: data})
+		if err != nil {
+			fmt.Fprintf(stderr, "events: archived event %s (%s): %v\n", evs[i].ID, evs[i].Tag, err)
+			code = exitFound
+			continue
+		}
+		if _, err := w.Write(line); err != nil {
+			fmt.Fprintf(stderr, "events: %v\n", err)
+			return exitFound
+		}
 	}
-	return exitOK
+	if err := w.Flush(); err != nil {
+		fmt.Fprintf(stderr, "events: %v\n", err)
+		return exitFound
+	}
+	return code
 }

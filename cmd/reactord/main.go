@@ -61,6 +61,7 @@ Commands:
   explain  say what reactord does with one event, and why
   jobs     list archived jobs, or look up a job's returns (jobs list | jobs lookup JID)
   trace    print the reaction ledger of a job or an event
+  version  print the version, commit and Go version (also: reactord --version)
 
 Run 'reactord <command> --help' for a command's flags.
 
@@ -74,6 +75,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "--version" || cmd == "-version" {
+		return cmdVersion(rest, stdout, stderr)
+	}
 	if len(cmd) > 0 && cmd[0] == '-' && cmd != "-h" && cmd != "--help" {
 		return cmdDaemon(ctx, args, stdout, stderr)
 	}
@@ -102,6 +106,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdTrace(ctx, rest, stdout, stderr)
 	case "explain":
 		return cmdExplain(ctx, rest, stdin, stdout, stderr)
+	case "version":
+		return cmdVersion(rest, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -129,7 +135,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (ok bool, cod
 		if a == "--" {
 			break
 		}
-		if a == "-h" || a == "--h" || a == "-help" || a == "--help" {
+		if isHelpArg(a) {
 			fs.SetOutput(stdout)
 			break
 		}
@@ -141,6 +147,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (ok bool, cod
 		return false, exitUsage
 	}
 	return true, exitOK
+}
+
+// isHelpArg reports whether a is a request for help.
+func isHelpArg(a string) bool {
+	return a == "-h" || a == "--h" || a == "-help" || a == "--help"
 }
 
 // logger returns the logger for a command: warnings and errors as text on

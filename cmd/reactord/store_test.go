@@ -87,6 +87,16 @@ func TestDaemonArchivesAndCLIReads(t *testing.T) {
 			if !strings.Contains(ev, "salt/minion/web7/start\t{") {
 				t.Errorf("events --since:\n%s", ev)
 			}
+			// --out json prints what replay reads (issue 10 #9).
+			rec := run("events", "--since", "1h", "--store", url, "--out", "json", "salt/minion/*")
+			if !strings.HasPrefix(rec, `{"tag":"salt/minion/web7/start","data":{`) {
+				t.Errorf("events --since --out json:\n%s", rec)
+			}
+			rp := exec.Command(binPath, "replay", "-c", conf, "-")
+			rp.Stdin = strings.NewReader(rec)
+			if out, err := rp.CombinedOutput(); err != nil || !strings.Contains(string(out), "web7") {
+				t.Errorf("replay of events --since --out json: %v\n%s", err, out)
+			}
 		})
 	}
 }

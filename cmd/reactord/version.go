@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// buildInfo says which reactord this is.
+type buildInfo struct {
+	// Version is the module version ("v1.2.3", a pseudo-version, or
+	// "(devel)" for a build from a work tree).
+	Version string
+	// Commit is the VCS revision the binary was built from, with a
+	// "-dirty" suffix when the work tree had changes; "unknown" without
+	// VCS information (go run, go test, a build with -buildvcs=false).
+	Commit string
+	// GoVersion is the Go toolchain that built the binary.
+	GoVersion string
+}
+
+// readBuildInfo reads the build information Go embeds in the binary.
+func readBuildInfo() buildInfo {
+	bi := buildInfo{Version: "(devel)", Commit: "unknown", GoVersion: runtime.Version()}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return bi
+	}
+	if v := info.Main.Version; v != "" {
+		bi.Version = v
+	}
+	if info.GoVersion != "" {
+		bi.GoVersion = info.GoVersion
+	}
+	var rev string
+	var modified bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if rev != "" {
+		bi.Commit = rev
+		if modified {
+			bi.Commit += "-dirty"
+		}
+	}
+	return bi
+}
+
+// String is the line `reactord version` prints.
+func (b buildInfo) String() string {
+	return fmt.Sprintf("reactord %s (commit %s, %s)", b.Version, b.Commit, b.GoVersion)
+}
+
+// cmdVersion prints the version line (reactord version, reactord --version).
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("version", "reactord version", "Prints reactord's version, the commit it was built from and the Go version that built it.", stderr)
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "version: takes no arguments")
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, readBuildInfo())
+	return exitOK
+}
+
+// registerBuildInfo exports reactord_build_info, a gauge of 1 whose labels
+// say which reactord is running.
+func registerBuildInfo(reg prometheus.Registerer) {
+	b := readBuildInfo()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "reactord_build_info",
+		Help:        "Always 1; the labels say which reactord runs: version, commit (with -dirty for a modified work tree) and goversion.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "commit": b.Commit, "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	reg.MustRegister(g)
+}
