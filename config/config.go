@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -86,9 +87,11 @@ type SLS struct {
 
 // Settings are reactord's own options, from the `reactord:` section.
 type Settings struct {
-	NATS     string
-	Driver   string
-	DataDir  string
+	NATS    string
+	Driver  string
+	DataDir string
+	// LogLevel is "debug", "info", "warn", "error" or "quiet" (nothing),
+	// mapped from Salt's log levels; empty means info.
 	LogLevel string
 	Workers  int
 	// Store is the audit store URL; KeepJobs its retention.
@@ -100,6 +103,37 @@ type Settings struct {
 	MaxHops    int
 	// LiteralTarget is the default of the rules' literal_target option.
 	LiteralTarget bool
+}
+
+// logLevels maps Salt's log levels, and reactord's warn, to the levels
+// reactord logs at. reactord has no trace, garbage or profile messages:
+// the levels below info show debug, profile (between debug and info in
+// Salt) shows info, and critical shows errors.
+var logLevels = map[string]string{
+	"all": "debug", "garbage": "debug", "trace": "debug", "debug": "debug",
+	"profile": "info", "info": "info",
+	"warning": "warn", "warn": "warn",
+	"error": "error", "critical": "error",
+	"quiet": "quiet",
+}
+
+// logLevelNames lists the accepted log_level values, Salt's order.
+const logLevelNames = "all, garbage, trace, debug, profile, info, warning, error, critical, quiet"
+
+// SlogLevel is the level of LogLevel: "debug", "info" (or empty), "warn",
+// "error", or "quiet", which logs nothing.
+func (s Settings) SlogLevel() slog.Level {
+	switch s.LogLevel {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	case "quiet":
+		return slog.LevelError + 1000
+	}
+	return slog.LevelInfo
 }
 
 // Pos is a position in a configuration file.
@@ -544,11 +578,15 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 	}
 }
 
-// duplicateRule reports whether an equal entry is already present, which
-// Salt's include merge drops.
+// duplicateRule reports whether a rule with the same tag glob and reaction
+// files is already present in another file, which Salt's include merge
+// drops. An identical one (options too) is dropped with a warning; one
+// whose reactord options differ (a mapping-form rule beside a plain one,
+// or two different when:, throttle or debounce) is a conflict, an error
+// naming both positions: merging would silently keep the first's options.
 func (l *loader) duplicateRule(cfg *Config, r Rule) bool {
 	for _, o := range cfg.Rules {
-		if o.Glob != r.Glob || len(o.SLS) != len(r.SLS) {
+		if o.Glob != r.Glob || len(o.SLS) != len(r.SLS) || o.Pos.File == r.Pos.File {
 			continue
 		}
 		same := true
@@ -558,11 +596,31 @@ func (l *loader) duplicateRule(cfg *Config, r Rule) bool {
 				break
 			}
 		}
-		if same && o.Pos.File != r.Pos.File {
+		if !same {
+			continue
+		}
+		if sameOptions(o.Options, r.Options) {
+			l.warnings = append(l.warnings, &Error{Pos: r.Pos, Msg: fmt.Sprintf(
+				"rule %q repeats the rule at %s (same tag glob, reaction files and options); Salt's merge keeps one, and so does reactord", r.Glob, o.Pos)})
 			return true
 		}
+		l.errs = append(l.errs, &Error{Pos: r.Pos, Msg: fmt.Sprintf(
+			"rule %q conflicts with the rule at %s: same tag glob and reaction files but different options (when, key, throttle, debounce, literal_target); Salt's merge would keep only the first — remove one, or give them different reaction files", r.Glob, o.Pos)})
+		return true
 	}
 	return false
+}
+
+// sameOptions reports whether two rules say the same beyond Salt's form.
+func sameOptions(a, b RuleOptions) bool {
+	lt := func(p *bool) string {
+		if p == nil {
+			return "unset"
+		}
+		return fmt.Sprint(*p)
+	}
+	return a.When == b.When && a.Key == b.Key && a.ThrottleCount == b.ThrottleCount && a.ThrottlePer == b.ThrottlePer &&
+		a.Debounce == b.Debounce && lt(a.LiteralTarget) == lt(b.LiteralTarget)
 }
 
 // reactorFile loads `reactor: /path` — a file holding the bare rule list.
@@ -646,11 +704,10 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			cfg.Settings.DataDir = str()
 		case "log_level":
 			s := str()
-			switch s {
-			case "debug", "info", "warn", "error":
-				cfg.Settings.LogLevel = s
-			default:
-				l.errorf(file, vn, "reactord.log_level must be debug, info, warn or error, not %q", s)
+			if lv, ok := logLevels[strings.ToLower(s)]; ok {
+				cfg.Settings.LogLevel = lv
+			} else {
+				l.errorf(file, vn, "reactord.log_level must be one of %s (Salt's levels; warn is warning), not %q", logLevelNames, s)
 			}
 		case "store":
 			cfg.Settings.Store = str()
