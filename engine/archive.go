@@ -1,10 +1,6 @@
 package engine
 
 import (
-	"fmt"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/matchers"
@@ -28,17 +24,6 @@ type Archive struct {
 	// salt_events.master_id) and runner and wheel jobs return under it, as
 	// in Salt's job cache.
 	MasterID string
-
-	prefixOnce sync.Once
-	prefix     string
-	seq        atomic.Int64
-}
-
-// nextID returns a new event id, unique per daemon run.
-// Lanes call it concurrently; the prefix is set once.
-func (a *Archive) nextID() string {
-	a.prefixOnce.Do(func() { a.prefix = strconv.FormatInt(time.Now().UnixNano(), 36) })
-	return a.prefix + "-" + strconv.FormatInt(a.seq.Add(1), 10)
 }
 
 // record archives one event; it reports false when the writer's buffer was
@@ -70,7 +55,7 @@ func (a *Archive) tagKept(tag string) bool {
 	return false
 }
 
-// ledger adds one ledger entry.
+// ledger adds one ledger entry (a nil Archive keeps none).
 func (a *Archive) ledger(e store.LedgerEntry) {
 	if a == nil {
 		return
@@ -79,8 +64,4 @@ func (a *Archive) ledger(e store.LedgerEntry) {
 		e.Time = time.Now()
 	}
 	a.W.Add(&e)
-}
-
-func (a *Archive) ledgerf(id, tag, stage, rule, file, reaction, jid, minion, format string, args ...any) {
-	a.ledger(store.LedgerEntry{EventID: id, Tag: tag, Stage: stage, Rule: rule, File: file, ReactionID: reaction, JID: jid, Minion: minion, Detail: fmt.Sprintf(format, args...)})
 }

@@ -5,17 +5,17 @@ import (
 	"testing"
 )
 
-// TestArchiveIDsConcurrently: lanes take event ids at the same time; each
+// TestEventIDsConcurrently: lanes take event ids at the same time; each
 // is unique and (under -race) the lazy prefix is not a data race.
-func TestArchiveIDsConcurrently(t *testing.T) {
-	a := &Archive{}
+func TestEventIDsConcurrently(t *testing.T) {
+	a := &eventIDs{}
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 100 {
-				id := a.nextID()
+				id := a.next()
 				mu.Lock()
 				if seen[id] {
 					t.Errorf("id %s given twice", id)

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/store"
@@ -39,6 +41,9 @@ type Delivery struct {
 	// acknowledges here, so a crash loses no record of an acknowledged
 	// event. May be nil.
 	Done func()
+
+	// id is the event's id, given by Submit.
+	id string
 }
 
 // DaemonOptions configure a Daemon.
@@ -87,8 +92,28 @@ type Daemon struct {
 	once    sync.Once
 	depth   atomic.Int64
 
+	// ids gives each event its id, with or without an Archive.
+	ids eventIDs
+
 	// Lines that can repeat once per event go out once per interval.
-	overflowLog, storeFullLog *ratelog.Every
+	overflowLog, storeFullLog, malformedLog *ratelog.Every
+}
+
+// eventIDs makes event ids, unique per daemon run: the run's start time in
+// base 36, a dash and a sequence number ("t3k9x0abc-42"). The archive
+// stores events under these ids and every log line about an event carries
+// its id as event_id.
+type eventIDs struct {
+	once   sync.Once
+	prefix string
+	seq    atomic.Int64
+}
+
+// next returns a new id. Lanes call it concurrently; the prefix is set
+// once.
+func (g *eventIDs) next() string {
+	g.once.Do(func() { g.prefix = strconv.FormatInt(time.Now().UnixNano(), 36) })
+	return g.prefix + "-" + strconv.FormatInt(g.seq.Add(1), 10)
 }
 
 // NewDaemon returns a daemon for eng; call Start before Submit.
@@ -119,7 +144,7 @@ func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
 	}
 	opts.Retry.Driver = opts.Driver
 	d := &Daemon{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
-		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute)}
+		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute)}
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
@@ -176,7 +201,8 @@ func (d *Daemon) Start(ctx context.Context) {
 			case now := <-t.C:
 				for _, x := range d.opts.Guard.TakeExpired(now) {
 					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "jid", x.JID, "minion", x.Minion, "id", x.ID, "file", x.SLS)
-					d.opts.Archive.ledgerf("", "", store.StageTimeout, "", x.SLS, x.ID, x.JID, x.Minion, "minion did not return within the job timeout")
+					d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, File: x.SLS, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
+						Detail: "minion did not return within the job timeout"})
 				}
 			}
 		}
@@ -207,18 +233,26 @@ func (d *Daemon) Start(ctx context.Context) {
 	}
 }
 
-// Submit queues one event on its minion's lane. It reports false when the
-// event was not accepted (daemon stopping, or the lane full without Block).
+// Submit gives the event its id and queues it on its minion's lane. A
+// malformed event (not a JSON envelope with a tag, or a string anywhere in
+// it that is not valid UTF-8) is dropped, counted in
+// reactord_malformed_total and acknowledged; a line about it goes out at
+// most once a minute. Submit reports false when the event was not accepted
+// (daemon stopping, or the lane full without Block).
 func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
 	if d.stopped.Load() {
 		return false
 	}
 	m := d.opts.Metrics
+	dl.id = d.ids.next()
 	tag, raw, err := event.SplitEnvelope(dl.Body)
 	if err != nil {
 		m.Events.Inc()
 		m.Malformed.Inc()
-		d.opts.Log.Warn("malformed event dropped", "err", err, "bytes", len(dl.Body))
+		if n, ok := d.malformedLog.Tick(); ok {
+			d.opts.Log.Warn("malformed event dropped; counted in reactord_malformed_total, logged at most once a minute",
+				"event_id", dl.id, "err", err, "bytes", len(dl.Body), "dropped_since_last_line", n)
+		}
 		if dl.Done != nil {
 			dl.Done()
 		}
@@ -245,7 +279,7 @@ func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
 		m.Overflow.Inc()
 		if n, ok := d.overflowLog.Tick(); ok {
 			d.opts.Log.Error("lane queue full: event dropped (core NATS mode has no redelivery; use --jetstream or raise --queue); counted in reactord_overflow_total, logged at most once a minute",
-				"tag", tag, "dropped_since_last_line", n)
+				"event_id", dl.id, "tag", tag, "dropped_since_last_line", n)
 		}
 		return false
 	}
@@ -276,80 +310,145 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	}
 }
 
+// inflight is one event going through handle's steps, and what the steps
+// share.
+type inflight struct {
+	// dl is the delivery; the loop guard may set its Hop.
+	dl Delivery
+	// id is the event's id, in every log line and ledger entry about it.
+	id       string
+	tag      string
+	raw      []byte
+	minion   string
+	received time.Time
+	// cause is the tag of the event whose reaction fired this one, if the
+	// loop guard knows it.
+	cause string
+	// debug is set when the log takes debug lines (-v): each decision of
+	// the pipeline is then logged.
+	debug bool
+	// nak leaves the event for redelivery instead of acknowledging it.
+	nak bool
+}
+
+// handle takes one event through the pipeline: decode, archive, loop
+// guard, match and render, dispatch; then acknowledges it (finish).
 func (d *Daemon) handle(ctx context.Context, dl Delivery) {
-	m := d.opts.Metrics
-	g := d.opts.Guard
-	log := d.opts.Log
-	nak := false
-	defer func() {
-		if ctx.Err() != nil {
-			nak = true // cancelled mid-way: leave the event for redelivery
-		}
-		switch {
-		case nak && dl.Nak != nil:
-			dl.Nak()
-		case dl.Done != nil && d.opts.Archive != nil:
-			d.opts.Archive.W.OnDurable(dl.Done)
-		case dl.Done != nil:
-			dl.Done()
-		}
-		if d.opts.OnDone != nil {
-			d.opts.OnDone(dl)
-		}
-	}()
-	eng := d.eng.Load()
-	m.Events.Inc()
-	now := time.Now()
-	tag, raw, err := event.SplitEnvelope(dl.Body)
+	ev := &inflight{dl: dl, id: dl.id, received: time.Now(), debug: d.opts.Log.Enabled(ctx, slog.LevelDebug)}
+	if ev.id == "" {
+		ev.id = d.ids.next()
+	}
+	defer d.finish(ctx, ev)
+	d.opts.Metrics.Events.Inc()
+	if !d.decode(ev) || !d.archive(ev) || !d.checkHops(ev) {
+		return
+	}
+	res := d.react(ctx, ev)
+	if res == nil {
+		return
+	}
+	for _, c := range res.Chunks {
+		d.dispatch(ctx, ev, res.Tag, c)
+	}
+}
+
+// finish acknowledges the event: Nak when it is left for redelivery,
+// otherwise Done, with an Archive once the event's records are durable.
+func (d *Daemon) finish(ctx context.Context, ev *inflight) {
+	if ctx.Err() != nil {
+		ev.nak = true // cancelled mid-way: leave the event for redelivery
+	}
+	dl := ev.dl
+	switch {
+	case ev.nak && dl.Nak != nil:
+		dl.Nak()
+	case dl.Done != nil && d.opts.Archive != nil:
+		d.opts.Archive.W.OnDurable(dl.Done)
+	case dl.Done != nil:
+		dl.Done()
+	}
+	if d.opts.OnDone != nil {
+		d.opts.OnDone(dl)
+	}
+}
+
+// decode splits the envelope into the event's tag and raw data.
+func (d *Daemon) decode(ev *inflight) bool {
+	tag, raw, err := event.SplitEnvelope(ev.dl.Body)
 	if err != nil {
 		// Submit refuses malformed envelopes; a debounced re-submission
 		// carries a body that was split before.
-		m.Malformed.Inc()
-		return
+		d.opts.Metrics.Malformed.Inc()
+		return false
 	}
-	minion := event.MinionOf(tag, raw)
+	ev.tag, ev.raw, ev.minion = tag, raw, event.MinionOf(tag, raw)
+	if ev.debug {
+		d.opts.Log.Debug("event received", "event_id", ev.id, "tag", tag, "minion", ev.minion, "hop", ev.dl.Hop, "bytes", len(ev.dl.Body))
+	}
+	return true
+}
+
+// archive records the event, its job and its returns. It reports false
+// when the event goes no further: the store is full and the event is left
+// for redelivery (JetStream). In core NATS mode the event is reacted to
+// anyway and counted.
+func (d *Daemon) archive(ev *inflight) bool {
 	ar := d.opts.Archive
-	evID := ""
-	if ar != nil {
-		evID = ar.nextID()
-		if !ar.record(evID, tag, raw, now) {
-			if dl.Nak != nil {
-				// JetStream keeps the event; it comes back, after a
-				// delay that grows with its deliveries, when the store
-				// has room again.
-				nak = true
-				if n, ok := d.storeFullLog.Tick(); ok {
-					log.Warn("audit store full (memory and disk spool): events left for redelivery, not reacted to yet; logged at most once a minute",
-						"tag", tag, "events_since_last_line", n)
-				}
-				return
-			}
-			m.Overflow.Inc()
-			if n, ok := d.storeFullLog.Tick(); ok {
-				log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_store_records_dropped_total, logged at most once a minute",
-					"tag", tag, "events_since_last_line", n)
-			}
+	if ar == nil || ar.record(ev.id, ev.tag, ev.raw, ev.received) {
+		return true
+	}
+	if ev.dl.Nak != nil {
+		// JetStream keeps the event; it comes back, after a delay that
+		// grows with its deliveries, when the store has room again.
+		ev.nak = true
+		if n, ok := d.storeFullLog.Tick(); ok {
+			d.opts.Log.Warn("audit store full (memory and disk spool): events left for redelivery, not reacted to yet; logged at most once a minute",
+				"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
 		}
+		return false
 	}
-	cause := ""
+	d.opts.Metrics.Overflow.Inc()
+	if n, ok := d.storeFullLog.Tick(); ok {
+		d.opts.Log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_store_records_dropped_total, logged at most once a minute",
+			"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
+	}
+	return true
+}
+
+// checkHops applies the loop guard to the event itself: a job return
+// holds its job's reactions for the settle window, and an event that
+// reactions caused more than MaxHops times in a row is suppressed
+// (false).
+func (d *Daemon) checkHops(ev *inflight) bool {
+	g := d.opts.Guard
 	// An expected event is used up either way; a hop header wins.
-	if hop, c := g.HopOf(tag, now); dl.Hop == 0 {
-		dl.Hop, cause = hop, c
+	if hop, c := g.HopOf(ev.tag, ev.received); ev.dl.Hop == 0 {
+		ev.dl.Hop, ev.cause = hop, c
 	}
-	if jid, id, ok := jobReturn(tag); ok && g.Returned(jid, id, now) {
-		log.Info("loop guard: job returned; holding its reaction for the settle window", "jid", jid, "minion", id, "settle", g.opts.Settle.String())
-		ar.ledgerf(evID, tag, store.StageReturned, "", "", "", jid, id, "job returned")
+	if jid, id, ok := jobReturn(ev.tag); ok && g.Returned(jid, id, ev.received) {
+		d.opts.Log.Info("loop guard: job returned; holding its reaction for the settle window", "event_id", ev.id, "jid", jid, "minion", id, "settle", g.opts.Settle.String())
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jid, Minion: id, Detail: "job returned"})
 	}
-	if dl.Hop > d.opts.MaxHops {
-		ar.ledgerf(evID, tag, store.StageSuppressed, "", "", "", "", minion, "hop limit: %d hops > %d", dl.Hop, d.opts.MaxHops)
-		m.Suppressed.WithLabelValues("hop_limit").Inc()
-		log.Warn("event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)", "tag", tag, "hops", dl.Hop, "max", d.opts.MaxHops, "cause", cause, "minion", minion)
-		return
+	if ev.dl.Hop <= d.opts.MaxHops {
+		return true
 	}
-	res, err := eng.ProcessEnvelope(ctx, tag, raw, Options{Gate: d.gate(ctx, dl), OnlyRule: dl.OnlyRule})
+	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Minion: ev.minion, Detail: fmt.Sprintf("hop limit: %d hops > %d", ev.dl.Hop, d.opts.MaxHops)})
+	d.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
+	d.opts.Log.Warn("event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)",
+		"event_id", ev.id, "tag", ev.tag, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
+	return false
+}
+
+// react matches the event against the rules and renders the reaction
+// files of the rules that match; it counts and records (ledger) what
+// happened. It returns nil when there is nothing to dispatch.
+func (d *Daemon) react(ctx context.Context, ev *inflight) *Result {
+	m := d.opts.Metrics
+	eng := d.eng.Load()
+	res, err := eng.ProcessEnvelope(ctx, ev.tag, ev.raw, Options{Gate: d.gate(ctx, ev), OnlyRule: ev.dl.OnlyRule, EventID: ev.id})
 	if err != nil {
 		m.Malformed.Inc()
-		return
+		return nil
 	}
 	if n := len(res.Errors()); n > 0 {
 		m.RenderErrors.Add(float64(n))
@@ -360,85 +459,131 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 			reason = "manage_tag"
 		}
 		m.Suppressed.WithLabelValues(reason).Inc()
-		return
+		return nil
 	}
-	if len(res.Rules) > 0 {
-		m.Matched.Inc()
-		if ar != nil {
-			rules := eng.cfg.Rules
-			for _, ri := range res.Rules {
-				ar.ledgerf(evID, tag, store.StageMatched, rules[ri].Glob, "", "", "", minion, "%s", rules[ri].Pos)
-			}
-			for _, n := range res.Notes {
-				ar.ledgerf(evID, tag, store.StageSuppressed, rules[n.Rule].Glob, "", "", "", minion, "%s", n.Note)
-			}
-			for _, f := range res.Files {
-				if f.Err != nil {
-					ar.ledgerf(evID, tag, store.StageFailed, rules[f.Rule].Glob, f.Path, "", "", minion, "%v", f.Err)
-				} else {
-					ar.ledgerf(evID, tag, store.StageRendered, rules[f.Rule].Glob, f.Path, "", "", minion, "%d reaction ID(s)", f.Reactions)
-				}
-			}
-			for _, e := range res.VerifyErrors {
-				ar.ledgerf(evID, tag, store.StageFailed, "", "", "", "", minion, "verify_high: %v", e)
-			}
+	if len(res.Rules) == 0 {
+		if ev.debug {
+			d.opts.Log.Debug("no rule matched", "event_id", ev.id, "tag", ev.tag)
+		}
+		return nil
+	}
+	m.Matched.Inc()
+	rules := eng.cfg.Rules
+	for _, ri := range res.Rules {
+		if ev.dl.OnlyRule == 0 {
+			// A debounced event coming back was counted when it came.
+			m.RuleMatches.WithLabelValues(rules[ri].Glob).Inc()
+		}
+		if ev.debug {
+			d.opts.Log.Debug("rule matched", "event_id", ev.id, "tag", ev.tag, "rule", rules[ri].Glob, "rule_pos", rules[ri].Pos.String())
 		}
 	}
-	drv := d.opts.Driver
-	for _, c := range res.Chunks {
-		a := actions.Action{Tag: res.Tag, Chunk: c, Hop: dl.Hop}
-		sls, id := c.Str("__sls__"), c.Str("__id__")
-		if jid, phase, held := g.Suppressed(sls, id, minion, now); held {
-			m.Suppressed.WithLabelValues("loop_guard").Inc()
-			log.Warn("reaction suppressed by the loop guard", "tag", res.Tag, "id", id, "file", sls, "minion", minion, "jid", jid, "phase", phase)
-			ar.ledgerf(evID, tag, store.StageSuppressed, "", sls, id, jid, minion, "loop guard: %s", phase)
-			continue
+	if ev.debug {
+		for _, n := range res.Notes {
+			d.opts.Log.Debug("rule did not react", "event_id", ev.id, "tag", ev.tag, "rule", rules[n.Rule].Glob, "reason", n.Note)
 		}
-		start := time.Now()
-		var r actions.Result
-		var err error
-		if !drv.Supports(c.Str("state")) {
-			err = fmt.Errorf("driver %s cannot run %s reactions", drv.Name(), c.Str("state"))
-		} else {
-			r, err = d.opts.Retry.Do(ctx, a)
-		}
-		m.ActionDuration.WithLabelValues(drv.Name()).Observe(time.Since(start).Seconds())
-		if !dl.Received.IsZero() {
-			m.Latency.Observe(time.Since(dl.Received).Seconds())
-		}
-		if err != nil {
-			m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
-			log.Error("reaction failed", "tag", res.Tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
-			ar.ledgerf(evID, tag, store.StageFailed, "", sls, id, "", minion, "%s: %v", drv.Name(), err)
-			if d.opts.DeadLetter != nil && ctx.Err() == nil {
-				m.DeadLetters.Inc()
-				d.opts.DeadLetter(a, err)
+		for _, f := range res.Files {
+			if f.Err == nil {
+				d.opts.Log.Debug("reaction file rendered", "event_id", ev.id, "tag", ev.tag, "rule", rules[f.Rule].Glob, "file", f.Path, "reactions", f.Reactions)
 			}
-		} else {
-			m.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
-			targets := targetsOf(c, r, minion)
-			g.Started(sls, id, r.JID, targets, time.Now())
-			if t := firedTag(c); t != "" {
-				// One event per target for local event.send, one for a runner.
-				n := 1
-				if c.Str("state") == "local" {
-					n = max(len(targets), 1)
-				}
-				for range n {
-					g.ExpectEvent(t, dl.Hop+1, res.Tag, time.Now())
-				}
-			}
-			log.Info("reaction dispatched", "tag", res.Tag, "event_id", evID, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", dl.Hop)
-			ar.ledgerf(evID, tag, store.StageDispatched, "", sls, id, r.JID, strings.Join(targets, ","), "%s %s %s", drv.Name(), c.Str("state"), c.Str("fun"))
 		}
-		if d.opts.OnDispatch != nil {
-			d.opts.OnDispatch(dl, a, r, err)
+		d.opts.Log.Debug("reactions to dispatch", "event_id", ev.id, "tag", ev.tag, "count", len(res.Chunks))
+	}
+	if d.opts.Archive != nil {
+		d.ledgerResult(ev, rules, res)
+	}
+	return res
+}
+
+// ledgerResult records the rules that matched, why some did not react,
+// each file rendered or failed, and verify_high's errors.
+func (d *Daemon) ledgerResult(ev *inflight, rules []config.Rule, res *Result) {
+	for _, ri := range res.Rules {
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageMatched, Rule: rules[ri].Glob, Minion: ev.minion, Detail: rules[ri].Pos.String()})
+	}
+	for _, n := range res.Notes {
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rules[n.Rule].Glob, Minion: ev.minion, Detail: n.Note})
+	}
+	for _, f := range res.Files {
+		e := store.LedgerEntry{Stage: store.StageRendered, Rule: rules[f.Rule].Glob, File: f.Path, Minion: ev.minion, Detail: fmt.Sprintf("%d reaction ID(s)", f.Reactions)}
+		if f.Err != nil {
+			e.Stage, e.Detail = store.StageFailed, f.Err.Error()
 		}
+		d.ledger(ev, e)
+	}
+	for _, err := range res.VerifyErrors {
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Minion: ev.minion, Detail: "verify_high: " + err.Error()})
 	}
 }
 
+// dispatch runs one reaction (low chunk) of the event through the driver,
+// unless the loop guard holds it, and tells the loop guard what it
+// started.
+func (d *Daemon) dispatch(ctx context.Context, ev *inflight, tag string, c *event.Chunk) {
+	m, g, drv := d.opts.Metrics, d.opts.Guard, d.opts.Driver
+	a := actions.Action{Tag: tag, Chunk: c, Hop: ev.dl.Hop}
+	sls, id := c.Str("__sls__"), c.Str("__id__")
+	if jid, phase, held := g.Suppressed(sls, id, ev.minion, ev.received); held {
+		m.Suppressed.WithLabelValues("loop_guard").Inc()
+		d.opts.Log.Warn("reaction suppressed by the loop guard", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "minion", ev.minion, "jid", jid, "phase", phase)
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, File: sls, ReactionID: id, JID: jid, Minion: ev.minion, Detail: "loop guard: " + phase})
+		return
+	}
+	start := time.Now()
+	var r actions.Result
+	var err error
+	if !drv.Supports(c.Str("state")) {
+		err = fmt.Errorf("driver %s cannot run %s reactions", drv.Name(), c.Str("state"))
+	} else {
+		r, err = d.opts.Retry.Do(ctx, a)
+	}
+	m.ActionDuration.WithLabelValues(drv.Name()).Observe(time.Since(start).Seconds())
+	if !ev.dl.Received.IsZero() {
+		m.Latency.Observe(time.Since(ev.dl.Received).Seconds())
+	}
+	if err != nil {
+		m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
+		d.opts.Log.Error("reaction failed", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
+		if d.opts.DeadLetter != nil && ctx.Err() == nil {
+			m.DeadLetters.Inc()
+			d.opts.DeadLetter(a, err)
+		}
+	} else {
+		m.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
+		targets := targetsOf(c, r, ev.minion)
+		g.Started(sls, id, r.JID, targets, time.Now())
+		if t := firedTag(c); t != "" {
+			// One event per target for local event.send, one for a runner.
+			n := 1
+			if c.Str("state") == "local" {
+				n = max(len(targets), 1)
+			}
+			for range n {
+				g.ExpectEvent(t, ev.dl.Hop+1, tag, time.Now())
+			}
+		}
+		d.opts.Log.Info("reaction dispatched", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", ev.dl.Hop)
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, File: sls, ReactionID: id, JID: r.JID, Minion: strings.Join(targets, ","),
+			Detail: fmt.Sprintf("%s %s %s", drv.Name(), c.Str("state"), c.Str("fun"))})
+	}
+	if d.opts.OnDispatch != nil {
+		d.opts.OnDispatch(ev.dl, a, r, err)
+	}
+}
+
+// ledger writes one ledger entry about ev, whose id and tag it fills in;
+// without an Archive it does nothing.
+func (d *Daemon) ledger(ev *inflight, e store.LedgerEntry) {
+	if d.opts.Archive == nil {
+		return
+	}
+	e.EventID, e.Tag = ev.id, ev.tag
+	d.opts.Archive.ledger(e)
+}
+
 // gate applies the rules' throttle and debounce options.
-func (d *Daemon) gate(ctx context.Context, dl Delivery) Gate {
+func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
 	return func(rule int, key, tag string, data map[string]any) (bool, string) {
 		eng := d.eng.Load()
 		if rule >= len(eng.cfg.Rules) {
@@ -446,16 +591,16 @@ func (d *Daemon) gate(ctx context.Context, dl Delivery) Gate {
 		}
 		o := eng.cfg.Rules[rule].Options
 		if o.Debounce > 0 {
-			d.opts.Guard.Debounce(rule, key, dl.Body, dl.Hop, o.Debounce, func(body []byte, hop int) {
+			d.opts.Guard.Debounce(rule, key, ev.dl.Body, ev.dl.Hop, o.Debounce, func(body []byte, hop int) {
 				d.Submit(ctx, Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: rule + 1})
 			})
 			d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
-			d.opts.Log.Info("event held by debounce", "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "quiet", o.Debounce.String())
+			d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "quiet", o.Debounce.String())
 			return false, fmt.Sprintf("debounce: held until %s without a new event for key %q", o.Debounce, key)
 		}
 		if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(rule, key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
 			d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
-			d.opts.Log.Warn("reaction suppressed by throttle", "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
+			d.opts.Log.Warn("reaction suppressed by throttle", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
 			return false, fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, key)
 		}
 		return true, ""

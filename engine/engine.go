@@ -160,6 +160,9 @@ type Options struct {
 	// OnlyRule, when > 0, restricts processing to rule OnlyRule-1 and skips
 	// its gate (a debounced event coming back).
 	OnlyRule int
+	// EventID, when set, is added as event_id to every line the engine
+	// logs about the event (the daemon's event ids).
+	EventID string
 }
 
 // RuleNote says why a matching rule did not react.
@@ -284,7 +287,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	res := &Result{Tag: tag}
 	if strings.Contains(tag, "salt/reactors/manage") {
 		res.Skipped = SkipManageTag
-		e.log.Debug("event skipped", "tag", tag, "reason", res.Skipped)
+		e.eventLog(opts).Debug("event skipped", "tag", tag, "reason", res.Skipped)
 		return res, nil
 	}
 	var buf [16]int
@@ -294,16 +297,17 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 		return res, nil
 	}
 	res.Rules = append([]int(nil), res.Rules...)
+	log := e.eventLog(opts)
 	d, err := data()
 	if err != nil {
 		e.stats.Malformed.Add(1)
 		e.stats.Errors.Add(1)
-		e.log.Warn("malformed event data", "tag", tag, "err", err)
+		log.Warn("malformed event data", "tag", tag, "err", err)
 		return nil, fmt.Errorf("event %q: %w", tag, err)
 	}
 	if u, _ := d["user"].(string); u == ReactorUser {
 		res.Skipped = SkipReactorUser
-		e.log.Debug("event skipped", "tag", tag, "reason", res.Skipped)
+		log.Debug("event skipped", "tag", tag, "reason", res.Skipped)
 		return res, nil
 	}
 	e.stats.Matched.Add(1)
@@ -317,12 +321,12 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 			ok, err := w.True(tag, d)
 			if err != nil {
 				res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: "condition failed: " + err.Error()})
-				e.fileError(tag, rule, fmt.Errorf("%s: when: %w", rule.Options.WhenPos, err))
+				e.fileError(log, tag, rule, fmt.Errorf("%s: when: %w", rule.Options.WhenPos, err))
 				continue
 			}
 			if !ok {
 				res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: "when: `" + rule.Options.When + "` is false"})
-				e.log.Debug("rule condition false", "tag", tag, "rule", rule.Glob)
+				log.Debug("rule condition false", "tag", tag, "rule", rule.Glob)
 				continue
 			}
 		}
@@ -353,7 +357,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 				fr := FileResult{Rule: ri, Ref: sls.Ref, Err: &reactions.PosError{File: sls.Pos.File, Line: sls.Pos.Line, Col: sls.Pos.Col,
 					Msg: fmt.Sprintf("can not render SLS %s for tag %s: file missing or not found", sls.Ref, tag)}}
 				res.Files = append(res.Files, fr)
-				e.fileError(tag, rule, fr.Err)
+				e.fileError(log, tag, rule, fr.Err)
 				continue
 			}
 			for _, p := range paths {
@@ -363,21 +367,24 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 				if err == nil {
 					var rs []reactions.Reaction
 					rs, err = f.Render(tag, d)
+					rs, refused = e.knownTypes(log, tag, rule, fr, rs)
 					if e.literal[ri] {
-						rs, refused = e.literalTargets(tag, rule, fr, rs)
+						var more []FileResult
+						rs, more = e.literalTargets(log, tag, rule, fr, rs)
+						refused = append(refused, more...)
 					}
 					fr.Reactions = len(rs)
 					for _, r := range rs {
 						for _, w := range r.Warnings {
 							res.Warnings = append(res.Warnings, w)
-							e.log.Warn("reaction dropped silently by Salt's rules", "tag", tag, "rule", rule.Glob, "warning", w)
+							log.Warn("reaction dropped silently by Salt's rules", "tag", tag, "rule", rule.Glob, "warning", w)
 						}
 					}
 					high.Add(rs)
 				}
 				if err != nil {
 					fr.Err = err
-					e.fileError(tag, rule, err)
+					e.fileError(log, tag, rule, err)
 				}
 				res.Files = append(res.Files, fr)
 				res.Files = append(res.Files, refused...)
@@ -386,7 +393,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	}
 	res.Overwritten = high.Overwritten
 	for _, o := range high.Overwritten {
-		e.log.Debug("reaction ID overwritten by a later file", "tag", tag, "id", o.ID, "old", fmt.Sprintf("%s:%d", o.Old.File, o.Old.Line), "new", fmt.Sprintf("%s:%d", o.New.File, o.New.Line))
+		log.Debug("reaction ID overwritten by a later file", "tag", tag, "id", o.ID, "old", fmt.Sprintf("%s:%d", o.Old.File, o.Old.Line), "new", fmt.Sprintf("%s:%d", o.New.File, o.New.Line))
 	}
 	if high.Len() == 0 {
 		return res, nil
@@ -394,7 +401,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	if errs := high.Verify(); len(errs) > 0 {
 		res.VerifyErrors = errs
 		e.stats.Errors.Add(1)
-		e.log.Error("unable to render reactions for event: all its reactions are dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
+		log.Error("unable to render reactions for event: all its reactions are dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
 		return res, nil
 	}
 	res.Chunks = high.Compile()
@@ -402,7 +409,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 		if c.Has("expr_form") {
 			w := fmt.Errorf("%s: reaction %q uses expr_form, which Salt ignores since 2019.2.0 (the job targets with tgt_type, default glob); use tgt_type", c.Str("__sls__"), c.Str("__id__"))
 			res.Warnings = append(res.Warnings, w)
-			e.log.Warn("deprecated option", "tag", tag, "warning", w)
+			log.Warn("deprecated option", "tag", tag, "warning", w)
 		}
 	}
 	e.stats.Reactions.Add(int64(len(res.Chunks)))
@@ -413,7 +420,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 // of one file (fr): a reaction whose tgt holds a value printed from event
 // data that would widen the target is taken out, counted as an error,
 // logged, and reported in a FileResult of its own. The others go on.
-func (e *Engine) literalTargets(tag string, rule *config.Rule, fr FileResult, rs []reactions.Reaction) ([]reactions.Reaction, []FileResult) {
+func (e *Engine) literalTargets(log *slog.Logger, tag string, rule *config.Rule, fr FileResult, rs []reactions.Reaction) ([]reactions.Reaction, []FileResult) {
 	var refused []FileResult
 	kept := rs[:0]
 	for i := range rs {
@@ -423,13 +430,22 @@ func (e *Engine) literalTargets(tag string, rule *config.Rule, fr FileResult, rs
 			continue
 		}
 		e.stats.Errors.Add(1)
-		e.log.Error("reaction refused: a target printed from event data would widen it (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+		log.Error("reaction refused: a target printed from event data would widen it (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
 		refused = append(refused, FileResult{Rule: fr.Rule, Ref: fr.Ref, Path: fr.Path, Err: err})
 	}
 	return kept, refused
 }
 
-func (e *Engine) fileError(tag string, rule *config.Rule, err error) {
+func (e *Engine) fileError(log *slog.Logger, tag string, rule *config.Rule, err error) {
 	e.stats.Errors.Add(1)
-	e.log.Error("reaction file dropped", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+	log.Error("reaction file dropped", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+}
+
+// eventLog is the logger for lines about one event: with its event_id when
+// the caller gave one.
+func (e *Engine) eventLog(opts Options) *slog.Logger {
+	if opts.EventID == "" {
+		return e.log
+	}
+	return e.log.With("event_id", opts.EventID)
 }

@@ -9,8 +9,10 @@ import (
 // Metrics are the daemon's Prometheus metrics, registered on an injected
 // registry (tests use a fresh one).
 type Metrics struct {
-	Events         prometheus.Counter
-	Matched        prometheus.Counter
+	Events  prometheus.Counter
+	Matched prometheus.Counter
+	// RuleMatches counts, by rule glob, the events each rule matched.
+	RuleMatches    *prometheus.CounterVec
 	Malformed      prometheus.Counter
 	Overflow       prometheus.Counter
 	RenderErrors   prometheus.Counter
@@ -27,9 +29,11 @@ type Metrics struct {
 // registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Events:       prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_events_total", Help: "Events received."}),
-		Matched:      prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_matched_total", Help: "Events that matched at least one rule."}),
-		Malformed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_malformed_total", Help: "Events that could not be decoded."}),
+		Events:  prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_events_total", Help: "Events received."}),
+		Matched: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_matched_total", Help: "Events that matched at least one rule."}),
+		RuleMatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_rule_matches_total",
+			Help: "Events whose tag a rule's glob matched, by the rule's glob (rules with the same glob add up)."}, []string{"rule"}),
+		Malformed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_malformed_total", Help: "Events that could not be decoded (not a JSON envelope with a tag, data not a dictionary, or a string that is not valid UTF-8); dropped."}),
 		Overflow:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_overflow_total", Help: "Events dropped because a lane queue was full (core NATS mode only)."}),
 		RenderErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_render_errors_total", Help: "Reaction files that failed to render, and events whose reactions verify_high discarded."}),
 		Suppressed:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_suppressed_total", Help: "Events or reactions suppressed, by reason."}, []string{"reason"}),
@@ -43,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.Malformed, m.Overflow, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Overflow, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
 	}
 	return m
 }

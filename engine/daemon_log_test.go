@@ -1,0 +1,374 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/store"
+)
+
+// logLines collects a JSON slog handler's lines.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: level}))
+}
+
+// lines returns the records logged, decoded.
+func (l *logLines) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(l.buf.Bytes()), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("log line %s: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// failDriver fails the reactions of events tagged ev/fail*.
+type failDriver struct{ gateDriver }
+
+func (f *failDriver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+	if strings.HasPrefix(a.Tag, "ev/fail") {
+		return actions.Result{}, errors.New("minion unreachable")
+	}
+	return f.gateDriver.Do(ctx, a)
+}
+
+// engineWith writes reactor.conf (conf) and the files, and loads them.
+func engineWith(t *testing.T, conf string, files map[string]string) *Engine {
+	t.Helper()
+	dir := t.TempDir()
+	files["reactor.conf"] = conf
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return MustNew(cfg, nil)
+}
+
+var eventIDPattern = regexp.MustCompile(`^[0-9a-z]+-[0-9]+$`)
+
+// TestDaemonEventIDWithoutStore: with no Archive (--store none) every event
+// still gets an id, and every line about an event carries it: dispatches,
+// failures, suppressions and dropped files, from the daemon and from the
+// engine.
+func TestDaemonEventIDWithoutStore(t *testing.T) {
+	var logs logLines
+	drv := &failDriver{}
+	eng := engineWith(t, "reactor:\n  - 'ev/*': r.sls\n  - 'drop/*': missing.sls\n",
+		map[string]string{"r.sls": "r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"})
+	d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 2, Block: true, MaxHops: 3, Log: logs.logger(slog.LevelInfo),
+		Guard: NewGuard(GuardOptions{Disabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.log = logs.logger(slog.LevelInfo)
+	ctx := context.Background()
+	d.Start(ctx)
+	d.Submit(ctx, Delivery{Body: body("ev/ok", "web1")})
+	d.Submit(ctx, Delivery{Body: body("ev/fail", "web2")})
+	d.Submit(ctx, Delivery{Body: body("ev/loop", "web3"), Hop: 4})
+	d.Submit(ctx, Delivery{Body: body("drop/x", "web4")})
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	msgs := map[string]bool{}
+	for _, l := range logs.lines(t) {
+		msg, _ := l["msg"].(string)
+		id, _ := l["event_id"].(string)
+		if !eventIDPattern.MatchString(id) {
+			t.Errorf("line without an event_id: %v", l)
+			continue
+		}
+		tag, _ := l["tag"].(string)
+		if prev, ok := ids[tag]; ok && prev != id {
+			t.Errorf("event %s logged with ids %s and %s", tag, prev, id)
+		}
+		ids[tag] = id
+		msgs[msg] = true
+	}
+	for _, want := range []string{"reaction dispatched", "reaction failed", "event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)", "reaction file dropped"} {
+		if !msgs[want] {
+			t.Errorf("no line %q; got %v", want, msgs)
+		}
+	}
+	if len(ids) != 4 {
+		t.Errorf("ids by tag: %v, want 4 events", ids)
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("id %s given to two events: %v", id, ids)
+		}
+		seen[id] = true
+	}
+}
+
+// TestDaemonDebugDecisions: at debug level (-v) each decision of the
+// pipeline is logged, with the event's id.
+func TestDaemonDebugDecisions(t *testing.T) {
+	var logs logLines
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: &gateDriver{}, Lanes: 1, Log: logs.logger(slog.LevelDebug),
+		Guard: NewGuard(GuardOptions{Disabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	d.Submit(ctx, Delivery{Body: body("ev/1", "web1")})
+	d.Submit(ctx, Delivery{Body: body("other/1", "web1")})
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	ids := map[string]string{}
+	for _, l := range logs.lines(t) {
+		tag, _ := l["tag"].(string)
+		id, _ := l["event_id"].(string)
+		if prev, ok := ids[tag]; ok && prev != id || id == "" {
+			t.Errorf("event %s: line %v, id %q before", tag, l, prev)
+		}
+		ids[tag] = id
+		got[tag] = append(got[tag], l["level"].(string)+" "+l["msg"].(string))
+	}
+	want := map[string][]string{
+		"ev/1":    {"DEBUG event received", "DEBUG rule matched", "DEBUG reaction file rendered", "DEBUG reactions to dispatch", "INFO reaction dispatched"},
+		"other/1": {"DEBUG event received", "DEBUG no rule matched"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("lines by event:\n got %q\nwant %q", got, want)
+	}
+	if ids["ev/1"] == ids["other/1"] {
+		t.Errorf("both events have id %s", ids["ev/1"])
+	}
+
+	// At info level none of the debug lines go out.
+	var quiet logLines
+	d, err = NewDaemon(daemonEngine(t), DaemonOptions{Driver: &gateDriver{}, Lanes: 1, Log: quiet.logger(slog.LevelInfo),
+		Guard: NewGuard(GuardOptions{Disabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(ctx)
+	d.Submit(ctx, Delivery{Body: body("other/1", "web1")})
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := quiet.lines(t); len(l) != 0 {
+		t.Errorf("info level logged %v", l)
+	}
+}
+
+// TestDaemonRefusesInvalidUTF8: an event with a string that is not UTF-8,
+// in its tag or its data, is malformed: counted, acknowledged, not
+// dispatched, and one line stands for many.
+func TestDaemonRefusesInvalidUTF8(t *testing.T) {
+	var logs logLines
+	drv := &gateDriver{}
+	m := NewMetrics(prometheus.NewRegistry())
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 2, Metrics: m, Log: logs.logger(slog.LevelInfo),
+		Guard: NewGuard(GuardOptions{Disabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []string{
+		"{\"tag\": \"ev/web\xff\xfe\", \"data\": {\"id\": \"web1\"}}",
+		"{\"tag\": \"ev/1\", \"data\": {\"id\": \"web\xc3\"}}",
+		"{\"tag\": \"ev/1\", \"data\": {\"nested\": [{\"k\xff\": 1}], \"id\": \"web1\"}}",
+		`{"tag": "ev/1", "data": {"id": "web\udc80"}}`,
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	var done sync.WaitGroup
+	const rounds = 50
+	for range rounds {
+		for _, b := range bad {
+			done.Add(1)
+			if !d.Submit(ctx, Delivery{Body: []byte(b), Done: done.Done}) {
+				t.Fatalf("Submit refused %q", b)
+			}
+		}
+	}
+	d.Submit(ctx, Delivery{Body: body("ev/good", "web1")})
+	done.Wait()
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(drv.order) != 1 || drv.order[0] != "ev/good" {
+		t.Errorf("dispatched %q, want only ev/good", drv.order)
+	}
+	if v := testutil.ToFloat64(m.Malformed); v != rounds*float64(len(bad)) {
+		t.Errorf("malformed = %v, want %d", v, rounds*len(bad))
+	}
+	var lines []map[string]any
+	for _, l := range logs.lines(t) {
+		if strings.HasPrefix(l["msg"].(string), "malformed event dropped") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d malformed lines for %d events, want 1: %v", len(lines), rounds*len(bad), lines)
+	}
+	if e, _ := lines[0]["err"].(string); !strings.Contains(e, "invalid UTF-8") || lines[0]["event_id"] == nil {
+		t.Errorf("line %v: want the UTF-8 error and an event_id", lines[0])
+	}
+}
+
+// TestRuleMatchesMetric: reactord_rule_matches_total counts, by glob, the
+// events each rule matched, whether or not its reactions ran.
+func TestRuleMatchesMetric(t *testing.T) {
+	eng := engineWith(t, "reactor:\n  - 'ev/*': r.sls\n  - 'ev/web*': r.sls\n  - 'never/*': r.sls\n",
+		map[string]string{"r.sls": "r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"})
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	d, err := NewDaemon(eng, DaemonOptions{Driver: &gateDriver{}, Lanes: 1, Metrics: m, Guard: NewGuard(GuardOptions{Disabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	for _, tag := range []string{"ev/web1", "ev/web2", "ev/db1", "other/x"} {
+		d.Submit(ctx, Delivery{Body: body(tag, "a")})
+	}
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for glob, want := range map[string]float64{"ev/*": 3, "ev/web*": 2} {
+		if v := testutil.ToFloat64(m.RuleMatches.WithLabelValues(glob)); v != want {
+			t.Errorf("rule %s: %v matches, want %v", glob, v, want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.RuleMatches); n != 2 {
+		t.Errorf("%d series, want 2 (a rule that never matched has none)", n)
+	}
+}
+
+// TestDaemonLedger: the ledger entries of an event, by stage, as the
+// daemon writes them with an Archive.
+func TestDaemonLedger(t *testing.T) {
+	var logs logLines
+	ctx := context.Background()
+	s, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := store.NewWriter(s, store.WriterOptions{})
+	eng := engineWith(t, "reactor:\n  - 'ev/*': [r.sls, missing.sls]\n  - 'ev/fail':\n      sls: r.sls\n      when: 'false'\n",
+		map[string]string{"r.sls": "r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"})
+	d, err := NewDaemon(eng, DaemonOptions{Driver: &failDriver{}, Lanes: 1, MaxHops: 3, Log: logs.logger(slog.LevelInfo),
+		Archive: &Archive{W: w, MasterID: "m"}, Guard: NewGuard(GuardOptions{Disabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(ctx)
+	d.Submit(ctx, Delivery{Body: body("ev/ok", "web1")})
+	d.Submit(ctx, Delivery{Body: body("ev/fail", "web2")})
+	d.Submit(ctx, Delivery{Body: body("ev/loop", "web3"), Hop: 4})
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, time.Time{}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, e := range evs {
+		ids[e.Tag] = e.ID
+	}
+	want := map[string][]string{
+		"ev/ok": {
+			"matched ev/* - - - web1 reactor.conf:2:5",
+			"rendered ev/* r.sls - - web1 1 reaction ID(s)",
+			"failed ev/* - - - web1 reactor.conf:2:21: can not render SLS missing.sls for tag ev/ok: file missing or not found",
+			"dispatched - r.sls r 1 web1 gate local test.ping",
+		},
+		"ev/fail": {
+			"matched ev/* - - - web2 reactor.conf:2:5",
+			"matched ev/fail - - - web2 reactor.conf:3:5",
+			"suppressed ev/fail - - - web2 when: `false` is false",
+			"rendered ev/* r.sls - - web2 1 reaction ID(s)",
+			"failed ev/* - - - web2 reactor.conf:2:21: can not render SLS missing.sls for tag ev/fail: file missing or not found",
+			"failed - r.sls r - web2 gate: gate: attempt 1 of 5: minion unreachable",
+		},
+		"ev/loop": {"suppressed - - - - web3 hop limit: 4 hops > 3"},
+	}
+	for tag, stages := range want {
+		id := ids[tag]
+		if id == "" {
+			t.Fatalf("no event id logged for %s", tag)
+		}
+		entries, err := s.Trace(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range entries {
+			if e.EventID != id || e.Tag != tag {
+				t.Errorf("entry %+v: want event %s %s", e, id, tag)
+			}
+			f := func(s string) string {
+				if s == "" {
+					return "-"
+				}
+				return s
+			}
+			detail := confPath.ReplaceAllString(e.Detail, "reactor.conf")
+			got = append(got, strings.Join([]string{e.Stage, f(e.Rule), f(strings.TrimPrefix(e.File, filepath.Dir(e.File)+"/")), f(e.ReactionID), f(e.JID), f(e.Minion), detail}, " "))
+		}
+		if len(got) != len(stages) {
+			t.Errorf("%s: ledger\n%s\nwant\n%s", tag, strings.Join(got, "\n"), strings.Join(stages, "\n"))
+			continue
+		}
+		for i := range got {
+			if !strings.HasPrefix(got[i], stages[i]) {
+				t.Errorf("%s entry %d: %q, want it to begin %q", tag, i, got[i], stages[i])
+			}
+		}
+	}
+}
+
+var confPath = regexp.MustCompile(`\S*/reactor\.conf`)
