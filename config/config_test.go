@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -214,6 +215,43 @@ func TestSettings(t *testing.T) {
 	}
 }
 
+// TestLogLevels: Salt's log levels are accepted and mapped to reactord's
+// (issue 10 #14).
+func TestLogLevels(t *testing.T) {
+	cases := []struct {
+		in, want string
+		level    slog.Level
+	}{
+		{"all", "debug", slog.LevelDebug},
+		{"garbage", "debug", slog.LevelDebug},
+		{"trace", "debug", slog.LevelDebug},
+		{"debug", "debug", slog.LevelDebug},
+		{"profile", "info", slog.LevelInfo},
+		{"info", "info", slog.LevelInfo},
+		{"warning", "warn", slog.LevelWarn},
+		{"WARNING", "warn", slog.LevelWarn},
+		{"warn", "warn", slog.LevelWarn},
+		{"error", "error", slog.LevelError},
+		{"critical", "error", slog.LevelError},
+		{"quiet", "quiet", slog.LevelError + 1000},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			dir := write(t, map[string]string{"r.conf": "reactord:\n  log_level: " + c.in + "\n"})
+			cfg, err := Load(filepath.Join(dir, "r.conf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Settings.LogLevel != c.want || cfg.Settings.SlogLevel() != c.level {
+				t.Fatalf("log_level %s: %q (%v), want %q (%v)", c.in, cfg.Settings.LogLevel, cfg.Settings.SlogLevel(), c.want, c.level)
+			}
+		})
+	}
+	if (Settings{}).SlogLevel() != slog.LevelInfo {
+		t.Fatal("no log_level is not info")
+	}
+}
+
 // TestErrors is one case per message: the input, the position and the text.
 func TestErrors(t *testing.T) {
 	cases := []struct {
@@ -234,8 +272,15 @@ func TestErrors(t *testing.T) {
 		{"bad settle", "reactord:\n  settle: 5\n", 2, 11, "settle must be a positive duration", false},
 		{"path not a string", "reactor:\n  - 'a':\n    - [x]\n", 3, 7, "SLS path is not a string", true},
 		{"unknown setting", "reactord:\n  workerz: 2\n", 2, 3, "unknown reactord setting \"workerz\"", false},
-		{"bad log level", "reactord:\n  log_level: loud\n", 2, 14, "log_level must be debug, info, warn or error", false},
+		{"bad log level", "reactord:\n  log_level: loud\n", 2, 14, "log_level must be one of all, garbage, trace, debug, profile, info, warning, error, critical, quiet (Salt's levels; warn is warning), not \"loud\"", false},
 		{"bad workers", "reactord:\n  workers: -1\n", 2, 12, "workers must be a positive integer", false},
+		// The values the daemon's flags refuse are refused here too, with
+		// their position (issue 10 #14).
+		{"zero workers", "reactord:\n  workers: 0\n", 2, 12, "workers must be a positive integer", false},
+		{"negative settle", "reactord:\n  settle: -5s\n", 2, 11, "reactord.settle must be a positive duration", false},
+		{"negative job_timeout", "reactord:\n  job_timeout: -1m\n", 2, 16, "reactord.job_timeout must be a positive duration", false},
+		{"negative keep_jobs", "reactord:\n  keep_jobs: -24h\n", 2, 14, "reactord.keep_jobs must be a positive duration", false},
+		{"negative max_hops", "reactord:\n  max_hops: -1\n", 2, 13, "reactord.max_hops must be a positive integer", false},
 		{"settings not a mapping", "reactord: yes\n", 1, 11, "reactord must be a mapping", false},
 		{"file_roots not a mapping", "file_roots: [a]\n", 1, 13, "file_roots must be a mapping", false},
 		{"syntax error", "reactor:\n  - 'a': [x\n", 2, 1, "did not find expected", false},

@@ -46,10 +46,9 @@ they are dropped and counted. Events over the server's max payload are
 published with their biggest values (the job return first) cut. Runs until
 interrupted.`, stderr)
 	var nf natsFlags
-	nf.register(fs)
 	// The bridge joins the daemon's server; it never starts one.
+	nf.register(fs, "NATS URL(s) to publish to (the daemon's embedded server listens on 127.0.0.1:4222 by default)")
 	natsFlag := fs.Lookup("nats")
-	natsFlag.Usage = "NATS URL(s) to publish to (the daemon's embedded server listens on 127.0.0.1:4222 by default)"
 	natsFlag.DefValue = "nats://127.0.0.1:4222"
 	_ = natsFlag.Value.Set(natsFlag.DefValue)
 	sockDir := fs.String("sock-dir", bridge.DefaultSockDir, "the master's sock_dir, holding master_event_pub.ipc")

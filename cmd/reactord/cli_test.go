@@ -69,3 +69,65 @@ func TestHelpOnceOnStdout(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidFlagValues: a negative number, or 0 where it means nothing,
+// is a usage error naming the flag, before anything starts (issue 10 #14).
+func TestInvalidFlagValues(t *testing.T) {
+	conf := exampleConf
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-c", conf, "--workers", "-1"}, "--workers: must not be negative"},
+		{[]string{"-c", conf, "--settle", "-5s"}, "--settle: must not be negative"},
+		{[]string{"-c", conf, "--queue", "-1"}, "--queue: must not be negative"},
+		{[]string{"-c", conf, "--drain-timeout", "-1s"}, "--drain-timeout: must not be negative"},
+		{[]string{"-c", conf, "--drain-timeout", "0s"}, "--drain-timeout: must be more than 0"},
+		{[]string{"-c", conf, "--ack-wait", "-30s"}, "--ack-wait: must not be negative"},
+		{[]string{"-c", conf, "--keep-jobs", "-24h"}, "--keep-jobs: must not be negative"},
+		{[]string{"-c", conf, "--job-timeout", "-1m"}, "--job-timeout: must not be negative"},
+		{[]string{"-c", conf, "--max-hops", "-3"}, "--max-hops: must not be negative"},
+		{[]string{"-c", conf, "--max-payload", "0"}, "--max-payload: must be more than 0"},
+		{[]string{"-c", conf, "--store-spool", "-1"}, "--store-spool: must not be negative"},
+		{[]string{"-c", conf, "--exec-timeout", "-1s"}, "--exec-timeout: must not be negative"},
+		{[]string{"replay", "-c", conf, "--workers", "-2", "-"}, "--workers: must not be negative"},
+		{[]string{"bench", "--workers", "-1"}, "--workers: must not be negative"},
+		{[]string{"fire", "--nats", "nats://127.0.0.1:1", "--hop", "-1", "a/b"}, "--hop: must not be negative"},
+		{[]string{"events", "--nats", "nats://127.0.0.1:1", "--count", "-1"}, "--count: must not be negative"},
+		{[]string{"jobs", "list", "--limit", "-1"}, "--limit: must not be negative"},
+		{[]string{"bridge", "--spool-disk", "-1"}, "--spool-disk: must not be negative"},
+		{[]string{"-c", conf, "--dry-run", "--driver", "exec"}, "--dry-run executes nothing but --driver exec executes reactions"},
+		{[]string{"fire", "--nats", "nats://127.0.0.1:1", ""}, "the event tag is empty"},
+		{[]string{"fire", "--nats", "nats://127.0.0.1:1", " ", "{}"}, "the event tag is empty"},
+		{[]string{"events", "--nats", "nats://127.0.0.1:1", "--out", "yaml"}, `--out "yaml": want pretty or json`},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			code, out, errOut := runCmd(t, "", c.args...)
+			if code != exitUsage || !strings.Contains(errOut, c.want) || out != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, out, errOut, c.want)
+			}
+		})
+	}
+}
+
+// TestNATSHelpSaysWhatEmptyDoes: only the daemon starts an embedded server
+// when --nats is empty; the other commands' help does not say it does.
+func TestNATSHelpSaysWhatEmptyDoes(t *testing.T) {
+	for _, cmd := range []string{"run", "fire", "events", "bridge"} {
+		_, out, _ := runCmd(t, "", cmd, "--help")
+		if says := strings.Contains(out, "start an embedded server"); says != (cmd == "run") {
+			t.Errorf("%s --help: says it starts an embedded server: %v\n%s", cmd, says, out)
+		}
+	}
+}
+
+// TestFireFileRefusesEmptyTag: a line without a tag is reported with its
+// line number; the others are published.
+func TestFireFileRefusesEmptyTag(t *testing.T) {
+	srv, _ := natsServer(t)
+	code, _, errOut := runCmd(t, "{\"tag\": \"\", \"data\": {}}\n{\"tag\": \"a/b\", \"data\": {}}\n", "fire", "--nats", srv.ClientURL(), "--file", "-")
+	if code != exitFound || !strings.Contains(errOut, "line 1: ") || !strings.Contains(errOut, " tag") || !strings.Contains(errOut, "published 1 event(s)") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}

@@ -48,7 +48,7 @@ configuration, keeping the old one when the new one fails; SIGTERM drains
 in-flight events within --drain-timeout.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	var nf natsFlags
-	nf.register(fs)
+	nf.register(fs, "NATS URL(s) to connect to (default: the reactord: section's nats); empty: start an embedded server on --listen")
 	listen := fs.String("listen", "127.0.0.1:4222", "address of the embedded NATS server")
 	listenOpen := fs.Bool("listen-open", false, "run the embedded NATS server without authentication (default: clients need the token in DATA_DIR/"+natsbus.TokenFileName+"); any local user can then read and publish events")
 	maxPayload := fs.Int("max-payload", natsbus.DefaultMaxPayload, "largest message the embedded NATS server accepts, in bytes (NATS's own default is 1 MB; a highstate return is often bigger)")
@@ -86,20 +86,16 @@ in-flight events within --drain-timeout.`, stderr)
 		fs.Usage()
 		return exitUsage
 	}
+	if *dryRun && *driverName != "" && *driverName != "dryrun" {
+		fmt.Fprintf(stderr, "reactord: --dry-run executes nothing but --driver %s executes reactions: give one of them\n", *driverName)
+		return exitUsage
+	}
 	cfg, err := config.Load(*conf)
 	if err != nil {
 		printErrors(stderr, err)
 		return exitUsage
 	}
-	level := slog.LevelInfo
-	switch cfg.Settings.LogLevel {
-	case "debug":
-		level = slog.LevelDebug
-	case "warn":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	}
+	level := cfg.Settings.SlogLevel()
 	if *verbose {
 		level = slog.LevelDebug
 	}

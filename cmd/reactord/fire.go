@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,7 @@ and reported. Exit 0 when every event was published, 1 when some lines were
 malformed or could not be published (the others are), 2 on usage or
 connection errors.`, stderr)
 	var nf natsFlags
-	nf.register(fs)
+	nf.register(fs, natsClientUsage)
 	file := fs.String("file", "", "publish every event line of FILE (- for stdin)")
 	hop := fs.Int("hop", 0, "hop count to stamp (reactions that fire events set it)")
 	cause := fs.String("cause", "", "cause to stamp (the event or jid that led to this one)")
@@ -39,6 +40,10 @@ connection errors.`, stderr)
 	if (*file == "") == (fs.NArg() == 0) || fs.NArg() > 2 {
 		fmt.Fprintln(stderr, "fire: need TAG [JSON] or --file FILE")
 		fs.Usage()
+		return exitUsage
+	}
+	if *file == "" && strings.TrimSpace(fs.Arg(0)) == "" {
+		fmt.Fprintln(stderr, "fire: "+errEmptyTag.Error())
 		return exitUsage
 	}
 	opts, err := nf.options("reactord-fire")
@@ -59,6 +64,9 @@ connection errors.`, stderr)
 	limit := conn.MaxPayload() - 1024
 	truncated := 0
 	publish := func(ev event.Event, where string) error {
+		if strings.TrimSpace(ev.Tag) == "" {
+			return errEmptyTag
+		}
 		body, err := envelope(ev)
 		if err != nil {
 			return err
@@ -134,6 +142,10 @@ connection errors.`, stderr)
 	return code
 }
 
+// errEmptyTag refuses an event without a tag, which no rule can match and
+// Salt never sends.
+var errEmptyTag = errors.New("the event tag is empty: give a tag such as myapp/deploy/done")
+
 // envelope encodes {"tag": ..., "data": {...}}.
 func envelope(ev event.Event) ([]byte, error) {
 	b := []byte(`{"tag":`)
@@ -158,7 +170,7 @@ event instead, what replay and fire --file read: record with
 rules. Runs until interrupted. With --since it prints the events archived in
 the audit store instead.`, stderr)
 	var nf natsFlags
-	nf.register(fs)
+	nf.register(fs, natsClientUsage)
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
 	since := fs.String("since", "", "print archived events since this long ago (1h) or this RFC 3339 time, from the store")
 	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True) or json (one {"tag","data"} line per event, for replay and fire --file)`)

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -22,7 +23,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // Exit codes.
@@ -146,7 +149,57 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (ok bool, cod
 		}
 		return false, exitUsage
 	}
+	if err := checkFlagValues(fs); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), line)
+		}
+		fmt.Fprintf(fs.Output(), "Run 'reactord %s --help' for the flags.\n", helpName(fs.Name()))
+		return false, exitUsage
+	}
 	return true, exitOK
+}
+
+// positiveFlags are the numeric flags whose 0 is refused too (every other
+// numeric flag takes 0 as "the default" or "none").
+var positiveFlags = map[string]bool{"drain-timeout": true, "max-payload": true}
+
+// checkFlagValues refuses the numeric flags given a negative value, and
+// those of positiveFlags given 0, naming each.
+func checkFlagValues(fs *flag.FlagSet) error {
+	var errs []error
+	fs.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		var sign int
+		switch v := g.Get().(type) {
+		case int:
+			sign = cmp.Compare(v, 0)
+		case int64:
+			sign = cmp.Compare(v, 0)
+		case time.Duration:
+			sign = cmp.Compare(v, 0)
+		default:
+			return
+		}
+		switch {
+		case sign < 0:
+			errs = append(errs, fmt.Errorf("invalid value %q for flag --%s: must not be negative", f.Value, f.Name))
+		case sign == 0 && positiveFlags[f.Name]:
+			errs = append(errs, fmt.Errorf("invalid value %q for flag --%s: must be more than 0", f.Value, f.Name))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// helpName is the command to ask for help: the daemon's flag set is named
+// reactord.
+func helpName(name string) string {
+	if name == "reactord" {
+		return "run"
+	}
+	return name
 }
 
 // isHelpArg reports whether a is a request for help.

@@ -25,8 +25,14 @@ const (
 	envNATSPassword = "REACTORD_NATS_PASSWORD"
 )
 
-func (n *natsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&n.url, "nats", "", "NATS URL(s) to connect to; empty: start an embedded server")
+// natsClientUsage is the --nats help of the commands that connect to a
+// server and never start one.
+const natsClientUsage = "NATS URL(s) to connect to (required; the daemon's embedded server listens on nats://127.0.0.1:4222 by default)"
+
+// register adds the connection flags; urlUsage is the help of --nats, which
+// says what an empty URL does for this command.
+func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) {
+	fs.StringVar(&n.url, "nats", "", urlUsage)
 	fs.StringVar(&n.token, "nats-token", "", "NATS token (shows in ps: prefer --nats-token-file or $"+envNATSToken+"); default: the token of reactord's embedded server at that address, when this user can read it")
 	fs.StringVar(&n.tokenFile, "nats-token-file", "", "file holding the NATS token (reactord's embedded server: DATA_DIR/"+natsbus.TokenFileName+")")
 	fs.StringVar(&n.user, "nats-user", "", "NATS user")
