@@ -54,7 +54,7 @@ presence, custom tags).`, stderr)
 	js := fs.Bool("jetstream", false, "JetStream mode (stream + durable consumer, ack after dispatch)")
 	conf := fs.String("c", "", "configuration (default: the generated workload's)")
 	file := fs.String("file", "", "events to publish, cycled (default: generated)")
-	lanes := fs.Int("workers", 8, "ordered worker lanes")
+	lanes := fs.Int("workers", 8, "ordered worker lanes (the daemon's default with the null driver)")
 	traceFile := fs.String("trace", "", "write a runtime execution trace to this file")
 	separate := fs.Bool("separate-publisher", true, "publish from a child process, as a bridge would, instead of from inside the daemon's process")
 	if ok, code := parseFlags(fs, args, stdout); !ok {

@@ -27,7 +27,7 @@ type bridgeSource interface {
 }
 
 func cmdBridge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bridge", "reactord bridge [--sock-dir DIR | --salt-api URL ...] [--nats URL] [--data-dir DIR] [--http ADDR]",
+	fs := newFlags("bridge", "reactord bridge [--sock-dir DIR | --saltapi-url URL ...] [--nats URL] [--data-dir DIR] [--http ADDR]",
 		`Publishes every event of a Salt master's event bus to NATS: to JetStream
 (with a Nats-Msg-Id naming the master's emission, its tag, data and _stamp, so
 a retried publish or a second bridge on the same master is stored once) when a
@@ -36,8 +36,8 @@ stream captures salt.evt.>, else with core NATS.
 By default it reads the master's event publisher socket directly
 (--sock-dir, Salt's sock_dir; master_event_pub.ipc), which needs no salt-api
 and no credentials: run it on the master's host as the master's user. With
---salt-api it reads salt-api's /events stream instead, for masters on other
-hosts.
+--saltapi-url it reads salt-api's /events stream instead, for masters on
+other hosts.
 
 It never makes the master wait: events NATS cannot take yet (NATS or the
 daemon restarting) are held in a bounded spool, in memory, then on disk
@@ -52,8 +52,9 @@ interrupted.`, stderr)
 	natsFlag.DefValue = "nats://127.0.0.1:4222"
 	_ = natsFlag.Value.Set(natsFlag.DefValue)
 	sockDir := fs.String("sock-dir", bridge.DefaultSockDir, "the master's sock_dir, holding master_event_pub.ipc")
-	url := fs.String("salt-api", "", "read salt-api's /events at this base URL instead of the socket")
-	user := fs.String("saltapi-user", "", "eauth user (with --salt-api)")
+	url := fs.String("saltapi-url", "", "read salt-api's /events at this base URL instead of the socket")
+	aliasFlag(fs, "salt-api", "saltapi-url") // the former spelling, kept for one release
+	user := fs.String("saltapi-user", "", "eauth user (with --saltapi-url)")
 	pw := fs.String("saltapi-password", "", "eauth password (shows in ps: prefer --saltapi-password-file or $"+envSaltAPIPassword+")")
 	pwFile := fs.String("saltapi-password-file", "", "file holding the eauth password")
 	eauth := fs.String("saltapi-eauth", "auto", "eauth backend")

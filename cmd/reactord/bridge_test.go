@@ -121,7 +121,7 @@ func TestBridgesDispatchOnce(t *testing.T) {
 					}
 				}))
 				t.Cleanup(api.Close)
-				bargs = []string{"bridge", "--salt-api", api.URL, "--saltapi-token", "tok", "--nats", srv.ClientURL()}
+				bargs = []string{"bridge", "--saltapi-url", api.URL, "--saltapi-token", "tok", "--nats", srv.ClientURL()}
 			}
 			br := startDaemon(t, bargs...)
 			for i := range n {

@@ -131,3 +131,28 @@ func TestFireFileRefusesEmptyTag(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestHiddenAlias: a former flag spelling sets the flag and is left out of
+// the help (issue 10 #13).
+func TestHiddenAlias(t *testing.T) {
+	var help strings.Builder
+	fs := newFlags("x", "x", "x", &help)
+	s := fs.String("saltapi-url", "", "the URL")
+	b := fs.Bool("quiet", false, "be quiet")
+	aliasFlag(fs, "salt-api", "saltapi-url")
+	aliasFlag(fs, "silent", "quiet")
+	if err := fs.Parse([]string{"--salt-api", "https://api", "--silent"}); err != nil {
+		t.Fatal(err)
+	}
+	if *s != "https://api" || !*b {
+		t.Fatalf("--salt-api set %q, --silent set %v", *s, *b)
+	}
+	fs.Usage()
+	if h := help.String(); strings.Contains(h, "salt-api") || strings.Contains(h, "silent") || !strings.Contains(h, "-saltapi-url string") || !strings.Contains(h, "-quiet") {
+		t.Fatalf("help:\n%s", h)
+	}
+	_, out, _ := runCmd(t, "", "bridge", "--help")
+	if !strings.Contains(out, "-saltapi-url string") || strings.Contains(out, "-salt-api ") {
+		t.Fatalf("bridge --help:\n%s", out)
+	}
+}

@@ -125,9 +125,47 @@ func newFlags(name, synopsis, description string, stderr io.Writer) *flag.FlagSe
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s\n\n%s\n\nFlags:\n", synopsis, description)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	return fs
+}
+
+// hiddenAlias is the Value of a former spelling of a flag, kept for one
+// release: it sets the flag it stands for and is left out of the help.
+type hiddenAlias struct{ flag.Value }
+
+// hiddenBoolAlias is a hiddenAlias of a boolean flag (given without a
+// value).
+type hiddenBoolAlias struct{ hiddenAlias }
+
+func (hiddenBoolAlias) IsBoolFlag() bool { return true }
+
+// aliasFlag makes --old another spelling of the defined flag --name, left
+// out of the help.
+func aliasFlag(fs *flag.FlagSet, old, name string) {
+	f := fs.Lookup(name)
+	usage := "former spelling of --" + name
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		fs.Var(hiddenBoolAlias{hiddenAlias{f.Value}}, old, usage)
+		return
+	}
+	fs.Var(hiddenAlias{f.Value}, old, usage)
+}
+
+// printFlags prints the flags' help as PrintDefaults does, without the
+// hidden aliases.
+func printFlags(fs *flag.FlagSet) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Value.(type) {
+		case hiddenAlias, hiddenBoolAlias:
+			return
+		}
+		shown.Var(f.Value, f.Name, f.Usage)
+		shown.Lookup(f.Name).DefValue = f.DefValue
+	})
+	shown.PrintDefaults()
 }
 
 // parseFlags parses args and reports whether to go on; code is the exit

@@ -24,7 +24,7 @@ ends with one JSON summary line on stderr:
 Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	quiet := fs.Bool("quiet", false, "print no reactions, only errors and the summary")
-	workers := fs.Int("workers", 0, "events processed in parallel (0: one per CPU)")
+	workers := fs.Int("workers", 0, "events rendered in parallel (default 0: one per CPU; replay dispatches nothing, so it needs no more, unlike the daemon's lanes)")
 	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
