@@ -279,6 +279,9 @@ func Load(path string) (*Config, error) {
 	for _, d := range reactorDocs {
 		l.rules(cfg, d)
 	}
+	for _, d := range docs {
+		l.typos(d)
+	}
 	// file_roots and reactord: merged recursively, later files win.
 	for _, d := range docs {
 		if fr := lookup(d.root, "file_roots"); fr != nil {

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -59,6 +62,10 @@ func Check(path string) CheckReport {
 		}
 	}
 	rep.Rules = len(cfg.Rules)
+	if rep.Rules == 0 && len(cfg.Files) > 0 {
+		rep.Problems = append(rep.Problems, &config.Error{Pos: config.Pos{File: cfg.Files[0], Line: 1, Col: 1},
+			Msg: "no reactor rules: nothing will react (want a top-level reactor: list of {tag glob: SLS paths} entries)"})
+	}
 	lib := reactions.NewLibrary()
 	seen := map[string]bool{}
 	for _, r := range cfg.Rules {
@@ -219,4 +226,69 @@ func decodePlain(raw []byte) (any, error) {
 	var v any
 	err := dec.Decode(&v)
 	return v, err
+}
+
+// CheckEvents renders every event of r (one per line, as JSON
+// {"tag","data"} or state.event TAG<tab>{json}, what replay reads) through
+// eng and validates every reaction it produces against the low chunk
+// schema: it finds what only an event shows (a templated file that does
+// not parse once filled in, a reaction type or argument a driver would
+// refuse). A problem repeated by many events is reported once, at its
+// first line, with the number of other events that showed it.
+func CheckEvents(ctx context.Context, eng *Engine, r io.Reader) (events int, problems []error) {
+	type seen struct {
+		line int
+		tag  string
+		n    int
+	}
+	first := map[string]*seen{}
+	var order []string
+	add := func(line int, tag, msg string) {
+		if s, ok := first[msg]; ok {
+			s.n++
+			return
+		}
+		first[msg] = &seen{line: line, tag: tag}
+		order = append(order, msg)
+	}
+	br := bufio.NewReaderSize(r, 1<<20)
+	for line := 1; ; line++ {
+		text, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(text)) > 0 {
+			events++
+			res, perr := eng.ProcessLine(ctx, text)
+			if perr != nil {
+				add(line, "", perr.Error())
+			} else {
+				for _, fe := range res.Errors() {
+					add(line, res.Tag, fe.Error())
+				}
+				for _, c := range res.Chunks {
+					raw, _ := event.AppendJSON(nil, c)
+					v, _ := decodePlain(raw)
+					for _, viol := range schemas.Check(schemas.LowChunk, v) {
+						add(line, res.Tag, fmt.Sprintf("%s: reaction %q: %s", c.Str("__sls__"), c.Str("__id__"), viol))
+					}
+				}
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				problems = append(problems, fmt.Errorf("events line %d: %w", line, err))
+			}
+			break
+		}
+	}
+	for _, msg := range order {
+		s := first[msg]
+		where := fmt.Sprintf("events line %d", s.line)
+		if s.tag != "" {
+			where += " (" + s.tag + ")"
+		}
+		if s.n > 0 {
+			msg += fmt.Sprintf(" [and %d more event(s)]", s.n)
+		}
+		problems = append(problems, fmt.Errorf("%s: %s", where, msg))
+	}
+	return events, problems
 }

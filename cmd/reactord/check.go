@@ -4,21 +4,29 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/reactord/reactord/engine"
 )
 
 func cmdCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("check", "reactord check -c CONF [--event FILE|-]",
+	fs := newFlags("check", "reactord check -c CONF [--event FILE|-] [--events FILE|-]",
 		`Validates everything that can be checked without an event: the
 configuration (against schemas/reactor-config.json and Salt's rules), every
 SLS reference (it must name at least one file), every reaction file (it must
 parse as a template), and every file without template actions (compiled in
-full). With --event, the event is also rendered. Every problem is printed to
+full). With --event, the event is also rendered; with --events FILE, every
+event of a recording (JSON {"tag","data"} or state.event lines, what replay
+reads — e.g. from reactord events --out json) is rendered and every reaction
+it gives is validated against the low chunk schema, so what only an event
+shows (a templated file that breaks once filled in, an unknown reaction
+type) is found before the daemon meets it; a problem many events repeat is
+printed once. Every problem is printed to
 stderr as file:line:col: message; entries Salt would skip silently count as
 problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
+	evsFile := fs.String("events", "", "also render every event of this file (one per line, as replay reads), or - for stdin, and validate the reactions")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -48,6 +56,24 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			problems++
 		}
 		fmt.Fprintf(stdout, "event %s: %d reaction(s)\n", res.Tag, len(res.Chunks))
+	}
+	if *evsFile != "" && rep.Config != nil {
+		var in io.Reader = stdin
+		if *evsFile != "-" {
+			f, err := os.Open(*evsFile)
+			if err != nil {
+				fmt.Fprintf(stderr, "check: --events: %v\n", err)
+				return exitUsage
+			}
+			defer f.Close()
+			in = f
+		}
+		n, probs := engine.CheckEvents(ctx, engine.MustNew(rep.Config, nil), in)
+		for _, p := range probs {
+			fmt.Fprintln(stderr, p)
+		}
+		problems += len(probs)
+		fmt.Fprintf(stdout, "%d event(s) rendered\n", n)
 	}
 	if problems > 0 {
 		fmt.Fprintf(stdout, "%d problem(s) found\n", problems)

@@ -100,9 +100,7 @@ in-flight events within --drain-timeout.`, stderr)
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	for _, w := range cfg.Warnings {
-		log.Warn("configuration", "warning", w.Error())
-	}
+	logProblems(log, *conf)
 	if *driverName == "" {
 		*driverName = cfg.Settings.Driver
 	}
@@ -377,7 +375,11 @@ in-flight events within --drain-timeout.`, stderr)
 		if err != nil {
 			return err
 		}
-		return d.Reload(neng)
+		if err := d.Reload(neng); err != nil {
+			return err
+		}
+		logProblems(log, *conf)
+		return nil
 	}, func(ok bool) { metrics.ReloadOK.Set(b2f(ok)) }).run(ctx, hup)
 	log.Info("stopping: draining in-flight events", "timeout", drain.String())
 	ready.Store(false)
@@ -478,4 +480,14 @@ func (f *driverFlags) driver(name string, stdout io.Writer, conn *natsbus.Conn) 
 		return api, nil
 	}
 	return nil, fmt.Errorf("--driver %q: %w (known: dryrun, saltapi, exec, nats, null)", name, errUnknownDriver)
+}
+
+// logProblems logs, at start and after each reload, every problem `check`
+// would report without an event: configuration warnings, reaction files
+// that do not load or match no file, no rules at all. The daemon runs with
+// what loads; each of these lines says what does not.
+func logProblems(log *slog.Logger, conf string) {
+	for _, p := range engine.Check(conf).Problems {
+		log.Warn("configuration problem (run reactord check -c CONF for all of them)", "problem", p.Error())
+	}
 }
