@@ -200,7 +200,7 @@ func (d *Daemon) Start(ctx context.Context) {
 				return
 			case now := <-t.C:
 				for _, x := range d.opts.Guard.TakeExpired(now) {
-					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "jid", x.JID, "minion", x.Minion, "id", x.ID, "file", x.SLS)
+					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "file", x.SLS)
 					d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, File: x.SLS, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
 						Detail: "minion did not return within the job timeout"})
 				}
@@ -552,7 +552,7 @@ func (d *Daemon) dispatch(ctx context.Context, ev *inflight, tag string, c *even
 	} else {
 		m.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
 		targets := targetsOf(c, r, ev.minion)
-		g.Started(sls, id, r.JID, targets, time.Now())
+		g.Started(ev.id, sls, id, r.JID, targets, time.Now())
 		if t := firedTag(c); t != "" {
 			// One event per target for local event.send, one for a runner.
 			n := 1

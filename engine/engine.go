@@ -447,5 +447,29 @@ func (e *Engine) eventLog(opts Options) *slog.Logger {
 	if opts.EventID == "" {
 		return e.log
 	}
-	return e.log.With("event_id", opts.EventID)
+	return slog.New(&eventIDHandler{Handler: e.log.Handler(), id: opts.EventID})
+}
+
+// eventIDHandler adds event_id to each record it handles. Unlike
+// Logger.With, which formats the attribute up front, it costs nothing
+// until a line is logged: most events log none.
+type eventIDHandler struct {
+	slog.Handler
+	id string
+}
+
+// Handle adds event_id and passes the record on.
+func (h *eventIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(slog.String("event_id", h.id))
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps adding event_id below the attributes.
+func (h *eventIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &eventIDHandler{Handler: h.Handler.WithAttrs(attrs), id: h.id}
+}
+
+// WithGroup keeps adding event_id, inside the group.
+func (h *eventIDHandler) WithGroup(name string) slog.Handler {
+	return &eventIDHandler{Handler: h.Handler.WithGroup(name), id: h.id}
 }

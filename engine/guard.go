@@ -30,6 +30,7 @@ type guardKey struct {
 
 type guardEntry struct {
 	jid      string
+	eventID  string    // the event whose reaction started the job
 	until    time.Time // suppress while now < until
 	returned bool
 }
@@ -108,8 +109,9 @@ func (g *Guard) Suppressed(sls, id, minion string, now time.Time) (jid, phase st
 	return e.jid, "job running", true
 }
 
-// Started records that reaction (sls, id) started job jid on targets.
-func (g *Guard) Started(sls, id, jid string, targets []string, now time.Time) {
+// Started records that reaction (sls, id) of event eventID (the daemon's
+// event id, for log lines; may be empty) started job jid on targets.
+func (g *Guard) Started(eventID, sls, id, jid string, targets []string, now time.Time) {
 	if g.opts.Disabled {
 		return
 	}
@@ -124,7 +126,7 @@ func (g *Guard) Started(sls, id, jid string, targets []string, now time.Time) {
 			// for the settle window only.
 			until = now.Add(g.opts.Settle)
 		}
-		e := &guardEntry{jid: jid, until: until, returned: jid == ""}
+		e := &guardEntry{jid: jid, eventID: eventID, until: until, returned: jid == ""}
 		for _, r := range g.early[jid] {
 			if r.minion == "" || r.minion == m {
 				e.returned, e.until = true, r.at.Add(g.opts.Settle)
@@ -180,6 +182,8 @@ func (g *Guard) Returned(jid, minion string, now time.Time) bool {
 // timeout.
 type Expired struct {
 	SLS, ID, Minion, JID string
+	// EventID is the id of the event whose reaction started the job.
+	EventID string
 }
 
 // TakeExpired removes and returns the jobs whose minions did not return
@@ -190,7 +194,7 @@ func (g *Guard) TakeExpired(now time.Time) []Expired {
 	var out []Expired
 	for k, e := range g.entries {
 		if e.jid != "" && !e.returned && !now.Before(e.until) {
-			out = append(out, Expired{SLS: k.sls, ID: k.id, Minion: k.minion, JID: e.jid})
+			out = append(out, Expired{SLS: k.sls, ID: k.id, Minion: k.minion, JID: e.jid, EventID: e.eventID})
 			delete(g.entries, k)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -117,12 +118,16 @@ func TestLoopGuardJobTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Minute})
 		now := time.Now()
-		g.Started("f.sls", "r", "jid1", []string{"web1"}, now)
+		g.Started("ev-1", "f.sls", "r", "jid1", []string{"web1"}, now)
 		if _, phase, held := g.Suppressed("f.sls", "r", "web1", now.Add(59*time.Second)); !held || phase != "job running" {
 			t.Fatalf("held=%v phase=%q before the timeout", held, phase)
 		}
 		if _, _, held := g.Suppressed("f.sls", "r", "web1", now.Add(61*time.Second)); held {
 			t.Fatal("still held after the job timeout")
+		}
+		want := []Expired{{SLS: "f.sls", ID: "r", Minion: "web1", JID: "jid1", EventID: "ev-1"}}
+		if got := g.TakeExpired(now.Add(61 * time.Second)); !reflect.DeepEqual(got, want) {
+			t.Fatalf("expired %+v, want %+v (with the id of the event that started the job)", got, want)
 		}
 		if _, _, held := g.Suppressed("other.sls", "r", "web1", now); held {
 			t.Fatal("another reaction is held")
@@ -248,7 +253,7 @@ func TestReturnBeforeStarted(t *testing.T) {
 	g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Hour})
 	now := time.Now()
 	g.Returned("jid9", "db1", now)
-	g.Started("f.sls", "r", "jid9", []string{"db1", "db2"}, now)
+	g.Started("", "f.sls", "r", "jid9", []string{"db1", "db2"}, now)
 	if _, phase, held := g.Suppressed("f.sls", "r", "db1", now.Add(500*time.Millisecond)); !held || phase != "settling" {
 		t.Fatalf("db1: held=%v phase=%q, want settling", held, phase)
 	}
@@ -270,8 +275,8 @@ func TestGuardMergedJobEarlyReturns(t *testing.T) {
 	const jid = "20261123000000000001"
 	g.Returned(jid, "m1", now)
 	g.Returned(jid, "m2", now)
-	g.Started("r.sls", "highstate", jid, []string{"m1"}, now)
-	g.Started("r.sls", "highstate", jid, []string{"m2"}, now)
+	g.Started("", "r.sls", "highstate", jid, []string{"m1"}, now)
+	g.Started("", "r.sls", "highstate", jid, []string{"m2"}, now)
 	for _, m := range []string{"m1", "m2"} {
 		_, phase, held := g.Suppressed("r.sls", "highstate", m, now)
 		if !held || phase != "settling" {
