@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reactord/reactord/event"
 )
 
 // TestVersion: `reactord version` and `--version` print the version, the
@@ -108,6 +110,29 @@ func TestInvalidFlagValues(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, out, errOut, c.want)
 			}
 		})
+	}
+}
+
+// TestEventFormats: --out names a format (jobs' text is events' pretty).
+func TestEventFormats(t *testing.T) {
+	ev := event.Event{Tag: "a/b", Data: map[string]any{"id": "web1", "n": int64(2)}}
+	cases := []struct{ out, want string }{
+		{"", "a/b\t{\n    \"id\": \"web1\",\n    \"n\": 2\n}\n"},
+		{"pretty", "a/b\t{\n    \"id\": \"web1\",\n    \"n\": 2\n}\n"},
+		{"text", "a/b\t{\n    \"id\": \"web1\",\n    \"n\": 2\n}\n"},
+		{"json", `{"tag":"a/b","data":{"id":"web1","n":2}}` + "\n"},
+	}
+	for _, c := range cases {
+		f, err := eventFormat(c.out)
+		if err != nil {
+			t.Fatalf("--out %q: %v", c.out, err)
+		}
+		if got, err := f(ev); err != nil || string(got) != c.want {
+			t.Errorf("--out %q: %q (%v), want %q", c.out, got, err, c.want)
+		}
+	}
+	if _, err := eventFormat("yaml"); err == nil {
+		t.Error("--out yaml accepted")
 	}
 }
 

@@ -173,7 +173,7 @@ the audit store instead.`, stderr)
 	nf.register(fs, natsClientUsage)
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
 	since := fs.String("since", "", "print archived events since this long ago (1h) or this RFC 3339 time, from the store")
-	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True) or json (one {"tag","data"} line per event, for replay and fire --file)`)
+	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True; also text, as jobs calls it) or json (one {"tag","data"} line per event, for replay and fire --file)`)
 	storeURL := storeFlag(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -251,7 +251,7 @@ type eventFormatter func(ev event.Event) ([]byte, error)
 // eventFormat returns the formatter named by --out.
 func eventFormat(name string) (eventFormatter, error) {
 	switch name {
-	case "pretty", "":
+	case "pretty", "text", "":
 		return func(ev event.Event) ([]byte, error) {
 			return prettyEvent(ev), nil
 		}, nil
