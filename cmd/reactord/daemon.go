@@ -343,9 +343,10 @@ in-flight events within --drain-timeout.`, stderr)
 	if *jetstream {
 		// An event is acknowledged once dispatched and its archive
 		// records are durable, a batch of the store's writer later: leave
-		// room for the events in the lanes and those waiting for a write.
+		// room for the events in the lanes, the client's pull buffer
+		// (1024) and those waiting for a write (about a batch).
 		var c *natsbus.Consumer
-		c, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: max(*queue**lanes, 8192), Duplicates: *dedupeWindow, Logger: log}, handler)
+		c, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: maxAckPending(*queue, *lanes), Duplicates: *dedupeWindow, Logger: log}, handler)
 		if err == nil {
 			sub = c
 			jsc.Store(c)
@@ -491,3 +492,8 @@ func logProblems(log *slog.Logger, conf string) {
 		log.Warn("configuration problem (run reactord check -c CONF for all of them)", "problem", p.Error())
 	}
 }
+
+// maxAckPending bounds the events a JetStream daemon holds unacknowledged:
+// its lanes' queues, the client's pull buffer and a store batch's worth
+// waiting to be durable. Only these can run twice after a crash.
+func maxAckPending(queue, lanes int) int { return queue*lanes + 1024 + 1024 }

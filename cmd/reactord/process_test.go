@@ -361,10 +361,10 @@ func TestJetStreamSurvivesSIGKILL(t *testing.T) {
 	})
 	time.Sleep(1500 * time.Millisecond) // one more ack-wait: late redeliveries would show up as duplicates
 	total, distinct, origins, dups := ce.snapshot()
-	// In flight at the kill: at most the consumer's MaxAckPending (256)
+	// In flight at the kill: at most the consumer's MaxAckPending
 	// messages delivered to the victim and not yet acknowledged.
-	if distinct != n || dups > 256 {
-		t.Fatalf("distinct %d (want %d), duplicates %d (want at most 256 in flight)", distinct, n, dups)
+	if bound := maxAckPending(64, 8); distinct != n || dups > bound {
+		t.Fatalf("distinct %d (want %d), duplicates %d (want at most %d in flight)", distinct, n, dups, bound)
 	}
 	t.Logf("killed after %d reactions; total %d, duplicates (in flight at the kill) %d, by replica %v", killedAt, total, dups, origins)
 }
