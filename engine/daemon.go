@@ -97,6 +97,9 @@ type Daemon struct {
 
 	// Lines that can repeat once per event go out once per interval.
 	overflowLog, storeFullLog, malformedLog *ratelog.Every
+	// limit keeps other lines that could repeat once per event (a
+	// reaction that keeps failing, a throttle) to one a minute per key.
+	limit *ratelog.Keyed
 }
 
 // eventIDs makes event ids, unique per daemon run: the run's start time in
@@ -144,7 +147,8 @@ func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
 	}
 	opts.Retry.Driver = opts.Driver
 	d := &Daemon{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
-		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute)}
+		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
+		limit: ratelog.NewKeyed(time.Minute, 1024)}
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
@@ -434,7 +438,7 @@ func (d *Daemon) checkHops(ev *inflight) bool {
 	}
 	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Minion: ev.minion, Detail: fmt.Sprintf("hop limit: %d hops > %d", ev.dl.Hop, d.opts.MaxHops)})
 	d.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
-	d.opts.Log.Warn("event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)",
+	d.noisy(slog.LevelWarn, ev.cause, "event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)",
 		"event_id", ev.id, "tag", ev.tag, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
 	return false
 }
@@ -543,7 +547,7 @@ func (d *Daemon) dispatch(ctx context.Context, ev *inflight, tag string, c *even
 	}
 	if err != nil {
 		m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
-		d.opts.Log.Error("reaction failed", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
+		d.noisy(slog.LevelError, sls+"\x00"+id+"\x00"+drv.Name(), "reaction failed", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
 		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
 		if d.opts.DeadLetter != nil && ctx.Err() == nil {
 			m.DeadLetters.Inc()
@@ -600,7 +604,7 @@ func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
 		}
 		if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(rule, key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
 			d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
-			d.opts.Log.Warn("reaction suppressed by throttle", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
+			d.noisy(slog.LevelWarn, eng.cfg.Rules[rule].Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
 			return false, fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, key)
 		}
 		return true, ""
@@ -622,4 +626,18 @@ func jobReturn(tag string) (jid, id string, ok bool) {
 	}
 	jid, id, ok = strings.Cut(rest, "/ret/")
 	return jid, id, ok && jid != "" && id != ""
+}
+
+// noisy logs a line that could repeat once per event: the first for its
+// message and key at once, then at most one a minute carrying how many it
+// stands for. The metrics, the ledger and the dead letters keep each one.
+func (d *Daemon) noisy(level slog.Level, key, msg string, args ...any) {
+	n, ok := d.limit.Tick(msg + "\x00" + key)
+	if !ok {
+		return
+	}
+	if n > 1 {
+		args = append(args, "occurrences_since_last_line", n)
+	}
+	d.opts.Log.Log(context.Background(), level, msg, args...)
 }

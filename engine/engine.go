@@ -11,9 +11,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/matchers"
 	"github.com/reactord/reactord/reactions"
 )
@@ -40,6 +42,9 @@ type Engine struct {
 	// literal is, per rule, its literal_target option (or the
 	// reactord-wide default).
 	literal []bool
+	// limit keeps lines that could repeat once per event to one a
+	// minute per message and key.
+	limit *ratelog.Keyed
 
 	stats Stats
 }
@@ -60,7 +65,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	globs := make([]string, len(cfg.Rules))
-	e := &Engine{cfg: cfg, lib: reactions.NewLibrary(), log: log, when: make([]*matchers.Expr, len(cfg.Rules)), keys: make([]*matchers.Expr, len(cfg.Rules)),
+	e := &Engine{cfg: cfg, lib: reactions.NewLibrary(), log: log, limit: ratelog.NewKeyed(time.Minute, 1024), when: make([]*matchers.Expr, len(cfg.Rules)), keys: make([]*matchers.Expr, len(cfg.Rules)),
 		literal: make([]bool, len(cfg.Rules))}
 	var errs []error
 	for i, r := range cfg.Rules {
@@ -253,7 +258,7 @@ func (e *Engine) ProcessLineWith(ctx context.Context, line []byte, opts Options)
 	if err != nil {
 		e.stats.Malformed.Add(1)
 		e.stats.Errors.Add(1)
-		e.log.Warn("malformed event", "err", err)
+		e.noisy(e.log, slog.LevelWarn, "", "malformed event", "err", err)
 		return nil, err
 	}
 	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) }, opts, raw)
@@ -302,7 +307,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	if err != nil {
 		e.stats.Malformed.Add(1)
 		e.stats.Errors.Add(1)
-		log.Warn("malformed event data", "tag", tag, "err", err)
+		e.noisy(log, slog.LevelWarn, "", "malformed event data", "tag", tag, "err", err)
 		return nil, fmt.Errorf("event %q: %w", tag, err)
 	}
 	if u, _ := d["user"].(string); u == ReactorUser {
@@ -377,7 +382,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 					for _, r := range rs {
 						for _, w := range r.Warnings {
 							res.Warnings = append(res.Warnings, w)
-							log.Warn("reaction dropped silently by Salt's rules", "tag", tag, "rule", rule.Glob, "warning", w)
+							e.noisy(log, slog.LevelWarn, rule.Glob+"\x00"+fr.Path, "reaction dropped silently by Salt's rules", "tag", tag, "rule", rule.Glob, "warning", w)
 						}
 					}
 					high.Add(rs)
@@ -401,7 +406,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	if errs := high.Verify(); len(errs) > 0 {
 		res.VerifyErrors = errs
 		e.stats.Errors.Add(1)
-		log.Error("unable to render reactions for event: all its reactions are dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
+		e.noisy(log, slog.LevelError, "", "unable to render reactions for event: all its reactions are dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
 		return res, nil
 	}
 	res.Chunks = high.Compile()
@@ -409,7 +414,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 		if c.Has("expr_form") {
 			w := fmt.Errorf("%s: reaction %q uses expr_form, which Salt ignores since 2019.2.0 (the job targets with tgt_type, default glob); use tgt_type", c.Str("__sls__"), c.Str("__id__"))
 			res.Warnings = append(res.Warnings, w)
-			log.Warn("deprecated option", "tag", tag, "warning", w)
+			e.noisy(log, slog.LevelWarn, c.Str("__sls__")+"\x00"+c.Str("__id__"), "deprecated option", "tag", tag, "warning", w)
 		}
 	}
 	e.stats.Reactions.Add(int64(len(res.Chunks)))
@@ -430,7 +435,7 @@ func (e *Engine) literalTargets(log *slog.Logger, tag string, rule *config.Rule,
 			continue
 		}
 		e.stats.Errors.Add(1)
-		log.Error("reaction refused: a target printed from event data would widen it (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+		e.noisy(log, slog.LevelError, rule.Glob+"\x00"+fr.Path, "reaction refused: a target printed from event data would widen it (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
 		refused = append(refused, FileResult{Rule: fr.Rule, Ref: fr.Ref, Path: fr.Path, Err: err})
 	}
 	return kept, refused
@@ -438,7 +443,28 @@ func (e *Engine) literalTargets(log *slog.Logger, tag string, rule *config.Rule,
 
 func (e *Engine) fileError(log *slog.Logger, tag string, rule *config.Rule, err error) {
 	e.stats.Errors.Add(1)
-	log.Error("reaction file dropped", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+	key := rule.Glob
+	if pe := (*reactions.PosError)(nil); errors.As(err, &pe) {
+		key += fmt.Sprintf("\x00%s:%d", pe.File, pe.Line)
+	} else {
+		key += "\x00" + err.Error()
+	}
+	e.noisy(log, slog.LevelError, key, "reaction file dropped", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+}
+
+// noisy logs a line that could repeat once per event (a file that breaks
+// for every event, data Salt would drop): the first for its message and
+// key at once, then at most one a minute, carrying how many it stands for.
+// Each occurrence stays counted in the metrics and the ledger.
+func (e *Engine) noisy(log *slog.Logger, level slog.Level, key, msg string, args ...any) {
+	n, ok := e.limit.Tick(msg + "\x00" + key)
+	if !ok {
+		return
+	}
+	if n > 1 {
+		args = append(args, "occurrences_since_last_line", n)
+	}
+	log.Log(context.Background(), level, msg, args...)
 }
 
 // eventLog is the logger for lines about one event: with its event_id when

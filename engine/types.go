@@ -41,7 +41,7 @@ func (e *Engine) knownTypes(log *slog.Logger, tag string, rule *config.Rule, fr 
 		err := &reactions.PosError{File: r.File, Line: r.Line, Col: r.Col, Msg: fmt.Sprintf(
 			"reaction %v: %q is not a reaction type (%s): write local.<module.function>, runner.<...>, wheel.<...> or caller.<...>", r.ID, typ, bad)}
 		e.stats.Errors.Add(1)
-		log.Error("reaction refused: unknown reaction type", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+		e.noisy(log, slog.LevelError, rule.Glob+"\x00"+fr.Path, "reaction refused: unknown reaction type", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
 		refused = append(refused, FileResult{Rule: fr.Rule, Ref: fr.Ref, Path: fr.Path, Err: err})
 	}
 	return kept, refused

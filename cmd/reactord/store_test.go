@@ -89,7 +89,9 @@ func TestDaemonArchivesAndCLIReads(t *testing.T) {
 			}
 			// --out json prints what replay reads (issue 10 #9).
 			rec := run("events", "--since", "1h", "--store", url, "--out", "json", "salt/minion/*")
-			if !strings.HasPrefix(rec, `{"tag":"salt/minion/web7/start","data":{`) {
+			// The MariaDB and PostgreSQL test databases are shared with
+			// other tests: look for this test's line among theirs.
+			if !strings.HasPrefix(rec, `{"tag":"salt/minion/web7/start","data":{`) && !strings.Contains(rec, "\n"+`{"tag":"salt/minion/web7/start","data":{`) {
 				t.Errorf("events --since --out json:\n%s", rec)
 			}
 			rp := exec.Command(binPath, "replay", "-c", conf, "-")

@@ -44,3 +44,36 @@ func (e *Every) Pending() int64 {
 	e.n = 0
 	return n
 }
+
+// Keyed is one Every per key, so that one noisy source (a broken file, a
+// reaction that keeps failing) does not hide the first line of another.
+// It tracks at most maxKeys keys; beyond them, the others share one.
+type Keyed struct {
+	mu       sync.Mutex
+	interval time.Duration
+	maxKeys  int
+	m        map[string]*Every
+}
+
+// NewKeyed returns a Keyed allowing one line per key per interval.
+func NewKeyed(interval time.Duration, maxKeys int) *Keyed {
+	return &Keyed{interval: interval, maxKeys: maxKeys, m: map[string]*Every{}}
+}
+
+// Tick records one occurrence for key, as Every.Tick.
+func (k *Keyed) Tick(key string) (n int64, ok bool) {
+	k.mu.Lock()
+	e, found := k.m[key]
+	if !found {
+		if len(k.m) >= k.maxKeys {
+			key = "\x00overflow"
+			e = k.m[key]
+		}
+		if e == nil {
+			e = New(k.interval)
+			k.m[key] = e
+		}
+	}
+	k.mu.Unlock()
+	return e.Tick()
+}

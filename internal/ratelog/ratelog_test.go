@@ -27,3 +27,26 @@ func TestEvery(t *testing.T) {
 		t.Fatalf("Pending after Pending = %d, want 0", n)
 	}
 }
+
+func TestKeyed(t *testing.T) {
+	k := NewKeyed(time.Hour, 2)
+	for _, key := range []string{"a", "b"} {
+		if _, ok := k.Tick(key); !ok {
+			t.Fatalf("first %q held back", key)
+		}
+		if _, ok := k.Tick(key); ok {
+			t.Fatalf("second %q let through", key)
+		}
+	}
+	// Past maxKeys the rest share one key: the first of them goes out,
+	// the next (another key) is held.
+	if _, ok := k.Tick("c"); !ok {
+		t.Fatal("first key past the bound held back")
+	}
+	if _, ok := k.Tick("d"); ok {
+		t.Fatal("second key past the bound let through")
+	}
+	if len(k.m) != 3 {
+		t.Fatalf("%d keys tracked, want 3 (2 + the shared one)", len(k.m))
+	}
+}
