@@ -39,6 +39,7 @@ type Summary struct {
 type batch struct {
 	seq   int
 	lines [][]byte
+	nums  []int // each line's number in the input
 	out   []byte
 	errs  []byte
 }
@@ -72,12 +73,14 @@ func (e *Engine) Replay(ctx context.Context, r io.Reader, w io.Writer, opt Repla
 	go func() {
 		defer close(todo)
 		br := bufio.NewReaderSize(r, 1<<20)
-		seq := 0
+		seq, num := 0, 0
 		cur := &batch{seq: seq}
 		for {
 			line, err := br.ReadBytes('\n')
+			num++
 			if len(trimSpace(line)) > 0 {
 				cur.lines = append(cur.lines, line)
+				cur.nums = append(cur.nums, num)
 				if len(cur.lines) == batchSize {
 					select {
 					case todo <- cur:
@@ -150,17 +153,17 @@ func (e *Engine) snapshot() snap {
 }
 
 func (e *Engine) runBatch(ctx context.Context, b *batch, opt ReplayOptions) {
-	for _, line := range b.lines {
+	for i, line := range b.lines {
 		res, err := e.ProcessLine(ctx, line)
 		if err != nil {
 			if opt.Errors != nil {
-				b.errs = fmt.Appendf(b.errs, "%s\n", err)
+				b.errs = fmt.Appendf(b.errs, "line %d: %s\n", b.nums[i], err)
 			}
 			continue
 		}
 		if opt.Errors != nil {
 			for _, fe := range res.Errors() {
-				b.errs = fmt.Appendf(b.errs, "%s: %s\n", res.Tag, fe)
+				b.errs = fmt.Appendf(b.errs, "line %d: %s: %s\n", b.nums[i], res.Tag, fe)
 			}
 		}
 		if opt.Quiet {
@@ -170,7 +173,7 @@ func (e *Engine) runBatch(ctx context.Context, b *batch, opt ReplayOptions) {
 			b.out = AppendReactionLine(b.out, res.Tag, c)
 		}
 	}
-	b.lines = nil
+	b.lines, b.nums = nil, nil
 }
 
 // AppendReactionLine appends `{"tag": TAG, "chunk": {...}}` and a newline.

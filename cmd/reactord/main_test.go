@@ -219,6 +219,11 @@ func TestReplayContract(t *testing.T) {
 	if sum["events"] != 4.0 || sum["matched"] != 2.0 || sum["reactions"] != 2.0 || sum["errors"] != 1.0 {
 		t.Errorf("summary = %v", sum)
 	}
+	// The malformed line is named by its number in the input (the empty
+	// line 4 counts).
+	if !strings.HasPrefix(errOut, "line 3: ") {
+		t.Errorf("the error does not name its input line:\n%s", errOut)
+	}
 
 	// --quiet prints no reactions but still the summary.
 	code, out, errOut = runCmd(t, `{"tag": "salt/minion/web1/start", "data": {"id": "web1"}}`, "replay", "-c", exampleConf, "--quiet", "-")
