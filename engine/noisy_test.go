@@ -5,12 +5,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
 )
 
@@ -18,20 +15,11 @@ import (
 // logged once (then once a minute with a count), not once per event; each
 // failure stays counted. A second broken file still gets its own line.
 func TestRepeatedLinesAreLimited(t *testing.T) {
-	dir := t.TempDir()
-	for name, data := range map[string]string{
+	_, cfg := loadFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'a/*':\n    - broken.sls\n    - other.sls\n",
 		"broken.sls":   "x:\n  local.test.ping:\n    - tgt: {{ .data.nope }}\n",
 		"other.sls":    "y:\n  local.test.ping:\n    - tgt: {{ .data.nope }}\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	var logs bytes.Buffer
 	eng := MustNew(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	for i := range 500 {

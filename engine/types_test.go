@@ -2,12 +2,10 @@ package engine
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
 )
 
@@ -30,17 +28,8 @@ func TestUnknownReactionType(t *testing.T) {
 		{"caller", "caller.test.ping", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
 			sls := "good:\n  local.test.ping:\n    - tgt: {{ .data.id }}\nmaybe:\n  " + tc.key + ":\n    - tgt: {{ .data.id }}\n"
-			for name, data := range map[string]string{"reactor.conf": "reactor:\n  - 'x/*': x.sls\n", "x.sls": sls} {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir, cfg := loadFiles(t, map[string]string{"reactor.conf": "reactor:\n  - 'x/*': x.sls\n", "x.sls": sls})
 			res, err := MustNew(cfg, nil).Process(context.Background(), event.Event{Tag: "x/1", Data: map[string]any{"id": "web1"}})
 			if err != nil {
 				t.Fatal(err)
