@@ -126,7 +126,8 @@ func TestWriterCloseSpoolsForTheNextStart(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 
-	up := &fakeStore{}
+	// The store holds each write until the test lets it through.
+	up := &fakeStore{gate: make(chan struct{})}
 	w2, err := OpenWriter(up, WriterOptions{Interval: 5 * time.Millisecond, SpoolDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +135,28 @@ func TestWriterCloseSpoolsForTheNextStart(t *testing.T) {
 	if st := w2.Stats(); st.Spooled != 40 {
 		t.Fatalf("restored %d records, want 40", st.Spooled)
 	}
+	time.Sleep(50 * time.Millisecond) // the spool's batch is now waiting at the gate
 	w2.Add(ev(40))
+	flushed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		flushed <- w2.Flush(ctx)
+	}()
+	up.gate <- struct{}{} // the restored records
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) before the record added after the restart was written", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	up.gate <- struct{}{} // the new record
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if got := up.eventIDsWritten(); !slices.Equal(got, ids(0, 41)) {
+		t.Fatalf("written = %v", got)
+	}
+	close(up.gate)
 	closeWriter(t, w2)
 	if got := up.eventIDsWritten(); !slices.Equal(got, ids(0, 41)) {
 		t.Fatalf("written = %v", got)

@@ -193,7 +193,10 @@ func OpenWriter(s Store, opts WriterOptions) (*Writer, error) {
 			return nil, err
 		}
 		w.sp = sp
+		// The restored records take the first sequence numbers: they
+		// are durable (removed) and not yet stored.
 		w.spooled, w.spoolBytes = restored, sp.bytes()
+		w.added, w.removed = uint64(restored), uint64(restored)
 		if opts.Logger != nil && (restored > 0 || torn > 0) {
 			opts.Logger.Warn("audit store: records an earlier run left in the spool are written first", "records", restored, "spool", sp.path, "torn_bytes_cut", torn)
 		}
