@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -228,8 +227,9 @@ func decodePlain(raw []byte) (any, error) {
 	return v, err
 }
 
-// CheckEvents renders every event of r (one per line, as JSON
-// {"tag","data"} or state.event TAG<tab>{json}, what replay reads) through
+// CheckEvents renders every event of r (in any format replay reads: JSON
+// {"tag","data"} or state.event TAG<tab>{json} lines, or the multi-line
+// state.event pretty format) through
 // eng and validates every reaction it produces against the low chunk
 // schema: it finds what only an event shows (a templated file that does
 // not parse once filled in, a reaction type or argument a driver would
@@ -251,32 +251,30 @@ func CheckEvents(ctx context.Context, eng *Engine, r io.Reader) (events int, pro
 		first[msg] = &seen{line: line, tag: tag}
 		order = append(order, msg)
 	}
-	br := bufio.NewReaderSize(r, 1<<20)
-	for line := 1; ; line++ {
-		text, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(text)) > 0 {
-			events++
-			res, perr := eng.ProcessLine(ctx, text)
-			if perr != nil {
-				add(line, "", perr.Error())
-			} else {
-				for _, fe := range res.Errors() {
-					add(line, res.Tag, fe.Error())
-				}
-				for _, c := range res.Chunks {
-					raw, _ := event.AppendJSON(nil, c)
-					v, _ := decodePlain(raw)
-					for _, viol := range schemas.Check(schemas.LowChunk, v) {
-						add(line, res.Tag, fmt.Sprintf("%s: reaction %q: %s", c.Str("__sls__"), c.Str("__id__"), viol))
-					}
-				}
-			}
-		}
+	rr := event.NewRecordReader(r)
+	for {
+		text, line, err := rr.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				problems = append(problems, fmt.Errorf("events line %d: %w", line, err))
 			}
 			break
+		}
+		events++
+		res, perr := eng.ProcessLine(ctx, text)
+		if perr != nil {
+			add(line, "", perr.Error())
+			continue
+		}
+		for _, fe := range res.Errors() {
+			add(line, res.Tag, fe.Error())
+		}
+		for _, c := range res.Chunks {
+			raw, _ := event.AppendJSON(nil, c)
+			v, _ := decodePlain(raw)
+			for _, viol := range schemas.Check(schemas.LowChunk, v) {
+				add(line, res.Tag, fmt.Sprintf("%s: reaction %q: %s", c.Str("__sls__"), c.Str("__id__"), viol))
+			}
 		}
 	}
 	for _, msg := range order {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,16 +38,19 @@ type Summary struct {
 type batch struct {
 	seq   int
 	lines [][]byte
-	nums  []int // each line's number in the input
+	nums  []int // the number of each event's first line in the input
 	out   []byte
 	errs  []byte
 }
 
 const batchSize = 256
 
-// Replay feeds every event line of r through the engine, in parallel, and
-// writes one JSON line per reaction, `{"tag": TAG, "chunk": {...}}`, to w in
-// the order of the input. Blank lines are ignored.
+// Replay feeds every event of r through the engine, in parallel, and writes
+// one JSON line per reaction, `{"tag": TAG, "chunk": {...}}`, to w in the
+// order of the input. r holds events in any format event.RecordReader reads
+// (one JSON envelope or TAG<tab>{json} per line, or the multi-line
+// state.event pretty format); blank and comment lines are ignored. Errors
+// name the first line of their event.
 func (e *Engine) Replay(ctx context.Context, r io.Reader, w io.Writer, opt ReplayOptions) (Summary, error) {
 	start := time.Now()
 	base := e.snapshot()
@@ -72,36 +74,35 @@ func (e *Engine) Replay(ctx context.Context, r io.Reader, w io.Writer, opt Repla
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(todo)
-		br := bufio.NewReaderSize(r, 1<<20)
-		seq, num := 0, 0
+		rr := event.NewRecordReader(r)
+		seq := 0
 		cur := &batch{seq: seq}
 		for {
-			line, err := br.ReadBytes('\n')
-			num++
-			if len(trimSpace(line)) > 0 {
-				cur.lines = append(cur.lines, line)
+			rec, num, err := rr.Next()
+			if err == nil {
+				cur.lines = append(cur.lines, rec)
 				cur.nums = append(cur.nums, num)
-				if len(cur.lines) == batchSize {
-					select {
-					case todo <- cur:
-					case <-ctx.Done():
-						readErr <- ctx.Err()
-						return
-					}
-					seq++
-					cur = &batch{seq: seq}
+				if len(cur.lines) < batchSize {
+					continue
 				}
+				select {
+				case todo <- cur:
+				case <-ctx.Done():
+					readErr <- ctx.Err()
+					return
+				}
+				seq++
+				cur = &batch{seq: seq}
+				continue
 			}
-			if err != nil {
-				if len(cur.lines) > 0 {
-					todo <- cur
-				}
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				readErr <- err
-				return
+			if len(cur.lines) > 0 {
+				todo <- cur
 			}
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			readErr <- err
+			return
 		}
 	}()
 	go func() { wg.Wait(); close(done) }()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,7 +18,8 @@ import (
 func cmdFire(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("fire", "reactord fire --nats URL TAG [JSON] | reactord fire --nats URL --file FILE|-",
 		`Publishes one event (like salt-call event.send), or with --file every
-event of a file, one {"tag","data"} JSON line (or TAG<tab>JSON) each.
+event of a file: one {"tag","data"} JSON line (or TAG<tab>JSON) each, or
+the multi-line format reactord events prints by default.
 An event over the server's max payload is published with its biggest values
 (a job's return first) replaced by a marker saying how many bytes were cut,
 and reported. Exit 0 when every event was published, 1 when some lines were
@@ -113,24 +113,26 @@ connection errors.`, stderr)
 			defer f.Close()
 			in = f
 		}
-		br := bufio.NewReaderSize(in, 1<<20)
+		rr := event.NewRecordReader(in)
 		n := 0
-		for lineNo := 1; ; lineNo++ {
-			line, rerr := br.ReadBytes('\n')
-			if len(bytes.TrimSpace(line)) > 0 {
-				ev, err := event.Decode(line)
-				if err != nil {
-					fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
-					code = exitFound
-				} else if err := publish(ev, fmt.Sprintf("line %d: ", lineNo)); err != nil {
-					fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
-					code = exitFound
-				} else {
-					n++
-				}
-			}
+		for {
+			rec, lineNo, rerr := rr.Next()
 			if rerr != nil {
+				if !errors.Is(rerr, io.EOF) {
+					fmt.Fprintf(stderr, "fire: %v\n", rerr)
+					code = exitFound
+				}
 				break
+			}
+			ev, err := event.Decode(rec)
+			if err != nil {
+				fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
+				code = exitFound
+			} else if err := publish(ev, fmt.Sprintf("line %d: ", lineNo)); err != nil {
+				fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
+				code = exitFound
+			} else {
+				n++
 			}
 		}
 		fmt.Fprintf(stderr, "fire: published %d event(s), %d of them cut to fit\n", n, truncated)

@@ -16,7 +16,9 @@ import (
 func cmdReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("replay", "reactord replay -c CONF [--quiet] FILE|-",
 		`Reads events, one per line, as JSON {"tag": ..., "data": {...}} or as
-salt-run state.event lines (TAG<tab>{json}), runs each through the reactor
+salt-run state.event lines (TAG<tab>{json}), or in the multi-line format of
+state.event pretty=True that 'reactord events' prints (errors name an
+event's first line), runs each through the reactor
 without executing anything, and prints one JSON line per reaction,
 {"tag": TAG, "chunk": {...}}, in input order. Errors go to stderr. It always
 ends with one JSON summary line on stderr:
