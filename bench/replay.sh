@@ -1,22 +1,21 @@
 #!/usr/bin/env bash
-# The replay benchmark of issue 2: reactord's `replay --quiet` against the
+# The replay benchmark: reactord's `replay --quiet` against the
 # Salt-core baseline on the same generated workload, in one run, plus a check
 # that reactord's chunks equal those Jinja2 + PyYAML produce.
 #
 # usage: bench/replay.sh [EVENTS] [RULES]      (defaults: 50000 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shared="${SHARED:-../shared/reactord/bench}"
 events="${1:-50000}"
 rules="${2:-60}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-python3 "$shared/gen_workload.py" "$work/wl" --events "$events" --rules "$rules" >/dev/null
+python3 bench/gen_workload.py "$work/wl" --events "$events" --rules "$rules" >/dev/null
 go build -o "$work/reactord" ./cmd/reactord
 
 echo "salt baseline (generous):"
-base="$(python3 "$shared/salt_core_baseline.py" "$work/wl" --mode generous)"
+base="$(python3 bench/salt_core_baseline.py "$work/wl" --mode generous)"
 echo "  $base"
 echo "reactord replay --quiet (best of 3):"
 best=0

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compute, with Jinja2 and PyYAML as Salt does, the low chunks of every event
-of a workload made by ../shared/reactord/bench/gen_workload.py, and write them
+of a workload made by bench/gen_workload.py, and write them
 as sorted-key JSON lines {"tag", "chunk"}. bench/replay.sh compares them with
 reactord's replay output: the two must be identical.
 
