@@ -108,9 +108,11 @@ type Node struct {
 // nil Node and no error when there is no document or the document is empty
 // (`---` alone, only comments). Errors are *Error:
 //
-//   - syntax errors from go.yaml.in/yaml/v3, which tells only a line: the
-//     problem's, or for some errors the line where the enclosing
-//     collection or scalar starts; the column is 0 (unknown);
+//   - syntax errors from go.yaml.in/yaml/v3, at the problem (found by
+//     parsing prefixes of src: the library tells only a line, for some
+//     errors the enclosing collection's), at the quote of a string not
+//     closed on its line, at the bracket not closed, at the tab; the
+//     column is 0 when it cannot be told;
 //   - undecodable input (bad UTF-8, control characters), at the offending
 //     character;
 //   - "found undefined alias 'x'", at the first "*x";
@@ -193,9 +195,9 @@ var readerProblems = map[string]bool{
 	"expected low surrogate area":        true,
 }
 
-// convertYAMLError turns a go.yaml.in/yaml/v3 error into an *Error with
-// the best line it can tell (the column is only known for reader errors
-// and undefined aliases).
+// convertYAMLError turns a go.yaml.in/yaml/v3 error into an *Error at
+// the problem's position (refineSyntaxError), with the fix in the message
+// where the cause is a classic one.
 func convertYAMLError(src []byte, err error) *Error {
 	msg := err.Error()
 	if m := lineMsg.FindStringSubmatch(msg); m != nil {
@@ -203,7 +205,7 @@ func convertYAMLError(src []byte, err error) *Error {
 		if parserProblems[m[2]] {
 			line++
 		}
-		return &Error{Line: line, Msg: m[2]}
+		return refineSyntaxError(src, line, m[2])
 	}
 	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
 		e := &Error{Msg: "found undefined alias " + pyRepr(m[1])}
@@ -222,7 +224,7 @@ func convertYAMLError(src []byte, err error) *Error {
 			e.Line, e.Column = position(src, off)
 		}
 	case !strings.HasPrefix(msg, "internal error"):
-		e.Line = 1
+		return refineSyntaxError(src, 1, msg)
 	}
 	return e
 }
@@ -260,7 +262,7 @@ func findAlias(src []byte, name string) (line, col int) {
 		if i > 0 && !strings.ContainsRune(" \t\r\n[{,:-?", rune(s[i-1])) {
 			continue
 		}
-		if j := i + len(pat); j < len(s) && !strings.ContainsRune(" \t\r\n,]}", rune(s[j])) {
+		if j := i + len(pat); j < len(s) && !strings.ContainsRune(" \t\r\n,]}:", rune(s[j])) {
 			continue
 		}
 		return position(src, i)

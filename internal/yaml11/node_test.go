@@ -2,6 +2,7 @@ package yaml11
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"strings"
@@ -192,28 +193,28 @@ func TestParseErrors(t *testing.T) {
 		line, col int
 		msg       string
 	}{
-		// libyaml/PyYAML report these at the problem marks 1:2, 3:2,
-		// 2:4, 3:1, 1:5, 2:1, 3:3, 1:4 (position 3), 2:1, 1:7, 1:5;
-		// go.yaml.in/yaml/v3 only tells the line, and for parser
-		// errors the line of the enclosing context.
-		{"{: a, ~: b}", 1, 0, "did not find expected node content"},
-		{"a: 1\nb: [1, 2\nc: 3\n", 2, 0, "did not find expected ',' or ']'"},
-		{"a:\n  b: 1\n c: 2\n", 3, 0, "did not find expected key"},
-		{"a: 1\n  b: 2\n", 2, 0, "mapping values are not allowed in this context"},
-		{"x: 1\ny: \"abc\n", 2, 0, "found unexpected end of stream"},
-		{"a: b: c", 1, 0, "mapping values are not allowed in this context"},
-		{"- a\nb: 1", 2, 0, "did not find expected '-' indicator"},
-		{"x:\n  - a\n  b: 1\n", 2, 0, "did not find expected '-' indicator"},
+		// go.yaml.in/yaml/v3 only tells a line, for parser errors the line
+		// of the enclosing context; Parse finds the problem (PyYAML's
+		// problem mark, or the key a parser problem stops at), the open
+		// bracket or quote, the tab.
+		{"{: a, ~: b}", 1, 1, "did not find expected node content"},
+		{"a: 1\nb: [1, 2\nc: 3\n", 2, 4, "did not find expected ',' or ']' (the [ opened here is not closed)"},
+		{"a:\n  b: 1\n c: 2\n", 3, 2, "did not find expected key"},
+		{"a: 1\n  b: 2\n", 2, 4, "mapping values are not allowed in this context"},
+		{"x: 1\ny: \"abc\n", 2, 4, "unclosed quote: the string this \" starts is never closed (found unexpected end of stream); close it on line 2"},
+		{"a: b: c", 1, 5, "mapping values are not allowed in this context"},
+		{"- a\nb: 1", 2, 1, "did not find expected '-' indicator"},
+		{"x:\n  - a\n  b: 1\n", 3, 3, "did not find expected '-' indicator"},
 		{"x: \x01", 1, 4, "control characters are not allowed"},
 		{"x: 1\ny: é\xff", 2, 5, "invalid leading UTF-8 octet"},
-		{"a: 1\n\tb: 2", 2, 0, "found a tab character that violates indentation"},
-		{"a: !<x y", 1, 0, "did not find the expected '>'"},
-		{"a: '", 1, 0, "found unexpected end of stream"},
+		{"a: 1\n\tb: 2", 2, 1, "found a tab character that violates indentation: YAML does not allow tabs here; indent with spaces"},
+		{"a: !<x y", 1, 6, "did not find the expected '>'"},
+		{"a: '", 1, 4, "unclosed quote: the string this ' starts is never closed (found unexpected end of stream); close it on line 1"},
 		{"a: 1\nb: [x, *nope]\n", 2, 8, "found undefined alias 'nope'"},
 		{"a: 1\n---\nb: 2\n", 2, 1, "expected a single document in the stream, but found another document"},
 		{"a: 1\n---\n", 2, 1, "expected a single document in the stream, but found another document"},
-		{"...\n", 1, 0, "did not find expected node content"},
-		{"a: 1\n--- [\n", 3, 0, "did not find expected node content"},
+		{"...\n", 1, 3, "did not find expected node content"},
+		{"a: 1\n--- [\n", 3, 1, "did not find expected node content"},
 		{"a: &x [1, *x]\n", 1, 11, "found recursive alias 'x' (a node containing itself is not supported)"},
 		{"a: &x {b: *x}\n", 1, 11, "found recursive alias 'x' (a node containing itself is not supported)"},
 		{"c:\n  <<: 1", 2, 7, "expected a mapping or list of mappings for merging, but found scalar"},
@@ -229,6 +230,63 @@ func TestParseErrors(t *testing.T) {
 		if e.Line != c.line || e.Column != c.col || e.Msg != c.msg {
 			t.Errorf("Parse(%q) error = %d:%d %q, want %d:%d %q", c.src, e.Line, e.Column, e.Msg, c.line, c.col, c.msg)
 		}
+	}
+}
+
+// TestNewcomerSyntaxErrors: the mistakes a new operator makes are reported
+// where they are, with the fix (issue 10 #15).
+func TestNewcomerSyntaxErrors(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      string // "line:col message"
+	}{
+		{"quote left open runs into a later quote",
+			"reactor:\n  - 'salt/minion/*/start':\n    - a.sls\n  - \"salt/auth:\n    - b.sls\n  - \"salt/x\":\n    - c.sls\n",
+			"4:5 unclosed quote: the string this \" starts runs on to line 6 (mapping values are not allowed in this context); close it on line 4"},
+		{"quote left open past a blank line",
+			"a:\n  - 'b.sls\n\n  - 'c.sls':\n",
+			"2:5 unclosed quote: the string this ' starts runs on to line 4 (mapping values are not allowed in this context); close it on line 2"},
+		{"quote never closed",
+			"reactor:\n  - 'salt/auth':\n    - \"a.sls\n    - b.sls\n",
+			"3:7 unclosed quote: the string this \" starts is never closed (found unexpected end of stream); close it on line 3"},
+		{"a multi-line quoted string is not blamed",
+			"a: \"one\n  two\"\nb: [1\n",
+			"3:4 did not find expected ',' or ']' (the [ opened here is not closed)"},
+		{"quote in a plain scalar is text",
+			"a: it's \"x\nb: c: d\n",
+			"2:5 mapping values are not allowed in this context"},
+		{"quote in a block scalar is text",
+			"a: |\n  it \"is\nb: c: d\n",
+			"3:5 mapping values are not allowed in this context"},
+		{"tab indents a list item",
+			"reactor:\n  - 'salt/minion/*/start':\n\t- a.sls\n",
+			"3:1 found a tab character that cannot start any token: YAML does not allow tabs here; indent with spaces"},
+		{"tab after spaces",
+			"reactor:\n  - 'salt/minion/*/start':\n  \t- a.sls\n",
+			"3:3 found a tab character that cannot start any token: YAML does not allow tabs here; indent with spaces"},
+		{"tab where a key's indentation is",
+			"a: 1\n\tb: 2\n",
+			"2:1 found a tab character that violates indentation: YAML does not allow tabs here; indent with spaces"},
+		{"reserved character",
+			"a:\n  - @web\n",
+			"2:5 found character '@' that cannot start any token; quote the value"},
+		{"mis-indented list item: at the item, not the mapping",
+			"restart:\n  local.service.restart:\n    - tgt: web1\n   - arg: [nginx]\n",
+			"4:4 did not find expected key"},
+		{"unquoted alias", "reactor:\n  - *start:\n    - a.sls\n", "2:5 found undefined alias 'start'"},
+		{"star alone", "reactor:\n  - */start:\n    - a.sls\n", "2:5 did not find expected alphabetic or numeric character"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.src))
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse = %v; want *Error", err)
+			}
+			if got := fmt.Sprintf("%d:%d %s", e.Line, e.Column, e.Msg); got != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+		})
 	}
 }
 
