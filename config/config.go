@@ -370,7 +370,44 @@ func yamlError(path string, src []byte, err error) *Error {
 			}
 		}
 	}
-	return &Error{Pos: Pos{File: path, Line: max(line, 1), Col: max(col, 1)}, Msg: ye.Msg}
+	msg := ye.Msg
+	if strings.HasPrefix(msg, "found undefined alias") || msg == "did not find expected alphabetic or numeric character" {
+		if glob, start := starToken(src, line, col); glob != "" {
+			col = start
+			msg += fmt.Sprintf(": an unquoted * starts a YAML alias; quote the glob: '%s'", glob)
+		}
+	}
+	return &Error{Pos: Pos{File: path, Line: max(line, 1), Col: max(col, 1)}, Msg: msg}
+}
+
+// starToken returns the token (up to ": ", a blank, a comma or a closing
+// bracket) holding the '*' at line:col (1-based) when it starts with '*'
+// (`*start`, `*/start`, `*start*`), and the column where it starts; ""
+// otherwise.
+func starToken(src []byte, line, col int) (string, int) {
+	if line < 1 || col < 1 {
+		return "", 0
+	}
+	lines := strings.Split(string(src), "\n")
+	if line > len(lines) {
+		return "", 0
+	}
+	text := []rune(strings.TrimRight(lines[line-1], "\r"))
+	if col > len(text) || text[col-1] != '*' {
+		return "", 0
+	}
+	start := col - 1
+	for start > 0 && !strings.ContainsRune(" \t[{,", text[start-1]) {
+		start--
+	}
+	if text[start] != '*' {
+		return "", 0
+	}
+	tok := string(text[start:])
+	if i := strings.IndexAny(tok, " \t,]}"); i >= 0 {
+		tok = tok[:i]
+	}
+	return strings.TrimSuffix(tok, ":"), start + 1
 }
 
 // confGlob expands a configuration glob as Python's glob does for Salt:

@@ -283,7 +283,7 @@ func TestErrors(t *testing.T) {
 		{"negative max_hops", "reactord:\n  max_hops: -1\n", 2, 13, "reactord.max_hops must be a positive integer", false},
 		{"settings not a mapping", "reactord: yes\n", 1, 11, "reactord must be a mapping", false},
 		{"file_roots not a mapping", "file_roots: [a]\n", 1, 13, "file_roots must be a mapping", false},
-		{"syntax error", "reactor:\n  - 'a': [x\n", 2, 1, "did not find expected", false},
+		{"syntax error", "reactor:\n  - 'a': [x\n", 2, 10, "did not find expected ',' or ']' (the [ opened here is not closed)", false},
 		{"not a mapping", "- a\n", 1, 1, "must be a mapping of options", false},
 		{"duplicate top-level key", "reactor: []\nreactor: []\n", 2, 1, "", false},
 	}
