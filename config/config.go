@@ -94,15 +94,20 @@ type Settings struct {
 	// mapped from Salt's log levels; empty means info.
 	LogLevel string
 	Workers  int
-	// Store is the audit store URL; KeepJobs its retention.
+	// Store is the audit store URL (without a password: that one is in
+	// StoreFile); KeepJobs its retention.
 	Store    string
 	KeepJobs time.Duration
+	// StoreFile is a file holding the audit store URL (store_file).
+	StoreFile string
 	// Settle, JobTimeout and MaxHops configure the loop guard.
 	Settle     time.Duration
 	JobTimeout time.Duration
 	MaxHops    int
 	// LiteralTarget is the default of the rules' literal_target option.
 	LiteralTarget bool
+	// Flags are the other daemon flags the section sets, by flag name.
+	Flags map[string]FlagSetting
 }
 
 // logLevels maps Salt's log levels, and reactord's warn, to the levels
@@ -751,6 +756,16 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			}
 		case "store":
 			cfg.Settings.Store = str()
+			if storeHasPassword(cfg.Settings.Store) {
+				l.errorf(file, vn, "reactord.store holds a password in clear: put the URL in a file only reactord can read and give its path as store_file")
+			}
+		case "store_file":
+			if s := str(); s != "" {
+				if !filepath.IsAbs(s) {
+					s = filepath.Join(filepath.Dir(file), s)
+				}
+				cfg.Settings.StoreFile = s
+			}
 		case "keep_jobs":
 			s, ok := scalarString(vn)
 			d, err := time.ParseDuration(s)
@@ -793,7 +808,9 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			}
 			cfg.Settings.LiteralTarget = b
 		default:
-			l.errorf(file, kn, "unknown reactord setting %q (known: nats, driver, data_dir, log_level, workers, settle, job_timeout, max_hops, store, keep_jobs, literal_target)", kn.Text)
+			if !l.flagSetting(cfg, file, k, kn, vn) {
+				l.errorf(file, kn, "unknown reactord setting %q (known: %s)", kn.Text, strings.Join(SettingKeys(), ", "))
+			}
 		}
 	}
 }

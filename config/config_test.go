@@ -210,7 +210,7 @@ func TestSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Settings{NATS: "nats://127.0.0.1:4222", Driver: "dryrun", DataDir: "/var/lib/reactord", LogLevel: "debug", Workers: 4}
-	if cfg.Settings != want {
+	if !reflect.DeepEqual(cfg.Settings, want) {
 		t.Fatalf("settings = %+v", cfg.Settings)
 	}
 }

@@ -127,13 +127,29 @@ func TestEventFormats(t *testing.T) {
 		if err != nil {
 			t.Fatalf("--out %q: %v", c.out, err)
 		}
-		if got, err := f(ev); err != nil || string(got) != c.want {
+		if got, err := f(ev, ""); err != nil || string(got) != c.want {
 			t.Errorf("--out %q: %q (%v), want %q", c.out, got, err, c.want)
 		}
+	}
+	// An archived event's id (events --since, issue 10 #10).
+	if got, _ := mustFormat(t, "pretty")(ev, "ev-1"); string(got) != "# event_id=ev-1\n"+cases[0].want {
+		t.Errorf("pretty with an id: %q", got)
+	}
+	if got, _ := mustFormat(t, "json")(ev, "ev-1"); string(got) != `{"tag":"a/b","data":{"id":"web1","n":2},"event_id":"ev-1"}`+"\n" {
+		t.Errorf("json with an id: %q", got)
 	}
 	if _, err := eventFormat("yaml"); err == nil {
 		t.Error("--out yaml accepted")
 	}
+}
+
+func mustFormat(t *testing.T, name string) eventFormatter {
+	t.Helper()
+	f, err := eventFormat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // TestNATSHelpSaysWhatEmptyDoes: only the daemon starts an embedded server

@@ -95,6 +95,11 @@ in-flight events within --drain-timeout.`, stderr)
 		printErrors(stderr, err)
 		return exitUsage
 	}
+	// The reactord: section sets the flags the command line did not.
+	if err := applyFileSettings(fs, cfg.Settings.Flags); err != nil {
+		fmt.Fprintf(stderr, "reactord: %v\n", err)
+		return exitUsage
+	}
 	level := cfg.Settings.SlogLevel()
 	if *verbose {
 		level = slog.LevelDebug
@@ -195,7 +200,10 @@ in-flight events within --drain-timeout.`, stderr)
 		return exitUsage
 	}
 	if *storeURL == "" {
-		*storeURL = cfg.Settings.Store
+		if *storeURL, err = settingsStore(cfg.Settings); err != nil {
+			fmt.Fprintf(stderr, "reactord: %v\n", err)
+			return exitUsage
+		}
 	}
 	if *storeURL == "" {
 		*storeURL = "sqlite://" + filepath.Join(dir, "reactord.db")

@@ -162,7 +162,7 @@ func envelope(ev event.Event) ([]byte, error) {
 }
 
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("events", "reactord events --nats URL [--out json] [GLOB] | reactord events --since DUR|TIME [--store URL] [--out json] [GLOB]",
+	fs := newFlags("events", "reactord events --nats URL [--out json] [GLOB] | reactord events --since DUR|TIME [--store URL | -c CONF | --data-dir DIR] [--out json] [GLOB]",
 		`Prints events as they arrive on NATS, in the format of salt-run state.event
 pretty=True: the tag, a tab, and the data as JSON indented by 4 with sorted
 keys. With --out json it prints one {"tag": ..., "data": {...}} line per
@@ -170,12 +170,15 @@ event instead, what replay and fire --file read: record with
 'reactord events --out json > day.jsonl', replay with
 'reactord replay -c CONF day.jsonl'. GLOB filters tags with Salt's fnmatch
 rules. Runs until interrupted. With --since it prints the events archived in
-the audit store instead.`, stderr)
+the audit store instead, found as the daemon finds it (--store, -c CONF's
+reactord: section, --data-dir), each with reactord's event id (what trace
+takes): a "# event_id=ID" line before a pretty event, an "event_id" member
+in JSON.`, stderr)
 	var nf natsFlags
 	nf.register(fs, natsClientUsage)
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
 	since := fs.String("since", "", "print archived events since this long ago (1h) or this RFC 3339 time, from the store")
-	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True; also text, as jobs calls it) or json (one {"tag","data"} line per event, for replay and fire --file)`)
+	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True; also text, as jobs calls it) or json (one {"tag","data"} line per event); replay and fire --file read both`)
 	storeURL := storeFlag(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -186,7 +189,7 @@ the audit store instead.`, stderr)
 		return exitUsage
 	}
 	if *since != "" {
-		return cmdStoredEvents(ctx, *storeURL, *since, fs.Arg(0), *count, format, stdout, stderr)
+		return cmdStoredEvents(ctx, storeURL, *since, fs.Arg(0), *count, format, stdout, stderr)
 	}
 	if nf.url == "" || fs.NArg() > 1 {
 		fmt.Fprintln(stderr, "events: need --nats URL [GLOB]")
@@ -196,7 +199,11 @@ the audit store instead.`, stderr)
 	if fs.NArg() == 1 {
 		glob = matchers.Compile(fs.Arg(0))
 	}
-	opts, err := nf.options("reactord-events")
+	var tokenDirs []string
+	if storeURL.dataDir != "" {
+		tokenDirs = append(tokenDirs, storeURL.dataDir)
+	}
+	opts, err := nf.options("reactord-events", tokenDirs...)
 	if err != nil {
 		fmt.Fprintf(stderr, "events: %v\n", err)
 		return exitUsage
@@ -217,7 +224,7 @@ the audit store instead.`, stderr)
 		if glob != nil && !glob.Match(ev.Tag) {
 			return
 		}
-		line, err := format(ev)
+		line, err := format(ev, "")
 		if err != nil {
 			fmt.Fprintf(stderr, "events: %s: %v\n", m.Subject, err)
 			return
@@ -247,21 +254,33 @@ the audit store instead.`, stderr)
 	}
 }
 
-// eventFormatter formats one event as text ending in a newline.
-type eventFormatter func(ev event.Event) ([]byte, error)
+// eventFormatter formats one event as text ending in a newline; id is
+// reactord's event id of an archived event ("" for none).
+type eventFormatter func(ev event.Event, id string) ([]byte, error)
 
-// eventFormat returns the formatter named by --out.
+// eventFormat returns the formatter named by --out. An event id goes in a
+// comment line before the pretty format's event ("# event_id=ID", which
+// replay and fire --file skip), or in an "event_id" member after "data"
+// in JSON (which they ignore).
 func eventFormat(name string) (eventFormatter, error) {
 	switch name {
 	case "pretty", "text", "":
-		return func(ev event.Event) ([]byte, error) {
-			return prettyEvent(ev), nil
+		return func(ev event.Event, id string) ([]byte, error) {
+			if id == "" {
+				return prettyEvent(ev), nil
+			}
+			return append([]byte("# event_id="+id+"\n"), prettyEvent(ev)...), nil
 		}, nil
 	case "json":
-		return func(ev event.Event) ([]byte, error) {
+		return func(ev event.Event, id string) ([]byte, error) {
 			line, err := envelope(ev)
 			if err != nil {
 				return nil, err
+			}
+			if id != "" {
+				line = append(line[:len(line)-1], `,"event_id":`...)
+				line, _ = event.AppendJSON(line, id)
+				line = append(line, '}')
 			}
 			return append(line, '\n'), nil
 		}, nil

@@ -13,37 +13,88 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/store"
 )
 
-// storeFlag adds --store with the daemon's default, and --store-file, a
-// file holding the URL (read when the flag is parsed; --store wins).
-func storeFlag(fs *flag.FlagSet) *string {
-	url := fs.String("store", "", "audit store URL (default: $"+envStore+", else sqlite under the user cache directory's reactord folder, as the daemon)")
+// storeSource is how a command that reads the audit store (jobs, trace,
+// events --since) finds it, as the daemon does: --store, else
+// --store-file, else $REACTORD_STORE, else the store (or store_file) of the
+// reactord: section of -c CONF, else sqlite under --data-dir, else under
+// the configuration's data_dir, else under the default data directory.
+type storeSource struct {
+	url     string
+	conf    string
+	dataDir string
+}
+
+// storeFlag adds --store, --store-file (a file holding the URL, read when
+// the flag is parsed; --store wins), -c and --data-dir.
+func storeFlag(fs *flag.FlagSet) *storeSource {
+	src := &storeSource{}
+	fs.StringVar(&src.url, "store", "", "audit store URL (default: $"+envStore+", else the -c CONF's store, else sqlite under --data-dir, as the daemon)")
 	fs.Func("store-file", "file holding the audit store URL, so its password stays out of ps", func(path string) error {
-		if *url != "" {
+		if src.url != "" {
 			return nil
 		}
 		s, err := readSecretFile(path)
 		if err == nil {
-			*url = s
+			src.url = s
 		}
 		return err
 	})
-	return url
+	fs.StringVar(&src.conf, "c", "", "the daemon's reactor configuration: use the store (store, store_file) and data_dir of its reactord: section")
+	fs.StringVar(&src.dataDir, "data-dir", "", "the daemon's --data-dir: use the sqlite store under it (default: the configuration's data_dir, else the user cache directory's reactord folder)")
+	return src
 }
 
-func openStore(ctx context.Context, url string) (store.Store, error) {
-	if url == "" {
-		url = os.Getenv(envStore)
+// resolve returns the store URL src stands for.
+func (src *storeSource) resolve() (string, error) {
+	if src.url != "" {
+		return src.url, nil
 	}
-	if url == "" {
-		base, err := os.UserCacheDir()
+	if u := os.Getenv(envStore); u != "" {
+		return u, nil
+	}
+	dir := src.dataDir
+	if src.conf != "" {
+		cfg, err := config.Load(src.conf)
 		if err != nil {
-			base = os.TempDir()
+			return "", fmt.Errorf("-c %s: %w", src.conf, err)
 		}
-		url = "sqlite://" + filepath.Join(base, "reactord", "reactord.db")
+		if u, err := settingsStore(cfg.Settings); err != nil || u != "" {
+			return u, err
+		}
+		if dir == "" {
+			dir = cfg.Settings.DataDir
+		}
+	}
+	if dir == "" {
+		dir = natsbus.DefaultDataDir()
+	}
+	return "sqlite://" + filepath.Join(dir, "reactord.db"), nil
+}
+
+// settingsStore is the store URL of the reactord: section: store, or the
+// content of store_file; "" when neither is set.
+func settingsStore(s config.Settings) (string, error) {
+	if s.Store != "" || s.StoreFile == "" {
+		return s.Store, nil
+	}
+	u, err := readSecretFile(s.StoreFile)
+	if err != nil {
+		return "", fmt.Errorf("reactord.store_file: %w", err)
+	}
+	return u, nil
+}
+
+// openStore opens the store src stands for.
+func openStore(ctx context.Context, src *storeSource) (store.Store, error) {
+	url, err := src.resolve()
+	if err != nil {
+		return nil, err
 	}
 	return store.Open(ctx, url)
 }
@@ -72,13 +123,13 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdJobs(ctx, []string{"lookup", "--help"}, stdout, stderr)
 	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "lookup") {
-		fmt.Fprintln(stderr, "usage: reactord jobs list [--since DUR|TIME] [--store URL] | reactord jobs lookup JID [--out json] [--store URL]")
+		fmt.Fprintln(stderr, "usage: reactord jobs list [--since DUR|TIME] [--store URL | -c CONF | --data-dir DIR] | reactord jobs lookup JID [--out json] [--store URL | -c CONF | --data-dir DIR]")
 		fmt.Fprintln(stderr, "(reactord jobs --help for their flags)")
 		return exitUsage
 	}
 	sub, args := args[0], args[1:]
 	if sub == "list" {
-		fs := newFlags("jobs list", "reactord jobs list [--since DUR|TIME] [--limit N] [--store URL]",
+		fs := newFlags("jobs list", "reactord jobs list [--since DUR|TIME] [--limit N] [--store URL | -c CONF | --data-dir DIR]",
 			"Lists archived jobs, newest first, with the fields of salt-run jobs.list_jobs (function, arguments, target, target type, user, start time from the jid); with --out json one object {jid: fields}, as list_jobs --out json.", stderr)
 		since := fs.String("since", "", "only jobs since this long ago (24h) or this RFC 3339 time")
 		limit := fs.Int("limit", 100, "at most this many jobs (0: all)")
@@ -92,7 +143,7 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return exitUsage
 		}
-		st, err := openStore(ctx, *url)
+		st, err := openStore(ctx, url)
 		if err != nil {
 			fmt.Fprintf(stderr, "jobs: %v\n", err)
 			return exitUsage
@@ -128,7 +179,7 @@ func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	fs := newFlags("jobs lookup", "reactord jobs lookup JID [--out json] [--store URL]",
+	fs := newFlags("jobs lookup", "reactord jobs lookup JID [--out json] [--store URL | -c CONF | --data-dir DIR]",
 		"Prints every minion's return for a job, in the order they returned, like salt-run jobs.lookup_jid; with --out json one object {minion id: return}.", stderr)
 	out := fs.String("out", "text", "text or json")
 	url := storeFlag(fs)
@@ -226,7 +277,7 @@ func plainList(vals []json.RawMessage) string {
 }
 
 func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("trace", "reactord trace JID|EVENT-ID [--store URL]",
+	fs := newFlags("trace", "reactord trace JID|EVENT-ID [--store URL | -c CONF | --data-dir DIR]",
 		"Prints the reaction ledger of one job or event: matched rules, rendered files, suppressions, dispatches with their jid, returns and timeouts.", stderr)
 	url := storeFlag(fs)
 	id, st, code := idAndStore(ctx, fs, args, url, "trace: need a JID or an event id", stdout, stderr)
@@ -264,7 +315,7 @@ func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // idAndStore parses "ID [flags]" or "[flags] ID" and opens the store; a
 // nil store means the command ends with code.
-func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, url *string, missing string, stdout, stderr io.Writer) (string, store.Store, int) {
+func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, src *storeSource, missing string, stdout, stderr io.Writer) (string, store.Store, int) {
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
@@ -279,7 +330,7 @@ func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, url *strin
 		fmt.Fprintln(stderr, missing)
 		return "", nil, exitUsage
 	}
-	st, err := openStore(ctx, *url)
+	st, err := openStore(ctx, src)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return "", nil, exitUsage
@@ -288,13 +339,13 @@ func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, url *strin
 }
 
 // cmdStoredEvents prints archived events (reactord events --since).
-func cmdStoredEvents(ctx context.Context, url, since, glob string, limit int, format eventFormatter, stdout, stderr io.Writer) int {
+func cmdStoredEvents(ctx context.Context, src *storeSource, since, glob string, limit int, format eventFormatter, stdout, stderr io.Writer) int {
 	t, err := parseSince(since)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	st, err := openStore(ctx, url)
+	st, err := openStore(ctx, src)
 	if err != nil {
 		fmt.Fprintf(stderr, "events: %v\n", err)
 		return exitUsage
@@ -315,7 +366,7 @@ func cmdStoredEvents(ctx context.Context, url, since, glob string, limit int, fo
 			code = exitFound
 			continue
 		}
-		line, err := format(event.Event{Tag: evs[i].Tag, Data: data})
+		line, err := format(event.Event{Tag: evs[i].Tag, Data: data}, evs[i].ID)
 		if err != nil {
 			fmt.Fprintf(stderr, "events: archived event %s (%s): %v\n", evs[i].ID, evs[i].Tag, err)
 			code = exitFound
