@@ -105,7 +105,7 @@ func (f *File) skeleton(text []byte) (*skeleton, error) {
 	if err != nil {
 		var ye *yaml11.Error
 		if errors.As(err, &ye) {
-			err = &PosError{File: f.Path, Line: ye.Line, Col: max(ye.Column, 1), Msg: ye.Msg + " (in the rendered text)", Err: err}
+			err = &PosError{File: f.Path, Line: ye.Line, Col: max(ye.Column, 1), Msg: ye.Msg + " (in the rendered text)", Err: err, rendered: f.tmpl != nil}
 		} else {
 			err = &PosError{File: f.Path, Line: 1, Col: 1, Msg: err.Error(), Err: err}
 		}

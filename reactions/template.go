@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"text/template"
 	"text/template/parse"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Masterminds/sprig/v3"
 
@@ -128,6 +130,7 @@ type recorded struct {
 type recorder struct {
 	vals []recorded
 	buf  []byte
+	segs []outSeg // where each write landed in out, for templatePos
 
 	name    string
 	textPos map[*byte]textPos
@@ -141,6 +144,7 @@ type recorder struct {
 // reset prepares the recorder for one execution.
 func (r *recorder) reset(lim Limits) {
 	r.vals = r.vals[:0]
+	r.segs = r.segs[:0]
 	r.out.Reset()
 	r.lim = lim
 	r.bytes = 0
@@ -160,6 +164,9 @@ func (r *recorder) Write(p []byte) (int, error) {
 		le = &LimitError{What: "Bytes", Limit: r.lim.Bytes}
 	default:
 		r.bytes += len(p)
+		if len(p) > 0 {
+			r.segs = append(r.segs, outSeg{off: r.out.Len(), src: &p[0]})
+		}
 		return r.out.Write(p)
 	}
 	pos := textPos{1, 1}
@@ -264,7 +271,7 @@ func ParseTemplate(name, src string) (*Template, error) {
 	}
 	t, err := template.New(name).Funcs(baseFuncs).Option("missingkey=error").Parse(src)
 	if err != nil {
-		return nil, templateError(name, err)
+		return nil, unclosedBlockError(src, templateError(name, err))
 	}
 	actions := 0
 	var trees []*parse.Tree
@@ -311,12 +318,16 @@ func (t *Template) execute(data any, lim Limits, use func(text []byte, vals []re
 	rec.reset(lim)
 	defer func() {
 		clear(rec.vals)
+		clear(rec.segs)
 		// A pooled instance does not keep a large render's memory.
 		if rec.out.Cap() > maxPooledBuffer {
 			rec.out = bytes.Buffer{}
 		}
 		if cap(rec.vals) > maxPooledValues {
 			rec.vals = nil
+		}
+		if cap(rec.segs) > maxPooledValues {
+			rec.segs = nil
 		}
 	}()
 	if err := in.t.Execute(rec, data); err != nil {
@@ -326,7 +337,68 @@ func (t *Template) execute(data any, lim Limits, use func(text []byte, vals []re
 		}
 		return templateError(t.name, err)
 	}
-	return use(rec.out.Bytes(), rec.vals)
+	err := use(rec.out.Bytes(), rec.vals)
+	var pe *PosError
+	if errors.As(err, &pe) && pe.rendered {
+		if tp, ok := rec.templatePos(pe.Line, pe.Col); ok {
+			return &PosError{File: pe.File, Line: pe.Line, Col: pe.Col, Err: pe.Err,
+				Msg: fmt.Sprintf("%s, from line %d of the template)", strings.TrimSuffix(pe.Msg, ")"), tp.line)}
+		}
+	}
+	return err
+}
+
+// outSeg is one write to the rendered text: its offset there, and its first
+// byte (the template's text, found in textPos, or a printed placeholder).
+type outSeg struct {
+	off int
+	src *byte
+}
+
+// templatePos returns the template position of the rendered text's line
+// and character column: in template text, exactly; in a printed value, the
+// action that printed it (where the text before it ends).
+func (r *recorder) templatePos(line, col int) (textPos, bool) {
+	out := r.out.Bytes()
+	off, l, c := 0, 1, 1
+	for off < len(out) && (l < line || l == line && c < col) {
+		_, w := utf8.DecodeRune(out[off:])
+		if out[off] == '\n' {
+			if l == line {
+				break
+			}
+			l, c = l+1, 1
+		} else {
+			c++
+		}
+		off += w
+	}
+	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].off > off }) - 1
+	if i < 0 {
+		return textPos{}, false
+	}
+	// A printed value: start from the end of the text written before it.
+	target := off
+	for ; i >= 0; i-- {
+		if _, ok := r.textPos[r.segs[i].src]; ok {
+			break
+		}
+		target = r.segs[i].off
+	}
+	if i < 0 {
+		return textPos{}, false
+	}
+	pos := r.textPos[r.segs[i].src]
+	for j := r.segs[i].off; j < target; {
+		_, w := utf8.DecodeRune(out[j:])
+		if out[j] == '\n' {
+			pos.line, pos.col = pos.line+1, 1
+		} else {
+			pos.col++
+		}
+		j += w
+	}
+	return pos, true
 }
 
 // maxPooledBuffer and maxPooledValues bound the output buffer and the
@@ -410,7 +482,7 @@ func templateError(name string, err error) error {
 			}
 		}
 		rest2 = strings.TrimSpace(rest2)
-		rest2 = stripEscaperNames(rest2)
+		rest2 = missingKeyHint(stripEscaperNames(rest2))
 		return &PosError{File: name, Line: atoi(line), Col: atoi(col), Msg: rest2, Err: err}
 	}
 	if m := tmplErrRe.FindStringSubmatch(msg); m != nil {
@@ -418,7 +490,7 @@ func templateError(name string, err error) error {
 		if col == "" {
 			col = "1"
 		}
-		return &PosError{File: name, Line: atoi(m[2]), Col: atoi(col), Msg: stripEscaperNames(m[4]), Err: err}
+		return &PosError{File: name, Line: atoi(m[2]), Col: atoi(col), Msg: missingKeyHint(stripEscaperNames(m[4])), Err: err}
 	}
 	return &PosError{File: name, Line: 1, Col: 1, Msg: msg, Err: err}
 }
@@ -446,6 +518,8 @@ type PosError struct {
 	Line, Col int
 	Msg       string
 	Err       error
+
+	rendered bool // positioned in the rendered text of a template
 }
 
 func (e *PosError) Error() string {
