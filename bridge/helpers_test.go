@@ -29,11 +29,11 @@ import (
 	"github.com/reactord/reactord/event"
 )
 
-// catalogueFile is the shared event catalogue, relative to the package
-// directory; testdataFile keeps three of its lines so the core tests never
-// skip.
+// catalogueFile is the event catalogue (one event of each shape Salt
+// emits), relative to the package directory; testdataFile keeps three of
+// its lines.
 const (
-	catalogueFile = "../../shared/reactord/events/catalogue.jsonl"
+	catalogueFile = "../testdata/events/catalogue.jsonl"
 	testdataFile  = "testdata/events.jsonl"
 )
 

@@ -15,8 +15,9 @@ import (
 	"testing"
 )
 
-// catalogue is the shared event catalogue, relative to this package.
-const catalogue = "../../shared/reactord/events/catalogue.jsonl"
+// catalogue is the event catalogue (one event of each shape Salt emits),
+// relative to this package.
+const catalogue = "../testdata/events/catalogue.jsonl"
 
 // at is one violation a bad example must produce: its pointer and a
 // fragment of its message.
