@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -145,3 +146,31 @@ func missingKeyHint(msg string) string {
 	return fmt.Sprintf(`%s; for a key an event may lack, use {{ dig %s "" %s }} (a default instead of the error) or test it with {{ if hasKey %s %q }}`,
 		msg, strings.Join(keys, " "), parent, parent, m[2])
 }
+
+// RenderText renders the file for one event and returns the text Salt
+// would load as YAML: the template's output with every printed value as
+// it prints (Jinja's spelling). For a plain YAML file it is the file. An
+// error of the template itself is returned as Render returns it.
+func (f *File) RenderText(tag string, data map[string]any) ([]byte, error) {
+	if f.tmpl == nil {
+		return append([]byte(nil), f.static...), nil
+	}
+	var out []byte
+	err := f.tmpl.execute(map[string]any{"tag": tag, "data": data}, CurrentLimits(), func(text []byte, vals []recorded) error {
+		out = placeholderRe.ReplaceAllFunc(text, func(ph []byte) []byte {
+			i, err := strconv.Atoi(string(ph[len(sentinel) : len(ph)-1]))
+			if err != nil || i >= len(vals) {
+				return ph
+			}
+			if vals[i].kind != rawValue {
+				return []byte(vals[i].text)
+			}
+			return []byte(printText(vals[i].v))
+		})
+		return nil
+	})
+	return out, err
+}
+
+// placeholderRe matches the placeholders printed values stand as.
+var placeholderRe = regexp.MustCompile(regexp.QuoteMeta(sentinel) + `[0-9]+_`)

@@ -12,6 +12,7 @@ import (
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/reactions"
 )
 
 func cmdRender(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -26,6 +27,7 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
 	evFile := fs.String("event", "", "file holding one event {\"tag\": ..., \"data\": {...}}, or - for stdin")
 	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
+	showText := fs.Bool("show-text", false, "print to stderr, before the chunks, the text each matched file renders to (the YAML Salt would load), numbered by line")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -48,6 +50,9 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return exitUsage
 	}
+	if *showText {
+		printRenderedText(stderr, res, ev)
+	}
 	out, err := chunksJSON(res.Chunks)
 	if err != nil {
 		fmt.Fprintf(stderr, "render: %v\n", err)
@@ -66,6 +71,39 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 		fmt.Fprintf(stderr, "%s: every reaction of this event is discarded, as Salt's verify_high does\n", res.Tag)
 	}
 	return code
+}
+
+// printRenderedText prints the rendered text of each file the event
+// rendered, under a "--- PATH (rendered)" line, with line numbers (the
+// positions of errors "in the rendered text").
+func printRenderedText(w io.Writer, res *engine.Result, ev event.Event) {
+	seen := map[string]bool{}
+	for _, fr := range res.Files {
+		if fr.Path == "" || seen[fr.Path] {
+			continue
+		}
+		seen[fr.Path] = true
+		fmt.Fprintf(w, "--- %s (rendered)\n", fr.Path)
+		src, err := os.ReadFile(fr.Path)
+		if err != nil {
+			fmt.Fprintf(w, "reading %s: %v\n", fr.Path, err)
+			continue
+		}
+		f, err := reactions.ParseFile(fr.Path, src)
+		if err != nil {
+			fmt.Fprintln(w, err)
+			continue
+		}
+		text, err := f.RenderText(ev.Tag, ev.Data)
+		if err != nil {
+			fmt.Fprintln(w, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
+		for i, l := range lines {
+			fmt.Fprintf(w, "%4d  %s\n", i+1, l)
+		}
+	}
 }
 
 // chunksJSON renders chunks as an indented JSON array.
