@@ -1,7 +1,11 @@
 package config
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,5 +92,57 @@ func TestStoreFileSetting(t *testing.T) {
 	}
 	if cfg.Settings.StoreFile != filepath.Join(dir, "store.url") || cfg.Settings.Store != "sqlite:///var/lib/reactord/a.db" {
 		t.Fatalf("settings %+v", cfg.Settings)
+	}
+}
+
+// TestEverySettingDocumented: every key of the reactord: section has a
+// row in the README's table and a property in the schema, and neither
+// lists a key the loader does not know (issue 10 #14).
+func TestEverySettingDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("../schemas/reactor-config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Defs struct {
+			Settings struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"settings"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### The `reactord:` section\n")
+	if !ok {
+		t.Fatal("README has no section \"The `reactord:` section\"")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(section, -1) {
+		rows[m[1]] = true
+	}
+	keys := SettingKeys()
+	for _, k := range keys {
+		if !rows[k] {
+			t.Errorf("README has no row for reactord.%s", k)
+		}
+		if _, ok := schema.Defs.Settings.Properties[k]; !ok {
+			t.Errorf("the schema has no property reactord.%s", k)
+		}
+	}
+	for k := range schema.Defs.Settings.Properties {
+		if !slices.Contains(keys, k) {
+			t.Errorf("the schema has reactord.%s, which the loader does not know", k)
+		}
+	}
+	for k := range rows {
+		if !slices.Contains(keys, k) {
+			t.Errorf("the README's table has reactord.%s, which the loader does not know", k)
+		}
 	}
 }

@@ -61,6 +61,11 @@ var badCases = []struct {
 		{"/reactord/nats", "want string"},
 		{"/reactord/log_level", "'debug', 'info', 'warn', 'error'"},
 		{"/reactord/workers", "minimum: got 0, want 1"},
+		{"/reactord/queue", "minimum: got -1, want 0"},
+		{"/reactord/jetstream", "want boolean"},
+		{"/reactord/ack_wait", "does not match pattern"},
+		{"/reactord/saltapi_password", "unknown reactord setting"},
+		{"/reactord/store", "does not match pattern"},
 	}},
 	{ReactorConfig, "reactord_not_mapping.json", []at{{"/reactord", "got null, want object"}}},
 

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// syncBuffer is a bytes.Buffer safe for a process's writes and the test's
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDaemonSettingsFromFile: the reactord: section's http and jetstream
+// take effect (the daemon serves /metrics there and consumes the stream);
+// --http on the command line wins over the file's (issue 10 #14).
+func TestDaemonSettingsFromFile(t *testing.T) {
+	srv, c := natsServer(t)
+	fileHTTP := freeAddr(t)
+	conf := copyExampleConfig(t)
+	src, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSettings := strings.Replace(string(src), "\nreactord:\n", "\nreactord:\n  http: "+fileHTTP+"\n  jetstream: true\n  queue: 64\n", 1)
+	if withSettings == string(src) {
+		t.Fatal("the example configuration has no reactord: section")
+	}
+	if err := os.WriteFile(conf, []byte(withSettings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// From the file.
+	cmd := exec.Command(binPath, "-c", conf, "--nats", srv.ClientURL(), "--dry-run", "--data-dir", t.TempDir())
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	checkFor(t, 20*time.Second, func() error {
+		resp, err := http.Get("http://" + fileHTTP + "/metrics")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return errFmt("metrics " + resp.Status)
+		}
+		return nil
+	})
+	checkFor(t, 10*time.Second, func() error {
+		if logs := stderr.String(); !strings.Contains(logs, "reactord ready") || !strings.Contains(logs, "mode=jetstream") {
+			return errFmt("jetstream: true did not take effect:\n" + logs)
+		}
+		return nil
+	})
+	if err := c.Publish("salt/minion/web3/start", startEvent("web3"), natsbus.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, func() error {
+		if !strings.Contains(stdout.String(), `"tgt":"web3"`) {
+			return errFmt("no reaction yet")
+		}
+		return nil
+	})
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+
+	// The command line wins: startDaemon gives --http, which serves;
+	// the file's address does not.
+	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--dry-run")
+	if p.http == fileHTTP {
+		t.Fatal("same address")
+	}
+	if resp, err := http.Get("http://" + fileHTTP + "/metrics"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the file's http address serves though --http %s was given", p.http)
+	}
+}
+
+// TestApplyFileSettings: a flag given on the command line (or by a former
+// spelling) keeps its value; the others take the file's; an environment
+// variable holding a secret wins over the file naming one.
+func TestApplyFileSettings(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	httpAddr := fs.String("http", "", "")
+	queue := fs.Int("queue", 1024, "")
+	js := fs.Bool("jetstream", false, "")
+	url := fs.String("saltapi-url", "", "")
+	aliasFlag(fs, "salt-api", "saltapi-url")
+	pwFile := fs.String("saltapi-password-file", "", "")
+	if err := fs.Parse([]string{"--http", ":1", "--salt-api", "https://cli"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envSaltAPIPassword, "from-env")
+	err := applyFileSettings(fs, map[string]config.FlagSetting{
+		"http":                  {Value: ":2"},
+		"queue":                 {Value: "7"},
+		"jetstream":             {Value: "true"},
+		"saltapi-url":           {Value: "https://file"},
+		"saltapi-password-file": {Value: "/pw"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *httpAddr != ":1" || *queue != 7 || !*js || *url != "https://cli" || *pwFile != "" {
+		t.Fatalf("http %q queue %d jetstream %v saltapi-url %q password file %q", *httpAddr, *queue, *js, *url, *pwFile)
+	}
+	if err := applyFileSettings(fs, map[string]config.FlagSetting{"nope": {Value: "1"}}); err == nil {
+		t.Fatal("an unknown flag was accepted")
+	}
+}
