@@ -42,18 +42,20 @@ type benchResult struct {
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", "reactord bench [--events N] [--rate R] [--jetstream] [-c CONF --file EVENTS]",
+	fs := newFlags("bench", "reactord bench [--count N] [--rate R] [--jetstream] [-c CONF --events FILE]",
 		`Starts an embedded NATS server and the daemon with a null driver, publishes
 a workload and prints one JSON line: events, events_per_sec, p50_ms, p99_ms,
 max_ms (publish to dispatch) and rss_mb (peak resident memory). The default
 workload is the shared replay workload's shape: 60 rules and realistic
 master traffic (job returns and publishes, auth, minion starts, beacons,
 presence, custom tags).`, stderr)
-	n := fs.Int("events", 200000, "events to publish")
+	n := fs.Int("count", 200000, "events to publish")
 	rate := fs.Int("rate", 0, "events per second to offer (0: as fast as possible)")
 	js := fs.Bool("jetstream", false, "JetStream mode (stream + durable consumer, ack after dispatch)")
 	conf := fs.String("c", "", "configuration (default: the generated workload's)")
-	file := fs.String("file", "", "events to publish, cycled (default: generated)")
+	var file string
+	fs.Var(eventsOrCount{file: &file, count: n}, "events", "file of events to publish, cycled, one {\"tag\",\"data\"} JSON line each (default: generated); a number is the former spelling of --count")
+	aliasFlag(fs, "file", "events")
 	lanes := fs.Int("workers", 8, "ordered worker lanes (the daemon's default with the null driver)")
 	traceFile := fs.String("trace", "", "write a runtime execution trace to this file")
 	separate := fs.Bool("separate-publisher", true, "publish from a child process, as a bridge would, instead of from inside the daemon's process")
@@ -74,8 +76,8 @@ presence, custom tags).`, stderr)
 		}
 	}
 	var lines [][]byte
-	if *file != "" {
-		lines, err = readLines(*file)
+	if file != "" {
+		lines, err = readLines(file)
 	} else {
 		lines = workloadEvents(min(*n, 50000), 7)
 	}
@@ -267,6 +269,33 @@ func lineTag(l []byte) string {
 	}
 	_ = json.Unmarshal(l, &ev)
 	return ev.Tag
+}
+
+// eventsOrCount is bench's --events: a file of events, as --events is
+// everywhere, or a number, the former spelling of --count.
+type eventsOrCount struct {
+	file  *string
+	count *int
+}
+
+func (v eventsOrCount) String() string {
+	if v.file == nil {
+		return ""
+	}
+	return *v.file
+}
+
+func (v eventsOrCount) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		*v.file = s
+	case n < 0:
+		return fmt.Errorf("must not be negative")
+	default:
+		*v.count = n
+	}
+	return nil
 }
 
 func readLines(path string) ([][]byte, error) {

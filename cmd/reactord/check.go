@@ -26,7 +26,7 @@ stderr as file:line:col: message; entries Salt would skip silently count as
 problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
-	evsFile := fs.String("events", "", "also render every event of this file (one per line, as replay reads), or - for stdin, and validate the reactions")
+	evsFile := fs.String("events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}

@@ -16,8 +16,8 @@ import (
 )
 
 func cmdFire(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("fire", "reactord fire --nats URL TAG [JSON] | reactord fire --nats URL --file FILE|-",
-		`Publishes one event (like salt-call event.send), or with --file every
+	fs := newFlags("fire", "reactord fire --nats URL TAG [JSON] | reactord fire --nats URL --events FILE|-",
+		`Publishes one event (like salt-call event.send), or with --events every
 event of a file: one {"tag","data"} JSON line (or TAG<tab>JSON) each, or
 the multi-line format reactord events prints by default.
 An event over the server's max payload is published with its biggest values
@@ -27,7 +27,8 @@ malformed or could not be published (the others are), 2 on usage or
 connection errors.`, stderr)
 	var nf natsFlags
 	nf.register(fs, natsClientUsage)
-	file := fs.String("file", "", "publish every event line of FILE (- for stdin)")
+	file := fs.String("events", "", "publish every event of FILE (- for stdin)")
+	aliasFlag(fs, "file", "events")
 	hop := fs.Int("hop", 0, "hop count to stamp (reactions that fire events set it)")
 	cause := fs.String("cause", "", "cause to stamp (the event or jid that led to this one)")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
@@ -38,7 +39,7 @@ connection errors.`, stderr)
 		return exitUsage
 	}
 	if (*file == "") == (fs.NArg() == 0) || fs.NArg() > 2 {
-		fmt.Fprintln(stderr, "fire: need TAG [JSON] or --file FILE")
+		fmt.Fprintln(stderr, "fire: need TAG [JSON] or --events FILE")
 		fs.Usage()
 		return exitUsage
 	}
@@ -166,9 +167,9 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		`Prints events as they arrive on NATS, in the format of salt-run state.event
 pretty=True: the tag, a tab, and the data as JSON indented by 4 with sorted
 keys. With --out json it prints one {"tag": ..., "data": {...}} line per
-event instead, what replay and fire --file read: record with
+event instead, what replay and fire --events read: record with
 'reactord events --out json > day.jsonl', replay with
-'reactord replay -c CONF day.jsonl'. GLOB filters tags with Salt's fnmatch
+'reactord replay -c CONF --events day.jsonl'. GLOB filters tags with Salt's fnmatch
 rules. Runs until interrupted. With --since it prints the events archived in
 the audit store instead, found as the daemon finds it (--store, -c CONF's
 reactord: section, --data-dir), each with reactord's event id (what trace
@@ -178,7 +179,7 @@ in JSON.`, stderr)
 	nf.register(fs, natsClientUsage)
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
 	since := fs.String("since", "", "print archived events since this long ago (1h) or this RFC 3339 time, from the store")
-	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True; also text, as jobs calls it) or json (one {"tag","data"} line per event); replay and fire --file read both`)
+	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True; also text, as jobs calls it) or json (one {"tag","data"} line per event); replay and fire --events read both`)
 	storeURL := storeFlag(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -260,7 +261,7 @@ type eventFormatter func(ev event.Event, id string) ([]byte, error)
 
 // eventFormat returns the formatter named by --out. An event id goes in a
 // comment line before the pretty format's event ("# event_id=ID", which
-// replay and fire --file skip), or in an "event_id" member after "data"
+// replay and fire --events skip), or in an "event_id" member after "data"
 // in JSON (which they ignore).
 func eventFormat(name string) (eventFormatter, error) {
 	switch name {

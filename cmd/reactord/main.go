@@ -5,8 +5,8 @@
 // Usage:
 //
 //	reactord render -c CONF (--tag TAG [--data JSON|@FILE] | --event FILE)
-//	reactord check  -c CONF [--event FILE]
-//	reactord replay -c CONF [--quiet] FILE|-
+//	reactord check  -c CONF [--event FILE] [--events FILE]
+//	reactord replay -c CONF [--quiet] --events FILE|-
 //
 // Exit codes: 0 success; 1 the command ran but found errors (a reaction file
 // failed, the configuration has problems, events were malformed); 2 the

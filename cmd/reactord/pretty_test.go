@@ -17,7 +17,7 @@ import (
 // TestEventsPrettyReplays records live events in the default output of
 // `reactord events` (salt-run state.event pretty=True, one event over
 // several lines) and feeds what it printed to `replay` and to
-// `fire --file` (issue 10 #9).
+// `fire --events` (issue 10 #9).
 func TestEventsPrettyReplays(t *testing.T) {
 	srv, c := natsServer(t)
 	const body = `{"tag": "salt/minion/web7/start", "data": {"id": "web7", "cmd": "_minion_event", "s": "a } b { \" ] c", "l": [1, {"k": [2, {}]}], "e": {}}}`
@@ -84,7 +84,7 @@ func TestEventsPrettyReplays(t *testing.T) {
 	if err := c.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	fire := exec.Command(binPath, "fire", "--nats", srv.ClientURL(), "--file", "-")
+	fire := exec.Command(binPath, "fire", "--nats", srv.ClientURL(), "--events", "-")
 	fire.Stdin = bytes.NewReader(recorded)
 	if b, err := fire.CombinedOutput(); err != nil || !strings.Contains(string(b), "published 2 event(s)") {
 		t.Fatalf("fire --file: %v\n%s", err, b)

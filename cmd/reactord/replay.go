@@ -14,7 +14,7 @@ import (
 )
 
 func cmdReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("replay", "reactord replay -c CONF [--quiet] FILE|-",
+	fs := newFlags("replay", "reactord replay -c CONF [--quiet] --events FILE|-",
 		`Reads events, one per line, as JSON {"tag": ..., "data": {...}} or as
 salt-run state.event lines (TAG<tab>{json}), or in the multi-line format of
 state.event pretty=True that 'reactord events' prints (errors name an
@@ -25,6 +25,7 @@ ends with one JSON summary line on stderr:
 {"events","matched","reactions","errors","seconds","events_per_sec"}.
 Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
+	events := fs.String("events", "", "the file of events to replay, or - for stdin (the file as the last argument works too, the former spelling)")
 	quiet := fs.Bool("quiet", false, "print no reactions, only errors and the summary")
 	workers := fs.Int("workers", 0, "events rendered in parallel (default 0: one per CPU; replay dispatches nothing, so it needs no more, unlike the daemon's lanes)")
 	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
@@ -32,13 +33,17 @@ Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, s
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if *conf == "" || fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "replay: need -c CONF and one input FILE (or - for stdin)")
+	name := *events
+	if name == "" && fs.NArg() == 1 {
+		name = fs.Arg(0)
+	}
+	if *conf == "" || name == "" || fs.NArg() > 1 || (*events != "" && fs.NArg() > 0) {
+		fmt.Fprintln(stderr, "replay: need -c CONF and --events FILE (or - for stdin)")
 		fs.Usage()
 		return exitUsage
 	}
 	var in io.Reader = stdin
-	if name := fs.Arg(0); name != "-" {
+	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
 			fmt.Fprintf(stderr, "replay: %v\n", err)
