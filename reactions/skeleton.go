@@ -387,6 +387,9 @@ func (m *materializer) whole(ref int) (any, error) {
 	switch v := r.v.(type) {
 	case string:
 		return typedText(v), nil
+	case yamlQuoted:
+		// yamlDquote/yamlSquote: Salt's loader reads the quoted scalar.
+		return v.val, nil
 	case nil:
 		return "None", nil
 	case bool, int64:

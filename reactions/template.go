@@ -3,6 +3,7 @@ package reactions
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -46,6 +47,8 @@ var encoderEscaper = map[string]string{
 	"toJson":       "__rd_json",
 	"toRawJson":    "__rd_json",
 	"toPrettyJson": "__rd_json",
+	"jsonEncode":   "__rd_json",
+	"tojsonEncode": "__rd_json",
 	"quote":        "__rd_quote",
 	"squote":       "__rd_squote",
 }
@@ -108,7 +111,10 @@ var baseFuncs = func() template.FuncMap {
 		}
 		return strings.Repeat(s, count), nil
 	}
-	delete(fm, "seq") // a shell seq(1) clone with no bound on its output
+	delete(fm, "seq")              // a shell seq(1) clone with no bound on its output
+	for name, f := range pyFuncs { // Python/Jinja semantics (pyfuncs.go)
+		fm[name] = f
+	}
 	return fm
 }()
 
@@ -547,9 +553,9 @@ func printText(v any) string {
 	case int:
 		return strconv.Itoa(x)
 	case float64:
-		return pyFloat(x)
-	case *event.Map, []any:
-		return pyRepr(x)
+		return pyFloatText(x)
+	case *event.Map, []any, map[string]any, pyTuple, yamlQuoted, json.Number:
+		return strOf(x) // Python's str(): repr for structures, nested too
 	case fmt.Stringer:
 		return x.String()
 	case error:
