@@ -1,0 +1,686 @@
+package jinja
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// gx is a translated expression: a Go template operand.
+type gx struct {
+	s       string
+	boolean bool // always a bool
+	list    bool // always a list
+}
+
+func call(fn string, args ...string) string {
+	if len(args) == 0 {
+		return "(" + fn + ")"
+	}
+	return "(" + fn + " " + strings.Join(args, " ") + ")"
+}
+
+// salts are the names Salt's renderer provides that reactord does not.
+var salts = map[string]string{
+	"salt":       "calls Salt at render time; reactord renders without Salt",
+	"__salt__":   "calls Salt at render time; reactord renders without Salt",
+	"pillar":     "reads pillar at render time; reactord has no pillar",
+	"__pillar__": "reads pillar at render time; reactord has no pillar",
+	"grains":     "reads the master's grains at render time; reactord has no grains",
+	"__grains__": "reads the master's grains at render time; reactord has no grains",
+	"opts":       "reads the master's configuration at render time; reactord has no opts",
+	"__opts__":   "reads the master's configuration at render time; reactord has no opts",
+	"saltenv":    "Salt's render context is not available",
+	"sls":        "Salt's render context is not available",
+	"env":        "Salt's render context is not available",
+}
+
+// saltRef renders a reference into a Salt global as written, for errors.
+func saltRef(x Expr) (string, Pos, bool) {
+	switch x := x.(type) {
+	case *Name:
+		_, ok := salts[x.Name]
+		return x.Name, x.P, ok
+	case *Attr:
+		s, p, ok := saltRef(x.X)
+		return s + "." + x.Name, p, ok
+	case *Index:
+		s, p, ok := saltRef(x.X)
+		if l, isLit := x.Key.(*Lit); isLit {
+			if k, isStr := l.V.(string); isStr {
+				return s + "['" + k + "']", p, ok
+			}
+		}
+		return s + "[...]", p, ok
+	case *Call:
+		s, p, ok := saltRef(x.Fn)
+		return s + "(...)", p, ok
+	}
+	return "", Pos{}, false
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r != '_' && !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') && (i == 0 || !('0' <= r && r <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *translator) data() string {
+	if t.inRange > 0 {
+		return "$.data"
+	}
+	return ".data"
+}
+
+// truthy turns a translated value into a bool by Python's rules.
+func truthy(g gx) gx {
+	if g.boolean {
+		return g
+	}
+	return gx{s: call("pyTruth", g.s), boolean: true}
+}
+
+// cond translates an expression used as a condition.
+func (t *translator) cond(x Expr) gx {
+	switch x := x.(type) {
+	case *Binary:
+		if x.Op == "and" || x.Op == "or" {
+			return gx{s: call(x.Op, t.cond(x.L).s, t.cond(x.R).s), boolean: true}
+		}
+	case *Unary:
+		if x.Op == "not" {
+			return gx{s: call("not", t.cond(x.X).s), boolean: true}
+		}
+	}
+	return truthy(t.expr(x))
+}
+
+var dictMethods = map[string]bool{"items": true, "keys": true, "values": true, "get": true, "update": true, "pop": true, "copy": true, "setdefault": true, "clear": true, "popitem": true}
+
+func (t *translator) expr(x Expr) gx {
+	if s, p, ok := saltRef(x); ok {
+		root := s
+		if i := strings.IndexAny(s, ".[("); i >= 0 {
+			root = s[:i]
+		}
+		return t.refuse(p, s, salts[root])
+	}
+	switch x := x.(type) {
+	case *Lit:
+		return lit(x.V)
+	case *Name:
+		return t.name(x)
+	case *List:
+		items := make([]string, len(x.Items))
+		for i, it := range x.Items {
+			items[i] = t.expr(it).s
+		}
+		return gx{s: call("list", items...), list: true}
+	case *Dict:
+		return gx{s: call("dict", t.dictPairs(x)...)}
+	case *Attr:
+		if n, ok := x.X.(*Name); ok && n.Name == "loop" && t.scope.lookup("loop") == nil {
+			return t.loopAttr(x)
+		}
+		if dictMethods[x.Name] {
+			return t.refuse(x.P, "."+x.Name, "a dict method without a call: Jinja gives the method, not the key; write ['"+x.Name+"']")
+		}
+		return t.key(t.expr(x.X), x.Name)
+	case *Index:
+		base := t.expr(x.X)
+		if u, ok := x.Key.(*Unary); ok && u.Op == "-" {
+			if l, ok := u.X.(*Lit); ok {
+				if n, ok := l.V.(int64); ok {
+					return gx{s: call("index", base.s, call("sub", call("len", base.s), strconv.FormatInt(n, 10)))}
+				}
+			}
+		}
+		if l, ok := x.Key.(*Lit); ok {
+			switch k := l.V.(type) {
+			case string:
+				return t.key(base, k)
+			case int64:
+				if k < 0 {
+					return gx{s: call("index", base.s, call("sub", call("len", base.s), strconv.FormatInt(-k, 10)))}
+				}
+				return gx{s: call("index", base.s, strconv.FormatInt(k, 10))}
+			}
+		}
+		return gx{s: call("index", base.s, t.expr(x.Key).s)}
+	case *Slice:
+		if x.Step != nil {
+			return t.refuse(x.P, "[::step]", "slices with a step are not supported")
+		}
+		lo, hi := "nil", "nil"
+		if x.Lo != nil {
+			lo = t.expr(x.Lo).s
+		}
+		if x.Hi != nil {
+			hi = t.expr(x.Hi).s
+		}
+		return gx{s: call("pySlice", t.expr(x.X).s, lo, hi)}
+	case *Call:
+		return t.call(x)
+	case *Filter:
+		return t.filter(x)
+	case *Test:
+		g := t.test(x)
+		if x.Not {
+			g = gx{s: call("not", g.s), boolean: true}
+		}
+		return g
+	case *Unary:
+		switch x.Op {
+		case "not":
+			return gx{s: call("not", t.cond(x.X).s), boolean: true}
+		case "-":
+			if l, ok := x.X.(*Lit); ok {
+				switch v := l.V.(type) {
+				case int64:
+					return lit(-v)
+				case float64:
+					return lit(-v)
+				}
+			}
+			return gx{s: call("sub", "0", t.expr(x.X).s)}
+		}
+		return t.expr(x.X)
+	case *Binary:
+		return t.binary(x)
+	case *CondExpr:
+		if x.Else == nil {
+			return t.refuse(x.P, "a if b", "a conditional expression without else is undefined when false")
+		}
+		v := t.tmp("c")
+		c := t.cond(x.Cond)
+		a := t.sub(x.Then)
+		b := t.sub(x.Else)
+		fmt.Fprintf(t.pre, `{{ %s := "" }}{{ if %s }}%s{{ %s = %s }}{{ else }}%s{{ %s = %s }}{{ end }}`, v, c.s, a.pre, v, a.s, b.pre, v, b.s)
+		return gx{s: v}
+	}
+	return t.refuse(x.Position(), "expression", "not supported")
+}
+
+type subx struct {
+	gx
+	pre string
+}
+
+// sub translates an expression whose prelude must stay with it.
+func (t *translator) sub(x Expr) subx {
+	pre, g := t.stmt(x, false)
+	return subx{g, pre}
+}
+
+func lit(v any) gx {
+	switch v := v.(type) {
+	case nil:
+		return gx{s: "nil"}
+	case bool:
+		return gx{s: strconv.FormatBool(v), boolean: true}
+	case string:
+		return gx{s: strconv.Quote(v)}
+	case int64:
+		return gx{s: strconv.FormatInt(v, 10)}
+	case float64:
+		s := strconv.FormatFloat(v, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eEn") {
+			s += ".0"
+		}
+		return gx{s: s}
+	}
+	return gx{s: `""`}
+}
+
+func (t *translator) dictPairs(d *Dict) []string {
+	var out []string
+	for i, k := range d.Keys {
+		l, ok := k.(*Lit)
+		if _, isStr := l.V.(string); !ok || !isStr {
+			t.refuse(k.Position(), "dict key", "only string keys are supported")
+			continue
+		}
+		out = append(out, lit(l.V).s, t.expr(d.Vals[i]).s)
+	}
+	return out
+}
+
+// key is base['k'] with StrictUndefined's meaning: a missing key is an
+// error. A key that is a Go identifier uses field syntax, which the
+// template's missingkey=error makes strict; any other key checks first.
+func (t *translator) key(base gx, k string) gx {
+	if isIdent(k) {
+		return gx{s: base.s + "." + k}
+	}
+	q := strconv.Quote(k)
+	return gx{s: call("and", call("or", call("hasKey", base.s, q), call("fail", strconv.Quote("'"+k+"' is undefined"))), call("index", base.s, q))}
+}
+
+func (t *translator) name(n *Name) gx {
+	if v := t.scope.lookup(n.Name); v != nil {
+		if v.maybe {
+			return gx{s: call("and", call("or", v.flag, call("fail", strconv.Quote("'"+n.Name+"' is undefined"))), v.goName)}
+		}
+		return gx{s: v.goName}
+	}
+	switch n.Name {
+	case "data":
+		return gx{s: t.data()}
+	case "tag":
+		if t.inRange > 0 {
+			return gx{s: "$.tag"}
+		}
+		return gx{s: ".tag"}
+	}
+	if t.assigned[n.Name] {
+		return gx{s: call("fail", strconv.Quote("'"+n.Name+"' is undefined"))}
+	}
+	return t.refuse(n.P, n.Name, "undefined: a reaction file sees tag, data and the variables it sets")
+}
+
+func (t *translator) loopAttr(x *Attr) gx {
+	var li *loopInfo
+	for s := t.scope; s != nil; s = s.parent {
+		if s.loop != nil {
+			li = s.loop
+			break
+		}
+	}
+	if li == nil {
+		return t.refuse(x.P, "loop."+x.Name, "outside a for loop")
+	}
+	switch x.Name {
+	case "index":
+		li.idxUsed = true
+		return gx{s: call("add", li.idx, "1")}
+	case "index0":
+		li.idxUsed = true
+		return gx{s: li.idx}
+	case "first":
+		li.idxUsed = true
+		return gx{s: call("eq", li.idx, "0"), boolean: true}
+	case "last":
+		li.idxUsed, li.lenUsed = true, true
+		return gx{s: call("eq", li.idx, call("sub", call("len", li.list), "1")), boolean: true}
+	case "length":
+		li.lenUsed = true
+		return gx{s: call("len", li.list)}
+	}
+	return t.refuse(x.P, "loop."+x.Name, "not supported (index, index0, first, last and length are)")
+}
+
+var methods = map[string]struct {
+	fn         string
+	minA, maxA int
+	list       bool
+}{
+	"startswith": {"startsWith", 1, 1, false},
+	"endswith":   {"endsWith", 1, 1, false},
+	"split":      {"pySplit", 0, 2, true},
+	"items":      {"pyItems", 0, 0, true},
+	"keys":       {"pyKeys", 0, 0, true},
+	"values":     {"pyValues", 0, 0, true},
+	"lower":      {"pyLower", 0, 0, false},
+	"upper":      {"pyUpper", 0, 0, false},
+	"strip":      {"pyStrip", 0, 1, false},
+	"replace":    {"pyReplace", 2, 2, false},
+}
+
+func (t *translator) call(c *Call) gx {
+	switch fn := c.Fn.(type) {
+	case *Attr:
+		if len(c.Kwargs) > 0 {
+			return t.refuse(c.P, "."+fn.Name+"()", "keyword arguments are not supported")
+		}
+		if fn.Name == "get" && (len(c.Args) == 1 || len(c.Args) == 2) {
+			d := "nil"
+			if len(c.Args) == 2 {
+				d = t.expr(c.Args[1]).s
+			}
+			return gx{s: call("getOr", t.expr(fn.X).s, t.expr(c.Args[0]).s, d)}
+		}
+		m, ok := methods[fn.Name]
+		if !ok {
+			return t.refuse(fn.P, "."+fn.Name+"()", "unknown method")
+		}
+		if len(c.Args) < m.minA || len(c.Args) > m.maxA {
+			return t.refuse(fn.P, "."+fn.Name+"()", "wrong number of arguments")
+		}
+		args := []string{t.expr(fn.X).s}
+		for _, a := range c.Args {
+			args = append(args, t.expr(a).s)
+		}
+		return gx{s: call(m.fn, args...), list: m.list}
+	case *Name:
+		if fn.Name == "range" && t.scope.lookup("range") == nil && len(c.Kwargs) == 0 {
+			args := make([]string, len(c.Args))
+			for i, a := range c.Args {
+				args[i] = t.expr(a).s
+			}
+			switch len(args) {
+			case 1:
+				return gx{s: call("until", args[0]), list: true}
+			case 2:
+				return gx{s: call("untilStep", args[0], args[1], "1"), list: true}
+			case 3:
+				return gx{s: call("untilStep", args...), list: true}
+			}
+		}
+		return t.refuse(fn.P, fn.Name+"()", "unknown function")
+	}
+	return t.refuse(c.P, "call", "only method calls are supported")
+}
+
+var simpleFilters = map[string]struct {
+	fn   string
+	list bool
+}{
+	"json": {"jsonEncode", false}, "tojson": {"jsonEncode", false},
+	"yaml_dquote": {"yamlDquote", false}, "yaml_squote": {"yamlSquote", false},
+	"yaml": {"yamlEncode", false}, "yaml_encode": {"yamlEncode", false},
+	"length": {"pyLength", false}, "count": {"pyLength", false},
+	"first": {"pyFirst", false}, "last": {"pyLast", false},
+	"unique": {"pyUnique", true}, "lower": {"pyLower", false}, "upper": {"pyUpper", false},
+	"string": {"pyStr", false}, "int": {"int", false}, "float": {"float64", false},
+	"load_json": {"loadJson", false}, "trim": {"pyStrip", false},
+}
+
+func (t *translator) filter(f *Filter) gx {
+	if len(f.Kwargs) > 0 && f.Name != "map" {
+		return t.refuse(f.P, "|"+f.Name, "keyword arguments are not supported")
+	}
+	if sf, ok := simpleFilters[f.Name]; ok {
+		if len(f.Args) > 0 {
+			return t.refuse(f.P, "|"+f.Name, "arguments are not supported")
+		}
+		return gx{s: call(sf.fn, t.expr(f.X).s), list: sf.list}
+	}
+	args := make([]string, len(f.Args))
+	argN := func(lo, hi int) bool {
+		if len(f.Args) < lo || len(f.Args) > hi {
+			t.refuse(f.P, "|"+f.Name, "wrong number of arguments")
+			return false
+		}
+		for i, a := range f.Args {
+			args[i] = t.expr(a).s
+		}
+		return true
+	}
+	switch f.Name {
+	case "default", "d":
+		if !argN(0, 2) {
+			return gx{s: `""`}
+		}
+		d := `""`
+		if len(args) > 0 {
+			d = args[0]
+		}
+		g := t.defaulted(f.X, d)
+		if len(args) == 2 {
+			if l, ok := f.Args[1].(*Lit); !ok || l.V != true && l.V != false {
+				return t.refuse(f.P, "|default", "the second argument must be True or False")
+			} else if l.V == true {
+				g = gx{s: call("or", g.s, d)}
+			}
+		}
+		return g
+	case "replace":
+		if !argN(2, 2) {
+			return gx{s: `""`}
+		}
+		return gx{s: call("pyReplace", t.expr(f.X).s, args[0], args[1])}
+	case "join":
+		if !argN(0, 1) {
+			return gx{s: `""`}
+		}
+		sep := `""`
+		if len(args) == 1 {
+			sep = args[0]
+		}
+		return gx{s: call("pyJoin", t.expr(f.X).s, sep)}
+	case "regex_search":
+		if !argN(1, 1) {
+			return gx{s: `""`}
+		}
+		return gx{s: call("regexSearch", t.expr(f.X).s, args[0])}
+	case "list":
+		g := t.expr(f.X)
+		if g.list {
+			return g
+		}
+		v := t.tmp("it")
+		fmt.Fprintf(t.pre, `{{ %s := %s }}{{ if kindIs "map" %s }}{{ %s = pyKeys %s }}{{ end }}`, v, g.s, v, v, v)
+		return gx{s: v, list: true}
+	case "map":
+		return t.mapFilter(f)
+	case "selectattr", "rejectattr":
+		return t.selectAttr(f)
+	}
+	return t.refuse(f.P, "|"+f.Name, "unknown filter")
+}
+
+// defaulted is x|default(d): d only when x is undefined.
+func (t *translator) defaulted(x Expr, d string) gx {
+	switch x := x.(type) {
+	case *Attr:
+		if !dictMethods[x.Name] {
+			return gx{s: call("getOr", t.expr(x.X).s, strconv.Quote(x.Name), d)}
+		}
+	case *Index:
+		if l, ok := x.Key.(*Lit); ok {
+			if _, isStr := l.V.(string); isStr {
+				return gx{s: call("getOr", t.expr(x.X).s, lit(l.V).s, d)}
+			}
+		}
+	case *Name:
+		v := t.scope.lookup(x.Name)
+		switch {
+		case v != nil && v.maybe:
+			return gx{s: call("ternary", v.goName, d, v.flag)}
+		case v != nil, x.Name == "data", x.Name == "tag":
+			return t.expr(x)
+		default:
+			return gx{s: d}
+		}
+	}
+	return t.expr(x)
+}
+
+// definedTest is x is defined.
+func (t *translator) definedTest(x Expr) gx {
+	switch x := x.(type) {
+	case *Attr:
+		if !dictMethods[x.Name] {
+			return gx{s: call("hasKey", t.expr(x.X).s, strconv.Quote(x.Name)), boolean: true}
+		}
+	case *Index:
+		if l, ok := x.Key.(*Lit); ok {
+			if _, isStr := l.V.(string); isStr {
+				return gx{s: call("hasKey", t.expr(x.X).s, lit(l.V).s), boolean: true}
+			}
+		}
+	case *Name:
+		v := t.scope.lookup(x.Name)
+		switch {
+		case v != nil && v.maybe:
+			return gx{s: v.flag, boolean: true}
+		case v != nil, x.Name == "data", x.Name == "tag":
+			return gx{s: "true", boolean: true}
+		default:
+			if _, ok := salts[x.Name]; ok {
+				return t.expr(x)
+			}
+			return gx{s: "false", boolean: true}
+		}
+	}
+	return t.refuse(x.Position(), "is defined", "only names, attributes and string keys can be tested")
+}
+
+func (t *translator) test(x *Test) gx {
+	switch x.Name {
+	case "defined":
+		return t.definedTest(x.X)
+	case "undefined":
+		g := t.definedTest(x.X)
+		return gx{s: call("not", g.s), boolean: true}
+	case "none":
+		return gx{s: call("pyEq", t.expr(x.X).s, "nil"), boolean: true}
+	case "string":
+		return gx{s: call("kindIs", `"string"`, t.expr(x.X).s), boolean: true}
+	case "mapping":
+		return gx{s: call("kindIs", `"map"`, t.expr(x.X).s), boolean: true}
+	case "match":
+		if len(x.Args) != 1 {
+			return t.refuse(x.P, "is match", "takes one pattern")
+		}
+		l, ok := x.Args[0].(*Lit)
+		p, isStr := "", false
+		if ok {
+			p, isStr = l.V.(string)
+		}
+		if !isStr {
+			return t.refuse(x.P, "is match", "the pattern must be a string literal")
+		}
+		return gx{s: call("pyNe", call("regexSearch", t.expr(x.X).s, strconv.Quote(`\A(?:`+p+`)`)), "nil"), boolean: true}
+	}
+	return t.refuse(x.P, "is "+x.Name, "unknown test")
+}
+
+var binaryFuncs = map[string]string{"==": "pyEq", "!=": "pyNe", "<": "pyLt", "<=": "pyLe", ">": "pyGt", ">=": "pyGe", "in": "pyIn"}
+
+func (t *translator) binary(x *Binary) gx {
+	switch x.Op {
+	case "and", "or":
+		return gx{s: call(x.Op, t.expr(x.L).s, t.expr(x.R).s)}
+	case "notin":
+		return gx{s: call("not", call("pyIn", t.expr(x.L).s, t.expr(x.R).s)), boolean: true}
+	case "+":
+		return gx{s: call("pyAdd", t.expr(x.L).s, t.expr(x.R).s)}
+	case "~":
+		return gx{s: call("pyConcat", t.expr(x.L).s, t.expr(x.R).s)}
+	case "-", "*":
+		fn := map[string]string{"-": "sub", "*": "mul"}[x.Op]
+		l, r := t.expr(x.L), t.expr(x.R)
+		if strings.Contains(l.s+r.s, ".") && (isFloatLit(x.L) || isFloatLit(x.R)) {
+			fn += "f"
+		}
+		return gx{s: call(fn, l.s, r.s)}
+	}
+	if fn, ok := binaryFuncs[x.Op]; ok {
+		return gx{s: call(fn, t.expr(x.L).s, t.expr(x.R).s), boolean: true}
+	}
+	return t.refuse(x.P, x.Op, "operator not supported")
+}
+
+func isFloatLit(x Expr) bool {
+	l, ok := x.(*Lit)
+	if !ok {
+		return false
+	}
+	_, f := l.V.(float64)
+	return f
+}
+
+// mapFilter is x|map(attribute='a') or x|map('filter'), built in a loop.
+func (t *translator) mapFilter(f *Filter) gx {
+	src := t.expr(f.X)
+	v, e := t.tmp("m"), t.tmp("e")
+	var item string
+	switch {
+	case len(f.Kwargs) == 1 && f.Kwargs[0].Name == "attribute" && len(f.Args) == 0:
+		l, ok := f.Kwargs[0].X.(*Lit)
+		a, isStr := "", false
+		if ok {
+			a, isStr = l.V.(string)
+		}
+		if !isStr {
+			return t.refuse(f.P, "|map", "attribute must be a string literal")
+		}
+		item = t.key(gx{s: e}, a).s
+	case len(f.Kwargs) == 0 && len(f.Args) == 1:
+		l, ok := f.Args[0].(*Lit)
+		name, isStr := "", false
+		if ok {
+			name, isStr = l.V.(string)
+		}
+		sf, known := simpleFilters[name]
+		if !isStr || !known {
+			return t.refuse(f.P, "|map", "only map(attribute='...') and map of a filter without arguments are supported")
+		}
+		item = call(sf.fn, e)
+	default:
+		return t.refuse(f.P, "|map", "only map(attribute='...') and map of a filter without arguments are supported")
+	}
+	fmt.Fprintf(t.pre, "{{ %s := list }}{{ range %s := %s }}{{ %s = append %s %s }}{{ end }}", v, e, src.s, v, v, item)
+	return gx{s: v, list: true}
+}
+
+// selectAttr is x|selectattr('a'[, test[, arg]]) (or rejectattr).
+func (t *translator) selectAttr(f *Filter) gx {
+	src := t.expr(f.X)
+	if len(f.Args) < 1 || len(f.Args) > 3 {
+		return t.refuse(f.P, "|"+f.Name, "wrong number of arguments")
+	}
+	var strs []string
+	for _, a := range f.Args[:min(2, len(f.Args))] {
+		l, ok := a.(*Lit)
+		s, isStr := "", false
+		if ok {
+			s, isStr = l.V.(string)
+		}
+		if !isStr {
+			return t.refuse(f.P, "|"+f.Name, "attribute and test must be string literals")
+		}
+		strs = append(strs, s)
+	}
+	var val string
+	if len(f.Args) == 3 {
+		val = t.tmp("v")
+		fmt.Fprintf(t.pre, "{{ %s := %s }}", val, t.expr(f.Args[2]).s)
+	}
+	v, e := t.tmp("s"), t.tmp("e")
+	attr := t.key(gx{s: e}, strs[0]).s
+	var c string
+	test := ""
+	if len(strs) > 1 {
+		test = strs[1]
+	}
+	switch test {
+	case "":
+		c = call("pyTruth", attr)
+	case "defined":
+		c = call("hasKey", e, strconv.Quote(strs[0]))
+	case "undefined":
+		c = call("not", call("hasKey", e, strconv.Quote(strs[0])))
+	case "none":
+		c = call("pyEq", attr, "nil")
+	case "equalto", "eq", "==", "sameas":
+		if len(f.Args) != 3 {
+			return t.refuse(f.P, "|"+f.Name, test+" takes a value")
+		}
+		c = call("pyEq", attr, val)
+	case "ne", "!=":
+		if len(f.Args) != 3 {
+			return t.refuse(f.P, "|"+f.Name, test+" takes a value")
+		}
+		c = call("pyNe", attr, val)
+	case "in":
+		if len(f.Args) != 3 {
+			return t.refuse(f.P, "|"+f.Name, test+" takes a value")
+		}
+		c = call("pyIn", attr, val)
+	default:
+		return t.refuse(f.P, "|"+f.Name, "unknown test "+strconv.Quote(test))
+	}
+	if f.Name == "rejectattr" {
+		c = call("not", c)
+	}
+	fmt.Fprintf(t.pre, "{{ %s := list }}{{ range %s := %s }}{{ if %s }}{{ %s = append %s %s }}{{ end }}{{ end }}", v, e, src.s, c, v, v, e)
+	return gx{s: v, list: true}
+}

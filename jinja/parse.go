@@ -1,0 +1,478 @@
+// Package jinja translates Salt's Jinja reaction files into reactord's Go
+// templates. It parses the subset of Jinja that reaction files use, keeping
+// the line and column of every node, and translates it into a text/template
+// source that renders what Jinja renders, with the Python-semantics helpers
+// of package reactions (pyEq, pyStr, getOr, ...). A construct it cannot
+// translate faithfully refuses the whole file, with every problem
+// positioned.
+package jinja
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Pos is a position in the source: 1-based line and column (in runes).
+type Pos struct{ Line, Col int }
+
+func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Line, p.Col) }
+
+// Node is a template statement.
+type Node interface{ Position() Pos }
+
+// Expr is an expression.
+type Expr interface{ Position() Pos }
+
+// Statements.
+type (
+	// Text is literal template text, after whitespace control.
+	Text struct {
+		P Pos
+		S string
+	}
+	// Output is {{ X }}.
+	Output struct {
+		P Pos
+		X Expr
+	}
+	// If is {% if %}...{% elif %}...{% else %}...{% endif %}.
+	If struct {
+		P        Pos
+		Branches []Branch
+		Else     []Node // nil without {% else %}
+	}
+	// Branch is one if or elif condition and its body.
+	Branch struct {
+		P    Pos
+		Cond Expr
+		Body []Node
+	}
+	// Set is {% set Name = X %}.
+	Set struct {
+		P    Pos
+		Name string
+		X    Expr
+	}
+	// For is {% for Vars in X %}Body{% else %}Else{% endfor %}.
+	For struct {
+		P    Pos
+		Vars []string
+		X    Expr
+		Body []Node
+		Else []Node // nil without {% else %}
+	}
+	// Do is {% do X %}.
+	Do struct {
+		P Pos
+		X Expr
+	}
+	// LoopControl is {% break %} or {% continue %}.
+	LoopControl struct {
+		P    Pos
+		Word string
+	}
+)
+
+// Expressions.
+type (
+	// Lit is a constant: string, int64, float64, bool or nil (None).
+	Lit struct {
+		P Pos
+		V any
+	}
+	// Name is a variable reference.
+	Name struct {
+		P    Pos
+		Name string
+	}
+	// List is a list (or tuple) literal.
+	List struct {
+		P     Pos
+		Items []Expr
+	}
+	// Dict is a dict literal.
+	Dict struct {
+		P          Pos
+		Keys, Vals []Expr
+	}
+	// Attr is X.Name.
+	Attr struct {
+		P    Pos
+		X    Expr
+		Name string
+	}
+	// Index is X[Key].
+	Index struct {
+		P      Pos
+		X, Key Expr
+	}
+	// Slice is X[Lo:Hi:Step]; absent parts are nil.
+	Slice struct {
+		P               Pos
+		X, Lo, Hi, Step Expr
+	}
+	// Call is Fn(Args, Kwargs).
+	Call struct {
+		P      Pos
+		Fn     Expr
+		Args   []Expr
+		Kwargs []Kwarg
+	}
+	// Kwarg is a keyword argument.
+	Kwarg struct {
+		Name string
+		X    Expr
+	}
+	// Filter is X|Name(Args, Kwargs).
+	Filter struct {
+		P      Pos
+		X      Expr
+		Name   string
+		Args   []Expr
+		Kwargs []Kwarg
+	}
+	// Test is X is [not] Name(Args).
+	Test struct {
+		P    Pos
+		X    Expr
+		Name string
+		Args []Expr
+		Not  bool
+	}
+	// Binary is L Op R: or and == != < <= > >= in notin + - * / // % ** ~.
+	Binary struct {
+		P    Pos
+		Op   string
+		L, R Expr
+	}
+	// Unary is Op X: not, -, +.
+	Unary struct {
+		P  Pos
+		Op string
+		X  Expr
+	}
+	// CondExpr is Then if Cond else Else (Else nil when absent).
+	CondExpr struct {
+		P                Pos
+		Then, Cond, Else Expr
+	}
+)
+
+func (n *Text) Position() Pos        { return n.P }
+func (n *Output) Position() Pos      { return n.P }
+func (n *If) Position() Pos          { return n.P }
+func (n *Set) Position() Pos         { return n.P }
+func (n *For) Position() Pos         { return n.P }
+func (n *Do) Position() Pos          { return n.P }
+func (n *LoopControl) Position() Pos { return n.P }
+func (n *Lit) Position() Pos         { return n.P }
+func (n *Name) Position() Pos        { return n.P }
+func (n *List) Position() Pos        { return n.P }
+func (n *Dict) Position() Pos        { return n.P }
+func (n *Attr) Position() Pos        { return n.P }
+func (n *Index) Position() Pos       { return n.P }
+func (n *Slice) Position() Pos       { return n.P }
+func (n *Call) Position() Pos        { return n.P }
+func (n *Filter) Position() Pos      { return n.P }
+func (n *Test) Position() Pos        { return n.P }
+func (n *Binary) Position() Pos      { return n.P }
+func (n *Unary) Position() Pos       { return n.P }
+func (n *CondExpr) Position() Pos    { return n.P }
+
+// Error is one positioned problem: a syntax error or a construct that
+// cannot be translated.
+type Error struct {
+	File      string
+	Pos       Pos
+	Construct string
+	Why       string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s: %s", e.File, e.Pos.Line, e.Pos.Col, e.Construct, e.Why)
+}
+
+// token kinds
+const (
+	tText = iota
+	tVarBegin
+	tVarEnd
+	tBlockBegin
+	tBlockEnd
+	tName
+	tString
+	tInt
+	tFloat
+	tOp
+	tEOF
+)
+
+type token struct {
+	kind int
+	s    string // text, name, operator or source of a number
+	v    any    // decoded string or number
+	pos  Pos
+}
+
+type lexer struct {
+	src  string
+	i    int
+	line int
+	col  int
+	toks []token
+}
+
+func (l *lexer) pos() Pos { return Pos{l.line, l.col} }
+
+func (l *lexer) advance(n int) {
+	for _, r := range l.src[l.i : l.i+n] {
+		if r == '\n' {
+			l.line++
+			l.col = 1
+		} else {
+			l.col++
+		}
+	}
+	l.i += n
+}
+
+// lex splits src into tokens, applying whitespace control to text.
+func lex(src string) ([]token, *Error) {
+	l := &lexer{src: src, line: 1, col: 1}
+	stripNext := false
+	for l.i < len(l.src) {
+		start := l.pos()
+		j := nextTag(l.src, l.i)
+		text := l.src[l.i:j]
+		if stripNext {
+			text = strings.TrimLeftFunc(text, unicode.IsSpace)
+			stripNext = false
+		}
+		if j < len(l.src) && j+2 < len(l.src) && l.src[j+2] == '-' {
+			text = strings.TrimRightFunc(text, unicode.IsSpace)
+		}
+		if text != "" {
+			l.toks = append(l.toks, token{kind: tText, s: text, pos: start})
+		}
+		l.advance(j - l.i)
+		if l.i >= len(l.src) {
+			break
+		}
+		tagPos := l.pos()
+		open := l.src[l.i : l.i+2]
+		l.advance(2)
+		if l.i < len(l.src) && (l.src[l.i] == '-' || l.src[l.i] == '+') {
+			l.advance(1)
+		}
+		switch open {
+		case "{#":
+			k := strings.Index(l.src[l.i:], "#}")
+			if k < 0 {
+				return nil, &Error{Pos: tagPos, Construct: "{#", Why: "comment not closed"}
+			}
+			if k > 0 && l.src[l.i+k-1] == '-' {
+				stripNext = true
+			}
+			l.advance(k + 2)
+			continue
+		case "{{":
+			l.toks = append(l.toks, token{kind: tVarBegin, pos: tagPos})
+		case "{%":
+			l.toks = append(l.toks, token{kind: tBlockBegin, pos: tagPos})
+		}
+		strip, err := l.lexInside(open, tagPos)
+		if err != nil {
+			return nil, err
+		}
+		stripNext = strip
+	}
+	l.toks = append(l.toks, token{kind: tEOF, pos: l.pos()})
+	return l.toks, nil
+}
+
+// nextTag returns the offset of the next {{, {% or {# at or after i, or
+// len(s).
+func nextTag(s string, i int) int {
+	for {
+		k := strings.IndexByte(s[i:], '{')
+		if k < 0 || i+k+1 >= len(s) {
+			return len(s)
+		}
+		switch s[i+k+1] {
+		case '{', '%', '#':
+			return i + k
+		}
+		i += k + 1
+	}
+}
+
+var ops3 = []string{"//", "**", "==", "!=", "<=", ">="}
+
+// lexInside tokenizes a tag's contents up to its closing delimiter and
+// reports whether the closer asked to strip the following whitespace.
+func (l *lexer) lexInside(open string, tagPos Pos) (bool, *Error) {
+	closer := "}}"
+	endKind := tVarEnd
+	if open == "{%" {
+		closer, endKind = "%}", tBlockEnd
+	}
+	depth := 0
+	for {
+		for l.i < len(l.src) && unicode.IsSpace(rune(l.src[l.i])) {
+			l.advance(1)
+		}
+		if l.i >= len(l.src) {
+			return false, &Error{Pos: tagPos, Construct: open, Why: "tag not closed with " + closer}
+		}
+		p := l.pos()
+		rest := l.src[l.i:]
+		if depth == 0 {
+			if strings.HasPrefix(rest, "-"+closer) {
+				l.advance(3)
+				l.toks = append(l.toks, token{kind: endKind, pos: p})
+				return true, nil
+			}
+			if strings.HasPrefix(rest, closer) {
+				l.advance(2)
+				l.toks = append(l.toks, token{kind: endKind, pos: p})
+				return false, nil
+			}
+		}
+		c := rest[0]
+		switch {
+		case c == '_' || unicode.IsLetter(rune(c)):
+			k := 1
+			for k < len(rest) && (rest[k] == '_' || rest[k] < utf8.RuneSelf && (unicode.IsLetter(rune(rest[k])) || unicode.IsDigit(rune(rest[k])))) {
+				k++
+			}
+			l.toks = append(l.toks, token{kind: tName, s: rest[:k], pos: p})
+			l.advance(k)
+		case c >= '0' && c <= '9':
+			k := 0
+			isFloat := false
+			for k < len(rest) && (rest[k] >= '0' && rest[k] <= '9' || rest[k] == '_') {
+				k++
+			}
+			if k+1 < len(rest) && rest[k] == '.' && rest[k+1] >= '0' && rest[k+1] <= '9' {
+				isFloat = true
+				k++
+				for k < len(rest) && (rest[k] >= '0' && rest[k] <= '9' || rest[k] == '_') {
+					k++
+				}
+			}
+			if k < len(rest) && (rest[k] == 'e' || rest[k] == 'E') {
+				m := k + 1
+				if m < len(rest) && (rest[m] == '+' || rest[m] == '-') {
+					m++
+				}
+				if m < len(rest) && rest[m] >= '0' && rest[m] <= '9' {
+					isFloat = true
+					k = m
+					for k < len(rest) && rest[k] >= '0' && rest[k] <= '9' {
+						k++
+					}
+				}
+			}
+			num := strings.ReplaceAll(rest[:k], "_", "")
+			if isFloat {
+				f, err := strconv.ParseFloat(num, 64)
+				if err != nil {
+					return false, &Error{Pos: p, Construct: rest[:k], Why: "bad number"}
+				}
+				l.toks = append(l.toks, token{kind: tFloat, s: num, v: f, pos: p})
+			} else {
+				n, err := strconv.ParseInt(num, 10, 64)
+				if err != nil {
+					return false, &Error{Pos: p, Construct: rest[:k], Why: "integer out of range"}
+				}
+				l.toks = append(l.toks, token{kind: tInt, s: num, v: n, pos: p})
+			}
+			l.advance(k)
+		case c == '\'' || c == '"':
+			s, n, err := pyString(rest)
+			if err != "" {
+				return false, &Error{Pos: p, Construct: "string literal", Why: err}
+			}
+			l.toks = append(l.toks, token{kind: tString, s: rest[:n], v: s, pos: p})
+			l.advance(n)
+		default:
+			op := string(c)
+			for _, o := range ops3 {
+				if strings.HasPrefix(rest, o) {
+					op = o
+				}
+			}
+			if !strings.Contains("+-*/%~<>=!()[]{},.:|", string(c)) || op == "!" {
+				return false, &Error{Pos: p, Construct: string(c), Why: "unexpected character"}
+			}
+			switch c {
+			case '(', '[', '{':
+				depth++
+			case ')', ']', '}':
+				depth--
+			}
+			l.toks = append(l.toks, token{kind: tOp, s: op, pos: p})
+			l.advance(len(op))
+		}
+	}
+}
+
+// pyString decodes a Python string literal at the start of s, returning
+// the value and the literal's length.
+func pyString(s string) (string, int, string) {
+	q := s[0]
+	var b strings.Builder
+	for i := 1; i < len(s); {
+		c := s[i]
+		switch {
+		case c == q:
+			return b.String(), i + 1, ""
+		case c == '\\' && i+1 < len(s):
+			e := s[i+1]
+			i += 2
+			switch e {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			case 'r':
+				b.WriteByte('\r')
+			case '0':
+				b.WriteByte(0)
+			case 'a':
+				b.WriteByte(7)
+			case 'b':
+				b.WriteByte(8)
+			case 'f':
+				b.WriteByte(12)
+			case 'v':
+				b.WriteByte(11)
+			case '\\', '\'', '"':
+				b.WriteByte(e)
+			case '\n':
+			case 'x', 'u', 'U':
+				n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+				if i+n > len(s) {
+					return "", 0, "bad \\" + string(e) + " escape"
+				}
+				r, err := strconv.ParseUint(s[i:i+n], 16, 32)
+				if err != nil {
+					return "", 0, "bad \\" + string(e) + " escape"
+				}
+				b.WriteRune(rune(r))
+				i += n
+			default:
+				// Python keeps an unknown escape as written.
+				b.WriteByte('\\')
+				b.WriteByte(e)
+			}
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return "", 0, "string not closed"
+}

@@ -1,0 +1,409 @@
+package jinja
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// ErrNotJinja is returned by Convert for a file that is not a Jinja
+// template: plain YAML (#!yaml) or already a Go template (#!gotmpl|yaml).
+var ErrNotJinja = errors.New("not a Jinja file")
+
+// Errors is every problem that refused a file, in source order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Shebang is the first line of every converted file.
+const Shebang = "#!gotmpl|yaml"
+
+// Convert translates a Salt Jinja reaction file into a reactord Go
+// template that starts with Shebang. A file that cannot be translated
+// faithfully returns Errors, listing every problem; a file that is not
+// Jinja returns an error wrapping ErrNotJinja.
+func Convert(file string, src []byte) ([]byte, error) {
+	text := string(src)
+	body := text
+	line := 1
+	if strings.HasPrefix(text, "#!") {
+		first, rest, _ := strings.Cut(text, "\n")
+		pipeline := strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(first, "#!")), " ", "")
+		switch pipeline {
+		case "jinja|yaml", "jinja", "yaml|jinja", "":
+		case "yaml", "gotmpl|yaml", "gotmpl":
+			return nil, fmt.Errorf("%s: renderer %q: %w", file, pipeline, ErrNotJinja)
+		default:
+			why := "only Jinja (#!jinja|yaml) reaction files can be converted"
+			if strings.HasPrefix(pipeline, "py") {
+				why = "a Python reaction file runs code at render time; it has no Go template equivalent"
+			}
+			return nil, Errors{{File: file, Pos: Pos{1, 1}, Construct: first, Why: why}}
+		}
+		body = rest
+		line = 2
+	}
+	nodes, perrs := Parse(file, body)
+	for _, e := range perrs {
+		e.Pos.Line += line - 1
+	}
+	t := &translator{file: file, lineOff: line - 1, assigned: map[string]bool{}}
+	collectAssigned(nodes, t.assigned)
+	if nodes != nil {
+		t.scope = &scope{vars: map[string]*variable{}}
+		t.body(&t.out, nodes)
+	}
+	errs := append(Errors(perrs), t.errs...)
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool {
+			a, b := errs[i].Pos, errs[j].Pos
+			return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
+		})
+		return nil, errs
+	}
+	return []byte(Shebang + "\n" + t.out.String()), nil
+}
+
+type variable struct {
+	goName string // $x
+	flag   string // $_def_x: true once set, when the variable may be unset
+	maybe  bool   // set on some paths only
+}
+
+type loopInfo struct {
+	idx, list        string // Go variables of the index and the list
+	idxUsed, lenUsed bool
+}
+
+type scope struct {
+	parent *scope
+	vars   map[string]*variable
+	loop   *loopInfo // the scope of a for body
+}
+
+func (s *scope) lookup(name string) *variable {
+	for ; s != nil; s = s.parent {
+		if v, ok := s.vars[name]; ok {
+			return v
+		}
+	}
+	return nil
+}
+
+type translator struct {
+	file     string
+	lineOff  int
+	errs     Errors
+	out      strings.Builder
+	scope    *scope
+	depth    int // if nesting inside the current for body or the top level
+	inRange  int
+	n        int // counter for generated variable names
+	pre      *strings.Builder
+	assigned map[string]bool
+}
+
+func (t *translator) refuse(p Pos, construct, why string) gx {
+	p.Line += t.lineOff
+	t.errs = append(t.errs, &Error{File: t.file, Pos: p, Construct: construct, Why: why})
+	return gx{s: `""`}
+}
+
+func (t *translator) tmp(prefix string) string {
+	t.n++
+	return fmt.Sprintf("$_%s%d", prefix, t.n)
+}
+
+// collectAssigned records every name a set or for binds.
+func collectAssigned(nodes []Node, m map[string]bool) {
+	for _, n := range nodes {
+		switch n := n.(type) {
+		case *Set:
+			m[n.Name] = true
+		case *If:
+			for _, b := range n.Branches {
+				collectAssigned(b.Body, m)
+			}
+			collectAssigned(n.Else, m)
+		case *For:
+			collectAssigned(n.Body, m)
+			collectAssigned(n.Else, m)
+		}
+	}
+}
+
+// setsIn lists the names set in nodes outside for bodies, in order.
+func setsIn(nodes []Node, seen map[string]bool, out *[]string) {
+	for _, n := range nodes {
+		switch n := n.(type) {
+		case *Set:
+			if !seen[n.Name] {
+				seen[n.Name] = true
+				*out = append(*out, n.Name)
+			}
+		case *If:
+			for _, b := range n.Branches {
+				setsIn(b.Body, seen, out)
+			}
+			setsIn(n.Else, seen, out)
+		}
+	}
+}
+
+// alwaysSets reports whether every path through nodes sets name.
+func alwaysSets(nodes []Node, name string) bool {
+	for _, n := range nodes {
+		switch n := n.(type) {
+		case *Set:
+			if n.Name == name {
+				return true
+			}
+		case *If:
+			if n.Else == nil {
+				continue
+			}
+			all := alwaysSets(n.Else, name)
+			for _, b := range n.Branches {
+				all = all && alwaysSets(b.Body, name)
+			}
+			if all {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (t *translator) body(out *strings.Builder, nodes []Node) {
+	for _, n := range nodes {
+		t.node(out, n)
+	}
+}
+
+// stmt translates an expression for one statement, returning the prelude
+// its translation needs (conditional expressions, map and select loops).
+func (t *translator) stmt(x Expr, boolean bool) (string, gx) {
+	saved := t.pre
+	var b strings.Builder
+	t.pre = &b
+	var g gx
+	if boolean {
+		g = t.cond(x)
+	} else {
+		g = t.expr(x)
+	}
+	t.pre = saved
+	return b.String(), g
+}
+
+func (t *translator) node(out *strings.Builder, n Node) {
+	switch n := n.(type) {
+	case *Text:
+		out.WriteString(n.S)
+	case *Output:
+		if l, ok := n.X.(*Lit); ok {
+			if s, ok := l.V.(string); ok && !strings.Contains(s, "{{") {
+				out.WriteString(s)
+				return
+			}
+		}
+		pre, g := t.stmt(n.X, false)
+		out.WriteString(pre)
+		fmt.Fprintf(out, "{{ pyStr %s }}", g.s)
+	case *Set:
+		pre, g := t.stmt(n.X, false)
+		out.WriteString(pre)
+		t.assign(out, n.Name, g.s)
+	case *Do:
+		t.do(out, n)
+	case *LoopControl:
+		if t.inRange == 0 {
+			t.refuse(n.P, "{% "+n.Word+" %}", "outside a for loop")
+			return
+		}
+		fmt.Fprintf(out, "{{ %s }}", n.Word)
+	case *If:
+		t.ifStmt(out, n)
+	case *For:
+		t.forStmt(out, n)
+	}
+}
+
+// assign translates a set of name to the Go expression val.
+func (t *translator) assign(out *strings.Builder, name, val string) {
+	if v, ok := t.scope.vars[name]; ok {
+		fmt.Fprintf(out, "{{ %s = %s }}", v.goName, val)
+		if v.flag != "" && v.maybe {
+			fmt.Fprintf(out, "{{ %s = true }}", v.flag)
+		}
+		if t.depth == 0 {
+			v.maybe = false
+		}
+		return
+	}
+	// A set at the level of its scope: a new variable (hoisting declares
+	// the ones set inside an if before it).
+	v := &variable{goName: "$" + name}
+	t.scope.vars[name] = v
+	fmt.Fprintf(out, "{{ %s := %s }}", v.goName, val)
+}
+
+func (t *translator) ifStmt(out *strings.Builder, n *If) {
+	if t.depth == 0 {
+		var names []string
+		setsIn([]Node{n}, map[string]bool{}, &names)
+		for _, name := range names {
+			if _, ok := t.scope.vars[name]; ok {
+				continue
+			}
+			v := &variable{goName: "$" + name}
+			if outer := t.scope.lookup(name); outer != nil {
+				fmt.Fprintf(out, "{{ %s := %s }}", v.goName, outer.goName)
+				if outer.maybe {
+					v.flag, v.maybe = outer.flag, true
+					fmt.Fprintf(out, "{{ %s := %s }}", v.flag, outer.flag)
+				}
+			} else {
+				fmt.Fprintf(out, `{{ %s := "" }}`, v.goName)
+				if !alwaysSets([]Node{n}, name) {
+					v.flag, v.maybe = "$_def_"+name, true
+					fmt.Fprintf(out, "{{ %s := false }}", v.flag)
+				}
+			}
+			t.scope.vars[name] = v
+		}
+	}
+	t.depth++
+	ends := 1
+	for i, b := range n.Branches {
+		pre, g := t.stmt(b.Cond, true)
+		switch {
+		case i == 0:
+			out.WriteString(pre)
+			fmt.Fprintf(out, "{{ if %s }}", g.s)
+		case pre == "":
+			fmt.Fprintf(out, "{{ else if %s }}", g.s)
+		default:
+			fmt.Fprintf(out, "{{ else }}%s{{ if %s }}", pre, g.s)
+			ends++
+		}
+		t.body(out, b.Body)
+	}
+	if n.Else != nil {
+		out.WriteString("{{ else }}")
+		t.body(out, n.Else)
+	}
+	out.WriteString(strings.Repeat("{{ end }}", ends))
+	t.depth--
+}
+
+// staticList reports whether a translated iterable is a list already.
+func (t *translator) forStmt(out *strings.Builder, n *For) {
+	pre, g := t.stmt(n.X, false)
+	out.WriteString(pre)
+	iter := g.s
+	if !g.list {
+		it := t.tmp("it")
+		fmt.Fprintf(out, `{{ %s := %s }}{{ if kindIs "map" %s }}{{ %s = pyKeys %s }}{{ end }}`, it, iter, it, it, it)
+		iter = it
+	}
+	li := &loopInfo{idx: t.tmp("i"), list: t.tmp("l")}
+	s := &scope{parent: t.scope, vars: map[string]*variable{}, loop: li}
+	var body strings.Builder
+	var bind, rangeVar string
+	if len(n.Vars) == 1 {
+		rangeVar = "$" + n.Vars[0]
+	} else {
+		rangeVar = t.tmp("p")
+		for i, v := range n.Vars {
+			fmt.Fprintf(&body, "{{ $%s := index %s %d }}", v, rangeVar, i)
+		}
+	}
+	for _, v := range n.Vars {
+		s.vars[v] = &variable{goName: "$" + v}
+	}
+	saveScope, saveDepth := t.scope, t.depth
+	t.scope, t.depth = s, 0
+	t.inRange++
+	t.body(&body, n.Body)
+	t.inRange--
+	t.scope, t.depth = saveScope, saveDepth
+	var els strings.Builder
+	if n.Else != nil {
+		t.body(&els, n.Else)
+	}
+	if li.lenUsed {
+		fmt.Fprintf(out, "{{ %s := %s }}", li.list, iter)
+		iter = li.list
+	}
+	bind = rangeVar
+	if li.idxUsed || li.lenUsed {
+		bind = li.idx + ", " + rangeVar
+	}
+	fmt.Fprintf(out, "{{ range %s := %s }}%s", bind, iter, body.String())
+	if n.Else != nil {
+		out.WriteString("{{ else }}" + els.String())
+	}
+	out.WriteString("{{ end }}")
+}
+
+func (t *translator) do(out *strings.Builder, n *Do) {
+	c, ok := n.X.(*Call)
+	var a *Attr
+	if ok {
+		a, ok = c.Fn.(*Attr)
+	}
+	var v *variable
+	if ok {
+		if name, isName := a.X.(*Name); isName {
+			v = t.scope.lookup(name.Name)
+		}
+	}
+	if v == nil {
+		t.refuse(n.P, "{% do %}", "only append, extend and update of a variable set in the file are supported")
+		return
+	}
+	pre, args := t.argList(c.Args)
+	saved := t.pre
+	var b strings.Builder
+	t.pre = &b
+	defer func() { t.pre = saved }()
+	out.WriteString(pre)
+	switch {
+	case a.Name == "append" && len(args) == 1:
+		fmt.Fprintf(out, "{{ %s = append %s %s }}", v.goName, v.goName, args[0])
+	case a.Name == "extend" && len(args) == 1:
+		fmt.Fprintf(out, "{{ %s = concat %s %s }}", v.goName, v.goName, args[0])
+	case a.Name == "update" && len(c.Args) == 1:
+		d, isDict := c.Args[0].(*Dict)
+		if !isDict {
+			t.refuse(n.P, "{% do "+a.Name+" %}", "update takes a dict literal here")
+			return
+		}
+		vals := t.dictPairs(d)
+		out.WriteString(b.String())
+		for i := 0; i+1 < len(vals); i += 2 {
+			fmt.Fprintf(out, "{{ $_ := set %s %s %s }}", v.goName, vals[i], vals[i+1])
+		}
+	default:
+		t.refuse(n.P, "{% do ."+a.Name+"() %}", "only append, extend and update are supported")
+	}
+}
+
+func (t *translator) argList(xs []Expr) (string, []string) {
+	var pre strings.Builder
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		p, g := t.stmt(x, false)
+		pre.WriteString(p)
+		out[i] = g.s
+	}
+	return pre.String(), out
+}
