@@ -381,7 +381,7 @@ var simpleFilters = map[string]struct {
 	fn   string
 	list bool
 }{
-	"json": {"jsonEncode", false}, "tojson": {"jsonEncode", false},
+	"json": {"jsonEncode", false}, "tojson": {"tojsonEncode", false},
 	"yaml_dquote": {"yamlDquote", false}, "yaml_squote": {"yamlSquote", false},
 	"yaml": {"yamlEncode", false}, "yaml_encode": {"yamlEncode", false},
 	"length": {"pyLength", false}, "count": {"pyLength", false},

@@ -111,6 +111,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdExplain(ctx, rest, stdin, stdout, stderr)
 	case "version":
 		return cmdVersion(rest, stdout, stderr)
+	case "convert":
+		return cmdConvert(rest, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
