@@ -60,10 +60,11 @@ Commands:
   fire     publish one event (or a file of events) to NATS
   events   print events from NATS as salt-run state.event does
   bench    measure the daemon: embedded NATS, null driver, a workload
-  bridge   publish salt-api's event stream to NATS
+  bridge   publish a Salt master's events to NATS (its event socket, or salt-api)
   explain  say what reactord does with one event, and why
   jobs     list archived jobs, or look up a job's returns (jobs list | jobs lookup JID)
   trace    print the reaction ledger of a job or an event
+  convert  translate Salt Jinja reaction files into reactord Go templates
   version  print the version, commit and Go version (also: reactord --version)
 
 Run 'reactord <command> --help' for a command's flags.
