@@ -9,18 +9,18 @@ import (
 	"text/template"
 )
 
-var update = flag.Bool("update", false, "rewrite the expected outputs of testdata/*.test")
+var update = flag.Bool("update", false, "rewrite the expected outputs of testdata/*.txtar")
 
 // TestConvertGolden runs testdata/*.test: each holds a Jinja reaction file
 // after "-- in --" and, after "-- out --", the Go template it converts to,
 // or, after "-- err --", the positioned problems that refuse it.
 func TestConvertGolden(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.test")
+	files, err := filepath.Glob("testdata/*.txtar")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden files: %v", err)
 	}
 	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".test"), func(t *testing.T) {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txtar"), func(t *testing.T) {
 			raw, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
