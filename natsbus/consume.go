@@ -28,6 +28,11 @@ type Consumer struct {
 
 	healthy   atomic.Bool
 	recreated atomic.Int64
+	restarted atomic.Int64
+
+	// Touched by supervise only.
+	lastDelivered uint64
+	stalled       int
 	kick      chan struct{}
 	stop      chan struct{}
 	done      chan struct{}
@@ -139,10 +144,14 @@ func (k *Consumer) supervise() {
 			continue // the connection's own log covers it
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := k.c.js.Consumer(ctx, k.o.Stream, k.o.Durable)
+		cons, err := k.c.js.Consumer(ctx, k.o.Stream, k.o.Durable)
 		cancel()
-		if err == nil || !(errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
-			continue // present, or the check itself failed (timeout): try again later
+		if err == nil {
+			k.checkStall(cons.CachedInfo())
+			continue
+		}
+		if !(errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+			continue // the check itself failed (timeout): try again later
 		}
 		if missingSince.IsZero() {
 			missingSince = time.Now()
@@ -166,6 +175,34 @@ func (k *Consumer) supervise() {
 			"stream", k.o.Stream, "consumer", k.o.Durable, "missing_for", time.Since(missingSince).Round(time.Millisecond).String(), "times_recreated", k.recreated.Load())
 		missingSince, failures = time.Time{}, 0
 	}
+}
+
+// checkStall restarts consumption when the consumer is in place but this
+// client no longer pulls from it: the stream holds events for it, none is
+// in flight and none was delivered since the last two checks. (A busy
+// daemon always has events in flight, so it is never taken for stalled.)
+func (k *Consumer) checkStall(info *jetstream.ConsumerInfo) {
+	if info == nil {
+		return
+	}
+	if info.NumPending == 0 || info.NumAckPending > 0 || info.Delivered.Stream != k.lastDelivered {
+		k.lastDelivered, k.stalled = info.Delivered.Stream, 0
+		return
+	}
+	k.stalled++
+	if k.stalled < 2 {
+		return
+	}
+	k.stalled = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := k.start(ctx); err != nil {
+		k.log.Error("JetStream consumption stalled; restarting it failed, retrying", "stream", k.o.Stream, "pending", info.NumPending, "err", err)
+		return
+	}
+	k.restarted.Add(1)
+	k.log.Warn("JetStream consumption stalled (events waiting, none delivered or in flight): restarted it",
+		"stream", k.o.Stream, "consumer", k.o.Durable, "pending", info.NumPending)
 }
 
 // nakBackoff asks for redelivery: at once the first time, then after a

@@ -52,6 +52,16 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	}
 	publishAndWait("start")
 
+	// The client stops pulling without a word (what a lost pull
+	// subscription looks like): the stall check restarts it.
+	k.mu.Lock()
+	k.cc.Stop()
+	k.mu.Unlock()
+	publishAndWait("after the client stopped pulling")
+	if k.restarted.Load() < 1 {
+		t.Error("events flowed again without a restart: the stall was not simulated")
+	}
+
 	// The stream deleted by hand.
 	if err := c.js.DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
 		t.Fatal(err)
