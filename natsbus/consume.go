@@ -33,10 +33,10 @@ type Consumer struct {
 	// Touched by supervise only.
 	lastDelivered uint64
 	stalled       int
-	kick      chan struct{}
-	stop      chan struct{}
-	done      chan struct{}
-	stopOnce  sync.Once
+	kick          chan struct{}
+	stop          chan struct{}
+	done          chan struct{}
+	stopOnce      sync.Once
 }
 
 // Consume creates the stream and the shared durable consumer when absent and
