@@ -539,22 +539,7 @@ func (e *PosError) Unwrap() error { return e.Err }
 // Python's spelling of booleans, None and structures (repr).
 func printText(v any) string {
 	switch x := v.(type) {
-	case string:
-		return x
-	case nil:
-		return "None"
-	case bool:
-		if x {
-			return "True"
-		}
-		return "False"
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case int:
-		return strconv.Itoa(x)
-	case float64:
-		return pyFloatText(x)
-	case *event.Map, []any, map[string]any, pyTuple, yamlQuoted, json.Number:
+	case string, nil, bool, int64, int, float64, *event.Map, []any, map[string]any, pyTuple, yamlQuoted, json.Number:
 		return strOf(x) // Python's str(): repr for structures, nested too
 	case fmt.Stringer:
 		return x.String()

@@ -74,9 +74,15 @@ func metricValue(t *testing.T, metrics, name string) string {
 	return m[1]
 }
 
+// scrape returns a daemon's /metrics.
 func scrape(t *testing.T, p *proc) string {
 	t.Helper()
-	addr := p.cmd.Args[len(p.cmd.Args)-1]
+	return scrapeAddr(t, p.http)
+}
+
+// scrapeAddr returns /metrics of the daemon serving HTTP on addr.
+func scrapeAddr(t *testing.T, addr string) string {
+	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,13 +194,7 @@ func TestReloadWaitsForSettledFile(t *testing.T) {
 // metric returns one metric's value from /metrics.
 func metric(t *testing.T, addr, name string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(body), "\n") {
+	for _, l := range strings.Split(scrapeAddr(t, addr), "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			return v
 		}
