@@ -188,7 +188,7 @@ func (t *translator) expr(x Expr) gx {
 					return lit(-v)
 				}
 			}
-			return gx{s: call("sub", "0", t.expr(x.X).s)}
+			return gx{s: call("pyNeg", t.expr(x.X).s)}
 		}
 		return t.expr(x.X)
 	case *Binary:
@@ -339,11 +339,22 @@ func (t *translator) call(c *Call) gx {
 			return t.refuse(c.P, "."+fn.Name+"()", "keyword arguments are not supported")
 		}
 		if fn.Name == "get" && (len(c.Args) == 1 || len(c.Args) == 2) {
+			base, key := t.expr(fn.X).s, t.expr(c.Args[0]).s
+			if len(c.Args) == 2 && !plainOperand(c.Args[1]) {
+				// Jinja passes a missing key as an undefined value that
+				// fails only when used: the default is evaluated only when
+				// the key is absent.
+				v := t.tmp("g")
+				fmt.Fprintf(t.pre, "{{ %s := getOr %s %s nil }}{{ if not (hasKey %s %s) }}", v, base, key, base, key)
+				d := t.expr(c.Args[1]).s
+				fmt.Fprintf(t.pre, "{{ %s = %s }}{{ end }}", v, d)
+				return gx{s: v}
+			}
 			d := "nil"
 			if len(c.Args) == 2 {
 				d = t.expr(c.Args[1]).s
 			}
-			return gx{s: call("getOr", t.expr(fn.X).s, t.expr(c.Args[0]).s, d)}
+			return gx{s: call("getOr", base, key, d)}
 		}
 		m, ok := methods[fn.Name]
 		if !ok {
@@ -387,7 +398,7 @@ var simpleFilters = map[string]struct {
 	"length": {"pyLength", false}, "count": {"pyLength", false},
 	"first": {"pyFirst", false}, "last": {"pyLast", false},
 	"unique": {"pyUnique", true}, "lower": {"pyLower", false}, "upper": {"pyUpper", false},
-	"string": {"pyStr", false}, "int": {"int", false}, "float": {"float64", false},
+	"string": {"pyStr", false}, "int": {"pyInt", false}, "float": {"pyFloat", false},
 	"load_json": {"loadJson", false}, "trim": {"pyStrip", false},
 }
 
@@ -547,7 +558,7 @@ func (t *translator) test(x *Test) gx {
 		if !isStr {
 			return t.refuse(x.P, "is match", "the pattern must be a string literal")
 		}
-		return gx{s: call("pyNe", call("regexSearch", t.expr(x.X).s, strconv.Quote(`\A(?:`+p+`)`)), "nil"), boolean: true}
+		return gx{s: call("pyNe", call("regexMatchPy", t.expr(x.X).s, strconv.Quote(p)), "nil"), boolean: true}
 	}
 	return t.refuse(x.P, "is "+x.Name, "unknown test")
 }
@@ -564,27 +575,16 @@ func (t *translator) binary(x *Binary) gx {
 		return gx{s: call("pyAdd", t.expr(x.L).s, t.expr(x.R).s)}
 	case "~":
 		return gx{s: call("pyConcat", t.expr(x.L).s, t.expr(x.R).s)}
-	case "-", "*":
-		fn := map[string]string{"-": "sub", "*": "mul"}[x.Op]
-		l, r := t.expr(x.L), t.expr(x.R)
-		if strings.Contains(l.s+r.s, ".") && (isFloatLit(x.L) || isFloatLit(x.R)) {
-			fn += "f"
-		}
-		return gx{s: call(fn, l.s, r.s)}
+	case "-", "*", "/", "//", "%":
+		// Python's arithmetic: ints stay ints (unbounded), a float makes
+		// a float, / is always a float, // and % floor.
+		fn := map[string]string{"-": "pySub", "*": "pyMul", "/": "pyDiv", "//": "pyFloorDiv", "%": "pyMod"}[x.Op]
+		return gx{s: call(fn, t.expr(x.L).s, t.expr(x.R).s)}
 	}
 	if fn, ok := binaryFuncs[x.Op]; ok {
 		return gx{s: call(fn, t.expr(x.L).s, t.expr(x.R).s), boolean: true}
 	}
 	return t.refuse(x.P, x.Op, "operator not supported")
-}
-
-func isFloatLit(x Expr) bool {
-	l, ok := x.(*Lit)
-	if !ok {
-		return false
-	}
-	_, f := l.V.(float64)
-	return f
 }
 
 // mapFilter is x|map(attribute='a') or x|map('filter'), built in a loop.
@@ -602,7 +602,7 @@ func (t *translator) mapFilter(f *Filter) gx {
 		if !isStr {
 			return t.refuse(f.P, "|map", "attribute must be a string literal")
 		}
-		item = t.key(gx{s: e}, a).s
+		return gx{s: call("pyMap", src.s, strconv.Quote(a)), list: true}
 	case len(f.Kwargs) == 0 && len(f.Args) == 1:
 		l, ok := f.Args[0].(*Lit)
 		name, isStr := "", false
@@ -621,66 +621,40 @@ func (t *translator) mapFilter(f *Filter) gx {
 	return gx{s: v, list: true}
 }
 
-// selectAttr is x|selectattr('a'[, test[, arg]]) (or rejectattr).
+// selectAttr is x|selectattr('a'[, test[, arg]]) (or rejectattr), by the
+// pySelectAttr and pyRejectAttr helpers.
 func (t *translator) selectAttr(f *Filter) gx {
 	src := t.expr(f.X)
 	if len(f.Args) < 1 || len(f.Args) > 3 {
 		return t.refuse(f.P, "|"+f.Name, "wrong number of arguments")
 	}
-	var strs []string
-	for _, a := range f.Args[:min(2, len(f.Args))] {
-		l, ok := a.(*Lit)
-		s, isStr := "", false
-		if ok {
-			s, isStr = l.V.(string)
-		}
-		if !isStr {
+	args := []string{src.s}
+	for i, a := range f.Args {
+		if i < 2 {
+			l, _ := a.(*Lit)
+			if l != nil {
+				if s, isStr := l.V.(string); isStr {
+					args = append(args, strconv.Quote(s))
+					continue
+				}
+			}
 			return t.refuse(f.P, "|"+f.Name, "attribute and test must be string literals")
 		}
-		strs = append(strs, s)
+		args = append(args, t.expr(a).s)
 	}
-	var val string
-	if len(f.Args) == 3 {
-		val = t.tmp("v")
-		fmt.Fprintf(t.pre, "{{ %s := %s }}", val, t.expr(f.Args[2]).s)
-	}
-	v, e := t.tmp("s"), t.tmp("e")
-	attr := t.key(gx{s: e}, strs[0]).s
-	var c string
-	test := ""
-	if len(strs) > 1 {
-		test = strs[1]
-	}
-	switch test {
-	case "":
-		c = call("pyTruth", attr)
-	case "defined":
-		c = call("hasKey", e, strconv.Quote(strs[0]))
-	case "undefined":
-		c = call("not", call("hasKey", e, strconv.Quote(strs[0])))
-	case "none":
-		c = call("pyEq", attr, "nil")
-	case "equalto", "eq", "==", "sameas":
-		if len(f.Args) != 3 {
-			return t.refuse(f.P, "|"+f.Name, test+" takes a value")
-		}
-		c = call("pyEq", attr, val)
-	case "ne", "!=":
-		if len(f.Args) != 3 {
-			return t.refuse(f.P, "|"+f.Name, test+" takes a value")
-		}
-		c = call("pyNe", attr, val)
-	case "in":
-		if len(f.Args) != 3 {
-			return t.refuse(f.P, "|"+f.Name, test+" takes a value")
-		}
-		c = call("pyIn", attr, val)
-	default:
-		return t.refuse(f.P, "|"+f.Name, "unknown test "+strconv.Quote(test))
-	}
+	fn := "pySelectAttr"
 	if f.Name == "rejectattr" {
-		c = call("not", c)
+		fn = "pyRejectAttr"
 	}
-	fmt.Fprintf(t.pre, "{{ %s := list }}{{ range %s := %s }}{{ if %s }}{{ %s = append %s %s }}{{ end }}{{ end }}", v, e, src.s, c, v, v, e)
-	return gx{s: v, list: true}
+	return gx{s: call(fn, args...), list: true}
+}
+
+// plainOperand reports whether x evaluates without failing: a literal or a
+// name.
+func plainOperand(x Expr) bool {
+	switch x.(type) {
+	case *Lit, *Name:
+		return true
+	}
+	return false
 }

@@ -214,12 +214,21 @@ func (t *translator) node(out *strings.Builder, n Node) {
 				return
 			}
 		}
+		if f, ok := n.X.(*Filter); ok && len(f.Args) == 0 && len(f.Kwargs) == 0 {
+			if enc, ok := encoderFilters[f.Name]; ok {
+				t.encoded(out, f, enc)
+				return
+			}
+		}
 		pre, g := t.stmt(n.X, false)
 		out.WriteString(pre)
 		fmt.Fprintf(out, "{{ pyStr %s }}", g.s)
 	case *Set:
 		pre, g := t.stmt(n.X, false)
 		out.WriteString(pre)
+		if g.s == "nil" {
+			g.s = "(pyNone)" // a Go template cannot use nil alone
+		}
 		t.assign(out, n.Name, g.s)
 	case *Do:
 		t.do(out, n)
@@ -311,7 +320,7 @@ func (t *translator) forStmt(out *strings.Builder, n *For) {
 	iter := g.s
 	if !g.list {
 		it := t.tmp("it")
-		fmt.Fprintf(out, `{{ %s := %s }}{{ if kindIs "map" %s }}{{ %s = pyKeys %s }}{{ end }}`, it, iter, it, it, it)
+		fmt.Fprintf(out, `{{ %s := %s }}{{ if kindIs "map" %s }}{{ %s = pyKeys %s }}{{ else if kindIs "string" %s }}{{ %s = pyChars %s }}{{ end }}`, it, iter, it, it, it, it, it, it)
 		iter = it
 	}
 	li := &loopInfo{idx: t.tmp("i"), list: t.tmp("l")}
@@ -406,4 +415,33 @@ func (t *translator) argList(xs []Expr) (string, []string) {
 		out[i] = g.s
 	}
 	return pre.String(), out
+}
+
+// encoderFilters are the filters whose output Salt's YAML loader reads as
+// the value itself when it is a whole scalar: |json, |tojson and |yaml a
+// structure, |yaml_dquote and |yaml_squote the quoted string. They are
+// printed through reactord's encoders without pyStr, so the value lands as
+// one node (a structure, or the string) as in Salt, not as its text.
+var encoderFilters = map[string]string{
+	"json":        "jsonEncode",
+	"tojson":      "tojsonEncode",
+	"yaml_dquote": "yamlDquote",
+	"yaml_squote": "yamlSquote",
+	"yaml_encode": "yamlEncode",
+	"yaml":        "",
+}
+
+// encoded prints {{ x|f }} for an encoder filter f. Salt's |yaml is
+// safe_dump in flow style: a string is its plain or quoted scalar (the
+// string itself once loaded), anything else the value's flow YAML, which
+// loads as the JSON encoding of the same value does.
+func (t *translator) encoded(out *strings.Builder, f *Filter, enc string) {
+	pre, g := t.stmt(f.X, false)
+	out.WriteString(pre)
+	if enc != "" {
+		fmt.Fprintf(out, "{{ %s %s }}", enc, g.s)
+		return
+	}
+	v := t.tmp("y")
+	fmt.Fprintf(out, `{{ %s := %s }}{{ if kindIs "string" %s }}{{ yamlDquote %s }}{{ else }}{{ jsonEncode %s }}{{ end }}`, v, g.s, v, v, v)
 }

@@ -1,0 +1,262 @@
+package reactions
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// Template helpers for files converted from Jinja by package jinja, beside
+// the ones in pyfuncs.go: each keeps a Jinja/Python behaviour the converted
+// template relies on.
+
+// jinjaFuncs are registered into pyFuncs and into the function map every
+// template sees (built from pyFuncs when the package's variables are
+// initialized, before init runs).
+var jinjaFuncs = map[string]any{
+	"pyNone":     pyNone,
+	"pyChars":    pyChars,
+	"pySub":      pySub,
+	"pyMul":      pyMul,
+	"pyDiv":      pyDiv,
+	"pyFloorDiv": pyFloorDiv,
+	"pyMod":      pyMod,
+	"pyNeg":      pyNeg,
+	"pyInt":      jinjaInt,
+	"pyFloat":    jinjaFloat,
+}
+
+func init() {
+	for name, f := range jinjaFuncs {
+		pyFuncs[name] = f
+		baseFuncs[name] = f
+	}
+}
+
+// pyNone is Python's None as a command: a Go template cannot use the nil
+// constant alone, as in {% set x = None %}.
+func pyNone() any { return nil }
+
+// pyChars is list(s): the characters of a string, which is what a Jinja
+// {% for %} over a string iterates.
+func pyChars(s string) []any {
+	out := make([]any, 0, len(s))
+	for _, r := range s {
+		out = append(out, string(r))
+	}
+	return out
+}
+
+// pyArith applies a binary arithmetic operator with Python's number rules:
+// int op int is an int (unbounded), a float on either side makes a float,
+// and a bool counts as 0 or 1.
+func pyArith(op string, a, b any, ints func(x, y *big.Int) (*big.Int, error), floats func(x, y float64) (float64, error)) (any, error) {
+	x, okx := toNum(a)
+	y, oky := toNum(b)
+	if !okx || !oky {
+		return nil, fmt.Errorf("TypeError: unsupported operand type(s) for %s: '%s' and '%s'", op, pyTypeName(a), pyTypeName(b))
+	}
+	if !x.isFloat && !y.isFloat && ints != nil {
+		r, err := ints(x.i, y.i)
+		if err != nil {
+			return nil, err
+		}
+		return intValue(r), nil
+	}
+	fx, err := x.float()
+	if err != nil {
+		return nil, err
+	}
+	fy, err := y.float()
+	if err != nil {
+		return nil, err
+	}
+	return floats(fx, fy)
+}
+
+// pySub is Python's a - b on numbers.
+func pySub(a, b any) (any, error) {
+	return pyArith("-", a, b,
+		func(x, y *big.Int) (*big.Int, error) { return new(big.Int).Sub(x, y), nil },
+		func(x, y float64) (float64, error) { return x - y, nil })
+}
+
+// pyMul is Python's a * b: numbers, or a string or list repeated an int
+// number of times.
+func pyMul(a, b any) (any, error) {
+	if n, ok := repeatCount(b); ok {
+		if s, ok := a.(string); ok {
+			if n*len(s) > maxBuilt {
+				return nil, fmt.Errorf("*: result longer than %d bytes", maxBuilt)
+			}
+			return strings.Repeat(s, n), nil
+		}
+		if l, ok := a.([]any); ok {
+			if n*len(l) > maxItems {
+				return nil, fmt.Errorf("*: more than %d items", maxItems)
+			}
+			out := make([]any, 0, n*len(l))
+			for range n {
+				out = append(out, l...)
+			}
+			return out, nil
+		}
+	}
+	if _, isStr := b.(string); isStr {
+		if _, ok := repeatCount(a); ok {
+			return pyMul(b, a)
+		}
+	}
+	if _, isList := b.([]any); isList {
+		if _, ok := repeatCount(a); ok {
+			return pyMul(b, a)
+		}
+	}
+	return pyArith("*", a, b,
+		func(x, y *big.Int) (*big.Int, error) {
+			if x.BitLen()+y.BitLen() > 1<<16 {
+				return nil, errors.New("*: integer result too large")
+			}
+			return new(big.Int).Mul(x, y), nil
+		},
+		func(x, y float64) (float64, error) { return x * y, nil })
+}
+
+// repeatCount is an int operand of sequence repetition (negative repeats
+// nothing).
+func repeatCount(v any) (int, bool) {
+	n, ok := toNum(v)
+	if !ok || n.isFloat || !n.i.IsInt64() {
+		return 0, false
+	}
+	c := n.i.Int64()
+	if c < 0 {
+		c = 0
+	}
+	if c > maxItems*16 {
+		c = maxItems * 16
+	}
+	return int(c), true
+}
+
+// pyDiv is Python's a / b: always a float.
+func pyDiv(a, b any) (any, error) {
+	return pyArith("/", a, b, nil, func(x, y float64) (float64, error) {
+		if y == 0 {
+			return 0, errors.New("ZeroDivisionError: division by zero")
+		}
+		return x / y, nil
+	})
+}
+
+// pyFloorDiv is Python's a // b: floored, an int for two ints.
+func pyFloorDiv(a, b any) (any, error) {
+	return pyArith("//", a, b,
+		func(x, y *big.Int) (*big.Int, error) {
+			if y.Sign() == 0 {
+				return nil, errors.New("ZeroDivisionError: integer division or modulo by zero")
+			}
+			q, m := new(big.Int).DivMod(x, y, new(big.Int))
+			// DivMod is Euclidean (m >= 0); Python floors toward -inf.
+			if m.Sign() != 0 && y.Sign() < 0 {
+				q.Add(q, big.NewInt(1))
+			}
+			return q, nil
+		},
+		func(x, y float64) (float64, error) {
+			if y == 0 {
+				return 0, errors.New("ZeroDivisionError: float floor division by zero")
+			}
+			return math.Floor(x / y), nil
+		})
+}
+
+// pyMod is Python's a % b on numbers: the result has the sign of b.
+func pyMod(a, b any) (any, error) {
+	return pyArith("%", a, b,
+		func(x, y *big.Int) (*big.Int, error) {
+			if y.Sign() == 0 {
+				return nil, errors.New("ZeroDivisionError: integer division or modulo by zero")
+			}
+			m := new(big.Int).Mod(x, y) // Euclidean: 0 <= m < |y|
+			if m.Sign() != 0 && y.Sign() < 0 {
+				m.Add(m, y)
+			}
+			return m, nil
+		},
+		func(x, y float64) (float64, error) {
+			if y == 0 {
+				return 0, errors.New("ZeroDivisionError: float modulo")
+			}
+			m := math.Mod(x, y)
+			if m != 0 && (m < 0) != (y < 0) {
+				m += y
+			}
+			return m, nil
+		})
+}
+
+// pyNeg is Python's -a.
+func pyNeg(a any) (any, error) { return pySub(int64(0), a) }
+
+// jinjaInt is Jinja's |int: int(v), else int(float(v)) for a string, else
+// 0. Strings are read in base 10 ("010" is 10), as Python's int() does.
+func jinjaInt(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return int64(0)
+	case string:
+		s := strings.TrimSpace(x)
+		if i, ok := new(big.Int).SetString(strings.ReplaceAll(s, "_", ""), 10); ok && !strings.HasPrefix(s, "_") && !strings.HasSuffix(s, "_") && !strings.Contains(s, "__") {
+			return intValue(i)
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) && !strings.ContainsAny(s, "xXpP") {
+			i, _ := new(big.Float).SetFloat64(math.Trunc(f)).Int(nil)
+			return intValue(i)
+		}
+		return int64(0)
+	}
+	n, ok := toNum(v)
+	if !ok {
+		return int64(0)
+	}
+	if !n.isFloat {
+		return intValue(n.i)
+	}
+	if math.IsInf(n.f, 0) || math.IsNaN(n.f) {
+		return int64(0)
+	}
+	i, _ := new(big.Float).SetFloat64(math.Trunc(n.f)).Int(nil)
+	return intValue(i)
+}
+
+// jinjaFloat is Jinja's |float: float(v), else 0.0.
+func jinjaFloat(v any) float64 {
+	if s, ok := v.(string); ok {
+		t := strings.ToLower(strings.TrimSpace(s))
+		switch strings.TrimLeft(t, "+-") {
+		case "inf", "infinity", "nan":
+		default:
+			if strings.ContainsAny(t, "xp") {
+				return 0
+			}
+		}
+		f, err := strconv.ParseFloat(strings.ReplaceAll(t, "_", ""), 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0
+		}
+		return f
+	}
+	n, ok := toNum(v)
+	if !ok {
+		return 0
+	}
+	f, err := n.float()
+	if err != nil {
+		return 0
+	}
+	return f
+}
