@@ -106,6 +106,9 @@ type Settings struct {
 	MaxHops    int
 	// LiteralTarget is the default of the rules' literal_target option.
 	LiteralTarget bool
+	// Jinja loads reaction files in Salt's default renderer (no shebang,
+	// #!jinja|yaml) as Salt's Jinja, converting them at load (--jinja).
+	Jinja bool
 	// Flags are the other daemon flags the section sets, by flag name.
 	Flags map[string]FlagSetting
 }
@@ -807,6 +810,13 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 				continue
 			}
 			cfg.Settings.LiteralTarget = b
+		case "jinja":
+			b, ok := yaml11.Resolve(vn.Text).(bool)
+			if vn.Kind != yaml11.ScalarNode || !ok {
+				l.errorf(file, vn, "reactord.jinja must be true or false")
+				continue
+			}
+			cfg.Settings.Jinja = b
 		default:
 			if !l.flagSetting(cfg, file, k, kn, vn) {
 				l.errorf(file, kn, "unknown reactord setting %q (known: %s)", kn.Text, strings.Join(SettingKeys(), ", "))

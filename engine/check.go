@@ -26,12 +26,17 @@ type CheckReport struct {
 	Problems []error
 	// Rules and Files count the rules and distinct reaction files checked.
 	Rules, Files int
+	// Converted lists the reaction files converted from Salt's Jinja at
+	// load (jinja on); the ones that could not be are in Problems.
+	Converted []string
 }
 
 // Check validates a configuration without an event: the configuration and
 // its schema, every SLS reference, every reaction file's template, and the
-// full compilation of files that print nothing from the event.
-func Check(path string) CheckReport {
+// full compilation of files that print nothing from the event. With jinja
+// (or jinja: true in the configuration) reaction files in Salt's default
+// renderer are converted from Jinja, as the daemon would.
+func Check(path string, jinja bool) CheckReport {
 	var rep CheckReport
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -40,6 +45,7 @@ func Check(path string) CheckReport {
 	if cfg == nil {
 		return rep
 	}
+	cfg.Settings.Jinja = cfg.Settings.Jinja || jinja
 	rep.Config = cfg
 	rep.Problems = append(rep.Problems, cfg.Warnings...)
 	if _, err := New(cfg, nil); err != nil {
@@ -66,6 +72,7 @@ func Check(path string) CheckReport {
 			Msg: "no reactor rules: nothing will react (want a top-level reactor: list of {tag glob: SLS paths} entries)"})
 	}
 	lib := reactions.NewLibrary()
+	lib.Frontend = frontend(cfg.Settings.Jinja)
 	seen := map[string]bool{}
 	for _, r := range cfg.Rules {
 		for _, sls := range r.SLS {
@@ -85,8 +92,11 @@ func Check(path string) CheckReport {
 				rep.Files++
 				f, err := lib.File(p)
 				if err != nil {
-					rep.Problems = append(rep.Problems, err)
+					rep.Problems = append(rep.Problems, flatten(err)...)
 					continue
+				}
+				if f.Translated {
+					rep.Converted = append(rep.Converted, p)
 				}
 				rep.Problems = append(rep.Problems, checkStatic(f)...)
 			}

@@ -89,6 +89,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
 			e.keys[i] = x
 		}
 	}
+	e.lib.Frontend = frontend(cfg.Settings.Jinja)
 	e.table = matchers.NewTable(globs)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -147,6 +148,10 @@ func (e *Engine) StaticTypes() []string {
 	}
 	return out
 }
+
+// ReactionFile returns the reaction file at path as the engine loads it
+// (converted from Jinja when the configuration says so), from its cache.
+func (e *Engine) ReactionFile(path string) (*reactions.File, error) { return e.lib.File(path) }
 
 // Config returns the engine's configuration.
 func (e *Engine) Config() *config.Config { return e.cfg }

@@ -33,9 +33,14 @@ const (
 // of the shapes it has rendered.
 type File struct {
 	// Path is the file's path, which becomes each reaction's __sls__.
-	Path   string
-	tmpl   *Template
-	static []byte // a #!yaml file: no template
+	Path string
+	// Translated is set when a front end (Library.Frontend) translated the
+	// file's source before it was compiled: a Salt Jinja file loaded as it
+	// is. Source is then the Go template it became.
+	Translated bool
+	Source     []byte
+	tmpl       *Template
+	static     []byte // a #!yaml file: no template
 
 	mu        sync.RWMutex
 	skels     map[string]skelResult
@@ -365,6 +370,10 @@ type Library struct {
 	// CheckEvery is how often a cached file or glob is checked against the
 	// disk. Zero means every second.
 	CheckEvery time.Duration
+	// Frontend, when set, sees every file's source before it is compiled
+	// (once per change on disk, not per event). Set it before the first
+	// File call.
+	Frontend Frontend
 
 	mu    sync.RWMutex
 	files map[string]*fileEntry
@@ -390,6 +399,13 @@ type globEntry struct {
 	paths    []string
 	checking atomic.Bool
 }
+
+// Frontend prepares a reaction file's source for ParseFile. It returns the
+// source to compile and whether it translated it (src unchanged and false
+// for a file it leaves alone), or an error that refuses the file; the error
+// should name the file and position its problem. The Jinja front end that
+// converts Salt's Jinja reaction files at load is one.
+type Frontend func(path string, src []byte) (out []byte, translated bool, err error)
 
 // NewLibrary returns an empty library.
 func NewLibrary() *Library {
@@ -442,7 +458,7 @@ func (l *Library) File(path string) (*File, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if st = e.state.Load(); st == nil {
-			st = load(path, nil)
+			st = l.load(path, nil)
 			e.state.Store(st)
 			e.checked.Store(time.Now().UnixNano())
 		}
@@ -453,14 +469,14 @@ func (l *Library) File(path string) (*File, error) {
 		return st.file, st.err
 	}
 	defer e.checking.Store(false)
-	st = load(path, st)
+	st = l.load(path, st)
 	e.state.Store(st)
 	e.checked.Store(time.Now().UnixNano())
 	return st.file, st.err
 }
 
 // load stats path and compiles it unless it is unchanged from prev.
-func load(path string, prev *fileState) *fileState {
+func (l *Library) load(path string, prev *fileState) *fileState {
 	fi, err := os.Stat(path)
 	if err != nil {
 		st := &fileState{err: fmt.Errorf("%s: %w", path, err)}
@@ -478,6 +494,15 @@ func load(path string, prev *fileState) *fileState {
 	if err != nil {
 		return &fileState{err: fmt.Errorf("reading %s: %w", path, err)}
 	}
+	translated := false
+	if l.Frontend != nil {
+		if src, translated, err = l.Frontend(path, src); err != nil {
+			return &fileState{mtime: fi.ModTime(), size: fi.Size(), err: err}
+		}
+	}
 	f, err := ParseFile(path, src)
+	if f != nil && translated {
+		f.Translated, f.Source = true, src
+	}
 	return &fileState{mtime: fi.ModTime(), size: fi.Size(), file: f, err: err}
 }

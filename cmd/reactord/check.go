@@ -27,6 +27,7 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
 	evsFile := fs.String("events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
+	jinja := jinjaFlag(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -35,9 +36,12 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 		fs.Usage()
 		return exitUsage
 	}
-	rep := engine.Check(*conf)
+	rep := engine.Check(*conf, *jinja)
 	for _, p := range rep.Problems {
 		fmt.Fprintln(stderr, p)
+	}
+	for _, p := range rep.Converted {
+		fmt.Fprintf(stdout, "%s: converted from Jinja\n", p)
 	}
 	problems := len(rep.Problems)
 	if *evFile != "" && rep.Config != nil {

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/reactord/reactord/natsbus"
 )
 
 // TestConvertCLI checks reactord convert: stdout without -w; -w rewrites
@@ -55,5 +60,100 @@ func TestConvertCLI(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "", "convert", filepath.Join(dir, "missing.sls")); code != 2 {
 		t.Errorf("convert of a missing file: code %d, want 2", code)
+	}
+}
+
+// TestJinjaFlag checks --jinja on check, render, replay and explain: Salt's
+// Jinja files load as they are, check says which it converted, and without
+// the flag the same configuration fails with one line per file naming
+// --jinja and convert.
+func TestJinjaFlag(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf": "reactor:\n  - 'salt/auth':\n    - accept.sls\n  - 'salt/minion/*/start':\n    - start.sls\n",
+		"accept.sls":   "{% if data['act'] == 'pend' and data['id'].startswith('web') %}\naccept_{{ data['id'] }}:\n  wheel.key.accept:\n    - match: {{ data['id'] }}\n{% endif %}\n",
+		"start.sls":    "#!gotmpl|yaml\nstart:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",
+		"ev.json":      `{"tag": "salt/auth", "data": {"act": "pend", "id": "web4"}}`,
+		"evs.jsonl":    "{\"tag\": \"salt/auth\", \"data\": {\"act\": \"pend\", \"id\": \"web4\"}}\n{\"tag\": \"salt/auth\", \"data\": {\"act\": \"pend\", \"id\": \"db1\"}}\n{\"tag\": \"salt/minion/m1/start\", \"data\": {\"id\": \"m1\"}}\n",
+	})
+	conf := filepath.Join(dir, "reactor.conf")
+	ev := filepath.Join(dir, "ev.json")
+	accept := filepath.Join(dir, "accept.sls")
+
+	code, out, errOut := runCmd(t, "", "check", "--jinja", "-c", conf)
+	if code != exitOK || !strings.Contains(out, accept+": converted from Jinja") || strings.Contains(out, "start.sls") {
+		t.Errorf("check --jinja: %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "", "render", "--jinja", "-c", conf, "--event", ev)
+	if code != exitOK || !strings.Contains(out, `"__id__": "accept_web4"`) || !strings.Contains(out, `"match": "web4"`) {
+		t.Errorf("render --jinja: %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "", "replay", "--jinja", "-c", conf, "--events", filepath.Join(dir, "evs.jsonl"))
+	if code != exitOK || strings.Count(out, "\n") != 2 || !strings.Contains(out, "accept_web4") || !strings.Contains(out, `"tgt":"m1"`) {
+		t.Errorf("replay --jinja: %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "", "explain", "--jinja", "-c", conf, "--event", ev)
+	if code != exitOK || !strings.Contains(out, "1. wheel key.accept") {
+		t.Errorf("explain --jinja: %d\n%s%s", code, out, errOut)
+	}
+
+	// Without --jinja: one line, positioned, naming --jinja and convert.
+	for _, args := range [][]string{{"check", "-c", conf}, {"render", "-c", conf, "--event", ev}} {
+		code, _, errOut = runCmd(t, "", args...)
+		want := accept + ":1:1: this looks like a Salt Jinja reaction file (a {% if %} tag)"
+		if code != exitFound || strings.Count(errOut, want) != 1 || !strings.Contains(errOut, "--jinja") || !strings.Contains(errOut, "reactord convert -w "+accept) {
+			t.Errorf("%s without --jinja: %d\n%s", args[0], code, errOut)
+		}
+	}
+
+	// jinja: true in the reactord: section does what --jinja does.
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'salt/auth':\n    - accept.sls\nreactord:\n  jinja: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCmd(t, "", "render", "-c", conf, "--event", ev)
+	if code != exitOK || !strings.Contains(out, `"match": "web4"`) {
+		t.Errorf("render with jinja: true: %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestDaemonJinja runs the daemon with --jinja on a Jinja reaction file: it
+// reacts, and after a reload (SIGHUP) the file is still read as Jinja.
+func TestDaemonJinja(t *testing.T) {
+	srv, c := natsServer(t)
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf": "reactor:\n  - 'salt/minion/*/start':\n    - start.sls\n",
+		"start.sls":    "{% set id = data['id'] %}\nstart_{{ id }}:\n  local.state.apply:\n    - tgt: {{ id }}\n",
+	})
+	p := startDaemon(t, "-c", filepath.Join(dir, "reactor.conf"), "--dry-run", "--jinja", "--nats", srv.ClientURL())
+	read := func() string {
+		t.Helper()
+		ch := make(chan string, 1)
+		go func() { l, _ := p.stdout.ReadString('\n'); ch <- l }()
+		select {
+		case l := <-ch:
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reaction line within 10s")
+		}
+		return ""
+	}
+	if err := c.Publish("salt/minion/web1/start", startEvent("web1"), natsbus.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if l := read(); !strings.Contains(l, `"__id__":"start_web1"`) || !strings.Contains(l, `"tgt":"web1"`) {
+		t.Fatalf("reaction line: %s", l)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	checkFor(t, 10*time.Second, func() error {
+		if !strings.Contains(p.logs(), "configuration reloaded") {
+			return errors.New("no reload logged")
+		}
+		return nil
+	})
+	_ = c.Publish("salt/minion/web2/start", startEvent("web2"), natsbus.Meta{})
+	if l := read(); !strings.Contains(l, `"tgt":"web2"`) {
+		t.Fatalf("after reload: %s", l)
+	}
+	if strings.Contains(p.logs(), "looks like a Salt Jinja") {
+		t.Errorf("the daemon took the Jinja file for a mistake:\n%s", p.logs())
 	}
 }

@@ -78,6 +78,7 @@ in-flight events within --drain-timeout.`, stderr)
 	var df driverFlags
 	df.register(fs)
 	verbose := fs.Bool("v", false, "debug logging")
+	jinja := jinjaFlag(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -100,12 +101,13 @@ in-flight events within --drain-timeout.`, stderr)
 		fmt.Fprintf(stderr, "reactord: %v\n", err)
 		return exitUsage
 	}
+	cfg.Settings.Jinja = cfg.Settings.Jinja || *jinja
 	level := cfg.Settings.SlogLevel()
 	if *verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	logProblems(log, *conf)
+	logProblems(log, *conf, cfg.Settings.Jinja)
 	if *driverName == "" {
 		*driverName = cfg.Settings.Driver
 	}
@@ -380,6 +382,7 @@ in-flight events within --drain-timeout.`, stderr)
 	log.Info("reactord ready", "nats", redact.URLs(nf.url), "mode", mode, "driver", drv.Name(), "rules", len(cfg.Rules))
 
 	newReloader(*conf, cfg, *reloadSettle, log, func(ncfg *config.Config) error {
+		ncfg.Settings.Jinja = cfg.Settings.Jinja // the reactord: section is read at start
 		neng, err := engine.New(ncfg, log)
 		if err != nil {
 			return err
@@ -387,7 +390,7 @@ in-flight events within --drain-timeout.`, stderr)
 		if err := d.Reload(neng); err != nil {
 			return err
 		}
-		logProblems(log, *conf)
+		logProblems(log, *conf, cfg.Settings.Jinja)
 		return nil
 	}, func(ok bool) { metrics.ReloadOK.Set(b2f(ok)) }).run(ctx, hup)
 	log.Info("stopping: draining in-flight events", "timeout", drain.String())
@@ -495,8 +498,8 @@ func (f *driverFlags) driver(name string, stdout io.Writer, conn *natsbus.Conn) 
 // would report without an event: configuration warnings, reaction files
 // that do not load or match no file, no rules at all. The daemon runs with
 // what loads; each of these lines says what does not.
-func logProblems(log *slog.Logger, conf string) {
-	for _, p := range engine.Check(conf).Problems {
+func logProblems(log *slog.Logger, conf string, jinja bool) {
+	for _, p := range engine.Check(conf, jinja).Problems {
 		log.Warn("configuration problem (run reactord check -c CONF for all of them)", "problem", p.Error())
 	}
 }

@@ -23,6 +23,7 @@ each driver would make for each reaction. Exit 0, or 1 when the event's
 reactions have errors, 2 on bad input.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	evFile := fs.String("event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
+	jinja := jinjaFlag(fs)
 	var df driverFlags
 	df.register(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
@@ -37,7 +38,7 @@ reactions have errors, 2 on bad input.`, stderr)
 		fmt.Fprintf(stderr, "explain: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(*conf, stderr, false)
+	eng, code := loadEngine(*conf, stderr, false, *jinja)
 	if eng == nil {
 		return code
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +13,6 @@ import (
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
-	"github.com/reactord/reactord/reactions"
 )
 
 func cmdRender(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -27,6 +27,7 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
 	evFile := fs.String("event", "", "file holding one event {\"tag\": ..., \"data\": {...}}, or - for stdin")
 	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
+	jinja := jinjaFlag(fs)
 	showText := fs.Bool("show-text", false, "print to stderr, before the chunks, the text each matched file renders to (the YAML Salt would load), numbered by line")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -41,7 +42,7 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(*conf, stderr, *verbose)
+	eng, code := loadEngine(*conf, stderr, *verbose, *jinja)
 	if eng == nil {
 		return code
 	}
@@ -51,7 +52,7 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 		return exitUsage
 	}
 	if *showText {
-		printRenderedText(stderr, res, ev)
+		printRenderedText(stderr, eng, res, ev)
 	}
 	out, err := chunksJSON(res.Chunks)
 	if err != nil {
@@ -76,7 +77,7 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 // printRenderedText prints the rendered text of each file the event
 // rendered, under a "--- PATH (rendered)" line, with line numbers (the
 // positions of errors "in the rendered text").
-func printRenderedText(w io.Writer, res *engine.Result, ev event.Event) {
+func printRenderedText(w io.Writer, eng *engine.Engine, res *engine.Result, ev event.Event) {
 	seen := map[string]bool{}
 	for _, fr := range res.Files {
 		if fr.Path == "" || seen[fr.Path] {
@@ -84,12 +85,7 @@ func printRenderedText(w io.Writer, res *engine.Result, ev event.Event) {
 		}
 		seen[fr.Path] = true
 		fmt.Fprintf(w, "--- %s (rendered)\n", fr.Path)
-		src, err := os.ReadFile(fr.Path)
-		if err != nil {
-			fmt.Fprintf(w, "reading %s: %v\n", fr.Path, err)
-			continue
-		}
-		f, err := reactions.ParseFile(fr.Path, src)
+		f, err := eng.ReactionFile(fr.Path)
 		if err != nil {
 			fmt.Fprintln(w, err)
 			continue
@@ -159,12 +155,13 @@ func readEvent(tag, data, file string, stdin io.Reader) (event.Event, error) {
 
 // loadEngine loads the configuration; on failure it prints every error and
 // returns a nil engine and the exit code.
-func loadEngine(path string, stderr io.Writer, verbose bool) (*engine.Engine, int) {
+func loadEngine(path string, stderr io.Writer, verbose, jinja bool) (*engine.Engine, int) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		printErrors(stderr, err)
 		return nil, exitUsage
 	}
+	cfg.Settings.Jinja = cfg.Settings.Jinja || jinja
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
@@ -174,6 +171,11 @@ func loadEngine(path string, stderr io.Writer, verbose bool) (*engine.Engine, in
 		return nil, exitUsage
 	}
 	return eng, exitOK
+}
+
+// jinjaFlag registers --jinja on a command that loads reaction files.
+func jinjaFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("jinja", false, "load reaction files in Salt's default renderer (no shebang, #!jinja|yaml) as Salt's Jinja, converting them at load; #!gotmpl|yaml and #!yaml files stay as they are (also jinja: true in the reactord: section)")
 }
 
 // printErrors prints each joined error on its own line.
