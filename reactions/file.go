@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -151,9 +153,51 @@ func (f *File) Render(tag string, data map[string]any) ([]Reaction, error) {
 		err = f.tmpl.execute(ctx, lim, use)
 	}
 	if err != nil {
+		if f.Translated {
+			err = jinjaMissingKey(err)
+		}
 		return nil, err
 	}
 	return out, nil
+}
+
+// goMissingKey matches a missing-key error of a template, with the hint
+// missingKeyHint gives: `executing "NAME" at <.data.a.b>: map has no
+// entry for key "b"; ...`.
+var goMissingKey = regexp.MustCompile(`^executing "[^"]*" at <\.([A-Za-z0-9_.]+)>: map has no entry for key "([^"]*)"`)
+
+// jinjaMissingKey rewrites the missing-key error of a file converted from
+// Jinja in the terms of the file its author wrote: Jinja's message under
+// Salt's StrictUndefined, and the Jinja ways to read an optional key.
+func jinjaMissingKey(err error) error {
+	var pe *PosError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	m := goMissingKey.FindStringSubmatch(pe.Msg)
+	if m == nil {
+		return err
+	}
+	fields := strings.Split(m[1], ".")
+	idx := slices.Index(fields, m[2])
+	if idx < 0 {
+		return err
+	}
+	expr := fields[0]
+	for _, f := range fields[1:idx] {
+		expr += fmt.Sprintf("[%s]", pyQuote(f))
+	}
+	msg := fmt.Sprintf("%s[%s] is undefined: 'dict object' has no attribute %s (Salt's StrictUndefined fails the file too); for a key an event may lack, use %s.get(%s, default) or test %s in %s",
+		expr, pyQuote(m[2]), pyQuote(m[2]), expr, pyQuote(m[2]), pyQuote(m[2]), expr)
+	return &PosError{File: pe.File, Line: pe.Line, Col: pe.Col, Msg: msg, Err: pe.Err, rendered: pe.rendered}
+}
+
+// pyQuote spells a string as Python's repr does for plain text.
+func pyQuote(s string) string {
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		return `"` + s + `"`
+	}
+	return "'" + strings.ReplaceAll(s, "'", `\'`) + "'"
 }
 
 func (f *File) errorf(n *pnode, format string, args ...any) error {
