@@ -109,7 +109,10 @@ func (t *translator) expr(x Expr) gx {
 		if i := strings.IndexAny(s, ".[("); i >= 0 {
 			root = s[:i]
 		}
-		return t.refuse(p, s, salts[root])
+		// A variable the file sets (env, sls, ...) shadows Salt's name.
+		if t.scope.lookup(root) == nil && !t.assigned[root] {
+			return t.refuse(p, s, salts[root])
+		}
 	}
 	switch x := x.(type) {
 	case *Lit:
@@ -460,6 +463,20 @@ func (t *translator) filter(f *Filter) gx {
 			return gx{s: `""`}
 		}
 		return gx{s: call("regexSearch", t.expr(f.X).s, args[0])}
+	case "regex_match":
+		if !argN(1, 1) {
+			return gx{s: `""`}
+		}
+		return gx{s: call("regexMatchPy", t.expr(f.X).s, args[0])}
+	case "round":
+		if !argN(0, 1) {
+			return gx{s: `""`}
+		}
+		p := "0"
+		if len(args) == 1 {
+			p = args[0]
+		}
+		return gx{s: call("pyRound", t.expr(f.X).s, p)}
 	case "list":
 		g := t.expr(f.X)
 		if g.list {
@@ -479,6 +496,14 @@ func (t *translator) filter(f *Filter) gx {
 // defaulted is x|default(d): d only when x is undefined.
 func (t *translator) defaulted(x Expr, d string) gx {
 	switch x := x.(type) {
+	case *Filter:
+		// seq|first and seq|last are undefined for an empty sequence.
+		if (x.Name == "first" || x.Name == "last") && len(x.Args) == 0 && len(x.Kwargs) == 0 {
+			seq, v := t.tmp("q"), t.tmp("f")
+			fn := map[string]string{"first": "pyFirst", "last": "pyLast"}[x.Name]
+			fmt.Fprintf(t.pre, "{{ %s := %s }}{{ %s := %s }}{{ if gt (pyLength %s) 0 }}{{ %s = %s %s }}{{ end }}", seq, t.expr(x.X).s, v, d, seq, v, fn, seq)
+			return gx{s: v}
+		}
 	case *Attr:
 		if !dictMethods[x.Name] {
 			return gx{s: call("getOr", t.expr(x.X).s, strconv.Quote(x.Name), d)}
@@ -524,7 +549,7 @@ func (t *translator) definedTest(x Expr) gx {
 		case v != nil, x.Name == "data", x.Name == "tag":
 			return gx{s: "true", boolean: true}
 		default:
-			if _, ok := salts[x.Name]; ok {
+			if _, ok := salts[x.Name]; ok && !t.assigned[x.Name] {
 				return t.expr(x)
 			}
 			return gx{s: "false", boolean: true}
@@ -649,11 +674,25 @@ func (t *translator) selectAttr(f *Filter) gx {
 	return gx{s: call(fn, args...), list: true}
 }
 
-// plainOperand reports whether x evaluates without failing: a literal or a
-// name.
+// plainOperand reports whether x evaluates without failing: a literal, a
+// name, or a list or dict of them.
 func plainOperand(x Expr) bool {
-	switch x.(type) {
+	switch x := x.(type) {
 	case *Lit, *Name:
+		return true
+	case *List:
+		for _, e := range x.Items {
+			if !plainOperand(e) {
+				return false
+			}
+		}
+		return true
+	case *Dict:
+		for i := range x.Keys {
+			if !plainOperand(x.Keys[i]) || !plainOperand(x.Vals[i]) {
+				return false
+			}
+		}
 		return true
 	}
 	return false

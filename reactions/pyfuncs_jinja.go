@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/reactord/reactord/event"
 )
 
 // Template helpers for files converted from Jinja by package jinja, beside
@@ -27,6 +29,9 @@ var jinjaFuncs = map[string]any{
 	"pyNeg":      pyNeg,
 	"pyInt":      jinjaInt,
 	"pyFloat":    jinjaFloat,
+	"pyRound":    pyRound,
+	"pyIsStruct": pyIsStruct,
+	"pyLoaded":   pyLoaded,
 }
 
 func init() {
@@ -259,4 +264,80 @@ func jinjaFloat(v any) float64 {
 		return 0
 	}
 	return f
+}
+
+// pyRound is Jinja's |round(precision) (method "common"): Python's
+// round(v, precision), a float, ties to even on the exact binary value.
+func pyRound(v, precision any) (float64, error) {
+	n, ok := toNum(v)
+	if !ok {
+		return 0, fmt.Errorf("TypeError: type %s doesn't define __round__ method", pyTypeName(v))
+	}
+	p, ok := toNum(precision)
+	if !ok || p.isFloat || !p.i.IsInt64() {
+		return 0, fmt.Errorf("TypeError: '%s' object cannot be interpreted as an integer", pyTypeName(precision))
+	}
+	f, err := n.float()
+	if err != nil {
+		return 0, err
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return f, nil
+	}
+	digits := p.i.Int64()
+	if digits > 300 {
+		return f, nil
+	}
+	if digits < 0 {
+		scale := math.Pow(10, float64(-digits))
+		return math.RoundToEven(f/scale) * scale, nil
+	}
+	r, err := strconv.ParseFloat(strconv.FormatFloat(f, 'f', int(digits), 64), 64)
+	if err != nil {
+		return 0, err
+	}
+	return r, nil
+}
+
+// pyIsStruct reports whether v is a dict or a list (or tuple): a value
+// Jinja prints as Python's repr, which Salt's YAML loader reads back as a
+// structure when it is a whole scalar.
+func pyIsStruct(v any) bool {
+	if _, ok := asDict(v); ok {
+		return true
+	}
+	_, _, ok := asList(v)
+	return ok
+}
+
+// pyLoaded is the value Salt's YAML loader makes of Python's repr of v
+// printed as a whole scalar: dicts and lists stay structures (in flow
+// style), None becomes the string "None", a float the YAML 1.1 reading of
+// its repr (1e+16 stays a string), strings and ints themselves. The
+// converted file passes it to jsonEncode so it lands as one node.
+func pyLoaded(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case string, bool, int64, int:
+		return x
+	case float64:
+		return typedText(strOf(x))
+	}
+	if d, ok := asDict(v); ok {
+		m := event.NewMap(len(d.keys))
+		for _, k := range d.keys {
+			e, _ := d.get(k)
+			m.Set(k, pyLoaded(e))
+		}
+		return m
+	}
+	if items, _, ok := asList(v); ok {
+		out := make([]any, len(items))
+		for i, e := range items {
+			out[i] = pyLoaded(e)
+		}
+		return out
+	}
+	return v
 }

@@ -1,0 +1,3 @@
+highstate_run:
+  local.state.highstate:
+    - tgt: {{ data['id'] }}
