@@ -314,8 +314,14 @@ func (t *translator) loopAttr(x *Attr) gx {
 	case "length":
 		li.lenUsed = true
 		return gx{s: call("len", li.list)}
+	case "revindex":
+		li.idxUsed, li.lenUsed = true, true
+		return gx{s: call("sub", call("len", li.list), li.idx)}
+	case "revindex0":
+		li.idxUsed, li.lenUsed = true, true
+		return gx{s: call("sub", call("sub", call("len", li.list), li.idx), "1")}
 	}
-	return t.refuse(x.P, "loop."+x.Name, "not supported (index, index0, first, last and length are)")
+	return t.refuse(x.P, "loop."+x.Name, "not supported (index, index0, revindex, revindex0, first, last and length are)")
 }
 
 var methods = map[string]struct {
