@@ -268,7 +268,11 @@ func (t *translator) key(base gx, k string) gx {
 func (t *translator) name(n *Name) gx {
 	if v := t.scope.lookup(n.Name); v != nil {
 		if v.maybe {
-			return gx{s: call("and", call("or", v.flag, call("fail", strconv.Quote("'"+n.Name+"' is undefined"))), v.goName)}
+			msg := "'" + n.Name + "' is undefined"
+			if v.undef != "" {
+				msg = v.undef
+			}
+			return gx{s: call("and", call("or", v.flag, call("fail", strconv.Quote(msg))), v.goName)}
 		}
 		return gx{s: v.goName}
 	}

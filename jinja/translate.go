@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -76,6 +77,7 @@ type variable struct {
 	goName string // $x
 	flag   string // $_def_x: true once set, when the variable may be unset
 	maybe  bool   // set on some paths only
+	undef  string // the error when used unset, if not "'x' is undefined"
 }
 
 type loopInfo struct {
@@ -280,6 +282,9 @@ func (t *translator) node(out *strings.Builder, n Node) {
 		out.WriteString(pre)
 		fmt.Fprintf(out, "{{ pyStr %s }}", g.s)
 	case *Set:
+		if t.lazySet(out, n) {
+			return
+		}
 		pre, g := t.stmt(n.X, false)
 		out.WriteString(pre)
 		if g.s == "nil" {
@@ -500,4 +505,58 @@ func (t *translator) encoded(out *strings.Builder, f *Filter, enc string) {
 	}
 	v := t.tmp("y")
 	fmt.Fprintf(out, `{{ %s := %s }}{{ if kindIs "string" %s }}{{ yamlDquote %s }}{{ else }}{{ jsonEncode %s }}{{ end }}`, v, g.s, v, v, v)
+}
+
+// lazySet translates {% set x = base['k'] %} (or base.k) of a new variable
+// at the level of its scope. Jinja's StrictUndefined fails on a missing key
+// only when the value is used, not when it is set: the variable is set to
+// the value or nil, with a flag saying whether the key was there, and every
+// use of it checks the flag, as for a variable set on some paths only.
+func (t *translator) lazySet(out *strings.Builder, n *Set) bool {
+	if t.depth != 0 || t.scope.vars[n.Name] != nil {
+		return false
+	}
+	var base Expr
+	var key string
+	switch x := n.X.(type) {
+	case *Attr:
+		if dictMethods[x.Name] {
+			return false
+		}
+		if nm, ok := x.X.(*Name); ok && nm.Name == "loop" && t.scope.lookup("loop") == nil {
+			return false
+		}
+		base, key = x.X, x.Name
+	case *Index:
+		l, ok := x.Key.(*Lit)
+		if !ok {
+			return false
+		}
+		k, isStr := l.V.(string)
+		if !isStr {
+			return false
+		}
+		base, key = x.X, k
+	default:
+		return false
+	}
+	if _, _, salt := saltRef(base); salt {
+		return false
+	}
+	pre, b := t.stmt(base, false)
+	out.WriteString(pre)
+	v := &variable{goName: "$" + n.Name, flag: "$_def_" + n.Name, maybe: true,
+		undef: fmt.Sprintf("%s is undefined: 'dict object' has no attribute %s", n.Name, pyQuoteKey(key))}
+	q := strconv.Quote(key)
+	fmt.Fprintf(out, "{{ %s := getOr %s %s nil }}{{ %s := hasKey %s %s }}", v.goName, b.s, q, v.flag, b.s, q)
+	t.scope.vars[n.Name] = v
+	return true
+}
+
+// pyQuoteKey spells a key as Python's repr does for plain text.
+func pyQuoteKey(k string) string {
+	if strings.Contains(k, "'") && !strings.Contains(k, `"`) {
+		return `"` + k + `"`
+	}
+	return "'" + strings.ReplaceAll(k, "'", `\'`) + "'"
 }
