@@ -343,6 +343,7 @@ var methods = map[string]struct {
 	"upper":      {"pyUpper", 0, 0, false},
 	"strip":      {"pyStrip", 0, 1, false},
 	"replace":    {"pyReplace", 2, 2, false},
+	"format":     {"pyFormat", 0, 64, false},
 }
 
 func (t *translator) call(c *Call) gx {
@@ -478,6 +479,12 @@ func (t *translator) filter(f *Filter) gx {
 			return gx{s: `""`}
 		}
 		return gx{s: call("regexMatchPy", t.expr(f.X).s, args[0])}
+	case "format":
+		// Jinja's |format: value % args.
+		for i, a := range f.Args {
+			args[i] = t.expr(a).s
+		}
+		return gx{s: call("pyPercent", t.expr(f.X).s, call("list", args...))}
 	case "round":
 		if !argN(0, 1) {
 			return gx{s: `""`}
@@ -613,6 +620,14 @@ func (t *translator) binary(x *Binary) gx {
 	case "-", "*", "/", "//", "%":
 		// Python's arithmetic: ints stay ints (unbounded), a float makes
 		// a float, / is always a float, // and % floor.
+		if l, ok := x.R.(*List); ok && x.Op == "%" {
+			// format % (a, b): printf-style formatting with a tuple.
+			items := make([]string, len(l.Items))
+			for i, e := range l.Items {
+				items[i] = t.expr(e).s
+			}
+			return gx{s: call("pyPercent", t.expr(x.L).s, call("list", items...))}
+		}
 		fn := map[string]string{"-": "pySub", "*": "pyMul", "/": "pyDiv", "//": "pyFloorDiv", "%": "pyMod"}[x.Op]
 		return gx{s: call(fn, t.expr(x.L).s, t.expr(x.R).s)}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,8 @@ var jinjaFuncs = map[string]any{
 	"pyRound":    pyRound,
 	"pyIsStruct": pyIsStruct,
 	"pyLoaded":   pyLoaded,
+	"pyPercent":  pyPercent,
+	"pyFormat":   pyFormat,
 }
 
 func init() {
@@ -179,8 +182,15 @@ func pyFloorDiv(a, b any) (any, error) {
 		})
 }
 
-// pyMod is Python's a % b on numbers: the result has the sign of b.
+// pyMod is Python's a % b: on numbers the result has the sign of b; on a
+// string it is printf-style formatting (pyPercent).
 func pyMod(a, b any) (any, error) {
+	if s, ok := a.(string); ok {
+		if _, isDict := asDict(b); isDict {
+			return pyPercent(s, b)
+		}
+		return pyPercent(s, []any{b}) // one value (a tuple literal is pyPercent's list)
+	}
 	return pyArith("%", a, b,
 		func(x, y *big.Int) (*big.Int, error) {
 			if y.Sign() == 0 {
@@ -340,4 +350,319 @@ func pyLoaded(v any) any {
 		return out
 	}
 	return v
+}
+
+// pyPercent is Python's printf-style format % args: args is a tuple (a
+// list here, as the converter writes tuples), a dict for %(name)s, or one
+// value. Conversions s, r, a, d, i, u, f, F, e, E, g, G, x, X, o, c and %%,
+// with flags, width and precision.
+func pyPercent(format string, args any) (string, error) {
+	var pos []any
+	dict, isDict := asDict(args)
+	if l, _, ok := asList(args); ok {
+		pos = l
+	} else if !isDict {
+		pos = []any{args}
+	}
+	var b strings.Builder
+	next := 0
+	rs := format
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		if i >= len(rs) {
+			return "", errors.New("ValueError: incomplete format")
+		}
+		var arg any
+		haveArg := false
+		if rs[i] == '(' {
+			end := strings.IndexByte(rs[i:], ')')
+			if end < 0 || !isDict {
+				return "", errors.New("TypeError: format requires a mapping")
+			}
+			key := rs[i+1 : i+end]
+			v, ok := dict.get(key)
+			if !ok {
+				return "", fmt.Errorf("KeyError: %s", reprOf(key))
+			}
+			arg, haveArg = v, true
+			i += end + 1
+		}
+		j := i
+		for j < len(rs) && strings.IndexByte("-+ #0", rs[j]) >= 0 {
+			j++
+		}
+		flags := rs[i:j]
+		k := j
+		for k < len(rs) && (rs[k] >= '0' && rs[k] <= '9' || rs[k] == '.') {
+			k++
+		}
+		width := rs[j:k]
+		for k < len(rs) && strings.IndexByte("hlL", rs[k]) >= 0 {
+			k++
+		}
+		if k >= len(rs) {
+			return "", errors.New("ValueError: incomplete format")
+		}
+		conv := rs[k]
+		i = k
+		if conv == '%' {
+			b.WriteByte('%')
+			continue
+		}
+		if !haveArg {
+			if isDict && pos == nil {
+				arg = args
+			} else {
+				if next >= len(pos) {
+					return "", errors.New("TypeError: not enough arguments for format string")
+				}
+				arg = pos[next]
+				next++
+			}
+		}
+		s, err := percentOne(flags, width, conv, arg)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+		if b.Len() > maxBuilt {
+			return "", fmt.Errorf("%%: result longer than %d bytes", maxBuilt)
+		}
+	}
+	if !isDict && next < len(pos) {
+		return "", errors.New("TypeError: not all arguments converted during string formatting")
+	}
+	return b.String(), nil
+}
+
+// percentOne formats one value for pyPercent.
+func percentOne(flags, width string, conv byte, v any) (string, error) {
+	spec := "%" + flags + width
+	switch conv {
+	case 's':
+		return fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", strOf(v)), nil
+	case 'r', 'a':
+		return fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", reprOf(v)), nil
+	case 'c':
+		if s, ok := v.(string); ok && len([]rune(s)) == 1 {
+			return fmt.Sprintf(spec+"s", s), nil
+		}
+		n, ok := toNum(v)
+		if !ok || n.isFloat || !n.i.IsInt64() {
+			return "", errors.New("TypeError: %c requires an int or a unicode character")
+		}
+		return fmt.Sprintf(spec+"c", rune(n.i.Int64())), nil
+	}
+	n, ok := toNum(v)
+	if !ok {
+		return "", fmt.Errorf("TypeError: %%%c format: a real number is required, not %s", conv, pyTypeName(v))
+	}
+	switch conv {
+	case 'd', 'i', 'u', 'x', 'X', 'o':
+		i := n.i
+		if n.isFloat {
+			if conv != 'd' && conv != 'i' && conv != 'u' {
+				return "", fmt.Errorf("TypeError: %%%c format: an integer is required, not float", conv)
+			}
+			if math.IsInf(n.f, 0) || math.IsNaN(n.f) {
+				return "", errors.New("OverflowError: cannot convert float infinity or NaN to integer")
+			}
+			i, _ = new(big.Float).SetFloat64(math.Trunc(n.f)).Int(nil)
+		}
+		verb := map[byte]string{'d': "d", 'i': "d", 'u': "d", 'x': "x", 'X': "X", 'o': "o"}[conv]
+		s := fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+verb, i)
+		if strings.Contains(flags, "#") && conv != 'd' && conv != 'i' && conv != 'u' {
+			prefix := map[byte]string{'x': "0x", 'X': "0X", 'o': "0o"}[conv]
+			s = fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", prefix+fmt.Sprintf("%"+verb, i))
+		}
+		return s, nil
+	case 'f', 'F', 'e', 'E', 'g', 'G':
+		f, err := n.float()
+		if err != nil {
+			return "", err
+		}
+		if !strings.Contains(width, ".") {
+			spec += ".6"
+		}
+		s := fmt.Sprintf(spec+string(conv), f)
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			s = strings.NewReplacer("+Inf", "inf", "-Inf", "-inf", "Inf", "inf", "NaN", "nan").Replace(s)
+			if conv == 'F' || conv == 'E' || conv == 'G' {
+				s = strings.ToUpper(s)
+			}
+		}
+		return s, nil
+	}
+	return "", fmt.Errorf("ValueError: unsupported format character '%c'", conv)
+}
+
+// pyFormat is Python's str.format with positional fields ({} and {0}),
+// conversions !s and !r, and the format specs pyFormatSpec handles.
+func pyFormat(format string, args ...any) (string, error) {
+	var b strings.Builder
+	auto := 0
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		switch {
+		case c == '{' && i+1 < len(format) && format[i+1] == '{':
+			b.WriteByte('{')
+			i++
+			continue
+		case c == '}' && i+1 < len(format) && format[i+1] == '}':
+			b.WriteByte('}')
+			i++
+			continue
+		case c == '}':
+			return "", errors.New("ValueError: Single '}' encountered in format string")
+		case c != '{':
+			b.WriteByte(c)
+			continue
+		}
+		end := strings.IndexByte(format[i:], '}')
+		if end < 0 {
+			return "", errors.New("ValueError: Single '{' encountered in format string")
+		}
+		field := format[i+1 : i+end]
+		i += end
+		name, spec, _ := strings.Cut(field, ":")
+		name, convName, _ := strings.Cut(name, "!")
+		idx := auto
+		if name == "" {
+			auto++
+		} else {
+			n, err := strconv.Atoi(name)
+			if err != nil {
+				return "", fmt.Errorf("KeyError: %s", reprOf(name))
+			}
+			idx = n
+		}
+		if idx >= len(args) {
+			return "", fmt.Errorf("IndexError: Replacement index %d out of range for positional args tuple", idx)
+		}
+		v := args[idx]
+		switch convName {
+		case "r", "a":
+			v = reprOf(v)
+		case "s":
+			v = strOf(v)
+		case "":
+		default:
+			return "", fmt.Errorf("ValueError: Unknown conversion specifier %s", convName)
+		}
+		s, err := pyFormatSpec(v, spec)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+		if b.Len() > maxBuilt {
+			return "", fmt.Errorf("format: result longer than %d bytes", maxBuilt)
+		}
+	}
+	return b.String(), nil
+}
+
+// formatSpec is [[fill]align][sign][0][width][.precision][type].
+var formatSpec = regexp.MustCompile(`^(?:(.)?([<>^=]))?([-+ ])?(0)?(\d*)(?:\.(\d+))?([sdfFeEgGxXo%]?)$`)
+
+// pyFormatSpec formats one value for pyFormat.
+func pyFormatSpec(v any, spec string) (string, error) {
+	if spec == "" {
+		return strOf(v), nil
+	}
+	m := formatSpec.FindStringSubmatch(spec)
+	if m == nil {
+		return "", fmt.Errorf("ValueError: Invalid format specifier '%s'", spec)
+	}
+	fill, align, sign, zero, width, prec, typ := m[1], m[2], m[3], m[4], m[5], m[6], m[7]
+	var s string
+	_, isStr := v.(string)
+	switch {
+	case typ == "s" || typ == "" && isStr:
+		if !isStr {
+			return "", fmt.Errorf("ValueError: Unknown format code 's' for object of type '%s'", pyTypeName(v))
+		}
+		s = v.(string)
+		if prec != "" {
+			p, _ := strconv.Atoi(prec)
+			if r := []rune(s); len(r) > p {
+				s = string(r[:p])
+			}
+		}
+		if align == "" {
+			align = "<"
+		}
+	case typ == "" && prec == "":
+		s = strOf(v)
+		if align == "" {
+			align = ">"
+		}
+		if _, ok := toNum(v); !ok {
+			align = "<"
+		}
+	default:
+		if typ == "" {
+			typ = "g"
+		}
+		precPart := ""
+		if prec != "" {
+			precPart = "." + prec
+		}
+		if typ == "%" {
+			n, ok := toNum(v)
+			if !ok {
+				return "", fmt.Errorf("ValueError: Unknown format code '%%' for object of type '%s'", pyTypeName(v))
+			}
+			f, err := n.float()
+			if err != nil {
+				return "", err
+			}
+			if precPart == "" {
+				precPart = ".6"
+			}
+			out, err := percentOne(sign, precPart, 'f', f*100)
+			if err != nil {
+				return "", err
+			}
+			s = out + "%"
+		} else {
+			out, err := percentOne(sign, precPart, typ[0], v)
+			if err != nil {
+				return "", err
+			}
+			s = out
+		}
+		if align == "" {
+			align = ">"
+		}
+	}
+	if width == "" {
+		return s, nil
+	}
+	wd, _ := strconv.Atoi(width)
+	pad := wd - len([]rune(s))
+	if pad <= 0 {
+		return s, nil
+	}
+	if zero != "" && fill == "" && (align == ">" || m[2] == "") {
+		fill, align = "0", "="
+	}
+	if fill == "" {
+		fill = " "
+	}
+	switch align {
+	case "<":
+		return s + strings.Repeat(fill, pad), nil
+	case "^":
+		return strings.Repeat(fill, pad/2) + s + strings.Repeat(fill, pad-pad/2), nil
+	case "=":
+		if s != "" && (s[0] == '-' || s[0] == '+' || s[0] == ' ') {
+			return s[:1] + strings.Repeat(fill, pad) + s[1:], nil
+		}
+	}
+	return strings.Repeat(fill, pad) + s, nil
 }
