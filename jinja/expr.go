@@ -588,6 +588,18 @@ func (t *translator) test(x *Test) gx {
 		return gx{s: call("kindIs", `"string"`, t.expr(x.X).s), boolean: true}
 	case "mapping":
 		return gx{s: call("kindIs", `"map"`, t.expr(x.X).s), boolean: true}
+	case "number", "integer", "float", "boolean", "true", "false", "sequence", "iterable", "even", "odd", "divisibleby", "lower", "upper", "sameas":
+		args := []string{strconv.Quote(x.Name), t.expr(x.X).s}
+		for _, a := range x.Args {
+			args = append(args, t.expr(a).s)
+		}
+		return gx{s: call("pyIs", args...), boolean: true}
+	case "eq", "equalto", "==", "ne", "!=", "lt", "<", "le", "<=", "gt", ">", "ge", ">=", "in":
+		if len(x.Args) != 1 {
+			return t.refuse(x.P, "is "+x.Name, "takes one value")
+		}
+		fn := map[string]string{"eq": "pyEq", "equalto": "pyEq", "==": "pyEq", "ne": "pyNe", "!=": "pyNe", "lt": "pyLt", "<": "pyLt", "le": "pyLe", "<=": "pyLe", "gt": "pyGt", ">": "pyGt", "ge": "pyGe", ">=": "pyGe", "in": "pyIn"}[x.Name]
+		return gx{s: call(fn, t.expr(x.X).s, t.expr(x.Args[0]).s), boolean: true}
 	case "match":
 		if len(x.Args) != 1 {
 			return t.refuse(x.P, "is match", "takes one pattern")

@@ -617,8 +617,12 @@ func (p *parser) filters(x Expr) Expr {
 			if p.isOp("(") {
 				p.next()
 				t.Args, _ = p.args()
-			} else if k := p.peek(); k.kind == tString || k.kind == tInt || k.kind == tFloat {
-				t.Args = []Expr{p.primary()}
+			} else if k := p.peek(); k.kind == tString || k.kind == tInt || k.kind == tFloat ||
+				k.kind == tName && k.s != "else" && k.s != "or" && k.s != "and" && k.s != "is" ||
+				k.kind == tOp && (k.s == "[" || k.s == "{") {
+				// One argument without parentheses, as Jinja's parse_test
+				// reads it: x is sameas false, x is divisibleby 3.
+				t.Args = []Expr{p.postfix(p.primary())}
 			}
 			x = t
 		default:

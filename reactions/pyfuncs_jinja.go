@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/reactord/reactord/event"
 )
@@ -35,6 +36,7 @@ var jinjaFuncs = map[string]any{
 	"pyLoaded":   pyLoaded,
 	"pyPercent":  pyPercent,
 	"pyFormat":   pyFormat,
+	"pyIs":       pyIs,
 }
 
 func init() {
@@ -665,4 +667,83 @@ func pyFormatSpec(v any, spec string) (string, error) {
 		}
 	}
 	return strings.Repeat(fill, pad) + s, nil
+}
+
+// pyIs is Jinja's test v is NAME(args): number, integer, float, boolean,
+// true, false, sequence, iterable, even, odd, divisibleby(n), lower, upper,
+// and sameas with None, True or False.
+func pyIs(name string, v any, args ...any) (bool, error) {
+	n, isNum := toNum(v)
+	_, isBool := v.(bool)
+	switch name {
+	case "number":
+		return isNum, nil
+	case "integer":
+		return isNum && !n.isFloat && !isBool, nil
+	case "float":
+		return isNum && n.isFloat, nil
+	case "boolean":
+		return isBool, nil
+	case "true":
+		return v == true, nil
+	case "false":
+		return v == false, nil
+	case "sequence", "iterable":
+		if _, ok := v.(string); ok {
+			return true, nil
+		}
+		if _, ok := asDict(v); ok {
+			return true, nil
+		}
+		_, _, ok := asList(v)
+		return ok, nil
+	case "even", "odd", "divisibleby":
+		d := any(int64(2))
+		if name == "divisibleby" {
+			if len(args) != 1 {
+				return false, errors.New("TypeError: divisibleby takes one argument")
+			}
+			d = args[0]
+		}
+		r, err := pyMod(v, d)
+		if err != nil {
+			return false, err
+		}
+		zero := pyEq(r, int64(0))
+		if name == "odd" {
+			return !zero, nil
+		}
+		return zero, nil
+	case "lower", "upper":
+		s := strOf(v)
+		cased := false
+		for _, r := range s {
+			if unicode.IsUpper(r) || unicode.IsTitle(r) {
+				if name == "lower" {
+					return false, nil
+				}
+				cased = true
+			}
+			if unicode.IsLower(r) {
+				if name == "upper" {
+					return false, nil
+				}
+				cased = true
+			}
+		}
+		return cased, nil
+	case "sameas":
+		if len(args) != 1 {
+			return false, errors.New("TypeError: sameas takes one argument")
+		}
+		switch o := args[0].(type) {
+		case nil:
+			return v == nil, nil
+		case bool:
+			b, ok := v.(bool)
+			return ok && b == o, nil
+		}
+		return false, errors.New("sameas: only None, True and False have an identity reactord can test")
+	}
+	return false, fmt.Errorf("no test named '%s'", name)
 }
