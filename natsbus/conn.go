@@ -479,6 +479,18 @@ type StreamOptions struct {
 	// MaxAge bounds how long the stream keeps events (default 24h), so
 	// its disk use stays bounded.
 	MaxAge time.Duration
+	// Replicas is how many servers of a NATS cluster keep the stream (1,
+	// 3 or 5 in practice; at most the cluster's size). Zero means 1 for a
+	// new stream and leaves an existing stream's replicas as they are; a
+	// positive value is also applied to an existing stream (the server
+	// adds or removes the copies), and the change is logged.
+	Replicas int
+	// Progress makes Consume send progress acknowledgements for the
+	// messages it holds (delivered, neither acknowledged nor refused) for
+	// half of AckWait or more, every quarter of AckWait, so that a backlog
+	// in a live replica is not redelivered to another one. Without it a
+	// message held longer than AckWait is redelivered.
+	Progress bool
 	// CheckEvery is how often Consume checks that its stream and consumer
 	// still exist (default 5s).
 	CheckEvery time.Duration
@@ -512,27 +524,37 @@ func (o *StreamOptions) defaults() {
 }
 
 // EnsureStream creates the event stream when it is absent, and sets an
-// existing stream's duplicate window to o.Duplicates when that is set and
-// differs (its other settings are left alone).
+// existing stream's duplicate window and replicas to o.Duplicates and
+// o.Replicas when those are set and differ (its other settings are left
+// alone); a change of replicas is logged to o.Logger.
 func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
-	window := o.Duplicates
+	window, replicas := o.Duplicates, o.Replicas
 	o.defaults()
 	s, err := c.js.Stream(ctx, o.Stream)
 	if err == nil {
-		if window <= 0 {
+		if window <= 0 && replicas <= 0 {
 			return nil
 		}
 		info, err := s.Info(ctx)
 		if err != nil {
 			return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
 		}
-		if info.Config.Duplicates == window {
+		cfg := info.Config
+		if window > 0 {
+			cfg.Duplicates = window
+		}
+		if replicas > 0 {
+			cfg.Replicas = replicas
+		}
+		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) {
 			return nil
 		}
-		cfg := info.Config
-		cfg.Duplicates = window
 		if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("setting stream %s's duplicate window to %v (was %v): %w", o.Stream, window, info.Config.Duplicates, err)
+			return fmt.Errorf("updating stream %s (duplicate window %v, was %v; replicas %d, was %d): %w",
+				o.Stream, cfg.Duplicates, info.Config.Duplicates, cfg.Replicas, max(info.Config.Replicas, 1), err)
+		}
+		if cfg.Replicas != max(info.Config.Replicas, 1) && o.Logger != nil {
+			o.Logger.Warn("JetStream stream replicas changed", "stream", o.Stream, "replicas", cfg.Replicas, "was", max(info.Config.Replicas, 1))
 		}
 		return nil
 	}
@@ -545,6 +567,7 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		Storage:    jetstream.FileStorage,
 		Duplicates: o.Duplicates,
 		MaxAge:     o.MaxAge,
+		Replicas:   max(o.Replicas, 1),
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return fmt.Errorf("creating stream %s: %w", o.Stream, err)

@@ -26,9 +26,23 @@ type Consumer struct {
 	mu sync.Mutex
 	cc jetstream.ConsumeContext
 
-	healthy   atomic.Bool
-	recreated atomic.Int64
-	restarted atomic.Int64
+	healthy    atomic.Bool
+	recreated  atomic.Int64
+	restarted  atomic.Int64
+	progressed atomic.Int64
+
+	// held are the messages delivered to this client and neither
+	// acknowledged nor refused yet, by a local number; queue are those of
+	// them not handed to handler yet, oldest first. The client's callback
+	// only queues (so the client never holds messages of its own that
+	// nobody tracks), deliver hands them to handler in order, and
+	// progress keeps the held ones from being redelivered while they wait.
+	heldMu  sync.Mutex
+	held    map[uint64]*heldMsg
+	heldSeq uint64
+	queue   []*Message
+	queued  chan struct{}
+	stopped bool
 
 	// Touched by supervise only.
 	lastDelivered uint64
@@ -45,7 +59,8 @@ type Consumer struct {
 // Consumer keeps the stream and consumer in place (see Consumer).
 func (c *Conn) Consume(ctx context.Context, o StreamOptions, handler func(*Message)) (*Consumer, error) {
 	o.defaults()
-	k := &Consumer{c: c, o: o, handler: handler, log: o.Logger, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	k := &Consumer{c: c, o: o, handler: handler, log: o.Logger, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		held: map[uint64]*heldMsg{}, queued: make(chan struct{}, 1)}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
@@ -54,7 +69,134 @@ func (c *Conn) Consume(ctx context.Context, o StreamOptions, handler func(*Messa
 	}
 	k.healthy.Store(true)
 	go k.supervise()
+	go k.deliver()
+	if o.Progress {
+		go k.progress()
+	}
 	return k, nil
+}
+
+// heldMsg is a message this client holds unacknowledged, and when the
+// server last heard of it (its delivery or a progress acknowledgement).
+type heldMsg struct {
+	m     jetstream.Msg
+	since time.Time
+}
+
+// receive is the client's callback: it records the message as held and
+// queues it for deliver, without waiting.
+func (k *Consumer) receive(m jetstream.Msg) {
+	now := time.Now()
+	k.heldMu.Lock()
+	if k.stopped {
+		k.heldMu.Unlock()
+		_ = m.Nak()
+		return
+	}
+	k.heldSeq++
+	n := k.heldSeq
+	k.held[n] = &heldMsg{m: m, since: now}
+	var once sync.Once
+	settle := func(f func() error) error {
+		err := errors.New("message already acknowledged or refused")
+		once.Do(func() {
+			k.heldMu.Lock()
+			delete(k.held, n)
+			k.heldMu.Unlock()
+			err = f()
+		})
+		return err
+	}
+	msg := &Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: now,
+		ack: func() error { return settle(m.Ack) }, nak: func() error { return settle(func() error { return nakBackoff(m) }) }}
+	k.queue = append(k.queue, msg)
+	k.heldMu.Unlock()
+	select {
+	case k.queued <- struct{}{}:
+	default:
+	}
+}
+
+// deliver hands the queued messages to handler, one at a time and in
+// order, until Stop.
+func (k *Consumer) deliver() {
+	for {
+		k.heldMu.Lock()
+		if k.stopped {
+			k.heldMu.Unlock()
+			return
+		}
+		var msg *Message
+		if len(k.queue) > 0 {
+			msg = k.queue[0]
+			k.queue[0] = nil
+			k.queue = k.queue[1:]
+		}
+		k.heldMu.Unlock()
+		if msg != nil {
+			k.handler(msg)
+			continue
+		}
+		select {
+		case <-k.queued:
+		case <-k.stop:
+			return
+		}
+	}
+}
+
+// progress (with StreamOptions.Progress) tells the server, every quarter
+// of AckWait, that each message
+// held for half of AckWait or more is still being worked on (a progress
+// acknowledgement resets its AckWait), so that a backlog waiting in this
+// replica's lanes, an event a debounce holds and an event waiting for its
+// audit records are not redelivered to another replica while this one is
+// alive. It runs until the connection closes, or Stop was called and
+// nothing is held any more (the daemon's drain acknowledges after Stop).
+func (k *Consumer) progress() {
+	every := max(k.o.AckWait/4, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var due []jetstream.Msg
+	for range t.C {
+		if k.c.nc.IsClosed() {
+			return
+		}
+		now := time.Now()
+		due = due[:0]
+		k.heldMu.Lock()
+		if k.stopped && len(k.held) == 0 {
+			k.heldMu.Unlock()
+			return
+		}
+		for _, h := range k.held {
+			if now.Sub(h.since) >= k.o.AckWait/2 {
+				h.since = now
+				due = append(due, h.m)
+			}
+		}
+		k.heldMu.Unlock()
+		if !k.c.nc.IsConnected() {
+			continue
+		}
+		for _, m := range due {
+			if m.InProgress() == nil {
+				k.progressed.Add(1)
+			}
+		}
+	}
+}
+
+// Progressed returns how many progress acknowledgements were sent for
+// messages held longer than half of AckWait.
+func (k *Consumer) Progressed() int64 { return k.progressed.Load() }
+
+// Held returns how many delivered messages this client holds neither
+// acknowledged nor refused.
+func (k *Consumer) Held() int {
+	k.heldMu.Lock()
+	defer k.heldMu.Unlock()
+	return len(k.held)
 }
 
 // Healthy reports whether the stream and consumer were in place at the last
@@ -65,7 +207,11 @@ func (k *Consumer) Healthy() bool { return k.healthy.Load() }
 // and recreated.
 func (k *Consumer) Recreated() int64 { return k.recreated.Load() }
 
-// Stop stops delivering messages; it is safe to call twice.
+// Stop stops delivering messages: those received but not handed to the
+// handler yet are refused (Nak) so that another replica gets them at once;
+// those handed to it keep their progress acknowledgements until they are
+// acknowledged or refused. It does not wait for a handler call under way.
+// It is safe to call twice.
 func (k *Consumer) Stop() {
 	k.stopOnce.Do(func() {
 		close(k.stop)
@@ -75,6 +221,14 @@ func (k *Consumer) Stop() {
 			k.cc.Stop()
 		}
 		k.mu.Unlock()
+		k.heldMu.Lock()
+		k.stopped = true
+		queue := k.queue
+		k.queue = nil
+		k.heldMu.Unlock()
+		for _, msg := range queue {
+			_ = msg.Nak()
+		}
 	})
 }
 
@@ -94,9 +248,7 @@ func (k *Consumer) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", o.Durable, err)
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		k.handler(&Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: time.Now(), ack: m.Ack, nak: func() error { return nakBackoff(m) }})
-	}, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	cc, err := cons.Consume(k.receive, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if lost(err) {
 			select {
 			case k.kick <- struct{}{}:

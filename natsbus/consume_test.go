@@ -57,6 +57,9 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	k.mu.Lock()
 	k.cc.Stop()
 	k.mu.Unlock()
+	// The stopped client still hands over what the server sent before it
+	// heard of the stop: let that pass before publishing.
+	time.Sleep(300 * time.Millisecond)
 	publishAndWait("after the client stopped pulling")
 	if k.restarted.Load() < 1 {
 		t.Error("events flowed again without a restart: the stall was not simulated")
@@ -114,5 +117,52 @@ func TestNakDelay(t *testing.T) {
 		if got := nakDelay(c.n); got != c.want {
 			t.Errorf("nakDelay(%d) = %v, want %v", c.n, got, c.want)
 		}
+	}
+}
+
+// TestProgressKeepsHeldMessages: with Progress, messages held four times
+// longer than AckWait (a slow handler, a backlog behind it) are not
+// redelivered; without it they are (issue 12).
+func TestProgressKeepsHeldMessages(t *testing.T) {
+	for _, progress := range []bool{true, false} {
+		t.Run(fmt.Sprint("progress=", progress), func(t *testing.T) {
+			_, c := startServer(t)
+			ctx := context.Background()
+			const n = 20
+			o := StreamOptions{AckWait: 300 * time.Millisecond, Progress: progress}
+			if err := c.EnsureStream(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				if err := c.PublishStream(ctx, "salt/test", []byte(`{}`), Meta{MsgID: fmt.Sprint(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var deliveries, acked atomic.Int64
+			hold := make(chan *Message, n*4)
+			k, err := c.Consume(ctx, o, func(m *Message) {
+				deliveries.Add(1)
+				hold <- m
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Stop()
+			time.Sleep(1200 * time.Millisecond) // four AckWaits
+			for len(hold) > 0 {
+				if (<-hold).Ack() == nil {
+					acked.Add(1)
+				}
+			}
+			time.Sleep(400 * time.Millisecond)
+			got := deliveries.Load()
+			t.Logf("%d deliveries of %d messages, %d progress acknowledgements", got, n, k.Progressed())
+			if progress && (got != n || acked.Load() != n || k.Held() != 0) {
+				t.Fatalf("%d deliveries, %d acked, %d held; want %d, %d, 0", got, acked.Load(), k.Held(), n, n)
+			}
+			if !progress && got <= n {
+				t.Fatalf("without progress: %d deliveries, want redeliveries", got)
+			}
+		})
 	}
 }
