@@ -100,6 +100,11 @@ type Daemon struct {
 	// limit keeps other lines that could repeat once per event (a
 	// reaction that keeps failing, a throttle) to one a minute per key.
 	limit *ratelog.Keyed
+
+	// debounceReturned and debounceLost count debounced events a stop
+	// abandoned: left unacknowledged for redelivery (JetStream) or lost
+	// (core NATS).
+	debounceReturned, debounceLost atomic.Int64
 }
 
 // eventIDs makes event ids, unique per daemon run: the run's start time in
@@ -297,20 +302,49 @@ func laneKey(tag string, raw []byte) string {
 }
 
 // Stop stops accepting events and waits for queued ones to finish, at most
-// until ctx ends. It is safe to call twice.
+// until ctx ends; then it cancels the debounces still waiting for their
+// quiet period. A debounced JetStream event was never acknowledged: it is
+// refused (Nak) and comes back to another replica or the next start,
+// where its quiet period begins again. A debounced core NATS event is
+// lost; Stop logs how many. It is safe to call twice.
 func (d *Daemon) Stop(ctx context.Context) error {
 	d.once.Do(func() {
 		d.stopped.Store(true)
 		close(d.quit)
 	})
-	d.opts.Guard.StopTimers()
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("stopping: %d event(s) still in flight: %w", d.depth.Load(), ctx.Err())
+		err = fmt.Errorf("stopping: %d event(s) still in flight: %w", d.depth.Load(), ctx.Err())
+	}
+	d.opts.Guard.StopTimers()
+	if n := d.debounceReturned.Swap(0); n > 0 {
+		d.opts.Log.Info("stopping: debounced events still in their quiet period left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
+	}
+	if n := d.debounceLost.Swap(0); n > 0 {
+		d.opts.Log.Warn("stopping: debounced events still in their quiet period dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
+	}
+	return err
+}
+
+// eventHold keeps an event unacknowledged while debounces hold it: its
+// handling and each debounce holding it count one, and the last to let go
+// acknowledges it, or refuses it (Nak) if any of them gave up.
+type eventHold struct {
+	n       atomic.Int32
+	abandon atomic.Bool
+	settle  func(nak bool)
+}
+
+func (h *eventHold) let(abandon bool) {
+	if abandon {
+		h.abandon.Store(true)
+	}
+	if h.n.Add(-1) == 0 {
+		h.settle(h.abandon.Load())
 	}
 }
 
@@ -333,6 +367,9 @@ type inflight struct {
 	debug bool
 	// nak leaves the event for redelivery instead of acknowledging it.
 	nak bool
+	// hold, set when a debounce holds the event, delays its
+	// acknowledgement until the debounce fired.
+	hold *eventHold
 }
 
 // handle takes one event through the pipeline: decode, archive, loop
@@ -358,22 +395,45 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 
 // finish acknowledges the event: Nak when it is left for redelivery,
 // otherwise Done, with an Archive once the event's records are durable.
+// An event a debounce holds is acknowledged once the debounce let it go.
 func (d *Daemon) finish(ctx context.Context, ev *inflight) {
 	if ctx.Err() != nil {
 		ev.nak = true // cancelled mid-way: leave the event for redelivery
 	}
-	dl := ev.dl
+	if ev.hold != nil {
+		ev.hold.let(ev.nak)
+	} else {
+		d.settle(ev.dl, ev.nak)
+	}
+	if d.opts.OnDone != nil {
+		d.opts.OnDone(ev.dl)
+	}
+}
+
+// settle acknowledges a delivery (Done, once its records are durable) or
+// refuses it (Nak) for redelivery.
+func (d *Daemon) settle(dl Delivery, nak bool) {
 	switch {
-	case ev.nak && dl.Nak != nil:
+	case nak && dl.Nak != nil:
 		dl.Nak()
+	case nak:
+		// Core NATS: nothing can redeliver it.
 	case dl.Done != nil && d.opts.Archive != nil:
 		d.opts.Archive.W.OnDurable(dl.Done)
 	case dl.Done != nil:
 		dl.Done()
 	}
-	if d.opts.OnDone != nil {
-		d.opts.OnDone(dl)
+}
+
+// holdFor returns the event's hold, counting one more holder.
+func (d *Daemon) holdFor(ev *inflight) *eventHold {
+	if ev.hold == nil {
+		dl := ev.dl
+		ev.hold = &eventHold{settle: func(nak bool) { d.settle(dl, nak) }}
+		ev.hold.n.Store(1) // the handling itself, let go in finish
 	}
+	ev.hold.n.Add(1)
+	return ev.hold
 }
 
 // decode splits the envelope into the event's tag and raw data.
@@ -595,8 +655,29 @@ func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
 		}
 		o := eng.cfg.Rules[rule].Options
 		if o.Debounce > 0 {
-			d.opts.Guard.Debounce(rule, key, ev.dl.Body, ev.dl.Hop, o.Debounce, func(body []byte, hop int) {
-				d.Submit(ctx, Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: rule + 1})
+			// The event stays unacknowledged until the debounce fires
+			// (or a newer event replaces it), so a stop or a crash in
+			// its quiet period leaves it to JetStream's redelivery.
+			hold := d.holdFor(ev)
+			js := ev.dl.Nak != nil
+			let := func(abandon bool) {
+				if abandon && d.stopped.Load() {
+					if js {
+						d.debounceReturned.Add(1)
+					} else {
+						d.debounceLost.Add(1)
+					}
+				}
+				hold.let(abandon)
+			}
+			d.opts.Guard.Debounce(rule, key, ev.dl.Body, ev.dl.Hop, o.Debounce, let, func(body []byte, hop int, let func(bool)) {
+				again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: rule + 1, Done: func() { let(false) }}
+				if js {
+					again.Nak = func() { let(true) }
+				}
+				if !d.Submit(ctx, again) {
+					let(true)
+				}
 			})
 			d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
 			d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "quiet", o.Debounce.String())

@@ -70,6 +70,9 @@ type debounceState struct {
 	timer *time.Timer
 	hop   int
 	gen   int // bumped on every event; a timer fires only for its own
+	// let releases the held event (see Debounce); nil when nothing holds
+	// its acknowledgement.
+	let func(abandon bool)
 }
 
 type expectedEvent struct {
@@ -259,18 +262,22 @@ func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now
 }
 
 // Debounce holds an event for rule and key: fire is called with the last
-// event's body once no new event came for quiet. It always returns false
-// (the event does not react now).
-func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.Duration, fire func(body []byte, hop int)) {
+// event's body once no new event came for quiet. let, when not nil, is the
+// held event's release: the guard calls let(false) when a newer event for
+// the same rule and key replaces it (the newer one stands for it) and
+// hands it to fire otherwise, which must call it once the fired event was
+// handled (false) or could not be (true); StopTimers calls let(true). So
+// a JetStream message stays unacknowledged while a debounce holds it.
+func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.Duration, let func(abandon bool), fire func(body []byte, hop int, let func(abandon bool))) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	k := throttleKey{rule, key}
 	st := g.debounce[k]
 	if st == nil {
 		st = &debounceState{}
 		g.debounce[k] = st
 	}
-	st.last, st.hop = body, hop
+	replaced := st.let
+	st.last, st.hop, st.let = body, hop, let
 	st.gen++
 	gen := st.gen
 	if st.timer != nil {
@@ -284,22 +291,42 @@ func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.
 			return
 		}
 		delete(g.debounce, k)
-		last, h := st.last, st.hop
+		last, h, l := st.last, st.hop, st.let
 		g.mu.Unlock()
-		fire(last, h)
+		if l == nil {
+			l = func(bool) {}
+		}
+		fire(last, h, l)
 	})
+	g.mu.Unlock()
+	if replaced != nil {
+		replaced(false)
+	}
 }
 
-// StopTimers cancels pending debounces.
-func (g *Guard) StopTimers() {
+// StopTimers cancels pending debounces, releasing each held event as
+// abandoned (let(true)); it returns how many it cancelled.
+func (g *Guard) StopTimers() int {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	var lets []func(bool)
+	n := 0
 	for k, st := range g.debounce {
+		// A timer that already fired finds its entry gone and does
+		// nothing: the entry is released here either way.
 		if st.timer != nil {
 			st.timer.Stop()
 		}
+		if st.let != nil {
+			lets = append(lets, st.let)
+		}
+		n++
 		delete(g.debounce, k)
 	}
+	g.mu.Unlock()
+	for _, l := range lets {
+		l(true)
+	}
+	return n
 }
 
 // ExpectEvent records that a reaction will fire an event with tag (a

@@ -287,3 +287,55 @@ func TestGuardMergedJobEarlyReturns(t *testing.T) {
 		}
 	}
 }
+
+// TestDebounceHoldsTheAcknowledgement: a debounced JetStream event is
+// acknowledged only once its debounce fired (or a newer event replaced
+// it), and a stop during the quiet period refuses it (Nak) instead of
+// acknowledging it, so JetStream redelivers it (issue 12).
+func TestDebounceHoldsTheAcknowledgement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := guardEngine(t, `reactor:
+  - 'deb/*':
+      sls: r.sls
+      debounce: 3s
+`, map[string]string{"r.sls": "r:\n  runner.test.arg:\n    - args:\n      - n: {{ .data.n }}\n"})
+		drv := &jidDriver{}
+		d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Guard: NewGuard(GuardOptions{Disabled: true})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		d.Start(ctx)
+		var mu sync.Mutex
+		acked, naked := map[int]int{}, map[int]int{}
+		ev := func(n int) {
+			d.Submit(ctx, Delivery{Body: fmt.Appendf(nil, `{"tag": "deb/x", "data": {"id": "web1", "n": %d}}`, n),
+				Done: func() { mu.Lock(); acked[n]++; mu.Unlock() }, Nak: func() { mu.Lock(); naked[n]++; mu.Unlock() }})
+			synctest.Wait()
+		}
+		state := func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprintf("acked %v naked %v", acked, naked) }
+		ev(1)
+		if s := state(); s != "acked map[] naked map[]" {
+			t.Fatalf("while held: %s", s)
+		}
+		time.Sleep(time.Second)
+		ev(2) // replaces 1, which is acknowledged: 2 stands for it
+		if s := state(); s != "acked map[1:1] naked map[]" {
+			t.Fatalf("after a newer event: %s", s)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if s := state(); s != "acked map[1:1 2:1] naked map[]" || drv.count() != 1 {
+			t.Fatalf("after the quiet period: %s, %d dispatched", s, drv.count())
+		}
+		ev(3)
+		time.Sleep(time.Second)
+		if err := d.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if s := state(); s != "acked map[1:1 2:1] naked map[3:1]" || drv.count() != 1 {
+			t.Fatalf("after a stop in the quiet period: %s, %d dispatched", s, drv.count())
+		}
+	})
+}
