@@ -59,6 +59,7 @@ var flagSettings = map[string]settingKind{
 	"jetstream":          kindBool,
 	"ack_wait":           kindDuration,
 	"dedupe_window":      kindDuration,
+	"stream_replicas":    kindCount,
 	"dead_letter":        kindString,
 	// the daemon
 	"http":          kindString,

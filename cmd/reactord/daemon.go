@@ -62,6 +62,7 @@ in-flight events within --drain-timeout.`, stderr)
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long SIGTERM waits for in-flight events")
 	deadLetter := fs.String("dead-letter", "reactord.deadletter", "subject receiving reactions that failed after retries")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream: redeliver an event not acknowledged within this time")
+	streamReplicas := fs.Int("stream-replicas", 0, "JetStream: servers of the NATS cluster that keep the event stream (default 1 for a new stream; a value given here or in the file is applied to an existing stream too, and logged)")
 	dedupeWindow := fs.Duration("dedupe-window", 2*time.Minute, "JetStream: the stream's duplicate window for the bridge's Nats-Msg-Id (one master emission); applied to an existing stream too")
 	reloadSettle := fs.Duration("reload-settle", defaultReloadSettle, "reload on a configuration file change once the files were unchanged this long")
 	settle := fs.Duration("settle", 0, "loop guard: after a reaction's job returned, hold the same reaction for its minions this long (default: the reactord: section's settle, else 5s)")
@@ -354,9 +355,12 @@ in-flight events within --drain-timeout.`, stderr)
 		// An event is acknowledged once dispatched and its archive
 		// records are durable, a batch of the store's writer later: leave
 		// room for the events in the lanes, the client's pull buffer
-		// (1024) and those waiting for a write (about a batch).
+		// (1024) and those waiting for a write (about a batch). Progress
+		// acknowledgements keep a backlog (and debounced events) from
+		// being redelivered to another replica while this one lives.
 		var c *natsbus.Consumer
-		c, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: maxAckPending(*queue, *lanes), Duplicates: *dedupeWindow, Logger: log}, handler)
+		c, err = conn.Consume(runCtx, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: maxAckPending(*queue, *lanes), Duplicates: *dedupeWindow,
+			Replicas: *streamReplicas, Progress: true, Logger: log}, handler)
 		if err == nil {
 			sub = c
 			jsc.Store(c)

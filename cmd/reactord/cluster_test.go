@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reactord/reactord/natsbus"
+)
+
+// natsCluster is a three-node NATS cluster with JetStream, each node a
+// process of its own (testdata/natsnode) that a test can SIGKILL.
+type natsCluster struct {
+	urls  []string // client URLs
+	https []string // monitoring addresses
+	cmds  []*exec.Cmd
+}
+
+var (
+	natsNodeOnce sync.Once
+	natsNodeBin  string
+	natsNodeErr  error
+)
+
+// startCluster starts three clustered nodes and waits until JetStream
+// answers (a meta leader is elected).
+func startCluster(t *testing.T) *natsCluster {
+	t.Helper()
+	natsNodeOnce.Do(func() {
+		natsNodeBin = filepath.Join(filepath.Dir(binPath), "natsnode")
+		out, err := exec.Command("go", "build", "-o", natsNodeBin, "./testdata/natsnode").CombinedOutput()
+		if err != nil {
+			natsNodeErr = fmt.Errorf("building natsnode: %w\n%s", err, out)
+		}
+	})
+	if natsNodeErr != nil {
+		t.Fatal(natsNodeErr)
+	}
+	port := func() int {
+		_, p, _ := net.SplitHostPort(freeAddr(t))
+		n, _ := strconv.Atoi(p)
+		return n
+	}
+	c := &natsCluster{}
+	var routes []string
+	clusterPorts := []int{port(), port(), port()}
+	for _, p := range clusterPorts {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	for i := range 3 {
+		cp, hp := port(), port()
+		cmd := exec.Command(natsNodeBin, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
+			"-cluster", strconv.Itoa(clusterPorts[i]), "-routes", strings.Join(routes, ","), "-store", t.TempDir())
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", cp))
+		c.https = append(c.https, fmt.Sprintf("127.0.0.1:%d", hp))
+		c.cmds = append(c.cmds, cmd)
+	}
+	nc, err := nats.Connect(strings.Join(c.urls, ","), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx)
+		return err
+	})
+	return c
+}
+
+// nodeOf returns the index of the node a client connection named name is
+// connected to, from each node's /connz.
+func (c *natsCluster) nodeOf(name string) (int, error) {
+	for i, h := range c.https {
+		resp, err := http.Get("http://" + h + "/connz")
+		if err != nil {
+			continue
+		}
+		var v struct {
+			Connections []struct {
+				Name string `json:"name"`
+			} `json:"connections"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		for _, cn := range v.Connections {
+			if cn.Name == name {
+				return i, nil
+			}
+		}
+	}
+	return -1, fmt.Errorf("no node has a connection named %q", name)
+}
+
+// TestClusterNodeSIGKILL: a JetStream daemon given the three nodes of a
+// NATS cluster and --stream-replicas 3; the node it is connected to is
+// killed with SIGKILL mid-stream. The daemon reconnects to another node,
+// the stream keeps its quorum, and every event is acted on (issue 12).
+func TestClusterNodeSIGKILL(t *testing.T) {
+	cl := startCluster(t)
+	conf := copyExampleConfig(t)
+	d := startDaemon(t, "-c", conf, "--nats", strings.Join(cl.urls, ","), "--jetstream", "--stream-replicas", "3", "--ack-wait", "2s",
+		"--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
+	victim, err := cl.nodeOf("reactord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's own client stays on another node: it publishes and
+	// counts the reactions the nats driver publishes.
+	other := cl.urls[(victim+1)%3]
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: other, Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ce := collect(t, c, "test.exec.")
+	nc, err := nats.Connect(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	info := func() *jetstream.StreamInfo {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, "REACTORD_EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	if r := info().Config.Replicas; r != 3 {
+		t.Fatalf("stream replicas %d, want 3", r)
+	}
+	const n = 2000
+	var retries int
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := range n {
+			id := fmt.Sprintf("m%d", i)
+			// A publish the stream did not acknowledge (a leader
+			// election) is retried with the same id: one copy is kept.
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id})
+				cancel()
+				if err == nil {
+					break
+				}
+				retries++
+				time.Sleep(50 * time.Millisecond)
+			}
+			if i%100 == 0 {
+				time.Sleep(20 * time.Millisecond) // a steady stream, not one burst
+			}
+		}
+	}()
+	checkFor(t, 30*time.Second, func() error {
+		if total, _, _, _ := ce.snapshot(); total < n/3 {
+			return fmt.Errorf("%d reactions so far", total)
+		}
+		return nil
+	})
+	if err := cl.cmds[victim].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	atKill, _, _, _ := ce.snapshot()
+	checkFor(t, 40*time.Second, func() error {
+		if _, distinct, _, _ := ce.snapshot(); distinct < n {
+			return fmt.Errorf("%d of %d events acted on", distinct, n)
+		}
+		return nil
+	})
+	<-published
+	took := time.Since(killedAt)
+	time.Sleep(2500 * time.Millisecond) // one more ack-wait: late redeliveries would show as duplicates
+	total, distinct, _, dups := ce.snapshot()
+	if distinct != n {
+		t.Fatalf("%d of %d events acted on", distinct, n)
+	}
+	if bound := maxAckPending(1024, 8); dups > bound {
+		t.Fatalf("%d duplicates, more than the %d a kill can leave in flight", dups, bound)
+	}
+	now, err := cl.nodeOf("reactord")
+	if err != nil || now == victim {
+		t.Fatalf("daemon on node %d after node %d was killed: %v", now, victim, err)
+	}
+	if !strings.Contains(d.logs(), "NATS connection back") {
+		t.Error("the daemon did not log its reconnection")
+	}
+	i := info()
+	t.Logf("killed node n%d after %d reactions; all %d acted on %v after the kill; total %d, duplicates %d, publish retries %d; daemon now on n%d; stream leader %s, replicas %d",
+		victim+1, atKill, distinct, took.Round(time.Millisecond), total, dups, retries, now+1, i.Cluster.Leader, len(i.Cluster.Replicas)+1)
+}

@@ -1,0 +1,39 @@
+// Command natsnode runs one node of a NATS cluster with JetStream, for the
+// cluster tests in cmd/reactord: a separate process, so a test can kill it
+// with SIGKILL. It uses the nats-server the module embeds.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+func main() {
+	name := flag.String("name", "n1", "server name")
+	port := flag.Int("port", 0, "client port")
+	httpPort := flag.Int("http", 0, "monitoring port")
+	clusterPort := flag.Int("cluster", 0, "cluster (route) port")
+	routes := flag.String("routes", "", "comma-separated nats-route:// URLs of the cluster's nodes")
+	dir := flag.String("store", "", "JetStream store directory")
+	flag.Parse()
+	srv, err := server.NewServer(&server.Options{
+		ServerName: *name, Host: "127.0.0.1", Port: *port, HTTPHost: "127.0.0.1", HTTPPort: *httpPort,
+		JetStream: true, StoreDir: *dir, NoLog: true, NoSigs: true,
+		Cluster: server.ClusterOpts{Name: "reactord-test", Host: "127.0.0.1", Port: *clusterPort},
+		Routes:  server.RoutesFromStr(*routes),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		fmt.Fprintln(os.Stderr, "not ready within 10s")
+		os.Exit(1)
+	}
+	srv.WaitForShutdown()
+}
