@@ -3,7 +3,6 @@ package jinja
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,64 +184,9 @@ func alwaysSets(nodes []Node, name string) bool {
 }
 
 func (t *translator) body(out *strings.Builder, nodes []Node) {
-	for i, n := range nodes {
-		if o, ok := n.(*Output); ok && mayBeStruct(o.X) && wholeValue(nodes, i) {
-			t.valueOutput(out, o)
-			continue
-		}
+	for _, n := range nodes {
 		t.node(out, n)
 	}
-}
-
-// valueLead is the text before a printed value that is a whole YAML value:
-// a mapping value (key: ) or a sequence item (- ), and valueTail the text
-// after it up to the end of the line.
-var (
-	valueLead = regexp.MustCompile(`(?:^|\n)[ \t]*(?:- +)*(?:[A-Za-z_][A-Za-z0-9_.-]*: +|- +)$`)
-	valueTail = regexp.MustCompile(`^[ \t]*(?:#[^\n]*)?(?:\n|$)`)
-)
-
-// wholeValue reports whether nodes[i] prints a whole YAML value: the text
-// before it on its line is "key: " or "- ", and nothing follows on the line.
-func wholeValue(nodes []Node, i int) bool {
-	if i == 0 || i+1 >= len(nodes) {
-		return false
-	}
-	prev, ok1 := nodes[i-1].(*Text)
-	next, ok2 := nodes[i+1].(*Text)
-	return ok1 && ok2 && valueLead.MatchString(prev.S) && valueTail.MatchString(next.S) && strings.Contains(next.S, "\n")
-}
-
-// mayBeStruct reports whether x can be a dict or a list: data, variables,
-// subscripts, calls and filters that pass structures through.
-func mayBeStruct(x Expr) bool {
-	switch x := x.(type) {
-	case *Name, *Attr, *Index:
-		return true
-	case *Call:
-		if a, ok := x.Fn.(*Attr); ok {
-			return a.Name == "get" || a.Name == "split" || a.Name == "items" || a.Name == "keys" || a.Name == "values"
-		}
-	case *Filter:
-		switch x.Name {
-		case "default", "d", "first", "last", "load_json", "list", "map", "selectattr", "rejectattr", "unique", "sort", "reverse":
-			return true
-		}
-	case *CondExpr:
-		return true
-	}
-	return false
-}
-
-// valueOutput prints {{ x }} that is a whole YAML value. Jinja prints a
-// dict or list as Python's repr, which Salt's loader reads back as a
-// structure; reactord inserts that structure as one node through
-// jsonEncode. Any other value prints as usual.
-func (t *translator) valueOutput(out *strings.Builder, o *Output) {
-	pre, g := t.stmt(o.X, false)
-	out.WriteString(pre)
-	v := t.tmp("o")
-	fmt.Fprintf(out, `{{ %s := %s }}{{ if pyIsStruct %s }}{{ jsonEncode (pyLoaded %s) }}{{ else }}{{ pyStr %s }}{{ end }}`, v, g.s, v, v, v)
 }
 
 // stmt translates an expression for one statement, returning the prelude

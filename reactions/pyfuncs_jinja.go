@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-
-	"github.com/reactord/reactord/event"
 )
 
 // Template helpers for files converted from Jinja by package jinja, beside
@@ -32,8 +30,6 @@ var jinjaFuncs = map[string]any{
 	"pyInt":      jinjaInt,
 	"pyFloat":    jinjaFloat,
 	"pyRound":    pyRound,
-	"pyIsStruct": pyIsStruct,
-	"pyLoaded":   pyLoaded,
 	"pyPercent":  pyPercent,
 	"pyFormat":   pyFormat,
 	"pyIs":       pyIs,
@@ -309,49 +305,6 @@ func pyRound(v, precision any) (float64, error) {
 		return 0, err
 	}
 	return r, nil
-}
-
-// pyIsStruct reports whether v is a dict or a list (or tuple): a value
-// Jinja prints as Python's repr, which Salt's YAML loader reads back as a
-// structure when it is a whole scalar.
-func pyIsStruct(v any) bool {
-	if _, ok := asDict(v); ok {
-		return true
-	}
-	_, _, ok := asList(v)
-	return ok
-}
-
-// pyLoaded is the value Salt's YAML loader makes of Python's repr of v
-// printed as a whole scalar: dicts and lists stay structures (in flow
-// style), None becomes the string "None", a float the YAML 1.1 reading of
-// its repr (1e+16 stays a string), strings and ints themselves. The
-// converted file passes it to jsonEncode so it lands as one node.
-func pyLoaded(v any) any {
-	switch x := v.(type) {
-	case nil:
-		return "None"
-	case string, bool, int64, int:
-		return x
-	case float64:
-		return typedText(strOf(x))
-	}
-	if d, ok := asDict(v); ok {
-		m := event.NewMap(len(d.keys))
-		for _, k := range d.keys {
-			e, _ := d.get(k)
-			m.Set(k, pyLoaded(e))
-		}
-		return m
-	}
-	if items, _, ok := asList(v); ok {
-		out := make([]any, len(items))
-		for i, e := range items {
-			out[i] = pyLoaded(e)
-		}
-		return out
-	}
-	return v
 }
 
 // pyPercent is Python's printf-style format % args: args is a tuple (a
