@@ -311,68 +311,130 @@ func containsAny(list []any, v any) bool {
 	return false
 }
 
-// orderChunks is Salt's Compiler.order_chunks.
+// orderChunks is what Salt's reactor does to order chunks: Compiler.order_chunks
+// twice (compile_high_data ends with it, and the reactor calls it again on
+// the result). Orders are Python numbers: exact integers beyond int64 (cap =
+// order + 100 stays exact), floats where Salt's arithmetic makes them
+// (name_order / 10000.0).
 func orderChunks(chunks []*event.Chunk) []*event.Chunk {
-	capv := 1.0
+	return orderPass(orderPass(chunks, true), false)
+}
+
+// orderPass is one Compiler.order_chunks.
+func orderPass(chunks []*event.Chunk, first bool) []*event.Chunk {
+	capv := pyNum{i: smallOrders[1]}
 	for _, c := range chunks {
 		o, ok := c.Get("order")
 		if !ok {
 			continue
 		}
-		n, isInt := pyInt(o)
-		if !isInt {
+		n, isInt := orderInt(o)
+		if !isInt || n.i.Sign() <= 0 {
 			continue
 		}
-		if n > capv-1 && n > 0 {
-			capv = n + 100
+		if n.i.Cmp(capv.i) >= 0 { // order > cap - 1
+			capv = pyNum{i: new(big.Int).Add(n.i, big.NewInt(100))}
 		}
 	}
 	type keyed struct {
 		c     *event.Chunk
-		order float64
+		order pyNum
 		text  string
 	}
-	ks := make([]keyed, len(chunks))
+	var ks []keyed
+	if !first {
+		ks = make([]keyed, len(chunks))
+	}
+	hasNaN := false
 	for i, c := range chunks {
 		o, ok := c.Get("order")
-		if !ok {
-			o = toNumber(capv)
-			c.Set("order", o)
-		} else if _, num := pyNumber(o); !num {
-			switch o {
-			case "last":
-				o = toNumber(capv + 1000000)
-			case "first":
-				o = int64(0)
-			default:
-				o = toNumber(capv)
+		var n pyNum
+		switch {
+		case !ok:
+			n = capv
+			c.Set("order", numValue(n))
+		default:
+			var num bool
+			n, num = orderNumber(o)
+			if !num {
+				switch o {
+				case "last":
+					n = pyNum{i: new(big.Int).Add(capv.i, big.NewInt(1000000))}
+				case "first":
+					n = pyNum{i: bigZero}
+				default:
+					n = capv
+				}
+				c.Set("order", numValue(n))
 			}
-			c.Set("order", o)
+			if no, ok := c.Get("name_order"); ok {
+				c.Delete("name_order")
+				f, _ := n.float()
+				m, _ := orderNumber(no)
+				mf, _ := m.float()
+				n = pyNum{isFloat: true, f: f + mf/10000.0}
+				c.Set("order", n.f)
+			}
+			if cmp, ok := numCmp(n, pyNum{i: bigZero}); ok && cmp < 0 {
+				base := new(big.Int).Add(capv.i, big.NewInt(1000000))
+				if n.isFloat {
+					f, _ := pyNum{i: base}.float()
+					n = pyNum{isFloat: true, f: f + n.f}
+				} else {
+					n = pyNum{i: base.Add(base, n.i)}
+				}
+				c.Set("order", numValue(n))
+			}
 		}
-		if no, ok := c.Get("name_order"); ok {
-			c.Delete("name_order")
-			f, _ := pyNumber(o)
-			n, _ := pyNumber(no)
-			o = f + n/10000.0
-			c.Set("order", o)
+		if n.isFloat && math.IsNaN(n.f) {
+			hasNaN = true
 		}
-		f, _ := pyNumber(o)
-		if f < 0 {
-			o = toNumber(capv + 1000000 + f)
-			c.Set("order", o)
-			f, _ = pyNumber(o)
+		if !first {
+			name, _ := c.Get("name")
+			state, _ := c.Get("state")
+			fun, _ := c.Get("fun")
+			ks[i] = keyed{c: c, order: n, text: pyStr(state) + pyStr(name) + pyStr(fun)}
 		}
-		name, _ := c.Get("name")
-		state, _ := c.Get("state")
-		fun, _ := c.Get("fun")
-		ks[i] = keyed{c: c, order: f, text: pyStr(state) + pyStr(name) + pyStr(fun)}
 	}
-	sort.SliceStable(ks, func(i, j int) bool {
-		if ks[i].order != ks[j].order {
-			return ks[i].order < ks[j].order
+	if first {
+		if !hasNaN {
+			// The second pass sorts again with the final orders: without
+			// NaN (a total order), one stable sort at the end gives the
+			// same.
+			return chunks
 		}
-		return ks[i].text < ks[j].text
-	})
+		ks = make([]keyed, len(chunks))
+		for i, c := range chunks {
+			o, _ := c.Get("order")
+			n, _ := orderNumber(o)
+			ks[i] = keyed{c: c, order: n}
+		}
+	}
+	less := func(a, b *keyed) bool {
+		if c, ok := numCmp(a.order, b.order); ok {
+			if c != 0 {
+				return c < 0
+			}
+			return a.text < b.text
+		}
+		return false // NaN: neither equal nor less, as in Python
+	}
+	if first {
+		for i := range ks {
+			c := ks[i].c
+			name, _ := c.Get("name")
+			state, _ := c.Get("state")
+			fun, _ := c.Get("fun")
+			ks[i].text = pyStr(state) + pyStr(name) + pyStr(fun)
+		}
+	}
+	if hasNaN {
+		// Python's comparisons with NaN are no order: only CPython's own
+		// algorithm puts such a chunk where Salt does.
+		pySort(len(ks), func(i, j int) bool { return less(&ks[i], &ks[j]) }, func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
+	} else {
+		sort.SliceStable(ks, func(i, j int) bool { return less(&ks[i], &ks[j]) })
+	}
 	out := chunks[:0]
 	for _, k := range ks {
 		out = append(out, k.c)
@@ -380,47 +442,110 @@ func orderChunks(chunks []*event.Chunk) []*event.Chunk {
 	return out
 }
 
-// pyInt reports whether v is a Python int (bool included) and its value.
-func pyInt(v any) (float64, bool) {
+var bigZero = new(big.Int)
+
+// smallOrders are the integers 0-1023 as read-only big.Ints, so that usual
+// orders cost no allocation.
+var smallOrders = func() []*big.Int {
+	out := make([]*big.Int, 1024)
+	for i := range out {
+		out[i] = big.NewInt(int64(i))
+	}
+	return out
+}()
+
+// numValue is a number in the forms chunks hold: int64, *big.Int, float64.
+func numValue(n pyNum) any {
+	if n.isFloat {
+		return n.f
+	}
+	if n.i.IsInt64() {
+		return n.i.Int64()
+	}
+	return n.i
+}
+
+// orderInt is v as a Python int (bool included). The big.Int is not to be
+// modified.
+func orderInt(v any) (pyNum, bool) {
 	switch x := v.(type) {
+	case int64:
+		if x >= 0 && x < int64(len(smallOrders)) {
+			return pyNum{i: smallOrders[x]}, true
+		}
+		return toNum(v)
 	case bool:
 		if x {
-			return 1, true
+			return pyNum{i: smallOrders[1]}, true
 		}
-		return 0, true
-	case int64:
-		return float64(x), true
-	case *big.Int:
-		f, _ := new(big.Float).SetInt(x).Float64()
-		return f, true
+		return pyNum{i: smallOrders[0]}, true
+	case int, *big.Int:
+		return toNum(v)
 	case json.Number:
-		if !strings.ContainsAny(string(x), ".eE") {
-			f, err := x.Float64()
-			return f, err == nil
+		if n, ok := toNum(v); ok && !n.isFloat {
+			return n, true
 		}
 	}
-	return 0, false
+	return pyNum{}, false
 }
 
-// pyNumber reports whether v is a Python int or float and its value.
-func pyNumber(v any) (float64, bool) {
-	if f, ok := pyInt(v); ok {
-		return f, true
+// orderNumber is v as a Python int or float (a big.Int not to be
+// modified).
+func orderNumber(v any) (pyNum, bool) {
+	switch v.(type) {
+	case bool, int64:
+		return orderInt(v)
+	case int, *big.Int, float64, json.Number:
+		return toNum(v)
 	}
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	}
-	return 0, false
+	return pyNum{}, false
 }
 
-// toNumber returns an int64 for integral values, else the float.
-func toNumber(f float64) any {
-	if f == math.Trunc(f) && math.Abs(f) < 1<<62 {
-		return int64(f)
+// pySort is CPython 3.11's list.sort for fewer than 64 items (one natural
+// run, then binary insertion), which decides where incomparable items (NaN)
+// land; longer lists get a stable insertion sort.
+func pySort(n int, less func(i, j int) bool, swap func(i, j int)) {
+	if n < 2 {
+		return
 	}
-	return f
+	if n >= 64 {
+		insertionSortStable(n, less, swap)
+		return
+	}
+	run := 2 // count_run
+	if less(1, 0) {
+		for run < n && less(run, run-1) {
+			run++
+		}
+		for i, j := 0, run-1; i < j; i, j = i+1, j-1 {
+			swap(i, j)
+		}
+	} else {
+		for run < n && !less(run, run-1) {
+			run++
+		}
+	}
+	for start := run; start < n; start++ { // binarysort
+		l, r := 0, start
+		for l < r {
+			p := l + (r-l)/2
+			if less(start, p) {
+				r = p
+			} else {
+				l = p + 1
+			}
+		}
+		for k := start; k > l; k-- {
+			swap(k, k-1)
+		}
+	}
+}
+
+// insertionSortStable is a stable insertion sort by less.
+func insertionSortStable(n int, less func(i, j int) bool, swap func(i, j int)) {
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && less(j, j-1); j-- {
+			swap(j, j-1)
+		}
+	}
 }
