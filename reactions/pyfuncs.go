@@ -550,6 +550,8 @@ func strOf(v any) string {
 		return x.text
 	case pyBytes:
 		return yaml11.PyBytesRepr(string(x))
+	case *big.Int:
+		return x.String()
 	}
 	var b strings.Builder
 	if writeRepr(&b, v) {
@@ -1109,9 +1111,10 @@ func endsWith(s, suffix any) (bool, error) {
 
 // ---- JSON ----
 
-// jsonEncode is Salt's |json filter: json.dumps(v, sort_keys=True), with
-// ", " and ": " separators, non-ASCII as \uXXXX, floats as Python spells
-// them (1.0, 1e+16, NaN, Infinity).
+// jsonEncode is Salt's |json filter: salt.utils.json.dumps(v,
+// sort_keys=True), with ", " and ": " separators, non-ASCII as it is
+// (Salt's ensure_ascii=False), floats as Python spells them (1.0, 1e+16,
+// NaN, Infinity).
 func jsonEncode(v any) (string, error) {
 	var b strings.Builder
 	if err := writePyJSON(&b, v, true, false, 0); err != nil {
@@ -1208,7 +1211,9 @@ func writePyJSON(b *strings.Builder, v any, sortKeys, html bool, depth int) erro
 	return fmt.Errorf("TypeError: Object of type %s is not JSON serializable", pyTypeName(v))
 }
 
-// writePyJSONString is json.dumps of a str with ensure_ascii=True.
+// writePyJSONString is json.dumps of a str: with ensure_ascii=True and
+// Jinja's HTML escapes when html is set (|tojson), else ensure_ascii=False
+// (|json).
 func writePyJSONString(b *strings.Builder, s string, html bool) {
 	const hex = "0123456789abcdef"
 	u4 := func(r rune) {
@@ -1236,7 +1241,7 @@ func writePyJSONString(b *strings.Builder, s string, html bool) {
 			b.WriteString(`\f`)
 		case html && (r == '<' || r == '>' || r == '&' || r == '\''):
 			u4(r)
-		case r < 0x20 || r >= 0x7f:
+		case r < 0x20 || (html && r >= 0x7f):
 			if r >= 0x10000 {
 				r -= 0x10000
 				u4(0xd800 + (r>>10)&0x3ff)

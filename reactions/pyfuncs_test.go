@@ -355,7 +355,7 @@ func TestPyEncoders(t *testing.T) {
 		{1e-07, "1e-07", "1e-07", "1.0e-07"}, {1.5, "1.5", "1.5", "1.5"}, {math.Copysign(0, -1), "-0.0", "-0.0", "-0.0"},
 		{math.Inf(1), "Infinity", "Infinity", ".inf"}, {math.NaN(), "NaN", "NaN", ".nan"},
 		{json.Number("99999999999999999999"), "99999999999999999999", "99999999999999999999", "99999999999999999999"},
-		{"süß\n\"\\/\x01😀", `"s\u00fc\u00df\n\"\\/\u0001\ud83d\ude00"`, `"s\u00fc\u00df\n\"\\/\u0001\ud83d\ude00"`, `"s\xFC\xDF\n\"\\/\x01\U0001F600"`},
+		{"süß\n\"\\/\x01😀", `"süß\n\"\\/\u0001😀"`, `"s\u00fc\u00df\n\"\\/\u0001\ud83d\ude00"`, `"s\xFC\xDF\n\"\\/\x01\U0001F600"`},
 		{[]any{map[string]any{"mods": "orch.deploy"}}, `[{"mods": "orch.deploy"}]`, `[{"mods": "orch.deploy"}]`, ""},
 		{om, `{"a": "<&'>", "b": 1.0}`, `{"b": 1.0, "a": "\u003c\u0026\u0027\u003e"}`, ""},
 		{map[string]any{}, "{}", "{}", ""}, {pyTuple{"a"}, `["a"]`, `["a"]`, ""},

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/yaml11"
@@ -49,6 +50,11 @@ type pnode struct {
 	refs  []int
 	style yaml11.Style
 	tag   string
+	// Block scalars: chomping indicator and explicit indentation.
+	chomp  byte
+	indent int
+	// A plain scalar item of a flow sequence, and whether it is the last.
+	flowItem, lastItem bool
 
 	content []*pnode // mapping: key, value, key, value...; sequence: items
 }
@@ -84,6 +90,7 @@ func buildPlan(n *yaml11.Node) (*pnode, error) {
 	default:
 		p.kind = pScalar
 		p.style, p.tag = n.Style, n.Tag
+		p.chomp, p.indent = n.Chomp, n.Indent
 		parts, refs := splitPlaceholders(n.Text)
 		if len(refs) == 0 {
 			v, err := scalarValue(n.Text, n.Style, n.Tag)
@@ -103,6 +110,9 @@ func buildPlan(n *yaml11.Node) (*pnode, error) {
 			return nil, err
 		}
 		p.content[i] = cp
+		if n.Kind == yaml11.SequenceNode && n.Style == yaml11.Flow && cp.kind == pScalar && cp.style == yaml11.Plain && cp.tag == "" {
+			cp.flowItem, cp.lastItem = true, i == len(n.Content)-1
+		}
 	}
 	return p, nil
 }
@@ -245,13 +255,21 @@ func (m *materializer) value(n *pnode) (any, error) {
 	case pScalar:
 		return m.scalar(n)
 	case pSeq:
-		out := make([]any, len(n.content))
-		for i, c := range n.content {
+		out := make([]any, 0, len(n.content))
+		for _, c := range n.content {
+			if c.flowItem && m.blank(c) {
+				// `[, x]` is no YAML, and `[x, ]` a list of one item: Salt
+				// pasting an empty value fails the file, or drops the item.
+				if !c.lastItem {
+					return nil, &yaml11.Error{Line: c.line, Column: c.col, Msg: "while parsing a flow node, expected the node content, but found ',' (a value printed into a flow sequence is empty)"}
+				}
+				continue
+			}
 			v, err := m.value(c)
 			if err != nil {
 				return nil, err
 			}
-			out[i] = v
+			out = append(out, v)
 		}
 		return out, nil
 	}
@@ -328,13 +346,26 @@ func (m *materializer) scalar(n *pnode) (any, error) {
 		return m.whole(n.refs[0])
 	}
 	var b strings.Builder
+	block := n.style == yaml11.Literal || n.style == yaml11.Folded
 	for i, p := range n.parts {
 		b.WriteString(p)
 		if i < len(n.refs) {
-			b.WriteString(m.text(n.refs[i]))
+			t := m.text(n.refs[i])
+			if block && i == len(n.refs)-1 && strings.TrimFunc(n.parts[i+1], isBreak) == "" {
+				// Lines of spaces ending the last value start at column
+				// 0 in Salt's text: empty lines of the block.
+				t = trimBlankLines(t)
+			}
+			b.WriteString(t)
 		}
 	}
 	text := b.String()
+	switch n.style {
+	case yaml11.Plain:
+		text = trimPlain(text)
+	case yaml11.Literal, yaml11.Folded:
+		text = blockText(n, text)
+	}
 	if n.tag == "" {
 		if n.style == yaml11.Plain {
 			return typedText(text), nil
@@ -368,6 +399,11 @@ func (m *materializer) whole(ref int) (any, error) {
 	r := m.vals[ref]
 	switch r.kind {
 	case jsonValue:
+		if r.enc != encNone {
+			if v, ok := jsonAsYAML(r.v, r.enc == encSorted, 0); ok {
+				return v, nil
+			}
+		}
 		v, err := decodeOrderedJSON(r.text)
 		if err != nil {
 			return r.text, nil
@@ -386,7 +422,7 @@ func (m *materializer) whole(ref int) (any, error) {
 	}
 	switch v := r.v.(type) {
 	case string:
-		return typedText(v), nil
+		return typedText(trimPlain(v)), nil
 	case yamlQuoted:
 		// yamlDquote/yamlSquote: Salt's loader reads the quoted scalar.
 		return v.val, nil
@@ -406,9 +442,82 @@ func (m *materializer) whole(ref int) (any, error) {
 	return printText(r.v), nil
 }
 
+// jsonAsYAML is what Salt's loader makes of v written as JSON by Python
+// (Salt's |json) and pasted as a whole plain scalar: JSON is YAML, so
+// strings, integers, null and booleans stay, but a float is typed from
+// Python's spelling of it: 1.0 and -0.0 are floats, 1e+16, 1e-07, Infinity
+// and NaN strings. ok is false for what Python's json cannot write.
+func jsonAsYAML(v any, sortKeys bool, depth int) (any, bool) {
+	if depth > maxJSONDepth {
+		return nil, false
+	}
+	switch x := v.(type) {
+	case nil, bool, string, int64:
+		return x, true
+	case float64:
+		return jsonFloatAsYAML(x), true
+	case pyBytes:
+		return nil, false
+	}
+	if s, ok := asString(v); ok {
+		return s, true
+	}
+	if n, ok := toNum(v); ok {
+		if n.isFloat {
+			return jsonFloatAsYAML(n.f), true
+		}
+		return numValue(n), true
+	}
+	if items, _, ok := asList(v); ok {
+		out := make([]any, len(items))
+		for i, e := range items {
+			ev, ok := jsonAsYAML(e, sortKeys, depth+1)
+			if !ok {
+				return nil, false
+			}
+			out[i] = ev
+		}
+		return out, true
+	}
+	if d, ok := asDict(v); ok {
+		keys := d.keys
+		if sortKeys && !sort.StringsAreSorted(keys) {
+			keys = append([]string(nil), keys...)
+			sort.Strings(keys)
+		}
+		out := event.NewMap(len(keys))
+		for _, k := range keys {
+			e, _ := d.get(k)
+			ev, ok := jsonAsYAML(e, sortKeys, depth+1)
+			if !ok {
+				return nil, false
+			}
+			out.Set(k, ev)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// jsonFloatAsYAML types Python's JSON spelling of a float as YAML 1.1 does.
+func jsonFloatAsYAML(f float64) any {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
+		return f // Python writes 1.0: a float
+	}
+	return typedText(pyFloat(f))
+}
+
 // typedText is the value of text pasted as a whole plain scalar: Salt's
-// YAML typing when it is a safe plain scalar (non-finite floats excepted,
-// which JSON cannot carry), else the text itself.
+// YAML typing when it is a safe plain scalar (`.inf` and `.nan` are floats,
+// as in Salt), else the text itself.
 func typedText(text string) any {
 	if !yaml11.PlainSafe(text) {
 		return text
@@ -417,10 +526,118 @@ func typedText(text string) any {
 	if err != nil {
 		return text
 	}
-	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
-		return text
-	}
 	return v
+}
+
+// plainEnd is what a plain scalar cannot end with: YAML's blanks and line
+// breaks; it cannot begin with a blank either. Salt's loader does not read
+// them as part of a value pasted as plain text (`arg: {{ v }}` with " a\n"
+// is "a", all blank is null).
+const plainEnd = " \t\n\r\u0085\u2028\u2029"
+
+// trimPlain trims from a plain scalar's text what Salt's loader would not
+// read as part of it: blanks before, blanks and line breaks after. (A line
+// break before text is kept: Salt would fail on it.)
+func trimPlain(s string) string {
+	if s == "" {
+		return s
+	}
+	if c := s[0]; c > ' ' && c < 0x80 {
+		if c := s[len(s)-1]; c > ' ' && c < 0x80 {
+			return s // the common case: nothing to trim
+		}
+	}
+	return strings.TrimLeft(strings.TrimRight(s, plainEnd), " \t")
+}
+
+// blockText applies to a block scalar's text with printed values what
+// Salt's loader does at its edges: spaces starting its first line are
+// indentation (when that is detected); lines of spaces at its end are empty
+// lines, and its trailing line breaks follow the chomping indicator (clip:
+// one, strip: none, keep: all), \r, \r\n and \u0085 read as \n.
+func blockText(n *pnode, text string) string {
+	if n.indent == 0 && len(n.parts) > 0 && n.parts[0] == "" {
+		text = strings.TrimLeft(text, " ")
+	}
+	// end is where the last line that is not empty ends.
+	end := strings.LastIndexFunc(text, func(r rune) bool { return !isBreak(r) })
+	if end >= 0 {
+		_, w := utf8.DecodeRuneInString(text[end:])
+		end += w
+		if i := strings.IndexFunc(text[end:], isBreak); i >= 0 {
+			end += i
+		} else {
+			end = len(text)
+		}
+	} else {
+		end = 0
+	}
+	rest := text[end:]
+	if n.chomp == '-' || rest == "" {
+		return text[:end]
+	}
+	var b strings.Builder
+	b.WriteString(text[:end])
+	for i := 0; i < len(rest); {
+		r, w := utf8.DecodeRuneInString(rest[i:])
+		i += w
+		switch r {
+		case ' ':
+			continue
+		case '\r':
+			if i < len(rest) && rest[i] == '\n' {
+				i++
+			}
+			b.WriteByte('\n')
+		case 0x85, '\n':
+			b.WriteByte('\n')
+		default:
+			b.WriteRune(r) // \u2028, \u2029 stay
+		}
+		if n.chomp != '+' {
+			break // clip: the first line break only
+		}
+	}
+	if n.chomp != '+' && end == 0 {
+		return "" // nothing but empty lines
+	}
+	return b.String()
+}
+
+// trimBlankLines drops the spaces of the lines of spaces that end s after a
+// line break.
+func trimBlankLines(s string) string {
+	end := strings.LastIndexFunc(s, func(r rune) bool { return r != ' ' && !isBreak(r) })
+	i := strings.IndexFunc(s[end+1:], isBreak)
+	if i < 0 || !strings.Contains(s[end+1+i:], " ") {
+		return s
+	}
+	tail := strings.ReplaceAll(s[end+1+i:], " ", "")
+	return s[:end+1+i] + tail
+}
+
+// isBreak reports whether r is a YAML line break.
+func isBreak(r rune) bool {
+	return r == '\n' || r == '\r' || r == 0x85 || r == 0x2028 || r == 0x2029
+}
+
+// blank reports whether a plain scalar is one printed value that prints
+// as nothing once trimmed (so Salt would see no node at all).
+func (m *materializer) blank(n *pnode) bool {
+	if len(n.refs) != 1 || n.parts[0] != "" || n.parts[1] != "" {
+		return false
+	}
+	ref := n.refs[0]
+	if ref < 0 || ref >= len(m.vals) || m.vals[ref].kind != rawValue {
+		return false
+	}
+	switch v := m.vals[ref].v.(type) {
+	case string:
+		return trimPlain(v) == ""
+	case yamlQuoted:
+		return false
+	}
+	return trimPlain(printText(m.vals[ref].v)) == ""
 }
 
 // normalizeValue converts Go values from event data or template functions
@@ -557,65 +774,11 @@ func pyFloat(f float64) string { return event.PyFloat(f) }
 // string.
 type pyBytes string
 
-// pyStr spells a value as Python's str() does.
-func pyStr(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case pyBytes:
-		return yaml11.PyBytesRepr(string(x))
-	case []any, *event.Map:
-		return pyRepr(v)
-	case nil:
-		return "None"
-	case bool:
-		if x {
-			return "True"
-		}
-		return "False"
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case float64:
-		return pyFloat(x)
-	case *big.Int:
-		return x.String()
-	case json.Number:
-		return string(x)
-	}
-	return fmt.Sprint(v)
-}
+// pyStr is Python's str(v) (strOf, in pyfuncs.go).
+func pyStr(v any) string { return strOf(v) }
 
-// pyRepr spells a value as Python's repr() does.
-func pyRepr(v any) string {
-	switch x := v.(type) {
-	case string:
-		return yaml11.PyRepr(x)
-	case []any:
-		var b strings.Builder
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(pyRepr(e))
-		}
-		b.WriteByte(']')
-		return b.String()
-	case *event.Map:
-		var b strings.Builder
-		b.WriteByte('{')
-		for i := 0; i < x.Len(); i++ {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			k, e := x.At(i)
-			b.WriteString(yaml11.PyRepr(k) + ": " + pyRepr(e))
-		}
-		b.WriteByte('}')
-		return b.String()
-	}
-	return pyStr(v)
-}
+// pyRepr is Python's repr(v) (reprOf, in pyfuncs.go).
+func pyRepr(v any) string { return reprOf(v) }
 
 // keyString spells a mapping key as Python's json module writes it.
 func keyString(v any) string {
@@ -629,6 +792,15 @@ func keyString(v any) string {
 			return "true"
 		}
 		return "false"
+	case float64:
+		switch {
+		case math.IsNaN(x):
+			return "NaN"
+		case math.IsInf(x, 1):
+			return "Infinity"
+		case math.IsInf(x, -1):
+			return "-Infinity"
+		}
 	}
 	return pyStr(v)
 }

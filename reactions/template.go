@@ -44,14 +44,30 @@ var escapers = map[string]valueKind{
 
 // encoderEscaper names, for each trusted encoder, the escaper that follows it.
 var encoderEscaper = map[string]string{
-	"toJson":       "__rd_json",
-	"toRawJson":    "__rd_json",
-	"toPrettyJson": "__rd_json",
-	"jsonEncode":   "__rd_json",
-	"tojsonEncode": "__rd_json",
-	"quote":        "__rd_quote",
-	"squote":       "__rd_squote",
+	"quote":  "__rd_quote",
+	"squote": "__rd_squote",
 }
+
+// jsonEncoders are the JSON encoders a template can end a pipeline with.
+// Such a call is replaced by its recorder ("__rd_j_" + name), which keeps
+// the value itself as well as the encoder's text: Salt reads the JSON it
+// pastes as YAML, and the value decides what that gives (1.0 stays a
+// float, 1e+16 is a string), not Go's spelling of it.
+var jsonEncoders = func() map[string]func(any) (string, error) {
+	fm := sprig.TxtFuncMap()
+	out := map[string]func(any) (string, error){
+		"jsonEncode":   jsonEncode,
+		"tojsonEncode": tojsonEncode,
+	}
+	for _, name := range []string{"toJson", "toRawJson", "toPrettyJson"} {
+		f := fm[name].(func(any) string)
+		out[name] = func(v any) (string, error) { return f(v), nil }
+	}
+	return out
+}()
+
+// jsonRecorderPrefix starts the name of a JSON encoder's recorder.
+const jsonRecorderPrefix = "__rd_j_"
 
 // removedFuncs are sprig functions that reach outside the template: the
 // reactor's environment and DNS. Event data must not be able to read either.
@@ -87,6 +103,9 @@ var baseFuncs = func() template.FuncMap {
 	}
 	for name := range escapers {
 		fm[name] = func(args ...any) (string, error) { return "", errors.New("escaper called outside a render") }
+	}
+	for name := range jsonEncoders {
+		fm[jsonRecorderPrefix+name] = func(args ...any) (string, error) { return "", errors.New("escaper called outside a render") }
 	}
 	fm[tickIdent] = func() (string, error) { return "", errors.New("step counter called outside a render") }
 	// Bound the functions that build values of any size from a number, as
@@ -129,7 +148,18 @@ type recorded struct {
 	v    any
 	text string
 	kind valueKind
+	// enc is set for a JSON encoder's value: v is what was encoded.
+	enc jsonEnc
 }
+
+// jsonEnc says how a JSON encoder wrote an object's keys.
+type jsonEnc uint8
+
+const (
+	encNone    jsonEnc = iota
+	encSorted          // toJson, jsonEncode: keys sorted (Salt's |json)
+	encInOrder         // tojsonEncode: keys in the dict's order (|tojson)
+)
 
 // recorder collects the values printed during one execution, and the
 // rendered text, within the execution's Limits.
@@ -196,6 +226,22 @@ func (r *recorder) tick() (string, error) {
 	return "", nil
 }
 
+// recordJSON records the value a JSON encoder prints, and its text.
+func (r *recorder) recordJSON(name string, args []any) (string, error) {
+	if len(args) != 1 {
+		return "", fmt.Errorf("wrong number of args for %s: want 1 got %d", name, len(args))
+	}
+	text, err := jsonEncoders[name](args[0])
+	if err != nil {
+		return "", err
+	}
+	enc := encSorted
+	if name == "tojsonEncode" {
+		enc = encInOrder
+	}
+	return r.add(recorded{v: args[0], text: text, kind: jsonValue, enc: enc})
+}
+
 func (r *recorder) record(kind valueKind, args []any) (string, error) {
 	var v any
 	switch len(args) {
@@ -207,16 +253,23 @@ func (r *recorder) record(kind valueKind, args []any) (string, error) {
 		v = fmt.Sprint(args...)
 	}
 	rv := recorded{v: v, kind: kind}
+	if kind != rawValue {
+		rv.text = printText(v)
+	}
+	return r.add(rv)
+}
+
+// add records one printed value and returns its placeholder.
+func (r *recorder) add(rv recorded) (string, error) {
 	idx := len(r.vals)
 	if idx >= r.lim.Values {
 		return "", &LimitError{What: "Values", Limit: r.lim.Values}
 	}
 	var size int
-	if kind != rawValue {
-		rv.text = printText(v)
+	if rv.kind != rawValue {
 		size = len(rv.text)
 	} else {
-		size = printedSize(v, r.lim.Bytes-r.bytes)
+		size = printedSize(rv.v, r.lim.Bytes-r.bytes)
 	}
 	var ph string
 	if idx < len(placeholders) {
@@ -309,6 +362,10 @@ func (t *Template) newInstance() *instance {
 	for name, kind := range escapers {
 		kind := kind
 		fm[name] = func(args ...any) (string, error) { return rec.record(kind, args) }
+	}
+	for name := range jsonEncoders {
+		name := name
+		fm[jsonRecorderPrefix+name] = func(args ...any) (string, error) { return rec.recordJSON(name, args) }
 	}
 	c.Funcs(fm)
 	return &instance{t: c, rec: rec}
@@ -447,6 +504,11 @@ func escapeList(tree *parse.Tree, n parse.Node) int {
 		if cmds := n.Pipe.Cmds; len(cmds) > 0 {
 			last := cmds[len(cmds)-1]
 			if id, ok := last.Args[0].(*parse.IdentifierNode); ok {
+				if _, ok := jsonEncoders[id.Ident]; ok {
+					// The encoder's recorder takes its place.
+					last.Args[0] = parse.NewIdentifier(jsonRecorderPrefix + id.Ident).SetTree(tree).SetPos(id.Pos)
+					return count
+				}
 				if e, ok := encoderEscaper[id.Ident]; ok {
 					esc = e
 				}
@@ -507,7 +569,7 @@ func stripEscaperNames(s string) string {
 	for name := range escapers {
 		s = strings.ReplaceAll(s, " | "+name, "")
 	}
-	return s
+	return strings.ReplaceAll(s, jsonRecorderPrefix, "")
 }
 
 func atoi(s string) int {

@@ -100,6 +100,11 @@ type Node struct {
 	// Content holds a mapping's keys and values (k1, v1, k2, v2, ...) or a
 	// sequence's items.
 	Content []*Node
+	// Chomp is a block scalar's chomping indicator: '-' (strip), '+'
+	// (keep), or 0 (clip); Indent its explicit indentation indicator (1-9),
+	// 0 when the indentation is detected from the first line.
+	Chomp  byte
+	Indent int
 
 	flat bool // merge keys applied
 }
@@ -367,8 +372,10 @@ func (c *converter) convert(y *yaml.Node) (*Node, error) {
 			n.Style = SingleQuoted
 		case y.Style&yaml.LiteralStyle != 0:
 			n.Style = Literal
+			n.Chomp, n.Indent = c.blockHeader(y)
 		case y.Style&yaml.FoldedStyle != 0:
 			n.Style = Folded
+			n.Chomp, n.Indent = c.blockHeader(y)
 		}
 		// yaml.v3 drops the non-specific tag "!", which makes PyYAML
 		// resolve even a quoted scalar implicitly; look for it.
@@ -443,6 +450,33 @@ func (c *converter) nonSpecificTag(y *yaml.Node) bool {
 		i = j
 	}
 	return false
+}
+
+// blockHeader reads a block scalar's chomping and indentation indicators
+// from its header (after any tag and anchor: `!!str &a |-2`).
+func (c *converter) blockHeader(y *yaml.Node) (chomp byte, indent int) {
+	i := c.offset(y.Line, y.Column)
+	if i < 0 {
+		return 0, 0
+	}
+	s := c.src
+	for i < len(s) && s[i] != '|' && s[i] != '>' && s[i] != '\n' && s[i] != '\r' {
+		i++
+	}
+	if i >= len(s) || (s[i] != '|' && s[i] != '>') {
+		return 0, 0
+	}
+	for i++; i < len(s); i++ {
+		switch b := s[i]; {
+		case b == '-' || b == '+':
+			chomp = b
+		case b >= '1' && b <= '9':
+			indent = int(b - '0')
+		default:
+			return chomp, indent
+		}
+	}
+	return chomp, indent
 }
 
 func isBlankOrBreak(b byte) bool {
