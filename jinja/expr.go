@@ -383,6 +383,14 @@ func (t *translator) call(c *Call) gx {
 		}
 		return gx{s: call(m.fn, args...), list: m.list}
 	case *Name:
+		if fn.Name == "namespace" && t.scope.lookup("namespace") == nil && len(c.Args) == 0 {
+			// namespace(a=1, b=[]): a dict; {% set ns.a = ... %} changes it.
+			var pairs []string
+			for _, kw := range c.Kwargs {
+				pairs = append(pairs, strconv.Quote(kw.Name), t.expr(kw.X).s)
+			}
+			return gx{s: call("dict", pairs...)}
+		}
 		if fn.Name == "range" && t.scope.lookup("range") == nil && len(c.Kwargs) == 0 {
 			args := make([]string, len(c.Args))
 			for i, a := range c.Args {

@@ -54,6 +54,7 @@ type (
 	Set struct {
 		P    Pos
 		Name string
+		Attr string // {% set ns.attr = X %} (a namespace's attribute)
 		X    Expr
 	}
 	// For is {% for Vars in X %}Body{% else %}Else{% endfor %}.

@@ -235,6 +235,17 @@ func (p *parser) statement(start, w token) Node {
 		return n
 	case "set":
 		name := p.expectName()
+		attr := ""
+		if p.isOp(".") {
+			p.next()
+			attr = p.expectName().s
+			if !p.isOp("=") {
+				p.expectOp("=")
+				p.skipTo(tBlockEnd)
+				p.next()
+				return nil
+			}
+		}
 		if !p.isOp("=") {
 			if p.isOp(",") {
 				p.refuse(name.pos, "{% set a, b = ... %}", "unpacking in set is not supported")
@@ -252,7 +263,7 @@ func (p *parser) statement(start, w token) Node {
 		p.next()
 		x := p.expr()
 		p.expectBlockEnd()
-		return &Set{P: start.pos, Name: name.s, X: x}
+		return &Set{P: start.pos, Name: name.s, Attr: attr, X: x}
 	case "do":
 		x := p.expr()
 		p.expectBlockEnd()

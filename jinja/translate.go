@@ -77,6 +77,9 @@ type variable struct {
 	flag   string // $_def_x: true once set, when the variable may be unset
 	maybe  bool   // set on some paths only
 	undef  string // the error when used unset, if not "'x' is undefined"
+	// namespace: set to namespace(...), a dict whose attributes
+	// {% set x.a = ... %} changes in place, inside loops too.
+	namespace bool
 }
 
 type loopInfo struct {
@@ -128,7 +131,9 @@ func collectAssigned(nodes []Node, m map[string]bool) {
 	for _, n := range nodes {
 		switch n := n.(type) {
 		case *Set:
-			m[n.Name] = true
+			if n.Attr == "" {
+				m[n.Name] = true
+			}
 		case *If:
 			for _, b := range n.Branches {
 				collectAssigned(b.Body, m)
@@ -146,7 +151,7 @@ func setsIn(nodes []Node, seen map[string]bool, out *[]string) {
 	for _, n := range nodes {
 		switch n := n.(type) {
 		case *Set:
-			if !seen[n.Name] {
+			if n.Attr == "" && !seen[n.Name] {
 				seen[n.Name] = true
 				*out = append(*out, n.Name)
 			}
@@ -164,7 +169,7 @@ func alwaysSets(nodes []Node, name string) bool {
 	for _, n := range nodes {
 		switch n := n.(type) {
 		case *Set:
-			if n.Name == name {
+			if n.Name == name && n.Attr == "" {
 				return true
 			}
 		case *If:
@@ -226,6 +231,10 @@ func (t *translator) node(out *strings.Builder, n Node) {
 		out.WriteString(pre)
 		fmt.Fprintf(out, "{{ pyStr %s }}", g.s)
 	case *Set:
+		if n.Attr != "" {
+			t.setAttr(out, n)
+			return
+		}
 		if t.lazySet(out, n) {
 			return
 		}
@@ -235,6 +244,13 @@ func (t *translator) node(out *strings.Builder, n Node) {
 			g.s = "(pyNone)" // a Go template cannot use nil alone
 		}
 		t.assign(out, n.Name, g.s)
+		if c, ok := n.X.(*Call); ok {
+			if fn, ok := c.Fn.(*Name); ok && fn.Name == "namespace" {
+				if v := t.scope.lookup(n.Name); v != nil {
+					v.namespace = true
+				}
+			}
+		}
 	case *Do:
 		t.do(out, n)
 	case *LoopControl:
@@ -375,13 +391,40 @@ func (t *translator) do(out *strings.Builder, n *Do) {
 		a, ok = c.Fn.(*Attr)
 	}
 	var v *variable
+	nsKey := "" // the receiver is ns.key of a namespace variable
 	if ok {
-		if name, isName := a.X.(*Name); isName {
-			v = t.scope.lookup(name.Name)
+		switch x := a.X.(type) {
+		case *Name:
+			v = t.scope.lookup(x.Name)
+		case *Attr:
+			if name, isName := x.X.(*Name); isName && !dictMethods[x.Name] {
+				if v = t.scope.lookup(name.Name); v != nil && v.namespace {
+					nsKey = x.Name
+				} else {
+					v = nil
+				}
+			}
 		}
 	}
 	if v == nil {
-		t.refuse(n.P, "{% do %}", "only append, extend and update of a variable set in the file are supported")
+		t.refuse(n.P, "{% do %}", "only append, extend and update of a variable set in the file (or a namespace's attribute) are supported")
+		return
+	}
+	if nsKey != "" {
+		pre, args := t.argList(c.Args)
+		out.WriteString(pre)
+		cur := v.goName + "." + nsKey
+		if !isIdent(nsKey) {
+			cur = call("index", v.goName, strconv.Quote(nsKey))
+		}
+		switch {
+		case a.Name == "append" && len(args) == 1:
+			fmt.Fprintf(out, "{{ $_ := set %s %s (append %s %s) }}", v.goName, strconv.Quote(nsKey), cur, args[0])
+		case a.Name == "extend" && len(args) == 1:
+			fmt.Fprintf(out, "{{ $_ := set %s %s (concat %s %s) }}", v.goName, strconv.Quote(nsKey), cur, args[0])
+		default:
+			t.refuse(n.P, "{% do ."+a.Name+"() %}", "only append and extend of a namespace's attribute are supported")
+		}
 		return
 	}
 	pre, args := t.argList(c.Args)
@@ -503,4 +546,17 @@ func pyQuoteKey(k string) string {
 		return `"` + k + `"`
 	}
 	return "'" + strings.ReplaceAll(k, "'", `\'`) + "'"
+}
+
+// setAttr translates {% set ns.attr = x %}: ns must be a namespace(), a
+// dict changed in place, so the change is seen after a loop, as in Jinja.
+func (t *translator) setAttr(out *strings.Builder, n *Set) {
+	v := t.scope.lookup(n.Name)
+	if v == nil || !v.namespace {
+		t.refuse(n.P, "{% set "+n.Name+"."+n.Attr+" %}", "only the attributes of a namespace() can be set")
+		return
+	}
+	pre, g := t.stmt(n.X, false)
+	out.WriteString(pre)
+	fmt.Fprintf(out, "{{ $_ := set %s %s %s }}", v.goName, strconv.Quote(n.Attr), g.s)
 }
