@@ -140,7 +140,7 @@ func (t *translator) expr(x Expr) gx {
 		if u, ok := x.Key.(*Unary); ok && u.Op == "-" {
 			if l, ok := u.X.(*Lit); ok {
 				if n, ok := l.V.(int64); ok {
-					return gx{s: call("index", base.s, call("sub", call("len", base.s), strconv.FormatInt(n, 10)))}
+					return gx{s: call("pyIndex", base.s, strconv.FormatInt(-n, 10))}
 				}
 			}
 		}
@@ -149,16 +149,22 @@ func (t *translator) expr(x Expr) gx {
 			case string:
 				return t.key(base, k)
 			case int64:
-				if k < 0 {
-					return gx{s: call("index", base.s, call("sub", call("len", base.s), strconv.FormatInt(-k, 10)))}
-				}
-				return gx{s: call("index", base.s, strconv.FormatInt(k, 10))}
+				// A string's character, a list's item (from the end
+				// when negative): Python's subscript.
+				return gx{s: call("pyIndex", base.s, strconv.FormatInt(k, 10))}
 			}
 		}
-		return gx{s: call("index", base.s, t.expr(x.Key).s)}
+		return gx{s: call("pyIndex", base.s, t.expr(x.Key).s)}
 	case *Slice:
 		if x.Step != nil {
-			return t.refuse(x.P, "[::step]", "slices with a step are not supported")
+			lo, hi := "nil", "nil"
+			if x.Lo != nil {
+				lo = t.expr(x.Lo).s
+			}
+			if x.Hi != nil {
+				hi = t.expr(x.Hi).s
+			}
+			return gx{s: call("pySliceStep", t.expr(x.X).s, lo, hi, t.expr(x.Step).s)}
 		}
 		lo, hi := "nil", "nil"
 		if x.Lo != nil {

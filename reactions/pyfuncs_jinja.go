@@ -19,20 +19,22 @@ import (
 // template sees (built from pyFuncs when the package's variables are
 // initialized, before init runs).
 var jinjaFuncs = map[string]any{
-	"pyNone":     pyNone,
-	"pyChars":    pyChars,
-	"pySub":      pySub,
-	"pyMul":      pyMul,
-	"pyDiv":      pyDiv,
-	"pyFloorDiv": pyFloorDiv,
-	"pyMod":      pyMod,
-	"pyNeg":      pyNeg,
-	"pyInt":      jinjaInt,
-	"pyFloat":    jinjaFloat,
-	"pyRound":    pyRound,
-	"pyPercent":  pyPercent,
-	"pyFormat":   pyFormat,
-	"pyIs":       pyIs,
+	"pyNone":      pyNone,
+	"pyChars":     pyChars,
+	"pySub":       pySub,
+	"pyMul":       pyMul,
+	"pyDiv":       pyDiv,
+	"pyFloorDiv":  pyFloorDiv,
+	"pyMod":       pyMod,
+	"pyNeg":       pyNeg,
+	"pyInt":       jinjaInt,
+	"pyFloat":     jinjaFloat,
+	"pyRound":     pyRound,
+	"pyPercent":   pyPercent,
+	"pyFormat":    pyFormat,
+	"pyIs":        pyIs,
+	"pyIndex":     pyIndex,
+	"pySliceStep": pySliceStep,
 }
 
 func init() {
@@ -699,4 +701,141 @@ func pyIs(name string, v any, args ...any) (bool, error) {
 		return false, errors.New("sameas: only None, True and False have an identity reactord can test")
 	}
 	return false, fmt.Errorf("no test named '%s'", name)
+}
+
+// pyIndex is Python's v[k]: a list's or tuple's item (negative k counts
+// from the end), a string's character (by code point), a dict's value.
+func pyIndex(v, k any) (any, error) {
+	if d, ok := asDict(v); ok {
+		s, isStr := k.(string)
+		if isStr {
+			if e, ok := d.get(s); ok {
+				return e, nil
+			}
+		}
+		return nil, fmt.Errorf("%s is undefined: 'dict object' has no attribute %s", reprOf(k), reprOf(k))
+	}
+	n, ok := toNum(k)
+	if !ok || n.isFloat {
+		return nil, fmt.Errorf("TypeError: indices must be integers or slices, not %s", pyTypeName(k))
+	}
+	if s, ok := v.(string); ok {
+		rs := []rune(s)
+		i, err := seqIndex(len(rs), n)
+		if err != nil {
+			return nil, errors.New("IndexError: string index out of range")
+		}
+		return string(rs[i]), nil
+	}
+	if items, _, ok := asList(v); ok {
+		i, err := seqIndex(len(items), n)
+		if err != nil {
+			return nil, err
+		}
+		return items[i], nil
+	}
+	return nil, fmt.Errorf("TypeError: '%s' object is not subscriptable", pyTypeName(v))
+}
+
+func seqIndex(length int, n pyNum) (int, error) {
+	if !n.i.IsInt64() {
+		return 0, errors.New("IndexError: cannot fit 'int' into an index-sized integer")
+	}
+	i := n.i.Int64()
+	if i < 0 {
+		i += int64(length)
+	}
+	if i < 0 || i >= int64(length) {
+		return 0, errors.New("IndexError: list index out of range")
+	}
+	return int(i), nil
+}
+
+// pySliceStep is Python's v[start:stop:step] on a string (by code point),
+// list or tuple; nil is an open end.
+func pySliceStep(v, start, stop, step any) (any, error) {
+	st := int64(1)
+	if step != nil {
+		n, ok := toNum(step)
+		if !ok || n.isFloat || !n.i.IsInt64() {
+			return nil, errors.New("TypeError: slice indices must be integers or None or have an __index__ method")
+		}
+		st = n.i.Int64()
+	}
+	if st == 0 {
+		return nil, errors.New("ValueError: slice step cannot be zero")
+	}
+	var items []any
+	s, isStr := v.(string)
+	tuple := false
+	if isStr {
+		for _, r := range s {
+			items = append(items, string(r))
+		}
+	} else {
+		var ok bool
+		if items, tuple, ok = asList(v); !ok {
+			return nil, fmt.Errorf("TypeError: '%s' object is not subscriptable", pyTypeName(v))
+		}
+	}
+	length := int64(len(items))
+	lower, upper := int64(0), length
+	if st < 0 {
+		lower, upper = -1, length-1
+	}
+	clamp := func(x any, def int64) (int64, error) {
+		if x == nil {
+			return def, nil
+		}
+		n, ok := toNum(x)
+		if !ok || n.isFloat {
+			return 0, errors.New("TypeError: slice indices must be integers or None or have an __index__ method")
+		}
+		if !n.i.IsInt64() {
+			if n.i.Sign() < 0 {
+				return lower, nil
+			}
+			return upper, nil
+		}
+		i := n.i.Int64()
+		if i < 0 {
+			i += length
+			if i < lower {
+				i = lower
+			}
+		} else if i > upper {
+			i = upper
+		}
+		return i, nil
+	}
+	defStart, defStop := lower, upper
+	if st < 0 {
+		defStart, defStop = upper, lower
+	}
+	lo, err := clamp(start, defStart)
+	if err != nil {
+		return nil, err
+	}
+	hi, err := clamp(stop, defStop)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for i := lo; st > 0 && i < hi || st < 0 && i > hi; i += st {
+		out = append(out, items[i])
+	}
+	if isStr {
+		var b strings.Builder
+		for _, e := range out {
+			b.WriteString(e.(string))
+		}
+		return b.String(), nil
+	}
+	if out == nil {
+		out = []any{}
+	}
+	if tuple {
+		return pyTuple(out), nil
+	}
+	return out, nil
 }
