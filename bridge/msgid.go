@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"time"
 )
 
 // stampKey is the key a Salt master sets in an event's data each time it
@@ -37,7 +38,8 @@ const stampKey = "_stamp"
 // The consequence for multi-master: a minion that sends an event to both
 // masters of a pair is stamped by each master independently, so the two
 // masters' copies have different ids and both are kept (as Salt's own
-// reactor runs once on each master).
+// reactor runs once on each master); the daemon's --dedupe-masters tells
+// them apart (CopyKey).
 //
 // MsgID returns "" when data is not a JSON object with a non-empty string
 // "_stamp" (not an event fired by a Salt master, or not JSON): nothing then
@@ -45,16 +47,46 @@ const stampKey = "_stamp"
 // random id when it receives it (see receiptID), so its publish retries
 // still collapse but a repeat is never dropped.
 func MsgID(tag string, data json.RawMessage) string {
-	canon, stamped, err := canonicalData(data)
-	if err != nil || !stamped {
+	canon, stamp, err := canonicalData(data, false)
+	if err != nil || stamp == "" {
 		return ""
 	}
+	return hashID(tag, canon)
+}
+
+func hashID(tag string, canon []byte) string {
 	h := sha256.New()
 	h.Write([]byte(tag))
 	h.Write([]byte{0})
 	h.Write(canon)
 	sum := h.Sum(nil)
 	return hex.EncodeToString(sum[:16])
+}
+
+// stampLayout is the layout of a master's "_stamp" (Python's
+// datetime.utcnow().isoformat(): UTC, no zone; microseconds, left out
+// when they are 0).
+const stampLayout = "2006-01-02T15:04:05.999999"
+
+// CopyKey identifies an event independently of the master that fired it:
+// MsgID's hash of the tag and the canonical data with the top-level
+// "_stamp" left out, and that stamp, the time the master fired it. The
+// masters of a multi-master pair each fire their own copy of what a minion
+// sends them (an event.send, a beacon, a job return, salt/auth): the
+// copies have the same key and stamps a clock skew and a network delay
+// apart, while a genuine repeat has the same key and a later stamp (see
+// the daemon's --dedupe-masters). ok is false when data has no "_stamp" in
+// Salt's format.
+func CopyKey(tag string, data json.RawMessage) (key string, stamp time.Time, ok bool) {
+	canon, s, err := canonicalData(data, true)
+	if err != nil || s == "" {
+		return "", time.Time{}, false
+	}
+	at, err := time.Parse(stampLayout, s)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return hashID(tag, canon), at, true
 }
 
 // receiptID returns the id the bridge publishes an event with: MsgID, or for
@@ -70,28 +102,31 @@ func receiptID(tag string, data json.RawMessage) string {
 	return hex.EncodeToString(b[:])
 }
 
-// canonicalData returns data re-encoded canonically, and whether it is an
-// object with a non-empty string "_stamp".
-func canonicalData(data []byte) ([]byte, bool, error) {
+// canonicalData returns data re-encoded canonically, without its
+// top-level "_stamp" when dropStamp is set, and that "_stamp" when data is
+// an object with a non-empty string there ("" otherwise).
+func canonicalData(data []byte, dropStamp bool) ([]byte, string, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, false, errors.New("bridge: trailing data after JSON value")
+		return nil, "", errors.New("bridge: trailing data after JSON value")
 	}
-	stamped := false
+	stamp := ""
 	if m, ok := v.(map[string]any); ok {
-		s, _ := m[stampKey].(string)
-		stamped = s != ""
+		stamp, _ = m[stampKey].(string)
+		if dropStamp {
+			delete(m, stampKey)
+		}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), stamped, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), stamp, nil
 }

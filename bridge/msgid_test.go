@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"testing"
+	"time"
 )
 
 var hex32 = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -104,5 +105,35 @@ func TestMsgIDTestdata(t *testing.T) {
 		if other := restamp(t, ev, "1999-01-01T00:00:00.000000"); MsgID(other.Tag, other.Data) == id {
 			t.Errorf("event %d (%s): id ignores _stamp", i, ev.Tag)
 		}
+	}
+}
+
+// TestCopyKey: two masters' copies of one event (same tag and data, each
+// with its own _stamp) have one key and their stamps; other data, another
+// tag or no stamp do not match.
+func TestCopyKey(t *testing.T) {
+	const tag = "salt/beacon/web1/inotify//etc/f"
+	a, sa, ok1 := CopyKey(tag, json.RawMessage(`{"id": "web1", "change": "IN_MODIFY", "_stamp": "2026-11-23T10:00:00.123456"}`))
+	b, sb, ok2 := CopyKey(tag, json.RawMessage(`{"_stamp": "2026-11-23T10:00:00", "change": "IN_MODIFY", "id": "web1"}`))
+	if !ok1 || !ok2 || a != b || !hex32.MatchString(a) {
+		t.Fatalf("copies: %q %v, %q %v", a, ok1, b, ok2)
+	}
+	if d := sa.Sub(sb); d != 123456*time.Microsecond {
+		t.Fatalf("stamps %v and %v", sa, sb)
+	}
+	if a == MsgID(tag, json.RawMessage(`{"id": "web1", "change": "IN_MODIFY", "_stamp": "2026-11-23T10:00:00.123456"}`)) {
+		t.Error("CopyKey equals MsgID: the stamp was kept")
+	}
+	for name, data := range map[string]string{
+		"other data": `{"id": "web1", "change": "IN_DELETE", "_stamp": "2026-11-23T10:00:00"}`,
+		"no stamp":   `{"id": "web1", "change": "IN_MODIFY"}`,
+		"bad stamp":  `{"id": "web1", "change": "IN_MODIFY", "_stamp": "yesterday"}`,
+	} {
+		if k, _, ok := CopyKey(tag, json.RawMessage(data)); ok && k == a {
+			t.Errorf("%s: same key", name)
+		}
+	}
+	if k, _, _ := CopyKey(tag+"x", json.RawMessage(`{"id": "web1", "change": "IN_MODIFY", "_stamp": "2026-11-23T10:00:00"}`)); k == a {
+		t.Error("other tag: same key")
 	}
 }

@@ -386,8 +386,11 @@ type Message struct {
 	Meta Meta
 	// Received is when the message arrived.
 	Received time.Time
-	ack      func() error
-	nak      func() error
+	// Seq is the message's stream sequence (JetStream; 0 for core
+	// messages).
+	Seq uint64
+	ack func() error
+	nak func() error
 }
 
 // Ack acknowledges a JetStream message; it is a no-op for core messages.

@@ -108,6 +108,7 @@ func (k *Consumer) receive(m jetstream.Msg) {
 		return err
 	}
 	msg := &Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: now,
+		Seq: streamSeq(m),
 		ack: func() error { return settle(m.Ack) }, nak: func() error { return settle(func() error { return nakBackoff(m) }) }}
 	k.queue = append(k.queue, msg)
 	k.heldMu.Unlock()
@@ -115,6 +116,15 @@ func (k *Consumer) receive(m jetstream.Msg) {
 	case k.queued <- struct{}{}:
 	default:
 	}
+}
+
+// streamSeq is a message's stream sequence, 0 when unknown.
+func streamSeq(m jetstream.Msg) uint64 {
+	md, err := m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.Sequence.Stream
 }
 
 // deliver hands the queued messages to handler, one at a time and in

@@ -166,3 +166,38 @@ func TestProgressKeepsHeldMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestCopiesClaim: the first copy of an emission claims it, another
+// message within the window is a copy, the claiming message itself is
+// not (a redelivery), and a stamp further away is a genuine repeat.
+func TestCopiesClaim(t *testing.T) {
+	_, c := startServer(t)
+	ctx := context.Background()
+	k, err := c.Copies(ctx, CopiesOptions{Window: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for _, step := range []struct {
+		name  string
+		stamp time.Time
+		seq   uint64
+		dup   bool
+	}{
+		{"first copy", t0, 1, false},
+		{"other master's copy", t0.Add(40 * time.Millisecond), 2, true},
+		{"redelivery of the first", t0, 1, false},
+		{"copy stamped earlier", t0.Add(-time.Second), 3, true},
+		{"genuine repeat", t0.Add(10 * time.Second), 4, false},
+		{"its copy", t0.Add(10*time.Second + time.Millisecond), 5, true},
+		{"late copy of the first", t0.Add(30 * time.Millisecond), 6, true},
+	} {
+		dup, err := k.Claim(ctx, "k1", step.stamp, step.seq)
+		if err != nil || dup != step.dup {
+			t.Errorf("%s: dup %v (%v), want %v", step.name, dup, err, step.dup)
+		}
+	}
+	if dup, err := k.Claim(ctx, "k2", t0, 2); err != nil || dup {
+		t.Errorf("other key: dup %v (%v)", dup, err)
+	}
+}
