@@ -32,6 +32,9 @@ type Delivery struct {
 	// OnlyRule, when > 0, processes only rule OnlyRule-1 (a debounced event
 	// coming back).
 	OnlyRule int
+	// Seq is the event's JetStream stream sequence (0 in core mode): it
+	// tells a redelivery from another master's copy (DaemonOptions.Copy).
+	Seq uint64
 	// Nak, when set, asks for redelivery (JetStream) when the event could
 	// not be archived; Done is then not called.
 	Nak func()
@@ -76,6 +79,12 @@ type DaemonOptions struct {
 	OnDispatch func(d Delivery, a actions.Action, res actions.Result, err error)
 	// OnDone, when set, is called after each event was fully handled.
 	OnDone func(d Delivery)
+	// Copy, when set, reports whether an event is another master's copy
+	// of an event already taken (multi-master, --dedupe-masters); such a
+	// copy is dropped and counted in reactord_suppressed_total
+	// {reason="master_copy"}. seq is the event's stream sequence. When it
+	// fails, a JetStream event is left for redelivery; a core one goes on.
+	Copy func(ctx context.Context, tag string, raw []byte, seq uint64) (bool, error)
 }
 
 // Daemon runs the pipeline for live events: ordered per minion, parallel
@@ -381,7 +390,7 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 	}
 	defer d.finish(ctx, ev)
 	d.opts.Metrics.Events.Inc()
-	if !d.decode(ev) || !d.archive(ev) || !d.checkHops(ev) {
+	if !d.decode(ev) || !d.firstCopy(ctx, ev) || !d.archive(ev) || !d.checkHops(ev) {
 		return
 	}
 	res := d.react(ctx, ev)
@@ -448,6 +457,29 @@ func (d *Daemon) decode(ev *inflight) bool {
 	ev.tag, ev.raw, ev.minion = tag, raw, event.MinionOf(tag, raw)
 	if ev.debug {
 		d.opts.Log.Debug("event received", "event_id", ev.id, "tag", tag, "minion", ev.minion, "hop", ev.dl.Hop, "bytes", len(ev.dl.Body))
+	}
+	return true
+}
+
+// firstCopy reports false for another master's copy of an event already
+// taken (DaemonOptions.Copy), which goes no further.
+func (d *Daemon) firstCopy(ctx context.Context, ev *inflight) bool {
+	if d.opts.Copy == nil || ev.dl.OnlyRule > 0 {
+		return true
+	}
+	dup, err := d.opts.Copy(ctx, ev.tag, ev.raw, ev.dl.Seq)
+	switch {
+	case err != nil && ev.dl.Nak != nil:
+		ev.nak = true
+		d.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; left for redelivery", "event_id", ev.id, "tag", ev.tag, "err", err)
+		return false
+	case err != nil:
+		d.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; reacting to it", "event_id", ev.id, "tag", ev.tag, "err", err)
+		return true
+	case dup:
+		d.opts.Metrics.Suppressed.WithLabelValues("master_copy").Inc()
+		d.noisy(slog.LevelInfo, "", "event dropped: another master's copy of an event already taken (--dedupe-masters)", "event_id", ev.id, "tag", ev.tag, "minion", ev.minion)
+		return false
 	}
 	return true
 }

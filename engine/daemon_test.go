@@ -165,3 +165,41 @@ func TestDaemonHopLimitAndReactorUser(t *testing.T) {
 		t.Fatalf("malformed = %v", v)
 	}
 }
+
+// TestDaemonDropsMasterCopies: an event Copy calls another master's copy
+// is acknowledged without reacting and counted as master_copy; one Copy
+// cannot tell about is left for redelivery (JetStream) (issue 12).
+func TestDaemonDropsMasterCopies(t *testing.T) {
+	drv := &gateDriver{}
+	m := NewMetrics(prometheus.NewRegistry())
+	copyOf := func(_ context.Context, tag string, _ []byte, seq uint64) (bool, error) {
+		switch seq {
+		case 2:
+			return true, nil
+		case 3:
+			return false, fmt.Errorf("no key-value bucket")
+		}
+		return false, nil
+	}
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, Metrics: m, Copy: copyOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	var mu sync.Mutex
+	var acked, naked []uint64
+	for seq := uint64(1); seq <= 3; seq++ {
+		d.Submit(ctx, Delivery{Body: body("ev/1", "web1"), Seq: seq,
+			Done: func() { mu.Lock(); acked = append(acked, seq); mu.Unlock() }, Nak: func() { mu.Lock(); naked = append(naked, seq); mu.Unlock() }})
+	}
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(drv.order) != 1 || fmt.Sprint(acked, naked) != "[1 2] [3]" {
+		t.Fatalf("%d dispatched, acked %v, refused %v; want 1, [1 2], [3]", len(drv.order), acked, naked)
+	}
+	if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("master_copy")); v != 1 {
+		t.Fatalf("master_copy suppressions = %v", v)
+	}
+}

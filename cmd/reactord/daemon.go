@@ -23,6 +23,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
 	"github.com/reactord/reactord/actions/saltapi"
+	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/internal/redact"
@@ -63,6 +64,7 @@ in-flight events within --drain-timeout.`, stderr)
 	deadLetter := fs.String("dead-letter", "reactord.deadletter", "subject receiving reactions that failed after retries")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream: redeliver an event not acknowledged within this time")
 	streamReplicas := fs.Int("stream-replicas", 0, "JetStream: servers of the NATS cluster that keep the event stream (default 1 for a new stream; a value given here or in the file is applied to an existing stream too, and logged)")
+	dedupeMasters := fs.Duration("dedupe-masters", 0, "JetStream: treat events with the same tag and data (but _stamp) whose masters stamped them at most this far apart as one, the first copy taken reacting (multi-master pairs, each with its bridge; e.g. 2s; 0: off)")
 	dedupeWindow := fs.Duration("dedupe-window", 2*time.Minute, "JetStream: the stream's duplicate window for the bridge's Nats-Msg-Id (one master emission); applied to an existing stream too")
 	reloadSettle := fs.Duration("reload-settle", defaultReloadSettle, "reload on a configuration file change once the files were unchanged this long")
 	settle := fs.Duration("settle", 0, "loop guard: after a reaction's job returned, hold the same reaction for its minions this long (default: the reactord: section's settle, else 5s)")
@@ -283,9 +285,31 @@ in-flight events within --drain-timeout.`, stderr)
 		log.Info("audit store open", "store", redact.URLs(*storeURL), "keep_jobs", keepJobs.String(), "spool", filepath.Join(dir, "store-spool"))
 	}
 	guard := engine.NewGuard(engine.GuardOptions{Settle: *settle, JobTimeout: *jobTimeout, Disabled: *noGuard})
+	var copyOf func(context.Context, string, []byte, uint64) (bool, error)
+	if *dedupeMasters > 0 {
+		if !*jetstream {
+			fmt.Fprintln(stderr, "reactord: --dedupe-masters needs --jetstream (the copies are told apart through a JetStream key-value bucket)")
+			return exitUsage
+		}
+		copies, err := conn.Copies(ctx, natsbus.CopiesOptions{Window: *dedupeMasters, Replicas: *streamReplicas})
+		if err != nil {
+			fmt.Fprintf(stderr, "reactord: --dedupe-masters: %v\n", err)
+			return exitUsage
+		}
+		copyOf = func(ctx context.Context, tag string, raw []byte, seq uint64) (bool, error) {
+			key, stamp, ok := bridge.CopyKey(tag, raw)
+			if !ok {
+				return false, nil // not fired by a master: nothing to match
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return copies.Claim(cctx, key, stamp, seq)
+		}
+		log.Info("multi-master: copies of one event from several masters react once", "window", dedupeMasters.String())
+	}
 	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
 		Driver: drv, Lanes: *lanes, QueueSize: *queue, Block: *jetstream, Log: log, Metrics: metrics, Guard: guard, MaxHops: *maxHops, Archive: archive,
-		DeadLetter: func(a actions.Action, cause error) { conn.DeadLetter(*deadLetter, a, cause) },
+		DeadLetter: func(a actions.Action, cause error) { conn.DeadLetter(*deadLetter, a, cause) }, Copy: copyOf,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "reactord: %v\n", err)
@@ -342,7 +366,7 @@ in-flight events within --drain-timeout.`, stderr)
 
 	var sub natsbus.Subscription
 	handler := func(m *natsbus.Message) {
-		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop}
+		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop, Seq: m.Seq}
 		if *jetstream {
 			dl.Done = func() { _ = m.Ack() }
 			dl.Nak = func() { _ = m.Nak() }
