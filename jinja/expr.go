@@ -384,6 +384,9 @@ func (t *translator) call(c *Call) gx {
 			return t.refuse(fn.P, "."+fn.Name+"()", "wrong number of arguments")
 		}
 		args := []string{t.expr(fn.X).s}
+		if o, ok := t.orderedName(fn.X); ok && (fn.Name == "items" || fn.Name == "keys" || fn.Name == "values") {
+			args[0] = o
+		}
 		for _, a := range c.Args {
 			args = append(args, t.expr(a).s)
 		}

@@ -82,13 +82,6 @@ var knownDifferences = map[string]string{
 	// Event data is decoded into Go maps: iteration is in sorted key
 	// order, Salt's in the order the event was sent (package event).
 	"keys_order/unsorted": "event data dicts iterate in sorted key order, Salt's in sent order",
-	// A dict literal ({'a': ..}) is a Go map: |tojson writes it with
-	// sorted keys, Salt in the literal's order (a printed text only; the
-	// structure inserted as a whole value is the same).
-	"tojson_pillar/simple":     "dict literal |tojson in text: sorted keys, Salt's literal order",
-	"tojson_pillar/no changes": "dict literal |tojson in text: sorted keys, Salt's literal order",
-	"tojson_pillar/html chars": "dict literal |tojson in text: sorted keys, Salt's literal order",
-	"tojson_pillar/unicode":    "dict literal |tojson in text: sorted keys, Salt's literal order",
 }
 
 func loadSaltCorpus(t *testing.T) (names []string, files map[string]*saltFile) {

@@ -57,6 +57,7 @@ func Convert(file string, src []byte) ([]byte, error) {
 	}
 	t := &translator{file: file, lineOff: line - 1, assigned: map[string]bool{}}
 	collectAssigned(nodes, t.assigned)
+	t.litDicts = literalDicts(nodes)
 	if nodes != nil {
 		t.scope = &scope{vars: map[string]*variable{}}
 		t.body(&t.out, nodes)
@@ -103,15 +104,18 @@ func (s *scope) lookup(name string) *variable {
 }
 
 type translator struct {
-	file     string
-	lineOff  int
-	errs     Errors
-	out      strings.Builder
-	scope    *scope
-	depth    int // if nesting inside the current for body or the top level
-	inRange  int
-	n        int // counter for generated variable names
-	pre      *strings.Builder
+	file    string
+	lineOff int
+	errs    Errors
+	out     strings.Builder
+	scope   *scope
+	depth   int // if nesting inside the current for body or the top level
+	inRange int
+	n       int // counter for generated variable names
+	pre     *strings.Builder
+	// litDicts are the variables set once, to a dict literal, and never
+	// changed: their key order is the literal's (see orderedName).
+	litDicts map[string][]string
 	assigned map[string]bool
 }
 
@@ -229,6 +233,9 @@ func (t *translator) node(out *strings.Builder, n Node) {
 		}
 		pre, g := t.stmt(n.X, false)
 		out.WriteString(pre)
+		if o, ok := t.orderedName(n.X); ok {
+			g.s = o
+		}
 		fmt.Fprintf(out, "{{ pyStr %s }}", g.s)
 	case *Set:
 		if n.Attr != "" {
@@ -338,6 +345,9 @@ func (t *translator) ifStmt(out *strings.Builder, n *If) {
 func (t *translator) forStmt(out *strings.Builder, n *For) {
 	pre, g := t.stmt(n.X, false)
 	out.WriteString(pre)
+	if o, ok := t.orderedName(n.X); ok {
+		g = gx{s: call("pyKeys", o), list: true}
+	}
 	iter := g.s
 	if !g.list {
 		it := t.tmp("it")
@@ -486,6 +496,9 @@ var encoderFilters = map[string]string{
 func (t *translator) encoded(out *strings.Builder, f *Filter, enc string) {
 	pre, g := t.stmt(f.X, false)
 	out.WriteString(pre)
+	if o, ok := t.orderedName(f.X); ok {
+		g.s = o
+	}
 	if enc != "" {
 		fmt.Fprintf(out, "{{ %s %s }}", enc, g.s)
 		return
@@ -559,4 +572,125 @@ func (t *translator) setAttr(out *strings.Builder, n *Set) {
 	pre, g := t.stmt(n.X, false)
 	out.WriteString(pre)
 	fmt.Fprintf(out, "{{ $_ := set %s %s %s }}", v.goName, strconv.Quote(n.Attr), g.s)
+}
+
+// literalDicts finds the names set exactly once in the file, to a dict
+// literal with string keys, never bound by a for, changed by
+// {% do x.update(...) %} or {% set x.a = ... %}: a Go map holds them, which
+// forgets the order of the literal, so the places where Jinja shows that
+// order (printing, |tojson, items(), a for) rebuild it from the literal's
+// keys (orderedName).
+// Updates with a dict literal add their keys after the literal's.
+func literalDicts(nodes []Node) map[string][]string {
+	sets := map[string]int{}
+	keys := map[string][]string{}
+	updates := map[string][]string{}
+	spoiled := map[string]bool{}
+	var walk func([]Node)
+	walk = func(nodes []Node) {
+		for _, n := range nodes {
+			switch n := n.(type) {
+			case *Set:
+				if n.Attr != "" {
+					spoiled[n.Name] = true
+					continue
+				}
+				sets[n.Name]++
+				d, ok := n.X.(*Dict)
+				if !ok {
+					spoiled[n.Name] = true
+					continue
+				}
+				var ks []string
+				for _, k := range d.Keys {
+					l, ok := k.(*Lit)
+					s, isStr := "", false
+					if ok {
+						s, isStr = l.V.(string)
+					}
+					if !isStr {
+						spoiled[n.Name] = true
+						break
+					}
+					ks = append(ks, s)
+				}
+				keys[n.Name] = ks
+			case *Do:
+				if c, ok := n.X.(*Call); ok {
+					if a, ok := c.Fn.(*Attr); ok {
+						if nm, ok := a.X.(*Name); ok {
+							// x.update({...}) with literal keys adds them
+							// after the literal's, in the file's order.
+							d, isDict := (*Dict)(nil), false
+							if len(c.Args) == 1 {
+								d, isDict = c.Args[0].(*Dict)
+							}
+							if a.Name != "update" || !isDict {
+								spoiled[nm.Name] = true
+								continue
+							}
+							for _, k := range d.Keys {
+								l, ok := k.(*Lit)
+								s, isStr := "", false
+								if ok {
+									s, isStr = l.V.(string)
+								}
+								if !isStr {
+									spoiled[nm.Name] = true
+									break
+								}
+								updates[nm.Name] = append(updates[nm.Name], s)
+							}
+						}
+					}
+				}
+			case *If:
+				for _, b := range n.Branches {
+					walk(b.Body)
+				}
+				walk(n.Else)
+			case *For:
+				for _, v := range n.Vars {
+					spoiled[v] = true
+				}
+				walk(n.Body)
+				walk(n.Else)
+			}
+		}
+	}
+	walk(nodes)
+	out := map[string][]string{}
+	for name, ks := range keys {
+		if sets[name] == 1 && !spoiled[name] {
+			seen := map[string]bool{}
+			var all []string
+			for _, k := range append(ks, updates[name]...) {
+				if !seen[k] {
+					seen[k] = true
+					all = append(all, k)
+				}
+			}
+			out[name] = all
+		}
+	}
+	return out
+}
+
+// orderedName is, for a variable of litDicts, the dict in the order Jinja
+// keeps it: the literal's keys, then those updates added (pyOrdered).
+func (t *translator) orderedName(x Expr) (string, bool) {
+	n, ok := x.(*Name)
+	if !ok {
+		return "", false
+	}
+	keys, ok := t.litDicts[n.Name]
+	v := t.scope.lookup(n.Name)
+	if !ok || v == nil || v.maybe {
+		return "", false
+	}
+	args := []string{v.goName}
+	for _, k := range keys {
+		args = append(args, strconv.Quote(k))
+	}
+	return call("pyOrdered", args...), true
 }

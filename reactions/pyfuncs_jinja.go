@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/reactord/reactord/event"
 )
 
 // Template helpers for files converted from Jinja by package jinja, beside
@@ -34,6 +36,7 @@ var jinjaFuncs = map[string]any{
 	"pyFormat":    pyFormat,
 	"pyIs":        pyIs,
 	"pyIndex":     pyIndex,
+	"pyOrdered":   pyOrdered,
 	"pySliceStep": pySliceStep,
 }
 
@@ -836,6 +839,29 @@ func pySliceStep(v, start, stop, step any) (any, error) {
 	}
 	if tuple {
 		return pyTuple(out), nil
+	}
+	return out, nil
+}
+
+// pyOrdered is the dict m in a given key order, as a Jinja dict literal
+// keeps it (a Go map forgets it): the keys named that m holds, in that
+// order, then any others in m's own order.
+func pyOrdered(m any, keys ...string) (*event.Map, error) {
+	d, ok := asDict(m)
+	if !ok {
+		return nil, fmt.Errorf("pyOrdered: %s is not a dict", pyTypeName(m))
+	}
+	out := event.NewMap(len(d.keys))
+	for _, k := range keys {
+		if v, ok := d.get(k); ok {
+			out.Set(k, v)
+		}
+	}
+	for _, k := range d.keys {
+		if _, done := out.Get(k); !done {
+			v, _ := d.get(k)
+			out.Set(k, v)
+		}
 	}
 	return out, nil
 }
