@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -434,6 +435,9 @@ var simpleFilters = map[string]struct {
 }
 
 func (t *translator) filter(f *Filter) gx {
+	if f.Name == "sort" {
+		return t.sortFilter(f)
+	}
 	if len(f.Kwargs) > 0 && f.Name != "map" {
 		return t.refuse(f.P, "|"+f.Name, "keyword arguments are not supported")
 	}
@@ -667,6 +671,49 @@ func (t *translator) binary(x *Binary) gx {
 }
 
 // mapFilter is x|map(attribute='a') or x|map('filter'), built in a loop.
+// sortFilter is Jinja's seq|sort(reverse=False, case_sensitive=False,
+// attribute=None), by position or by name; the options must be literals.
+func (t *translator) sortFilter(f *Filter) gx {
+	opts := []string{"false", "false", `""`}
+	names := []string{"reverse", "case_sensitive", "attribute"}
+	set := func(i int, x Expr) bool {
+		l, ok := x.(*Lit)
+		if !ok {
+			return false
+		}
+		switch v := l.V.(type) {
+		case bool:
+			if i == 2 {
+				return false
+			}
+			opts[i] = strconv.FormatBool(v)
+		case string:
+			if i != 2 {
+				return false
+			}
+			opts[i] = strconv.Quote(v)
+		default:
+			return false
+		}
+		return true
+	}
+	if len(f.Args) > 3 {
+		return t.refuse(f.P, "|sort", "wrong number of arguments")
+	}
+	for i, a := range f.Args {
+		if !set(i, a) {
+			return t.refuse(f.P, "|sort", "its arguments must be literals (True/False, an attribute name)")
+		}
+	}
+	for _, k := range f.Kwargs {
+		i := slices.Index(names, k.Name)
+		if i < 0 || !set(i, k.X) {
+			return t.refuse(f.P, "|sort", "only the literal options reverse, case_sensitive and attribute are supported")
+		}
+	}
+	return gx{s: call("pySort", t.expr(f.X).s, opts[0], opts[1], opts[2]), list: true}
+}
+
 func (t *translator) mapFilter(f *Filter) gx {
 	src := t.expr(f.X)
 	v, e := t.tmp("m"), t.tmp("e")

@@ -62,6 +62,8 @@ type (
 		P    Pos
 		Vars []string
 		X    Expr
+		// If is the loop filter of {% for x in seq if cond %}, or nil.
+		If   Expr
 		Body []Node
 		Else []Node // nil without {% else %}
 	}

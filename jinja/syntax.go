@@ -214,9 +214,13 @@ func (p *parser) statement(start, w token) Node {
 			p.fail(in, describe(in), "expected 'in'")
 		}
 		n.X = p.exprNoCond()
-		if p.isName("if") || p.isName("recursive") {
+		if p.isName("if") {
+			p.next()
+			n.If = p.exprNoCond()
+		}
+		if p.isName("recursive") {
 			t := p.next()
-			p.refuse(t.pos, "{% for ... "+t.s+" %}", "loop filters and recursive loops are not supported")
+			p.refuse(t.pos, "{% for ... "+t.s+" %}", "recursive loops are not supported")
 			p.skipTo(tBlockEnd)
 		}
 		p.expectBlockEnd()

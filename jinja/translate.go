@@ -354,18 +354,42 @@ func (t *translator) forStmt(out *strings.Builder, n *For) {
 		fmt.Fprintf(out, `{{ %s := %s }}{{ if kindIs "map" %s }}{{ %s = pyKeys %s }}{{ else if kindIs "string" %s }}{{ %s = pyChars %s }}{{ end }}`, it, iter, it, it, it, it, it, it)
 		iter = it
 	}
+	var rangeVar string
+	unpack := func(b *strings.Builder) {
+		if len(n.Vars) == 1 {
+			rangeVar = "$" + n.Vars[0]
+			return
+		}
+		rangeVar = t.tmp("p")
+		for i, v := range n.Vars {
+			fmt.Fprintf(b, "{{ $%s := index %s %d }}", v, rangeVar, i)
+		}
+	}
+	if n.If != nil {
+		// Jinja's loop filter: the items the condition keeps, before the
+		// loop (loop.index, loop.length and else count those only).
+		kept := t.tmp("f")
+		fs := &scope{parent: t.scope, vars: map[string]*variable{}}
+		for _, v := range n.Vars {
+			fs.vars[v] = &variable{goName: "$" + v}
+		}
+		var fb strings.Builder
+		unpack(&fb)
+		saveScope, saveDepth := t.scope, t.depth
+		t.scope, t.depth = fs, 0
+		t.inRange++
+		cpre, cond := t.stmt(n.If, true)
+		t.inRange--
+		t.scope, t.depth = saveScope, saveDepth
+		fmt.Fprintf(out, "{{ %s := list }}{{ range %s := %s }}%s%s{{ if %s }}{{ %s = append %s %s }}{{ end }}{{ end }}",
+			kept, rangeVar, iter, fb.String(), cpre, cond.s, kept, kept, rangeVar)
+		iter = kept
+	}
 	li := &loopInfo{idx: t.tmp("i"), list: t.tmp("l")}
 	s := &scope{parent: t.scope, vars: map[string]*variable{}, loop: li}
 	var body strings.Builder
-	var bind, rangeVar string
-	if len(n.Vars) == 1 {
-		rangeVar = "$" + n.Vars[0]
-	} else {
-		rangeVar = t.tmp("p")
-		for i, v := range n.Vars {
-			fmt.Fprintf(&body, "{{ $%s := index %s %d }}", v, rangeVar, i)
-		}
-	}
+	var bind string
+	unpack(&body)
 	for _, v := range n.Vars {
 		s.vars[v] = &variable{goName: "$" + v}
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -38,6 +39,7 @@ var jinjaFuncs = map[string]any{
 	"pyIndex":     pyIndex,
 	"pyOrdered":   pyOrdered,
 	"pySliceStep": pySliceStep,
+	"pySort":      jinjaSort,
 }
 
 func init() {
@@ -862,6 +864,56 @@ func pyOrdered(m any, keys ...string) (*event.Map, error) {
 			v, _ := d.get(k)
 			out.Set(k, v)
 		}
+	}
+	return out, nil
+}
+
+// jinjaSort (template name pySort) is Jinja's seq|sort(reverse, case_sensitive, attribute): the items
+// (a dict's keys) in Python's order, strings compared lower-cased unless
+// caseSensitive, by an attribute of each item when attribute is not empty.
+// Items Python cannot compare (a str and an int) are an error, as in Salt.
+func jinjaSort(seq any, reverse, caseSensitive bool, attribute string) ([]any, error) {
+	items, err := iterate(seq)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]any, len(items))
+	for i, it := range items {
+		k := it
+		if attribute != "" {
+			v, ok := attrOf(it, attribute)
+			if !ok {
+				return nil, fmt.Errorf("UndefinedError: '%s object' has no attribute '%s'", pyTypeName(it), attribute)
+			}
+			k = v
+		}
+		if s, ok := asString(k); ok && !caseSensitive {
+			k = strings.ToLower(s)
+		}
+		keys[i] = k
+	}
+	idx := make([]int, len(items))
+	for i := range idx {
+		idx[i] = i
+	}
+	var cmpErr error
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := keys[idx[a]], keys[idx[b]]
+		if reverse {
+			x, y = y, x
+		}
+		lt, err := pyCompare("<", x, y)
+		if err != nil && cmpErr == nil {
+			cmpErr = err
+		}
+		return lt
+	})
+	if cmpErr != nil {
+		return nil, cmpErr
+	}
+	out := make([]any, len(items))
+	for i, j := range idx {
+		out[i] = items[j]
 	}
 	return out, nil
 }
