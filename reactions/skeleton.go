@@ -40,21 +40,20 @@ const maxNodes = 200000
 
 // pnode is one node of a skeleton.
 type pnode struct {
-	kind      pkind
-	line, col int
+	kind  pkind
+	style yaml11.Style
+	// Block scalars: chomping indicator and explicit indentation.
+	chomp, indent byte
+	// A plain scalar item of a flow sequence, and whether it is the last.
+	flowItem, lastItem bool
+	line, col          int
 
 	// Scalars without placeholders carry their final value.
 	constant any
 	// Scalars with placeholders: parts[0] ref[0] parts[1] ... parts[n].
 	parts []string
 	refs  []int
-	style yaml11.Style
 	tag   string
-	// Block scalars: chomping indicator and explicit indentation.
-	chomp  byte
-	indent int
-	// A plain scalar item of a flow sequence, and whether it is the last.
-	flowItem, lastItem bool
 
 	content []*pnode // mapping: key, value, key, value...; sequence: items
 }
@@ -90,7 +89,7 @@ func buildPlan(n *yaml11.Node) (*pnode, error) {
 	default:
 		p.kind = pScalar
 		p.style, p.tag = n.Style, n.Tag
-		p.chomp, p.indent = n.Chomp, n.Indent
+		p.chomp, p.indent = n.Chomp, byte(n.Indent)
 		parts, refs := splitPlaceholders(n.Text)
 		if len(refs) == 0 {
 			v, err := scalarValue(n.Text, n.Style, n.Tag)
