@@ -431,7 +431,7 @@ func orderPass(chunks []*event.Chunk, first bool) []*event.Chunk {
 	if hasNaN {
 		// Python's comparisons with NaN are no order: only CPython's own
 		// algorithm puts such a chunk where Salt does.
-		pySort(len(ks), func(i, j int) bool { return less(&ks[i], &ks[j]) }, func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
+		cpythonSort(len(ks), func(i, j int) bool { return less(&ks[i], &ks[j]) }, func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
 	} else {
 		sort.SliceStable(ks, func(i, j int) bool { return less(&ks[i], &ks[j]) })
 	}
@@ -501,10 +501,10 @@ func orderNumber(v any) (pyNum, bool) {
 	return pyNum{}, false
 }
 
-// pySort is CPython 3.11's list.sort for fewer than 64 items (one natural
+// cpythonSort is CPython 3.11's list.sort for fewer than 64 items (one natural
 // run, then binary insertion), which decides where incomparable items (NaN)
 // land; longer lists get a stable insertion sort.
-func pySort(n int, less func(i, j int) bool, swap func(i, j int)) {
+func cpythonSort(n int, less func(i, j int) bool, swap func(i, j int)) {
 	if n < 2 {
 		return
 	}
