@@ -108,7 +108,7 @@ func TestJinjaLoading(t *testing.T) {
 		{"yaml/x", `{"id": "m2"}`, `local test.ping tgt="{{ data.id }}"`},
 		{"pillar/x", `{}`, "cannot convert from Jinja"},
 		// The missing key is on line 4 of the Jinja file, and the error says so.
-		{"missing/x", `{"id": "m1"}`, "missing.sls:4:25: data['nope'] is undefined: 'dict object' has no attribute 'nope' (Salt's StrictUndefined fails the file too); for a key an event may lack, use data.get('nope', default) or test 'nope' in data"},
+		{"missing/x", `{"id": "m1"}`, "missing.sls:4:19: data['nope'] is undefined: 'dict object' has no attribute 'nope' (Salt's StrictUndefined fails the file too); for a key an event may lack, use data.get('nope', default) or test 'nope' in data"},
 	} {
 		data, err := event.DecodeData([]byte(tc.data))
 		if err != nil {

@@ -236,7 +236,7 @@ func (t *translator) node(out *strings.Builder, n Node) {
 		if o, ok := t.orderedName(n.X); ok {
 			g.s = o
 		}
-		fmt.Fprintf(out, "{{ pyStr %s }}", g.s)
+		fmt.Fprintf(out, "{{ %s }}", g.s)
 	case *Set:
 		if n.Attr != "" {
 			t.setAttr(out, n)

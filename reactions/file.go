@@ -180,7 +180,7 @@ func jinjaMissingKey(err error) error {
 	}
 	fields := strings.Split(m[1], ".")
 	idx := slices.Index(fields, m[2])
-	if idx < 0 {
+	if idx < 1 {
 		return err
 	}
 	expr := fields[0]
@@ -215,7 +215,7 @@ func (f *File) reactions(root *pnode, vals []recorded, budget int) ([]Reaction, 
 		}
 		return nil, f.errorf(root, "the rendered file is %s, not a mapping of reaction IDs", kind)
 	}
-	m := &materializer{vals: vals, budget: budget, limit: budget, file: f.Path}
+	m := &materializer{vals: vals, budget: budget, limit: budget, file: f.Path, reprStructs: f.Translated}
 	out := make([]Reaction, 0, len(root.content)/2)
 	var seen keySet
 	for i := 0; i+1 < len(root.content); i += 2 {

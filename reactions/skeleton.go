@@ -245,6 +245,10 @@ type materializer struct {
 	// targets collects the tgt arguments printed from data of the reaction
 	// being materialized (see noteTargets).
 	targets []printedTarget
+	// reprStructs: a map or list printed raw as a whole plain value becomes
+	// the structure Salt's loader reads from its Python repr (files
+	// converted from Jinja, File.Translated), instead of the repr's text.
+	reprStructs bool
 }
 
 // value materializes any node. Mappings become *event.Map with keys spelled
@@ -437,8 +441,38 @@ func (m *materializer) whole(ref int) (any, error) {
 		return typedText(printText(v)), nil
 	}
 	// A map or list printed raw is text, never structure: toJson inserts
-	// structured values.
+	// structured values. In a file converted from Jinja it is what Salt's
+	// loader reads from the repr Jinja prints, inserted as one node, as
+	// toJson's is (so the same checks apply to it).
+	if m.reprStructs {
+		if v, ok := reprAsYAML(r.v); ok {
+			return v, nil
+		}
+	}
 	return printText(r.v), nil
+}
+
+// reprAsYAML is the value Salt's YAML loader reads from the Python repr of
+// a map or list pasted as a whole plain value: None becomes the string
+// "None", True and False booleans, a float typed from its repr (1e+16 is a
+// string), a string as YAML reads its quoted repr. ok is false for other
+// values, and for a repr YAML cannot read (Salt would fail the file; the
+// value then stays its text, as other values Salt's loader rejects do).
+func reprAsYAML(v any) (any, bool) {
+	switch v.(type) {
+	case []any, *event.Map, map[string]any:
+	default:
+		return nil, false
+	}
+	sk, err := parseSkeleton([]byte(printText(v)))
+	if err != nil || sk.root == nil || sk.root.kind == pScalar {
+		return nil, false
+	}
+	out, err := (&materializer{}).value(sk.root)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // jsonAsYAML is what Salt's loader makes of v written as JSON by Python

@@ -26,7 +26,7 @@ func TestConvertCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := "#!gotmpl|yaml\n{{ if (pyEq .data.act \"accept\") }}\naccept:\n  wheel.key.accept:\n    - match: {{ pyStr .data.id }}\n{{ end }}\n"
+	want := "#!gotmpl|yaml\n{{ if (pyEq .data.act \"accept\") }}\naccept:\n  wheel.key.accept:\n    - match: {{ .data.id }}\n{{ end }}\n"
 
 	code, out, errOut := runCmd(t, "", "convert", good)
 	if code != 0 || out != want || !strings.Contains(errOut, "good.sls: converted") {
