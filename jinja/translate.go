@@ -625,18 +625,9 @@ func literalDicts(nodes []Node) map[string][]string {
 					spoiled[n.Name] = true
 					continue
 				}
-				var ks []string
-				for _, k := range d.Keys {
-					l, ok := k.(*Lit)
-					s, isStr := "", false
-					if ok {
-						s, isStr = l.V.(string)
-					}
-					if !isStr {
-						spoiled[n.Name] = true
-						break
-					}
-					ks = append(ks, s)
+				ks, ok := literalKeys(d)
+				if !ok {
+					spoiled[n.Name] = true
 				}
 				keys[n.Name] = ks
 			case *Do:
@@ -653,18 +644,11 @@ func literalDicts(nodes []Node) map[string][]string {
 								spoiled[nm.Name] = true
 								continue
 							}
-							for _, k := range d.Keys {
-								l, ok := k.(*Lit)
-								s, isStr := "", false
-								if ok {
-									s, isStr = l.V.(string)
-								}
-								if !isStr {
-									spoiled[nm.Name] = true
-									break
-								}
-								updates[nm.Name] = append(updates[nm.Name], s)
+							ks, ok := literalKeys(d)
+							if !ok {
+								spoiled[nm.Name] = true
 							}
+							updates[nm.Name] = append(updates[nm.Name], ks...)
 						}
 					}
 				}
@@ -717,4 +701,21 @@ func (t *translator) orderedName(x Expr) (string, bool) {
 		args = append(args, strconv.Quote(k))
 	}
 	return call("pyOrdered", args...), true
+}
+
+// literalKeys returns a dict literal's keys while they are string literals;
+// ok is false when one is not (the keys before it are returned).
+func literalKeys(d *Dict) (keys []string, ok bool) {
+	for _, k := range d.Keys {
+		l, isLit := k.(*Lit)
+		s, isStr := "", false
+		if isLit {
+			s, isStr = l.V.(string)
+		}
+		if !isStr {
+			return keys, false
+		}
+		keys = append(keys, s)
+	}
+	return keys, true
 }
