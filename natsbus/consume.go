@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -64,7 +65,7 @@ func (c *Conn) Consume(ctx context.Context, o StreamOptions, handler func(*Messa
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
-	if err := k.start(ctx); err != nil {
+	if err := k.startRetrying(ctx); err != nil {
 		return nil, err
 	}
 	k.healthy.Store(true)
@@ -74,6 +75,41 @@ func (c *Conn) Consume(ctx context.Context, o StreamOptions, handler func(*Messa
 		go k.progress()
 	}
 	return k, nil
+}
+
+// startWait bounds how long Consume retries a JetStream that is not ready
+// (a cluster electing a leader, a stream whose replicas are being added).
+const startWait = 30 * time.Second
+
+// startRetrying starts consuming, retrying for up to startWait while
+// JetStream answers that it is not ready.
+func (k *Consumer) startRetrying(ctx context.Context) error {
+	deadline := time.Now().Add(startWait)
+	for attempt := 1; ; attempt++ {
+		err := k.start(ctx)
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		if attempt == 1 {
+			k.log.Warn("JetStream not ready; retrying", "stream", k.o.Stream, "for_up_to", startWait.String(), "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// transient tells a JetStream error that may pass by itself: the server
+// unavailable or short of resources for now (a cluster electing a leader,
+// a stream being scaled), a timeout.
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code >= 500
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
 }
 
 // heldMsg is a message this client holds unacknowledged, and when the

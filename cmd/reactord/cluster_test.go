@@ -64,10 +64,18 @@ func startCluster(t *testing.T) *natsCluster {
 		cp, hp := port(), port()
 		cmd := exec.Command(natsNodeBin, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
 			"-cluster", strconv.Itoa(clusterPorts[i]), "-routes", strings.Join(routes, ","), "-store", t.TempDir())
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() && out.Len() > 0 {
+				t.Logf("natsnode %s:\n%s", cmd.Args[2], out.String())
+			}
+		})
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", cp))
 		c.https = append(c.https, fmt.Sprintf("127.0.0.1:%d", hp))
 		c.cmds = append(c.cmds, cmd)
@@ -120,10 +128,27 @@ func (c *natsCluster) nodeOf(name string) (int, error) {
 // TestClusterNodeSIGKILL: a JetStream daemon given the three nodes of a
 // NATS cluster and --stream-replicas 3; the node it is connected to is
 // killed with SIGKILL mid-stream. The daemon reconnects to another node,
-// the stream keeps its quorum, and every event is acted on (issue 12).
+// the stream (whose leader was moved to that node) keeps its quorum and
+// elects another leader, and every event is acted on (issue 12).
 func TestClusterNodeSIGKILL(t *testing.T) {
 	cl := startCluster(t)
 	conf := copyExampleConfig(t)
+	// The stream exists with one copy, as a single-server setup left it:
+	// --stream-replicas 3 scales it up.
+	{
+		nc, err := nats.Connect(strings.Join(cl.urls, ","))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "REACTORD_EVENTS", Subjects: []string{"salt.evt.>"}, Storage: jetstream.FileStorage})
+		cancel()
+		nc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	d := startDaemon(t, "-c", conf, "--nats", strings.Join(cl.urls, ","), "--jetstream", "--stream-replicas", "3", "--ack-wait", "2s",
 		"--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
 	victim, err := cl.nodeOf("reactord")
@@ -159,9 +184,23 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 		}
 		return i
 	}
-	if r := info().Config.Replicas; r != 3 {
-		t.Fatalf("stream replicas %d, want 3", r)
+	if r := info().Config.Replicas; r != 3 || !strings.Contains(d.logs(), "JetStream stream replicas changed") {
+		t.Fatalf("stream replicas %d, want 3, and a line saying it changed", r)
 	}
+	// The stream's leader moves to the node about to die, so the kill
+	// takes the daemon's connection and the stream's leader at once.
+	victimName := fmt.Sprintf("n%d", victim+1)
+	checkFor(t, 10*time.Second, func() error {
+		if l := info().Cluster.Leader; l == victimName {
+			return nil
+		}
+		_, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.REACTORD_EVENTS", []byte(`{"placement":{"preferred":"`+victimName+`"}}`), 2*time.Second)
+		if err != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+		return fmt.Errorf("stream leader %s, not %s", info().Cluster.Leader, victimName)
+	})
 	const n = 2000
 	var retries int
 	published := make(chan struct{})
@@ -220,7 +259,26 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 	if !strings.Contains(d.logs(), "NATS connection back") {
 		t.Error("the daemon did not log its reconnection")
 	}
-	i := info()
-	t.Logf("killed node n%d after %d reactions; all %d acted on %v after the kill; total %d, duplicates %d, publish retries %d; daemon now on n%d; stream leader %s, replicas %d",
-		victim+1, atKill, distinct, took.Round(time.Millisecond), total, dups, retries, now+1, i.Cluster.Leader, len(i.Cluster.Replicas)+1)
+	// The stream answers again (its info may time out for a while after
+	// a kill that took its leader and JetStream's meta leader).
+	var i *jetstream.StreamInfo
+	checkFor(t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, "REACTORD_EVENTS")
+		if err != nil {
+			return err
+		}
+		i, err = s.Info(ctx)
+		return err
+	})
+	t.Logf("killed node %s (the daemon's and the stream leader) after %d reactions; all %d acted on %v after the kill; total %d, duplicates %d, publish retries %d; daemon now on n%d; stream leader %s, replicas %d",
+		victimName, atKill, distinct, took.Round(time.Millisecond), total, dups, retries, now+1, i.Cluster.Leader, len(i.Cluster.Replicas)+1)
+	var notes []string
+	for _, l := range strings.Split(d.logs(), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			notes = append(notes, l)
+		}
+	}
+	t.Logf("the daemon's warnings and errors:\n%s", strings.Join(notes, "\n"))
 }

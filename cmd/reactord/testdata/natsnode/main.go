@@ -22,7 +22,7 @@ func main() {
 	flag.Parse()
 	srv, err := server.NewServer(&server.Options{
 		ServerName: *name, Host: "127.0.0.1", Port: *port, HTTPHost: "127.0.0.1", HTTPPort: *httpPort,
-		JetStream: true, StoreDir: *dir, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: *dir, NoSigs: true, Logtime: true,
 		Cluster: server.ClusterOpts{Name: "reactord-test", Host: "127.0.0.1", Port: *clusterPort},
 		Routes:  server.RoutesFromStr(*routes),
 	})
@@ -30,6 +30,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	srv.ConfigureLogger() // to stderr, which the test shows when it fails
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		fmt.Fprintln(os.Stderr, "not ready within 10s")
