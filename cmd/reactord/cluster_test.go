@@ -282,3 +282,90 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 	}
 	t.Logf("the daemon's warnings and errors:\n%s", strings.Join(notes, "\n"))
 }
+
+// TestClusterBridgeNodeSIGKILL: a bridge given the three nodes of the
+// cluster feeds a JetStream daemon (--stream-replicas 3); the node the
+// bridge is connected to is killed with SIGKILL while the master fires.
+// The bridge holds what it could not publish, reconnects to another node
+// and publishes it: every event the master fired reacts once (issue 12).
+func TestClusterBridgeNodeSIGKILL(t *testing.T) {
+	cl := startCluster(t)
+	conf := copyExampleConfig(t)
+	all := strings.Join(cl.urls, ",")
+	d := startDaemon(t, "-c", conf, "--nats", all, "--jetstream", "--stream-replicas", "3", "--ack-wait", "2s",
+		"--driver", "nats", "--exec-subject", "test.exec.", "--store", "none", "--no-loop-guard")
+	frames := make(chan []byte, 4096)
+	startDaemon(t, "bridge", "--sock-dir", fakeMasterSocket(t, frames), "--nats", all, "--data-dir", t.TempDir())
+	victim, err := cl.nodeOf("reactord-bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: cl.urls[(victim+1)%3], Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ce := collect(t, c, "test.exec.")
+	const n = 1500
+	base := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	go func() {
+		for i := range n {
+			id := fmt.Sprintf("m%d", i)
+			frames <- saltFrame(t, "salt/minion/"+id+"/start", map[string]any{"id": id, "cmd": "_minion_event",
+				"_stamp": base.Add(time.Duration(i) * time.Millisecond).Format("2006-01-02T15:04:05.000000")})
+			if i%50 == 0 {
+				time.Sleep(20 * time.Millisecond) // a steady stream, not one burst
+			}
+		}
+	}()
+	checkFor(t, 30*time.Second, func() error {
+		if total, _, _, _ := ce.snapshot(); total < n/3 {
+			return fmt.Errorf("%d reactions so far", total)
+		}
+		return nil
+	})
+	daemonNode, _ := cl.nodeOf("reactord")
+	consumerLeader := "?"
+	{
+		nc, err := nats.Connect(cl.urls[(victim+1)%3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if cons, err := js.Consumer(ctx, "REACTORD_EVENTS", "reactord"); err == nil && cons.CachedInfo().Cluster != nil {
+			consumerLeader = cons.CachedInfo().Cluster.Leader
+		}
+		cancel()
+		nc.Close()
+	}
+	if err := cl.cmds[victim].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	atKill, _, _, _ := ce.snapshot()
+	checkFor(t, 40*time.Second, func() error {
+		if _, distinct, _, _ := ce.snapshot(); distinct < n {
+			return fmt.Errorf("%d of %d events acted on", distinct, n)
+		}
+		return nil
+	})
+	took := time.Since(killedAt)
+	time.Sleep(2500 * time.Millisecond) // one more ack-wait: late redeliveries would show as duplicates
+	total, distinct, _, dups := ce.snapshot()
+	if distinct != n {
+		t.Fatalf("%d of %d events acted on", distinct, n)
+	}
+	// The bridge's retries carry the same Nats-Msg-Id: the stream keeps
+	// one. An event runs twice only when an acknowledgement was lost with
+	// the node (the daemon's connection, or the consumer's leader, was
+	// there): at most what was in flight.
+	if bound := maxAckPending(1024, 8); dups > bound {
+		t.Fatalf("%d duplicates, more than the %d a kill can leave in flight", dups, bound)
+	}
+	t.Logf("killed node n%d (the bridge's; the daemon was on n%d; consumer leader %s) after %d reactions; all %d acted on %v after the kill; total %d, duplicates %d",
+		victim+1, daemonNode+1, consumerLeader, atKill, distinct, took.Round(time.Millisecond), total, dups)
+	if strings.Contains(d.logs(), "level=ERROR") {
+		t.Errorf("the daemon logged errors:\n%s", d.logs())
+	}
+}
