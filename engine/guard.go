@@ -1,9 +1,18 @@
 package engine
 
 import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/actions"
@@ -21,7 +30,36 @@ type GuardOptions struct {
 	// Disabled turns the job-linked guard off (throttle, debounce and the
 	// hop limit still apply).
 	Disabled bool
+	// Shared, when set, is the state the daemon's replicas share: the
+	// guard writes its jobs, returns, expected events, throttle counts and
+	// debounce winners there, and ApplyShared brings the other replicas'
+	// writes into its memory, where it reads them.
+	Shared SharedState
+	// Log receives the shared state's failures; nil discards them.
+	Log *slog.Logger
 }
+
+// SharedState is a key-value store the replicas of the daemon share
+// (natsbus.State, a JetStream key-value bucket). Keys are made of
+// letters, digits, dots and dashes. Every replica hands every change of
+// it (its own too) to Guard.ApplyShared.
+type SharedState interface {
+	// Put writes key's value, kept for ttl, without waiting.
+	Put(key string, value []byte, ttl time.Duration)
+	// Delete removes key without waiting; its marker is kept for ttl.
+	Delete(key string, ttl time.Duration)
+	// Update changes key atomically across replicas: fn gets the current
+	// value (nil: none) and returns the new one and true, or false to
+	// leave it (Update then reports false).
+	Update(ctx context.Context, key string, ttl time.Duration, fn func(old []byte) ([]byte, bool)) (bool, error)
+}
+
+// earlyKeep is how long a job return whose job is not (yet) known is
+// kept for the dispatch that may record it.
+const earlyKeep = time.Minute
+
+// expectKeep is how long an expected event is waited for.
+const expectKeep = time.Minute
 
 // guardKey names one reaction on one minion.
 type guardKey struct {
@@ -31,17 +69,25 @@ type guardKey struct {
 type guardEntry struct {
 	jid      string
 	eventID  string    // the event whose reaction started the job
+	started  time.Time // when the job was started
 	until    time.Time // suppress while now < until
 	returned bool
+	// local is set when this process started the job: it logs the job's
+	// timeout (another replica's job is forgotten quietly).
+	local bool
 }
 
 // Guard is the job-linked loop guard: it remembers which reaction started
 // which job on which minions and suppresses the same reaction for those
 // minions until the job returned and a settle window passed. It also keeps
 // the throttle and debounce state of rules and the hop counts of events
-// that reactions are expected to fire. It is safe for concurrent use.
+// that reactions are expected to fire. With GuardOptions.Shared it keeps
+// all of it with the daemon's other replicas. It is safe for concurrent
+// use.
 type Guard struct {
-	opts GuardOptions
+	opts   GuardOptions
+	origin string // this process, in the shared records it writes
+	seq    atomic.Uint64
 
 	mu       sync.Mutex
 	entries  map[guardKey]*guardEntry
@@ -50,11 +96,14 @@ type Guard struct {
 	debounce map[throttleKey]*debounceState
 	expected map[string][]expectedEvent // tag -> hop/cause of events reactions fire, oldest first
 	early    map[string][]earlyReturn   // jid -> returns seen before the dispatch was recorded
-	lastGC   time.Time
+	// expectKey maps a shared expected event's key to its tag.
+	expectKey map[string]string
+	// deadlines expire all of the above by time.
+	deadlines deadlineHeap
 }
 
-// earlyReturn is a job return processed (on another lane) before the lane
-// that dispatched the job recorded it.
+// earlyReturn is a job return processed (on another lane, or another
+// replica) before the dispatch was recorded.
 type earlyReturn struct {
 	minion string
 	at     time.Time
@@ -73,12 +122,18 @@ type debounceState struct {
 	// let releases the held event (see Debounce); nil when nothing holds
 	// its acknowledgement.
 	let func(abandon bool)
+	// tok names the last event in the shared state; seen is set once the
+	// shared state handed it back: a later one is another replica's newer
+	// event.
+	tok  string
+	seen bool
 }
 
 type expectedEvent struct {
 	hop   int
 	cause string
 	until time.Time
+	key   string // in the shared state, when there is one
 }
 
 // NewGuard returns a guard with defaults filled in.
@@ -89,8 +144,14 @@ func NewGuard(o GuardOptions) *Guard {
 	if o.JobTimeout <= 0 {
 		o.JobTimeout = 5 * time.Minute
 	}
-	return &Guard{opts: o, entries: map[guardKey]*guardEntry{}, jobs: map[string][]guardKey{},
-		throttle: map[throttleKey][]time.Time{}, debounce: map[throttleKey]*debounceState{}, expected: map[string][]expectedEvent{}, early: map[string][]earlyReturn{}}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Guard{opts: o, origin: hex.EncodeToString(b[:]), entries: map[guardKey]*guardEntry{}, jobs: map[string][]guardKey{},
+		throttle: map[throttleKey][]time.Time{}, debounce: map[throttleKey]*debounceState{}, expected: map[string][]expectedEvent{},
+		early: map[string][]earlyReturn{}, expectKey: map[string]string{}}
 }
 
 // Suppressed reports whether the reaction (sls, id) must not run for an
@@ -119,23 +180,37 @@ func (g *Guard) Started(eventID, sls, id, jid string, targets []string, now time
 		return
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.gc(now)
+	g.started(eventID, sls, id, jid, targets, now, true)
+	g.mu.Unlock()
+	if g.opts.Shared != nil && len(targets) > 0 {
+		g.put(sharedKey('j', jid, sls, id), sharedRecord{JID: jid, SLS: sls, ID: id, Targets: targets, Event: eventID, At: now.UnixNano()},
+			g.opts.JobTimeout+g.opts.Settle+time.Minute)
+	}
+}
+
+// started records a job; called with mu held. A record of the same job,
+// or of an older one, does not replace an entry (another replica's record
+// of a job comes back after this one's).
+func (g *Guard) started(eventID, sls, id, jid string, targets []string, now time.Time, local bool) {
 	for _, m := range targets {
 		k := guardKey{sls, id, m}
+		if old := g.entries[k]; old != nil && ((jid != "" && old.jid == jid) || old.started.After(now)) {
+			continue
+		}
 		until := now.Add(g.opts.JobTimeout)
 		if jid == "" {
 			// No job to wait for (e.g. a driver that returns no jid): hold
 			// for the settle window only.
 			until = now.Add(g.opts.Settle)
 		}
-		e := &guardEntry{jid: jid, eventID: eventID, until: until, returned: jid == ""}
+		e := &guardEntry{jid: jid, eventID: eventID, started: now, until: until, returned: jid == "", local: local}
 		for _, r := range g.early[jid] {
 			if r.minion == "" || r.minion == m {
 				e.returned, e.until = true, r.at.Add(g.opts.Settle)
 			}
 		}
 		g.entries[k] = e
+		g.deadlines.push(deadline{at: e.until, kind: dlEntry, gk: k})
 		if jid != "" {
 			g.jobs[jid] = append(g.jobs[jid], k)
 		}
@@ -160,23 +235,47 @@ func (g *Guard) Started(eventID, sls, id, jid string, targets []string, now time
 // job stays suppressed for that minion until the settle window ends. It
 // reports whether the return belonged to a guarded job.
 func (g *Guard) Returned(jid, minion string, now time.Time) bool {
+	if g.opts.Disabled {
+		return false
+	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	found := g.returned(jid, minion, now)
+	g.mu.Unlock()
+	if g.opts.Shared != nil {
+		// Another replica may have started the job and not told this
+		// one yet: the return is shared either way, briefly when no job
+		// is known for it.
+		ttl := earlyKeep
+		if found {
+			ttl = g.opts.JobTimeout + g.opts.Settle + time.Minute
+		}
+		g.put(sharedKey('r', jid, minion), sharedRecord{JID: jid, Minion: minion, At: now.UnixNano()}, ttl)
+	}
+	return found
+}
+
+// returned records a return; called with mu held.
+func (g *Guard) returned(jid, minion string, now time.Time) bool {
 	found := false
 	for _, k := range g.jobs[jid] {
 		if minion != "" && k.minion != minion {
 			continue // "" is a runner or wheel job: every key returns
 		}
 		if e := g.entries[k]; e != nil && e.jid == jid {
-			e.returned = true
-			e.until = now.Add(g.opts.Settle)
+			if !e.returned || now.Add(g.opts.Settle).After(e.until) {
+				e.returned = true
+				e.until = now.Add(g.opts.Settle)
+				g.deadlines.push(deadline{at: e.until, kind: dlEntry, gk: k})
+			}
 			found = true
 		}
 	}
-	if !found && !g.opts.Disabled {
+	if !found {
 		// The return may have overtaken the dispatch's bookkeeping (it is
-		// handled on its own minion's lane): remember it briefly.
+		// handled on its own minion's lane, or on another replica):
+		// remember it briefly.
 		g.early[jid] = append(g.early[jid], earlyReturn{minion: minion, at: now})
+		g.deadlines.push(deadline{at: now.Add(earlyKeep), kind: dlEarly, name: jid})
 	}
 	return found
 }
@@ -189,76 +288,115 @@ type Expired struct {
 	EventID string
 }
 
-// TakeExpired removes and returns the jobs whose minions did not return
-// within the job timeout.
+// TakeExpired forgets what expired by now (jobs, returns, throttle
+// windows, expected events) and returns the jobs this process started
+// whose minions did not return within the job timeout.
 func (g *Guard) TakeExpired(now time.Time) []Expired {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []Expired
-	for k, e := range g.entries {
-		if e.jid != "" && !e.returned && !now.Before(e.until) {
-			out = append(out, Expired{SLS: k.sls, ID: k.id, Minion: k.minion, JID: e.jid, EventID: e.eventID})
-			delete(g.entries, k)
+	for len(g.deadlines) > 0 && !now.Before(g.deadlines[0].at) {
+		d := g.deadlines.pop()
+		switch d.kind {
+		case dlEntry:
+			e := g.entries[d.gk]
+			if e == nil || now.Before(e.until) {
+				continue // gone, or held longer since
+			}
+			if e.jid != "" && !e.returned && e.local {
+				out = append(out, Expired{SLS: d.gk.sls, ID: d.gk.id, Minion: d.gk.minion, JID: e.jid, EventID: e.eventID})
+			}
+			delete(g.entries, d.gk)
+			if e.jid != "" {
+				keys := slices.DeleteFunc(g.jobs[e.jid], func(k guardKey) bool { return k == d.gk })
+				if len(keys) == 0 {
+					delete(g.jobs, e.jid)
+				} else {
+					g.jobs[e.jid] = keys
+				}
+			}
+		case dlEarly:
+			rs := slices.DeleteFunc(g.early[d.name], func(r earlyReturn) bool { return !now.Before(r.at.Add(earlyKeep)) })
+			if len(rs) == 0 {
+				delete(g.early, d.name)
+			} else {
+				g.early[d.name] = rs
+			}
+		case dlExpected:
+			list := slices.DeleteFunc(g.expected[d.name], func(e expectedEvent) bool {
+				if now.Before(e.until) {
+					return false
+				}
+				delete(g.expectKey, e.key)
+				return true
+			})
+			if len(list) == 0 {
+				delete(g.expected, d.name)
+			} else {
+				g.expected[d.name] = list
+			}
+		case dlThrottle:
+			times := slices.DeleteFunc(g.throttle[d.tk], func(t time.Time) bool { return !t.Add(d.per).After(now) })
+			if len(times) == 0 {
+				delete(g.throttle, d.tk)
+			} else {
+				g.throttle[d.tk] = times
+			}
 		}
 	}
 	return out
 }
 
-// gc forgets expired entries; called with mu held.
-func (g *Guard) gc(now time.Time) {
-	if len(g.entries) < 4096 || now.Sub(g.lastGC) < time.Second {
-		return
-	}
-	g.lastGC = now
-	for k, e := range g.entries {
-		if !now.Before(e.until) {
-			delete(g.entries, k)
-		}
-	}
-	for jid, rs := range g.early {
-		if len(rs) > 0 && now.Sub(rs[len(rs)-1].at) > time.Minute {
-			delete(g.early, jid)
-		}
-	}
-	for tag, list := range g.expected {
-		if len(list) > 0 && !now.Before(list[len(list)-1].until) {
-			delete(g.expected, tag)
-		}
-	}
-	for jid, keys := range g.jobs {
-		live := keys[:0]
-		for _, k := range keys {
-			if e := g.entries[k]; e != nil && e.jid == jid {
-				live = append(live, k)
-			}
-		}
-		if len(live) == 0 {
-			delete(g.jobs, jid)
-		} else {
-			g.jobs[jid] = live
-		}
-	}
-}
-
 // Throttle reports whether rule may react for key now, at most count times
-// per period; a true answer counts.
+// per period; a true answer counts. With shared state the count is the
+// replicas' together.
 func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now time.Time) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	k := throttleKey{rule, key}
-	times := g.throttle[k]
-	live := times[:0]
-	for _, t := range times {
-		if now.Sub(t) < per {
-			live = append(live, t)
-		}
-	}
+	g.mu.Lock()
+	live := liveTimes(g.throttle[k], per, now)
+	g.throttle[k] = live
 	if len(live) >= count {
-		g.throttle[k] = live
+		// Full here is full everywhere: the shared count only grows
+		// faster than this copy of it.
+		g.mu.Unlock()
 		return false
 	}
-	g.throttle[k] = append(live, now)
-	return true
+	if g.opts.Shared == nil {
+		g.throttle[k] = append(live, now)
+		g.deadlines.push(deadline{at: now.Add(per), kind: dlThrottle, tk: k, per: per})
+		g.mu.Unlock()
+		return true
+	}
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var times []time.Time
+	ok, err := g.opts.Shared.Update(ctx, sharedKey('t', strconv.Itoa(rule), key), per, func(old []byte) ([]byte, bool) {
+		var rec sharedRecord
+		_ = json.Unmarshal(old, &rec)
+		times = liveTimes(fromNanos(rec.Times), per, now)
+		if len(times) >= count {
+			return nil, false
+		}
+		times = append(times, now)
+		b, _ := json.Marshal(sharedRecord{Origin: g.origin, Rule: rule, Key: key, Per: per, Times: toNanos(times)})
+		return b, true
+	})
+	if err != nil {
+		g.opts.Log.Warn("throttle: the shared count could not be read or written; counting here only", "key", key, "err", err)
+		times = append(liveTimes(g.throttle[k], per, now), now)
+		ok = true
+	}
+	g.mu.Lock()
+	g.throttle[k] = times
+	g.deadlines.push(deadline{at: now.Add(per), kind: dlThrottle, tk: k, per: per})
+	g.mu.Unlock()
+	return ok
+}
+
+// liveTimes returns the times within per of now, in place.
+func liveTimes(times []time.Time, per time.Duration, now time.Time) []time.Time {
+	return slices.DeleteFunc(times, func(t time.Time) bool { return now.Sub(t) >= per })
 }
 
 // Debounce holds an event for rule and key: fire is called with the last
@@ -268,6 +406,8 @@ func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now
 // hands it to fire otherwise, which must call it once the fired event was
 // handled (false) or could not be (true); StopTimers calls let(true). So
 // a JetStream message stays unacknowledged while a debounce holds it.
+// With shared state a newer event held by another replica replaces it
+// too: the last event of the key in the shared state fires, once.
 func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.Duration, let func(abandon bool), fire func(body []byte, hop int, let func(abandon bool))) {
 	g.mu.Lock()
 	k := throttleKey{rule, key}
@@ -280,6 +420,10 @@ func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.
 	st.last, st.hop, st.let = body, hop, let
 	st.gen++
 	gen := st.gen
+	if g.opts.Shared != nil {
+		st.tok, st.seen = g.origin+"."+strconv.FormatUint(g.seq.Add(1), 10), false
+	}
+	tok := st.tok
 	if st.timer != nil {
 		st.timer.Stop()
 	}
@@ -299,6 +443,9 @@ func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.
 		fire(last, h, l)
 	})
 	g.mu.Unlock()
+	if g.opts.Shared != nil {
+		g.put(sharedKey('d', strconv.Itoa(rule), key), sharedRecord{Rule: rule, Key: key, Tok: tok}, quiet+time.Minute)
+	}
 	if replaced != nil {
 		replaced(false)
 	}
@@ -333,17 +480,35 @@ func (g *Guard) StopTimers() int {
 // runner or local event.send), so that event gets hop+1 and its cause even
 // though Salt carries no header for it.
 func (g *Guard) ExpectEvent(tag string, hop int, cause string, now time.Time) {
+	e := expectedEvent{hop: hop, cause: cause, until: now.Add(expectKeep)}
+	if g.opts.Shared != nil {
+		e.key = sharedKey('e', tag) + "." + g.origin + "." + strconv.FormatUint(g.seq.Add(1), 10)
+	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.expected[tag] = append(g.expected[tag], expectedEvent{hop: hop, cause: cause, until: now.Add(time.Minute)})
+	g.expect(tag, e)
+	g.mu.Unlock()
+	if e.key != "" {
+		g.put(e.key, sharedRecord{Tag: tag, Hop: hop, Cause: cause, At: e.until.UnixNano()}, expectKeep)
+	}
+}
+
+// expect adds an expected event; called with mu held.
+func (g *Guard) expect(tag string, e expectedEvent) {
+	g.expected[tag] = append(g.expected[tag], e)
+	if e.key != "" {
+		g.expectKey[e.key] = tag
+	}
+	g.deadlines.push(deadline{at: e.until, kind: dlExpected, name: tag})
 }
 
 // HopOf returns the hop count of an arriving event without a hop header:
 // the recorded one when a reaction was expected to fire this tag. The
-// expectation is used up: one dispatch fires one event.
+// expectation is used up (on every replica): one dispatch fires one
+// event.
 func (g *Guard) HopOf(tag string, now time.Time) (int, string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	var used []string
+	hop, cause := 0, ""
 	for list := g.expected[tag]; len(list) > 0; list = g.expected[tag] {
 		e := list[0] // one dispatch fires one event
 		if len(list) == 1 {
@@ -351,12 +516,218 @@ func (g *Guard) HopOf(tag string, now time.Time) (int, string) {
 		} else {
 			g.expected[tag] = list[1:]
 		}
+		if e.key != "" {
+			delete(g.expectKey, e.key)
+			used = append(used, e.key)
+		}
 		if now.Before(e.until) {
-			return e.hop, e.cause
+			hop, cause = e.hop, e.cause
+			break
 		}
 	}
-	return 0, ""
+	g.mu.Unlock()
+	for _, k := range used {
+		g.opts.Shared.Delete(k, expectKeep)
+	}
+	return hop, cause
 }
+
+// sharedRecord is the value of a shared state key; the key's first letter
+// tells which fields it uses: j (a job started), r (a job return), e (an
+// expected event), t (a throttle count), d (a debounce's last event).
+type sharedRecord struct {
+	Origin  string        `json:"o,omitempty"`
+	JID     string        `json:"jid,omitempty"`
+	SLS     string        `json:"sls,omitempty"`
+	ID      string        `json:"id,omitempty"`
+	Targets []string      `json:"targets,omitempty"`
+	Minion  string        `json:"minion,omitempty"`
+	Event   string        `json:"event,omitempty"`
+	At      int64         `json:"at,omitempty"`
+	Tag     string        `json:"tag,omitempty"`
+	Hop     int           `json:"hop,omitempty"`
+	Cause   string        `json:"cause,omitempty"`
+	Rule    int           `json:"rule,omitempty"`
+	Key     string        `json:"key,omitempty"`
+	Per     time.Duration `json:"per,omitempty"`
+	Times   []int64       `json:"times,omitempty"`
+	Tok     string        `json:"tok,omitempty"`
+}
+
+// sharedKey names a record: its kind, a dot and a hash of what it is
+// about.
+func sharedKey(kind byte, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return string(kind) + "." + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// put writes a record of this process to the shared state.
+func (g *Guard) put(key string, rec sharedRecord, ttl time.Duration) {
+	rec.Origin = g.origin
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	g.opts.Shared.Put(key, b, ttl)
+}
+
+// ApplyShared brings a change of the shared state into the guard: another
+// replica's job, return, expected event (or its use), throttle count, or
+// debounced event (which replaces the one this replica holds for the same
+// rule and key). The guard's own records come back too and change
+// nothing.
+func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
+	if len(key) < 2 || key[1] != '.' {
+		return
+	}
+	if deleted {
+		if key[0] == 'e' {
+			g.mu.Lock()
+			if tag, ok := g.expectKey[key]; ok {
+				delete(g.expectKey, key)
+				list := slices.DeleteFunc(g.expected[tag], func(e expectedEvent) bool { return e.key == key })
+				if len(list) == 0 {
+					delete(g.expected, tag)
+				} else {
+					g.expected[tag] = list
+				}
+			}
+			g.mu.Unlock()
+		}
+		return // the others expire by time here too
+	}
+	var rec sharedRecord
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return
+	}
+	own := rec.Origin == g.origin
+	switch key[0] {
+	case 'j':
+		if own || g.opts.Disabled {
+			return
+		}
+		g.mu.Lock()
+		g.started(rec.Event, rec.SLS, rec.ID, rec.JID, rec.Targets, time.Unix(0, rec.At), false)
+		g.mu.Unlock()
+	case 'r':
+		if own || g.opts.Disabled {
+			return
+		}
+		g.mu.Lock()
+		g.returned(rec.JID, rec.Minion, time.Unix(0, rec.At))
+		g.mu.Unlock()
+	case 'e':
+		if own {
+			return
+		}
+		g.mu.Lock()
+		if _, ok := g.expectKey[key]; !ok {
+			g.expect(rec.Tag, expectedEvent{hop: rec.Hop, cause: rec.Cause, until: time.Unix(0, rec.At), key: key})
+		}
+		g.mu.Unlock()
+	case 't':
+		if rec.Per <= 0 {
+			return
+		}
+		k := throttleKey{rec.Rule, rec.Key}
+		times := fromNanos(rec.Times)
+		g.mu.Lock()
+		if len(times) > 0 {
+			g.throttle[k] = times
+			g.deadlines.push(deadline{at: times[len(times)-1].Add(rec.Per), kind: dlThrottle, tk: k, per: rec.Per})
+		}
+		g.mu.Unlock()
+	case 'd':
+		k := throttleKey{rec.Rule, rec.Key}
+		g.mu.Lock()
+		st := g.debounce[k]
+		if st == nil || st.tok == "" {
+			g.mu.Unlock()
+			return
+		}
+		if rec.Tok == st.tok {
+			st.seen = true
+			g.mu.Unlock()
+			return
+		}
+		if !st.seen {
+			// Written before this replica's own event, which is newer.
+			g.mu.Unlock()
+			return
+		}
+		// Another replica holds a newer event of the key: it fires, and
+		// this one's event is released as replaced.
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+		delete(g.debounce, k)
+		l := st.let
+		g.mu.Unlock()
+		if l != nil {
+			l(false)
+		}
+	}
+}
+
+func toNanos(ts []time.Time) []int64 {
+	out := make([]int64, len(ts))
+	for i, t := range ts {
+		out[i] = t.UnixNano()
+	}
+	return out
+}
+
+func fromNanos(ns []int64) []time.Time {
+	out := make([]time.Time, len(ns))
+	for i, n := range ns {
+		out[i] = time.Unix(0, n)
+	}
+	return out
+}
+
+// Deadline kinds.
+const (
+	dlEntry    = iota // a guard entry's until
+	dlEarly           // an early return's keep
+	dlExpected        // an expected event's until
+	dlThrottle        // a throttle window's end
+)
+
+// deadline is a time something in the guard may expire; TakeExpired
+// checks it still does (a later deadline may have replaced it).
+type deadline struct {
+	at   time.Time
+	kind int
+	gk   guardKey
+	name string // jid or tag
+	tk   throttleKey
+	per  time.Duration
+}
+
+// deadlineHeap is a min-heap of deadlines by time.
+type deadlineHeap []deadline
+
+func (h *deadlineHeap) Len() int           { return len(*h) }
+func (h *deadlineHeap) Less(i, j int) bool { return (*h)[i].at.Before((*h)[j].at) }
+func (h *deadlineHeap) Swap(i, j int)      { (*h)[i], (*h)[j] = (*h)[j], (*h)[i] }
+
+// Push and Pop are heap.Interface's; use push and pop.
+func (h *deadlineHeap) Push(x any) { *h = append(*h, x.(deadline)) }
+
+// Pop is heap.Interface's.
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (h *deadlineHeap) push(d deadline) { heap.Push(h, d) }
+func (h *deadlineHeap) pop() deadline   { return heap.Pop(h).(deadline) }
 
 // firedTag returns the tag an event-sending reaction will fire, if the
 // chunk is one (event.send / event.fire_master).

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/natsbus"
+)
+
+// sharedGuards runs an embedded NATS server and returns a function that
+// makes guards sharing its state bucket, each with its own connection (a
+// replica), loaded before it returns.
+func sharedGuards(t *testing.T) func(GuardOptions) *Guard {
+	t.Helper()
+	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return func(o GuardOptions) *Guard {
+		t.Helper()
+		c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "guard-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		st, err := c.State(ctx, natsbus.StateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Shared = st
+		g := NewGuard(o)
+		run, stop := context.WithCancel(context.Background())
+		t.Cleanup(stop)
+		if err := st.Watch(ctx, run, func(e natsbus.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+}
+
+// eventually polls fn for up to 5 seconds.
+func eventually(t *testing.T, what string, fn func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if fn() {
+			return
+		}
+	}
+	t.Fatalf("%s: not after 5s", what)
+}
+
+// TestSharedGuardJobLinked: a job one replica started holds its reaction
+// on the others; a return another replica sees releases it everywhere
+// after the settle window; a replica started afterwards loads it all.
+func TestSharedGuardJobLinked(t *testing.T) {
+	newGuard := sharedGuards(t)
+	o := GuardOptions{Settle: 2 * time.Second, JobTimeout: time.Minute}
+	g := []*Guard{newGuard(o), newGuard(o), newGuard(o)}
+	phase := func(g *Guard) string {
+		_, p, _ := g.Suppressed("revert.sls", "revert", "web1", time.Now())
+		return p
+	}
+	cases := []struct {
+		name string
+		act  func()
+		want [3]string
+	}{
+		{"started on replica 0", func() {
+			g[0].Started("ev-1", "revert.sls", "revert", "jid1", []string{"web1"}, time.Now())
+		}, [3]string{"job running", "job running", "job running"}},
+		{"returned on replica 2", func() {
+			if !g[2].Returned("jid1", "web1", time.Now()) {
+				t.Error("replica 2 did not know the job")
+			}
+		}, [3]string{"settling", "settling", "settling"}},
+		{"settle window over", func() { time.Sleep(2 * time.Second) }, [3]string{"", "", ""}},
+		// The return overtakes the job's record: replica 1 sees it before
+		// replica 0 recorded the dispatch.
+		{"early return on replica 1", func() {
+			g[1].Returned("jid2", "web1", time.Now())
+			time.Sleep(50 * time.Millisecond)
+			g[0].Started("ev-2", "revert.sls", "revert", "jid2", []string{"web1"}, time.Now())
+		}, [3]string{"settling", "settling", "settling"}},
+	}
+	for _, c := range cases {
+		c.act()
+		for i := range g {
+			eventually(t, fmt.Sprintf("%s: replica %d phase %q", c.name, i, c.want[i]), func() bool { return phase(g[i]) == c.want[i] })
+		}
+	}
+	g[0].Started("ev-3", "revert.sls", "revert", "jid3", []string{"web2"}, time.Now())
+	eventually(t, "replica 1 sees jid3", func() bool { _, _, ok := g[1].Suppressed("revert.sls", "revert", "web2", time.Now()); return ok })
+	// A replica that starts now (or restarts) continues with the state.
+	late := newGuard(o)
+	if jid, p, ok := late.Suppressed("revert.sls", "revert", "web2", time.Now()); !ok || p != "job running" || jid != "jid3" {
+		t.Fatalf("a new replica: jid=%q phase=%q held=%v, want jid3 job running", jid, p, ok)
+	}
+	// Only the replica that started a job reports its timeout.
+	after := time.Now().Add(2 * time.Minute)
+	if n := len(g[0].TakeExpired(after)); n != 1 {
+		t.Errorf("replica 0: %d expired, want 1", n)
+	}
+	if n := len(late.TakeExpired(after)); n != 0 {
+		t.Errorf("the new replica: %d expired, want 0", n)
+	}
+}
+
+// TestSharedThrottle: the throttle counts the replicas' reactions
+// together, and a replica started later counts on.
+func TestSharedThrottle(t *testing.T) {
+	newGuard := sharedGuards(t)
+	g := []*Guard{newGuard(GuardOptions{}), newGuard(GuardOptions{}), newGuard(GuardOptions{})}
+	for _, tc := range []struct {
+		key   string
+		count int
+		calls int
+	}{{"web1", 3, 12}, {"web2", 1, 5}, {"web3", 5, 5}} {
+		var allowed atomic.Int32
+		var wg sync.WaitGroup
+		for i := range tc.calls {
+			wg.Go(func() {
+				if g[i%3].Throttle(0, tc.key, tc.count, time.Hour, time.Now()) {
+					allowed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if got := int(allowed.Load()); got != min(tc.count, tc.calls) {
+			t.Errorf("%s: %d allowed of %d, want %d", tc.key, got, tc.calls, min(tc.count, tc.calls))
+		}
+	}
+	late := newGuard(GuardOptions{})
+	if late.Throttle(0, "web1", 3, time.Hour, time.Now()) {
+		t.Error("a new replica allowed a fourth reaction for web1")
+	}
+	if !late.Throttle(0, "web3", 6, time.Hour, time.Now()) {
+		t.Error("a new replica refused the sixth of six for web3")
+	}
+}
+
+// TestSharedDebounce: events of one key held on several replicas fire
+// once, on the replica holding the last one; the others release theirs
+// as replaced.
+func TestSharedDebounce(t *testing.T) {
+	newGuard := sharedGuards(t)
+	g := []*Guard{newGuard(GuardOptions{}), newGuard(GuardOptions{}), newGuard(GuardOptions{})}
+	var mu sync.Mutex
+	var fired []string
+	released := map[string]bool{}
+	for i := range 6 {
+		body := fmt.Sprintf("event %d", i)
+		time.Sleep(20 * time.Millisecond)
+		g[i%3].Debounce(0, "web1", []byte(body), 0, 500*time.Millisecond, func(abandon bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			released[body] = !abandon
+		}, func(b []byte, _ int, let func(bool)) {
+			mu.Lock()
+			fired = append(fired, string(b))
+			mu.Unlock()
+			let(false)
+		})
+	}
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fired) != 1 || fired[0] != "event 5" {
+		t.Fatalf("fired %q, want the last event once", fired)
+	}
+	if len(released) != 6 {
+		t.Fatalf("released %v, want all 6 events", released)
+	}
+}
+
+// TestSharedExpectedEvent: an event a reaction on one replica is expected
+// to fire gets its hop count on another, and only once.
+func TestSharedExpectedEvent(t *testing.T) {
+	newGuard := sharedGuards(t)
+	g := []*Guard{newGuard(GuardOptions{}), newGuard(GuardOptions{})}
+	g[0].ExpectEvent("myco/loop", 2, "myco/start", time.Now())
+	eventually(t, "replica 1 expects the event", func() bool {
+		g[1].mu.Lock()
+		defer g[1].mu.Unlock()
+		return len(g[1].expected["myco/loop"]) == 1
+	})
+	if hop, cause := g[1].HopOf("myco/loop", time.Now()); hop != 2 || cause != "myco/start" {
+		t.Fatalf("replica 1: hop %d cause %q", hop, cause)
+	}
+	eventually(t, "replica 0 forgets the used expectation", func() bool {
+		g[0].mu.Lock()
+		defer g[0].mu.Unlock()
+		return len(g[0].expected["myco/loop"]) == 0
+	})
+	if hop, _ := g[0].HopOf("myco/loop", time.Now()); hop != 0 {
+		t.Fatalf("replica 0: hop %d for a used expectation", hop)
+	}
+}
+
+// TestGuardExpiresByTime: the guard forgets returns of unknown jobs,
+// entries and throttle windows by time, whatever their number.
+func TestGuardExpiresByTime(t *testing.T) {
+	g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Minute})
+	now := time.Now()
+	for i := range 100 {
+		g.Returned(fmt.Sprintf("jid%d", i), "web1", now)
+		g.Started("", "f.sls", "r", fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
+		g.Throttle(0, fmt.Sprintf("k%d", i), 1, time.Minute, now)
+		g.ExpectEvent(fmt.Sprintf("t%d", i), 1, "x", now)
+	}
+	g.TakeExpired(now.Add(30 * time.Second))
+	if len(g.early) != 100 || len(g.entries) != 100 || len(g.throttle) != 100 || len(g.expected) != 100 {
+		t.Fatalf("forgot too early: early %d entries %d throttle %d expected %d", len(g.early), len(g.entries), len(g.throttle), len(g.expected))
+	}
+	g.TakeExpired(now.Add(2 * time.Minute))
+	if len(g.early)+len(g.entries)+len(g.jobs)+len(g.throttle)+len(g.expected)+len(g.deadlines) != 0 {
+		t.Fatalf("left: early %d entries %d jobs %d throttle %d expected %d deadlines %d", len(g.early), len(g.entries), len(g.jobs), len(g.throttle), len(g.expected), len(g.deadlines))
+	}
+}

@@ -1,0 +1,189 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reactord/reactord/internal/ratelog"
+)
+
+// StateOptions configure State.
+type StateOptions struct {
+	// Bucket is the JetStream key-value bucket (default REACTORD_GUARD).
+	Bucket string
+	// Replicas of the bucket (default 1), as the event stream's.
+	Replicas int
+	// Logger receives a line (at most one a minute) when a write fails;
+	// nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// State is a JetStream key-value bucket that the replicas of the daemon
+// share their loop guard, throttle and debounce state through. Every key
+// is written with its own time to live (the bucket allows per-message
+// TTLs), so nothing in it outlives its use. Put and Delete do not wait
+// for the server; Update is a compare-and-set on the key's revision.
+type State struct {
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	kv     jetstream.KeyValue
+	pre    string // $KV.<bucket>.
+	log    *slog.Logger
+	failed *ratelog.Every
+}
+
+// ErrStateUnsupported is returned by Conn.State when the NATS server has
+// no JetStream or is older than 2.11 (no per-message TTL).
+var ErrStateUnsupported = errors.New("the NATS server cannot keep the shared state (needs JetStream, server 2.11 or later)")
+
+// State creates (or updates) the shared state bucket.
+func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
+	if o.Bucket == "" {
+		o.Bucket = "REACTORD_GUARD"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: o.Bucket, History: 1,
+		Storage: jetstream.FileStorage, Replicas: max(o.Replicas, 1), LimitMarkerTTL: time.Second,
+		Description: "reactord: the loop guard's jobs and returns, throttle counts, debounce winners and expected events, shared by the replicas"})
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return nil, fmt.Errorf("key-value bucket %s: %w: %w", o.Bucket, ErrStateUnsupported, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating key-value bucket %s: %w", o.Bucket, err)
+	}
+	st, err := c.js.Stream(ctx, "KV_"+o.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("key-value bucket %s: %w", o.Bucket, err)
+	}
+	return &State{js: c.js, stream: st, kv: kv, pre: "$KV." + o.Bucket + ".", log: o.Logger, failed: ratelog.New(time.Minute)}, nil
+}
+
+// StateEntry is one change of the shared state, as Watch hands it over.
+type StateEntry struct {
+	Key   string
+	Value []byte
+	// Deleted is set for a deleted or expired key (Value is empty).
+	Deleted bool
+}
+
+// Watch hands every key's current value, then every change, to apply,
+// from one goroutine, until run ends. It returns once the current values
+// were applied (or load ended first: an error), so a replica starts with
+// the state the others left.
+func (s *State) Watch(load, run context.Context, apply func(StateEntry)) error {
+	ctx := run
+	w, err := s.kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watching the shared state: %w", err)
+	}
+	loaded := make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				once.Do(func() { close(loaded) })
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					once.Do(func() { close(loaded) })
+					return
+				}
+				if e == nil { // the current values are all in
+					once.Do(func() { close(loaded) })
+					continue
+				}
+				apply(StateEntry{Key: e.Key(), Value: e.Value(), Deleted: e.Operation() != jetstream.KeyValuePut})
+			}
+		}
+	}()
+	select {
+	case <-loaded:
+		return ctx.Err()
+	case <-load.Done():
+		return fmt.Errorf("loading the shared state: %w", load.Err())
+	}
+}
+
+// Put writes key's value, kept for ttl (at least a second), without
+// waiting for the server; a failure is logged.
+func (s *State) Put(key string, value []byte, ttl time.Duration) {
+	s.async(&nats.Msg{Subject: s.pre + key, Data: value, Header: nats.Header{}}, ttl)
+}
+
+// Delete removes key without waiting for the server; its delete marker is
+// kept for ttl.
+func (s *State) Delete(key string, ttl time.Duration) {
+	m := &nats.Msg{Subject: s.pre + key, Header: nats.Header{}}
+	m.Header.Set("KV-Operation", "DEL")
+	s.async(m, ttl)
+}
+
+func (s *State) async(m *nats.Msg, ttl time.Duration) {
+	f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgTTL(max(ttl, time.Second).Round(time.Second)))
+	if err != nil {
+		s.fail(m.Subject, err)
+		return
+	}
+	go func() {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			s.fail(m.Subject, err)
+		}
+	}()
+}
+
+func (s *State) fail(subject string, err error) {
+	if n, ok := s.failed.Tick(); ok {
+		s.log.Warn("shared state: a write failed; the other replicas may not see it (logged at most once a minute)", "subject", subject, "err", err, "failures_since_last_line", n)
+	}
+}
+
+// Update changes key atomically across replicas: fn gets the current
+// value (nil when none) and returns the new one and true, or false to
+// leave the key as it is (Update then returns false). The new value is
+// kept for ttl. It retries when another replica changed the key between
+// the read and the write.
+func (s *State) Update(ctx context.Context, key string, ttl time.Duration, fn func(old []byte) ([]byte, bool)) (bool, error) {
+	subj := s.pre + key
+	for range 16 {
+		var old []byte
+		var rev uint64
+		m, err := s.stream.GetLastMsgForSubject(ctx, subj)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return false, fmt.Errorf("reading shared state: %w", err)
+		default:
+			rev = m.Sequence
+			if m.Header.Get("KV-Operation") == "" && m.Header.Get("Nats-Marker-Reason") == "" {
+				old = m.Data
+			}
+		}
+		v, ok := fn(old)
+		if !ok {
+			return false, nil
+		}
+		_, err = s.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: v, Header: nats.Header{}},
+			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(max(ttl, time.Second).Round(time.Second)))
+		if err == nil {
+			return true, nil
+		}
+		if !isWrongSequence(err) {
+			return false, fmt.Errorf("writing shared state: %w", err)
+		}
+		// Another replica changed the key meanwhile: read it again.
+	}
+	return false, errors.New("writing shared state: the key keeps changing")
+}
