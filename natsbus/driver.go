@@ -3,22 +3,73 @@ package natsbus
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/ratelog"
 )
 
 // DefaultExecPrefix is where the nats driver publishes reactions.
 const DefaultExecPrefix = "reactord.exec."
 
+// driverFlushTimeout bounds one confirmation round trip of the nats driver.
+var driverFlushTimeout = 10 * time.Second
+
 // Driver is the `nats` driver: it publishes each reaction, as the JSON
 // line {"tag": TAG, "chunk": {...}}, on <prefix><state> (e.g.
-// reactord.exec.local) for custom executors, and waits for the server to
-// have it (a flush).
+// reactord.exec.local) for custom executors, with core NATS.
+//
+// Do returns once the reaction is in the connection's buffer; it does not
+// wait for a round trip (a flush) per reaction, which on the daemon's
+// connection waits behind every event the server is sending it. Instead a
+// goroutine confirms what was published with one flush at a time: a flush
+// starts as soon as something was published since the last one began, so
+// in a burst one round trip confirms many reactions. A publish that fails
+// (connection closed, reconnect buffer full, payload too large) is a
+// retryable error of Do, as before. A flush that fails or times out leaves
+// the reactions it covered unconfirmed: they may not have reached the
+// server. They are not resent (an executor may have them), but counted
+// (Stats) and logged, the first at once and then at most once a minute
+// with the count.
 type Driver struct {
 	conn   *Conn
 	prefix string
 	origin string
+
+	// Logger receives the unconfirmed-reactions lines; nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	start   sync.Once
+	kick    chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+	closeMu sync.Once
+
+	pending     atomic.Int64 // published, no flush covering them started yet
+	published   atomic.Int64
+	confirmed   atomic.Int64
+	unconfirmed atomic.Int64
+	flushes     atomic.Int64
+	logged      atomic.Int64 // unconfirmed as of the last line logged
+	failLog     *ratelog.Every
+}
+
+// DriverStats counts the nats driver's reactions.
+type DriverStats struct {
+	// Published is the reactions handed to the connection.
+	Published int64
+	// Confirmed is the reactions a flush showed the server received.
+	Confirmed int64
+	// Unconfirmed is the reactions whose flush failed or timed out: they
+	// may not have reached the server.
+	Unconfirmed int64
+	// Flushes is the confirmation round trips made.
+	Flushes int64
 }
 
 // NewDriver returns a nats driver publishing under prefix (default
@@ -27,7 +78,9 @@ func NewDriver(c *Conn, prefix, origin string) *Driver {
 	if prefix == "" {
 		prefix = DefaultExecPrefix
 	}
-	return &Driver{conn: c, prefix: prefix, origin: origin}
+	return &Driver{conn: c, prefix: prefix, origin: origin,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		failLog: ratelog.New(time.Minute)}
 }
 
 // Name implements actions.Driver.
@@ -36,17 +89,101 @@ func (d *Driver) Name() string { return "nats" }
 // Supports implements actions.Driver: executors decide what they run.
 func (d *Driver) Supports(string) bool { return true }
 
-// Do implements actions.Driver.
-func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+// Do implements actions.Driver: it publishes the reaction and returns
+// without waiting for the server (see Driver).
+func (d *Driver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
 	body := actions.AppendLine(nil, a.Tag, a.Chunk)
 	subj := d.prefix + Subject("", a.Chunk.Str("state"))
 	if err := d.conn.PublishRaw(subj, body[:len(body)-1], Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}); err != nil {
 		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
 	}
-	if err := d.conn.Flush(ctx); err != nil {
-		return actions.Result{}, actions.Retryable(fmt.Errorf("flushing %s: %w", subj, err))
+	d.published.Add(1)
+	d.pending.Add(1)
+	d.start.Do(func() { go d.confirm() })
+	select {
+	case d.kick <- struct{}{}:
+	default: // a flush is already due: it covers this one
 	}
 	return actions.Result{}, nil
+}
+
+// confirm runs one flush at a time, each covering the reactions published
+// before it started.
+func (d *Driver) confirm() {
+	defer close(d.stopped)
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-d.kick:
+		}
+		d.flush()
+	}
+}
+
+func (d *Driver) flush() {
+	// While the connection is down, publishes wait in its reconnect
+	// buffer and go out once it is back: confirm them then.
+	for !d.conn.nc.IsConnected() && !d.conn.nc.IsClosed() {
+		select {
+		case <-d.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	n := d.pending.Swap(0)
+	if n == 0 {
+		return
+	}
+	d.flushes.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), driverFlushTimeout)
+	err := d.conn.nc.FlushWithContext(ctx)
+	cancel()
+	if err == nil {
+		d.confirmed.Add(n)
+		return
+	}
+	total := d.unconfirmed.Add(n)
+	if _, ok := d.failLog.Tick(); ok {
+		log := d.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Error("nats driver: reactions published but not confirmed by the server (the connection failed or the flush timed out); they may not have reached it and are not resent; logged at most once a minute",
+			"err", err, "reactions_since_last_line", total-d.logged.Swap(total), "unconfirmed_total", total)
+	}
+}
+
+// Stats returns the driver's counts.
+func (d *Driver) Stats() DriverStats {
+	return DriverStats{Published: d.published.Load(), Confirmed: d.confirmed.Load(),
+		Unconfirmed: d.unconfirmed.Load(), Flushes: d.flushes.Load()}
+}
+
+// Close confirms what was published (one last flush, within ctx) and stops
+// the confirming goroutine. Do must not be called after Close.
+func (d *Driver) Close(ctx context.Context) error {
+	var err error
+	d.closeMu.Do(func() {
+		close(d.stop)
+		started := true
+		d.start.Do(func() { started = false })
+		if started {
+			<-d.stopped
+		}
+		n := d.pending.Swap(0)
+		if n == 0 {
+			return
+		}
+		d.flushes.Add(1)
+		if err = d.conn.Flush(ctx); err != nil {
+			d.unconfirmed.Add(n)
+			err = fmt.Errorf("nats driver: %d reactions not confirmed: %w", n, err)
+			return
+		}
+		d.confirmed.Add(n)
+	})
+	return err
 }
 
 // DeadLetter publishes a reaction that failed for good on subject, with the

@@ -1,0 +1,177 @@
+package natsbus
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/actions"
+)
+
+// TestDriverPublishesAndConfirms: each reaction arrives on
+// <prefix><state> with the hop and cause headers, in order, and the
+// background flushes confirm every one without a round trip per reaction.
+func TestDriverPublishesAndConfirms(t *testing.T) {
+	_, c := startServer(t)
+	exec, err := Connect(ConnOptions{URL: c.nc.ConnectedUrl(), Name: "executor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Close()
+	var mu sync.Mutex
+	var got []string
+	var metas []Meta
+	sub, err := exec.SubscribeRaw("test.exec.>", func(subject string, body []byte, m Meta) {
+		mu.Lock()
+		got = append(got, subject+" "+string(body))
+		metas = append(metas, m)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	_ = exec.Flush(context.Background())
+
+	d := NewDriver(c, "test.exec.", "reactord-test")
+	const n = 500
+	for i := range n {
+		ch := benchChunk()
+		ch.Set("order", int64(i))
+		if _, err := d.Do(context.Background(), actions.Action{Tag: "salt/minion/web1/start", Chunk: ch, Hop: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if s := d.Stats(); s.Confirmed != n {
+			return fmt.Errorf("stats %+v", s)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != n {
+			return fmt.Errorf("executor got %d of %d", len(got), n)
+		}
+		return nil
+	})
+	s := d.Stats()
+	if s.Published != n || s.Unconfirmed != 0 || s.Flushes < 1 || s.Flushes >= n {
+		t.Errorf("stats %+v: want %d confirmed in fewer flushes", s, n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, g := range got {
+		if !strings.HasPrefix(g, "test.exec.local {\"tag\":\"salt/minion/web1/start\",\"chunk\":{") || !strings.Contains(g, fmt.Sprintf(`"order":%d}`, i)) {
+			t.Fatalf("reaction %d: %s", i, g)
+		}
+		if m := metas[i]; m.Hop != 2 || m.Cause != "salt/minion/web1/start" || m.Origin != "reactord-test" {
+			t.Fatalf("reaction %d meta %+v", i, m)
+		}
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDriverCountsUnconfirmed: against a server that stops answering, Do
+// still returns at once, and the flush that times out counts the
+// reactions as unconfirmed and logs them; on a closed connection Do fails
+// with a retryable error.
+func TestDriverCountsUnconfirmed(t *testing.T) {
+	old := driverFlushTimeout
+	driverFlushTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { driverFlushTimeout = old })
+	url := muteServer(t)
+	c, err := Connect(ConnOptions{URL: url, Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	d := NewDriver(c, "", "reactord-test")
+	d.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	start := time.Now()
+	for range 3 {
+		if _, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if el := time.Since(start); el > 200*time.Millisecond {
+		t.Errorf("Do waited %v for the server", el)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if s := d.Stats(); s.Unconfirmed != 3 || s.Confirmed != 0 {
+			return fmt.Errorf("stats %+v", s)
+		}
+		return nil
+	})
+	if l := buf.String(); !strings.Contains(l, "not confirmed") || !strings.Contains(l, "reactions_since_last_line=") {
+		t.Errorf("log: %s", l)
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Errorf("close with nothing pending: %v", err)
+	}
+	c.Close()
+	_, err = d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()})
+	if err == nil || !actions.IsRetryable(err) {
+		t.Errorf("Do on a closed connection: %v", err)
+	}
+}
+
+// muteServer is a NATS server that accepts a client and then answers
+// nothing more: publishes go nowhere and flushes never return.
+func muteServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				fmt.Fprintf(conn, "INFO {\"server_id\":\"mute\",\"version\":\"2.10.0\",\"proto\":1,\"headers\":true,\"max_payload\":1048576}\r\n")
+				r := bufio.NewReader(conn)
+				answered := false
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if strings.HasPrefix(line, "PING") && !answered {
+						answered = true // the PING of the handshake, only
+						fmt.Fprintf(conn, "PONG\r\n")
+					}
+				}
+			}()
+		}
+	}()
+	return "nats://" + ln.Addr().String()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
