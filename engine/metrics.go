@@ -2,7 +2,9 @@ package engine
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/store"
 )
 
@@ -12,9 +14,21 @@ type Metrics struct {
 	Events  prometheus.Counter
 	Matched prometheus.Counter
 	// RuleMatches counts, by rule glob, the events each rule matched.
-	RuleMatches    *prometheus.CounterVec
-	Malformed      prometheus.Counter
-	Overflow       prometheus.Counter
+	RuleMatches *prometheus.CounterVec
+	Malformed   prometheus.Counter
+	// Overflow is reactord_overflow_total, which counted both events
+	// dropped for a full lane and events reacted to but not archived.
+	//
+	// Deprecated: Dropped and ArchiveDropped split it; it goes once the
+	// daemon uses them.
+	Overflow prometheus.Counter
+	// Dropped counts events dropped without any reaction, by reason
+	// (DropLaneFull).
+	Dropped *prometheus.CounterVec
+	// ArchiveDropped counts events reacted to but not archived: the audit
+	// store's memory and disk spool were full (core NATS mode; JetStream
+	// leaves such events for redelivery instead).
+	ArchiveDropped prometheus.Counter
 	RenderErrors   prometheus.Counter
 	Suppressed     *prometheus.CounterVec
 	Actions        *prometheus.CounterVec
@@ -25,16 +39,25 @@ type Metrics struct {
 	Latency        prometheus.Histogram
 }
 
+// DropLaneFull is reactord_dropped_total's reason for an event dropped
+// because its lane's queue was full (core NATS mode).
+const DropLaneFull = "lane_full"
+
 // NewMetrics creates the metrics and registers them on reg (nil: not
-// registered).
+// registered), with the Go runtime's and the process's metrics (go_*,
+// process_*: goroutines, heap, GC, resident memory, CPU, open files).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Events:  prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_events_total", Help: "Events received."}),
 		Matched: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_matched_total", Help: "Events that matched at least one rule."}),
 		RuleMatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_rule_matches_total",
 			Help: "Events whose tag a rule's glob matched, by the rule's glob (rules with the same glob add up)."}, []string{"rule"}),
-		Malformed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_malformed_total", Help: "Events that could not be decoded (not a JSON envelope with a tag, data not a dictionary, or a string that is not valid UTF-8); dropped."}),
-		Overflow:     prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_overflow_total", Help: "Events dropped because a lane queue was full (core NATS mode only)."}),
+		Malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_malformed_total", Help: "Events that could not be decoded (not a JSON envelope with a tag, data not a dictionary, or a string that is not valid UTF-8); dropped."}),
+		Overflow:  prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_overflow_total", Help: "Deprecated, split into reactord_dropped_total and reactord_archive_dropped_total: events dropped because a lane queue was full, plus events reacted to but not archived because the audit store was full (core NATS mode only)."}),
+		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_dropped_total",
+			Help: "Events dropped without any reaction, by reason (lane_full: a lane queue was full, core NATS mode only)."}, []string{"reason"}),
+		ArchiveDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_archive_dropped_total",
+			Help: "Events reacted to but not archived: the audit store's memory and disk spool were full (core NATS mode; JetStream leaves them for redelivery). Their records are in reactord_store_records_dropped_total."}),
 		RenderErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_render_errors_total", Help: "Reaction files that failed to render, and events whose reactions verify_high discarded."}),
 		Suppressed:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_suppressed_total", Help: "Events or reactions suppressed, by reason."}, []string{"reason"}),
 		Actions:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_actions_total", Help: "Reactions dispatched, by driver and outcome."}, []string{"driver", "state"}),
@@ -46,10 +69,36 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 	}
+	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Overflow, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Overflow, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
+		RegisterRuntimeMetrics(reg)
 	}
 	return m
+}
+
+// RegisterRuntimeMetrics registers the Go runtime's metrics (go_goroutines,
+// go_memstats_*, go_gc_duration_seconds, ...) and the process's
+// (process_resident_memory_bytes, process_cpu_seconds_total,
+// process_open_fds, ...) on reg: the daemon's and the bridge's /metrics.
+func RegisterRuntimeMetrics(reg prometheus.Registerer) {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// RegisterDriverMetrics exports what a driver counts itself:
+// reactord_driver_unconfirmed_total{driver} for a driver that publishes
+// without waiting for each reaction's confirmation (the nats driver: the
+// reactions whose confirming flush failed, which may not have reached the
+// server). Other drivers add nothing.
+func RegisterDriverMetrics(reg prometheus.Registerer, drv actions.Driver) {
+	u, ok := drv.(interface{ Unconfirmed() int64 })
+	if !ok {
+		return
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_driver_unconfirmed_total",
+		Help:        "Reactions published but not confirmed by the server (the connection failed or the confirming flush timed out): they may not have reached executors, and are not resent.",
+		ConstLabels: prometheus.Labels{"driver": drv.Name()}},
+		func() float64 { return float64(u.Unconfirmed()) }))
 }
 
 // RegisterStoreMetrics exports the audit store writer's counters on reg:

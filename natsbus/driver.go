@@ -160,6 +160,10 @@ func (d *Driver) Stats() DriverStats {
 		Unconfirmed: d.unconfirmed.Load(), Flushes: d.flushes.Load()}
 }
 
+// Unconfirmed is the reactions whose flush failed or timed out (for
+// reactord_driver_unconfirmed_total).
+func (d *Driver) Unconfirmed() int64 { return d.unconfirmed.Load() }
+
 // Close confirms what was published (one last flush, within ctx) and stops
 // the confirming goroutine. Do must not be called after Close.
 func (d *Driver) Close(ctx context.Context) error {

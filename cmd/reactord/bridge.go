@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/reactord/reactord/bridge"
+	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -174,7 +175,8 @@ interrupted.`, stderr)
 	return exitOK
 }
 
-// registerBridgeMetrics exports the bridge's counters.
+// registerBridgeMetrics exports the bridge's counters, its build and the
+// Go runtime's and the process's metrics (go_*, process_*).
 func registerBridgeMetrics(reg *prometheus.Registry, src bridgeSource, conn *natsbus.Conn, sourceUp func() bool) {
 	st := src.Stats()
 	counter := func(name, help string, f func() int64) {
@@ -203,6 +205,7 @@ func registerBridgeMetrics(reg *prometheus.Registry, src bridgeSource, conn *nat
 	gauge("reactord_bridge_source_connected", "1 while the bridge reads the master's bus.", func() float64 { return b2f(sourceUp()) })
 	gauge("reactord_nats_connected", "1 while the NATS connection is up.", func() float64 { return b2f(conn.Connected()) })
 	registerBuildInfo(reg)
+	engine.RegisterRuntimeMetrics(reg)
 }
 
 func b2f(b bool) float64 {
