@@ -194,8 +194,11 @@ func (g *Guard) Started(eventID, sls, id, jid string, targets []string, now time
 func (g *Guard) started(eventID, sls, id, jid string, targets []string, now time.Time, local bool) {
 	for _, m := range targets {
 		k := guardKey{sls, id, m}
-		if old := g.entries[k]; old != nil && ((jid != "" && old.jid == jid) || old.started.After(now)) {
-			continue
+		if old := g.entries[k]; old != nil {
+			if (jid != "" && old.jid == jid) || old.started.After(now) {
+				continue
+			}
+			g.forgetJobKey(old.jid, k)
 		}
 		until := now.Add(g.opts.JobTimeout)
 		if jid == "" {
@@ -228,6 +231,20 @@ func (g *Guard) started(eventID, sls, id, jid string, targets []string, now time
 		delete(g.early, jid)
 	} else {
 		g.early[jid] = rest
+	}
+}
+
+// forgetJobKey removes k from the keys waiting for job jid; called with
+// mu held.
+func (g *Guard) forgetJobKey(jid string, k guardKey) {
+	if jid == "" {
+		return
+	}
+	keys := slices.DeleteFunc(g.jobs[jid], func(x guardKey) bool { return x == k })
+	if len(keys) == 0 {
+		delete(g.jobs, jid)
+	} else {
+		g.jobs[jid] = keys
 	}
 }
 
@@ -307,14 +324,7 @@ func (g *Guard) TakeExpired(now time.Time) []Expired {
 				out = append(out, Expired{SLS: d.gk.sls, ID: d.gk.id, Minion: d.gk.minion, JID: e.jid, EventID: e.eventID})
 			}
 			delete(g.entries, d.gk)
-			if e.jid != "" {
-				keys := slices.DeleteFunc(g.jobs[e.jid], func(k guardKey) bool { return k == d.gk })
-				if len(keys) == 0 {
-					delete(g.jobs, e.jid)
-				} else {
-					g.jobs[e.jid] = keys
-				}
-			}
+			g.forgetJobKey(e.jid, d.gk)
 		case dlEarly:
 			rs := slices.DeleteFunc(g.early[d.name], func(r earlyReturn) bool { return !now.Before(r.at.Add(earlyKeep)) })
 			if len(rs) == 0 {

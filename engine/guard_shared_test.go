@@ -214,6 +214,11 @@ func TestGuardExpiresByTime(t *testing.T) {
 		g.Throttle(0, fmt.Sprintf("k%d", i), 1, time.Minute, now)
 		g.ExpectEvent(fmt.Sprintf("t%d", i), 1, "x", now)
 	}
+	// A newer job of the same reaction and minion replaces the older.
+	g.Started("", "f.sls", "r", "job0b", []string{"m0"}, now.Add(time.Millisecond))
+	if _, ok := g.jobs["job0"]; ok || len(g.jobs) != 100 {
+		t.Fatalf("jobs: %d, job0 kept after its entry was replaced", len(g.jobs))
+	}
 	g.TakeExpired(now.Add(30 * time.Second))
 	if len(g.early) != 100 || len(g.entries) != 100 || len(g.throttle) != 100 || len(g.expected) != 100 {
 		t.Fatalf("forgot too early: early %d entries %d throttle %d expected %d", len(g.early), len(g.entries), len(g.throttle), len(g.expected))

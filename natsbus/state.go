@@ -51,10 +51,33 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: o.Bucket, History: 1,
+	// A server without JetStream answers this at once (creating the
+	// bucket would wait for ctx); other errors (a cluster electing) are
+	// left to the retries below.
+	if _, err := c.js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("key-value bucket %s: %w: %w", o.Bucket, ErrStateUnsupported, err)
+	}
+	cfg := jetstream.KeyValueConfig{Bucket: o.Bucket, History: 1,
 		Storage: jetstream.FileStorage, Replicas: max(o.Replicas, 1), LimitMarkerTTL: time.Second,
-		Description: "reactord: the loop guard's jobs and returns, throttle counts, debounce winners and expected events, shared by the replicas"})
-	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		Description: "reactord: the loop guard's jobs and returns, throttle counts, debounce winners and expected events, shared by the replicas"}
+	var kv jetstream.KeyValue
+	var err error
+	for {
+		// A cluster electing, or busy adding a stream's replicas, answers
+		// 503 for a while: retry until ctx ends.
+		kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.Code < 500 || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("key-value bucket %s: %w: %w", o.Bucket, ErrStateUnsupported, err)
 	}
 	if err != nil {
