@@ -22,9 +22,15 @@ event of a file: one {"tag","data"} JSON line (or TAG<tab>JSON) each, or
 the multi-line format reactord events prints by default.
 An event over the server's max payload is published with its biggest values
 (a job's return first) replaced by a marker saying how many bytes were cut,
-and reported. Exit 0 when every event was published, 1 when some lines were
-malformed or could not be published (the others are), 2 on usage or
-connection errors.`, stderr)
+and reported. When a JetStream stream captures the event subjects (a daemon
+run with --jetstream), every event is published with the stream's
+acknowledgement (4096 waiting at most; one not acknowledged in time is sent
+again, de-duplicated by its Nats-Msg-Id), and those the stream refused or
+never acknowledged are counted. Otherwise events go out with core NATS,
+confirmed by one round trip at the end. Exit 0 when every event was
+published (and acknowledged), 1 when some lines were malformed or could not
+be published or acknowledged (the others are), 2 on usage or connection
+errors.`, stderr)
 	var nf natsFlags
 	nf.register(fs, natsClientUsage)
 	file := fs.String("events", "", "publish every event of FILE (- for stdin)")
@@ -64,6 +70,16 @@ connection errors.`, stderr)
 	// or stopping a file at it, would be worse.
 	limit := conn.MaxPayload() - 1024
 	truncated := 0
+	// Into a JetStream daemon, an event counts once its stream has it: core
+	// publishes that a burst outruns are lost without a word.
+	stream := conn.EventStream(ctx)
+	var acked *natsbus.AckedPublisher
+	if stream != "" {
+		if acked, err = conn.NewAckedPublisher(fireMaxInFlight); err != nil {
+			fmt.Fprintf(stderr, "fire: %v\n", err)
+			return exitUsage
+		}
+	}
 	publish := func(ev event.Event, where string) error {
 		if strings.TrimSpace(ev.Tag) == "" {
 			return errEmptyTag
@@ -86,9 +102,13 @@ connection errors.`, stderr)
 			truncated++
 			body = out
 		}
+		if acked != nil {
+			return acked.Publish(ev.Tag, body, meta)
+		}
 		return conn.Publish(ev.Tag, body, meta)
 	}
 	code := exitOK
+	sent := 0
 	if *file == "" {
 		data := "{}"
 		if fs.NArg() == 2 {
@@ -103,6 +123,7 @@ connection errors.`, stderr)
 			fmt.Fprintf(stderr, "fire: %v\n", err)
 			return exitUsage
 		}
+		sent = 1
 	} else {
 		in := stdin
 		if *file != "-" {
@@ -136,14 +157,33 @@ connection errors.`, stderr)
 				n++
 			}
 		}
+		sent = n
 		fmt.Fprintf(stderr, "fire: published %d event(s), %d of them cut to fit\n", n, truncated)
 	}
+	if acked != nil {
+		st := acked.Wait(ctx)
+		if st.Failed > 0 {
+			fmt.Fprintf(stderr, "fire: %d of %d event(s) not acknowledged by JetStream stream %s (%d acknowledged)\n", st.Failed, sent, stream, st.Acked)
+			for _, err := range st.Errors {
+				fmt.Fprintf(stderr, "fire: %v\n", err)
+			}
+			return exitFound
+		}
+		if *file != "" {
+			fmt.Fprintf(stderr, "fire: JetStream stream %s acknowledged all %d event(s)\n", stream, st.Acked)
+		}
+		return code
+	}
 	if err := conn.Flush(ctx); err != nil {
-		fmt.Fprintf(stderr, "fire: %v\n", err)
-		return exitUsage
+		fmt.Fprintf(stderr, "fire: %d event(s) published but not confirmed by the server: %v\n", sent, err)
+		return exitFound
 	}
 	return code
 }
+
+// fireMaxInFlight bounds the events fire leaves waiting for JetStream's
+// acknowledgement.
+const fireMaxInFlight = 4096
 
 // errEmptyTag refuses an event without a tag, which no rule can match and
 // Salt never sends.

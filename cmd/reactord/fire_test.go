@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/natsbus"
 )
@@ -140,5 +143,75 @@ func TestFireOverLongTag(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%.60q never arrived", want)
 		}
+	}
+}
+
+// writeStarts writes n minion-start events, one JSON line each.
+func writeStarts(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"tag":"salt/minion/m%d/start","data":{"id":"m%d","_stamp":"2026-11-23T10:00:00.%06d"}}`+"\n", i%1000, i%1000, i)
+	}
+	file := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestFireFileIntoJetStream: into a server whose stream captures the
+// event subjects (a --jetstream daemon's), fire --file publishes with
+// acknowledgements: all 50,000 events are in the stream when it exits 0.
+func TestFireFileIntoJetStream(t *testing.T) {
+	srv, c := natsServer(t)
+	ctx := context.Background()
+	if err := c.EnsureStream(ctx, natsbus.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50000
+	file := writeStarts(t, n)
+	start := time.Now()
+	code, _, errOut := runCmd(t, "", "fire", "--nats", srv.ClientURL(), "--file", file)
+	el := time.Since(start)
+	if code != exitOK || !strings.Contains(errOut, fmt.Sprintf("acknowledged all %d event(s)", n)) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	got, err := c.StreamMessages(ctx, "REACTORD_EVENTS")
+	if err != nil || got != n {
+		t.Fatalf("stream holds %d events of %d (%v)", got, n, err)
+	}
+	t.Logf("%d events acknowledged in %v (%.0f/s)", n, el.Round(time.Millisecond), n/el.Seconds())
+	if el > 10*time.Second {
+		t.Errorf("took %v", el)
+	}
+}
+
+// TestFireCountsUnacknowledged: events the stream refuses (it is full and
+// discards new ones) are counted and make fire exit 1; a single event too.
+func TestFireCountsUnacknowledged(t *testing.T) {
+	srv, _ := natsServer(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "REACTORD_EVENTS", Subjects: []string{"salt.evt.>"},
+		MaxMsgs: 100, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCmd(t, "", "fire", "--nats", srv.ClientURL(), "--file", writeStarts(t, 300))
+	if code != exitFound || !strings.Contains(errOut, "200 of 300 event(s) not acknowledged by JetStream stream REACTORD_EVENTS (100 acknowledged)") ||
+		!strings.Contains(errOut, "maximum messages exceeded") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	code, _, errOut = runCmd(t, "", "fire", "--nats", srv.ClientURL(), "myapp/deploy/done", `{"id": "web1"}`)
+	if code != exitFound || !strings.Contains(errOut, "1 of 1 event(s) not acknowledged") {
+		t.Fatalf("one event: exit %d: %s", code, errOut)
 	}
 }
