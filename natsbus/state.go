@@ -18,7 +18,8 @@ import (
 type StateOptions struct {
 	// Bucket is the JetStream key-value bucket (default REACTORD_GUARD).
 	Bucket string
-	// Replicas of the bucket (default 1), as the event stream's.
+	// Replicas of the bucket, as the event stream's: 0 leaves an
+	// existing bucket as it is and creates a new one with 1.
 	Replicas int
 	// Logger receives a line (at most one a minute) when a write fails;
 	// nil: slog.Default().
@@ -66,7 +67,14 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 	for {
 		// A cluster electing, or busy adding a stream's replicas, answers
 		// 503 for a while: retry until ctx ends.
-		kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
+		if o.Replicas > 0 {
+			kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
+		} else if kv, err = c.js.KeyValue(ctx, o.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = c.js.CreateKeyValue(ctx, cfg)
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				kv, err = c.js.KeyValue(ctx, o.Bucket) // another replica was faster
+			}
+		}
 		var apiErr *jetstream.APIError
 		if err == nil || !errors.As(err, &apiErr) || apiErr.Code < 500 || ctx.Err() != nil {
 			break

@@ -78,6 +78,7 @@ in-flight events within --drain-timeout.`, stderr)
 	archiveAll := fs.Bool("archive-all", false, "also archive saltutil.find_job polling and Salt's legacy duplicate tags")
 	archiveTags := fs.String("archive-tags", "", "archive only events whose tag matches one of these comma-separated globs (job publishes and returns are always kept)")
 	noGuard := fs.Bool("no-loop-guard", false, "turn the job-linked loop guard off (throttle, debounce and the hop limit still apply)")
+	sharedState := fs.Bool("shared-state", true, "keep the loop guard's jobs, hop counts, throttle counts and debounces in a JetStream key-value bucket (REACTORD_GUARD) that every replica shares and a restarted one reloads, in core mode too; false, or a NATS server without JetStream 2.11+: in this process's memory")
 	var df driverFlags
 	df.register(fs)
 	verbose := fs.Bool("v", false, "debug logging")
@@ -284,7 +285,21 @@ in-flight events within --drain-timeout.`, stderr)
 		}()
 		log.Info("audit store open", "store", redact.URLs(*storeURL), "keep_jobs", keepJobs.String(), "spool", filepath.Join(dir, "store-spool"))
 	}
-	guard := engine.NewGuard(engine.GuardOptions{Settle: *settle, JobTimeout: *jobTimeout, Disabled: *noGuard})
+	gopts := engine.GuardOptions{Settle: *settle, JobTimeout: *jobTimeout, Disabled: *noGuard, Log: log}
+	guard := engine.NewGuard(gopts)
+	stateCtx, stateCancel := context.WithCancel(context.Background())
+	defer stateCancel()
+	if *sharedState {
+		// Load what the other replicas (or this one before a restart)
+		// left before taking events.
+		var shared *engine.Guard
+		shared, err = loadSharedState(ctx, stateCtx, conn, gopts, *streamReplicas, log)
+		if err != nil {
+			log.Warn("shared state unavailable: the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it)", "err", err)
+		} else {
+			guard = shared
+		}
+	}
 	var copyOf func(context.Context, string, []byte, uint64) (bool, error)
 	if *dedupeMasters > 0 {
 		if !*jetstream {
@@ -431,6 +446,28 @@ in-flight events within --drain-timeout.`, stderr)
 		return exitFound
 	}
 	return exitOK
+}
+
+// loadSharedState opens the shared state bucket and returns a guard
+// backed by it, loaded with what the bucket holds; run bounds the
+// bucket's watch.
+func loadSharedState(ctx, run context.Context, conn *natsbus.Conn, o engine.GuardOptions, replicas int, log *slog.Logger) (*engine.Guard, error) {
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	state, err := conn.State(lctx, natsbus.StateOptions{Replicas: replicas, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	o.Shared = state
+	g := engine.NewGuard(o)
+	wctx, stop := context.WithCancel(run)
+	if err := state.Watch(lctx, wctx, func(e natsbus.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
+		stop()
+		return nil, err
+	}
+	context.AfterFunc(run, stop)
+	log.Info("shared state loaded: the loop guard, throttle and debounce are the replicas' together", "bucket", "REACTORD_GUARD")
+	return g, nil
 }
 
 // driverFlags configure the drivers.

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/natsbus"
+)
+
+// These tests run three replicas of the daemon on one NATS server: the
+// loop guard, the throttle and the debounce give one reactor's results
+// because the replicas share their state (--shared-state, a JetStream
+// key-value bucket), and a replica started later continues with it.
+
+var replicaModes = []struct {
+	name string
+	args []string
+}{{"core", nil}, {"jetstream", []string{"--jetstream"}}}
+
+// startReplicas starts n daemons with args.
+func startReplicas(t *testing.T, n int, args ...string) []*proc {
+	t.Helper()
+	ps := make([]*proc, n)
+	for i := range ps {
+		ps[i] = startDaemon(t, args...)
+	}
+	return ps
+}
+
+// sumMetric adds a metric over the replicas.
+func sumMetric(t *testing.T, ps []*proc, name string) int {
+	t.Helper()
+	total := 0
+	for _, p := range ps {
+		v, _ := strconv.ParseFloat(metricValue(t, scrape(t, p), name), 64)
+		total += int(v)
+	}
+	return total
+}
+
+// sumLogs counts a log line over the replicas.
+func sumLogs(ps []*proc, line string) int {
+	total := 0
+	for _, p := range ps {
+		total += strings.Count(p.logs(), line)
+	}
+	return total
+}
+
+// stopAll ends the replicas with SIGTERM and waits for them.
+func stopAll(t *testing.T, ps []*proc) {
+	t.Helper()
+	for _, p := range ps {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range ps {
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("no exit after SIGTERM")
+		}
+	}
+}
+
+// TestReplicasRevertOnInotify: the revert-on-inotify loop with three
+// replicas: the beacon event the state run causes, and the job's return,
+// land on any replica; 3 genuine changes give 3 state.apply, as with one.
+func TestReplicasRevertOnInotify(t *testing.T) {
+	for _, mode := range replicaModes {
+		t.Run(mode.name, func(t *testing.T) {
+			srv, c := natsServer(t)
+			conf, salt, calls := revertSetup(t, srv.ClientURL())
+			ps := startReplicas(t, 3, append([]string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1s"}, mode.args...)...)
+			var counts []int
+			for n := 1; n <= 3; n++ {
+				genuineChange(t, c, "web1")
+				checkFor(t, 20*time.Second, func() error {
+					if got := sumMetric(t, ps, `reactord_suppressed_total{reason="loop_guard"}`); got != n {
+						return fmt.Errorf("loop_guard suppressions %d, want %d", got, n)
+					}
+					if got := sumLogs(ps, "loop guard: job returned"); got != n {
+						return fmt.Errorf("%d job returns seen, want %d", got, n)
+					}
+					return nil
+				})
+				time.Sleep(1500 * time.Millisecond) // settle is 1s
+				counts = append(counts, countLines(t, calls))
+			}
+			t.Logf("%s, 3 replicas: state.apply after 1, 2, 3 genuine changes: %v", mode.name, counts)
+			if fmt.Sprint(counts) != "[1 2 3]" {
+				t.Fatalf("state.apply after 1, 2, 3 genuine changes: %v, want [1 2 3]", counts)
+			}
+		})
+	}
+}
+
+// throttleConf writes a rule reacting to myco/ping with a throttle of 3
+// per hour per minion.
+func throttleConf(t *testing.T, option string) string {
+	t.Helper()
+	dir := t.TempDir()
+	sls := filepath.Join(dir, "ping.sls")
+	if err := os.WriteFile(sls, []byte("ping:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "reactor.conf")
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/ping':\n      sls: "+sls+"\n      "+option+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return conf
+}
+
+func ping(t *testing.T, c *natsbus.Conn, id string) {
+	t.Helper()
+	if err := c.Publish("myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicasThrottle: throttle 3 per hour keyed by the minion, three
+// replicas: 3 reactions in all for a minion; after every replica was
+// stopped, a new one goes on counting (none more for that minion).
+func TestReplicasThrottle(t *testing.T) {
+	for _, mode := range replicaModes {
+		t.Run(mode.name, func(t *testing.T) {
+			srv, c := natsServer(t)
+			conf := throttleConf(t, "throttle: {count: 3, per: 1h, key: data.id}")
+			ce := collect(t, c, "test.exec.")
+			args := append([]string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--no-loop-guard"}, mode.args...)
+			ps := startReplicas(t, 3, args...)
+			const events = 30
+			for range events {
+				ping(t, c, "web1")
+			}
+			checkFor(t, 20*time.Second, func() error {
+				if got := sumMetric(t, ps, `reactord_suppressed_total{reason="throttle"}`); got != events-3 {
+					return fmt.Errorf("%d throttled, want %d", got, events-3)
+				}
+				return nil
+			})
+			total, _, origins, _ := ce.snapshot()
+			if total != 3 {
+				t.Fatalf("%d reactions for %d events, want 3 (origins %v)", total, events, origins)
+			}
+			stopAll(t, ps)
+			p := startDaemon(t, args...)
+			for range 10 {
+				ping(t, c, "web1")
+			}
+			ping(t, c, "web2")
+			checkFor(t, 20*time.Second, func() error {
+				if got := sumMetric(t, []*proc{p}, `reactord_suppressed_total{reason="throttle"}`); got != 10 {
+					return fmt.Errorf("%d throttled after the restart, want 10", got)
+				}
+				if total, _, _, _ := ce.snapshot(); total != 4 {
+					return fmt.Errorf("%d reactions, want 4 (web2's first)", total)
+				}
+				return nil
+			})
+			t.Logf("%s, 3 replicas, throttle 3 per 1h: %d events for web1, 3 reactions (by replica %v); after a restart of all, 10 more: 0 more reactions", mode.name, events, origins)
+		})
+	}
+}
+
+// TestReplicasDebounce: the events of one key, spread over three core
+// replicas within the quiet period, fire once.
+func TestReplicasDebounce(t *testing.T) {
+	srv, c := natsServer(t)
+	conf := throttleConf(t, "debounce: 1s")
+	ce := collect(t, c, "test.exec.")
+	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--no-loop-guard")
+	const events = 12
+	for range events {
+		ping(t, c, "web1")
+		time.Sleep(30 * time.Millisecond)
+	}
+	checkFor(t, 20*time.Second, func() error {
+		if total, _, _, _ := ce.snapshot(); total != 1 {
+			return fmt.Errorf("%d reactions, want 1", total)
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond) // nothing fires late
+	held := 0
+	for _, p := range ps {
+		if metricValue(t, scrape(t, p), `reactord_suppressed_total{reason="debounce"}`) != "0" {
+			held++
+		}
+	}
+	if total, _, _, _ := ce.snapshot(); total != 1 || held < 2 {
+		t.Fatalf("%d reactions (want 1); %d replicas held events (want 2 or more)", total, held)
+	}
+	t.Logf("debounce 1s, 3 replicas: %d events over %d replicas, 1 reaction", events, held)
+}
