@@ -198,3 +198,73 @@ func TestReplicasDebounce(t *testing.T) {
 	}
 	t.Logf("debounce 1s, 3 replicas: %d events over %d replicas, 1 reaction", events, held)
 }
+
+// TestReplicasLoopGuardRestart: the loop guard's state outlives the
+// daemon: a job returned just before a stop still holds its reaction, in
+// its settle window, for the replica started next.
+func TestReplicasLoopGuardRestart(t *testing.T) {
+	srv, c := natsServer(t)
+	conf, salt, calls := revertSetup(t, srv.ClientURL())
+	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1h"}
+	p := startDaemon(t, args...)
+	genuineChange(t, c, "web1")
+	checkFor(t, 20*time.Second, func() error {
+		if !strings.Contains(p.logs(), "loop guard: job returned") {
+			return fmt.Errorf("no job return seen")
+		}
+		return nil
+	})
+	stopAll(t, []*proc{p})
+	p = startDaemon(t, args...)
+	genuineChange(t, c, "web1")
+	checkFor(t, 20*time.Second, func() error {
+		if got := metricValue(t, scrape(t, p), `reactord_suppressed_total{reason="loop_guard"}`); got != "1" {
+			return fmt.Errorf("loop_guard suppressions %s after the restart, want 1", got)
+		}
+		return nil
+	})
+	if n := countLines(t, calls); n != 1 {
+		t.Fatalf("%d state.apply, want 1: the restarted daemon forgot the job's settle window", n)
+	}
+	if !strings.Contains(p.logs(), "phase=settling") {
+		t.Fatalf("the suppression is not in the settle window:\n%s", p.logs())
+	}
+}
+
+// TestReplicasHopLimit: a reaction whose runner fires its own trigger
+// tag, with three replicas: the event lands on any replica and still
+// carries its hop count; the hop limit stops the chain after 3 hops.
+func TestReplicasHopLimit(t *testing.T) {
+	srv, c := natsServer(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "reactor.conf")
+	sls := filepath.Join(dir, "loop.sls")
+	if err := os.WriteFile(sls, []byte("again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data:\n          from: {{ .tag }}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/loop': "+sls+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	saltRun := filepath.Join(dir, "salt-run")
+	calls := filepath.Join(dir, "calls")
+	standIn(t, saltRun, fmt.Sprintf(`# Stand-in for salt-run --async -- event.send tag=... data=...
+jid="$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
+echo "$*" >> %[1]q
+( sleep 0.1; %[2]q fire --nats %[3]q myco/loop '{"from": "runner"}' ) >/dev/null 2>&1 &
+echo "[WARNING ] Running in asynchronous mode. This execution is running under tag salt/run/$jid" >&2
+`, calls, binPath, srv.ClientURL()))
+	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
+	if err := c.Publish("myco/loop", []byte(`{"tag": "myco/loop", "data": {"from": "operator"}}`), natsbus.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 20*time.Second, func() error {
+		if got := sumMetric(t, ps, `reactord_suppressed_total{reason="hop_limit"}`); got != 1 {
+			return fmt.Errorf("hop_limit suppressions %d", got)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	if n := countLines(t, calls); n != 4 {
+		t.Fatalf("%d event.send runs, want 4 (the genuine event and 3 hops)", n)
+	}
+}
