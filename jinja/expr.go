@@ -31,9 +31,6 @@ var salts = map[string]string{
 	"__grains__": "reads the master's grains at render time; reactord has no grains",
 	"opts":       "reads the master's configuration at render time; reactord has no opts",
 	"__opts__":   "reads the master's configuration at render time; reactord has no opts",
-	"saltenv":    "Salt's render context is not available",
-	"sls":        "Salt's render context is not available",
-	"env":        "Salt's render context is not available",
 }
 
 // saltRef renders a reference into a Salt global as written, for errors.
@@ -291,6 +288,11 @@ func (t *translator) name(n *Name) gx {
 			return gx{s: "$.tag"}
 		}
 		return gx{s: ".tag"}
+	case "saltenv":
+		// Salt's reactor renders with compile_template's defaults.
+		return gx{s: `"base"`}
+	case "sls":
+		return gx{s: `""`}
 	}
 	if t.assigned[n.Name] {
 		return gx{s: call("fail", strconv.Quote("'"+n.Name+"' is undefined"))}
@@ -437,6 +439,9 @@ var simpleFilters = map[string]struct {
 func (t *translator) filter(f *Filter) gx {
 	if f.Name == "sort" {
 		return t.sortFilter(f)
+	}
+	if f.Name == "indent" {
+		return t.indentFilter(f)
 	}
 	if len(f.Kwargs) > 0 && f.Name != "map" {
 		return t.refuse(f.P, "|"+f.Name, "keyword arguments are not supported")
@@ -671,6 +676,30 @@ func (t *translator) binary(x *Binary) gx {
 }
 
 // mapFilter is x|map(attribute='a') or x|map('filter'), built in a loop.
+// indentFilter is Jinja's s|indent(width=4, first=False, blank=False).
+func (t *translator) indentFilter(f *Filter) gx {
+	args := []string{"4", "false", "false"}
+	names := []string{"width", "first", "blank"}
+	if len(f.Args) > 3 {
+		return t.refuse(f.P, "|indent", "wrong number of arguments")
+	}
+	for i, a := range f.Args {
+		args[i] = t.expr(a).s
+	}
+	for _, k := range f.Kwargs {
+		name := k.Name
+		if name == "indentfirst" {
+			name = "first"
+		}
+		i := slices.Index(names, name)
+		if i < 0 {
+			return t.refuse(f.P, "|indent", "unknown option "+k.Name)
+		}
+		args[i] = t.expr(k.X).s
+	}
+	return gx{s: call("pyIndent", append([]string{t.expr(f.X).s}, args...)...)}
+}
+
 // sortFilter is Jinja's seq|sort(reverse=False, case_sensitive=False,
 // attribute=None), by position or by name; the options must be literals.
 func (t *translator) sortFilter(f *Filter) gx {
@@ -723,10 +752,16 @@ func (t *translator) mapFilter(f *Filter) gx {
 		l, ok := f.Kwargs[0].X.(*Lit)
 		a, isStr := "", false
 		if ok {
-			a, isStr = l.V.(string)
+			switch v := l.V.(type) {
+			case string:
+				a, isStr = v, true
+			case int64:
+				// attribute=1: the item's item 1 (a list's second).
+				a, isStr = strconv.FormatInt(v, 10), true
+			}
 		}
 		if !isStr {
-			return t.refuse(f.P, "|map", "attribute must be a string literal")
+			return t.refuse(f.P, "|map", "attribute must be a string or integer literal")
 		}
 		return gx{s: call("pyMap", src.s, strconv.Quote(a)), list: true}
 	case len(f.Kwargs) == 0 && len(f.Args) == 1:

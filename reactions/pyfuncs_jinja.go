@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/reactord/reactord/event"
 )
@@ -40,6 +41,7 @@ var jinjaFuncs = map[string]any{
 	"pyOrdered":   pyOrdered,
 	"pySliceStep": pySliceStep,
 	"pySort":      jinjaSort,
+	"pyIndent":    pyIndent,
 }
 
 func init() {
@@ -916,4 +918,65 @@ func jinjaSort(seq any, reverse, caseSensitive bool, attribute string) ([]any, e
 		out[i] = items[j]
 	}
 	return out, nil
+}
+
+// pyIndent is Jinja's s|indent(width, first, blank) (Jinja 3): every line
+// but the first indented by width spaces (or by width itself when it is a
+// string), the first too when first, blank lines too when blank. Lines
+// are split as Python's str.splitlines splits them.
+func pyIndent(s any, width any, first, blank any) (string, error) {
+	text := strOf(s)
+	ind := ""
+	if w, ok := asString(width); ok {
+		ind = w
+	} else if n, ok := toNum(width); ok && !n.isFloat && n.i.IsInt64() && n.i.Int64() >= 0 && n.i.Int64() <= 1024 {
+		ind = strings.Repeat(" ", int(n.i.Int64()))
+	} else {
+		return "", fmt.Errorf("TypeError: indent width must be an integer or a string, not %s", pyTypeName(width))
+	}
+	lines := pySplitLines(text + "\n")
+	var b strings.Builder
+	if pyTruth(blank) {
+		b.WriteString(strings.Join(lines, "\n"+ind))
+	} else if len(lines) > 0 {
+		b.WriteString(lines[0])
+		for _, l := range lines[1:] {
+			b.WriteString("\n")
+			if l != "" {
+				b.WriteString(ind)
+			}
+			b.WriteString(l)
+		}
+	}
+	if pyTruth(first) {
+		return ind + b.String(), nil
+	}
+	return b.String(), nil
+}
+
+// pySplitLines is Python's str.splitlines(): lines split at \n, \r, \r\n,
+// \v, \f, \x1c, \x1d, \x1e, \x85, U+2028 and U+2029, without the breaks;
+// no empty last line for a trailing break.
+func pySplitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch r {
+		case '\n', '\v', '\f', '\x1c', '\x1d', '\x1e', '\u0085', '\u2028', '\u2029':
+			out = append(out, s[start:i])
+			start = i + n
+		case '\r':
+			out = append(out, s[start:i])
+			if strings.HasPrefix(s[i+1:], "\n") {
+				n++
+			}
+			start = i + n
+		}
+		i += n
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
 }

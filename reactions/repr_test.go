@@ -54,3 +54,20 @@ func TestReprStructsInTranslatedFiles(t *testing.T) {
 		t.Errorf("structure as an argument item: %v", err)
 	}
 }
+
+// TestDedentLines: a block scalar's indentation comes off a printed
+// value's later lines (as Salt's loader reads the pasted text); a line with
+// text indented less stays as it is, a line of fewer spaces is empty.
+func TestDedentLines(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"one line", "one line"},
+		{"a\n    b\n      c", "a\nb\n  c"},
+		{"a\n  \n    b", "a\n\nb"},
+		{"a\n  - tgt: '*'", "a\n  - tgt: '*'"},
+		{"a\r\n    b\r\n", "a\r\nb\r\n"},
+	} {
+		if got := dedentLines(tc.in, 4); got != tc.want {
+			t.Errorf("dedentLines(%q, 4) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -46,7 +46,11 @@ type pnode struct {
 	chomp, indent byte
 	// A plain scalar item of a flow sequence, and whether it is the last.
 	flowItem, lastItem bool
-	line, col          int
+	// Block scalars: the indentation of the content lines (0: unknown or
+	// beyond 255), stripped from a printed value's later lines as Salt's
+	// loader strips it from the pasted text.
+	bindent   byte
+	line, col int
 
 	// Scalars without placeholders carry their final value.
 	constant any
@@ -90,6 +94,9 @@ func buildPlan(n *yaml11.Node) (*pnode, error) {
 		p.kind = pScalar
 		p.style, p.tag = n.Style, n.Tag
 		p.chomp, p.indent = n.Chomp, byte(n.Indent)
+		if n.ContentIndent > 0 && n.ContentIndent < 256 {
+			p.bindent = byte(n.ContentIndent)
+		}
 		parts, refs := splitPlaceholders(n.Text)
 		if len(refs) == 0 {
 			v, err := scalarValue(n.Text, n.Style, n.Tag)
@@ -354,6 +361,9 @@ func (m *materializer) scalar(n *pnode) (any, error) {
 		b.WriteString(p)
 		if i < len(n.refs) {
 			t := m.text(n.refs[i])
+			if block && n.bindent > 0 {
+				t = dedentLines(t, int(n.bindent))
+			}
 			if block && i == len(n.refs)-1 && strings.TrimFunc(n.parts[i+1], isBreak) == "" {
 				// Lines of spaces ending the last value start at column
 				// 0 in Salt's text: empty lines of the block.
@@ -635,6 +645,33 @@ func blockText(n *pnode, text string) string {
 		return "" // nothing but empty lines
 	}
 	return b.String()
+}
+
+// dedentLines removes the indentation of a block scalar (indent spaces)
+// from every line of s but the first, as Salt's loader strips it from a
+// multi-line value pasted into the block (`{{ out|indent(10) }}`); a line
+// of nothing but fewer spaces is an empty line, as in YAML. A line with
+// text indented less keeps what it has: to Salt it would end the block,
+// and event data does not change a reaction's structure.
+func dedentLines(s string, indent int) string {
+	if !strings.Contains(s, "\n") {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i := 1; i < len(lines); i++ {
+		l := lines[i]
+		n := 0
+		for n < len(l) && l[n] == ' ' {
+			n++
+		}
+		switch {
+		case n >= indent:
+			lines[i] = l[indent:]
+		case n == len(strings.TrimRight(l, "\r")):
+			lines[i] = l[n:]
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // trimBlankLines drops the spaces of the lines of spaces that end s after a

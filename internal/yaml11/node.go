@@ -105,6 +105,10 @@ type Node struct {
 	// 0 when the indentation is detected from the first line.
 	Chomp  byte
 	Indent int
+	// ContentIndent is the indentation, in spaces, of a block scalar's
+	// content as detected from its first non-empty line (0 when it has an
+	// explicit indentation indicator, or none).
+	ContentIndent int
 
 	flat bool // merge keys applied
 }
@@ -372,10 +376,10 @@ func (c *converter) convert(y *yaml.Node) (*Node, error) {
 			n.Style = SingleQuoted
 		case y.Style&yaml.LiteralStyle != 0:
 			n.Style = Literal
-			n.Chomp, n.Indent = c.blockHeader(y)
+			n.Chomp, n.Indent, n.ContentIndent = c.blockHeader(y)
 		case y.Style&yaml.FoldedStyle != 0:
 			n.Style = Folded
-			n.Chomp, n.Indent = c.blockHeader(y)
+			n.Chomp, n.Indent, n.ContentIndent = c.blockHeader(y)
 		}
 		// yaml.v3 drops the non-specific tag "!", which makes PyYAML
 		// resolve even a quoted scalar implicitly; look for it.
@@ -454,17 +458,17 @@ func (c *converter) nonSpecificTag(y *yaml.Node) bool {
 
 // blockHeader reads a block scalar's chomping and indentation indicators
 // from its header (after any tag and anchor: `!!str &a |-2`).
-func (c *converter) blockHeader(y *yaml.Node) (chomp byte, indent int) {
+func (c *converter) blockHeader(y *yaml.Node) (chomp byte, indent, content int) {
 	i := c.offset(y.Line, y.Column)
 	if i < 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	s := c.src
 	for i < len(s) && s[i] != '|' && s[i] != '>' && s[i] != '\n' && s[i] != '\r' {
 		i++
 	}
 	if i >= len(s) || (s[i] != '|' && s[i] != '>') {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for i++; i < len(s); i++ {
 		switch b := s[i]; {
@@ -473,10 +477,32 @@ func (c *converter) blockHeader(y *yaml.Node) (chomp byte, indent int) {
 		case b >= '1' && b <= '9':
 			indent = int(b - '0')
 		default:
-			return chomp, indent
+			if indent == 0 {
+				content = contentIndent(s[i:])
+			}
+			return chomp, indent, content
 		}
 	}
-	return chomp, indent
+	return chomp, indent, 0
+}
+
+// contentIndent is the number of spaces starting the first line that is
+// not empty after the block scalar header that s starts in.
+func contentIndent(s []byte) int {
+	nl := bytes.IndexByte(s, '\n')
+	if nl < 0 {
+		return 0
+	}
+	for _, line := range bytes.Split(s[nl+1:], []byte("\n")) {
+		n := 0
+		for n < len(line) && line[n] == ' ' {
+			n++
+		}
+		if n < len(bytes.TrimRight(line, "\r")) {
+			return n
+		}
+	}
+	return 0
 }
 
 func isBlankOrBreak(b byte) bool {
