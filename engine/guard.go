@@ -17,6 +17,7 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/ratelog"
 )
 
 // GuardOptions configure the loop guard.
@@ -100,7 +101,17 @@ type Guard struct {
 	expectKey map[string]string
 	// deadlines expire all of the above by time.
 	deadlines deadlineHeap
+	// sharedFailed limits the lines about the shared state failing.
+	sharedFailed *ratelog.Every
+	// sharedDown is when (unix ns) a throttle may ask the shared state
+	// again after it failed: until then it counts in this replica, so an
+	// outage does not hold every throttled event for a timeout.
+	sharedDown atomic.Int64
 }
+
+// sharedRetry is how long a throttle counts locally after the shared
+// state failed.
+const sharedRetry = 5 * time.Second
 
 // earlyReturn is a job return processed (on another lane, or another
 // replica) before the dispatch was recorded.
@@ -151,7 +162,7 @@ func NewGuard(o GuardOptions) *Guard {
 	_, _ = rand.Read(b[:])
 	return &Guard{opts: o, origin: hex.EncodeToString(b[:]), entries: map[guardKey]*guardEntry{}, jobs: map[string][]guardKey{},
 		throttle: map[throttleKey][]time.Time{}, debounce: map[throttleKey]*debounceState{}, expected: map[string][]expectedEvent{},
-		early: map[string][]earlyReturn{}, expectKey: map[string]string{}}
+		early: map[string][]earlyReturn{}, expectKey: map[string]string{}, sharedFailed: ratelog.New(time.Minute)}
 }
 
 // Suppressed reports whether the reaction (sls, id) must not run for an
@@ -371,14 +382,14 @@ func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now
 		g.mu.Unlock()
 		return false
 	}
-	if g.opts.Shared == nil {
+	if g.opts.Shared == nil || time.Now().UnixNano() < g.sharedDown.Load() {
 		g.throttle[k] = append(live, now)
 		g.deadlines.push(deadline{at: now.Add(per), kind: dlThrottle, tk: k, per: per})
 		g.mu.Unlock()
 		return true
 	}
 	g.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var times []time.Time
 	ok, err := g.opts.Shared.Update(ctx, sharedKey('t', strconv.Itoa(rule), key), per, func(old []byte) ([]byte, bool) {
@@ -393,7 +404,10 @@ func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now
 		return b, true
 	})
 	if err != nil {
-		g.opts.Log.Warn("throttle: the shared count could not be read or written; counting here only", "key", key, "err", err)
+		g.sharedDown.Store(time.Now().Add(sharedRetry).UnixNano())
+		if n, ok := g.sharedFailed.Tick(); ok {
+			g.opts.Log.Warn("throttle: the shared count could not be read or written; counting in this replica only (logged at most once a minute)", "key", key, "err", err, "failures_since_last_line", n)
+		}
 		times = append(liveTimes(g.throttle[k], per, now), now)
 		ok = true
 	}

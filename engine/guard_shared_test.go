@@ -228,3 +228,29 @@ func TestGuardExpiresByTime(t *testing.T) {
 		t.Fatalf("left: early %d entries %d jobs %d throttle %d expected %d deadlines %d", len(g.early), len(g.entries), len(g.jobs), len(g.throttle), len(g.expected), len(g.deadlines))
 	}
 }
+
+// failingState is a shared state that cannot be written.
+type failingState struct{ updates atomic.Int32 }
+
+func (*failingState) Put(string, []byte, time.Duration) {}
+func (*failingState) Delete(string, time.Duration)      {}
+func (f *failingState) Update(context.Context, string, time.Duration, func([]byte) ([]byte, bool)) (bool, error) {
+	f.updates.Add(1)
+	return false, fmt.Errorf("nats: timeout")
+}
+
+// TestThrottleSharedStateDown: while the shared state fails, the throttle
+// counts in the replica, and asks the shared state once, not per event.
+func TestThrottleSharedStateDown(t *testing.T) {
+	st := &failingState{}
+	g := NewGuard(GuardOptions{Shared: st})
+	allowed := 0
+	for range 10 {
+		if g.Throttle(0, "web1", 3, time.Hour, time.Now()) {
+			allowed++
+		}
+	}
+	if allowed != 3 || st.updates.Load() != 1 {
+		t.Fatalf("%d allowed (want 3), %d shared updates tried (want 1)", allowed, st.updates.Load())
+	}
+}
