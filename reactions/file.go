@@ -347,7 +347,7 @@ func (f *File) checkArgKeys(m *materializer, id any, list *pnode) error {
 			for j := 0; j+1 < len(item.content); j += 2 {
 				kn := item.content[j]
 				if kn.kind == pScalar && kn.fromData() {
-					return f.errorf(kn, "reaction %q: an argument name printed from event data could set what runs (state, fun, tgt, ...); refused", pyStr(id))
+					return f.errorf(kn, "reaction %q: an argument name printed by the template could come from event data and set what runs (state, fun, tgt, ...); refused: write argument names literally ({{ range }} over a literal list counts as printed)", pyStr(id))
 				}
 			}
 		}

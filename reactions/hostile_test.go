@@ -263,7 +263,7 @@ func TestStructuredValuesNeverBecomeStructure(t *testing.T) {
 		{"toJson map as argument item", "r:\n  local.cmd.run:\n    - tgt: web1\n    - {{ toJson .data.x }}\n", map[string]any{"x": evil}, "is a structure", nil},
 		{"whole argument list", "r:\n  local.cmd.run: {{ toJson .data.x }}\n", map[string]any{"x": []any{map[string]any{"tgt": "*"}}}, "argument list is printed from event data", nil},
 		{"raw argument list", "r:\n  local.cmd.run: {{ .data.x }}\n", map[string]any{"x": []any{"a"}}, "argument list is printed from event data", nil},
-		{"argument key from data", "r:\n  local.cmd.run:\n    - tgt: web1\n    - {{ .data.k }}: {{ .data.v }}\n", map[string]any{"k": "tgt", "v": "*"}, "argument name printed from event data", nil},
+		{"argument key from data", "r:\n  local.cmd.run:\n    - tgt: web1\n    - {{ .data.k }}: {{ .data.v }}\n", map[string]any{"k": "tgt", "v": "*"}, "argument name printed by the template could come from event data", nil},
 		{"list as target", "r:\n  local.cmd.run:\n    - tgt: {{ .data.id }}\n", map[string]any{"id": []any{"*"}}, "", func(t *testing.T, rs []Reaction) {
 			list, _ := rs[0].Body.Get("local")
 			tgt, _ := list.([]any)[0].(*event.Map).Get("tgt")
