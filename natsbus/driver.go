@@ -23,18 +23,24 @@ var driverFlushTimeout = 10 * time.Second
 // line {"tag": TAG, "chunk": {...}}, on <prefix><state> (e.g.
 // reactord.exec.local) for custom executors, with core NATS.
 //
-// Do returns once the reaction is in the connection's buffer; it does not
-// wait for a round trip (a flush) per reaction, which on the daemon's
-// connection waits behind every event the server is sending it. Instead a
-// goroutine confirms what was published with one flush at a time: a flush
-// starts as soon as something was published since the last one began, so
-// in a burst one round trip confirms many reactions. A publish that fails
-// (connection closed, reconnect buffer full, payload too large) is a
-// retryable error of Do, as before. A flush that fails or times out leaves
-// the reactions it covered unconfirmed: they may not have reached the
-// server. They are not resent (an executor may have them), but counted
-// (Stats) and logged, the first at once and then at most once a minute
-// with the count.
+// It never makes a round trip (a flush) per reaction, which on the
+// daemon's connection waits behind every event the server is sending it.
+// A goroutine confirms what was published with one flush at a time: a
+// flush starts as soon as something was published since the last one
+// began, so in a burst one round trip confirms the reactions of all lanes.
+//
+// When a JetStream stream captures the event subjects (the daemon runs
+// with --jetstream), Do waits for the flush covering its reaction, so an
+// event is acknowledged only once the server has its reactions, as
+// before; a flush that fails is Do's retryable error. Otherwise (core
+// NATS, where nothing is redelivered) Do returns once the reaction is in
+// the connection's buffer; a flush that fails or times out leaves the
+// reactions it covered unconfirmed: they may not have reached the server.
+// They are not resent (an executor may have them), but counted (Stats,
+// Unconfirmed) and logged, the first at once and then at most once a
+// minute with the count. A publish that fails (connection closed,
+// reconnect buffer full, payload too large) is Do's retryable error in
+// both cases.
 type Driver struct {
 	conn   *Conn
 	prefix string
@@ -50,7 +56,16 @@ type Driver struct {
 	stopped chan struct{}
 	closeMu sync.Once
 
-	pending     atomic.Int64 // published, no flush covering them started yet
+	mu   sync.Mutex
+	next *flushGen // the flush that will cover what is published now
+
+	// Whether a JetStream stream captures the event subjects (Do waits),
+	// as of modeAt (Unix nanoseconds; 0: not known yet); modeBusy while a
+	// goroutine asks the server.
+	wait     atomic.Bool
+	modeAt   atomic.Int64
+	modeBusy atomic.Bool
+
 	published   atomic.Int64
 	confirmed   atomic.Int64
 	unconfirmed atomic.Int64
@@ -59,14 +74,24 @@ type Driver struct {
 	failLog     *ratelog.Every
 }
 
+// flushGen is one confirming flush and the reactions it covers.
+type flushGen struct {
+	n      int64 // reactions published for it
+	noWait int64 // of which Do did not wait for (counted unconfirmed on failure)
+	err    error
+	done   chan struct{}
+}
+
+func newFlushGen() *flushGen { return &flushGen{done: make(chan struct{})} }
+
 // DriverStats counts the nats driver's reactions.
 type DriverStats struct {
 	// Published is the reactions handed to the connection.
 	Published int64
 	// Confirmed is the reactions a flush showed the server received.
 	Confirmed int64
-	// Unconfirmed is the reactions whose flush failed or timed out: they
-	// may not have reached the server.
+	// Unconfirmed is the reactions Do did not wait for whose flush failed
+	// or timed out: they may not have reached the server.
 	Unconfirmed int64
 	// Flushes is the confirmation round trips made.
 	Flushes int64
@@ -78,7 +103,7 @@ func NewDriver(c *Conn, prefix, origin string) *Driver {
 	if prefix == "" {
 		prefix = DefaultExecPrefix
 	}
-	return &Driver{conn: c, prefix: prefix, origin: origin,
+	return &Driver{conn: c, prefix: prefix, origin: origin, next: newFlushGen(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		failLog: ratelog.New(time.Minute)}
 }
@@ -89,22 +114,63 @@ func (d *Driver) Name() string { return "nats" }
 // Supports implements actions.Driver: executors decide what they run.
 func (d *Driver) Supports(string) bool { return true }
 
-// Do implements actions.Driver: it publishes the reaction and returns
-// without waiting for the server (see Driver).
-func (d *Driver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
+// Do implements actions.Driver: it publishes the reaction and, in
+// JetStream mode only, waits for the flush that confirms it (see Driver).
+func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+	wait := d.waitMode(ctx)
 	body := actions.AppendLine(nil, a.Tag, a.Chunk)
 	subj := d.prefix + Subject("", a.Chunk.Str("state"))
 	if err := d.conn.PublishRaw(subj, body[:len(body)-1], Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}); err != nil {
 		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
 	}
 	d.published.Add(1)
-	d.pending.Add(1)
+	d.mu.Lock()
+	gen := d.next
+	gen.n++
+	if !wait {
+		gen.noWait++
+	}
+	d.mu.Unlock()
 	d.start.Do(func() { go d.confirm() })
 	select {
 	case d.kick <- struct{}{}:
 	default: // a flush is already due: it covers this one
 	}
+	if !wait {
+		return actions.Result{}, nil
+	}
+	select {
+	case <-gen.done:
+	case <-ctx.Done():
+		return actions.Result{}, actions.Retryable(fmt.Errorf("confirming %s: %w", subj, ctx.Err()))
+	}
+	if gen.err != nil {
+		return actions.Result{}, actions.Retryable(fmt.Errorf("confirming %s: %w", subj, gen.err))
+	}
 	return actions.Result{}, nil
+}
+
+// driverModeEvery is how often the driver asks the server again whether a
+// stream captures the event subjects.
+const driverModeEvery = 5 * time.Second
+
+// waitMode reports whether Do waits for its confirmation: whether a
+// JetStream stream captures the event subjects. The first call asks the
+// server; later ones use the answer and refresh it in the background every
+// driverModeEvery, so a slow JetStream API never holds a lane.
+func (d *Driver) waitMode(ctx context.Context) bool {
+	at := d.modeAt.Load()
+	if at == 0 {
+		d.wait.Store(d.conn.EventStream(ctx) != "")
+		d.modeAt.Store(time.Now().UnixNano())
+	} else if time.Since(time.Unix(0, at)) > driverModeEvery && d.modeBusy.CompareAndSwap(false, true) {
+		go func() {
+			defer d.modeBusy.Store(false)
+			d.wait.Store(d.conn.EventStream(context.Background()) != "")
+			d.modeAt.Store(time.Now().UnixNano())
+		}()
+	}
+	return d.wait.Load()
 }
 
 // confirm runs one flush at a time, each covering the reactions published
@@ -131,19 +197,33 @@ func (d *Driver) flush() {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	n := d.pending.Swap(0)
-	if n == 0 {
+	d.mu.Lock()
+	gen := d.next
+	if gen.n == 0 {
+		d.mu.Unlock()
 		return
 	}
+	d.next = newFlushGen()
+	d.mu.Unlock()
 	d.flushes.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), driverFlushTimeout)
 	err := d.conn.nc.FlushWithContext(ctx)
 	cancel()
+	d.settle(gen, err)
+}
+
+// settle records a flush's outcome and wakes the Do calls waiting for it.
+func (d *Driver) settle(gen *flushGen, err error) {
+	gen.err = err
+	defer close(gen.done)
 	if err == nil {
-		d.confirmed.Add(n)
+		d.confirmed.Add(gen.n)
 		return
 	}
-	total := d.unconfirmed.Add(n)
+	if gen.noWait == 0 {
+		return // each waiting Do returns the error
+	}
+	total := d.unconfirmed.Add(gen.noWait)
 	if _, ok := d.failLog.Tick(); ok {
 		log := d.Logger
 		if log == nil {
@@ -175,17 +255,18 @@ func (d *Driver) Close(ctx context.Context) error {
 		if started {
 			<-d.stopped
 		}
-		n := d.pending.Swap(0)
-		if n == 0 {
+		d.mu.Lock()
+		gen := d.next
+		d.next = newFlushGen()
+		d.mu.Unlock()
+		if gen.n == 0 {
 			return
 		}
 		d.flushes.Add(1)
-		if err = d.conn.Flush(ctx); err != nil {
-			d.unconfirmed.Add(n)
-			err = fmt.Errorf("nats driver: %d reactions not confirmed: %w", n, err)
-			return
+		if ferr := d.conn.Flush(ctx); ferr != nil {
+			err = fmt.Errorf("nats driver: %d reactions not confirmed: %w", gen.n, ferr)
 		}
-		d.confirmed.Add(n)
+		d.settle(gen, err)
 	})
 	return err
 }

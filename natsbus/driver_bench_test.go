@@ -14,22 +14,35 @@ import (
 // BenchmarkDriver measures the nats driver as the daemon uses it: 8 lanes
 // calling Do at once on the connection that also receives the events.
 // "busy" floods that connection with events meanwhile (a burst), as the
-// daemon's connection is when reactions pile up. It reports reactions/s and
+// daemon's connection is when reactions pile up; "jetstream" has a stream
+// capture the event subjects, so Do waits for its confirmation (the flood
+// then goes into the stream too). It reports reactions/s and
 // checks that an executor subscribed to reactord.exec.> got every one.
 //
 //	go test -run '^$' -bench Driver -benchtime 20000x ./natsbus
 func BenchmarkDriver(b *testing.B) {
-	for _, busy := range []bool{false, true} {
-		name := "idle"
-		if busy {
-			name = "busy"
+	for _, js := range []bool{false, true} {
+		for _, busy := range []bool{false, true} {
+			name := "core-idle"
+			switch {
+			case js && busy:
+				name = "jetstream-busy"
+			case js:
+				name = "jetstream-idle"
+			case busy:
+				name = "core-busy"
+			}
+			b.Run(name, func(b *testing.B) { benchDriver(b, js, busy) })
 		}
-		b.Run(name, func(b *testing.B) { benchDriver(b, busy) })
 	}
 }
 
-func benchDriver(b *testing.B, busy bool) {
-	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1"})
+func benchDriver(b *testing.B, js, busy bool) {
+	o := ServerOptions{Listen: "127.0.0.1:-1"}
+	if js {
+		o.DataDir = b.TempDir()
+	}
+	srv, err := StartEmbedded(o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,6 +66,11 @@ func benchDriver(b *testing.B, busy bool) {
 	defer sub.Stop()
 	if err := executor.Flush(context.Background()); err != nil {
 		b.Fatal(err)
+	}
+	if js { // Do waits for its confirmation, as in a --jetstream daemon
+		if err := executor.EnsureStream(context.Background(), StreamOptions{Stream: "BENCH"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	stop := make(chan struct{})
 	flooded := make(chan struct{})

@@ -79,8 +79,8 @@ func TestDriverPublishesAndConfirms(t *testing.T) {
 	}
 }
 
-// TestDriverCountsUnconfirmed: against a server that stops answering, Do
-// still returns at once, and the flush that times out counts the
+// TestDriverCountsUnconfirmed: against a server that stops answering (no
+// JetStream stream: core NATS mode), Do still returns at once, and the flush that times out counts the
 // reactions as unconfirmed and logs them; on a closed connection Do fails
 // with a retryable error.
 func TestDriverCountsUnconfirmed(t *testing.T) {
@@ -95,8 +95,11 @@ func TestDriverCountsUnconfirmed(t *testing.T) {
 	var buf syncBuffer
 	d := NewDriver(c, "", "reactord-test")
 	d.Logger = slog.New(slog.NewTextHandler(&buf, nil))
-	start := time.Now()
-	for range 3 {
+	var start time.Time
+	for i := range 3 {
+		if i == 1 { // the first Do asked whether a stream exists: no answer
+			start = time.Now()
+		}
 		if _, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()}); err != nil {
 			t.Fatal(err)
 		}
@@ -174,4 +177,37 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestDriverWaitsInJetStreamMode: when a stream captures the event
+// subjects, Do returns only once a flush confirmed its reaction (an event
+// is acknowledged after its reactions reached the server), lanes sharing
+// the flushes; a closed connection is Do's retryable error.
+func TestDriverWaitsInJetStreamMode(t *testing.T) {
+	_, c := startServer(t)
+	if err := c.EnsureStream(context.Background(), StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := NewDriver(c, "test.exec.", "reactord-test")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if _, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if s := d.Stats(); s.Published != 400 || s.Confirmed != 400 || s.Unconfirmed != 0 || s.Flushes > 400 {
+		t.Errorf("stats %+v", s)
+	}
+	t.Logf("stats %+v", d.Stats())
+	c.Close()
+	if _, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()}); err == nil || !actions.IsRetryable(err) {
+		t.Errorf("Do on a closed connection: %v", err)
+	}
+	_ = d.Close(context.Background())
 }
