@@ -3,6 +3,13 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // TestMetricsCarryRuntime: the daemon's /metrics has the Go runtime's and
@@ -21,5 +28,24 @@ func TestMetricsCarryRuntime(t *testing.T) {
 	}
 	if v := metricValue(t, m, "process_resident_memory_bytes"); v == "0" {
 		t.Errorf("process_resident_memory_bytes %s", v)
+	}
+}
+
+// TestDriverMetrics: the nats driver exports its unconfirmed reactions;
+// a driver that counts none adds nothing.
+func TestDriverMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	engine.RegisterDriverMetrics(reg, actions.Null{})
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Fatalf("null driver: %d series (%v)", n, err)
+	}
+	_, c := natsServer(t)
+	engine.RegisterDriverMetrics(reg, natsbus.NewDriver(c, "", "test"))
+	want := `# HELP reactord_driver_unconfirmed_total Reactions published but not confirmed by the server (the connection failed or the confirming flush timed out): they may not have reached executors, and are not resent.
+# TYPE reactord_driver_unconfirmed_total counter
+reactord_driver_unconfirmed_total{driver="nats"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }
