@@ -59,6 +59,10 @@ type SharedState interface {
 // kept for the dispatch that may record it.
 const earlyKeep = time.Minute
 
+// remoteGrace is how long after another replica's job timed out a
+// replica waits for that one to report it before claiming the report.
+const remoteGrace = 10 * time.Second
+
 // expectKeep is how long an expected event is waited for.
 const expectKeep = time.Minute
 
@@ -317,12 +321,38 @@ type Expired struct {
 }
 
 // TakeExpired forgets what expired by now (jobs, returns, throttle
-// windows, expected events) and returns the jobs this process started
-// whose minions did not return within the job timeout.
+// windows, expected events) and returns the jobs whose minions did not
+// return within the job timeout: those this process started or, with
+// shared state, those one replica claims first (so a job whose replica
+// died is reported by another, once).
 func (g *Guard) TakeExpired(now time.Time) []Expired {
+	out, remote := g.takeExpired(now)
+	if g.opts.Shared == nil {
+		return out
+	}
+	all := append(out, remote...)
+	out = out[:0:0]
+	for i, x := range all {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		claimed, err := g.opts.Shared.Update(ctx, sharedKey('x', x.JID, x.Minion, x.SLS, x.ID), g.opts.JobTimeout, func(old []byte) ([]byte, bool) {
+			if old != nil {
+				return nil, false
+			}
+			return []byte(g.origin), true
+		})
+		cancel()
+		if claimed || (err != nil && i < len(all)-len(remote)) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// takeExpired is TakeExpired's work under the lock: the expired jobs this
+// process started, and those other replicas started.
+func (g *Guard) takeExpired(now time.Time) (out, remote []Expired) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []Expired
 	for len(g.deadlines) > 0 && !now.Before(g.deadlines[0].at) {
 		d := g.deadlines.pop()
 		switch d.kind {
@@ -331,8 +361,19 @@ func (g *Guard) TakeExpired(now time.Time) []Expired {
 			if e == nil || now.Before(e.until) {
 				continue // gone, or held longer since
 			}
-			if e.jid != "" && !e.returned && e.local {
-				out = append(out, Expired{SLS: d.gk.sls, ID: d.gk.id, Minion: d.gk.minion, JID: e.jid, EventID: e.eventID})
+			if e.jid != "" && !e.returned {
+				x := Expired{SLS: d.gk.sls, ID: d.gk.id, Minion: d.gk.minion, JID: e.jid, EventID: e.eventID}
+				switch {
+				case e.local:
+					out = append(out, x)
+				case now.Before(e.until.Add(remoteGrace)):
+					// Its replica reports it if it lives: look again
+					// after the grace.
+					g.deadlines.push(deadline{at: e.until.Add(remoteGrace), kind: dlEntry, gk: d.gk})
+					continue
+				default:
+					remote = append(remote, x)
+				}
 			}
 			delete(g.entries, d.gk)
 			g.forgetJobKey(e.jid, d.gk)
@@ -365,7 +406,7 @@ func (g *Guard) TakeExpired(now time.Time) []Expired {
 			}
 		}
 	}
-	return out
+	return out, remote
 }
 
 // Throttle reports whether rule may react for key now, at most count times
@@ -558,7 +599,9 @@ func (g *Guard) HopOf(tag string, now time.Time) (int, string) {
 
 // sharedRecord is the value of a shared state key; the key's first letter
 // tells which fields it uses: j (a job started), r (a job return), e (an
-// expected event), t (a throttle count), d (a debounce's last event).
+// expected event), t (a throttle count), d (a debounce's last event). An
+// x key (a job's timeout, claimed by the replica that reports it) holds
+// the claiming replica's origin only.
 type sharedRecord struct {
 	Origin  string        `json:"o,omitempty"`
 	JID     string        `json:"jid,omitempty"`

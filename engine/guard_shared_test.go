@@ -102,13 +102,29 @@ func TestSharedGuardJobLinked(t *testing.T) {
 	if jid, p, ok := late.Suppressed("revert.sls", "revert", "web2", time.Now()); !ok || p != "job running" || jid != "jid3" {
 		t.Fatalf("a new replica: jid=%q phase=%q held=%v, want jid3 job running", jid, p, ok)
 	}
-	// Only the replica that started a job reports its timeout.
-	after := time.Now().Add(2 * time.Minute)
-	if n := len(g[0].TakeExpired(after)); n != 1 {
-		t.Errorf("replica 0: %d expired, want 1", n)
-	}
-	if n := len(late.TakeExpired(after)); n != 0 {
-		t.Errorf("the new replica: %d expired, want 0", n)
+	// A job's timeout is reported once: by the replica that started it,
+	// or by another when that one is gone (replica 2 stopped taking part).
+	g[2].Started("ev-4", "revert.sls", "revert", "jid4", []string{"web3"}, time.Now())
+	eventually(t, "the new replica sees jid4", func() bool { _, _, ok := late.Suppressed("revert.sls", "revert", "web3", time.Now()); return ok })
+	timedOut := time.Now().Add(time.Minute + 2*time.Second)
+	for _, c := range []struct {
+		name string
+		g    *Guard
+		at   time.Time
+		want string
+	}{
+		{"replica 0", g[0], timedOut, "[jid3]"},
+		{"the new replica, in the grace", late, timedOut, "[]"},
+		{"the new replica, after the grace", late, timedOut.Add(time.Minute), "[jid4]"},
+		{"replica 1", g[1], timedOut.Add(time.Minute), "[]"},
+	} {
+		var jids []string
+		for _, x := range c.g.TakeExpired(c.at) {
+			jids = append(jids, x.JID)
+		}
+		if got := fmt.Sprint(jids); got != c.want {
+			t.Errorf("%s reports timeouts %s, want %s", c.name, got, c.want)
+		}
 	}
 }
 
