@@ -23,24 +23,27 @@ var driverFlushTimeout = 10 * time.Second
 // line {"tag": TAG, "chunk": {...}}, on <prefix><state> (e.g.
 // reactord.exec.local) for custom executors, with core NATS.
 //
-// It never makes a round trip (a flush) per reaction, which on the
-// daemon's connection waits behind every event the server is sending it.
-// A goroutine confirms what was published with one flush at a time: a
-// flush starts as soon as something was published since the last one
-// began, so in a burst one round trip confirms the reactions of all lanes.
-//
 // When a JetStream stream captures the event subjects (the daemon runs
-// with --jetstream), Do waits for the flush covering its reaction, so an
-// event is acknowledged only once the server has its reactions, as
-// before; a flush that fails is Do's retryable error. Otherwise (core
-// NATS, where nothing is redelivered) Do returns once the reaction is in
-// the connection's buffer; a flush that fails or times out leaves the
-// reactions it covered unconfirmed: they may not have reached the server.
-// They are not resent (an executor may have them), but counted (Stats,
-// Unconfirmed) and logged, the first at once and then at most once a
-// minute with the count. A publish that fails (connection closed,
-// reconnect buffer full, payload too large) is Do's retryable error in
-// both cases.
+// with --jetstream), Do waits for a round trip (a flush) after its
+// publish, so an event is acknowledged only once the server has its
+// reactions; a flush that fails is Do's retryable error. The lanes'
+// flushes are in flight at once, and JetStream's pull bounds what the
+// server sends the connection meanwhile.
+//
+// Otherwise (core NATS, where nothing is redelivered) Do returns once the
+// reaction is in the connection's buffer: a round trip per reaction waits
+// behind every event the server is sending the daemon's connection, and in
+// a burst lanes filled and events were dropped. A goroutine confirms what
+// was published with one flush at a time, started as soon as something
+// was published since the last one began, so one round trip confirms many
+// reactions. A flush that fails or times out leaves the reactions it
+// covered unconfirmed: they may not have reached the server. They are not
+// resent (an executor may have them), but counted (Stats, Unconfirmed)
+// and logged, the first at once and then at most once a minute with the
+// count.
+//
+// A publish that fails (connection closed, reconnect buffer full, payload
+// too large) is Do's retryable error in both modes.
 type Driver struct {
 	conn   *Conn
 	prefix string
@@ -74,15 +77,13 @@ type Driver struct {
 	failLog     *ratelog.Every
 }
 
-// flushGen is one confirming flush and the reactions it covers.
+// flushGen is one confirming flush of core mode and the reactions it
+// covers.
 type flushGen struct {
-	n      int64 // reactions published for it
-	noWait int64 // of which Do did not wait for (counted unconfirmed on failure)
-	err    error
-	done   chan struct{}
+	n int64
 }
 
-func newFlushGen() *flushGen { return &flushGen{done: make(chan struct{})} }
+func newFlushGen() *flushGen { return &flushGen{} }
 
 // DriverStats counts the nats driver's reactions.
 type DriverStats struct {
@@ -115,7 +116,7 @@ func (d *Driver) Name() string { return "nats" }
 func (d *Driver) Supports(string) bool { return true }
 
 // Do implements actions.Driver: it publishes the reaction and, in
-// JetStream mode only, waits for the flush that confirms it (see Driver).
+// JetStream mode only, waits for the server to have it (see Driver).
 func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	wait := d.waitMode(ctx)
 	body := actions.AppendLine(nil, a.Tag, a.Chunk)
@@ -124,28 +125,24 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
 	}
 	d.published.Add(1)
-	d.mu.Lock()
-	gen := d.next
-	gen.n++
-	if !wait {
-		gen.noWait++
+	if wait {
+		d.flushes.Add(1)
+		fctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
+		err := d.conn.nc.FlushWithContext(fctx)
+		cancel()
+		if err != nil {
+			return actions.Result{}, actions.Retryable(fmt.Errorf("flushing %s: %w", subj, err))
+		}
+		d.confirmed.Add(1)
+		return actions.Result{}, nil
 	}
+	d.mu.Lock()
+	d.next.n++
 	d.mu.Unlock()
 	d.start.Do(func() { go d.confirm() })
 	select {
 	case d.kick <- struct{}{}:
 	default: // a flush is already due: it covers this one
-	}
-	if !wait {
-		return actions.Result{}, nil
-	}
-	select {
-	case <-gen.done:
-	case <-ctx.Done():
-		return actions.Result{}, actions.Retryable(fmt.Errorf("confirming %s: %w", subj, ctx.Err()))
-	}
-	if gen.err != nil {
-		return actions.Result{}, actions.Retryable(fmt.Errorf("confirming %s: %w", subj, gen.err))
 	}
 	return actions.Result{}, nil
 }
@@ -212,18 +209,14 @@ func (d *Driver) flush() {
 	d.settle(gen, err)
 }
 
-// settle records a flush's outcome and wakes the Do calls waiting for it.
+// settle counts a core-mode flush's reactions as confirmed or not, and
+// logs the latter.
 func (d *Driver) settle(gen *flushGen, err error) {
-	gen.err = err
-	defer close(gen.done)
 	if err == nil {
 		d.confirmed.Add(gen.n)
 		return
 	}
-	if gen.noWait == 0 {
-		return // each waiting Do returns the error
-	}
-	total := d.unconfirmed.Add(gen.noWait)
+	total := d.unconfirmed.Add(gen.n)
 	if _, ok := d.failLog.Tick(); ok {
 		log := d.Logger
 		if log == nil {

@@ -67,7 +67,7 @@ func benchDriver(b *testing.B, js, busy bool) {
 	if err := executor.Flush(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	if js { // Do waits for its confirmation, as in a --jetstream daemon
+	if js { // Do waits for a round trip, as in a --jetstream daemon
 		if err := executor.EnsureStream(context.Background(), StreamOptions{Stream: "BENCH"}); err != nil {
 			b.Fatal(err)
 		}
