@@ -68,6 +68,7 @@ var flagSettings = map[string]settingKind{
 	"drain_timeout": kindPositiveDuration,
 	"reload_settle": kindDuration,
 	"no_loop_guard": kindBool,
+	"shared_state":  kindBool,
 	// the audit store
 	"store_spool":  kindCount,
 	"master_id":    kindString,
