@@ -27,7 +27,7 @@ type Archive struct {
 }
 
 // record archives one event; it reports false when the writer's buffer was
-// full (the caller leaves the event for redelivery or counts an overflow).
+// full (the caller leaves the event for redelivery or counts it in reactord_archive_dropped_total).
 func (a *Archive) record(id, tag string, raw []byte, now time.Time) bool {
 	jobs, returns, keep := store.Classify(tag, raw, a.MasterID, a.KeepAll)
 	ok := true

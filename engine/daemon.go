@@ -58,7 +58,7 @@ type DaemonOptions struct {
 	// QueueSize bounds each lane's queue (default 1024).
 	QueueSize int
 	// Block makes Submit wait when a lane is full (JetStream: stop
-	// pulling); otherwise the event is dropped and counted as overflow.
+	// pulling); otherwise the event is dropped and counted in Metrics.Dropped (lane_full).
 	Block bool
 	// Retry bounds retries of retryable driver errors.
 	Retry actions.RetryStage
@@ -294,9 +294,9 @@ func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
 		return true
 	default:
 		m.Events.Inc()
-		m.Overflow.Inc()
+		m.Dropped.WithLabelValues(DropLaneFull).Inc()
 		if n, ok := d.overflowLog.Tick(); ok {
-			d.opts.Log.Error("lane queue full: event dropped (core NATS mode has no redelivery; use --jetstream or raise --queue); counted in reactord_overflow_total, logged at most once a minute",
+			d.opts.Log.Error("lane queue full: event dropped (core NATS mode has no redelivery; use --jetstream or raise --queue); counted in reactord_dropped_total{reason=\"lane_full\"}, logged at most once a minute",
 				"event_id", dl.id, "tag", tag, "dropped_since_last_line", n)
 		}
 		return false
@@ -503,9 +503,9 @@ func (d *Daemon) archive(ev *inflight) bool {
 		}
 		return false
 	}
-	d.opts.Metrics.Overflow.Inc()
+	d.opts.Metrics.ArchiveDropped.Inc()
 	if n, ok := d.storeFullLog.Tick(); ok {
-		d.opts.Log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_store_records_dropped_total, logged at most once a minute",
+		d.opts.Log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_archive_dropped_total (their records in reactord_store_records_dropped_total), logged at most once a minute",
 			"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
 	}
 	return true

@@ -103,7 +103,7 @@ func TestDaemonOverflowIsCounted(t *testing.T) {
 			accepted++
 		}
 	}
-	if got := testutil.ToFloat64(m.Overflow); int(got) != 10-accepted || accepted == 10 {
+	if got := testutil.ToFloat64(m.Dropped.WithLabelValues(DropLaneFull)); int(got) != 10-accepted || accepted == 10 {
 		t.Fatalf("accepted %d, overflow %v", accepted, got)
 	}
 	close(drv.gate)

@@ -16,12 +16,6 @@ type Metrics struct {
 	// RuleMatches counts, by rule glob, the events each rule matched.
 	RuleMatches *prometheus.CounterVec
 	Malformed   prometheus.Counter
-	// Overflow is reactord_overflow_total, which counted both events
-	// dropped for a full lane and events reacted to but not archived.
-	//
-	// Deprecated: Dropped and ArchiveDropped split it; it goes once the
-	// daemon uses them.
-	Overflow prometheus.Counter
 	// Dropped counts events dropped without any reaction, by reason
 	// (DropLaneFull).
 	Dropped *prometheus.CounterVec
@@ -53,7 +47,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RuleMatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_rule_matches_total",
 			Help: "Events whose tag a rule's glob matched, by the rule's glob (rules with the same glob add up)."}, []string{"rule"}),
 		Malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_malformed_total", Help: "Events that could not be decoded (not a JSON envelope with a tag, data not a dictionary, or a string that is not valid UTF-8); dropped."}),
-		Overflow:  prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_overflow_total", Help: "Deprecated, split into reactord_dropped_total and reactord_archive_dropped_total: events dropped because a lane queue was full, plus events reacted to but not archived because the audit store was full (core NATS mode only)."}),
 		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_dropped_total",
 			Help: "Events dropped without any reaction, by reason (lane_full: a lane queue was full, core NATS mode only)."}, []string{"reason"}),
 		ArchiveDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_archive_dropped_total",
@@ -71,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Overflow, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
 		RegisterRuntimeMetrics(reg)
 	}
 	return m

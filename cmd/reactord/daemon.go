@@ -184,6 +184,7 @@ in-flight events within --drain-timeout.`, stderr)
 	reg := prometheus.NewRegistry()
 	registerBuildInfo(reg)
 	metrics := engine.NewMetrics(reg)
+	engine.RegisterDriverMetrics(reg, drv)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_nats_connected", Help: "1 while the NATS connection is up."},
 		func() float64 { return b2f(conn.Connected()) }))
 	eng, err := engine.New(cfg, log)
