@@ -167,12 +167,14 @@ func suppressionLines(metrics string) string {
 	return strings.Join(out, "; ")
 }
 
-// TestHopLimitStopsSelfFiringReaction: a reaction whose runner fires its
-// own trigger tag is stopped by the hop limit.
-func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
-	srv, c := natsServer(t)
+// selfFiringLoop writes a configuration whose one reaction runs a runner
+// (event.send) that fires the reaction's own trigger tag, through a
+// stand-in salt-run that records its calls in the calls file and fires the
+// event with reactord fire at natsURL 0.1 s later.
+func selfFiringLoop(t *testing.T, natsURL string) (conf, saltRun, calls string) {
+	t.Helper()
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "reactor.conf")
+	conf = filepath.Join(dir, "reactor.conf")
 	sls := filepath.Join(dir, "loop.sls")
 	if err := os.WriteFile(sls, []byte("again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data:\n          from: {{ .tag }}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -180,14 +182,22 @@ func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/loop': "+sls+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	saltRun := filepath.Join(dir, "salt-run")
-	calls := filepath.Join(dir, "calls")
+	saltRun = filepath.Join(dir, "salt-run")
+	calls = filepath.Join(dir, "calls")
 	standIn(t, saltRun, fmt.Sprintf(`# Stand-in for salt-run --async -- event.send tag=... data=...
 jid="$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 echo "$*" >> %[1]q
 ( sleep 0.1; %[2]q fire --nats %[3]q myco/loop '{"from": "runner"}' ) >/dev/null 2>&1 &
-echo "[WARNING ] Running in asynchronous mode. Results of this execution may be collected by attaching to the master event bus or by examing the master job cache, if configured. This execution is running under tag salt/run/$jid" >&2
-`, calls, binPath, srv.ClientURL()))
+echo "[WARNING ] Running in asynchronous mode. This execution is running under tag salt/run/$jid" >&2
+`, calls, binPath, natsURL))
+	return conf, saltRun, calls
+}
+
+// TestHopLimitStopsSelfFiringReaction: a reaction whose runner fires its
+// own trigger tag is stopped by the hop limit.
+func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
+	srv, c := natsServer(t)
+	conf, saltRun, calls := selfFiringLoop(t, srv.ClientURL())
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
 	if err := c.Publish("myco/loop", []byte(`{"tag": "myco/loop", "data": {"from": "operator"}}`), natsbus.Meta{}); err != nil {
 		t.Fatal(err)

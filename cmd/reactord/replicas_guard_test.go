@@ -236,23 +236,7 @@ func TestReplicasLoopGuardRestart(t *testing.T) {
 // carries its hop count; the hop limit stops the chain after 3 hops.
 func TestReplicasHopLimit(t *testing.T) {
 	srv, c := natsServer(t)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "reactor.conf")
-	sls := filepath.Join(dir, "loop.sls")
-	if err := os.WriteFile(sls, []byte("again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data:\n          from: {{ .tag }}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/loop': "+sls+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	saltRun := filepath.Join(dir, "salt-run")
-	calls := filepath.Join(dir, "calls")
-	standIn(t, saltRun, fmt.Sprintf(`# Stand-in for salt-run --async -- event.send tag=... data=...
-jid="$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
-echo "$*" >> %[1]q
-( sleep 0.1; %[2]q fire --nats %[3]q myco/loop '{"from": "runner"}' ) >/dev/null 2>&1 &
-echo "[WARNING ] Running in asynchronous mode. This execution is running under tag salt/run/$jid" >&2
-`, calls, binPath, srv.ClientURL()))
+	conf, saltRun, calls := selfFiringLoop(t, srv.ClientURL())
 	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
 	if err := c.Publish("myco/loop", []byte(`{"tag": "myco/loop", "data": {"from": "operator"}}`), natsbus.Meta{}); err != nil {
 		t.Fatal(err)
