@@ -17,7 +17,7 @@ type Metrics struct {
 	RuleMatches *prometheus.CounterVec
 	Malformed   prometheus.Counter
 	// Dropped counts events dropped without any reaction, by reason
-	// (DropLaneFull).
+	// (DropLaneFull, DropSlowConsumer).
 	Dropped *prometheus.CounterVec
 	// ArchiveDropped counts events reacted to but not archived: the audit
 	// store's memory and disk spool were full (core NATS mode; JetStream
@@ -33,9 +33,16 @@ type Metrics struct {
 	Latency        prometheus.Histogram
 }
 
-// DropLaneFull is reactord_dropped_total's reason for an event dropped
-// because its lane's queue was full (core NATS mode).
-const DropLaneFull = "lane_full"
+// Reasons of reactord_dropped_total.
+const (
+	// DropLaneFull is the reason for an event dropped because its lane's
+	// queue was full (core NATS mode).
+	DropLaneFull = "lane_full"
+	// DropSlowConsumer is the reason for events the NATS client dropped
+	// before the daemon saw them: the core subscription's pending buffer
+	// was full (a slow consumer).
+	DropSlowConsumer = "slow_consumer"
+)
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
 // registered), with the Go runtime's and the process's metrics (go_*,
@@ -48,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Events whose tag a rule's glob matched, by the rule's glob (rules with the same glob add up)."}, []string{"rule"}),
 		Malformed: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_malformed_total", Help: "Events that could not be decoded (not a JSON envelope with a tag, data not a dictionary, or a string that is not valid UTF-8); dropped."}),
 		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_dropped_total",
-			Help: "Events dropped without any reaction, by reason (lane_full: a lane queue was full, core NATS mode only)."}, []string{"reason"}),
+			Help: "Events dropped without any reaction, by reason (lane_full: a lane queue was full; slow_consumer: the NATS client's buffer for the subscription was full; core NATS mode only)."}, []string{"reason"}),
 		ArchiveDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_archive_dropped_total",
 			Help: "Events reacted to but not archived: the audit store's memory and disk spool were full (core NATS mode; JetStream leaves them for redelivery). Their records are in reactord_store_records_dropped_total."}),
 		RenderErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_render_errors_total", Help: "Reaction files that failed to render, and events whose reactions verify_high discarded."}),
@@ -63,6 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 	}
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
+	m.Dropped.WithLabelValues(DropSlowConsumer)
 	if reg != nil {
 		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency)
 		RegisterRuntimeMetrics(reg)

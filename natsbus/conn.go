@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/internal/redact"
 )
 
@@ -53,6 +54,11 @@ type ConnOptions struct {
 	// back (with how long it was down) and one if it closes for good; nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// SlowConsumer, when set, is called with the number of messages the
+	// client dropped because a subscription's pending buffer was full (a
+	// slow core subscriber). Such drops are also logged at most once a
+	// minute.
+	SlowConsumer func(dropped int64)
 }
 
 // Conn is a NATS connection.
@@ -119,6 +125,7 @@ func Connect(opts ConnOptions) (*Conn, error) {
 		log = slog.Default()
 	}
 	c := &Conn{prefix: DefaultPrefix}
+	no = append(no, nats.ErrorHandler(slowConsumerHandler(log, opts.SlowConsumer)))
 	no = append(no,
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if c.closing.Load() {
@@ -154,6 +161,68 @@ func Connect(opts ConnOptions) (*Conn, error) {
 	}
 	c.nc, c.js = nc, js
 	return c, nil
+}
+
+// slowConsumerPoll is how often a slow subscription's drops are counted.
+const slowConsumerPoll = 250 * time.Millisecond
+
+// slowConsumerHandler returns the connection's asynchronous error
+// handler: it counts the messages a slow subscription dropped (the growth
+// of its Dropped count since the last call) and logs at most once a
+// minute; other asynchronous errors (a permission refused) are logged at
+// most once a minute too.
+func slowConsumerHandler(log *slog.Logger, count func(int64)) nats.ErrHandler {
+	var mu sync.Mutex
+	seen := map[*nats.Subscription]int{}
+	every, other := ratelog.New(time.Minute), ratelog.New(time.Minute)
+	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if !errors.Is(err, nats.ErrSlowConsumer) || sub == nil {
+			if k, ok := other.Tick(); ok {
+				log.Warn("NATS asynchronous error (logged at most once a minute)", "error", err, "errors_since_last_line", k)
+			}
+			return
+		}
+		// The client reports a slow subscription once when it starts
+		// dropping, and again only after it caught up: a watcher counts
+		// the drops in between (the growth of its Dropped count) until
+		// the subscription ends.
+		n, _ := sub.Dropped()
+		mu.Lock()
+		_, watching := seen[sub]
+		if !watching {
+			seen[sub] = 0
+		}
+		mu.Unlock()
+		if !watching {
+			go func() {
+				t := time.NewTicker(slowConsumerPoll)
+				defer t.Stop()
+				for {
+					d, err := sub.Dropped()
+					mu.Lock()
+					delta := d - seen[sub]
+					if err == nil && delta > 0 {
+						seen[sub] = d
+					}
+					mu.Unlock()
+					if err == nil && delta > 0 && count != nil {
+						count(int64(delta))
+					}
+					if err != nil || !sub.IsValid() {
+						mu.Lock()
+						delete(seen, sub)
+						mu.Unlock()
+						return
+					}
+					<-t.C
+				}
+			}()
+		}
+		if k, ok := every.Tick(); ok {
+			log.Error("NATS slow consumer: the client dropped events its subscription could not take in time (core NATS has no redelivery; use --jetstream); counted in reactord_dropped_total{reason=\"slow_consumer\"}, logged at most once a minute",
+				"subject", sub.Subject, "dropped", n, "reports_since_last_line", k)
+		}
+	}
 }
 
 // Close drains and closes the connection.

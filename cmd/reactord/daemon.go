@@ -169,6 +169,10 @@ in-flight events within --drain-timeout.`, stderr)
 		copts = natsbus.ConnOptions{URL: nf.url, Name: "reactord", Token: embeddedToken}
 	}
 	copts.Logger = log
+	reg := prometheus.NewRegistry()
+	registerBuildInfo(reg)
+	metrics := engine.NewMetrics(reg)
+	copts.SlowConsumer = func(n int64) { metrics.Dropped.WithLabelValues(engine.DropSlowConsumer).Add(float64(n)) }
 	conn, err := natsbus.Connect(copts)
 	if err != nil {
 		fmt.Fprintf(stderr, "reactord: %v\n", err)
@@ -181,9 +185,6 @@ in-flight events within --drain-timeout.`, stderr)
 		fmt.Fprintf(stderr, "reactord: %v\n", err)
 		return exitUsage
 	}
-	reg := prometheus.NewRegistry()
-	registerBuildInfo(reg)
-	metrics := engine.NewMetrics(reg)
 	engine.RegisterDriverMetrics(reg, drv)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_nats_connected", Help: "1 while the NATS connection is up."},
 		func() float64 { return b2f(conn.Connected()) }))
