@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -23,11 +25,28 @@ import (
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/store"
 )
 
 // benchResult is the line `reactord bench` prints.
 type benchResult struct {
-	Events       int64   `json:"events"`
+	// Events is the number handled (as Handled), the field's former name.
+	Events int64 `json:"events"`
+	// Published, Handled, Dropped (by reactord_dropped_total's reason)
+	// and NeverSeen (published, neither handled nor counted as dropped:
+	// lost where nothing counts them, such as a NATS server cutting off a
+	// slow client) account for every event offered.
+	Published int64            `json:"published"`
+	Handled   int64            `json:"handled"`
+	Dropped   map[string]int64 `json:"dropped"`
+	NeverSeen int64            `json:"never_seen"`
+	// ArchiveDropped counts events handled but not archived (the audit
+	// store's buffer and spool were full): reactord_archive_dropped_total.
+	ArchiveDropped int64 `json:"archive_dropped"`
+	// StoreRecordsDropped is reactord_store_records_dropped_total.
+	StoreRecordsDropped int64 `json:"store_records_dropped"`
+	// LogLines counts the lines the daemon logged during the run.
+	LogLines     int64   `json:"log_lines"`
 	EventsPerSec int64   `json:"events_per_sec"`
 	P50ms        float64 `json:"p50_ms"`
 	P99ms        float64 `json:"p99_ms"`
@@ -39,16 +58,36 @@ type benchResult struct {
 	Mode         string  `json:"mode"`
 	Rate         int     `json:"rate"`
 	Reactions    int64   `json:"reactions"`
+	// The configuration measured: the audit store ("none" or its URL's
+	// scheme), the loop guard and the shared state.
+	Store       string `json:"store"`
+	LoopGuard   bool   `json:"loop_guard"`
+	SharedState bool   `json:"shared_state"`
+}
+
+// countingWriter counts the lines written through it and discards them.
+type countingWriter struct{ lines atomic.Int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.lines.Add(int64(bytes.Count(p, []byte{'\n'})))
+	return len(p), nil
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", "reactord bench [--count N] [--rate R] [--jetstream] [-c CONF --events FILE]",
+	fs := newFlags("bench", "reactord bench [--count N] [--rate R] [--jetstream] [--store URL|none] [--no-loop-guard] [-c CONF --events FILE]",
 		`Starts an embedded NATS server and the daemon with a null driver, publishes
-a workload and prints one JSON line: events, events_per_sec, p50_ms, p99_ms,
-max_ms (publish to dispatch) and rss_mb (peak resident memory). The default
-workload is the shared replay workload's shape: 60 rules and realistic
-master traffic (job returns and publishes, auth, minion starts, beacons,
-presence, custom tags).`, stderr)
+a workload and prints one JSON line: events published, handled, dropped (by
+reason, from reactord_dropped_total), never_seen (published, neither handled
+nor counted), archive_dropped, log_lines (lines the daemon logged),
+events_per_sec (handled), p50_ms, p99_ms, max_ms (publish to dispatch) and
+rss_mb (peak resident memory). The daemon is configured as reactord's
+defaults: the audit store on (SQLite in a temporary directory), the loop
+guard on, shared state in the REACTORD_GUARD bucket, a core queue group
+that drops events on full lanes (--jetstream: blocks instead), 1024 events
+queued per lane; --store none --no-loop-guard strips the pipeline. The
+default workload is the shared replay workload's shape: 60 rules and
+realistic master traffic (job returns and publishes, auth, minion starts,
+beacons, presence, custom tags).`, stderr)
 	n := fs.Int("count", 200000, "events to publish")
 	rate := fs.Int("rate", 0, "events per second to offer (0: as fast as possible)")
 	js := fs.Bool("jetstream", false, "JetStream mode (stream + durable consumer, ack after dispatch)")
@@ -59,6 +98,10 @@ presence, custom tags).`, stderr)
 	lanes := fs.Int("workers", 8, "ordered worker lanes (the daemon's default with the null driver)")
 	traceFile := fs.String("trace", "", "write a runtime execution trace to this file")
 	separate := fs.Bool("separate-publisher", true, "publish from a child process, as a bridge would, instead of from inside the daemon's process")
+	storeURL := fs.String("store", "", "audit store: sqlite:///path.db, mysql://..., postgres://..., or none (default: sqlite in the bench's temporary directory, as the daemon's default under --data-dir)")
+	noGuard := fs.Bool("no-loop-guard", false, "turn the job-linked loop guard off, as the daemon's flag")
+	sharedState := fs.Bool("shared-state", true, "keep the loop guard's state in the REACTORD_GUARD JetStream bucket, as the daemon's default; false: in memory")
+	queue := fs.Int("queue", 1024, "events queued per lane (the daemon's default)")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -96,7 +139,13 @@ presence, custom tags).`, stderr)
 		return exitUsage
 	}
 	defer srv.Shutdown()
-	sub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "bench-daemon"})
+	// The daemon's log goes through a line counter (nothing is printed).
+	logLines := &countingWriter{}
+	log := slog.New(slog.NewTextHandler(logLines, &slog.HandlerOptions{Level: cfg.Settings.SlogLevel()}))
+	reg := prometheus.NewRegistry()
+	metrics := engine.NewMetrics(reg)
+	sub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "bench-daemon", Logger: log,
+		SlowConsumer: func(n int64) { metrics.Dropped.WithLabelValues(engine.DropSlowConsumer).Add(float64(n)) }})
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitUsage
@@ -118,17 +167,58 @@ presence, custom tags).`, stderr)
 	finished := make(chan struct{})
 	var peakRSS, rss10, rss50 atomic.Int64
 	var firstSent atomic.Int64 // UnixNano of the earliest send seen
-	eng, err := engine.New(cfg, nil)
+	var lastDone atomic.Int64  // UnixNano of the latest event handled
+	eng, err := engine.New(cfg, log)
 	if err != nil {
 		printErrors(stderr, err)
 		return exitUsage
 	}
+	// The audit store, as the daemon opens it.
+	if *storeURL == "" {
+		*storeURL = "sqlite://" + filepath.Join(dir, "reactord.db")
+	}
+	var archive *engine.Archive
+	storeName := "none"
+	if *storeURL != "none" {
+		storeName, _, _ = strings.Cut(*storeURL, "://")
+		st, err := store.Open(ctx, *storeURL)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: --store: %v\n", err)
+			return exitUsage
+		}
+		defer st.Close()
+		w, err := store.OpenWriter(st, store.WriterOptions{Logger: log, SpoolDir: filepath.Join(dir, "store-spool"), SpoolLimit: 1 << 30})
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return exitUsage
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = w.Close(cctx)
+		}()
+		engine.RegisterStoreMetrics(reg, w)
+		archive = &engine.Archive{W: w, MasterID: store.DefaultMasterID()}
+	}
+	// The loop guard and its shared state, as the daemon makes them.
+	gopts := engine.GuardOptions{Settle: cfg.Settings.Settle, JobTimeout: cfg.Settings.JobTimeout, Disabled: *noGuard, Log: log}
+	guard := engine.NewGuard(gopts)
+	shared := false
+	stateCtx, stateCancel := context.WithCancel(context.Background())
+	defer stateCancel()
+	if *sharedState {
+		g, err := loadSharedState(ctx, stateCtx, sub, gopts, 0, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: shared state: %v\n", err)
+			return exitUsage
+		}
+		guard, shared = g, true
+	}
 	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
-		// Block in both modes: the bench measures capacity, so a full lane
-		// holds the subscription back instead of dropping (overflow).
-		// The guard is off: with a null driver no job ever returns, and the
-		// bench measures the pipeline.
-		Driver: actions.Null{}, Lanes: *lanes, QueueSize: 4096, Block: true, Guard: engine.NewGuard(engine.GuardOptions{Disabled: true}), Metrics: engine.NewMetrics(prometheus.NewRegistry()),
+		// As the daemon: a core subscription drops events on a full lane
+		// (counted), JetStream blocks. The null driver executes nothing,
+		// so with the loop guard on no job ever returns.
+		Driver: actions.Null{}, Lanes: *lanes, QueueSize: *queue, Block: *js, Log: log, Metrics: metrics, Guard: guard, MaxHops: cfg.Settings.MaxHops, Archive: archive,
 		OnDispatch: func(engine.Delivery, actions.Action, actions.Result, error) { reactions.Add(1) },
 		OnDone: func(dl engine.Delivery) {
 			if !dl.Sent.IsZero() {
@@ -143,6 +233,7 @@ presence, custom tags).`, stderr)
 				lat.add(l)
 				latMu.Unlock()
 			}
+			lastDone.Store(time.Now().UnixNano())
 			switch done.Add(1) {
 			case total / 10:
 				rss10.Store(rssBytes())
@@ -164,12 +255,15 @@ presence, custom tags).`, stderr)
 		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent}
 		if *js {
 			dl.Done = func() { _ = m.Ack() }
+			dl.Nak = func() { _ = m.Nak() }
 		}
-		d.Submit(runCtx, dl)
+		if !d.Submit(runCtx, dl) && *js {
+			_ = m.Nak()
+		}
 	}
 	var s natsbus.Subscription
 	if *js {
-		s, err = sub.Consume(runCtx, natsbus.StreamOptions{Stream: "BENCH", Durable: "bench", MaxAckPending: 20000}, handler)
+		s, err = sub.Consume(runCtx, natsbus.StreamOptions{Stream: "BENCH", Durable: "bench", MaxAckPending: maxAckPending(*queue, *lanes), Progress: true, Logger: log}, handler)
 	} else {
 		s, err = sub.SubscribeQueue("", "reactord", handler)
 	}
@@ -237,17 +331,37 @@ presence, custom tags).`, stderr)
 		fmt.Fprintf(stderr, "bench: publishing: %v\n", err)
 		return exitUsage
 	}
-	select {
-	case <-finished:
-	case <-time.After(5 * time.Minute):
-		fmt.Fprintf(stderr, "bench: only %d of %d events handled after 5 minutes\n", done.Load(), total)
-		return exitFound
-	case <-ctx.Done():
-		return exitUsage
+	// Wait until every event is handled or counted as dropped, or until
+	// nothing moved for quiet (the rest were lost uncounted).
+	const quiet = 5 * time.Second
+	deadline := time.Now().Add(5 * time.Minute)
+	lastSum, lastMove := int64(-1), time.Now()
+wait:
+	for {
+		sum := done.Load() + sumDropped(gatherCounters(reg, "reactord_dropped_total"))
+		switch {
+		case sum >= total:
+			break wait
+		case sum != lastSum:
+			lastSum, lastMove = sum, time.Now()
+		case time.Since(lastMove) > quiet:
+			break wait
+		case time.Now().After(deadline):
+			fmt.Fprintf(stderr, "bench: only %d of %d events handled or dropped after 5 minutes\n", sum, total)
+			return exitFound
+		}
+		select {
+		case <-finished:
+			break wait
+		case <-ctx.Done():
+			return exitUsage
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
+	handled := done.Load()
 	elapsed := time.Since(start)
-	if fs := firstSent.Load(); fs != 0 {
-		elapsed = time.Since(time.Unix(0, fs)) // from the first event published
+	if fs, ld := firstSent.Load(), lastDone.Load(); fs != 0 && ld > fs {
+		elapsed = time.Duration(ld - fs) // from the first event published to the last handled
 	}
 	endRSS := rssBytes()
 	peakRSS.Store(max(peakRSS.Load(), endRSS))
@@ -256,11 +370,47 @@ presence, custom tags).`, stderr)
 	if *js {
 		mode = "jetstream"
 	}
-	res := benchResult{Events: done.Load(), EventsPerSec: int64(float64(done.Load()) / elapsed.Seconds()), P50ms: pct(0.5), P99ms: pct(0.99), Maxms: pct(1),
+	dropped := gatherCounters(reg, "reactord_dropped_total")
+	nd := sumDropped(dropped)
+	res := benchResult{Events: handled, Published: total, Handled: handled, Dropped: dropped, NeverSeen: max(0, total-handled-nd),
+		ArchiveDropped: gatherCounters(reg, "reactord_archive_dropped_total")[""], StoreRecordsDropped: gatherCounters(reg, "reactord_store_records_dropped_total")[""],
+		LogLines: logLines.lines.Load(), Store: storeName, LoopGuard: !*noGuard, SharedState: shared,
+		EventsPerSec: int64(float64(handled) / elapsed.Seconds()), P50ms: pct(0.5), P99ms: pct(0.99), Maxms: pct(1),
 		RSSMB: float64(peakRSS.Load()/(1<<16)) / 16, RSS10MB: float64(rss10.Load()/(1<<16)) / 16, RSS50MB: float64(rss50.Load()/(1<<16)) / 16, RSSEndMB: float64(endRSS/(1<<16)) / 16, Mode: mode, Rate: *rate, Reactions: reactions.Load()}
 	out, _ := json.Marshal(res)
 	fmt.Fprintf(stdout, "%s\n", out)
 	return exitOK
+}
+
+// gatherCounters returns the counters of the family name in reg, by
+// their label's value ("" for an unlabelled counter).
+func gatherCounters(reg *prometheus.Registry, name string) map[string]int64 {
+	out := map[string]int64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			label := ""
+			for _, l := range m.GetLabel() {
+				label = l.GetValue()
+			}
+			out[label] = int64(m.GetCounter().GetValue())
+		}
+	}
+	return out
+}
+
+func sumDropped(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func lineTag(l []byte) string {
