@@ -671,43 +671,51 @@ func cmdBenchPublish(ctx context.Context, args []string, stderr io.Writer) int {
 	return exitOK
 }
 
-// latencyHist counts latencies in 10µs buckets up to 1s (beyond: the last
-// bucket) and keeps the maximum.
+// latencyHist counts latencies in 10µs buckets up to 1s, then in 10ms
+// buckets up to 100s (beyond: the last bucket), and keeps the maximum.
 type latencyHist struct {
 	buckets [100000]int64
+	coarse  [10000]int64
 	n       int64
 	max     time.Duration
 }
 
 func (h *latencyHist) add(d time.Duration) {
-	i := int(d / (10 * time.Microsecond))
-	if i >= len(h.buckets) {
-		i = len(h.buckets) - 1
+	switch i := int(d / (10 * time.Microsecond)); {
+	case i < 0:
+		h.buckets[0]++
+	case i < len(h.buckets):
+		h.buckets[i]++
+	default:
+		h.coarse[min(int((d-time.Second)/(10*time.Millisecond)), len(h.coarse)-1)]++
 	}
-	if i < 0 {
-		i = 0
-	}
-	h.buckets[i]++
 	h.n++
 	h.max = max(h.max, d)
 }
 
 // percentile returns the p-quantile in milliseconds (the bucket's upper
-// bound), or the maximum for p == 1.
+// bound, at most the maximum), or the maximum for p == 1.
 func (h *latencyHist) percentile(p float64) float64 {
 	if h.n == 0 {
 		return 0
 	}
+	maxMS := float64(h.max.Microseconds()) / 1000
 	if p >= 1 {
-		return float64(h.max.Microseconds()) / 1000
+		return maxMS
 	}
 	want := int64(p * float64(h.n-1))
 	var seen int64
 	for i, c := range h.buckets {
 		seen += c
 		if seen > want {
-			return float64((i+1)*10) / 1000
+			return min(float64((i+1)*10)/1000, maxMS)
 		}
 	}
-	return float64(h.max.Microseconds()) / 1000
+	for i, c := range h.coarse {
+		seen += c
+		if seen > want {
+			return min(1000+float64((i+1)*10), maxMS)
+		}
+	}
+	return maxMS
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The bench measures the daemon's defaults (audit store, loop guard,
@@ -42,5 +43,21 @@ func TestBenchAccounting(t *testing.T) {
 		if r.Reactions > 0 && r.LogLines == 0 {
 			t.Errorf("%v: %d reactions and no log line counted", args, r.Reactions)
 		}
+	}
+}
+
+// Latencies beyond a second are reported as they are, not as 1000 ms.
+func TestBenchLatencyBeyondASecond(t *testing.T) {
+	var h latencyHist
+	for _, d := range []time.Duration{5 * time.Millisecond, 2500 * time.Millisecond, 2500 * time.Millisecond, 3 * time.Second} {
+		h.add(d)
+	}
+	if p50, p99, mx := h.percentile(0.5), h.percentile(0.99), h.percentile(1); p50 != 2510 || p99 != 2510 || mx != 3000 {
+		t.Errorf("p50 %v p99 %v max %v, want 2510 2510 3000", p50, p99, mx)
+	}
+	h = latencyHist{}
+	h.add(15 * time.Microsecond)
+	if p := h.percentile(0.5); p != 0.015 {
+		t.Errorf("p50 of one 15µs latency = %v, want 0.015 (the maximum)", p)
 	}
 }
