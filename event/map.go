@@ -226,6 +226,20 @@ func writeString(b *bytes.Buffer, s string) {
 	b.Write(enc)
 }
 
+// PyFloatRepr is Python's repr() of any float: "nan", "inf", "-inf", and
+// PyFloat's spelling of the finite ones.
+func PyFloatRepr(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return PyFloat(f)
+}
+
 // PyFloat formats f as Python's repr does: shortest round-trip digits, always
 // with a decimal point or exponent ("1.0", "1.1", "1e+16").
 func PyFloat(f float64) string {

@@ -150,10 +150,10 @@ func canonical(v any) string {
 		case *big.Int:
 			b.WriteString("i:" + x.String())
 		case float64:
-			b.WriteString("f:" + pyFloatText(x))
+			b.WriteString("f:" + event.PyFloatRepr(x))
 		case json.Number:
 			if n, ok := toNum(x); ok && n.isFloat {
-				b.WriteString("f:" + pyFloatText(n.f))
+				b.WriteString("f:" + event.PyFloatRepr(n.f))
 			} else {
 				b.WriteString("i:" + string(x))
 			}

@@ -508,19 +508,6 @@ func pyTruth(v any) bool {
 
 // ---- printing ----
 
-// pyFloatText is Python's repr() of a float (nan, inf, 1.0, 1e+16, 1e-07).
-func pyFloatText(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	}
-	return pyFloat(f)
-}
-
 // strOf is Python's str(v), which is what Jinja prints for {{ v }}:
 // strings as they are, True/False/None, Python's float repr, and repr()
 // for lists, tuples and dicts.
@@ -540,10 +527,10 @@ func strOf(v any) string {
 	case int:
 		return strconv.Itoa(x)
 	case float64:
-		return pyFloatText(x)
+		return event.PyFloatRepr(x)
 	case json.Number:
 		if n, ok := toNum(x); ok && n.isFloat {
-			return pyFloatText(n.f)
+			return event.PyFloatRepr(n.f)
 		}
 		return string(x)
 	case yamlQuoted:
@@ -559,7 +546,7 @@ func strOf(v any) string {
 	}
 	if n, ok := toNum(v); ok {
 		if n.isFloat {
-			return pyFloatText(n.f)
+			return event.PyFloatRepr(n.f)
 		}
 		return n.i.String()
 	}

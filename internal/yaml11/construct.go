@@ -579,36 +579,6 @@ func pyBytesRepr(s string) string {
 	return b.String()
 }
 
-// pyFloatRepr is Python's repr() of a float: the shortest round-tripping
-// digits, positional when the decimal exponent is in [-4, 16), scientific
-// (with at least two exponent digits) otherwise.
-func pyFloatRepr(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // [-]d[.ddd]e±XX
-	mant, expStr, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expStr)
-	if exp < -4 || exp >= 16 {
-		sign := "+"
-		if exp < 0 {
-			sign = "-"
-			exp = -exp
-		}
-		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
-	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return s
-}
-
 // PyRepr spells a string as Python's repr() does, the form Salt's messages
 // and Jinja's printing of containers use.
 func PyRepr(s string) string { return pyRepr(s) }

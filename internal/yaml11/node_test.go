@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+
+	"github.com/reactord/reactord/event"
 )
 
 func TestNodes(t *testing.T) {
@@ -465,8 +467,8 @@ func TestPyFloatRepr(t *testing.T) {
 		{math.Float64frombits(0x470f03d2a536dc7f), "2.012984236110856e+34"},
 		{math.Inf(1), "inf"}, {math.Inf(-1), "-inf"}, {math.NaN(), "nan"},
 	} {
-		if got := pyFloatRepr(c.f); got != c.want {
-			t.Errorf("pyFloatRepr(%v) = %s, want %s", c.f, got, c.want)
+		if got := event.PyFloatRepr(c.f); got != c.want {
+			t.Errorf("event.PyFloatRepr(%v) = %s, want %s", c.f, got, c.want)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/reactord/reactord/event"
 )
 
 // canon prints a built value in the format the Python generator of
@@ -26,7 +28,7 @@ func canon(v any) string {
 	case *big.Int:
 		return "i" + x.String()
 	case float64:
-		return "f" + pyFloatRepr(x)
+		return "f" + event.PyFloatRepr(x)
 	case string:
 		return fmt.Sprintf("s%d:%s", len(x), x)
 	case *Map:

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+
+	"github.com/reactord/reactord/event"
 )
 
 // Map is an ordered mapping, as Salt builds mappings (OrderedDict), whose
@@ -98,7 +100,7 @@ func pyStr(v any) string {
 	case *big.Int:
 		return x.String()
 	case float64:
-		return pyFloatRepr(x)
+		return event.PyFloatRepr(x)
 	case string:
 		return x
 	}
