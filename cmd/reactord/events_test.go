@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"strings"
@@ -73,6 +74,19 @@ func TestEventsOutJSONReplays(t *testing.T) {
 	}
 
 	// fire --file publishes it again, unchanged.
+	got := refire(t, c, srv.ClientURL(), "--file", recorded, 2)
+	for i, g := range got {
+		if g != lines[i] {
+			t.Errorf("fired %s, recorded %s", g, lines[i])
+		}
+	}
+}
+
+// refire runs reactord fire with flag ("--file" or "--events") on the
+// recorded events and returns the bodies of the n events fire published,
+// in order, once they were all seen on the bus.
+func refire(t *testing.T, c *natsbus.Conn, url, flag string, recorded []byte, n int) []string {
+	t.Helper()
 	var mu sync.Mutex
 	var got []string
 	sub, err := c.Subscribe("", func(m *natsbus.Message) {
@@ -89,22 +103,20 @@ func TestEventsOutJSONReplays(t *testing.T) {
 	if err := c.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	fire := exec.Command(binPath, "fire", "--nats", srv.ClientURL(), "--file", "-")
+	fire := exec.Command(binPath, "fire", "--nats", url, flag, "-")
 	fire.Stdin = bytes.NewReader(recorded)
-	if b, err := fire.CombinedOutput(); err != nil || !strings.Contains(string(b), "published 2 event(s)") {
-		t.Fatalf("fire --file: %v\n%s", err, b)
+	if b, err := fire.CombinedOutput(); err != nil || !strings.Contains(string(b), fmt.Sprintf("published %d event(s)", n)) {
+		t.Fatalf("fire %s: %v\n%s", flag, err, b)
 	}
 	checkFor(t, 5*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		if len(got) != 2 {
+		if len(got) != n {
 			return errFmt("fired events not seen yet")
-		}
-		for i, g := range got {
-			if g != lines[i] {
-				return errFmt("fired " + g + ", recorded " + lines[i])
-			}
 		}
 		return nil
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]string(nil), got...)
 }

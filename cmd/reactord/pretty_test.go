@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"os/exec"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,43 +66,15 @@ func TestEventsPrettyReplays(t *testing.T) {
 	}
 
 	// fire --file publishes the same events again.
-	var mu sync.Mutex
-	var got []string
-	sub, err := c.Subscribe("", func(m *natsbus.Message) {
-		if m.Meta.Origin == "reactord-fire" {
-			mu.Lock()
-			got = append(got, string(m.Body))
-			mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Stop()
-	if err := c.Flush(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	fire := exec.Command(binPath, "fire", "--nats", srv.ClientURL(), "--events", "-")
-	fire.Stdin = bytes.NewReader(recorded)
-	if b, err := fire.CombinedOutput(); err != nil || !strings.Contains(string(b), "published 2 event(s)") {
-		t.Fatalf("fire --file: %v\n%s", err, b)
-	}
+	got := refire(t, c, srv.ClientURL(), "--events", recorded, 2)
 	var want any
 	if err := json.Unmarshal([]byte(body), &want); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(got) != 2 {
-			return errFmt("fired events not seen yet")
+	for _, g := range got {
+		var v any
+		if err := json.Unmarshal([]byte(g), &v); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("fired %s, published %s", g, body)
 		}
-		for _, g := range got {
-			var v any
-			if err := json.Unmarshal([]byte(g), &v); err != nil || !reflect.DeepEqual(v, want) {
-				return errFmt("fired " + g + ", published " + body)
-			}
-		}
-		return nil
-	})
+	}
 }
