@@ -630,22 +630,6 @@ func pyConcat(a, b any) (string, error) {
 // int64 too; with a float, a float), str + str, list + list, tuple + tuple.
 // Other mixes are Python's TypeError.
 func pyAdd(a, b any) (any, error) {
-	if x, ok := toNum(a); ok {
-		if y, ok := toNum(b); ok {
-			if !x.isFloat && !y.isFloat {
-				return intValue(new(big.Int).Add(x.i, y.i)), nil
-			}
-			fx, err := x.float()
-			if err != nil {
-				return nil, err
-			}
-			fy, err := y.float()
-			if err != nil {
-				return nil, err
-			}
-			return fx + fy, nil
-		}
-	}
 	if x, ok := asString(a); ok {
 		if y, ok := asString(b); ok {
 			if len(x)+len(y) > maxBuilt {
@@ -673,7 +657,10 @@ func pyAdd(a, b any) (any, error) {
 		}
 		return nil, fmt.Errorf("TypeError: can only concatenate %s (not \"%s\") to %s", what, pyTypeName(b), what)
 	}
-	return nil, fmt.Errorf("TypeError: unsupported operand type(s) for +: '%s' and '%s'", pyTypeName(a), pyTypeName(b))
+	// Numbers, or Python's TypeError for any other mix.
+	return pyArith("+", a, b,
+		func(x, y *big.Int) (*big.Int, error) { return new(big.Int).Add(x, y), nil },
+		func(x, y float64) (float64, error) { return x + y, nil })
 }
 
 // ---- dicts ----
