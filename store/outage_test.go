@@ -39,6 +39,11 @@ func TestDatabaseDownMidStream(t *testing.T) {
 					db.outage(t, stop)
 				}()
 			case n / 4 * 3:
+				// The outage must have taken effect before it ends: on a
+				// loaded machine the SQLite outage's BEGIN EXCLUSIVE can
+				// wait behind the writer's own transactions for longer
+				// than the second the events take.
+				waitForFailure(t, w, 15*time.Second)
 				close(stop)
 			}
 			for !w.Add(benchEvent(i)) {
@@ -71,4 +76,14 @@ func TestDatabaseDownMidStream(t *testing.T) {
 		// the connection; the retry then stores the batch again.
 		checkAllEvents(t, s, n, db.name != "sqlite")
 	})
+}
+
+// waitForFailure waits until the writer has seen a failed write, or until
+// limit has passed (the test then fails on its check of Failures).
+func waitForFailure(t *testing.T, w *Writer, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for w.Stats().Failures == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
