@@ -67,3 +67,77 @@ func topLevelString(raw []byte, key string) string {
 		s.i++
 	}
 }
+
+// Members finds the top-level members of the JSON object raw named in keys
+// without decoding anything: out[i] is set to the raw JSON value of the
+// member keys[i] (the last one when a key repeats, as encoding/json
+// reads it) and left nil when absent. Keys match exactly. It reports
+// false, leaving out as far as it got, when raw is not a well-formed JSON
+// object. out must be as long as keys.
+func Members(raw []byte, keys []string, out [][]byte) bool {
+	s := &scanner{b: raw}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return false
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		return true
+	}
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		end, plain, err := s.stringEnd()
+		if err != nil {
+			return false
+		}
+		var k string
+		if plain {
+			// Compared without a copy: keys are ASCII.
+			kb := s.b[s.i+1 : end-1]
+			k = ""
+			for _, want := range keys {
+				if string(kb) == want {
+					k = want
+					break
+				}
+			}
+			s.i = end
+		} else if k, err = s.str(); err != nil {
+			return false
+		}
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.ws()
+		start := s.i
+		if err := s.skip(); err != nil {
+			return false
+		}
+		if k != "" {
+			for j, want := range keys {
+				if k == want {
+					out[j] = s.b[start:s.i]
+				}
+			}
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		if s.b[s.i] == '}' {
+			s.i++
+			s.ws()
+			return s.i == len(s.b)
+		}
+		if s.b[s.i] != ',' {
+			return false
+		}
+		s.i++
+	}
+}

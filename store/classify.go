@@ -6,11 +6,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/reactord/reactord/event"
 )
 
 // findJob is the function Salt's master publishes to poll running jobs
 // (every gather_job_timeout while a job runs): noise in an event archive.
 const findJob = "saltutil.find_job"
+
+// classifyKeys are the members of an event's data Classify reads.
+var classifyKeys = [...]string{"fun", "success", "return", "_stamp", "tgt", "user", "tag"}
 
 // Classify turns a Salt event into the job and return records Salt's master
 // job cache (local_cache, or the mysql and pgjsonb returners as
@@ -62,18 +67,14 @@ func Classify(tag string, data json.RawMessage, masterID string, keepAll bool) (
 	if !ok || jid == "" {
 		return nil, nil, true
 	}
-	var d struct {
-		Fun     json.RawMessage `json:"fun"`
-		Success json.RawMessage `json:"success"`
-		Return  json.RawMessage `json:"return"`
-		Stamp   json.RawMessage `json:"_stamp"`
-		Tgt     json.RawMessage `json:"tgt"`
-		User    json.RawMessage `json:"user"`
-		Tag     json.RawMessage `json:"tag"`
-	}
+	var m [len(classifyKeys)][]byte
 	// Data that is not an object still gives records: Salt would
 	// store whatever the event carried.
-	_ = json.Unmarshal(data, &d)
+	if !event.Members(data, classifyKeys[:], m[:]) {
+		m = [len(classifyKeys)][]byte{}
+	}
+	d := struct{ Fun, Success, Return, Stamp, Tgt, User, Tag json.RawMessage }{
+		Fun: m[0], Success: m[1], Return: m[2], Stamp: m[3], Tgt: m[4], User: m[5], Tag: m[6]}
 	fun := jsonString(d.Fun)
 	var at time.Time
 	if stamp := jsonString(d.Stamp); stamp != "" {
@@ -190,11 +191,25 @@ func isBareJID(tag string) bool {
 
 // jsonString returns the JSON string raw holds, or "".
 func jsonString(raw json.RawMessage) string {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && plainJSONString(raw[1:len(raw)-1]) {
+		return string(raw[1 : len(raw)-1])
+	}
 	var s string
 	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
 		return ""
 	}
 	return s
+}
+
+// plainJSONString reports whether b, the inside of a JSON string, is
+// printable ASCII without escapes or quotes: its text is itself.
+func plainJSONString(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '"' {
+			return false
+		}
+	}
+	return true
 }
 
 // jsonBool returns the JSON boolean raw holds.

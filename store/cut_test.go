@@ -1,32 +1,19 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/internal/syncbuf"
 )
 
-// lockedBuffer is a log sink safe for the summary timer's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := strings.TrimSpace(l.b.String())
+// logLines splits what buf holds into lines.
+func logLines(buf *syncbuf.Buffer) []string {
+	s := strings.TrimSpace(buf.String())
 	if s == "" {
 		return nil
 	}
@@ -35,9 +22,9 @@ func (l *lockedBuffer) lines() []string {
 
 // captureCutLog sends cut reports to a buffer with a fresh reporter of the
 // given interval, restored at the end of the test.
-func captureCutLog(t *testing.T, interval time.Duration) *lockedBuffer {
+func captureCutLog(t *testing.T, interval time.Duration) *syncbuf.Buffer {
 	t.Helper()
-	buf := &lockedBuffer{}
+	buf := &syncbuf.Buffer{}
 	old := cutLog
 	cutLog = &cutReporter{interval: interval, logger: slog.New(slog.NewTextHandler(buf, nil))}
 	t.Cleanup(func() {
@@ -123,7 +110,7 @@ func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 		}
 
 		// Logged once, then summarised once.
-		lines := buf.lines()
+		lines := logLines(buf)
 		if len(lines) != 1 {
 			t.Fatalf("%d log lines for %d cuts, want 1:\n%s", len(lines), 4*n, strings.Join(lines, "\n"))
 		}
@@ -133,7 +120,7 @@ func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 			}
 		}
 		cutLog.summary()
-		lines = buf.lines()
+		lines = logLines(buf)
 		if len(lines) != 2 {
 			t.Fatalf("%d log lines after the summary, want 2:\n%s", len(lines), strings.Join(lines, "\n"))
 		}
@@ -143,7 +130,7 @@ func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 			}
 		}
 		cutLog.summary()
-		if got := len(buf.lines()); got != 2 {
+		if got := len(logLines(buf)); got != 2 {
 			t.Errorf("an empty summary logged a line (%d lines)", got)
 		}
 	})
@@ -180,14 +167,14 @@ func TestCutSummaryTimer(t *testing.T) {
 	for range 10 {
 		cutLog.report(&cutTally{n: tally.n, longest: tally.longest, start: tally.start, any: true})
 	}
-	if got := len(buf.lines()); got != 1 {
+	if got := len(logLines(buf)); got != 1 {
 		t.Fatalf("%d lines at once, want 1", got)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for len(buf.lines()) < 2 && time.Now().Before(deadline) {
+	for len(logLines(buf)) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	lines := buf.lines()
+	lines := logLines(buf)
 	if len(lines) != 2 || !strings.Contains(lines[1], "count=49") || !strings.Contains(lines[1], "salt_events.tag=49") {
 		t.Fatalf("want one summary of 49 cuts:\n%s", strings.Join(lines, "\n"))
 	}
@@ -195,7 +182,7 @@ func TestCutSummaryTimer(t *testing.T) {
 	var one cutTally
 	one.add(colReturnsFun, strings.Repeat("f", 60))
 	cutLog.report(&one)
-	lines = buf.lines()
+	lines = logLines(buf)
 	if len(lines) != 3 || !strings.Contains(lines[2], "table=salt_returns") || !strings.Contains(lines[2], "column=fun") || !strings.Contains(lines[2], "length=60") {
 		t.Fatalf("a cut after a quiet interval is not logged at once:\n%s", strings.Join(lines, "\n"))
 	}

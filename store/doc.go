@@ -34,11 +34,12 @@
 //
 // # reactord's tables
 //
-// reactord_ledger records each step reactord took for an event (stages
-// matched, rendered, suppressed, dispatched, failed, returned, timeout),
-// indexed by jid and event_id. reactord_event_ids maps a salt_events row to
-// the reactord event id it was written with, since Salt's salt_events table
-// has no column for it.
+// reactord_ledger records what happened to an event's reactions (stages
+// suppressed, dispatched, failed, returned, timeout; earlier versions also
+// wrote matched and rendered), indexed by jid and event_id.
+// reactord_event_ids maps a salt_events row to the reactord event id it was
+// written with, for the events the ledger refers to, since Salt's
+// salt_events table has no column for it.
 //
 // # Jobs and times
 //

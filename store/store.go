@@ -112,8 +112,8 @@ type Return struct {
 
 // Ledger stages: what reactord did with an event.
 const (
-	StageMatched    = "matched"    // a reactor rule matched the event's tag
-	StageRendered   = "rendered"   // a reaction file rendered
+	StageMatched    = "matched"    // a reactor rule matched the event's tag (written by earlier versions only; a ledger may still hold such rows)
+	StageRendered   = "rendered"   // a reaction file rendered (earlier versions only, as StageMatched)
 	StageSuppressed = "suppressed" // the loop guard, throttle or debounce held a reaction back
 	StageDispatched = "dispatched" // a reaction was handed to the driver (JID set when known)
 	StageFailed     = "failed"     // rendering or dispatch failed

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/reactord/reactord/event"
 )
 
 // Column widths, in characters, of Salt's varchar columns and of
@@ -115,6 +117,9 @@ func parseStamp(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// stampKey is the member withStamp looks for.
+var stampKey = [...]string{"_stamp"}
+
 // withStamp returns load with "_stamp": t added when load is a JSON object
 // without one, so that the job's time survives in Salt's jids table, which
 // has no time column.
@@ -123,18 +128,16 @@ func withStamp(load json.RawMessage, t time.Time) json.RawMessage {
 	if len(trimmed) < 2 || trimmed[0] != '{' {
 		return load
 	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(trimmed, &top) != nil {
+	var stampOf [1][]byte
+	if !event.Members(trimmed, stampKey[:], stampOf[:]) || stampOf[0] != nil {
 		return load
 	}
-	if _, ok := top["_stamp"]; ok {
-		return load
-	}
+	empty := len(bytes.TrimSpace(trimmed[1:len(trimmed)-1])) == 0
 	stamp, _ := json.Marshal(formatStamp(t))
 	out := make([]byte, 0, len(trimmed)+len(stamp)+12)
 	out = append(out, `{"_stamp":`...)
 	out = append(out, stamp...)
-	if len(top) > 0 {
+	if !empty {
 		out = append(out, ',')
 	}
 	return append(out, trimmed[1:]...)

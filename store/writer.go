@@ -232,9 +232,46 @@ func (w *Writer) Add(rec any) bool {
 	panic(fmt.Sprintf("store: Writer.Add: unsupported record type %T (want Event, Job, Return, LedgerEntry or Batch)", rec))
 }
 
-func (w *Writer) add(rec any) bool {
+// Reserve reports whether n more records fit in the buffer now; when
+// they do not, it counts them in Dropped, as Add would. A caller that must
+// not be refused a record later (it acts on an event before archiving it)
+// asks first and adds that record with Force.
+func (w *Writer) Reserve(n int) bool {
 	w.mu.Lock()
-	if w.closed || len(w.buf) >= w.o.MaxBuffer {
+	defer w.mu.Unlock()
+	if w.closed || len(w.buf)+n > w.o.MaxBuffer {
+		w.stats.Dropped += int64(n)
+		return false
+	}
+	return true
+}
+
+// Force adds a record as Add does, beyond MaxBuffer if need be: for a
+// record Reserve made room for that others took since. It refuses (false,
+// counted in Dropped) only when the Writer is closed.
+func (w *Writer) Force(rec any) bool {
+	switch r := rec.(type) {
+	case Event, Job, Return, LedgerEntry:
+	case *Event:
+		rec = *r
+	case *Job:
+		rec = *r
+	case *Return:
+		rec = *r
+	case *LedgerEntry:
+		rec = *r
+	default:
+		panic(fmt.Sprintf("store: Writer.Force: unsupported record type %T (want Event, Job, Return or LedgerEntry)", rec))
+	}
+	return w.put(rec, true)
+}
+
+func (w *Writer) add(rec any) bool { return w.put(rec, false) }
+
+// put appends one record, beyond MaxBuffer when force is set.
+func (w *Writer) put(rec any, force bool) bool {
+	w.mu.Lock()
+	if w.closed || (!force && len(w.buf) >= w.o.MaxBuffer) {
 		w.stats.Dropped++
 		w.mu.Unlock()
 		return false

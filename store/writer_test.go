@@ -212,6 +212,39 @@ func TestWriterBoundedBuffer(t *testing.T) {
 	}
 }
 
+// TestWriterReserveForce: Reserve tells whether records fit (counting
+// them dropped when not, as Add would); Force adds a record it made room
+// for even when others filled the buffer since.
+func TestWriterReserveForce(t *testing.T) {
+	f := &fakeStore{gate: make(chan struct{})}
+	w := NewWriter(f, WriterOptions{MaxBatch: 10, MaxBuffer: 4, Interval: time.Millisecond})
+	if !w.Reserve(2) {
+		t.Fatal("Reserve(2) refused by an empty buffer")
+	}
+	for i := range 4 {
+		if !w.Add(ev(i)) {
+			t.Fatalf("record %d refused", i)
+		}
+	}
+	if w.Reserve(1) {
+		t.Error("Reserve(1) on a full buffer")
+	}
+	if !w.Force(ev(4)) || !w.Force(&LedgerEntry{EventID: "ev-4", Stage: StageDispatched}) {
+		t.Error("Force refused a record on a full buffer")
+	}
+	if st := w.Stats(); st.Dropped != 1 || st.Pending != 6 {
+		t.Errorf("stats = %+v, want 1 dropped (the refused reservation), 6 pending", st)
+	}
+	close(f.gate)
+	closeWriter(t, w)
+	if w.Force(ev(5)) {
+		t.Error("Force accepted a record after Close")
+	}
+	if st := w.Stats(); st.Written != 6 || st.Dropped != 2 {
+		t.Errorf("stats = %+v, want 6 written, 2 dropped", st)
+	}
+}
+
 func TestWriterRetriesUntilTheStoreRecovers(t *testing.T) {
 	down := errors.New("connection refused")
 	f := &fakeStore{fail: func(call int, b Batch) error {
