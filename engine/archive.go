@@ -26,21 +26,34 @@ type Archive struct {
 	MasterID string
 }
 
-// record archives one event; it reports false when the writer's buffer was
-// full (the caller leaves the event for redelivery or counts it in reactord_archive_dropped_total).
-func (a *Archive) record(id, tag string, raw []byte, now time.Time) bool {
+// record archives an event's job publish and returns, and tells whether
+// the event itself is to be kept (the daemon adds it with event once it
+// was handled). ok is false when the writer's buffer was full — for these
+// records or for the event's (the caller leaves the event for redelivery
+// or counts it in reactord_archive_dropped_total).
+func (a *Archive) record(tag string, raw []byte) (ok, keep bool) {
 	jobs, returns, keep := store.Classify(tag, raw, a.MasterID, a.KeepAll)
-	ok := true
-	for i := range jobs {
-		ok = a.W.Add(&jobs[i]) && ok
+	keep = keep && a.tagKept(tag)
+	need := len(jobs) + len(returns)
+	if keep {
+		need++
 	}
-	for i := range returns {
-		ok = a.W.Add(&returns[i]) && ok
+	if need == 0 {
+		return true, false
 	}
-	if keep && a.tagKept(tag) {
-		ok = a.W.Add(&store.Event{ID: id, Tag: tag, Data: append([]byte(nil), raw...), MasterID: a.MasterID, Time: now}) && ok
+	if !a.W.Reserve(need) {
+		return false, keep
 	}
-	return ok
+	ok = a.W.Add(store.Batch{Jobs: jobs, Returns: returns})
+	return ok, keep
+}
+
+// event archives the event itself, under id (empty: no id row, nothing
+// in the ledger refers to it). record made room for it: it is added even
+// when the buffer filled up since, which the lanes bound to one record
+// each.
+func (a *Archive) event(id, tag string, raw []byte, now time.Time) {
+	a.W.Force(store.Event{ID: id, Tag: tag, Data: append([]byte(nil), raw...), MasterID: a.MasterID, Time: now})
 }
 
 func (a *Archive) tagKept(tag string) bool {

@@ -45,6 +45,14 @@ type Delivery struct {
 	// event. May be nil.
 	Done func()
 
+	// Moved, when set, reports whether the event's partition moved to
+	// another replica since the event was taken (--partitions): the event
+	// is then not handled here, so that it never runs alongside the new
+	// owner, which handles it again from its acknowledgement floor; it
+	// is counted in reactord_suppressed_total{reason="partition_moved"}
+	// and neither Done nor Nak is called.
+	Moved func() bool
+
 	// id is the event's id, given by Submit.
 	id string
 }
@@ -105,10 +113,14 @@ type Daemon struct {
 	ids eventIDs
 
 	// Lines that can repeat once per event go out once per interval.
-	overflowLog, storeFullLog, malformedLog *ratelog.Every
+	overflowLog, storeFullLog, malformedLog, movedLog *ratelog.Every
 	// limit keeps other lines that could repeat once per event (a
 	// reaction that keeps failing, a throttle) to one a minute per key.
 	limit *ratelog.Keyed
+
+	// dispatched counts the reactions dispatched since the last summary
+	// line (with an Archive, single dispatches are debug lines).
+	dispatched atomic.Int64
 
 	// debounceReturned and debounceLost count debounced events a stop
 	// abandoned: left unacknowledged for redelivery (JetStream) or lost
@@ -162,7 +174,7 @@ func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
 	opts.Retry.Driver = opts.Driver
 	d := &Daemon{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
-		limit: ratelog.NewKeyed(time.Minute, 1024)}
+		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024)}
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
@@ -210,6 +222,7 @@ func (d *Daemon) Start(ctx context.Context) {
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		summary := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
@@ -217,6 +230,12 @@ func (d *Daemon) Start(ctx context.Context) {
 			case <-d.quit:
 				return
 			case now := <-t.C:
+				if d.opts.Archive != nil && now.Sub(summary) >= time.Minute {
+					summary = now
+					if n := d.dispatched.Swap(0); n > 0 {
+						d.opts.Log.Info("reactions dispatched in the last minute (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
+					}
+				}
 				for _, x := range d.opts.Guard.TakeExpired(now) {
 					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "file", x.SLS)
 					d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, File: x.SLS, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
@@ -262,7 +281,9 @@ func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
 		return false
 	}
 	m := d.opts.Metrics
-	dl.id = d.ids.next()
+	if dl.id == "" {
+		dl.id = d.ids.next()
+	}
 	tag, raw, err := event.SplitEnvelope(dl.Body)
 	if err != nil {
 		m.Events.Inc()
@@ -310,6 +331,18 @@ func laneKey(tag string, raw []byte) string {
 	return tag
 }
 
+// OrderKey returns the key an event envelope is ordered by: its minion
+// (event.MinionOf), else its tag; "" for a malformed envelope. Submit
+// queues the events of one key on one lane; --partitions spreads them
+// over replicas by it.
+func OrderKey(body []byte) string {
+	tag, raw, err := event.SplitEnvelope(body)
+	if err != nil {
+		return ""
+	}
+	return laneKey(tag, raw)
+}
+
 // Stop stops accepting events and waits for queued ones to finish, at most
 // until ctx ends; then it cancels the debounces still waiting for their
 // quiet period. A debounced JetStream event was never acknowledged: it is
@@ -330,6 +363,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		err = fmt.Errorf("stopping: %d event(s) still in flight: %w", d.depth.Load(), ctx.Err())
 	}
 	d.opts.Guard.StopTimers()
+	if n := d.dispatched.Swap(0); n > 0 && d.opts.Archive != nil {
+		d.opts.Log.Info("reactions dispatched since the last count (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
+	}
 	if n := d.debounceReturned.Swap(0); n > 0 {
 		d.opts.Log.Info("stopping: debounced events still in their quiet period left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
 	}
@@ -379,11 +415,24 @@ type inflight struct {
 	// hold, set when a debounce holds the event, delays its
 	// acknowledgement until the debounce fired.
 	hold *eventHold
+	// archived is set when the event itself is to be archived; finish
+	// adds its record, with its id when ledgered is set (something
+	// happened to a reaction of it), so that only the events `reactord
+	// trace` has something to say about get an id row.
+	archived, ledgered bool
 }
 
 // handle takes one event through the pipeline: decode, archive, loop
 // guard, match and render, dispatch; then acknowledges it (finish).
 func (d *Daemon) handle(ctx context.Context, dl Delivery) {
+	if dl.Moved != nil && dl.Moved() {
+		d.opts.Metrics.Suppressed.WithLabelValues(SuppressPartitionMoved).Inc()
+		if n, ok := d.movedLog.Tick(); ok {
+			d.opts.Log.Warn("event left to the replica its partition moved to, which handles it again from the partition's acknowledgement floor; counted in reactord_suppressed_total{reason=\"partition_moved\"}, logged at most once a minute",
+				"event_id", dl.id, "seq", dl.Seq, "moved_since_last_line", n)
+		}
+		return
+	}
 	ev := &inflight{dl: dl, id: dl.id, received: time.Now(), debug: d.opts.Log.Enabled(ctx, slog.LevelDebug)}
 	if ev.id == "" {
 		ev.id = d.ids.next()
@@ -398,7 +447,7 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 		return
 	}
 	for _, c := range res.Chunks {
-		d.dispatch(ctx, ev, res.Tag, c)
+		d.dispatch(ctx, ev, res, c)
 	}
 }
 
@@ -409,10 +458,20 @@ func (d *Daemon) finish(ctx context.Context, ev *inflight) {
 	if ctx.Err() != nil {
 		ev.nak = true // cancelled mid-way: leave the event for redelivery
 	}
+	if ev.archived && !(ev.nak && ev.dl.Nak != nil) { // a refused event is archived when it comes back
+		id := ""
+		if ev.ledgered {
+			id = ev.id
+		}
+		d.opts.Archive.event(id, ev.tag, ev.raw, ev.received)
+	}
 	if ev.hold != nil {
 		ev.hold.let(ev.nak)
 	} else {
 		d.settle(ev.dl, ev.nak)
+	}
+	if !ev.nak && !ev.dl.Sent.IsZero() {
+		d.opts.Metrics.SentLatency.Observe(time.Since(ev.dl.Sent).Seconds())
 	}
 	if d.opts.OnDone != nil {
 		d.opts.OnDone(ev.dl)
@@ -490,7 +549,13 @@ func (d *Daemon) firstCopy(ctx context.Context, ev *inflight) bool {
 // anyway and counted.
 func (d *Daemon) archive(ev *inflight) bool {
 	ar := d.opts.Archive
-	if ar == nil || ar.record(ev.id, ev.tag, ev.raw, ev.received) {
+	if ar == nil || ev.dl.OnlyRule > 0 {
+		// A debounced event coming back was archived when it came.
+		return true
+	}
+	ok, keep := ar.record(ev.tag, ev.raw)
+	if ok {
+		ev.archived = keep
 		return true
 	}
 	if ev.dl.Nak != nil {
@@ -504,6 +569,7 @@ func (d *Daemon) archive(ev *inflight) bool {
 		return false
 	}
 	d.opts.Metrics.ArchiveDropped.Inc()
+	ev.archived = false
 	if n, ok := d.storeFullLog.Tick(); ok {
 		d.opts.Log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_archive_dropped_total (their records in reactord_store_records_dropped_total), logged at most once a minute",
 			"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
@@ -591,38 +657,49 @@ func (d *Daemon) react(ctx context.Context, ev *inflight) *Result {
 	return res
 }
 
-// ledgerResult records the rules that matched, why some did not react,
-// each file rendered or failed, and verify_high's errors.
+// ledgerResult records what happened to the reactions of the rules that
+// matched, short of their dispatch: why a rule did not react, each file
+// that failed, and verify_high's errors. A rule whose files rendered adds
+// nothing here: its reactions' dispatch rows name it.
 func (d *Daemon) ledgerResult(ev *inflight, rules []config.Rule, res *Result) {
-	for _, ri := range res.Rules {
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageMatched, Rule: rules[ri].Glob, Minion: ev.minion, Detail: rules[ri].Pos.String()})
-	}
 	for _, n := range res.Notes {
 		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rules[n.Rule].Glob, Minion: ev.minion, Detail: n.Note})
 	}
 	for _, f := range res.Files {
-		e := store.LedgerEntry{Stage: store.StageRendered, Rule: rules[f.Rule].Glob, File: f.Path, Minion: ev.minion, Detail: fmt.Sprintf("%d reaction ID(s)", f.Reactions)}
 		if f.Err != nil {
-			e.Stage, e.Detail = store.StageFailed, f.Err.Error()
+			d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rules[f.Rule].Glob, File: f.Path, Minion: ev.minion, Detail: f.Err.Error()})
 		}
-		d.ledger(ev, e)
 	}
 	for _, err := range res.VerifyErrors {
 		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Minion: ev.minion, Detail: "verify_high: " + err.Error()})
 	}
 }
 
+// ruleOf is the glob of the rule whose file gave the reaction of file
+// sls.
+func (d *Daemon) ruleOf(res *Result, sls string) string {
+	for _, f := range res.Files {
+		if f.Path == sls {
+			if rules := d.eng.Load().cfg.Rules; f.Rule < len(rules) {
+				return rules[f.Rule].Glob
+			}
+		}
+	}
+	return ""
+}
+
 // dispatch runs one reaction (low chunk) of the event through the driver,
 // unless the loop guard holds it, and tells the loop guard what it
 // started.
-func (d *Daemon) dispatch(ctx context.Context, ev *inflight, tag string, c *event.Chunk) {
+func (d *Daemon) dispatch(ctx context.Context, ev *inflight, res *Result, c *event.Chunk) {
 	m, g, drv := d.opts.Metrics, d.opts.Guard, d.opts.Driver
+	tag := res.Tag
 	a := actions.Action{Tag: tag, Chunk: c, Hop: ev.dl.Hop}
 	sls, id := c.Str("__sls__"), c.Str("__id__")
 	if jid, phase, held := g.Suppressed(sls, id, ev.minion, ev.received); held {
 		m.Suppressed.WithLabelValues("loop_guard").Inc()
-		d.opts.Log.Warn("reaction suppressed by the loop guard", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "minion", ev.minion, "jid", jid, "phase", phase)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, File: sls, ReactionID: id, JID: jid, Minion: ev.minion, Detail: "loop guard: " + phase})
+		d.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction suppressed by the loop guard", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "minion", ev.minion, "jid", jid, "phase", phase)
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: d.ruleOf(res, sls), File: sls, ReactionID: id, JID: jid, Minion: ev.minion, Detail: "loop guard: " + phase})
 		return
 	}
 	start := time.Now()
@@ -640,7 +717,7 @@ func (d *Daemon) dispatch(ctx context.Context, ev *inflight, tag string, c *even
 	if err != nil {
 		m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
 		d.noisy(slog.LevelError, sls+"\x00"+id+"\x00"+drv.Name(), "reaction failed", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: d.ruleOf(res, sls), File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
 		if d.opts.DeadLetter != nil && ctx.Err() == nil {
 			m.DeadLetters.Inc()
 			d.opts.DeadLetter(a, err)
@@ -659,8 +736,15 @@ func (d *Daemon) dispatch(ctx context.Context, ev *inflight, tag string, c *even
 				g.ExpectEvent(t, ev.dl.Hop+1, tag, time.Now())
 			}
 		}
-		d.opts.Log.Info("reaction dispatched", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", ev.dl.Hop)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, File: sls, ReactionID: id, JID: r.JID, Minion: strings.Join(targets, ","),
+		d.dispatched.Add(1)
+		level := slog.LevelInfo
+		if d.opts.Archive != nil {
+			// The ledger keeps each dispatch (reactord trace); the log
+			// gets a count a minute (see Start).
+			level = slog.LevelDebug
+		}
+		d.opts.Log.Log(ctx, level, "reaction dispatched", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", ev.dl.Hop)
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: d.ruleOf(res, sls), File: sls, ReactionID: id, JID: r.JID, Minion: strings.Join(targets, ","),
 			Detail: fmt.Sprintf("%s %s %s", drv.Name(), c.Str("state"), c.Str("fun"))})
 	}
 	if d.opts.OnDispatch != nil {
@@ -675,6 +759,7 @@ func (d *Daemon) ledger(ev *inflight, e store.LedgerEntry) {
 		return
 	}
 	e.EventID, e.Tag = ev.id, ev.tag
+	ev.ledgered = true
 	d.opts.Archive.ledger(e)
 }
 
@@ -703,7 +788,10 @@ func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
 				hold.let(abandon)
 			}
 			d.opts.Guard.Debounce(rule, key, ev.dl.Body, ev.dl.Hop, o.Debounce, let, func(body []byte, hop int, let func(bool)) {
-				again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: rule + 1, Done: func() { let(false) }}
+				// The event's id goes with it: its dispatch joins the
+				// trail of the event the debounce held (which is archived
+				// once, under that id).
+				again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: rule + 1, Done: func() { let(false) }, id: ev.id}
 				if js {
 					again.Nak = func() { let(true) }
 				}

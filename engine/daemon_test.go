@@ -203,3 +203,38 @@ func TestDaemonDropsMasterCopies(t *testing.T) {
 		t.Fatalf("master_copy suppressions = %v", v)
 	}
 }
+
+// TestDaemonLeavesMovedEvents: an event whose partition moved to another
+// replica while it waited in its lane (Delivery.Moved) is not handled,
+// neither acknowledged nor refused, and counted; the others are handled.
+func TestDaemonLeavesMovedEvents(t *testing.T) {
+	drv := &gateDriver{}
+	m := NewMetrics(prometheus.NewRegistry())
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 2, Block: true, Metrics: m, Guard: NewGuard(GuardOptions{Disabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	var settled sync.Map
+	for i, moved := range []bool{false, true, false, true} {
+		tag := fmt.Sprintf("ev/%d", i)
+		d.Submit(ctx, Delivery{Body: body(tag, "web1"), Moved: func() bool { return moved },
+			Done: func() { settled.Store(tag, "done") }, Nak: func() { settled.Store(tag, "nak") }})
+	}
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(drv.order) != "[ev/0 ev/2]" {
+		t.Fatalf("dispatched %v, want [ev/0 ev/2]", drv.order)
+	}
+	for i, want := range []string{"done", "", "done", ""} {
+		got, _ := settled.Load(fmt.Sprintf("ev/%d", i))
+		if s, _ := got.(string); s != want {
+			t.Errorf("ev/%d settled %q, want %q", i, s, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.Suppressed.WithLabelValues(SuppressPartitionMoved)); got != 2 {
+		t.Fatalf("partition_moved suppressions %v, want 2", got)
+	}
+}

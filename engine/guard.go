@@ -111,7 +111,30 @@ type Guard struct {
 	// again after it failed: until then it counts in this replica, so an
 	// outage does not hold every throttled event for a timeout.
 	sharedDown atomic.Int64
+
+	// returnsMu guards the job returns waiting to be written to the shared
+	// state together (see Returned).
+	returnsMu      sync.Mutex
+	pendingReturns []sharedReturn
+	returnsTTL     time.Duration
 }
+
+// sharedReturn is one job return in a shared r record.
+type sharedReturn struct {
+	JID    string `json:"j"`
+	Minion string `json:"m,omitempty"`
+	At     int64  `json:"t"`
+}
+
+// returnsEvery is how long job returns gather before they go to the
+// shared state as one record, and returnsMax the most one record holds:
+// a master emits thousands of returns a second, one key each would be a
+// JetStream write each. A return another replica learns of this late
+// only starts its job's settle window as late.
+const (
+	returnsEvery = 10 * time.Millisecond
+	returnsMax   = 512
+)
 
 // sharedRetry is how long a throttle counts locally after the shared
 // state failed.
@@ -281,9 +304,40 @@ func (g *Guard) Returned(jid, minion string, now time.Time) bool {
 		if found {
 			ttl = g.opts.JobTimeout + g.opts.Settle + time.Minute
 		}
-		g.put(sharedKey('r', jid, minion), sharedRecord{JID: jid, Minion: minion, At: now.UnixNano()}, ttl)
+		g.shareReturn(sharedReturn{JID: jid, Minion: minion, At: now.UnixNano()}, ttl)
 	}
 	return found
+}
+
+// shareReturn queues a job return for the shared state: returns gather
+// for returnsEvery (or up to returnsMax) and go as one r record, kept for
+// the longest ttl among them.
+func (g *Guard) shareReturn(r sharedReturn, ttl time.Duration) {
+	g.returnsMu.Lock()
+	first := len(g.pendingReturns) == 0
+	g.pendingReturns = append(g.pendingReturns, r)
+	g.returnsTTL = max(g.returnsTTL, ttl)
+	full := len(g.pendingReturns) >= returnsMax
+	g.returnsMu.Unlock()
+	switch {
+	case full:
+		g.FlushShared()
+	case first:
+		time.AfterFunc(returnsEvery, g.FlushShared)
+	}
+}
+
+// FlushShared writes the job returns gathered for the shared state now
+// (the daemon calls it when it stops).
+func (g *Guard) FlushShared() {
+	g.returnsMu.Lock()
+	rs, ttl := g.pendingReturns, g.returnsTTL
+	g.pendingReturns, g.returnsTTL = nil, 0
+	g.returnsMu.Unlock()
+	if len(rs) == 0 {
+		return
+	}
+	g.put("r."+g.origin+"."+strconv.FormatUint(g.seq.Add(1), 10), sharedRecord{Returns: rs}, ttl)
 }
 
 // returned records a return; called with mu held.
@@ -519,6 +573,7 @@ func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.
 // StopTimers cancels pending debounces, releasing each held event as
 // abandoned (let(true)); it returns how many it cancelled.
 func (g *Guard) StopTimers() int {
+	g.FlushShared()
 	g.mu.Lock()
 	var lets []func(bool)
 	n := 0
@@ -598,7 +653,7 @@ func (g *Guard) HopOf(tag string, now time.Time) (int, string) {
 }
 
 // sharedRecord is the value of a shared state key; the key's first letter
-// tells which fields it uses: j (a job started), r (a job return), e (an
+// tells which fields it uses: j (a job started), r (job returns), e (an
 // expected event), t (a throttle count), d (a debounce's last event). An
 // x key (a job's timeout, claimed by the replica that reports it) holds
 // the claiming replica's origin only.
@@ -619,6 +674,9 @@ type sharedRecord struct {
 	Per     time.Duration `json:"per,omitempty"`
 	Times   []int64       `json:"times,omitempty"`
 	Tok     string        `json:"tok,omitempty"`
+	// Returns are the job returns of an r record (a record of one return,
+	// JID and Minion, is read too).
+	Returns []sharedReturn `json:"rs,omitempty"`
 }
 
 // sharedKey names a record: its kind, a dot and a hash of what it is
@@ -667,6 +725,11 @@ func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
 		}
 		return // the others expire by time here too
 	}
+	if (key[0] == 'r' || key[0] == 'e') && strings.Contains(key, "."+g.origin+".") {
+		// This replica's own job returns or expected event, back from
+		// the bucket (their keys name their origin): nothing to learn.
+		return
+	}
 	var rec sharedRecord
 	if err := json.Unmarshal(value, &rec); err != nil {
 		return
@@ -685,7 +748,12 @@ func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
 			return
 		}
 		g.mu.Lock()
-		g.returned(rec.JID, rec.Minion, time.Unix(0, rec.At))
+		if rec.JID != "" {
+			g.returned(rec.JID, rec.Minion, time.Unix(0, rec.At))
+		}
+		for _, r := range rec.Returns {
+			g.returned(r.JID, r.Minion, time.Unix(0, r.At))
+		}
 		g.mu.Unlock()
 	case 'e':
 		if own {

@@ -270,3 +270,45 @@ func TestThrottleSharedStateDown(t *testing.T) {
 		t.Fatalf("%d allowed (want 3), %d shared updates tried (want 1)", allowed, st.updates.Load())
 	}
 }
+
+// countingState counts the r records (job returns) written through it.
+type countingState struct {
+	SharedState
+	returns atomic.Int64
+}
+
+func (c *countingState) Put(key string, value []byte, ttl time.Duration) {
+	if key[0] == 'r' {
+		c.returns.Add(1)
+	}
+	c.SharedState.Put(key, value, ttl)
+}
+
+// TestSharedReturnsGathered: job returns go to the shared state a few
+// hundred per record, not one write each, and another replica learns
+// every one of them.
+func TestSharedReturnsGathered(t *testing.T) {
+	newGuard := sharedGuards(t)
+	o := GuardOptions{Settle: time.Minute, JobTimeout: time.Minute}
+	a, b := newGuard(o), newGuard(o)
+	counter := &countingState{SharedState: b.opts.Shared}
+	b.opts.Shared = counter
+	const n = 1200
+	now := time.Now()
+	for i := range n {
+		b.Returned(fmt.Sprintf("jid%d", i), "web1", now)
+	}
+	eventually(t, "replica a learns every return", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.early) == n
+	})
+	if got := counter.returns.Load(); got < n/returnsMax || got > n/10 {
+		t.Fatalf("%d r records for %d returns; want them gathered (%d at most per record)", got, n, returnsMax)
+	}
+	// A job started on a now knows it returned: it settles.
+	a.Started("ev", "revert.sls", "revert", "jid7", []string{"web1"}, time.Now())
+	if _, phase, _ := a.Suppressed("revert.sls", "revert", "web1", time.Now()); phase != "settling" {
+		t.Fatalf("phase %q, want settling: the gathered return was not applied", phase)
+	}
+}

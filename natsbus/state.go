@@ -24,6 +24,8 @@ type StateOptions struct {
 	// Logger receives a line (at most one a minute) when a write fails;
 	// nil: slog.Default().
 	Logger *slog.Logger
+	// Description is the bucket's description (default: the loop guard's).
+	Description string
 }
 
 // State is a JetStream key-value bucket that the replicas of the daemon
@@ -38,6 +40,17 @@ type State struct {
 	pre    string // $KV.<bucket>.
 	log    *slog.Logger
 	failed *ratelog.Every
+
+	// pending are the writes sent and not confirmed yet, oldest first;
+	// one goroutine (started with the first write) waits for each.
+	pending     chan pendingWrite
+	collectOnce sync.Once
+}
+
+// pendingWrite is a write waiting for the server's confirmation.
+type pendingWrite struct {
+	f       jetstream.PubAckFuture
+	subject string
 }
 
 // ErrStateUnsupported is returned by Conn.State when the NATS server has
@@ -52,6 +65,9 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Description == "" {
+		o.Description = "reactord: the loop guard's jobs and returns, throttle counts, debounce winners and expected events, shared by the replicas"
+	}
 	// A server without JetStream answers this at once (creating the
 	// bucket would wait for ctx); other errors (a cluster electing) are
 	// left to the retries below.
@@ -61,7 +77,7 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 	}
 	cfg := jetstream.KeyValueConfig{Bucket: o.Bucket, History: 1,
 		Storage: jetstream.FileStorage, Replicas: max(o.Replicas, 1), LimitMarkerTTL: time.Second,
-		Description: "reactord: the loop guard's jobs and returns, throttle counts, debounce winners and expected events, shared by the replicas"}
+		Description: o.Description}
 	var kv jetstream.KeyValue
 	var err error
 	for {
@@ -95,7 +111,8 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key-value bucket %s: %w", o.Bucket, err)
 	}
-	return &State{js: c.js, stream: st, kv: kv, pre: "$KV." + o.Bucket + ".", log: o.Logger, failed: ratelog.New(time.Minute)}, nil
+	return &State{js: c.js, stream: st, kv: kv, pre: "$KV." + o.Bucket + ".", log: o.Logger, failed: ratelog.New(time.Minute),
+		pending: make(chan pendingWrite, 1<<14)}, nil
 }
 
 // StateEntry is one change of the shared state, as Watch hands it over.
@@ -166,14 +183,36 @@ func (s *State) async(m *nats.Msg, ttl time.Duration) {
 		s.fail(m.Subject, err)
 		return
 	}
-	go func() {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			s.fail(m.Subject, err)
-		}
-	}()
+	s.collectOnce.Do(func() { go s.collect() })
+	select {
+	case s.pending <- pendingWrite{f: f, subject: m.Subject}:
+	default:
+		// More writes unconfirmed than the queue holds: wait for this
+		// one apart rather than hold the caller.
+		go s.confirm(pendingWrite{f: f, subject: m.Subject})
+	}
 }
+
+// collect waits for the confirmation of each write, in the order they
+// were sent (the server answers in that order), and logs failures.
+func (s *State) collect() {
+	for p := range s.pending {
+		s.confirm(p)
+	}
+}
+
+func (s *State) confirm(p pendingWrite) {
+	select {
+	case <-p.f.Ok():
+	case err := <-p.f.Err():
+		s.fail(p.subject, err)
+	case <-time.After(confirmWait):
+		s.fail(p.subject, errors.New("no confirmation from the server"))
+	}
+}
+
+// confirmWait bounds the wait for one write's confirmation.
+const confirmWait = 30 * time.Second
 
 func (s *State) fail(subject string, err error) {
 	if n, ok := s.failed.Tick(); ok {
@@ -187,10 +226,17 @@ func (s *State) fail(subject string, err error) {
 // kept for ttl. It retries when another replica changed the key between
 // the read and the write.
 func (s *State) Update(ctx context.Context, key string, ttl time.Duration, fn func(old []byte) ([]byte, bool)) (bool, error) {
+	return s.UpdateAt(ctx, key, ttl, func(old []byte, _ time.Time) ([]byte, bool) { return fn(old) })
+}
+
+// UpdateAt is Update with fn also given when the current value was
+// written (the server's time; zero when there is none).
+func (s *State) UpdateAt(ctx context.Context, key string, ttl time.Duration, fn func(old []byte, written time.Time) ([]byte, bool)) (bool, error) {
 	subj := s.pre + key
 	for range 16 {
 		var old []byte
 		var rev uint64
+		var written time.Time
 		m, err := s.stream.GetLastMsgForSubject(ctx, subj)
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
@@ -199,10 +245,10 @@ func (s *State) Update(ctx context.Context, key string, ttl time.Duration, fn fu
 		default:
 			rev = m.Sequence
 			if m.Header.Get("KV-Operation") == "" && m.Header.Get("Nats-Marker-Reason") == "" {
-				old = m.Data
+				old, written = m.Data, m.Time
 			}
 		}
-		v, ok := fn(old)
+		v, ok := fn(old, written)
 		if !ok {
 			return false, nil
 		}
@@ -217,4 +263,28 @@ func (s *State) Update(ctx context.Context, key string, ttl time.Duration, fn fu
 		// Another replica changed the key meanwhile: read it again.
 	}
 	return false, errors.New("writing shared state: the key keeps changing")
+}
+
+// Scan reads, from the server rather than a watch, the current value of
+// every key that starts with prefix (deleted and expired keys left out).
+func (s *State) Scan(ctx context.Context, prefix string) (map[string][]byte, error) {
+	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(s.pre+prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("listing shared state %s*: %w", prefix, err)
+	}
+	out := make(map[string][]byte, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		m, err := s.stream.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading shared state: %w", err)
+		}
+		if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" {
+			continue
+		}
+		out[subj[len(s.pre):]] = m.Data
+	}
+	return out, nil
 }
