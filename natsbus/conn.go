@@ -436,6 +436,27 @@ func (c *Conn) forgetStream() {
 // Connected reports whether the connection is up (not reconnecting).
 func (c *Conn) Connected() bool { return c.nc.IsConnected() }
 
+// JetStreamReady reports whether JetStream answers and can place a stream
+// on replicas servers: on a cluster, once its nodes elected a meta leader
+// and it sees them all. With replicas above 1 it creates and deletes a
+// small stream in memory to find out.
+func (c *Conn) JetStreamReady(ctx context.Context, replicas int) error {
+	if _, err := c.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("JetStream: %w", err)
+	}
+	if replicas <= 1 {
+		return nil
+	}
+	name := "REACTORD_READY_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"reactord.ready." + name}, Storage: jetstream.MemoryStorage, Replicas: replicas}); err != nil {
+		return fmt.Errorf("JetStream: a stream on %d servers: %w", replicas, err)
+	}
+	if err := c.js.DeleteStream(ctx, name); err != nil {
+		return fmt.Errorf("JetStream: deleting the probe stream %s: %w", name, err)
+	}
+	return nil
+}
+
 // MaxPayload is the largest message (headers and body) the connected server
 // accepts, in bytes; 0 while it is not known.
 func (c *Conn) MaxPayload() int { return int(c.nc.MaxPayload()) }
@@ -460,7 +481,15 @@ type Message struct {
 	Seq uint64
 	ack func() error
 	nak func() error
+	// moved reports that the message's partition left this replica.
+	moved func() bool
 }
+
+// Moved reports whether the message's partition (ConsumePartitioned) left
+// this replica since the message was taken: handling it now could run
+// alongside the partition's new owner, which takes it again. Always false
+// for other messages.
+func (m *Message) Moved() bool { return m.moved != nil && m.moved() }
 
 // Ack acknowledges a JetStream message; it is a no-op for core messages.
 func (m *Message) Ack() error {
@@ -548,8 +577,12 @@ type StreamOptions struct {
 	// minutes for a new stream and leaves an existing stream's window as it
 	// is; a positive value is also applied to an existing stream.
 	Duplicates time.Duration
-	// MaxAge bounds how long the stream keeps events (default 24h), so
-	// its disk use stays bounded.
+	// MaxAge bounds how long the stream keeps an event not acknowledged
+	// (default 24h). A new stream is a work queue (an event leaves it once
+	// the shared consumer acknowledged it), or with Partitioned keeps an
+	// event until every partition's consumer acknowledged it (interest
+	// retention): either way the server's disk and memory hold the
+	// backlog, not a day of traffic (the audit store is the record).
 	MaxAge time.Duration
 	// Replicas is how many servers of a NATS cluster keep the stream (1,
 	// 3 or 5 in practice; at most the cluster's size). Zero means 1 for a
@@ -566,6 +599,11 @@ type StreamOptions struct {
 	// CheckEvery is how often Consume checks that its stream and consumer
 	// still exist (default 5s).
 	CheckEvery time.Duration
+	// Partitioned is set when partition consumers read the stream
+	// (ConsumePartitioned): EnsureStream then creates a new stream with
+	// interest retention, which allows several consumers, and refuses a
+	// work-queue stream.
+	Partitioned bool
 	// Logger receives Consume's reports (a lost stream or consumer); nil
 	// discards them.
 	Logger *slog.Logger
@@ -595,7 +633,26 @@ func (o *StreamOptions) defaults() {
 	}
 }
 
-// EnsureStream creates the event stream when it is absent, and sets an
+// sharedConsumer is the configuration of the durable consumer replicas
+// share.
+func (o *StreamOptions) sharedConsumer() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       o.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxAckPending: o.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// ErrWorkQueueStream is returned by EnsureStream when partition consumers
+// would read a work-queue stream, which allows one consumer only.
+var ErrWorkQueueStream = errors.New("the stream is a work queue (made for one shared consumer): partitions need a stream with interest retention; stop the replicas once it is drained, delete it (nats stream rm) and start them with partitions, which create it so")
+
+// EnsureStream creates the event stream when it is absent (see MaxAge and
+// Partitioned for its retention: a work queue keeps events until a
+// consumer takes them; with interest retention, ConsumePartitioned
+// creates its consumers right after). It sets an
 // existing stream's duplicate window and replicas to o.Duplicates and
 // o.Replicas when those are set and differ (its other settings are left
 // alone); a change of replicas is logged to o.Logger.
@@ -604,12 +661,15 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	o.defaults()
 	s, err := c.js.Stream(ctx, o.Stream)
 	if err == nil {
-		if window <= 0 && replicas <= 0 {
+		if window <= 0 && replicas <= 0 && !o.Partitioned {
 			return nil
 		}
 		info, err := s.Info(ctx)
 		if err != nil {
 			return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
+		}
+		if o.Partitioned && info.Config.Retention == jetstream.WorkQueuePolicy {
+			return fmt.Errorf("stream %s: %w", o.Stream, ErrWorkQueueStream)
 		}
 		cfg := info.Config
 		if window > 0 {
@@ -633,9 +693,14 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
 	}
+	retention := jetstream.WorkQueuePolicy
+	if o.Partitioned {
+		retention = jetstream.InterestPolicy
+	}
 	_, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:       o.Stream,
 		Subjects:   []string{c.prefix + ">"},
+		Retention:  retention,
 		Storage:    jetstream.FileStorage,
 		Duplicates: o.Duplicates,
 		MaxAge:     o.MaxAge,

@@ -84,19 +84,30 @@ const startWait = 30 * time.Second
 // startRetrying starts consuming, retrying for up to startWait while
 // JetStream answers that it is not ready.
 func (k *Consumer) startRetrying(ctx context.Context) error {
-	deadline := time.Now().Add(startWait)
-	for attempt := 1; ; attempt++ {
+	first := true
+	return retryTransient(ctx, 500*time.Millisecond, func() error {
 		err := k.start(ctx)
+		if err != nil && transient(err) && first {
+			first = false
+			k.log.Warn("JetStream not ready; retrying", "stream", k.o.Stream, "for_up_to", startWait.String(), "err", err)
+		}
+		return err
+	})
+}
+
+// retryTransient calls fn every pause until it succeeds or fails for
+// good (an error that is not transient, ctx ended), for up to startWait.
+func retryTransient(ctx context.Context, pause time.Duration, fn func() error) error {
+	deadline := time.Now().Add(startWait)
+	for {
+		err := fn()
 		if err == nil || !transient(err) || time.Now().After(deadline) {
 			return err
-		}
-		if attempt == 1 {
-			k.log.Warn("JetStream not ready; retrying", "stream", k.o.Stream, "for_up_to", startWait.String(), "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 }
@@ -284,13 +295,7 @@ func (k *Consumer) start(ctx context.Context) error {
 	if err := k.c.EnsureStream(ctx, o); err != nil {
 		return err
 	}
-	cons, err := k.c.js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
-		Durable:       o.Durable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.AckWait,
-		MaxAckPending: o.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	cons, err := k.c.js.CreateOrUpdateConsumer(ctx, o.Stream, o.sharedConsumer())
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", o.Durable, err)
 	}

@@ -2,7 +2,6 @@ package natsbus
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/internal/syncbuf"
 )
 
 // TestDriverPublishesAndConfirms: each reaction arrives on
@@ -92,7 +92,7 @@ func TestDriverCountsUnconfirmed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	d := NewDriver(c, "", "reactord-test")
 	d.Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	var start time.Time
@@ -160,23 +160,6 @@ func muteServer(t *testing.T) string {
 		}
 	}()
 	return "nats://" + ln.Addr().String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestDriverWaitsInJetStreamMode: when a stream captures the event

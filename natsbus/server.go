@@ -1,10 +1,12 @@
 package natsbus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -25,6 +27,23 @@ type ServerOptions struct {
 	// Token, when set, is required of every client (see EnsureToken);
 	// empty leaves the server open to anyone who can reach its address.
 	Token string
+	// Name is the server's name (default reactord-embedded); the nodes
+	// of a cluster need distinct names.
+	Name string
+	// Cluster, when set, makes the server a node of a NATS cluster.
+	Cluster *ClusterOptions
+}
+
+// ClusterOptions make the embedded server one node of a NATS cluster
+// (reactord bench --cluster runs each node in a process of its own).
+type ClusterOptions struct {
+	// Name is the cluster's name, the same on every node.
+	Name string
+	// Listen is the host:port the node takes routes from the others on.
+	Listen string
+	// Routes are the nats-route:// URLs of the cluster's nodes (this
+	// one's may be among them).
+	Routes []string
 }
 
 // DefaultMaxPayload is the embedded server's default message size limit:
@@ -77,9 +96,20 @@ func StartEmbedded(opts ServerOptions) (*Embedded, error) {
 		NoSigs:     true,
 		JetStream:  opts.DataDir != "",
 		StoreDir:   opts.DataDir,
-		ServerName: "reactord-embedded",
+		ServerName: cmp.Or(opts.Name, "reactord-embedded"),
 		// Token authentication (empty: none).
 		Authorization: opts.Token,
+	}
+	if c := opts.Cluster; c != nil {
+		chost, cport, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("cluster listen %q: %w", c.Listen, err)
+		}
+		so.Cluster = server.ClusterOpts{Name: c.Name, Host: chost}
+		if so.Cluster.Port, err = strconv.Atoi(cport); err != nil {
+			return nil, fmt.Errorf("cluster listen %q: bad port", c.Listen)
+		}
+		so.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {

@@ -1,11 +1,9 @@
 package natsbus_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,26 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/natsbus"
 )
-
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A subscriber whose handler is blocked makes the client drop messages
 // once its pending buffer is full: the drops are counted in
@@ -43,7 +24,7 @@ func TestSlowConsumerCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	m := engine.NewMetrics(prometheus.NewRegistry())
 	dropped := m.Dropped.WithLabelValues(engine.DropSlowConsumer)
 	sub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "slow", Logger: slog.New(slog.NewTextHandler(&logs, nil)),

@@ -1,0 +1,1104 @@
+package natsbus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Per-key order across replicas.
+//
+// The event stream is read through Partitions durable consumers, one per
+// partition, each over the whole stream. An event belongs to partition
+// PartitionOf(Key(event), Partitions); the key (the minion) is found in the
+// tag or in the data, so no subject token can carry it and the server
+// cannot split the stream by it: every partition's consumer sees every
+// event, handles its own and passes over the others. Each partition is
+// owned by one replica at a time, through a lease in a key-value bucket
+// (a key with a time to live, renewed and taken over by compare-and-set);
+// the consumer's pinned-client priority group keeps a second puller out
+// even if two replicas believed they held the lease. The owner hands the
+// partition's events to the handler in stream order, and acknowledges
+// (AckAll) the longest handled prefix. A new owner resets the consumer to
+// its acknowledgement floor before pulling, so the events its predecessor
+// left unacknowledged come again, in order, before any later one; the
+// only events handled twice are those in flight at a death or a hand-over.
+
+// requestTimeout bounds one JetStream API request of a partition's
+// session start.
+const requestTimeout = 2 * time.Second
+
+// PartitionGroup is the priority group the partition consumers are pulled
+// with.
+const PartitionGroup = "reactord"
+
+// PartitionOptions configure ConsumePartitioned.
+type PartitionOptions struct {
+	StreamOptions
+	// Partitions is the number of partitions (1 to 1024). Every replica
+	// must use the same number: ConsumePartitioned refuses to start
+	// while a replica with another number is alive.
+	Partitions int
+	// Key returns an event's ordering key (its minion, else its tag) from
+	// the message body. Events with one key are handled one at a time, in
+	// stream order.
+	Key func(body []byte) string
+	// Replica names this process among the replicas (default
+	// host-pid-time); it must be unique.
+	Replica string
+	// LeaseTTL is how long a partition stays with a replica that stopped
+	// renewing its lease (a replica that died): default 4s, whole
+	// seconds, at least 2s. The owner renews every quarter of it and
+	// stops consuming a partition whose lease it could not renew for two
+	// thirds of it.
+	LeaseTTL time.Duration
+	// Bucket is the key-value bucket of the leases and the replicas'
+	// presence (default REACTORD_PARTITIONS).
+	Bucket string
+	// OnChange, when set, is called on every change of ownership:
+	// "acquired", "released" (handed over), "lost" (the lease could not
+	// be renewed or another replica holds it) and "resync" (a delivery
+	// was missed or an event refused: the partition was reset to its
+	// acknowledgement floor).
+	OnChange func(change string, partition int)
+}
+
+func (o *PartitionOptions) defaults() {
+	o.StreamOptions.defaults()
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 4 * time.Second
+	}
+	o.LeaseTTL = max(o.LeaseTTL.Round(time.Second), 2*time.Second)
+	if o.Bucket == "" {
+		o.Bucket = "REACTORD_PARTITIONS"
+	}
+	if o.Replica == "" {
+		host, _ := os.Hostname()
+		o.Replica = host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	}
+	o.Replica = keySafe(o.Replica)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// keySafe keeps the bytes a key-value key may hold and replaces the others
+// with '_'.
+func keySafe(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '=') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// PartitionOf returns the partition of key among n: FNV-1a of the key,
+// modulo n. Every replica and version must agree on it.
+func PartitionOf(key string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
+}
+
+// Partitioned consumes the event stream by partitions (see
+// ConsumePartitioned). Stop ends the pulling; Release, once the handler's
+// events are settled, hands the partitions over.
+type Partitioned struct {
+	c       *Conn
+	o       PartitionOptions
+	handler func(*Message)
+	log     *slog.Logger
+	state   *State
+	prefix  string // consumer names: <Durable>-<N>-
+
+	mu       sync.Mutex
+	owned    map[int]*partRun
+	leases   map[int]string // from the bucket's watch: partition → owner
+	members  map[string]int // live replicas → their number of partitions
+	stopping bool
+	release  *partRun // a hand-over under way
+	warned   map[string]bool
+
+	kick     chan struct{}
+	quit     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	relOnce  sync.Once
+	cancel   context.CancelFunc
+
+	resyncs, ignored atomic.Int64
+}
+
+// ErrPartitionsDiffer reports a replica started with another number of
+// partitions than the running ones.
+var ErrPartitionsDiffer = errors.New("replicas disagree on the number of partitions")
+
+// ConsumePartitioned consumes the event stream so that the events of one
+// key (see PartitionOptions.Key) are handed to handler one at a time, in
+// stream order, whichever replica handles them: the stream is read
+// through o.Partitions consumers, each owned by one replica at a time and
+// taken over, from its acknowledgement floor, when its owner dies or
+// hands it over (the replicas balance the partitions among themselves).
+// handler must Ack or Nak every message; a Nak makes the partition start
+// again from its acknowledgement floor. Ownership changes are logged.
+func (c *Conn) ConsumePartitioned(ctx context.Context, o PartitionOptions, handler func(*Message)) (*Partitioned, error) {
+	o.defaults()
+	if o.Partitions < 1 || o.Partitions > 1024 {
+		return nil, fmt.Errorf("partitions %d: want 1 to 1024", o.Partitions)
+	}
+	if o.Key == nil {
+		return nil, errors.New("partitions: no Key function")
+	}
+	so := o.StreamOptions
+	so.Partitioned = true // interest retention: several consumers, created below
+	if err := retryTransient(ctx, 500*time.Millisecond, func() error { return c.EnsureStream(ctx, so) }); err != nil {
+		return nil, err
+	}
+	st, err := c.State(ctx, StateOptions{Bucket: o.Bucket, Replicas: o.Replicas, Logger: o.Logger,
+		Description: "reactord --partitions: which replica owns each partition of the event stream, and the live replicas"})
+	if err != nil {
+		return nil, fmt.Errorf("partitions: %w", err)
+	}
+	run, cancel := context.WithCancel(context.Background())
+	p := &Partitioned{c: c, o: o, handler: handler, log: o.Logger, state: st, prefix: o.Durable + "-" + strconv.Itoa(o.Partitions) + "-",
+		owned: map[int]*partRun{}, leases: map[int]string{}, members: map[string]int{}, warned: map[string]bool{},
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+	if err := st.Watch(ctx, run, p.apply); err != nil {
+		cancel()
+		return nil, fmt.Errorf("partitions: %w", err)
+	}
+	p.mu.Lock()
+	for id, n := range p.members {
+		if n != o.Partitions && id != o.Replica {
+			p.mu.Unlock()
+			cancel()
+			return nil, fmt.Errorf("partitions: replica %s runs with %d partitions, this one with %d: %w (stop every replica to change the number)",
+				id, n, o.Partitions, ErrPartitionsDiffer)
+		}
+	}
+	p.mu.Unlock()
+	if err := p.ensureConsumers(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	p.heartbeat()
+	p.log.Info("partitioned consumption: events of one minion are handled in order by one replica at a time",
+		"partitions", o.Partitions, "replica", o.Replica, "lease_ttl", o.LeaseTTL.String(), "bucket", o.Bucket)
+	go p.manage()
+	return p, nil
+}
+
+// consumerName is partition i's durable consumer.
+func (p *Partitioned) consumerName(i int) string { return p.prefix + strconv.Itoa(i) }
+
+func (p *Partitioned) leaseKey(i int) string {
+	return "lease." + strconv.Itoa(p.o.Partitions) + "." + strconv.Itoa(i)
+}
+
+// ensureConsumers creates the partition consumers that do not exist yet.
+// A new one starts where the reactor left off (see resumeSeq), so that
+// switching to partitions, or to another number of them, does not run the
+// stream's history again.
+func (p *Partitioned) ensureConsumers(ctx context.Context) error {
+	start := uint64(0)
+	for i := range p.o.Partitions {
+		if _, err := p.c.js.Consumer(ctx, p.o.Stream, p.consumerName(i)); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			start = p.resumeSeq(ctx)
+			break
+		}
+	}
+	for i := range p.o.Partitions {
+		name := p.consumerName(i)
+		cfg := jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckAllPolicy, AckWait: p.o.AckWait,
+			MaxAckPending: p.o.MaxAckPending, PriorityPolicy: jetstream.PriorityPolicyPinned, PinnedTTL: 2 * p.o.LeaseTTL,
+			PriorityGroups: []string{PartitionGroup}, Description: fmt.Sprintf("reactord: partition %d of %d of the events", i, p.o.Partitions)}
+		if start > 1 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+		}
+		err := retryTransient(ctx, 250*time.Millisecond, func() error {
+			_, err := p.c.js.Consumer(ctx, p.o.Stream, name)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				_, err = p.c.js.CreateConsumer(ctx, p.o.Stream, cfg)
+				if errors.Is(err, jetstream.ErrConsumerExists) {
+					err = nil // another replica was faster
+				}
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("partition consumer %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// resumeSeq is where new partition consumers start: after the
+// acknowledgement floor of the reactor's consumers used last, the shared
+// durable consumer (no partitions) or the set of another number of
+// partitions, whichever delivered an event last (for a set, the lowest
+// floor of its partitions: events after it that a partition had
+// acknowledged run again). 0 when there is none: the stream's start.
+func (p *Partitioned) resumeSeq(ctx context.Context) uint64 {
+	s, err := p.c.js.Stream(ctx, p.o.Stream)
+	if err != nil {
+		return 0
+	}
+	type group struct {
+		floor uint64
+		last  time.Time
+	}
+	groups := map[string]*group{}
+	l := s.ListConsumers(ctx)
+	for info := range l.Info() {
+		name := info.Name
+		set := ""
+		switch {
+		case name == p.o.Durable:
+			set = name
+		case strings.HasPrefix(name, p.o.Durable+"-") && !strings.HasPrefix(name, p.prefix):
+			rest := strings.TrimPrefix(name, p.o.Durable+"-")
+			n, _, ok := strings.Cut(rest, "-")
+			if !ok {
+				continue
+			}
+			set = p.o.Durable + "-" + n
+		default:
+			continue
+		}
+		g := groups[set]
+		if g == nil {
+			g = &group{floor: info.AckFloor.Stream}
+			groups[set] = g
+		}
+		g.floor = min(g.floor, info.AckFloor.Stream)
+		if info.Delivered.Last != nil && info.Delivered.Last.After(g.last) {
+			g.last = *info.Delivered.Last
+		}
+	}
+	var best *group
+	var bestName string
+	for name, g := range groups {
+		if best == nil || g.last.After(best.last) {
+			best, bestName = g, name
+		}
+	}
+	if best == nil {
+		return 0
+	}
+	p.log.Info("new partition consumers start after the acknowledgement floor of the consumers used last", "consumers", bestName, "from_seq", best.floor+1)
+	return best.floor + 1
+}
+
+// apply takes a change of the bucket: a replica's presence or a lease.
+func (p *Partitioned) apply(e StateEntry) {
+	p.mu.Lock()
+	switch {
+	case strings.HasPrefix(e.Key, "member."):
+		id := strings.TrimPrefix(e.Key, "member.")
+		if n, err := strconv.Atoi(string(e.Value)); err == nil && !e.Deleted {
+			p.members[id] = n
+			if n != p.o.Partitions && !p.warned[id] {
+				p.warned[id] = true
+				p.log.Error("a replica runs with another number of partitions: per-minion order does not hold between the two (stop every replica to change the number)",
+					"replica", id, "its_partitions", n, "partitions", p.o.Partitions)
+			}
+		} else {
+			delete(p.members, id)
+		}
+	case strings.HasPrefix(e.Key, "lease."+strconv.Itoa(p.o.Partitions)+"."):
+		i, err := strconv.Atoi(e.Key[strings.LastIndexByte(e.Key, '.')+1:])
+		if err != nil {
+			break
+		}
+		if e.Deleted || len(e.Value) == 0 {
+			delete(p.leases, i)
+		} else {
+			p.leases[i] = string(e.Value)
+		}
+	}
+	p.mu.Unlock()
+	p.poke()
+}
+
+func (p *Partitioned) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// refresh reads the replicas present and the leases from the server: the
+// bucket's watch makes changes known at once, but a watch can stall or end
+// when a node of the cluster dies, and the balance must not rest on it.
+func (p *Partitioned) refresh() {
+	ctx, cancel := context.WithTimeout(context.Background(), p.o.LeaseTTL/4)
+	defer cancel()
+	members, err := p.state.Scan(ctx, "member.")
+	if err != nil {
+		return
+	}
+	leases, err := p.state.Scan(ctx, "lease."+strconv.Itoa(p.o.Partitions)+".")
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.members)
+	for k, v := range members {
+		if n, err := strconv.Atoi(string(v)); err == nil {
+			p.members[strings.TrimPrefix(k, "member.")] = n
+		}
+	}
+	clear(p.leases)
+	for k, v := range leases {
+		if i, err := strconv.Atoi(k[strings.LastIndexByte(k, '.')+1:]); err == nil && len(v) > 0 {
+			p.leases[i] = string(v)
+		}
+	}
+	for i, r := range p.owned { // a lease acquired since the scan began
+		if p.leases[i] == "" && r != nil {
+			p.leases[i] = p.o.Replica
+		}
+	}
+}
+
+// heartbeat writes this replica's presence, kept for a lease's time.
+func (p *Partitioned) heartbeat() {
+	p.state.Put("member."+p.o.Replica, []byte(strconv.Itoa(p.o.Partitions)), p.o.LeaseTTL)
+}
+
+// manage renews the leases, announces this replica, and balances the
+// partitions: it takes free ones up to its share (the partitions divided
+// by the live replicas, rounded up) and hands over one at a time those
+// beyond it.
+func (p *Partitioned) manage() {
+	defer close(p.done)
+	t := time.NewTicker(p.o.LeaseTTL / 4)
+	defer t.Stop()
+	lastBeat := time.Now()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case <-t.C:
+		case <-p.kick:
+		}
+		p.mu.Lock()
+		stopping := p.stopping
+		p.mu.Unlock()
+		if !stopping && time.Since(lastBeat) >= p.o.LeaseTTL/4 {
+			p.heartbeat()
+			lastBeat = time.Now()
+			p.refresh()
+		}
+		p.renew()
+		if !stopping {
+			p.balance()
+		}
+	}
+}
+
+// renew renews the lease of every partition held, all at once, and stops
+// consuming one whose lease is someone else's, expired, or could not be
+// renewed for two thirds of its time (each partition's acknowledgement
+// loop checks that too, so a slow renewal cannot keep a partition past
+// it).
+func (p *Partitioned) renew() {
+	p.mu.Lock()
+	runs := make([]*partRun, 0, len(p.owned))
+	for _, r := range p.owned {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		if r.overdue() {
+			p.lose(r, "its lease could not be renewed in time")
+			continue
+		}
+		if time.Since(r.renewedAt()) < p.o.LeaseTTL/8 {
+			continue
+		}
+		wg.Go(func() {
+			began := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), p.o.LeaseTTL/4)
+			ok, err := p.state.Update(ctx, p.leaseKey(r.i), p.o.LeaseTTL, func(old []byte) ([]byte, bool) {
+				return []byte(p.o.Replica), string(old) == p.o.Replica
+			})
+			cancel()
+			switch {
+			case ok:
+				r.renewed.Store(began.UnixNano())
+			case err == nil:
+				p.lose(r, "its lease expired or another replica holds it")
+			case r.overdue():
+				p.lose(r, "its lease could not be renewed: "+err.Error())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// share is how many partitions this replica should hold.
+func (p *Partitioned) share() int {
+	live := 1
+	for id, n := range p.members {
+		if id != p.o.Replica && n == p.o.Partitions {
+			live++
+		}
+	}
+	return (p.o.Partitions + live - 1) / live
+}
+
+// preference orders the partitions for this replica (rendezvous hashing),
+// so that each replica prefers different ones and keeps them.
+func (p *Partitioned) preference() []int {
+	order := make([]int, p.o.Partitions)
+	score := make([]uint32, p.o.Partitions)
+	for i := range order {
+		order[i] = i
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(p.o.Replica + "/" + strconv.Itoa(i)))
+		score[i] = h.Sum32()
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(score[b], score[a]) })
+	return order
+}
+
+// balance takes free partitions up to this replica's share, or hands one
+// over when it holds more.
+func (p *Partitioned) balance() {
+	p.mu.Lock()
+	share := p.share()
+	pref := p.preference()
+	held := len(p.owned)
+	if held > share && p.release == nil {
+		for _, i := range slices.Backward(pref) {
+			if r := p.owned[i]; r != nil {
+				p.release = r
+				go p.handOver(r, fmt.Sprintf("balancing: %d replicas, %d partitions each at most", (p.o.Partitions+share-1)/share, share))
+				break
+			}
+		}
+	}
+	var free []int
+	if held < share {
+		for _, i := range pref {
+			// A lease held by a replica no longer present is tried
+			// too: its expiry may not have reached this replica (a
+			// watch cut by a node's death), and past twice its time a
+			// lease the server failed to expire is stale.
+			if owner := p.leases[i]; p.owned[i] == nil && (owner == "" || p.members[owner] == 0) {
+				free = append(free, i)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, i := range free {
+		if held >= share {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), p.o.LeaseTTL/4)
+		began := time.Now()
+		var stale string
+		ok, err := p.state.UpdateAt(ctx, p.leaseKey(i), p.o.LeaseTTL, func(old []byte, written time.Time) ([]byte, bool) {
+			stale = ""
+			if len(old) > 0 && time.Since(written) > 2*p.o.LeaseTTL {
+				stale = string(old)
+			}
+			return []byte(p.o.Replica), len(old) == 0 || stale != ""
+		})
+		cancel()
+		if err != nil || !ok {
+			continue
+		}
+		if stale != "" {
+			p.log.Warn("partition lease of a replica gone was not expired by the server: taken over", "partition", i, "holder", stale)
+		}
+		held++
+		r := newPartRun(p, i)
+		r.renewed.Store(began.UnixNano())
+		p.mu.Lock()
+		stopping := p.stopping
+		if !stopping {
+			p.owned[i] = r
+			p.leases[i] = p.o.Replica
+		}
+		p.mu.Unlock()
+		if stopping {
+			p.writeFree(i)
+			return
+		}
+		go r.start("acquired")
+	}
+}
+
+// writeFree marks partition i's lease free, if this replica holds it.
+func (p *Partitioned) writeFree(i int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = p.state.Update(ctx, p.leaseKey(i), time.Second, func(old []byte) ([]byte, bool) {
+		return []byte{}, string(old) == p.o.Replica
+	})
+}
+
+// lose stops consuming partition r at once: its lease is gone.
+func (p *Partitioned) lose(r *partRun, why string) {
+	p.mu.Lock()
+	if p.owned[r.i] != r {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.owned, r.i)
+	p.mu.Unlock()
+	r.lost.Store(true)
+	r.halt()
+	go r.settle(0) // acknowledge what was handled; the rest goes to the next owner
+	p.log.Error("partition lost: stopped consuming it; its events not acknowledged go to the replica that takes it over",
+		"partition", r.i, "replica", p.o.Replica, "reason", why)
+	p.changed("lost", r.i)
+}
+
+// handOver stops pulling partition r, waits (for up to AckWait) until the
+// events handed to the handler are settled, acknowledges them and frees
+// the lease for another replica.
+func (p *Partitioned) handOver(r *partRun, why string) {
+	r.halt()
+	r.settle(p.o.AckWait)
+	p.mu.Lock()
+	mine := p.owned[r.i] == r
+	if mine {
+		delete(p.owned, r.i)
+	}
+	if p.release == r {
+		p.release = nil
+	}
+	p.mu.Unlock()
+	if !mine {
+		return
+	}
+	p.writeFree(r.i)
+	p.log.Info("partition handed over", "partition", r.i, "replica", p.o.Replica, "reason", why)
+	p.changed("released", r.i)
+	p.poke()
+}
+
+func (p *Partitioned) changed(change string, i int) {
+	if p.o.OnChange != nil {
+		p.o.OnChange(change, i)
+	}
+}
+
+// Owned returns the partitions this replica holds, in order.
+func (p *Partitioned) Owned() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int
+	for i := range p.owned {
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Resyncs returns how many times a partition was reset to its
+// acknowledgement floor while held (a missed delivery, a refused event).
+func (p *Partitioned) Resyncs() int64 { return p.resyncs.Load() }
+
+// Ignored returns how many redeliveries of events already taken were
+// passed over.
+func (p *Partitioned) Ignored() int64 { return p.ignored.Load() }
+
+// Stop stops pulling events; the partitions stay this replica's (their
+// leases renewed) until Release, so that the events handed to the
+// handler finish here. It is safe to call twice.
+func (p *Partitioned) Stop() {
+	p.stopOnce.Do(func() {
+		p.mu.Lock()
+		p.stopping = true
+		runs := make([]*partRun, 0, len(p.owned))
+		for _, r := range p.owned {
+			runs = append(runs, r)
+		}
+		p.mu.Unlock()
+		for _, r := range runs {
+			r.halt()
+		}
+	})
+}
+
+// Release (after Stop, once the handler's events are settled or ctx
+// ends) acknowledges what was handled, frees the leases so that the other
+// replicas take the partitions over at once, and withdraws this replica.
+// It is safe to call twice.
+func (p *Partitioned) Release(ctx context.Context) {
+	p.Stop()
+	p.relOnce.Do(func() {
+		close(p.quit)
+		<-p.done
+		p.mu.Lock()
+		runs := make([]*partRun, 0, len(p.owned))
+		for _, r := range p.owned {
+			runs = append(runs, r)
+		}
+		p.owned = map[int]*partRun{}
+		p.mu.Unlock()
+		wait := p.o.AckWait
+		if dl, ok := ctx.Deadline(); ok {
+			wait = time.Until(dl)
+		}
+		var wg sync.WaitGroup
+		for _, r := range runs {
+			wg.Go(func() {
+				r.settle(wait)
+				p.writeFree(r.i)
+				p.changed("released", r.i)
+			})
+		}
+		wg.Wait()
+		p.state.Delete("member."+p.o.Replica, time.Second)
+		_ = p.c.Flush(ctx)
+		p.cancel()
+		if len(runs) > 0 {
+			p.log.Info("partitions handed over at stop", "partitions", len(runs), "replica", p.o.Replica)
+		}
+	})
+}
+
+// partRun is one held partition: its consumption session, the events
+// taken from it in stream order, and their acknowledgement.
+type partRun struct {
+	p       *Partitioned
+	i       int
+	renewed atomic.Int64 // when the lease was last renewed (Unix ns, the renewal's start)
+	lost    atomic.Bool  // the lease is gone: events taken are not to be handled here
+	took    atomic.Int64 // when an event was last taken, or the session began (Unix ns): the stall check's progress
+
+	mu       sync.Mutex
+	cc       jetstream.ConsumeContext
+	halted   bool // no more events: lost, handed over or stopping
+	pausing  bool // a resync is under way: events are passed over
+	session  int  // counts the sessions (resets)
+	next     uint64
+	lastDseq uint64
+	taken    []*takenMsg // not acknowledged yet, in stream order
+	inflight int         // handed to the handler, not settled
+	floor    jetstream.Msg
+	acked    jetstream.Msg
+	backoff  time.Duration
+	quit     chan struct{}
+}
+
+type takenMsg struct {
+	m       jetstream.Msg
+	seq     uint64
+	session int
+	since   time.Time
+	mine    bool // this partition's: handed to the handler
+	done    bool
+}
+
+func newPartRun(p *Partitioned, i int) *partRun {
+	return &partRun{p: p, i: i, quit: make(chan struct{})}
+}
+
+func (r *partRun) renewedAt() time.Time { return time.Unix(0, r.renewed.Load()) }
+
+// overdue reports that the lease was last renewed two thirds of its time
+// ago or more: another replica may take it a third of its time later.
+func (r *partRun) overdue() bool { return time.Since(r.renewedAt()) >= r.p.o.LeaseTTL*2/3 }
+
+// start begins a session on the partition: it takes the pin, resets the
+// consumer to its acknowledgement floor and pulls. On failure it retries
+// until the partition is halted.
+func (r *partRun) start(change string) {
+	p := r.p
+	go r.acks()
+	if !r.sessionRetrying("partition: starting its consumption failed; retrying") {
+		return
+	}
+	p.log.Info("partition "+change+": consuming it from its acknowledgement floor", "partition", r.i, "replica", p.o.Replica, "from_seq", r.nextSeq())
+	p.changed(change, r.i)
+}
+
+// sessionRetrying starts a session (session0), retrying every 250 ms
+// until one starts (true) or the partition is halted or quits (false);
+// failures are logged as failed, the first and every twentieth.
+func (r *partRun) sessionRetrying(failed string) bool {
+	for attempt := 1; !r.isHalted(); attempt++ {
+		err := r.session0()
+		if err == nil {
+			return true
+		}
+		if r.isHalted() {
+			return false
+		}
+		if attempt == 1 || attempt%20 == 0 {
+			r.p.log.Warn(failed, "partition", r.i, "attempts", attempt, "err", err)
+		}
+		select {
+		case <-r.quit:
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+func (r *partRun) isHalted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.halted
+}
+
+func (r *partRun) nextSeq() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next
+}
+
+// session0 unpins the consumer, resets it to its acknowledgement floor
+// (dropping what the server thinks is pending elsewhere) and starts
+// pulling with a fresh pin.
+//
+// Each request has a short timeout of its own: a request that reaches a
+// consumer's former leader while a cluster elects a new one is never
+// answered, and the caller retries at once.
+func (r *partRun) session0() error {
+	p := r.p
+	name := p.consumerName(r.i)
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	s, err := p.c.js.Stream(ctx, p.o.Stream)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", p.o.Stream, err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
+	_ = s.UnpinConsumer(ctx, name, PartitionGroup) // none pinned: an error
+	cancel()
+	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
+	res, err := s.ResetConsumer(ctx, name)
+	cancel()
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		if err = p.ensureConsumers(ctx); err == nil {
+			res, err = s.ResetConsumer(ctx, name)
+		}
+		cancel()
+	}
+	if err != nil {
+		return fmt.Errorf("resetting consumer %s to its acknowledgement floor: %w", name, err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	cons, err := s.Consumer(ctx, name) // a new handle: no pin id of a past session
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", name, err)
+	}
+	r.mu.Lock()
+	if r.halted {
+		r.mu.Unlock()
+		return nil
+	}
+	r.session++
+	r.took.Store(time.Now().UnixNano())
+	r.next, r.lastDseq = res.ResetSeq, 0
+	r.taken, r.floor, r.acked = nil, nil, nil
+	r.pausing = false
+	r.mu.Unlock()
+	cc, err := cons.Consume(r.receive, jetstream.PullPriorityGroup(PartitionGroup), jetstream.PullMaxMessages(min(p.o.MaxAckPending, 1024)),
+		jetstream.PullExpiry(p.o.LeaseTTL/2), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				r.resync("the consumer is gone: " + err.Error())
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", name, err)
+	}
+	r.mu.Lock()
+	halted := r.halted
+	if !halted {
+		r.cc = cc
+	}
+	r.mu.Unlock()
+	if halted {
+		cc.Stop()
+	}
+	return nil
+}
+
+// receive takes one delivery: in order, it hands the partition's events
+// to the handler and marks the others handled; a redelivery of an event
+// already taken is passed over (acknowledged again if it is handled); a
+// missed delivery (the consumer sequence jumps) resets the partition.
+func (r *partRun) receive(m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		return
+	}
+	p := r.p
+	r.mu.Lock()
+	if r.halted || r.pausing {
+		r.mu.Unlock()
+		return // left pending: the next session or owner starts at the floor
+	}
+	if want := r.lastDseq + 1; md.Sequence.Consumer != want {
+		r.mu.Unlock()
+		r.resync(fmt.Sprintf("delivery %d came when %d was due", md.Sequence.Consumer, want))
+		return
+	}
+	r.lastDseq = md.Sequence.Consumer
+	if md.Sequence.Stream < r.next {
+		// Taken already in this session: the acknowledgement wait ran
+		// out while the handler held it, or the server lost the
+		// acknowledgement (sent to a consumer leader that died). Once
+		// handled it is acknowledged again: else the server keeps it
+		// pending and, with MaxAckPending of them, sends only these
+		// again, forever, and none of the later events.
+		handled := len(r.taken) == 0 || md.Sequence.Stream < r.taken[0].seq
+		r.mu.Unlock()
+		p.ignored.Add(1)
+		if handled {
+			_ = m.Ack() // AckAll: this event and those before it, all handled
+		}
+		return
+	}
+	r.next = md.Sequence.Stream + 1
+	r.took.Store(time.Now().UnixNano())
+	mine := PartitionOf(p.o.Key(m.Data()), p.o.Partitions) == r.i
+	t := &takenMsg{m: m, seq: md.Sequence.Stream, session: r.session, since: time.Now(), mine: mine}
+	r.taken = append(r.taken, t)
+	if mine {
+		r.inflight++
+	}
+	r.mu.Unlock()
+	if !mine {
+		r.settleOne(t, true)
+		return
+	}
+	var once sync.Once
+	msg := &Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: t.since, Seq: t.seq, moved: r.lost.Load,
+		ack: func() error {
+			err := errors.New("message already acknowledged or refused")
+			once.Do(func() { err = nil; r.settleOne(t, true) })
+			return err
+		},
+		nak: func() error {
+			err := errors.New("message already acknowledged or refused")
+			once.Do(func() {
+				err = nil
+				r.settleOne(t, false)
+				r.resync("the handler refused an event (it starts again from the acknowledgement floor)")
+			})
+			return err
+		}}
+	p.handler(msg)
+}
+
+// settleOne records t as handled (done) or refused, and moves the floor
+// over the longest handled prefix.
+func (r *partRun) settleOne(t *takenMsg, done bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t.mine {
+		r.inflight--
+	}
+	if t.session != r.session {
+		return // a past session's: its events come again
+	}
+	t.done = done
+	n := 0
+	for n < len(r.taken) && r.taken[n].done {
+		r.floor = r.taken[n].m
+		n++
+	}
+	if n > 0 {
+		clear(r.taken[:n])
+		r.taken = r.taken[n:]
+		r.backoff = 0
+	}
+}
+
+// acks acknowledges the floor (AckAll: every event up to it) every 20ms
+// when it moved, and sends progress acknowledgements for the events
+// handed to the handler for half of AckWait or more, until the partition
+// is halted and settled.
+func (r *partRun) acks() {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	every := max(r.p.o.AckWait/4, 10*time.Millisecond)
+	lastProgress, lastCheck := time.Now(), time.Now()
+	stalled := 0
+	for {
+		select {
+		case <-r.quit:
+			r.ackFloor()
+			return
+		case <-t.C:
+		}
+		r.ackFloor()
+		if r.overdue() {
+			r.p.lose(r, "its lease could not be renewed in time")
+		}
+		if time.Since(lastCheck) >= r.p.o.CheckEvery {
+			lastCheck = time.Now()
+			if stalled = r.checkStall(stalled); stalled >= 2 {
+				stalled = 0
+				r.resync("stalled: events wait in the stream but no new one was delivered for two checks")
+			}
+		}
+		if time.Since(lastProgress) < every {
+			continue
+		}
+		lastProgress = time.Now()
+		var due []jetstream.Msg
+		r.mu.Lock()
+		for _, tm := range r.taken {
+			if !tm.done && time.Since(tm.since) >= r.p.o.AckWait/2 {
+				tm.since = time.Now()
+				due = append(due, tm.m)
+			}
+		}
+		r.mu.Unlock()
+		for _, m := range due {
+			_ = m.InProgress()
+		}
+	}
+}
+
+// checkStall returns stalled+1 when the partition's consumer has events
+// waiting for delivery but no new one was taken since the last check (a
+// pull lost with a node, a consumer leader that does not deliver, or one
+// that only sends events taken already again), else 0.
+func (r *partRun) checkStall(stalled int) int {
+	r.mu.Lock()
+	busy := r.halted || r.pausing || r.cc == nil
+	r.mu.Unlock()
+	if busy || time.Since(time.Unix(0, r.took.Load())) < r.p.o.CheckEvery {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	cons, err := r.p.c.js.Consumer(ctx, r.p.o.Stream, r.p.consumerName(r.i))
+	if err != nil || cons.CachedInfo().NumPending == 0 {
+		return 0
+	}
+	return stalled + 1
+}
+
+func (r *partRun) ackFloor() {
+	r.mu.Lock()
+	f := r.floor
+	if f == nil || f == r.acked {
+		r.mu.Unlock()
+		return
+	}
+	r.acked = f
+	r.mu.Unlock()
+	_ = f.Ack()
+}
+
+// halt stops pulling for good.
+func (r *partRun) halt() {
+	r.mu.Lock()
+	if r.halted {
+		r.mu.Unlock()
+		return
+	}
+	r.halted = true
+	cc := r.cc
+	r.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
+	}
+}
+
+// waitSettled waits, for up to d, until every event handed to the
+// handler is settled.
+func (r *partRun) waitSettled(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n := r.inflight
+		r.mu.Unlock()
+		if n <= 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// settle waits (for up to d) until every event handed to the handler is
+// settled, acknowledges the floor and ends the acknowledgement loop.
+func (r *partRun) settle(d time.Duration) {
+	r.waitSettled(d)
+	r.mu.Lock()
+	select {
+	case <-r.quit:
+	default:
+		close(r.quit)
+	}
+	r.mu.Unlock()
+	r.ackFloor()
+}
+
+// resync pauses the partition, waits until what was handed to the
+// handler is settled, and starts a new session from the acknowledgement
+// floor, so that nothing after a missed or refused event is handled
+// before it.
+func (r *partRun) resync(why string) {
+	p := r.p
+	r.mu.Lock()
+	if r.halted || r.pausing {
+		r.mu.Unlock()
+		return
+	}
+	p.mu.Lock()
+	stopping := p.stopping
+	p.mu.Unlock()
+	if stopping {
+		r.mu.Unlock()
+		return // the next owner starts at the floor
+	}
+	r.pausing = true
+	cc := r.cc
+	r.cc = nil
+	r.backoff = min(max(2*r.backoff, 100*time.Millisecond), 5*time.Second)
+	wait := r.backoff
+	r.mu.Unlock()
+	p.resyncs.Add(1)
+	p.log.Warn("partition resync: consuming it again from its acknowledgement floor", "partition", r.i, "reason", why, "after", wait.String())
+	p.changed("resync", r.i)
+	go func() {
+		if cc != nil {
+			cc.Stop()
+		}
+		r.waitSettled(p.o.AckWait)
+		r.mu.Lock()
+		r.acked = nil // send it again: the last one may have gone to a consumer leader that died
+		r.mu.Unlock()
+		r.ackFloor()
+		select {
+		case <-r.quit:
+			return
+		case <-time.After(wait):
+		}
+		if r.sessionRetrying("partition resync failed; retrying") {
+			p.log.Info("partition resynced: consuming it from its acknowledgement floor", "partition", r.i, "from_seq", r.nextSeq())
+		}
+	}()
+}

@@ -1,0 +1,335 @@
+package natsbus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/internal/ordercheck"
+)
+
+// orderLog records, per key, the counters handled in the order they were
+// handled, and catches two events of one key handled at once.
+type orderLog struct {
+	mu      sync.Mutex
+	seen    map[string][]int
+	active  map[string]int
+	overlap int
+}
+
+func newOrderLog() *orderLog {
+	return &orderLog{seen: map[string][]int{}, active: map[string]int{}}
+}
+
+// check returns the distinct events handled, the duplicates, and the
+// events handled before an earlier one of their key (out of order).
+func (l *orderLog) check() (distinct, dups, outOfOrder int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return ordercheck.Count(l.seen)
+}
+
+// replica is a test replica: a connection, a partitioned consumption, and
+// lanes (one goroutine per lane, keys hashed onto them) that handle and
+// acknowledge each event as the daemon does.
+type replica struct {
+	c     *Conn
+	p     *Partitioned
+	dead  atomic.Bool
+	lanes []chan *Message
+	// unplanned counts lost leases and resyncs: the changes that may
+	// run events twice.
+	unplanned atomic.Int64
+}
+
+func testKey(body []byte) string {
+	var v struct {
+		Key string `json:"key"`
+	}
+	_ = json.Unmarshal(body, &v)
+	return v.Key
+}
+
+func startReplica(t *testing.T, url, name string, log *orderLog) *replica {
+	t.Helper()
+	c, err := Connect(ConnOptions{URL: url, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	r := &replica{c: c}
+	for range 4 {
+		ch := make(chan *Message, 256)
+		r.lanes = append(r.lanes, ch)
+		go func() {
+			for m := range ch {
+				if r.dead.Load() || m.Moved() {
+					continue // a dead process handles nothing more; a moved event is the new owner's
+				}
+				var v struct {
+					Key string `json:"key"`
+					N   int    `json:"n"`
+				}
+				_ = json.Unmarshal(m.Body, &v)
+				log.mu.Lock()
+				log.active[v.Key]++
+				if log.active[v.Key] > 1 {
+					log.overlap++
+				}
+				log.mu.Unlock()
+				time.Sleep(50 * time.Microsecond)
+				log.mu.Lock()
+				log.active[v.Key]--
+				log.seen[v.Key] = append(log.seen[v.Key], v.N)
+				log.mu.Unlock()
+				_ = m.Ack()
+			}
+		}()
+	}
+	p, err := c.ConsumePartitioned(context.Background(), PartitionOptions{
+		StreamOptions: StreamOptions{AckWait: 5 * time.Second, MaxAckPending: 4096},
+		Partitions:    6, Key: testKey, Replica: name, LeaseTTL: 2 * time.Second,
+		OnChange: func(change string, _ int) {
+			if change == "lost" || change == "resync" {
+				r.unplanned.Add(1)
+			}
+		},
+	}, func(m *Message) {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(testKey(m.Body)))
+		r.lanes[h.Sum32()%uint32(len(r.lanes))] <- m
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.p = p
+	return r
+}
+
+// TestPartitionedOrderAcrossReplicas: two replicas share six partitions;
+// events of 40 keys arrive steadily. The second replica joins while the
+// first holds every partition (they balance, handing partitions over
+// without duplicates), then the first dies (its connection closed, no
+// hand-over): the second takes its partitions over within a lease's time
+// plus a second, and every key's events are handled once each, in order,
+// never two at once, the only duplicates being those in flight at the
+// death.
+func TestPartitionedOrderAcrossReplicas(t *testing.T) {
+	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	pub, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: "publisher"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	log := newOrderLog()
+	a := startReplica(t, srv.ClientURL(), "a", log)
+	checkPartitions(t, a, 6)
+
+	const keys, each = 40, 60
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for n := range each {
+			for k := range keys {
+				body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
+				if err := pub.PublishStreamAsync("myco/ev", []byte(body), Meta{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+	}()
+	waitHandled := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			d, _, _ := log.check()
+			if d >= want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d events handled", d, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitHandled(keys * each / 4)
+	b := startReplica(t, srv.ClientURL(), "b", log)
+	checkPartitions(t, b, 3)
+	checkPartitions(t, a, 3)
+	_, dupsBefore, _ := log.check()
+	unplanned := a.unplanned.Load() + b.unplanned.Load()
+	waitHandled(keys * each / 2)
+
+	// a dies: it handles nothing more and never hands over.
+	a.dead.Store(true)
+	a.p.Stop()
+	a.c.nc.Close()
+	killed := time.Now()
+	checkPartitions(t, b, 6)
+	took := time.Since(killed)
+	<-published
+	waitHandled(keys * each)
+	time.Sleep(200 * time.Millisecond)
+	distinct, dups, ooo := log.check()
+	t.Logf("%d keys × %d events: %d handled, %d duplicates (%d before the death), %d out of order, %d at once; b took a's partitions %v after its death; b's resyncs %d, redeliveries passed over %d",
+		keys, each, distinct, dups, dupsBefore, ooo, log.overlap, took.Round(time.Millisecond), b.p.Resyncs(), b.p.Ignored())
+	if distinct != keys*each || ooo != 0 || log.overlap != 0 {
+		t.Fatalf("handled %d of %d, %d out of order, %d at once", distinct, keys*each, ooo, log.overlap)
+	}
+	if dupsBefore != 0 && unplanned == 0 {
+		t.Fatalf("%d duplicates from a hand-over between live replicas, want 0", dupsBefore)
+	}
+	if unplanned > 0 {
+		t.Logf("%d leases lost or partitions resynced before the death (a loaded machine: renewals late)", unplanned)
+	}
+	if took > 2*time.Second+1500*time.Millisecond {
+		t.Fatalf("takeover took %v", took)
+	}
+	b.p.Release(context.Background())
+}
+
+// checkPartitions waits until r holds n partitions.
+func checkPartitions(t *testing.T, r *replica, n int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for len(r.p.Owned()) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica holds partitions %v, want %d of them", r.p.Owned(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPartitionOf: the partition function is FNV-1a modulo n, the same
+// for every replica and version.
+func TestPartitionOf(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		n    int
+		want int
+	}{{"web1", 8, int(fnv32a("web1") % 8)}, {"", 4, int(fnv32a("") % 4)}, {"salt/auth", 1, 0}} {
+		if got := PartitionOf(c.key, c.n); got != c.want {
+			t.Errorf("PartitionOf(%q, %d) = %d, want %d", c.key, c.n, got, c.want)
+		}
+	}
+	if PartitionOf("web1", 8) != 0 { // pinned: a change would move minions between partitions on upgrade
+		t.Errorf("PartitionOf(web1, 8) = %d, the value was 0", PartitionOf("web1", 8))
+	}
+}
+
+func fnv32a(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// TestPartitionsResumeWhereTheReactorLeftOff: switching from the shared
+// consumer to partitions, and then to another number of partitions,
+// starts after what was acknowledged; nothing runs twice, nothing is
+// skipped.
+func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
+	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	c, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var got []int
+	handle := func(m *Message) {
+		var v struct {
+			N int `json:"n"`
+		}
+		_ = json.Unmarshal(m.Body, &v)
+		mu.Lock()
+		got = append(got, v.N)
+		mu.Unlock()
+		_ = m.Ack()
+	}
+	next := 0
+	publish := func(k int) {
+		t.Helper()
+		for range k {
+			if err := c.PublishStream(ctx, "myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, next%7, next), Meta{}); err != nil {
+				t.Fatal(err)
+			}
+			next++
+		}
+	}
+	waitFor := func(want int) []int {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			n := len(got)
+			mu.Unlock()
+			if n >= want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond) // nothing more comes
+		mu.Lock()
+		defer mu.Unlock()
+		out := got
+		got = nil
+		return out
+	}
+	// A stream made for partitions (interest retention); the shared
+	// consumer reads it first.
+	if err := c.EnsureStream(ctx, StreamOptions{Partitioned: true}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.Consume(ctx, StreamOptions{}, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(10)
+	if h := waitFor(10); len(h) != 10 {
+		t.Fatalf("shared consumer handled %v", h)
+	}
+	k.Stop()
+	for _, n := range []int{2, 3} {
+		publish(5)
+		p, err := c.ConsumePartitioned(ctx, PartitionOptions{Partitions: n, Key: testKey, LeaseTTL: 2 * time.Second}, handle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := waitFor(5)
+		p.Stop()
+		p.Release(ctx)
+		slices.Sort(h)
+		if want := []int{next - 5, next - 4, next - 3, next - 2, next - 1}; !slices.Equal(h, want) {
+			t.Fatalf("%d partitions handled %v, want %v", n, h, want)
+		}
+	}
+	// A work queue (the shared consumer's stream) allows one consumer:
+	// partitions refuse it with what to do.
+	if err := c.js.DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ConsumePartitioned(ctx, PartitionOptions{Partitions: 2, Key: testKey}, handle); !errors.Is(err, ErrWorkQueueStream) {
+		t.Fatalf("partitions on a work-queue stream: %v, want ErrWorkQueueStream", err)
+	}
+}
