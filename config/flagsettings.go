@@ -60,6 +60,7 @@ var flagSettings = map[string]settingKind{
 	"ack_wait":           kindDuration,
 	"dedupe_window":      kindDuration,
 	"stream_replicas":    kindCount,
+	"partitions":         kindCount,
 	"dedupe_masters":     kindDuration,
 	"dead_letter":        kindString,
 	// the daemon

@@ -8,15 +8,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,10 +57,16 @@ type benchResult struct {
 	RSSMB        float64 `json:"rss_mb"`
 	RSS10MB      float64 `json:"rss_mb_at_10pct"`
 	RSS50MB      float64 `json:"rss_mb_at_50pct"`
+	RSS75MB      float64 `json:"rss_mb_at_75pct"`
 	RSSEndMB     float64 `json:"rss_mb_at_end"`
-	Mode         string  `json:"mode"`
-	Rate         int     `json:"rate"`
-	Reactions    int64   `json:"reactions"`
+	// CPUms is the CPU time (user and system) the daemon's process —
+	// the embedded NATS server's included, the publisher's not — spent
+	// per 1,000 events handled: a figure that holds when other work
+	// shares the machine, where events_per_sec does not.
+	CPUms     float64 `json:"cpu_ms_per_1k"`
+	Mode      string  `json:"mode"`
+	Rate      int     `json:"rate"`
+	Reactions int64   `json:"reactions"`
 	// The configuration measured: the audit store ("none" or its URL's
 	// scheme), the loop guard and the shared state.
 	Store       string `json:"store"`
@@ -74,36 +83,69 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", "reactord bench [--count N] [--rate R] [--jetstream] [--store URL|none] [--no-loop-guard] [-c CONF --events FILE]",
+	fs := newFlags("bench", "reactord bench [--count N] [--rate R] [--jetstream] [--store URL|none] [--no-loop-guard] [-c CONF --events FILE] [--replicas N [--cluster N] [--partitions N]]",
 		`Starts an embedded NATS server and the daemon with a null driver, publishes
 a workload and prints one JSON line: events published, handled, dropped (by
 reason, from reactord_dropped_total), never_seen (published, neither handled
 nor counted), archive_dropped, log_lines (lines the daemon logged),
-events_per_sec (handled), p50_ms, p99_ms, max_ms (publish to dispatch) and
-rss_mb (peak resident memory). The daemon is configured as reactord's
-defaults: the audit store on (SQLite in a temporary directory), the loop
-guard on, shared state in the REACTORD_GUARD bucket, a core queue group
-that drops events on full lanes (--jetstream: blocks instead), 1024 events
-queued per lane; --store none --no-loop-guard strips the pipeline. The
+events_per_sec (handled), p50_ms, p99_ms, max_ms (publish to dispatch),
+rss_mb (peak resident memory) and cpu_ms_per_1k (the daemon process's CPU
+time per 1,000 events). The daemon is configured as reactord's defaults
+on its embedded server: the audit store on (SQLite in a temporary
+directory), the loop guard on, shared state in the REACTORD_GUARD bucket,
+JetStream delivery (the stream holds a burst; --jetstream=false: a core
+queue group that drops events on full lanes), 1024 events queued per
+lane; --store none --no-loop-guard strips the pipeline. The
 default workload is the shared replay workload's shape: 60 rules and
 realistic master traffic (job returns and publishes, auth, minion starts,
-beacons, presence, custom tags).`, stderr)
+beacons, presence, custom tags).
+
+--replicas N runs N daemons as processes of their own instead (reactord
+run --driver null, each with its own --data-dir and SQLite store, its
+--http on a free port), on the NATS server in this process or, with
+--cluster N, on a cluster of N node processes with the stream on three of
+them; --partitions is passed to the daemons. Its line adds up the
+replicas' /metrics (p50/p90/p99 from the
+reactord_event_sent_latency_seconds buckets) and the CPU time of the
+replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	n := fs.Int("count", 200000, "events to publish")
 	rate := fs.Int("rate", 0, "events per second to offer (0: as fast as possible)")
-	js := fs.Bool("jetstream", false, "JetStream mode (stream + durable consumer, ack after dispatch)")
+	js := fs.Bool("jetstream", true, "JetStream mode (stream + durable consumer, ack after dispatch), the daemon's default on its embedded server; false: a core queue group")
 	conf := fs.String("c", "", "configuration (default: the generated workload's)")
 	var file string
 	fs.Var(eventsOrCount{file: &file, count: n}, "events", "file of events to publish, cycled, one {\"tag\",\"data\"} JSON line each (default: generated); a number is the former spelling of --count")
 	aliasFlag(fs, "file", "events")
 	lanes := fs.Int("workers", 8, "ordered worker lanes (the daemon's default with the null driver)")
 	traceFile := fs.String("trace", "", "write a runtime execution trace to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (the daemon's process) to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile of the daemon's process, taken when the last event was handled, to this file")
 	separate := fs.Bool("separate-publisher", true, "publish from a child process, as a bridge would, instead of from inside the daemon's process")
 	storeURL := fs.String("store", "", "audit store: sqlite:///path.db, mysql://..., postgres://..., or none (default: sqlite in the bench's temporary directory, as the daemon's default under --data-dir)")
 	noGuard := fs.Bool("no-loop-guard", false, "turn the job-linked loop guard off, as the daemon's flag")
 	sharedState := fs.Bool("shared-state", true, "keep the loop guard's state in the REACTORD_GUARD JetStream bucket, as the daemon's default; false: in memory")
 	queue := fs.Int("queue", 1024, "events queued per lane (the daemon's default)")
+	replicas := fs.Int("replicas", 0, "run this many daemons as processes of their own (reactord run with the null driver, each with its own --data-dir and store), reading their /metrics; 0: the daemon in this process")
+	cluster := fs.Int("cluster", 0, "with --replicas: run a NATS cluster of this many nodes, each a process, with the event stream on min(N, 3) of them (--stream-replicas); 0: one NATS server in this process")
+	partitions := fs.Int("partitions", 0, "with --replicas: the daemons' --partitions")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
+	}
+	if *cluster > 0 && *replicas == 0 {
+		*replicas = 1
+	}
+	switch {
+	case *replicas < 0 || *cluster < 0 || *partitions < 0:
+		fmt.Fprintln(stderr, "bench: --replicas, --cluster and --partitions must not be negative")
+		return exitUsage
+	case *partitions > 0 && *replicas == 0:
+		fmt.Fprintln(stderr, "bench: --partitions needs --replicas (the daemon in this process reads one consumer)")
+		return exitUsage
+	case *partitions > 0 && !*js:
+		fmt.Fprintln(stderr, "bench: --partitions needs --jetstream")
+		return exitUsage
+	case *replicas > 0 && (*traceFile != "" || *cpuProfile != "" || *memProfile != "" || !*separate):
+		fmt.Fprintln(stderr, "bench: --trace, --cpuprofile, --memprofile and --separate-publisher=false apply to the daemon in this process, not to --replicas")
+		return exitUsage
 	}
 	dir, err := os.MkdirTemp("", "reactord-bench-")
 	if err != nil {
@@ -132,6 +174,10 @@ beacons, presence, custom tags).`, stderr)
 	if err != nil {
 		printErrors(stderr, err)
 		return exitUsage
+	}
+	if *replicas > 0 {
+		return runReplicasBench(ctx, replicasBench{replicas: *replicas, nodes: *cluster, partitions: *partitions, total: int64(*n), rate: *rate,
+			lanes: *lanes, queue: *queue, js: *js, noGuard: *noGuard, sharedState: *sharedState, store: *storeURL, conf: *conf, dir: dir, lines: lines}, stdout, stderr)
 	}
 	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "js")})
 	if err != nil {
@@ -165,7 +211,7 @@ beacons, presence, custom tags).`, stderr)
 	var lat latencyHist
 	var latMu sync.Mutex
 	finished := make(chan struct{})
-	var peakRSS, rss10, rss50 atomic.Int64
+	var peakRSS, rss10, rss50, rss75 atomic.Int64
 	var firstSent atomic.Int64 // UnixNano of the earliest send seen
 	var lastDone atomic.Int64  // UnixNano of the latest event handled
 	eng, err := engine.New(cfg, log)
@@ -239,6 +285,8 @@ beacons, presence, custom tags).`, stderr)
 				rss10.Store(rssBytes())
 			case total / 2:
 				rss50.Store(rssBytes())
+			case total / 4 * 3:
+				rss75.Store(rssBytes())
 			case total:
 				close(finished)
 			}
@@ -298,6 +346,16 @@ beacons, presence, custom tags).`, stderr)
 			}
 		}
 	}
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err == nil {
+			defer pf.Close()
+			if pprof.StartCPUProfile(pf) == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
+	cpu0 := processCPU()
 	start := time.Now()
 	tags := make([]string, len(lines))
 	for i, l := range lines {
@@ -363,7 +421,14 @@ wait:
 	if fs, ld := firstSent.Load(), lastDone.Load(); fs != 0 && ld > fs {
 		elapsed = time.Duration(ld - fs) // from the first event published to the last handled
 	}
+	cpu := processCPU() - cpu0
 	endRSS := rssBytes()
+	if *memProfile != "" {
+		if mf, err := os.Create(*memProfile); err == nil {
+			_ = pprof.WriteHeapProfile(mf)
+			mf.Close()
+		}
+	}
 	peakRSS.Store(max(peakRSS.Load(), endRSS))
 	pct := func(p float64) float64 { return lat.percentile(p) }
 	mode := "core"
@@ -376,7 +441,10 @@ wait:
 		ArchiveDropped: gatherCounters(reg, "reactord_archive_dropped_total")[""], StoreRecordsDropped: gatherCounters(reg, "reactord_store_records_dropped_total")[""],
 		LogLines: logLines.lines.Load(), Store: storeName, LoopGuard: !*noGuard, SharedState: shared,
 		EventsPerSec: int64(float64(handled) / elapsed.Seconds()), P50ms: pct(0.5), P99ms: pct(0.99), Maxms: pct(1),
-		RSSMB: float64(peakRSS.Load()/(1<<16)) / 16, RSS10MB: float64(rss10.Load()/(1<<16)) / 16, RSS50MB: float64(rss50.Load()/(1<<16)) / 16, RSSEndMB: float64(endRSS/(1<<16)) / 16, Mode: mode, Rate: *rate, Reactions: reactions.Load()}
+		RSSMB: float64(peakRSS.Load()/(1<<16)) / 16, RSS10MB: float64(rss10.Load()/(1<<16)) / 16, RSS50MB: float64(rss50.Load()/(1<<16)) / 16, RSS75MB: float64(rss75.Load()/(1<<16)) / 16, RSSEndMB: float64(endRSS/(1<<16)) / 16, Mode: mode, Rate: *rate, Reactions: reactions.Load()}
+	if handled > 0 {
+		res.CPUms = math.Round(float64(cpu.Microseconds())/float64(handled)*1000) / 1000
+	}
 	out, _ := json.Marshal(res)
 	fmt.Fprintf(stdout, "%s\n", out)
 	return exitOK
@@ -466,8 +534,12 @@ func readLines(path string) ([][]byte, error) {
 }
 
 // rssBytes reads this process's resident memory from /proc.
-func rssBytes() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
+func rssBytes() int64 { return statmRSS("/proc/self/statm") }
+
+// statmRSS reads the resident memory from a /proc/<pid>/statm file (0
+// when it cannot).
+func statmRSS(path string) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -718,4 +790,13 @@ func (h *latencyHist) percentile(p float64) float64 {
 		}
 	}
 	return maxMS
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

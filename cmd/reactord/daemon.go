@@ -56,8 +56,9 @@ in-flight events within --drain-timeout.`, stderr)
 	dataDir := fs.String("data-dir", "", "data directory (embedded JetStream); default: the user cache directory's reactord folder")
 	httpAddr := fs.String("http", "", "serve /metrics and /healthz on this address")
 	dryRun := fs.Bool("dry-run", false, "execute nothing; print each reaction as a JSON line (same as --driver dryrun)")
-	driverName := fs.String("driver", "", "driver: dryrun, saltapi, exec, nats (default: the reactord: section's driver, else dryrun)")
-	jetstream := fs.Bool("jetstream", false, "consume a JetStream stream with a shared durable consumer (ack after dispatch) instead of a core queue group")
+	driverName := fs.String("driver", "", "driver: dryrun, saltapi, exec, nats, null (dispatches nothing: benchmarks) (default: the reactord: section's driver, else dryrun)")
+	jetstream := fs.Bool("jetstream", false, "consume a JetStream stream with a shared durable consumer (ack after dispatch; a burst waits on disk, nothing is dropped) instead of a core queue group; default: true with the embedded server, false with --nats URL (--jetstream=false: core)")
+	partitions := fs.Int("partitions", 0, "JetStream: split the stream into this many partitions by minion, each handled by one replica at a time, so one minion's events are handled in order across replicas and through a replica's death (every replica must give the same number; about the number of replicas; 0: one shared consumer, no order across replicas)")
 	lanes := fs.Int("workers", 0, "ordered worker lanes (default: the reactord: section's workers, else 32 for the saltapi and exec drivers, 8 for the others)")
 	queue := fs.Int("queue", 1024, "events queued per lane")
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long SIGTERM waits for in-flight events")
@@ -104,6 +105,16 @@ in-flight events within --drain-timeout.`, stderr)
 	if err := applyFileSettings(fs, cfg.Settings.Flags); err != nil {
 		fmt.Fprintf(stderr, "reactord: %v\n", err)
 		return exitUsage
+	}
+	if *partitions < 0 || *partitions > 1024 {
+		fmt.Fprintf(stderr, "reactord: --partitions %d (or partitions:): want 0 to 1024\n", *partitions)
+		return exitUsage
+	}
+	// The embedded server has JetStream and a disk: by default its events
+	// go through the stream, so that a burst waits there instead of
+	// overflowing the lanes.
+	if _, inFile := cfg.Settings.Flags["jetstream"]; !inFile && !flagGiven(fs, "jetstream") && nf.url == "" && cfg.Settings.NATS == "" {
+		*jetstream = true
 	}
 	cfg.Settings.Jinja = cfg.Settings.Jinja || *jinja
 	level := cfg.Settings.SlogLevel()
@@ -302,6 +313,10 @@ in-flight events within --drain-timeout.`, stderr)
 			guard = shared
 		}
 	}
+	if *partitions > 0 && !*jetstream {
+		fmt.Fprintln(stderr, "reactord: --partitions needs --jetstream (core NATS queue groups cannot keep a minion's events in order across replicas)")
+		return exitUsage
+	}
 	var copyOf func(context.Context, string, []byte, uint64) (bool, error)
 	if *dedupeMasters > 0 {
 		if !*jetstream {
@@ -338,6 +353,7 @@ in-flight events within --drain-timeout.`, stderr)
 
 	var ready atomic.Bool
 	var jsc atomic.Pointer[natsbus.Consumer]
+	var parts *natsbus.Partitioned
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
@@ -388,11 +404,20 @@ in-flight events within --drain-timeout.`, stderr)
 			dl.Done = func() { _ = m.Ack() }
 			dl.Nak = func() { _ = m.Nak() }
 		}
+		if *jetstream && *partitions > 0 {
+			dl.Moved = m.Moved
+		}
 		if !d.Submit(runCtx, dl) && *jetstream {
 			_ = m.Nak()
 		}
 	}
-	if *jetstream {
+	if *jetstream && *partitions > 0 {
+		parts, err = consumePartitioned(runCtx, conn, natsbus.StreamOptions{AckWait: *ackWait, MaxAckPending: maxAckPending(*queue, *lanes), Duplicates: *dedupeWindow,
+			Replicas: *streamReplicas, Logger: log}, *partitions, reg, handler)
+		if err == nil {
+			sub = parts
+		}
+	} else if *jetstream {
 		// An event is acknowledged once dispatched and its archive
 		// records are durable, a batch of the store's writer later: leave
 		// room for the events in the lanes, the client's pull buffer
@@ -424,6 +449,9 @@ in-flight events within --drain-timeout.`, stderr)
 	if *jetstream {
 		mode = "jetstream"
 	}
+	if parts != nil {
+		mode = fmt.Sprintf("jetstream, %d partitions", *partitions)
+	}
 	log.Info("reactord ready", "nats", redact.URLs(nf.url), "mode", mode, "driver", drv.Name(), "rules", len(cfg.Rules))
 
 	newReloader(*conf, cfg, *reloadSettle, log, func(ncfg *config.Config) error {
@@ -443,11 +471,36 @@ in-flight events within --drain-timeout.`, stderr)
 	sub.Stop()
 	sctx, scancel := context.WithTimeout(context.Background(), *drain)
 	defer scancel()
-	if err := d.Stop(sctx); err != nil {
+	err = d.Stop(sctx)
+	if parts != nil {
+		// The drained events are acknowledged: hand the partitions over
+		// to the other replicas at once.
+		parts.Release(sctx)
+	}
+	if err != nil {
 		log.Error("drain incomplete", "err", err)
 		return exitFound
 	}
 	return exitOK
+}
+
+// consumePartitioned consumes the stream in partitions by minion (the key
+// of the daemon's lanes) and registers the ownership metrics.
+func consumePartitioned(ctx context.Context, conn *natsbus.Conn, so natsbus.StreamOptions, n int, reg prometheus.Registerer, handler func(*natsbus.Message)) (*natsbus.Partitioned, error) {
+	changes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_partition_changes_total",
+		Help: "Changes of partition ownership in this replica: acquired, released (handed over), lost (lease not renewed), resync (reset to the acknowledgement floor)."}, []string{"change"})
+	for _, c := range []string{"acquired", "released", "lost", "resync"} {
+		changes.WithLabelValues(c)
+	}
+	reg.MustRegister(changes)
+	p, err := conn.ConsumePartitioned(ctx, natsbus.PartitionOptions{StreamOptions: so, Partitions: n, Key: engine.OrderKey,
+		OnChange: func(change string, _ int) { changes.WithLabelValues(change).Inc() }}, handler)
+	if err != nil {
+		return nil, err
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_partitions_owned", Help: "Partitions of the event stream this replica holds (--partitions)."},
+		func() float64 { return float64(len(p.Owned())) }))
+	return p, nil
 }
 
 // loadSharedState opens the shared state bucket and returns a guard
@@ -575,3 +628,14 @@ func logProblems(log *slog.Logger, conf string, jinja bool) {
 // its lanes' queues, the client's pull buffer and a store batch's worth
 // waiting to be durable. Only these can run twice after a crash.
 func maxAckPending(queue, lanes int) int { return queue*lanes + 1024 + 1024 }
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
+}

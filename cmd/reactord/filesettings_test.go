@@ -1,38 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/natsbus"
 )
-
-// syncBuffer is a bytes.Buffer safe for a process's writes and the test's
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDaemonSettingsFromFile: the reactord: section's http and jetstream
 // take effect (the daemon serves /metrics there and consumes the stream);
@@ -55,7 +35,7 @@ func TestDaemonSettingsFromFile(t *testing.T) {
 
 	// From the file.
 	cmd := exec.Command(binPath, "-c", conf, "--nats", srv.ClientURL(), "--dry-run", "--data-dir", t.TempDir())
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

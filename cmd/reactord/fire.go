@@ -212,9 +212,10 @@ event instead, what replay and fire --events read: record with
 'reactord replay -c CONF --events day.jsonl'. GLOB filters tags with Salt's fnmatch
 rules. Runs until interrupted. With --since it prints the events archived in
 the audit store instead, found as the daemon finds it (--store, -c CONF's
-reactord: section, --data-dir), each with reactord's event id (what trace
-takes): a "# event_id=ID" line before a pretty event, an "event_id" member
-in JSON.`, stderr)
+reactord: section, --data-dir); an event the reaction ledger holds
+something about (a dispatch, a suppression, a failure) comes with
+reactord's event id, what trace takes: a "# event_id=ID" line before a
+pretty event, an "event_id" member in JSON.`, stderr)
 	var nf natsFlags
 	nf.register(fs, natsClientUsage)
 	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")

@@ -278,7 +278,7 @@ func plainList(vals []json.RawMessage) string {
 
 func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("trace", "reactord trace JID|EVENT-ID [--store URL | -c CONF | --data-dir DIR]",
-		"Prints the reaction ledger of one job or event: matched rules, rendered files, suppressions, dispatches with their jid, returns and timeouts.", stderr)
+		"Prints the reaction ledger of one job or event: what happened to its reactions (suppressions and why, files that failed, dispatches with their rule and jid, failures), the returns of the jobs it started and the minions that did not return in time.", stderr)
 	url := storeFlag(fs)
 	id, st, code := idAndStore(ctx, fs, args, url, "trace: need a JID or an event id", stdout, stderr)
 	if st == nil {

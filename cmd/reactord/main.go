@@ -102,6 +102,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdBench(ctx, rest, stdout, stderr)
 	case "bench-publish":
 		return cmdBenchPublish(ctx, rest, stderr)
+	case "bench-natsnode":
+		return cmdBenchNATSNode(ctx, rest, stderr)
 	case "bridge":
 		return cmdBridge(ctx, rest, stdout, stderr)
 	case "jobs":

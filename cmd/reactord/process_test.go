@@ -94,6 +94,15 @@ type proc struct {
 	done   chan error
 }
 
+// logWriter appends a process's stderr to its proc's logs.
+type logWriter struct{ p *proc }
+
+func (w logWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.stderr.Write(b)
+}
+
 func (p *proc) logs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -112,26 +121,17 @@ func startDaemon(t *testing.T, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := &proc{http: httpAddr, cmd: cmd, stderr: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	// Wait returns once stderr is copied to its end, so the last lines (a
+	// stop's report) are in p.logs() when done says the process ended;
+	// at most WaitDelay after it, should a child of reactord keep the
+	// pipe open.
+	cmd.Stderr = logWriter{p}
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{http: httpAddr, cmd: cmd, stdout: bufio.NewReader(out), stderr: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := errPipe.Read(buf)
-			p.mu.Lock()
-			p.stderr.Write(buf[:n])
-			p.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	p.stdout = bufio.NewReader(out)
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()

@@ -226,9 +226,13 @@ func TestReplicasLoopGuardRestart(t *testing.T) {
 	if n := countLines(t, calls); n != 1 {
 		t.Fatalf("%d state.apply, want 1: the restarted daemon forgot the job's settle window", n)
 	}
-	if !strings.Contains(p.logs(), "phase=settling") {
-		t.Fatalf("the suppression is not in the settle window:\n%s", p.logs())
-	}
+	// The line follows the metric: wait for it.
+	checkFor(t, 5*time.Second, func() error {
+		if !strings.Contains(p.logs(), "phase=settling") {
+			return fmt.Errorf("the suppression is not in the settle window")
+		}
+		return nil
+	})
 }
 
 // TestReplicasHopLimit: a reaction whose runner fires its own trigger

@@ -46,13 +46,10 @@ func TestDaemonArchivesAndCLIReads(t *testing.T) {
 			pub("salt/job/"+jid+"/ret/web1", `{"jid": "`+jid+`", "id": "web1", "fun": "test.ping", "return": true, "success": true, "retcode": 0, "fun_args": []}`)
 			pub("salt/job/"+jid+"/ret/web2", `{"jid": "`+jid+`", "id": "web2", "fun": "test.ping", "return": {"a": 1}, "success": true, "retcode": 0, "fun_args": []}`)
 			pub("salt/minion/web7/start", `{"id": "web7", "cmd": "_minion_event"}`)
-			var eventID string
 			checkFor(t, 10*time.Second, func() error {
-				m := regexp.MustCompile(`event_id=(\S+)`).FindStringSubmatch(p.logs())
-				if m == nil {
-					return errFmt("no dispatch logged yet")
+				if metricValue(t, scrape(t, p), `reactord_actions_total{driver="dryrun",state="dispatched"}`) == "0" {
+					return errFmt("no dispatch yet")
 				}
-				eventID = m[1]
 				return nil
 			})
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -77,8 +74,14 @@ func TestDaemonArchivesAndCLIReads(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &rets); err != nil || rets["web1"] != true || rets["web2"] == nil {
 				t.Errorf("jobs lookup --out json: %q (%v)", out, err)
 			}
-			tr := run("trace", eventID, "--store", url)
-			for _, want := range []string{"matched", "rendered", "dispatched", "salt/minion/web7/start", "highstate_on_start"} {
+			// events --since names the event's id (an event the ledger
+			// has something about), and trace takes it.
+			m := regexp.MustCompile(`# event_id=(\S+)\nsalt/minion/web7/start\t`).FindStringSubmatch(run("events", "--since", "1h", "--store", url, "salt/minion/web7/*"))
+			if m == nil {
+				t.Fatal("events --since: no event_id for salt/minion/web7/start")
+			}
+			tr := run("trace", m[1], "--store", url)
+			for _, want := range []string{"dispatched", "salt/minion/web7/start", "salt/minion/*/start", "highstate_on_start"} {
 				if !strings.Contains(tr, want) {
 					t.Errorf("trace lacks %q:\n%s", want, tr)
 				}

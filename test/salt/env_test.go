@@ -318,6 +318,7 @@ type reactord struct {
 	conf    string
 	mu      sync.Mutex
 	logs    strings.Builder
+	http    string // the daemon's --http address
 	bus     *natsbus.Conn
 	evMu    sync.Mutex
 	events  []event.Event
@@ -344,7 +345,8 @@ func startReactord(t *testing.T, e *saltEnv, driver string, extra ...string) *re
 `, watchGlob, root))
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	r.url = "nats://" + listen
-	args := []string{"-c", r.conf, "--listen", listen, "--data-dir", r.data, "--driver", driver, "--settle", "3s"}
+	r.http = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args := []string{"-c", r.conf, "--listen", listen, "--data-dir", r.data, "--driver", driver, "--settle", "3s", "--http", r.http}
 	switch driver {
 	case "exec":
 		args = append(args, "--salt-bin", e.bin("salt"), "--salt-run-bin", e.bin("salt-run"), "--salt-call-bin", e.bin("salt-call"), "--salt-config-dir", e.etc)
@@ -451,6 +453,25 @@ func (r *reactord) run(args ...string) {
 			r.t.Logf("reactord %v:\n%s", args[:min(2, len(args))], r.log())
 		}
 	})
+}
+
+// metric reads a counter of the daemon's /metrics (0 when absent).
+func (r *reactord) metric(name string) int {
+	r.t.Helper()
+	resp, err := http.Get("http://" + r.http + "/metrics")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			var n float64
+			fmt.Sscan(v, &n)
+			return int(n)
+		}
+	}
+	return 0
 }
 
 func (r *reactord) log() string {

@@ -187,7 +187,8 @@ func compareLookup(t *testing.T, e *saltEnv, r *reactord, jid string) {
 func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id string) {
 	t.Helper()
 	reverts := isJobNew("state.apply", id, "maintain_important_file")
-	suppressedBefore := strings.Count(r.log(), "reaction suppressed by the loop guard")
+	const suppressions = `reactord_suppressed_total{reason="loop_guard"}`
+	suppressedBefore := r.metric(suppressions)
 	for change := 1; change <= 2; change++ {
 		f, err := os.OpenFile(e.watch[id], os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
@@ -221,10 +222,10 @@ func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id string) {
 		}
 	}
 	beacons := r.seen(func(ev event.Event) bool { return strings.HasPrefix(ev.Tag, "salt/beacon/"+id+"/inotify/") })
-	suppressed := strings.Count(r.log(), "reaction suppressed by the loop guard") - suppressedBefore
+	suppressed := r.metric(suppressions) - suppressedBefore
 	t.Logf("%s: %s: 2 genuine changes → %d beacon events → 2 reverts, %d suppressed by the loop guard", driver, id, len(beacons), suppressed)
 	if len(beacons) > 2 && suppressed < len(beacons)-2 {
-		t.Errorf("%s: %d beacon events gave 2 reverts, but only %d loop_guard suppressions were logged", id, len(beacons), suppressed)
+		t.Errorf("%s: %d beacon events gave 2 reverts, but only %d loop_guard suppressions were counted", id, len(beacons), suppressed)
 	}
 	if id == "web2" && len(beacons) < 3 {
 		t.Errorf("web2's beacon (disable_during_state_run False) fired %d times: the revert's own write did not come back, the guard was not tested", len(beacons))
