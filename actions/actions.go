@@ -20,6 +20,12 @@ type Action struct {
 	// Hop is the hop count of the triggering event; anything the action
 	// publishes carries Hop+1.
 	Hop int
+	// Key names this reaction of this event the same way each time the
+	// event is delivered (its publisher's message id, the reaction's file
+	// and id), so that a driver can have duplicates dropped (the nats
+	// driver gives it to JetStream as the message id). Empty when the
+	// event came without a message id.
+	Key string
 }
 
 // Result is what a driver reports after dispatching an action.

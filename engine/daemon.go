@@ -35,6 +35,10 @@ type Delivery struct {
 	// Seq is the event's JetStream stream sequence (0 in core mode): it
 	// tells a redelivery from another master's copy (DaemonOptions.Copy).
 	Seq uint64
+	// MsgID is the publisher's message id for the event (Nats-Msg-Id),
+	// when it gave one; each reaction's actions.Action.Key derives from
+	// it.
+	MsgID string
 	// Nak, when set, asks for redelivery (JetStream) when the event could
 	// not be archived; Done is then not called.
 	Nak func()
@@ -696,6 +700,9 @@ func (d *Daemon) dispatch(ctx context.Context, ev *inflight, res *Result, c *eve
 	tag := res.Tag
 	a := actions.Action{Tag: tag, Chunk: c, Hop: ev.dl.Hop}
 	sls, id := c.Str("__sls__"), c.Str("__id__")
+	if ev.dl.MsgID != "" {
+		a.Key = ev.dl.MsgID + "/" + sls + "/" + id
+	}
 	if jid, phase, held := g.Suppressed(sls, id, ev.minion, ev.received); held {
 		m.Suppressed.WithLabelValues("loop_guard").Inc()
 		d.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction suppressed by the loop guard", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "minion", ev.minion, "jid", jid, "phase", phase)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 type gateDriver struct {
 	mu    sync.Mutex
 	order []string
+	keys  []string
 	gate  chan struct{}
 }
 
@@ -35,6 +37,7 @@ func (g *gateDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 	}
 	g.mu.Lock()
 	g.order = append(g.order, a.Tag)
+	g.keys = append(g.keys, a.Key)
 	g.mu.Unlock()
 	return actions.Result{JID: "1"}, nil
 }
@@ -117,7 +120,7 @@ func TestDaemonOverflowIsCounted(t *testing.T) {
 
 func TestDaemonStopDeadline(t *testing.T) {
 	drv := &gateDriver{gate: make(chan struct{})}
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1})
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, Guard: NewGuard(GuardOptions{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +166,31 @@ func TestDaemonHopLimitAndReactorUser(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.Malformed); v != 1 {
 		t.Fatalf("malformed = %v", v)
+	}
+}
+
+// TestDaemonReactionKeys: a reaction's Key is the event's message id, its
+// file and its id, the same for each delivery of the event; an event
+// without a message id gives none.
+func TestDaemonReactionKeys(t *testing.T) {
+	drv := &gateDriver{}
+	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, Guard: NewGuard(GuardOptions{Disabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	for _, dl := range []Delivery{{Body: body("ev/1", "a"), MsgID: "m-1"}, {Body: body("ev/1", "a"), MsgID: "m-1"}, {Body: body("ev/2", "a")}} {
+		if !d.Submit(ctx, dl) {
+			t.Fatalf("%s refused", dl.Body)
+		}
+	}
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k := drv.keys
+	if len(k) != 3 || !strings.HasPrefix(k[0], "m-1/") || !strings.HasSuffix(k[0], "r.sls/r") || k[1] != k[0] || k[2] != "" {
+		t.Errorf("keys %q (events %q), want m-1/<file>/r twice, then none", k, drv.order)
 	}
 }
 

@@ -409,20 +409,13 @@ func (c *Conn) EventStream(ctx context.Context) string {
 	if !c.streamChecked.IsZero() && time.Since(c.streamChecked) < streamCheckInterval {
 		return c.streamName
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	name, err := c.js.StreamNameBySubject(ctx, c.prefix+">")
-	switch {
-	case err == nil:
-		c.streamName = name
-	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		c.streamName = ""
-	default:
+	name, known := c.streamBySubject(ctx, c.prefix+">")
+	if !known {
 		// A timeout or a lost connection says nothing about the stream:
 		// keep the last answer and ask again next time.
 		return c.streamName
 	}
+	c.streamName = name
 	c.streamChecked = time.Now()
 	return c.streamName
 }
@@ -460,6 +453,40 @@ func (c *Conn) JetStreamReady(ctx context.Context, replicas int) error {
 // MaxPayload is the largest message (headers and body) the connected server
 // accepts, in bytes; 0 while it is not known.
 func (c *Conn) MaxPayload() int { return int(c.nc.MaxPayload()) }
+
+// StreamCaptures reports whether a JetStream stream captures subject.
+// known is false when the server could not be asked (a timeout, a lost
+// connection): the answer then says nothing.
+func (c *Conn) StreamCaptures(ctx context.Context, subject string) (captured, known bool) {
+	name, known := c.streamBySubject(ctx, subject)
+	return name != "", known
+}
+
+// streamBySubject names the stream that captures subject ("" for none);
+// known is false when the server could not be asked.
+func (c *Conn) streamBySubject(ctx context.Context, subject string) (name string, known bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	name, err := c.js.StreamNameBySubject(ctx, subject)
+	switch {
+	case err == nil:
+		return name, true
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return "", true
+	}
+	return "", false
+}
+
+// PublishStored publishes bytes on a subject a JetStream stream captures
+// and waits for the stream to acknowledge them (stored on its replicas); a
+// meta.MsgID the stream saw within its duplicate window is dropped there.
+func (c *Conn) PublishStored(ctx context.Context, subject string, body []byte, meta Meta) error {
+	if _, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: body, Header: meta.header()}); err != nil {
+		return fmt.Errorf("publishing %s to JetStream: %w", subject, err)
+	}
+	return nil
+}
 
 // PublishRaw publishes bytes on any subject (dead letters, custom executors).
 func (c *Conn) PublishRaw(subject string, body []byte, meta Meta) error {

@@ -42,8 +42,17 @@ var driverFlushTimeout = 10 * time.Second
 // and logged, the first at once and then at most once a minute with the
 // count.
 //
+// When a JetStream stream captures a reaction's subject (an operator's
+// stream for executors that consume from it), the reaction is published to
+// JetStream and Do waits for the stream's acknowledgement, with the
+// action's Key as its message id: a node that dies after confirming a core
+// publish can lose it in its routes, a stored reaction is on the stream's
+// replicas, and the copy a redelivered event publishes again is dropped
+// within the stream's duplicate window.
+//
 // A publish that fails (connection closed, reconnect buffer full, payload
-// too large) is Do's retryable error in both modes.
+// too large, no acknowledgement from the stream) is Do's retryable error in
+// every mode.
 type Driver struct {
 	conn   *Conn
 	prefix string
@@ -62,12 +71,12 @@ type Driver struct {
 	mu   sync.Mutex
 	next *flushGen // the flush that will cover what is published now
 
-	// Whether a JetStream stream captures the event subjects (Do waits),
-	// as of modeAt (Unix nanoseconds; 0: not known yet); modeBusy while a
-	// goroutine asks the server.
-	wait     atomic.Bool
-	modeAt   atomic.Int64
-	modeBusy atomic.Bool
+	// Whether a JetStream stream captures the event subjects (Do waits).
+	wait answer
+	// Whether a JetStream stream captures a reaction subject (Do
+	// publishes to it), by subject.
+	storedMu sync.Mutex
+	stored   map[string]*answer
 
 	published   atomic.Int64
 	confirmed   atomic.Int64
@@ -104,7 +113,7 @@ func NewDriver(c *Conn, prefix, origin string) *Driver {
 	if prefix == "" {
 		prefix = DefaultExecPrefix
 	}
-	return &Driver{conn: c, prefix: prefix, origin: origin, next: newFlushGen(),
+	return &Driver{conn: c, prefix: prefix, origin: origin, next: newFlushGen(), stored: map[string]*answer{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		failLog: ratelog.New(time.Minute)}
 }
@@ -118,10 +127,23 @@ func (d *Driver) Supports(string) bool { return true }
 // Do implements actions.Driver: it publishes the reaction and, in
 // JetStream mode only, waits for the server to have it (see Driver).
 func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
-	wait := d.waitMode(ctx)
 	body := actions.AppendLine(nil, a.Tag, a.Chunk)
 	subj := d.prefix + Subject("", a.Chunk.Str("state"))
-	if err := d.conn.PublishRaw(subj, body[:len(body)-1], Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}); err != nil {
+	meta := Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}
+	if d.storedMode(ctx, subj) {
+		meta.MsgID = a.Key
+		pctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
+		err := d.conn.PublishStored(pctx, subj, body[:len(body)-1], meta)
+		cancel()
+		if err != nil {
+			return actions.Result{}, actions.Retryable(err)
+		}
+		d.published.Add(1)
+		d.confirmed.Add(1)
+		return actions.Result{}, nil
+	}
+	wait := d.wait.get(ctx, func(ctx context.Context) (bool, bool) { return d.conn.EventStream(ctx) != "", true })
+	if err := d.conn.PublishRaw(subj, body[:len(body)-1], meta); err != nil {
 		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
 	}
 	d.published.Add(1)
@@ -148,26 +170,58 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 }
 
 // driverModeEvery is how often the driver asks the server again whether a
-// stream captures the event subjects.
+// stream captures the event subjects, or a reaction subject.
 const driverModeEvery = 5 * time.Second
 
-// waitMode reports whether Do waits for its confirmation: whether a
-// JetStream stream captures the event subjects. The first call asks the
-// server; later ones use the answer and refresh it in the background every
-// driverModeEvery, so a slow JetStream API never holds a lane.
-func (d *Driver) waitMode(ctx context.Context) bool {
-	at := d.modeAt.Load()
+// answer is the server's last answer to a yes-or-no question about
+// streams, as of at (Unix nanoseconds; 0: not known yet); busy while a
+// goroutine asks again.
+type answer struct {
+	first sync.Mutex // held while the first answer is asked for
+	yes   atomic.Bool
+	at    atomic.Int64
+	busy  atomic.Bool
+}
+
+// get returns the answer. The first call asks the server (others wait for
+// it); later calls use the answer and refresh it in the background every
+// driverModeEvery (a refresh that gets no answer keeps the last one), so a
+// slow JetStream API never holds a lane.
+func (q *answer) get(ctx context.Context, ask func(context.Context) (yes, known bool)) bool {
+	at := q.at.Load()
 	if at == 0 {
-		d.wait.Store(d.conn.EventStream(ctx) != "")
-		d.modeAt.Store(time.Now().UnixNano())
-	} else if time.Since(time.Unix(0, at)) > driverModeEvery && d.modeBusy.CompareAndSwap(false, true) {
+		q.first.Lock()
+		if q.at.Load() == 0 {
+			// An unknown answer (the server did not answer in time)
+			// counts as no until a refresh gets one.
+			yes, _ := ask(ctx)
+			q.yes.Store(yes)
+			q.at.Store(time.Now().UnixNano())
+		}
+		q.first.Unlock()
+	} else if time.Since(time.Unix(0, at)) > driverModeEvery && q.busy.CompareAndSwap(false, true) {
 		go func() {
-			defer d.modeBusy.Store(false)
-			d.wait.Store(d.conn.EventStream(context.Background()) != "")
-			d.modeAt.Store(time.Now().UnixNano())
+			defer q.busy.Store(false)
+			if yes, known := ask(context.Background()); known {
+				q.yes.Store(yes)
+				q.at.Store(time.Now().UnixNano())
+			}
 		}()
 	}
-	return d.wait.Load()
+	return q.yes.Load()
+}
+
+// storedMode reports whether a JetStream stream captures the reaction
+// subject subj.
+func (d *Driver) storedMode(ctx context.Context, subj string) bool {
+	d.storedMu.Lock()
+	q := d.stored[subj]
+	if q == nil {
+		q = &answer{}
+		d.stored[subj] = q
+	}
+	d.storedMu.Unlock()
+	return q.get(ctx, func(ctx context.Context) (bool, bool) { return d.conn.StreamCaptures(ctx, subj) })
 }
 
 // confirm runs one flush at a time, each covering the reactions published

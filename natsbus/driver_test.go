@@ -8,9 +8,11 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/internal/syncbuf"
 )
@@ -192,4 +194,73 @@ func TestDriverWaitsInJetStreamMode(t *testing.T) {
 		t.Errorf("Do on a closed connection: %v", err)
 	}
 	_ = d.Close(context.Background())
+}
+
+// TestDriverStoresWhereAStreamCaptures: when a JetStream stream captures
+// a reaction's subject, Do publishes it to the stream and returns once the
+// stream acknowledged it, with the action's Key as the message id: the
+// same reaction of a redelivered event is stored once, another reaction
+// is stored, and a subject no stream captures still goes out with core
+// NATS.
+func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
+	_, c := startServer(t)
+	ctx := context.Background()
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EXEC", Subjects: []string{"test.exec.local"}, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runner atomic.Int64
+	sub, err := c.SubscribeRaw("test.exec.runner", func(string, []byte, Meta) { runner.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	d := NewDriver(c, "test.exec.", "reactord-test")
+	defer d.Close(ctx)
+	do := func(state, key string) {
+		t.Helper()
+		ch := benchChunk()
+		ch.Set("state", state)
+		if _, err := d.Do(ctx, actions.Action{Tag: "salt/minion/web1/start", Chunk: ch, Hop: 1, Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do("local", "ev-1/start.sls/highstate")
+	do("local", "ev-1/start.sls/highstate") // the event delivered again
+	do("local", "ev-2/start.sls/highstate")
+	do("local", "") // no message id: stored, never dropped
+	do("runner", "ev-1/start.sls/highstate")
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 3 {
+		t.Errorf("the stream holds %d reactions, want 3 (one duplicate dropped)", info.State.Msgs)
+	}
+	m, err := s.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Header.Get(HeaderMsgID); got != "ev-1/start.sls/highstate" {
+		t.Errorf("message id %q", got)
+	}
+	if got := m.Header.Get(HeaderHop); got != "2" {
+		t.Errorf("hop %q, want 2", got)
+	}
+	if !strings.Contains(string(m.Data), `"tgt":"web1"`) {
+		t.Errorf("body %s", m.Data)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if n := runner.Load(); n != 1 {
+			return fmt.Errorf("%d runner reactions over core NATS, want 1", n)
+		}
+		return nil
+	})
+	if st := d.Stats(); st.Published != 5 || st.Confirmed < 4 {
+		t.Errorf("stats %+v", st)
+	}
 }

@@ -399,7 +399,7 @@ in-flight events within --drain-timeout.`, stderr)
 
 	var sub natsbus.Subscription
 	handler := func(m *natsbus.Message) {
-		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop, Seq: m.Seq}
+		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop, Seq: m.Seq, MsgID: m.Meta.MsgID}
 		if *jetstream {
 			dl.Done = func() { _ = m.Ack() }
 			dl.Nak = func() { _ = m.Nak() }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -255,23 +256,57 @@ func collect(t *testing.T, c *natsbus.Conn, prefix string) *collectExec {
 	t.Helper()
 	ce := &collectExec{byMinion: map[string]int{}, byOrigin: map[string]int{}}
 	sub, err := c.SubscribeRaw(prefix+">", func(subject string, body []byte, meta natsbus.Meta) {
-		var v struct {
-			Chunk struct {
-				Tgt string `json:"tgt"`
-			} `json:"chunk"`
-		}
-		_ = json.Unmarshal(body, &v)
-		ce.mu.Lock()
-		ce.byMinion[v.Chunk.Tgt]++
-		ce.byOrigin[meta.Origin]++
-		ce.total++
-		ce.mu.Unlock()
+		ce.add(body, meta.Origin)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sub.Stop)
 	_ = c.Flush(context.Background())
+	return ce
+}
+
+// add counts one reaction the nats driver published.
+func (ce *collectExec) add(body []byte, origin string) {
+	var v struct {
+		Chunk struct {
+			Tgt string `json:"tgt"`
+		} `json:"chunk"`
+	}
+	_ = json.Unmarshal(body, &v)
+	ce.mu.Lock()
+	ce.byMinion[v.Chunk.Tgt]++
+	ce.byOrigin[origin]++
+	ce.total++
+	ce.mu.Unlock()
+}
+
+// collectStored creates a stream (replicas copies) capturing the nats
+// driver's subjects under prefix, so that the driver publishes its
+// reactions to JetStream, and counts what the stream holds, read with an
+// ordered consumer (which recreates itself after a node's death and reads
+// each stored reaction once). A core subscriber can miss a reaction a
+// dying node confirmed and had not routed yet: the stream cannot.
+func collectStored(t *testing.T, js jetstream.JetStream, prefix string, replicas int) *collectExec {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST_EXEC", Subjects: []string{prefix + ">"}, Storage: jetstream.FileStorage, Replicas: replicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce := &collectExec{byMinion: map[string]int{}, byOrigin: map[string]int{}}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		ce.add(m.Data(), m.Headers().Get(natsbus.HeaderOrigin))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cc.Stop)
 	return ce
 }
 
