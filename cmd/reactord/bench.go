@@ -381,6 +381,7 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 		}
 		child := exec.CommandContext(runCtx, self, args...)
 		child.Stderr = stderr
+		dieWithParent(child)
 		go func() { pubErr <- child.Run() }()
 	} else {
 		go func() { pubErr <- publishWorkload(runCtx, pub, lines, tags, total, *rate, *js) }()

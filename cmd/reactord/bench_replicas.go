@@ -117,6 +117,7 @@ func (c *child) start() error {
 	if err != nil {
 		return err
 	}
+	dieWithParent(c.cmd)
 	if err := c.cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", c.name, err)
 	}
@@ -364,6 +365,7 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 	}
 	pub := exec.CommandContext(ctx, self, pargs...)
 	pub.Stderr = stderr
+	dieWithParent(pub)
 	start := time.Now()
 	if err := pub.Start(); err != nil {
 		return fail("publisher: %v", err)

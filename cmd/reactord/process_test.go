@@ -250,6 +250,9 @@ type collectExec struct {
 	byMinion map[string]int
 	byOrigin map[string]int
 	total    int
+	// catchUp, when set, counts what arrived since the last snapshot
+	// (collectStored); snapshots are taken from one goroutine.
+	catchUp func()
 }
 
 func collect(t *testing.T, c *natsbus.Conn, prefix string) *collectExec {
@@ -283,34 +286,43 @@ func (ce *collectExec) add(body []byte, origin string) {
 
 // collectStored creates a stream (replicas copies) capturing the nats
 // driver's subjects under prefix, so that the driver publishes its
-// reactions to JetStream, and counts what the stream holds, read with an
-// ordered consumer (which recreates itself after a node's death and reads
-// each stored reaction once). A core subscriber can miss a reaction a
+// reactions to JetStream, and counts what the stream holds: each snapshot
+// first reads the messages stored since the last one (a direct get per
+// message, which any node with a copy answers; one that fails leaves the
+// rest to the next snapshot). A core subscriber can miss a reaction a
 // dying node confirmed and had not routed yet: the stream cannot.
 func collectStored(t *testing.T, js jetstream.JetStream, prefix string, replicas int) *collectExec {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST_EXEC", Subjects: []string{prefix + ">"}, Storage: jetstream.FileStorage, Replicas: replicas})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST_EXEC", Subjects: []string{prefix + ">"}, Storage: jetstream.FileStorage,
+		Replicas: replicas, AllowDirect: true}); err != nil {
 		t.Fatal(err)
 	}
 	ce := &collectExec{byMinion: map[string]int{}, byOrigin: map[string]int{}}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		ce.add(m.Data(), m.Headers().Get(natsbus.HeaderOrigin))
-	})
-	if err != nil {
-		t.Fatal(err)
+	next := uint64(1)
+	ce.catchUp = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, "TEST_EXEC")
+		if err != nil {
+			return
+		}
+		for last := s.CachedInfo().State.LastSeq; next <= last; next++ {
+			m, err := s.GetMsg(ctx, next)
+			if err != nil {
+				return
+			}
+			ce.add(m.Data, m.Header.Get(natsbus.HeaderOrigin))
+		}
 	}
-	t.Cleanup(cc.Stop)
 	return ce
 }
 
 func (ce *collectExec) snapshot() (total, distinct int, origins map[string]int, dups int) {
+	if ce.catchUp != nil {
+		ce.catchUp()
+	}
 	ce.mu.Lock()
 	defer ce.mu.Unlock()
 	origins = map[string]int{}
