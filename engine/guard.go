@@ -36,6 +36,11 @@ type GuardOptions struct {
 	// debounce winners there, and ApplyShared brings the other replicas'
 	// writes into its memory, where it reads them.
 	Shared SharedState
+	// SharedWait is how long a throttle keeps asking a failing shared
+	// state (a NATS node died and the bucket elects a new leader) before
+	// it counts in its replica alone for a while (default 2s). The daemon
+	// waits longer with JetStream, whose stream holds the events meanwhile.
+	SharedWait time.Duration
 	// Log receives the shared state's failures; nil discards them.
 	Log *slog.Logger
 }
@@ -176,6 +181,9 @@ type expectedEvent struct {
 
 // NewGuard returns a guard with defaults filled in.
 func NewGuard(o GuardOptions) *Guard {
+	if o.SharedWait <= 0 {
+		o.SharedWait = 2 * time.Second
+	}
 	if o.Settle <= 0 {
 		o.Settle = 5 * time.Second
 	}
@@ -484,10 +492,8 @@ func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now
 		return true
 	}
 	g.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	var times []time.Time
-	ok, err := g.opts.Shared.Update(ctx, sharedKey('t', strconv.Itoa(rule), key), per, func(old []byte) ([]byte, bool) {
+	ok, err := g.sharedUpdate(sharedKey('t', strconv.Itoa(rule), key), per, func(old []byte) ([]byte, bool) {
 		var rec sharedRecord
 		_ = json.Unmarshal(old, &rec)
 		times = liveTimes(fromNanos(rec.Times), per, now)
@@ -511,6 +517,29 @@ func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now
 	g.deadlines.push(deadline{at: now.Add(per), kind: dlThrottle, tk: k, per: per})
 	g.mu.Unlock()
 	return ok
+}
+
+// sharedUpdate is Shared.Update, asked again (after 50ms, then up to 1s
+// apart) while it fails, for up to SharedWait: a NATS cluster that lost a
+// node answers again once the bucket has a new leader. Each try gets 2s at
+// most, so a request lost with a dead node's connection does not use up
+// the wait.
+func (g *Guard) sharedUpdate(key string, ttl time.Duration, fn func(old []byte) ([]byte, bool)) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.opts.SharedWait)
+	defer cancel()
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
+		ok, err := g.opts.Shared.Update(tctx, key, ttl, fn)
+		tcancel()
+		if err == nil {
+			return ok, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // liveTimes returns the times within per of now, in place.

@@ -256,18 +256,59 @@ func (f *failingState) Update(context.Context, string, time.Duration, func([]byt
 }
 
 // TestThrottleSharedStateDown: while the shared state fails, the throttle
-// counts in the replica, and asks the shared state once, not per event.
+// asks it again for SharedWait, then counts in the replica, without
+// asking again per event.
 func TestThrottleSharedStateDown(t *testing.T) {
 	st := &failingState{}
-	g := NewGuard(GuardOptions{Shared: st})
+	g := NewGuard(GuardOptions{Shared: st, SharedWait: 300 * time.Millisecond})
+	start := time.Now()
 	allowed := 0
 	for range 10 {
 		if g.Throttle(0, "web1", 3, time.Hour, time.Now()) {
 			allowed++
 		}
 	}
-	if allowed != 3 || st.updates.Load() != 1 {
-		t.Fatalf("%d allowed (want 3), %d shared updates tried (want 1)", allowed, st.updates.Load())
+	took := time.Since(start)
+	if allowed != 3 || st.updates.Load() < 2 || took < 300*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("%d allowed (want 3), %d shared updates tried (want a few, within the first call), %v (want SharedWait, once)", allowed, st.updates.Load(), took)
+	}
+}
+
+// flakyState fails its first updates, as a bucket does while it elects
+// a new leader, and then works.
+type flakyState struct {
+	SharedState
+	fail atomic.Int32
+}
+
+func (f *flakyState) Update(ctx context.Context, key string, ttl time.Duration, fn func([]byte) ([]byte, bool)) (bool, error) {
+	if f.fail.Add(-1) >= 0 {
+		return false, fmt.Errorf("reading shared state: nats: no responders available for request")
+	}
+	return f.SharedState.Update(ctx, key, ttl, fn)
+}
+
+// TestThrottleWaitsForSharedState: a throttle whose shared state fails for
+// a moment asks again and counts with the other replicas, rather than
+// alone (where three replicas would allow three times the count).
+func TestThrottleWaitsForSharedState(t *testing.T) {
+	newGuard := sharedGuards(t)
+	a := newGuard(GuardOptions{})
+	if !a.Throttle(0, "web1", 2, time.Hour, time.Now()) {
+		t.Fatal("the first reaction was refused")
+	}
+	b := newGuard(GuardOptions{SharedWait: 5 * time.Second})
+	fl := &flakyState{SharedState: b.opts.Shared}
+	fl.fail.Store(3)
+	b.opts.Shared = fl
+	if !b.Throttle(0, "web1", 2, time.Hour, time.Now()) {
+		t.Fatal("the second reaction was refused")
+	}
+	if a.Throttle(0, "web1", 2, time.Hour, time.Now()) {
+		t.Fatal("a third reaction was allowed: the second replica counted alone")
+	}
+	if fl.fail.Load() >= 0 {
+		t.Fatalf("the failing updates were not all tried (%d left)", fl.fail.Load()+1)
 	}
 }
 

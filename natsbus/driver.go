@@ -132,10 +132,7 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	meta := Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}
 	if d.storedMode(ctx, subj) {
 		meta.MsgID = a.Key
-		pctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
-		err := d.conn.PublishStored(pctx, subj, body[:len(body)-1], meta)
-		cancel()
-		if err != nil {
+		if err := d.publishStored(ctx, subj, body[:len(body)-1], meta); err != nil {
 			return actions.Result{}, actions.Retryable(err)
 		}
 		d.published.Add(1)
@@ -167,6 +164,28 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	default: // a flush is already due: it covers this one
 	}
 	return actions.Result{}, nil
+}
+
+// publishStored publishes a reaction to the stream that captures subj,
+// asking again (after 50ms, then up to 1s apart) while the stream does not
+// answer, for up to driverFlushTimeout: a NATS cluster that lost a node
+// answers again once the stream has a new leader, which takes longer
+// than the retries a driver error gets. The message id makes a repeated
+// publish that the stream had stored one copy.
+func (d *Driver) publishStored(ctx context.Context, subj string, body []byte, meta Meta) error {
+	ctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
+	defer cancel()
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := d.conn.PublishStored(ctx, subj, body, meta)
+		if err == nil || d.conn.nc.IsClosed() {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // driverModeEvery is how often the driver asks the server again whether a

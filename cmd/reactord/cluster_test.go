@@ -385,3 +385,94 @@ func TestClusterBridgeNodeSIGKILL(t *testing.T) {
 		t.Errorf("the daemon logged errors:\n%s", d.logs())
 	}
 }
+
+// TestClusterThrottleThroughNodeKill: three JetStream replicas on the
+// three-node cluster share a throttle of 3 per hour per minion; the node
+// leading the shared-state bucket is killed after each minion's first
+// reaction, while events keep coming. Each minion still gets 3 reactions
+// in all: a replica waits for the bucket's new leader rather than count
+// alone (issue 12).
+func TestClusterThrottleThroughNodeKill(t *testing.T) {
+	cl := startCluster(t)
+	conf := throttleConf(t, "throttle: {count: 3, per: 1h, key: data.id}")
+	js := cl.js(t)
+	ce := collectStored(t, js, "test.exec.", 3)
+	ps := startReplicas(t, 3, "-c", conf, "--nats", strings.Join(cl.urls, ","), "--jetstream", "--stream-replicas", "3", "--ack-wait", "5s",
+		"--driver", "nats", "--exec-subject", "test.exec.", "--store", "none", "--no-loop-guard")
+	var victim int
+	checkFor(t, 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, "KV_REACTORD_GUARD")
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Leader == "" {
+			return fmt.Errorf("bucket replicas %d, no leader yet", info.Config.Replicas)
+		}
+		_, err = fmt.Sscanf(info.Cluster.Leader, "n%d", &victim)
+		victim--
+		return err
+	})
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: cl.urls[(victim+1)%3], Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	const minions, rounds = 20, 8
+	publish := func(r int) {
+		for m := range minions {
+			id := fmt.Sprintf("m%02d", m)
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := c.PublishStream(ctx, "myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, r)})
+				cancel()
+				if err == nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	publish(0)
+	checkFor(t, 20*time.Second, func() error {
+		if total, _, _, _ := ce.snapshot(); total < minions {
+			return fmt.Errorf("%d reactions of the first round", total)
+		}
+		return nil
+	})
+	if err := cl.cmds[victim].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for r := 1; r < rounds; r++ {
+		publish(r)
+		time.Sleep(300 * time.Millisecond)
+	}
+	checkFor(t, 60*time.Second, func() error {
+		total, _, _, _ := ce.snapshot()
+		throttled := sumMetric(t, ps, `reactord_suppressed_total{reason="throttle"}`)
+		if total+throttled < minions*rounds {
+			return fmt.Errorf("%d reactions and %d throttled of %d events", total, throttled, minions*rounds)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	ce.snapshot()
+	ce.mu.Lock()
+	defer ce.mu.Unlock()
+	var wrong []string
+	for m := range minions {
+		id := fmt.Sprintf("m%02d", m)
+		if n := ce.byMinion[id]; n != 3 {
+			wrong = append(wrong, fmt.Sprintf("%s: %d", id, n))
+		}
+	}
+	if len(wrong) > 0 {
+		t.Fatalf("reactions per minion, want 3 each: %v (by replica %v)", wrong, ce.byOrigin)
+	}
+	t.Logf("killed n%d (the bucket's leader) after the first round; %d events of %d minions: 3 reactions each (by replica %v)", victim+1, minions*rounds, minions, ce.byOrigin)
+}

@@ -299,6 +299,12 @@ in-flight events within --drain-timeout.`, stderr)
 		log.Info("audit store open", "store", redact.URLs(*storeURL), "keep_jobs", keepJobs.String(), "spool", filepath.Join(dir, "store-spool"))
 	}
 	gopts := engine.GuardOptions{Settle: *settle, JobTimeout: *jobTimeout, Disabled: *noGuard, Log: log}
+	if *jetstream {
+		// The stream holds the events while a throttle waits for the
+		// shared state through a NATS node's death (the bucket's leader
+		// election takes a few seconds).
+		gopts.SharedWait = sharedWaitJetStream
+	}
 	guard := engine.NewGuard(gopts)
 	stateCtx, stateCancel := context.WithCancel(context.Background())
 	defer stateCancel()
@@ -627,6 +633,10 @@ func logProblems(log *slog.Logger, conf string, jinja bool) {
 // maxAckPending bounds the events a JetStream daemon holds unacknowledged:
 // its lanes' queues, the client's pull buffer and a store batch's worth
 // waiting to be durable. Only these can run twice after a crash.
+// sharedWaitJetStream is how long, with JetStream, a throttle keeps asking
+// a failing shared state before counting in its replica alone.
+const sharedWaitJetStream = 15 * time.Second
+
 func maxAckPending(queue, lanes int) int { return queue*lanes + 1024 + 1024 }
 
 // flagGiven reports whether the command line set the flag name.
