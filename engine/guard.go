@@ -708,6 +708,16 @@ type sharedRecord struct {
 	Returns []sharedReturn `json:"rs,omitempty"`
 }
 
+// ResendShared reports whether a failed write of the shared-state key
+// should be sent again (natsbus.StateOptions.Resend): a job's record and
+// a batch of job returns, which only the replica that made them writes. A
+// throttle count and a debounce's winner go through compare-and-set or
+// are written by any replica; an expected event is deleted by whichever
+// replica uses it.
+func ResendShared(key string) bool {
+	return strings.HasPrefix(key, "j.") || strings.HasPrefix(key, "r.")
+}
+
 // sharedKey names a record: its kind, a dot and a hash of what it is
 // about.
 func sharedKey(kind byte, parts ...string) string {

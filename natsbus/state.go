@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +28,11 @@ type StateOptions struct {
 	Logger *slog.Logger
 	// Description is the bucket's description (default: the loop guard's).
 	Description string
+	// Resend, when set, names the keys whose Put or Delete is sent again
+	// when it fails (for up to 30s), for records only one replica
+	// writes: the others' newer writes of a key would be overwritten by
+	// an older value sent again. Nil: none.
+	Resend func(key string) bool
 }
 
 // State is a JetStream key-value bucket that the replicas of the daemon
@@ -40,17 +47,30 @@ type State struct {
 	pre    string // $KV.<bucket>.
 	log    *slog.Logger
 	failed *ratelog.Every
+	resend func(key string) bool
 
 	// pending are the writes sent and not confirmed yet, oldest first;
 	// one goroutine (started with the first write) waits for each.
 	pending     chan pendingWrite
 	collectOnce sync.Once
+
+	// sendMu orders the writes: gen numbers them, and latest holds, for
+	// each key with a write unconfirmed, the number of its last one, so
+	// that a failed write is sent again only while no newer write of its
+	// key was sent (it would bring back an older value).
+	sendMu sync.Mutex
+	gen    uint64
+	latest map[string]uint64
+	resent atomic.Int64
 }
 
 // pendingWrite is a write waiting for the server's confirmation.
 type pendingWrite struct {
-	f       jetstream.PubAckFuture
-	subject string
+	f     jetstream.PubAckFuture
+	msg   *nats.Msg
+	ttl   time.Duration
+	gen   uint64
+	first time.Time // when it was first sent
 }
 
 // ErrStateUnsupported is returned by Conn.State when the NATS server has
@@ -112,7 +132,7 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 		return nil, fmt.Errorf("key-value bucket %s: %w", o.Bucket, err)
 	}
 	return &State{js: c.js, stream: st, kv: kv, pre: "$KV." + o.Bucket + ".", log: o.Logger, failed: ratelog.New(time.Minute),
-		pending: make(chan pendingWrite, 1<<14)}, nil
+		pending: make(chan pendingWrite, 1<<14), latest: map[string]uint64{}, resend: o.Resend}, nil
 }
 
 // StateEntry is one change of the shared state, as Watch hands it over.
@@ -178,23 +198,35 @@ func (s *State) Delete(key string, ttl time.Duration) {
 }
 
 func (s *State) async(m *nats.Msg, ttl time.Duration) {
-	f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgTTL(max(ttl, time.Second).Round(time.Second)))
+	s.sendMu.Lock()
+	s.gen++
+	p := pendingWrite{msg: m, ttl: max(ttl, time.Second).Round(time.Second), gen: s.gen, first: time.Now()}
+	s.latest[m.Subject] = p.gen
+	s.sendLocked(p)
+	s.sendMu.Unlock()
+}
+
+// sendLocked sends a write and queues it for its confirmation; sendMu is
+// held, so that writes go out in the order of their numbers.
+func (s *State) sendLocked(p pendingWrite) {
+	f, err := s.js.PublishMsgAsync(p.msg, jetstream.WithMsgTTL(p.ttl))
 	if err != nil {
-		s.fail(m.Subject, err)
+		go s.retryOrFail(p, err)
 		return
 	}
+	p.f = f
 	s.collectOnce.Do(func() { go s.collect() })
 	select {
-	case s.pending <- pendingWrite{f: f, subject: m.Subject}:
+	case s.pending <- p:
 	default:
 		// More writes unconfirmed than the queue holds: wait for this
 		// one apart rather than hold the caller.
-		go s.confirm(pendingWrite{f: f, subject: m.Subject})
+		go s.confirm(p)
 	}
 }
 
 // collect waits for the confirmation of each write, in the order they
-// were sent (the server answers in that order), and logs failures.
+// were sent (the server answers in that order).
 func (s *State) collect() {
 	for p := range s.pending {
 		s.confirm(p)
@@ -204,21 +236,62 @@ func (s *State) collect() {
 func (s *State) confirm(p pendingWrite) {
 	select {
 	case <-p.f.Ok():
+		s.sendMu.Lock()
+		if s.latest[p.msg.Subject] == p.gen {
+			delete(s.latest, p.msg.Subject)
+		}
+		s.sendMu.Unlock()
 	case err := <-p.f.Err():
-		s.fail(p.subject, err)
+		s.retryOrFail(p, err)
 	case <-time.After(confirmWait):
-		s.fail(p.subject, errors.New("no confirmation from the server"))
+		s.retryOrFail(p, errors.New("no confirmation from the server"))
 	}
 }
 
-// confirmWait bounds the wait for one write's confirmation.
-const confirmWait = 30 * time.Second
+// confirmWait bounds the wait for one write's confirmation; a write sent
+// to a NATS node that died is never confirmed.
+const confirmWait = 5 * time.Second
+
+// resendFor is how long a failed write is sent again (a NATS cluster
+// that lost a node answers again once the bucket has a new leader).
+const resendFor = 30 * time.Second
+
+// retryOrFail handles a write that failed: for a key Resend names, it is
+// sent again a second later, unless a newer write of its key was sent
+// since (which stands for it) or it has been failing for resendFor; other
+// failures are logged, at most once a minute with the count.
+func (s *State) retryOrFail(p pendingWrite, err error) {
+	s.sendMu.Lock()
+	if s.latest[p.msg.Subject] != p.gen {
+		s.sendMu.Unlock()
+		return
+	}
+	if s.resend == nil || !s.resend(strings.TrimPrefix(p.msg.Subject, s.pre)) || time.Since(p.first) >= resendFor {
+		delete(s.latest, p.msg.Subject)
+		s.sendMu.Unlock()
+		s.fail(p.msg.Subject, err)
+		return
+	}
+	s.sendMu.Unlock()
+	time.AfterFunc(time.Second, func() {
+		s.sendMu.Lock()
+		defer s.sendMu.Unlock()
+		if s.latest[p.msg.Subject] == p.gen {
+			s.resent.Add(1)
+			s.sendLocked(p)
+		}
+	})
+}
 
 func (s *State) fail(subject string, err error) {
 	if n, ok := s.failed.Tick(); ok {
 		s.log.Warn("shared state: a write failed; the other replicas may not see it (logged at most once a minute)", "subject", subject, "err", err, "failures_since_last_line", n)
 	}
 }
+
+// Resent returns how many writes were sent again after failing.
+func (s *State) Resent() int64 { return s.resent.Load() }
+
 
 // Update changes key atomically across replicas: fn gets the current
 // value (nil when none) and returns the new one and true, or false to

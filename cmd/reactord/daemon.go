@@ -515,7 +515,7 @@ func consumePartitioned(ctx context.Context, conn *natsbus.Conn, so natsbus.Stre
 func loadSharedState(ctx, run context.Context, conn *natsbus.Conn, o engine.GuardOptions, replicas int, log *slog.Logger) (*engine.Guard, error) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	state, err := conn.State(lctx, natsbus.StateOptions{Replicas: replicas, Logger: log})
+	state, err := conn.State(lctx, natsbus.StateOptions{Replicas: replicas, Logger: log, Resend: engine.ResendShared})
 	if err != nil {
 		return nil, err
 	}
