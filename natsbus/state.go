@@ -292,7 +292,6 @@ func (s *State) fail(subject string, err error) {
 // Resent returns how many writes were sent again after failing.
 func (s *State) Resent() int64 { return s.resent.Load() }
 
-
 // Update changes key atomically across replicas: fn gets the current
 // value (nil when none) and returns the new one and true, or false to
 // leave the key as it is (Update then returns false). The new value is
