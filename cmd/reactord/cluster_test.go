@@ -114,6 +114,17 @@ func (c *natsCluster) js(t *testing.T) jetstream.JetStream {
 	return js
 }
 
+// streamInfo asks for a stream's info, within 2s.
+func streamInfo(js jetstream.JetStream, name string) (*jetstream.StreamInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.Info(ctx)
+}
+
 // nodeOf returns the index of the node a client connection named name is
 // connected to, from each node's /connz.
 func (c *natsCluster) nodeOf(name string) (int, error) {
@@ -282,13 +293,7 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 	// a kill that took its leader and JetStream's meta leader).
 	var i *jetstream.StreamInfo
 	checkFor(t, 20*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, "REACTORD_EVENTS")
-		if err != nil {
-			return err
-		}
-		i, err = s.Info(ctx)
+		i, err = streamInfo(js, "REACTORD_EVENTS")
 		return err
 	})
 	t.Logf("killed node %s (the daemon's and the stream leader) after %d reactions; all %d acted on %v after the kill; total %d, duplicates %d, publish retries %d; daemon now on n%d; stream leader %s, replicas %d",
@@ -401,13 +406,7 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 		"--driver", "nats", "--exec-subject", "test.exec.", "--store", "none", "--no-loop-guard")
 	var victim int
 	checkFor(t, 10*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, "KV_REACTORD_GUARD")
-		if err != nil {
-			return err
-		}
-		info, err := s.Info(ctx)
+		info, err := streamInfo(js, "KV_REACTORD_GUARD")
 		if err != nil {
 			return err
 		}

@@ -152,13 +152,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	victimName := fmt.Sprintf("n%d", victimNode+1)
 	checkFor(t, 10*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, "REACTORD_EVENTS")
-		if err != nil {
-			return err
-		}
-		info, err := s.Info(ctx)
+		info, err := streamInfo(js, "REACTORD_EVENTS")
 		if err != nil {
 			return err
 		}
