@@ -204,8 +204,8 @@ type answer struct {
 
 // get returns the answer. The first call asks the server (others wait for
 // it); later calls use the answer and refresh it in the background every
-// driverModeEvery (a refresh that gets no answer keeps the last one), so a
-// slow JetStream API never holds a lane.
+// driverModeEvery (a refresh that gets no answer keeps the last one until
+// the next), so a slow JetStream API never holds a lane.
 func (q *answer) get(ctx context.Context, ask func(context.Context) (yes, known bool)) bool {
 	at := q.at.Load()
 	if at == 0 {
@@ -223,8 +223,8 @@ func (q *answer) get(ctx context.Context, ask func(context.Context) (yes, known 
 			defer q.busy.Store(false)
 			if yes, known := ask(context.Background()); known {
 				q.yes.Store(yes)
-				q.at.Store(time.Now().UnixNano())
 			}
+			q.at.Store(time.Now().UnixNano())
 		}()
 	}
 	return q.yes.Load()

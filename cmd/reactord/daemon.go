@@ -630,13 +630,13 @@ func logProblems(log *slog.Logger, conf string, jinja bool) {
 	}
 }
 
-// maxAckPending bounds the events a JetStream daemon holds unacknowledged:
-// its lanes' queues, the client's pull buffer and a store batch's worth
-// waiting to be durable. Only these can run twice after a crash.
 // sharedWaitJetStream is how long, with JetStream, a throttle keeps asking
 // a failing shared state before counting in its replica alone.
 const sharedWaitJetStream = 15 * time.Second
 
+// maxAckPending bounds the events a JetStream daemon holds unacknowledged:
+// its lanes' queues, the client's pull buffer and a store batch's worth
+// waiting to be durable. Only these can run twice after a crash.
 func maxAckPending(queue, lanes int) int { return queue*lanes + 1024 + 1024 }
 
 // flagGiven reports whether the command line set the flag name.
