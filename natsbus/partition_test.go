@@ -122,16 +122,7 @@ func startReplica(t *testing.T, url, name string, log *orderLog) *replica {
 // never two at once, the only duplicates being those in flight at the
 // death.
 func TestPartitionedOrderAcrossReplicas(t *testing.T) {
-	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	pub, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: "publisher"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
+	srv, pub := startServer(t)
 	log := newOrderLog()
 	a := startReplica(t, srv.ClientURL(), "a", log)
 	checkPartitions(t, a, 6)
@@ -241,16 +232,7 @@ func fnv32a(s string) uint32 {
 // starts after what was acknowledged; nothing runs twice, nothing is
 // skipped.
 func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
-	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	c, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	_, c := startServer(t)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var got []int
