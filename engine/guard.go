@@ -18,6 +18,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
+	"github.com/reactord/reactord/internal/retry"
 )
 
 // GuardOptions configure the loop guard.
@@ -527,19 +528,15 @@ func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now
 func (g *Guard) sharedUpdate(key string, ttl time.Duration, fn func(old []byte) ([]byte, bool)) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.opts.SharedWait)
 	defer cancel()
-	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+	var ok bool
+	err := retry.Until(ctx, func() error {
 		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
-		ok, err := g.opts.Shared.Update(tctx, key, ttl, fn)
-		tcancel()
-		if err == nil {
-			return ok, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, err
-		case <-time.After(pause):
-		}
-	}
+		defer tcancel()
+		var err error
+		ok, err = g.opts.Shared.Update(tctx, key, ttl, fn)
+		return err
+	}, nil)
+	return ok && err == nil, err
 }
 
 // liveTimes returns the times within per of now, in place.

@@ -11,6 +11,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
+	"github.com/reactord/reactord/internal/retry"
 )
 
 // DefaultExecPrefix is where the nats driver publishes reactions.
@@ -175,17 +176,8 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 func (d *Driver) publishStored(ctx context.Context, subj string, body []byte, meta Meta) error {
 	ctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
 	defer cancel()
-	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		err := d.conn.PublishStored(ctx, subj, body, meta)
-		if err == nil || d.conn.nc.IsClosed() {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
-	}
+	return retry.Until(ctx, func() error { return d.conn.PublishStored(ctx, subj, body, meta) },
+		func(error) bool { return d.conn.nc.IsClosed() })
 }
 
 // driverModeEvery is how often the driver asks the server again whether a
