@@ -34,7 +34,9 @@ func saltFrame(t *testing.T, tag string, data map[string]any) []byte {
 }
 
 // fakeMasterSocket listens where a master's event publisher would and
-// writes frames to every subscriber; it returns the sock_dir.
+// writes frames to every subscriber, holding them until the first one
+// connects (a master publishing before then would lose them, and the tests
+// fire once they started a bridge); it returns the sock_dir.
 func fakeMasterSocket(t *testing.T, frames <-chan []byte) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "sock") // short: unix socket paths are limited
@@ -49,6 +51,9 @@ func fakeMasterSocket(t *testing.T, frames <-chan []byte) string {
 	t.Cleanup(func() { ln.Close() })
 	var mu sync.Mutex
 	var conns []net.Conn
+	// Frames wait for the first subscriber: a test fires once it started
+	// the bridge, which may not have connected yet (a loaded machine).
+	first := make(chan struct{})
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -56,11 +61,15 @@ func fakeMasterSocket(t *testing.T, frames <-chan []byte) string {
 				return
 			}
 			mu.Lock()
+			if conns == nil {
+				close(first)
+			}
 			conns = append(conns, c)
 			mu.Unlock()
 		}
 	}()
 	go func() {
+		<-first
 		for f := range frames {
 			mu.Lock()
 			for _, c := range conns {
