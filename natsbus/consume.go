@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +47,8 @@ type Consumer struct {
 	queued  chan struct{}
 	stopped bool
 
-	// Touched by supervise only.
+	// Touched by supervise (and Consume, before it starts) only.
+	warnedParts   bool
 	lastDelivered uint64
 	stalled       int
 	kick          chan struct{}
@@ -299,6 +302,7 @@ func (k *Consumer) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", o.Durable, err)
 	}
+	k.warnPartitionConsumers(ctx)
 	cc, err := cons.Consume(k.receive, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if lost(err) {
 			select {
@@ -318,6 +322,29 @@ func (k *Consumer) start(ctx context.Context) error {
 		old.Stop()
 	}
 	return nil
+}
+
+// warnPartitionConsumers logs, once, the partition consumers (left by
+// replicas that ran with --partitions) on the stream: with interest
+// retention the stream keeps every event until they acknowledged it,
+// which they never do while no replica runs with partitions.
+func (k *Consumer) warnPartitionConsumers(ctx context.Context) {
+	if k.warnedParts {
+		return
+	}
+	k.warnedParts = true
+	sets, err := k.c.consumerSets(ctx, k.o.Stream, k.o.Durable)
+	if err != nil {
+		return
+	}
+	for name, g := range sets {
+		if name == k.o.Durable {
+			continue
+		}
+		slices.Sort(g.names)
+		k.log.Warn("consumers of replicas with --partitions remain on the stream: it keeps every event for them until MaxAge; delete them (nats consumer rm) once no replica runs with partitions, or start the replicas with partitions again",
+			"stream", k.o.Stream, "consumers", strings.Join(g.names, ","))
+	}
 }
 
 // lost tells the consume errors that may mean the consumer or its stream

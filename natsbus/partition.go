@@ -209,16 +209,114 @@ func (p *Partitioned) leaseKey(i int) string {
 	return "lease." + strconv.Itoa(p.o.Partitions) + "." + strconv.Itoa(i)
 }
 
-// ensureConsumers creates the partition consumers that do not exist yet.
-// A new one starts where the reactor left off (see resumeSeq), so that
-// switching to partitions, or to another number of them, does not run the
-// stream's history again.
+// consumerSet is a set of the reactor's consumers on the event stream:
+// the shared durable consumer, or the consumers of one number of
+// partitions.
+type consumerSet struct {
+	names   []string
+	floor   uint64    // the lowest acknowledgement floor (stream sequence)
+	last    time.Time // the latest delivery or creation of any of them
+	waiting int       // pull requests waiting on them (someone consumes)
+}
+
+// consumerSets lists the reactor's consumers on the event stream by set:
+// the shared durable consumer under its name (Durable), the partition
+// consumers under Durable-N.
+func (c *Conn) consumerSets(ctx context.Context, stream, durable string) (map[string]*consumerSet, error) {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	sets := map[string]*consumerSet{}
+	l := s.ListConsumers(ctx)
+	for info := range l.Info() {
+		name, set := info.Name, ""
+		switch {
+		case name == durable:
+			set = name
+		case strings.HasPrefix(name, durable+"-"):
+			n, i, ok := strings.Cut(strings.TrimPrefix(name, durable+"-"), "-")
+			if _, err := strconv.Atoi(i); !ok || err != nil {
+				continue
+			}
+			if _, err := strconv.Atoi(n); err != nil {
+				continue
+			}
+			set = durable + "-" + n
+		default:
+			continue
+		}
+		g := sets[set]
+		if g == nil {
+			g = &consumerSet{floor: info.AckFloor.Stream}
+			sets[set] = g
+		}
+		g.names = append(g.names, name)
+		g.floor = min(g.floor, info.AckFloor.Stream)
+		if info.Delivered.Last != nil && info.Delivered.Last.After(g.last) {
+			g.last = *info.Delivered.Last
+		}
+		if info.Created.After(g.last) {
+			g.last = info.Created // a set just created by another replica is not stale
+		}
+		g.waiting += info.NumWaiting
+	}
+	if err := l.Err(); err != nil {
+		return nil, err
+	}
+	return sets, nil
+}
+
+// ensureConsumers puts this number of partitions' consumers in place and
+// removes the reactor's other consumers on the stream.
+//
+// New consumers start where the reactor left off: after the lowest
+// acknowledgement floor of the set of consumers that delivered an event
+// last (the shared durable consumer, or another number of partitions), so
+// that switching to partitions, or to another number of them, neither runs
+// the stream's history again nor skips what was not handled. This
+// number's consumers left from an earlier run are stale when another set
+// delivered since: they are created again from that set's floor.
+//
+// The other sets are then deleted: with interest retention the stream
+// keeps an event until every consumer acknowledged it, so a set nobody
+// reads would hold every event until MaxAge. Replicas with another number
+// of partitions were refused before; the shared consumer is kept (and
+// reported) while a daemon still pulls from it.
 func (p *Partitioned) ensureConsumers(ctx context.Context) error {
+	own := strings.TrimSuffix(p.prefix, "-")
+	var sets map[string]*consumerSet
+	err := retryTransient(ctx, 250*time.Millisecond, func() error {
+		var err error
+		sets, err = p.c.consumerSets(ctx, p.o.Stream, p.o.Durable)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("listing the consumers of stream %s: %w", p.o.Stream, err)
+	}
+	var latest *consumerSet
+	latestName := ""
+	for name, g := range sets {
+		if name != own && (latest == nil || g.last.After(latest.last)) {
+			latest, latestName = g, name
+		}
+	}
 	start := uint64(0)
-	for i := range p.o.Partitions {
-		if _, err := p.c.js.Consumer(ctx, p.o.Stream, p.consumerName(i)); errors.Is(err, jetstream.ErrConsumerNotFound) {
-			start = p.resumeSeq(ctx)
-			break
+	switch mine := sets[own]; {
+	case mine != nil && (latest == nil || !latest.last.After(mine.last)):
+		// This number's consumers were used last: a missing one starts
+		// after their floor.
+		start = mine.floor + 1
+	case latest != nil:
+		start = latest.floor + 1
+		p.log.Info("new partition consumers start after the acknowledgement floor of the consumers used last", "consumers", latestName, "from_seq", start)
+		if mine != nil {
+			p.log.Warn("deleting this number of partitions' consumers left from an earlier run: others delivered events since", "consumers", own, "count", len(mine.names))
+			for _, name := range mine.names {
+				if err := p.c.js.DeleteConsumer(ctx, p.o.Stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+					return fmt.Errorf("deleting stale partition consumer %s: %w", name, err)
+				}
+			}
 		}
 	}
 	for i := range p.o.Partitions {
@@ -243,64 +341,22 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 			return fmt.Errorf("partition consumer %s: %w", name, err)
 		}
 	}
-	return nil
-}
-
-// resumeSeq is where new partition consumers start: after the
-// acknowledgement floor of the reactor's consumers used last, the shared
-// durable consumer (no partitions) or the set of another number of
-// partitions, whichever delivered an event last (for a set, the lowest
-// floor of its partitions: events after it that a partition had
-// acknowledged run again). 0 when there is none: the stream's start.
-func (p *Partitioned) resumeSeq(ctx context.Context) uint64 {
-	s, err := p.c.js.Stream(ctx, p.o.Stream)
-	if err != nil {
-		return 0
-	}
-	type group struct {
-		floor uint64
-		last  time.Time
-	}
-	groups := map[string]*group{}
-	l := s.ListConsumers(ctx)
-	for info := range l.Info() {
-		name := info.Name
-		set := ""
-		switch {
-		case name == p.o.Durable:
-			set = name
-		case strings.HasPrefix(name, p.o.Durable+"-") && !strings.HasPrefix(name, p.prefix):
-			rest := strings.TrimPrefix(name, p.o.Durable+"-")
-			n, _, ok := strings.Cut(rest, "-")
-			if !ok {
-				continue
-			}
-			set = p.o.Durable + "-" + n
-		default:
+	for name, g := range sets {
+		if name == own {
 			continue
 		}
-		g := groups[set]
-		if g == nil {
-			g = &group{floor: info.AckFloor.Stream}
-			groups[set] = g
+		if name == p.o.Durable && g.waiting > 0 {
+			p.log.Warn("a daemon without partitions still reads the stream through the shared consumer: per-minion order does not hold between it and the partitions, and the stream keeps events until it acknowledged them", "consumer", name)
+			continue
 		}
-		g.floor = min(g.floor, info.AckFloor.Stream)
-		if info.Delivered.Last != nil && info.Delivered.Last.After(g.last) {
-			g.last = *info.Delivered.Last
+		for _, c := range g.names {
+			if err := p.c.js.DeleteConsumer(ctx, p.o.Stream, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				p.log.Warn("could not delete a consumer no replica uses; the stream keeps events for it until MaxAge (nats consumer rm)", "consumer", c, "err", err)
+			}
 		}
+		p.log.Info("deleted the reactor's consumers no replica uses (another number of partitions, or the shared consumer), which would hold events in the stream", "consumers", name, "count", len(g.names))
 	}
-	var best *group
-	var bestName string
-	for name, g := range groups {
-		if best == nil || g.last.After(best.last) {
-			best, bestName = g, name
-		}
-	}
-	if best == nil {
-		return 0
-	}
-	p.log.Info("new partition consumers start after the acknowledgement floor of the consumers used last", "consumers", bestName, "from_seq", best.floor+1)
-	return best.floor + 1
+	return nil
 }
 
 // apply takes a change of the bucket: a replica's presence or a lease.

@@ -1,12 +1,15 @@
 package natsbus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -289,7 +292,10 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 		t.Fatalf("shared consumer handled %v", h)
 	}
 	k.Stop()
-	for _, n := range []int{2, 3} {
+	// Back to 2 partitions after 3: the consumers of 2 were deleted when
+	// 3 started (else they would run again what 3 handled, which the
+	// stream kept for them).
+	for _, n := range []int{2, 3, 2} {
 		publish(5)
 		p, err := c.ConsumePartitioned(ctx, PartitionOptions{Partitions: n, Key: testKey, LeaseTTL: 2 * time.Second}, handle)
 		if err != nil {
@@ -302,6 +308,32 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 		if want := []int{next - 5, next - 4, next - 3, next - 2, next - 1}; !slices.Equal(h, want) {
 			t.Fatalf("%d partitions handled %v, want %v", n, h, want)
 		}
+		// Only this number's consumers remain, and the stream keeps
+		// nothing they all acknowledged.
+		var names []string
+		for name := range streamConsumers(t, c) {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		var want []string
+		for i := range n {
+			want = append(want, fmt.Sprintf("reactord-%d-%d", n, i))
+		}
+		if !slices.Equal(names, want) {
+			t.Fatalf("after %d partitions the stream's consumers are %v, want %v", n, names, want)
+		}
+		waitStreamEmpty(t, c)
+	}
+	// Back to the shared consumer: the partition consumers left on the
+	// stream are reported, since the stream keeps events for them.
+	var logBuf syncBuffer
+	k, err = c.Consume(ctx, StreamOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Stop()
+	if out := logBuf.String(); !strings.Contains(out, "consumers=reactord-2-0,reactord-2-1") {
+		t.Fatalf("the shared consumer did not report the partition consumers left on the stream; log:\n%s", out)
 	}
 	// A work queue (the shared consumer's stream) allows one consumer:
 	// partitions refuse it with what to do.
@@ -314,4 +346,56 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	if _, err := c.ConsumePartitioned(ctx, PartitionOptions{Partitions: 2, Key: testKey}, handle); !errors.Is(err, ErrWorkQueueStream) {
 		t.Fatalf("partitions on a work-queue stream: %v, want ErrWorkQueueStream", err)
 	}
+}
+
+// streamConsumers lists the consumers of REACTORD_EVENTS.
+func streamConsumers(t *testing.T, c *Conn) map[string]bool {
+	t.Helper()
+	s, err := c.js.Stream(context.Background(), "REACTORD_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	l := s.ListConsumers(context.Background())
+	for info := range l.Info() {
+		out[info.Name] = true
+	}
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitStreamEmpty waits up to 5s for REACTORD_EVENTS to hold no message.
+func waitStreamEmpty(t *testing.T, c *Conn) {
+	t.Helper()
+	var n uint64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if n, err = c.StreamMessages(context.Background(), "REACTORD_EVENTS"); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatalf("the stream still holds %d events its consumers acknowledged", n)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
