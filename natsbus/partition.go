@@ -132,6 +132,11 @@ type Partitioned struct {
 	stopping bool
 	release  *partRun // a hand-over under way
 	warned   map[string]bool
+	// readAt is when the leases were last read from the bucket; unowned
+	// holds, for each partition without an owner at the last reading,
+	// since when it has had none (see Health).
+	readAt  time.Time
+	unowned map[int]time.Time
 
 	kick     chan struct{}
 	quit     chan struct{}
@@ -176,6 +181,7 @@ func (c *Conn) ConsumePartitioned(ctx context.Context, o PartitionOptions, handl
 	run, cancel := context.WithCancel(context.Background())
 	p := &Partitioned{c: c, o: o, handler: handler, log: o.Logger, state: st, prefix: o.Durable + "-" + strconv.Itoa(o.Partitions) + "-",
 		owned: map[int]*partRun{}, leases: map[int]string{}, members: map[string]int{}, warned: map[string]bool{},
+		readAt: time.Now(), unowned: map[int]time.Time{},
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
 	if err := st.Watch(ctx, run, p.apply); err != nil {
 		cancel()
@@ -430,6 +436,43 @@ func (p *Partitioned) refresh() {
 			p.leases[i] = p.o.Replica
 		}
 	}
+	now := time.Now()
+	p.readAt = now
+	for i := range p.o.Partitions {
+		if p.leases[i] != "" {
+			delete(p.unowned, i)
+		} else if _, ok := p.unowned[i]; !ok {
+			p.unowned[i] = now
+		}
+	}
+}
+
+// Health reports what keeps this replica's partitioned consumption from
+// working, for its /healthz: the leases could not be read from the
+// bucket for two lease times (the replica can neither take nor keep
+// partitions), or a partition has had no owner for three lease times (the
+// events of its minions wait, and no replica takes it over). nil when
+// neither holds; a replica that owns no partition (more replicas than
+// partitions) is healthy.
+func (p *Partitioned) Health() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return nil
+	}
+	if d := time.Since(p.readAt); d > 2*p.o.LeaseTTL {
+		return fmt.Errorf("the partition leases (bucket %s) could not be read for %s", p.o.Bucket, d.Round(time.Second))
+	}
+	worst, since := -1, time.Time{}
+	for i, t := range p.unowned {
+		if worst < 0 || t.Before(since) {
+			worst, since = i, t
+		}
+	}
+	if d := time.Since(since); worst >= 0 && d > 3*p.o.LeaseTTL {
+		return fmt.Errorf("partition %d of %d has had no owner for %s (%d without one)", worst, p.o.Partitions, d.Round(time.Second), len(p.unowned))
+	}
+	return nil
 }
 
 // heartbeat writes this replica's presence, kept for a lease's time.

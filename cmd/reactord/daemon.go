@@ -360,6 +360,7 @@ in-flight events within --drain-timeout.`, stderr)
 	var ready atomic.Bool
 	var jsc atomic.Pointer[natsbus.Consumer]
 	var parts *natsbus.Partitioned
+	var partsHealth atomic.Pointer[natsbus.Partitioned]
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
@@ -380,6 +381,12 @@ in-flight events within --drain-timeout.`, stderr)
 			if c := jsc.Load(); c != nil && !c.Healthy() {
 				http.Error(w, "JetStream stream or consumer missing (being recreated)", http.StatusServiceUnavailable)
 				return
+			}
+			if p := partsHealth.Load(); p != nil {
+				if err := p.Health(); err != nil {
+					http.Error(w, "partitions: "+err.Error(), http.StatusServiceUnavailable)
+					return
+				}
 			}
 			fmt.Fprintln(w, "ok")
 		})
@@ -422,6 +429,7 @@ in-flight events within --drain-timeout.`, stderr)
 			Replicas: *streamReplicas, Logger: log}, *partitions, reg, handler)
 		if err == nil {
 			sub = parts
+			partsHealth.Store(parts)
 		}
 	} else if *jetstream {
 		// An event is acknowledged once dispatched and its archive
