@@ -1,0 +1,117 @@
+//go:build unix
+
+package natsbus
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// processCPU is this process's CPU time, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkJetStreamFloor measures what JetStream alone costs on this
+// machine, with nothing of reactord in the path: an embedded server with
+// a file-backed stream, a publisher publishing asynchronously with message
+// ids (as the bridge does), and a pull consumer receiving every message —
+// the ceiling under any daemon that reads its events from JetStream. The
+// sub-benchmarks are reactord's delivery (a work queue, each message
+// acknowledged) and, for comparison, limits retention with an
+// acknowledgement per message or per 100 (AckAll). Messages are 500 bytes
+// on 200 subjects. Run: go test ./natsbus -run '^$' -bench JetStreamFloor
+// -benchtime 200000x.
+func BenchmarkJetStreamFloor(b *testing.B) {
+	for _, tc := range []struct {
+		name      string
+		retention jetstream.RetentionPolicy
+		ackEvery  int // 1: AckExplicit; more: AckAll every that many
+	}{
+		{"workqueue-ack-each", jetstream.WorkQueuePolicy, 1},
+		{"limits-ack-each", jetstream.LimitsPolicy, 1},
+		{"limits-ackall-100", jetstream.LimitsPolicy, 100},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Shutdown()
+			ctx := context.Background()
+			sub, err := nats.Connect(srv.ClientURL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sub.Close()
+			js, _ := jetstream.New(sub)
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR", Subjects: []string{"floor.>"}, Retention: tc.retention,
+				Storage: jetstream.FileStorage, MaxAge: time.Hour}); err != nil {
+				b.Fatal(err)
+			}
+			policy := jetstream.AckExplicitPolicy
+			if tc.ackEvery > 1 {
+				policy = jetstream.AckAllPolicy
+			}
+			cons, err := js.CreateOrUpdateConsumer(ctx, "FLOOR", jetstream.ConsumerConfig{Durable: "c", AckPolicy: policy, MaxAckPending: 4096})
+			if err != nil {
+				b.Fatal(err)
+			}
+			total := int64(b.N)
+			var got atomic.Int64
+			done := make(chan struct{})
+			cc, err := cons.Consume(func(m jetstream.Msg) {
+				n := got.Add(1)
+				if n%int64(tc.ackEvery) == 0 || n == total {
+					_ = m.Ack()
+				}
+				if n == total {
+					close(done)
+				}
+			}, jetstream.PullMaxMessages(1024))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cc.Stop()
+			pub, err := nats.Connect(srv.ClientURL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pub.Close()
+			pjs, _ := jetstream.New(pub, jetstream.WithPublishAsyncMaxPending(4096))
+			body := make([]byte, 500)
+			for i := range body {
+				body[i] = 'x'
+			}
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for i := 0; i < b.N; i++ {
+				msg := &nats.Msg{Subject: "floor.m" + strconv.Itoa(i%200), Data: body, Header: nats.Header{}}
+				msg.Header.Set(jetstream.MsgIDHeader, strconv.Itoa(i))
+				if _, err := pjs.PublishMsgAsync(msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(time.Minute + time.Duration(b.N)*time.Millisecond):
+				b.Fatalf("received %d of %d", got.Load(), b.N)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-ms/1k")
+		})
+	}
+}
