@@ -1,7 +1,6 @@
 package natsbus
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/internal/ordercheck"
+	"github.com/reactord/reactord/internal/syncbuf"
 )
 
 // orderLog records, per key, the counters handled in the order they were
@@ -326,7 +326,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	}
 	// Back to the shared consumer: the partition consumers left on the
 	// stream are reported, since the stream keeps events for them.
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	k, err = c.Consume(ctx, StreamOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}, handle)
 	if err != nil {
 		t.Fatal(err)
@@ -380,79 +380,4 @@ func waitStreamEmpty(t *testing.T, c *Conn) {
 		}
 	}
 	t.Fatalf("the stream still holds %d events its consumers acknowledged", n)
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// TestPartitionsHealth: Health (the daemon's /healthz) reports a
-// partition no replica owns for three lease times, here because a
-// phantom replica claims a share and takes nothing, and leases that
-// cannot be read for two lease times (the bucket's stream deleted); it is
-// nil once every partition has an owner.
-func TestPartitionsHealth(t *testing.T) {
-	_, c := startServer(t)
-	ctx := context.Background()
-	p, err := c.ConsumePartitioned(ctx, PartitionOptions{Partitions: 2, Key: testKey, LeaseTTL: 2 * time.Second, Replica: "real"},
-		func(m *Message) { _ = m.Ack() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	waitHealth := func(what string, ok func(error) bool) error {
-		t.Helper()
-		var err error
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if err = p.Health(); ok(err) {
-				return err
-			}
-		}
-		t.Fatalf("%s: Health is %v after 15s", what, err)
-		return nil
-	}
-	waitHealth("both partitions owned", func(err error) bool { return err == nil && len(p.Owned()) == 2 })
-
-	// A phantom replica with the same number of partitions halves the
-	// share: the real one hands one partition over, which nobody takes.
-	phantom := make(chan struct{})
-	go func() {
-		for {
-			p.state.Put("member.phantom", []byte("2"), 2*time.Second)
-			select {
-			case <-phantom:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	err = waitHealth("a partition without an owner", func(err error) bool { return err != nil })
-	close(phantom)
-	if !strings.Contains(err.Error(), "no owner") || len(p.Owned()) != 1 {
-		t.Fatalf("Health: %v with %v owned, want a partition without an owner and 1 owned", err, p.Owned())
-	}
-	waitHealth("the phantom gone, both partitions owned again", func(err error) bool { return err == nil && len(p.Owned()) == 2 })
-
-	// The leases cannot be read.
-	if err := c.js.DeleteStream(ctx, "KV_REACTORD_PARTITIONS"); err != nil {
-		t.Fatal(err)
-	}
-	err = waitHealth("the bucket gone", func(err error) bool { return err != nil })
-	if !strings.Contains(err.Error(), "could not be read") {
-		t.Fatalf("Health: %v, want the leases unreadable", err)
-	}
 }
