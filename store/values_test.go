@@ -165,3 +165,35 @@ func TestMySQLConfig(t *testing.T) {
 		t.Errorf("redact = %s", got)
 	}
 }
+
+// TestSQLiteDefaults: a sqlite URL gets WAL, synchronous NORMAL and
+// temporary files in memory unless it says otherwise, and the defaults
+// never displace a pragma of its own.
+func TestSQLiteDefaults(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		query string
+		want  map[string]string
+	}{
+		{"", map[string]string{"journal_mode": "wal", "synchronous": "1", "temp_store": "2", "foreign_keys": "0"}},
+		{"?_pragma=foreign_keys(1)", map[string]string{"temp_store": "2", "foreign_keys": "1"}},
+		{"?_pragma=temp_store(file)&_pragma=synchronous(full)", map[string]string{"temp_store": "1", "synchronous": "2"}},
+	} {
+		st, err := Open(ctx, "sqlite://"+dir+"/d.db"+tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := st.(*sqlStore)
+		for pragma, want := range tc.want {
+			var got string
+			if err := s.db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("%q: PRAGMA %s = %s, want %s", tc.query, pragma, got, want)
+			}
+		}
+		st.Close()
+	}
+}
