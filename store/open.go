@@ -181,8 +181,8 @@ var postgresSchema = []string{
 // that take the write lock when they begin, so that two writers wait for
 // each other instead of failing to upgrade their locks, and temporary
 // files in memory (the statement journals of the writer's multi-row
-// inserts, a few rows' pages each: about 5% of the default daemon's CPU
-// went to writing them to a file).
+// inserts, a few rows' pages each: writing them to a file cost the default
+// daemon 3-5% more CPU per event).
 var sqliteDefaults = []struct {
 	names  []string // the parameter and its aliases; "pragma:x" is _pragma=x(...)
 	key, v string
