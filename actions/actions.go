@@ -47,6 +47,10 @@ type Driver interface {
 	Supports(state string) bool
 	// Do dispatches one action.
 	Do(ctx context.Context, a Action) (Result, error)
+	// Close releases what the driver holds (connections, sessions) and
+	// finishes what it owes (the nats driver's last confirming flush),
+	// within ctx. The daemon calls it once on stop, after the last Do.
+	Close(ctx context.Context) error
 }
 
 type retryable struct{ err error }

@@ -107,8 +107,10 @@ type flaky struct {
 	err   error
 }
 
-func (f *flaky) Name() string         { return "flaky" }
-func (f *flaky) Supports(string) bool { return true }
+func (f *flaky) Name() string              { return "flaky" }
+func (f *flaky) Supports(string) bool      { return true }
+func (*flaky) Close(context.Context) error { return nil }
+
 func (f *flaky) Do(context.Context, Action) (Result, error) {
 	f.calls++
 	if f.calls <= f.fails {

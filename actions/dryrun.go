@@ -27,6 +27,9 @@ func (d *DryRun) Name() string { return "dryrun" }
 // Supports implements Driver: a dry run can show every reaction type.
 func (d *DryRun) Supports(string) bool { return true }
 
+// Close implements Driver: the writer belongs to the caller.
+func (d *DryRun) Close(context.Context) error { return nil }
+
 // Do implements Driver.
 func (d *DryRun) Do(_ context.Context, a Action) (Result, error) {
 	d.mu.Lock()

@@ -15,4 +15,7 @@ func (Null) Supports(string) bool { return true }
 // Do implements Driver.
 func (Null) Do(context.Context, Action) (Result, error) { return Result{}, nil }
 
+// Close implements Driver: Null holds nothing.
+func (Null) Close(context.Context) error { return nil }
+
 var _ Driver = Null{}

@@ -1,6 +1,9 @@
 package actions
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Router sends each reaction type to its own driver: the chosen driver for
 // what it supports, and a fallback (the exec driver's salt-call) for the
@@ -31,6 +34,15 @@ func (r Router) Do(ctx context.Context, a Action) (Result, error) {
 		return r.Fallback.Do(ctx, a)
 	}
 	return r.Primary.Do(ctx, a)
+}
+
+// Close implements Driver: it closes both drivers.
+func (r Router) Close(ctx context.Context) error {
+	err := r.Primary.Close(ctx)
+	if r.Fallback != nil {
+		err = errors.Join(err, r.Fallback.Close(ctx))
+	}
+	return err
 }
 
 var _ Driver = Router{}

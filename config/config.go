@@ -128,6 +128,15 @@ var logLevels = map[string]string{
 // logLevelNames lists the accepted log_level values, Salt's order.
 const logLevelNames = "all, garbage, trace, debug, profile, info, warning, error, critical, quiet"
 
+// ParseLogLevel maps a log level name, Salt's or reactord's, to the
+// level reactord logs at ("debug", "info", "warn", "error" or "quiet").
+func ParseLogLevel(s string) (string, error) {
+	if lv, ok := logLevels[strings.ToLower(s)]; ok {
+		return lv, nil
+	}
+	return "", fmt.Errorf("log level must be one of %s (Salt's levels; warn is warning), not %q", logLevelNames, s)
+}
+
 // SlogLevel is the level of LogLevel: "debug", "info" (or empty), "warn",
 // "error", or "quiet", which logs nothing.
 func (s Settings) SlogLevel() slog.Level {

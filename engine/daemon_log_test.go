@@ -51,6 +51,8 @@ func (l *logLines) lines(t *testing.T) []map[string]any {
 // failDriver fails the reactions of events tagged ev/fail*.
 type failDriver struct{ gateDriver }
 
+func (*failDriver) Close(context.Context) error { return nil }
+
 func (f *failDriver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	if strings.HasPrefix(a.Tag, "ev/fail") {
 		return actions.Result{}, errors.New("minion unreachable")

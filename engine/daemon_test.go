@@ -25,8 +25,10 @@ type gateDriver struct {
 	gate  chan struct{}
 }
 
-func (g *gateDriver) Name() string         { return "gate" }
-func (g *gateDriver) Supports(string) bool { return true }
+func (g *gateDriver) Name() string              { return "gate" }
+func (g *gateDriver) Supports(string) bool      { return true }
+func (*gateDriver) Close(context.Context) error { return nil }
+
 func (g *gateDriver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	if g.gate != nil {
 		select {

@@ -25,8 +25,10 @@ type jidDriver struct {
 	calls []string
 }
 
-func (j *jidDriver) Name() string         { return "jid" }
-func (j *jidDriver) Supports(string) bool { return true }
+func (j *jidDriver) Name() string              { return "jid" }
+func (j *jidDriver) Supports(string) bool      { return true }
+func (*jidDriver) Close(context.Context) error { return nil }
+
 func (j *jidDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -60,8 +60,10 @@ type recordedJIDs struct {
 	calls map[string]int
 }
 
-func (r *recordedJIDs) Name() string         { return "recorded" }
-func (r *recordedJIDs) Supports(string) bool { return true }
+func (r *recordedJIDs) Name() string              { return "recorded" }
+func (r *recordedJIDs) Supports(string) bool      { return true }
+func (*recordedJIDs) Close(context.Context) error { return nil }
+
 func (r *recordedJIDs) Do(_ context.Context, a actions.Action) (actions.Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -666,6 +666,11 @@ func outputNote(o outcome) string {
 	return ""
 }
 
+// Close implements actions.Driver. The driver keeps no connection: each
+// command runs under its reaction's context and ends with it (or its
+// --exec-timeout), so there is nothing left to release.
+func (d *Driver) Close(context.Context) error { return nil }
+
 var _ actions.Driver = (*Driver)(nil)
 
 // Describe returns the command line the driver would run for a, quoted for

@@ -42,7 +42,7 @@ func benchDispatch(b *testing.B, callers, inFlight int, batch bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer d.Close()
+	defer d.Close(context.Background())
 	a := actions.Action{Chunk: ping("web1")}
 	var next atomic.Int64
 	b.ResetTimer()

@@ -452,9 +452,10 @@ func (d *Driver) retire(tok string) {
 	d.mu.Unlock()
 }
 
-// Close releases idle connections. Do fails with ErrClosed afterwards.
-// Close may be called more than once.
-func (d *Driver) Close() error {
+// Close implements actions.Driver: it forgets the session token and
+// releases idle connections. Do fails with ErrClosed afterwards. Close may
+// be called more than once.
+func (d *Driver) Close(context.Context) error {
 	d.mu.Lock()
 	d.closed = true
 	d.tok = session{}

@@ -59,7 +59,7 @@ func newDriver(t *testing.T, cfg saltapi.Config) *saltapi.Driver {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() { _ = d.Close() })
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
 	return d
 }
 
@@ -305,7 +305,7 @@ func TestTokenRenewedBeforeExpiry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer d.Close()
+		defer d.Close(context.Background())
 		do := func() {
 			t.Helper()
 			if _, err := d.Do(t.Context(), actions.Action{Chunk: reaction("local", "ping", "test.ping", "tgt", "*")}); err != nil {
@@ -602,7 +602,7 @@ func TestNewValidates(t *testing.T) {
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
-				_ = d.Close()
+				_ = d.Close(context.Background())
 				return
 			}
 			if err == nil {
@@ -628,10 +628,10 @@ func TestCloseTwice(t *testing.T) {
 	if _, err := d.Do(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Close(); err != nil {
+	if err := d.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Close(); err != nil {
+	if err := d.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Do(context.Background(), a); !errors.Is(err, saltapi.ErrClosed) {

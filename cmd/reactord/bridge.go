@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/reactord/reactord/daemon"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -56,10 +58,10 @@ interrupted.`, stderr)
 	url := fs.String("saltapi-url", "", "read salt-api's /events at this base URL instead of the socket")
 	aliasFlag(fs, "salt-api", "saltapi-url") // the former spelling, kept for one release
 	user := fs.String("saltapi-user", "", "eauth user (with --saltapi-url)")
-	pw := fs.String("saltapi-password", "", "eauth password (shows in ps: prefer --saltapi-password-file or $"+envSaltAPIPassword+")")
+	pw := fs.String("saltapi-password", "", "eauth password (shows in ps: prefer --saltapi-password-file or $"+daemon.EnvName("saltapi-password")+")")
 	pwFile := fs.String("saltapi-password-file", "", "file holding the eauth password")
 	eauth := fs.String("saltapi-eauth", "auto", "eauth backend")
-	token := fs.String("saltapi-token", "", "session token from /login (shows in ps: prefer --saltapi-token-file or $"+envSaltAPIToken+")")
+	token := fs.String("saltapi-token", "", "session token from /login (shows in ps: prefer --saltapi-token-file or $"+daemon.EnvName("saltapi-token")+")")
 	tokenFile := fs.String("saltapi-token-file", "", "file holding the session token")
 	ca := fs.String("saltapi-ca", "", "CA file for salt-api's certificate")
 	dataDir := fs.String("data-dir", "", "directory of the disk spool; default: the user cache directory's reactord-bridge folder")
@@ -69,16 +71,16 @@ interrupted.`, stderr)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if nf.url == "" {
+	if nf.URL == "" {
 		fmt.Fprintln(stderr, "bridge: --nats must not be empty")
 		return exitUsage
 	}
 	var err error
-	if *pw, err = secretValue(*pw, envSaltAPIPassword, *pwFile); err != nil {
+	if *pw, err = daemon.SecretValue(*pw, daemon.EnvName("saltapi-password"), *pwFile); err != nil {
 		fmt.Fprintf(stderr, "bridge: --saltapi-password-file: %v\n", err)
 		return exitUsage
 	}
-	if *token, err = secretValue(*token, envSaltAPIToken, *tokenFile); err != nil {
+	if *token, err = daemon.SecretValue(*token, daemon.EnvName("saltapi-token"), *tokenFile); err != nil {
 		fmt.Fprintf(stderr, "bridge: --saltapi-token-file: %v\n", err)
 		return exitUsage
 	}

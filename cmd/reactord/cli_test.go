@@ -53,7 +53,7 @@ func TestBuildInfoMetric(t *testing.T) {
 // TestHelpOnceOnStdout: every command's --help prints its help once, to
 // stdout, and exits 0; jobs --help describes both subcommands' flags.
 func TestHelpOnceOnStdout(t *testing.T) {
-	cmds := [][]string{{"run"}, {"render"}, {"check"}, {"replay"}, {"fire"}, {"events"}, {"bench"}, {"bridge"},
+	cmds := [][]string{{"run"}, {"render"}, {"check"}, {"replay"}, {"fire"}, {"events"}, {"bridge"},
 		{"explain"}, {"jobs"}, {"jobs", "list"}, {"jobs", "lookup"}, {"trace"}, {"version"}}
 	for _, c := range cmds {
 		code, out, errOut := runCmd(t, "", append(c, "--help")...)
@@ -93,7 +93,6 @@ func TestInvalidFlagValues(t *testing.T) {
 		{[]string{"-c", conf, "--store-spool", "-1"}, "--store-spool: must not be negative"},
 		{[]string{"-c", conf, "--exec-timeout", "-1s"}, "--exec-timeout: must not be negative"},
 		{[]string{"replay", "-c", conf, "--workers", "-2", "-"}, "--workers: must not be negative"},
-		{[]string{"bench", "--workers", "-1"}, "--workers: must not be negative"},
 		{[]string{"fire", "--nats", "nats://127.0.0.1:1", "--hop", "-1", "a/b"}, "--hop: must not be negative"},
 		{[]string{"events", "--nats", "nats://127.0.0.1:1", "--count", "-1"}, "--count: must not be negative"},
 		{[]string{"jobs", "list", "--limit", "-1"}, "--limit: must not be negative"},

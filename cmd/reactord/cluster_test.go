@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -279,7 +280,7 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 	if distinct != n {
 		t.Fatalf("%d of %d events acted on", distinct, n)
 	}
-	if bound := maxAckPending(1024, 8); dups > bound {
+	if bound := daemon.MaxAckPending(1024, 8); dups > bound {
 		t.Fatalf("%d duplicates, more than the %d a kill can leave in flight", dups, bound)
 	}
 	now, err := cl.nodeOf("reactord")
@@ -381,7 +382,7 @@ func TestClusterBridgeNodeSIGKILL(t *testing.T) {
 	// one. An event runs twice only when an acknowledgement was lost with
 	// the node (the daemon's connection, or the consumer's leader, was
 	// there): at most what was in flight.
-	if bound := maxAckPending(1024, 8); dups > bound {
+	if bound := daemon.MaxAckPending(1024, 8); dups > bound {
 		t.Fatalf("%d duplicates, more than the %d a kill can leave in flight", dups, bound)
 	}
 	t.Logf("killed node n%d (the bridge's; the daemon was on n%d; consumer leader %s) after %d reactions; all %d acted on %v after the kill; total %d, duplicates %d",

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/store"
 )
@@ -309,7 +310,7 @@ func TestDaemonStoreFromFile(t *testing.T) {
 			if how == "file" {
 				args = append(args, "--store-file", writeSecret(t, url+"\n", 0o600))
 			} else {
-				t.Setenv(envStore, url)
+				t.Setenv(daemon.EnvName("store"), url)
 			}
 			p := startDaemon(t, args...)
 			run := "f" + how
@@ -326,4 +327,17 @@ func TestDaemonStoreFromFile(t *testing.T) {
 			<-p.done
 		})
 	}
+}
+
+// writeSecret writes a secret file with mode and returns its path.
+func writeSecret(t *testing.T, content string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -38,7 +38,6 @@ func TestEventFileFlags(t *testing.T) {
 	for cmd, want := range map[string][]string{
 		"replay": {"-events", "reactord replay -c CONF [--quiet] --events FILE|-"},
 		"fire":   {"-events", "--events FILE|-"},
-		"bench":  {"-events", "-count", "--events FILE"},
 		"check":  {"-event ", "-events"},
 		"render": {"-event "},
 	} {
@@ -51,30 +50,5 @@ func TestEventFileFlags(t *testing.T) {
 		if strings.Contains(help, "  -file") {
 			t.Errorf("%s --help shows the former spelling --file:\n%s", cmd, help)
 		}
-	}
-
-	// bench: --events FILE, its former spelling --file, and --events N,
-	// the former spelling of --count (fire's --file is in its tests).
-	for _, args := range [][]string{
-		{"--count", "20", "--events", file},
-		{"--count", "20", "--file", file},
-		{"--events", "20"},
-	} {
-		code, out, errOut := runCmd(t, "", append([]string{"bench", "--separate-publisher=false"}, args...)...)
-		if code != exitOK || !strings.Contains(out, `"events":20,`) || strings.Contains(out, `"reactions":0,`) {
-			t.Errorf("bench %v: exit %d\n%s%s", args, code, out, errOut)
-		}
-	}
-	var f string
-	n := 5
-	v := eventsOrCount{file: &f, count: &n}
-	if err := v.Set("1000"); err != nil || n != 1000 || f != "" {
-		t.Errorf("--events 1000: count %d file %q (%v)", n, f, err)
-	}
-	if err := v.Set("day.jsonl"); err != nil || n != 1000 || f != "day.jsonl" {
-		t.Errorf("--events day.jsonl: count %d file %q (%v)", n, f, err)
-	}
-	if err := v.Set("-1"); err == nil {
-		t.Error("--events -1 accepted")
 	}
 }

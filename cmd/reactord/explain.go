@@ -9,6 +9,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
 	"github.com/reactord/reactord/actions/saltapi"
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/matchers"
 )
@@ -24,8 +25,8 @@ reactions have errors, 2 on bad input.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	evFile := fs.String("event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
 	jinja := jinjaFlag(fs)
-	var df driverFlags
-	df.register(fs)
+	df := daemon.DefaultDriverOptions()
+	df.Flags(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -118,7 +119,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	} else if len(res.Files) > 0 {
 		fmt.Fprintf(w, "verify_high: ok\n")
 	}
-	apiURL := df.apiURL
+	apiURL := df.APIURL
 	if apiURL == "" {
 		apiURL = "https://salt-api:8000"
 	}
@@ -154,12 +155,12 @@ type namedDescriber struct {
 	d    actions.Describer
 }
 
-func explainDrivers(df *driverFlags, apiURL string, stdout io.Writer) []namedDescriber {
+func explainDrivers(df *daemon.DriverOptions, apiURL string, stdout io.Writer) []namedDescriber {
 	out := []namedDescriber{{"dryrun", actions.NewDryRun(stdout)}}
 	if api, err := saltapi.New(saltapi.Config{URL: apiURL, Token: "TOKEN"}); err == nil {
 		out = append(out, namedDescriber{"saltapi", api})
 	}
-	if ex, err := execdriver.New(execdriver.Config{Salt: df.saltBin, SaltRun: df.saltRunBin, SaltCall: df.saltCallBin}); err == nil {
+	if ex, err := execdriver.New(execdriver.Config{Salt: df.SaltBin, SaltRun: df.SaltRunBin, SaltCall: df.SaltCallBin}); err == nil {
 		out = append(out, namedDescriber{"exec", ex})
 	}
 	return out

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"net/http"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/natsbus"
 )
@@ -79,38 +77,5 @@ func TestDaemonSettingsFromFile(t *testing.T) {
 	if resp, err := http.Get("http://" + fileHTTP + "/metrics"); err == nil {
 		resp.Body.Close()
 		t.Fatalf("the file's http address serves though --http %s was given", p.http)
-	}
-}
-
-// TestApplyFileSettings: a flag given on the command line (or by a former
-// spelling) keeps its value; the others take the file's; an environment
-// variable holding a secret wins over the file naming one.
-func TestApplyFileSettings(t *testing.T) {
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	httpAddr := fs.String("http", "", "")
-	queue := fs.Int("queue", 1024, "")
-	js := fs.Bool("jetstream", false, "")
-	url := fs.String("saltapi-url", "", "")
-	aliasFlag(fs, "salt-api", "saltapi-url")
-	pwFile := fs.String("saltapi-password-file", "", "")
-	if err := fs.Parse([]string{"--http", ":1", "--salt-api", "https://cli"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(envSaltAPIPassword, "from-env")
-	err := applyFileSettings(fs, map[string]config.FlagSetting{
-		"http":                  {Value: ":2"},
-		"queue":                 {Value: "7"},
-		"jetstream":             {Value: "true"},
-		"saltapi-url":           {Value: "https://file"},
-		"saltapi-password-file": {Value: "/pw"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if *httpAddr != ":1" || *queue != 7 || !*js || *url != "https://cli" || *pwFile != "" {
-		t.Fatalf("http %q queue %d jetstream %v saltapi-url %q password file %q", *httpAddr, *queue, *js, *url, *pwFile)
-	}
-	if err := applyFileSettings(fs, map[string]config.FlagSetting{"nope": {Value: "1"}}); err == nil {
-		t.Fatal("an unknown flag was accepted")
 	}
 }

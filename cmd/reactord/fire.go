@@ -40,7 +40,7 @@ errors.`, stderr)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if nf.url == "" {
+	if nf.URL == "" {
 		fmt.Fprintln(stderr, "fire: need --nats URL")
 		return exitUsage
 	}
@@ -233,7 +233,7 @@ pretty event, an "event_id" member in JSON.`, stderr)
 	if *since != "" {
 		return cmdStoredEvents(ctx, storeURL, *since, fs.Arg(0), *count, format, stdout, stderr)
 	}
-	if nf.url == "" || fs.NArg() > 1 {
+	if nf.URL == "" || fs.NArg() > 1 {
 		fmt.Fprintln(stderr, "events: need --nats URL [GLOB]")
 		return exitUsage
 	}

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/cli"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/store"
 )
@@ -34,12 +36,12 @@ type storeSource struct {
 // the flag is parsed; --store wins), -c and --data-dir.
 func storeFlag(fs *flag.FlagSet) *storeSource {
 	src := &storeSource{}
-	fs.StringVar(&src.url, "store", "", "audit store URL (default: $"+envStore+", else the -c CONF's store, else sqlite under --data-dir, as the daemon)")
+	fs.StringVar(&src.url, "store", "", "audit store URL (default: $"+daemon.EnvName("store")+", else the -c CONF's store, else sqlite under --data-dir, as the daemon)")
 	fs.Func("store-file", "file holding the audit store URL, so its password stays out of ps", func(path string) error {
 		if src.url != "" {
 			return nil
 		}
-		s, err := readSecretFile(path)
+		s, err := daemon.ReadSecretFile(path)
 		if err == nil {
 			src.url = s
 		}
@@ -55,7 +57,7 @@ func (src *storeSource) resolve() (string, error) {
 	if src.url != "" {
 		return src.url, nil
 	}
-	if u := os.Getenv(envStore); u != "" {
+	if u := os.Getenv(daemon.EnvName("store")); u != "" {
 		return u, nil
 	}
 	dir := src.dataDir
@@ -83,7 +85,7 @@ func settingsStore(s config.Settings) (string, error) {
 	if s.Store != "" || s.StoreFile == "" {
 		return s.Store, nil
 	}
-	u, err := readSecretFile(s.StoreFile)
+	u, err := daemon.ReadSecretFile(s.StoreFile)
 	if err != nil {
 		return "", fmt.Errorf("reactord.store_file: %w", err)
 	}
@@ -115,7 +117,7 @@ func parseSince(s string) (time.Time, error) {
 }
 
 func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && (isHelpArg(args[0]) || args[0] == "help") {
+	if len(args) > 0 && (cli.IsHelpArg(args[0]) || args[0] == "help") {
 		// The help of both subcommands, with their flags, on stdout.
 		fmt.Fprint(stdout, "reactord jobs: the job cache the daemon archives, read like salt-run jobs.*\n\n")
 		cmdJobs(ctx, []string{"list", "--help"}, stdout, stderr)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -410,7 +411,7 @@ func TestJetStreamSurvivesSIGKILL(t *testing.T) {
 	total, distinct, origins, dups := ce.snapshot()
 	// In flight at the kill: at most the consumer's MaxAckPending
 	// messages delivered to the victim and not yet acknowledged.
-	if bound := maxAckPending(64, 8); distinct != n || dups > bound {
+	if bound := daemon.MaxAckPending(64, 8); distinct != n || dups > bound {
 		t.Fatalf("distinct %d (want %d), duplicates %d (want at most %d in flight)", distinct, n, dups, bound)
 	}
 	t.Logf("killed after %d reactions; total %d, duplicates (in flight at the kill) %d, by replica %v", killedAt, total, dups, origins)

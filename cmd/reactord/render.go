@@ -177,14 +177,3 @@ func loadEngine(path string, stderr io.Writer, verbose, jinja bool) (*engine.Eng
 func jinjaFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("jinja", false, "load reaction files in Salt's default renderer (no shebang, #!jinja|yaml) as Salt's Jinja, converting them at load; #!gotmpl|yaml and #!yaml files stay as they are (also jinja: true in the reactord: section)")
 }
-
-// printErrors prints each joined error on its own line.
-func printErrors(w io.Writer, err error) {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			printErrors(w, e)
-		}
-		return
-	}
-	fmt.Fprintln(w, err)
-}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,9 +27,9 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/store"
 )
 
 // benchResult is the line `reactord bench` prints.
@@ -179,30 +180,31 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 		return runReplicasBench(ctx, replicasBench{replicas: *replicas, nodes: *cluster, partitions: *partitions, total: int64(*n), rate: *rate,
 			lanes: *lanes, queue: *queue, js: *js, noGuard: *noGuard, sharedState: *sharedState, store: *storeURL, conf: *conf, dir: dir, lines: lines}, stdout, stderr)
 	}
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "js")})
-	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return exitUsage
-	}
-	defer srv.Shutdown()
-	// The daemon's log goes through a line counter (nothing is printed).
+	// The daemon as reactord run builds it (daemon.New), on its embedded
+	// server with a data directory of its own, the null driver and the
+	// configuration's reactord: section; its log goes through a line
+	// counter (nothing is printed).
 	logLines := &countingWriter{}
 	log := slog.New(slog.NewTextHandler(logLines, &slog.HandlerOptions{Level: cfg.Settings.SlogLevel()}))
-	reg := prometheus.NewRegistry()
-	metrics := engine.NewMetrics(reg)
-	sub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "bench-daemon", Logger: log,
-		SlowConsumer: func(n int64) { metrics.Dropped.WithLabelValues(engine.DropSlowConsumer).Add(float64(n)) }})
-	if err != nil {
+	opts := daemon.Defaults()
+	dfs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	opts.Flags(dfs)
+	if _, err := daemon.Merge(dfs, daemon.FileValues(cfg.Settings), func(string) string { return "" }); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitUsage
 	}
-	defer sub.Close()
-	pub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "bench-publisher"})
-	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return exitUsage
+	opts.Config, opts.Loaded, opts.Log = *conf, cfg, log
+	opts.Listen, opts.DataDir, opts.NATS = "127.0.0.1:0", filepath.Join(dir, "daemon"), daemon.NATSOptions{}
+	opts.Driver, opts.Workers, opts.Queue = "null", *lanes, *queue
+	opts.JetStream = daemon.AutoBool{Given: true, Value: *js}
+	opts.Store, opts.NoLoopGuard, opts.SharedState = *storeURL, *noGuard, *sharedState
+	storeName := "none"
+	if *storeURL != "none" {
+		storeName = "sqlite" // the daemon's default: SQLite under its data directory
+		if *storeURL != "" {
+			storeName, _, _ = strings.Cut(*storeURL, "://")
+		}
 	}
-	defer pub.Close()
 
 	total := int64(*n)
 	var done, reactions atomic.Int64
@@ -214,57 +216,9 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	var peakRSS, rss10, rss50, rss75 atomic.Int64
 	var firstSent atomic.Int64 // UnixNano of the earliest send seen
 	var lastDone atomic.Int64  // UnixNano of the latest event handled
-	eng, err := engine.New(cfg, log)
-	if err != nil {
-		printErrors(stderr, err)
-		return exitUsage
-	}
-	// The audit store, as the daemon opens it.
-	if *storeURL == "" {
-		*storeURL = "sqlite://" + filepath.Join(dir, "reactord.db")
-	}
-	var archive *engine.Archive
-	storeName := "none"
-	if *storeURL != "none" {
-		storeName, _, _ = strings.Cut(*storeURL, "://")
-		st, err := store.Open(ctx, *storeURL)
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: --store: %v\n", err)
-			return exitUsage
-		}
-		defer st.Close()
-		w, err := store.OpenWriter(st, store.WriterOptions{Logger: log, SpoolDir: filepath.Join(dir, "store-spool"), SpoolLimit: 1 << 30})
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: %v\n", err)
-			return exitUsage
-		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = w.Close(cctx)
-		}()
-		engine.RegisterStoreMetrics(reg, w)
-		archive = &engine.Archive{W: w, MasterID: store.DefaultMasterID()}
-	}
-	// The loop guard and its shared state, as the daemon makes them.
-	gopts := engine.GuardOptions{Settle: cfg.Settings.Settle, JobTimeout: cfg.Settings.JobTimeout, Disabled: *noGuard, Log: log}
-	guard := engine.NewGuard(gopts)
-	shared := false
-	stateCtx, stateCancel := context.WithCancel(context.Background())
-	defer stateCancel()
-	if *sharedState {
-		g, err := loadSharedState(ctx, stateCtx, sub, gopts, 0, log)
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: shared state: %v\n", err)
-			return exitUsage
-		}
-		guard, shared = g, true
-	}
-	d, err := engine.NewDaemon(eng, engine.DaemonOptions{
-		// As the daemon: a core subscription drops events on a full lane
-		// (counted), JetStream blocks. The null driver executes nothing,
-		// so with the loop guard on no job ever returns.
-		Driver: actions.Null{}, Lanes: *lanes, QueueSize: *queue, Block: *js, Log: log, Metrics: metrics, Guard: guard, MaxHops: cfg.Settings.MaxHops, Archive: archive,
+	opts.Hooks = daemon.Hooks{
+		// The null driver executes nothing, so with the loop guard on no
+		// job ever returns.
 		OnDispatch: func(engine.Delivery, actions.Action, actions.Result, error) { reactions.Add(1) },
 		OnDone: func(dl engine.Delivery) {
 			if !dl.Sent.IsZero() {
@@ -291,36 +245,40 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 				close(finished)
 			}
 		},
-	})
+	}
+	d, err := daemon.New(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitUsage
 	}
+	reg := d.Registry()
+	shared := d.SharedState()
 	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	d.Start(runCtx)
-	handler := func(m *natsbus.Message) {
-		dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent}
-		if *js {
-			dl.Done = func() { _ = m.Ack() }
-			dl.Nak = func() { _ = m.Nak() }
-		}
-		if !d.Submit(runCtx, dl) && *js {
-			_ = m.Nak()
-		}
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(runCtx) }()
+	defer func() {
+		cancel()
+		<-runErr
+	}()
+	token, err := daemon.ReadSecretFile(natsbus.TokenFile(d.DataDir()))
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: the embedded server's token: %v\n", err)
+		return exitUsage
 	}
-	var s natsbus.Subscription
-	if *js {
-		s, err = sub.Consume(runCtx, natsbus.StreamOptions{Stream: "BENCH", Durable: "bench", MaxAckPending: maxAckPending(*queue, *lanes), Progress: true, Logger: log}, handler)
-	} else {
-		s, err = sub.SubscribeQueue("", "reactord", handler)
+	select {
+	case <-d.Ready():
+	case err := <-runErr:
+		runErr <- err
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
 	}
+	url := d.NATSURL()
+	pub, err := natsbus.Connect(natsbus.ConnOptions{URL: url, Name: "bench-publisher", Token: token})
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitUsage
 	}
-	defer s.Stop()
-	_ = sub.Flush(runCtx)
+	defer pub.Close()
 
 	go func() {
 		t := time.NewTicker(200 * time.Millisecond)
@@ -375,7 +333,7 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return exitUsage
 		}
-		args := []string{"bench-publish", "--nats", srv.ClientURL(), "--file", evFile, "--events", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(*rate)}
+		args := []string{"publish", "--nats", url, "--nats-token-file", natsbus.TokenFile(d.DataDir()), "--file", evFile, "--events", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(*rate)}
 		if *js {
 			args = append(args, "--jetstream")
 		}
@@ -710,11 +668,11 @@ func joinLines(lines [][]byte) []byte {
 	return out
 }
 
-// cmdBenchPublish is the bench's publisher process (not documented as a
-// user command).
+// cmdBenchPublish is the bench's publisher process.
 func cmdBenchPublish(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := newFlags("bench-publish", "reactord bench-publish --nats URL --file F --events N --rate R [--jetstream]", "The publisher process of reactord bench.", stderr)
+	fs := newFlags("publish", "reactord-bench publish --nats URL [--nats-token-file F] --file F --events N --rate R [--jetstream]", "The publisher process of reactord-bench.", stderr)
 	url := fs.String("nats", "", "NATS URL")
+	tokenFile := fs.String("nats-token-file", "", "file holding the NATS token")
 	file := fs.String("file", "", "events")
 	n := fs.Int64("events", 0, "events to publish")
 	rate := fs.Int("rate", 0, "events per second")
@@ -724,21 +682,28 @@ func cmdBenchPublish(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	lines, err := readLines(*file)
 	if err != nil || len(lines) == 0 {
-		fmt.Fprintf(stderr, "bench-publish: %v\n", err)
+		fmt.Fprintf(stderr, "publish: %v\n", err)
 		return exitUsage
 	}
 	tags := make([]string, len(lines))
 	for i, l := range lines {
 		tags[i] = lineTag(l)
 	}
-	pub, err := natsbus.Connect(natsbus.ConnOptions{URL: *url, Name: "bench-publisher"})
+	var token string
+	if *tokenFile != "" {
+		if token, err = daemon.ReadSecretFile(*tokenFile); err != nil {
+			fmt.Fprintf(stderr, "publish: %v\n", err)
+			return exitUsage
+		}
+	}
+	pub, err := natsbus.Connect(natsbus.ConnOptions{URL: *url, Name: "bench-publisher", Token: token})
 	if err != nil {
-		fmt.Fprintf(stderr, "bench-publish: %v\n", err)
+		fmt.Fprintf(stderr, "publish: %v\n", err)
 		return exitUsage
 	}
 	defer pub.Close()
 	if err := publishWorkload(ctx, pub, lines, tags, *n, *rate, *js); err != nil {
-		fmt.Fprintf(stderr, "bench-publish: %v\n", err)
+		fmt.Fprintf(stderr, "publish: %v\n", err)
 		return exitFound
 	}
 	return exitOK

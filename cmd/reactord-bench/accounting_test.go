@@ -19,8 +19,8 @@ func TestBenchAccounting(t *testing.T) {
 		{nil, "sqlite", true, true},
 		{[]string{"--store", "none", "--no-loop-guard", "--shared-state=false", "--jetstream"}, "none", false, false},
 	} {
-		args := append([]string{"bench", "--separate-publisher=false", "--count", "3000"}, tc.args...)
-		code, out, errOut := runCmd(t, "", args...)
+		args := append([]string{"--separate-publisher=false", "--count", "3000"}, tc.args...)
+		code, out, errOut := runCmd(t, args...)
 		if code != exitOK {
 			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
 		}

@@ -263,7 +263,7 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 			urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", cp))
 		}
 		for i := range b.nodes {
-			c := &child{name: fmt.Sprintf("NATS node n%d", i+1), cmd: exec.Command(self, "bench-natsnode", "--name", fmt.Sprintf("n%d", i+1),
+			c := &child{name: fmt.Sprintf("NATS node n%d", i+1), cmd: exec.Command(self, "natsnode", "--name", fmt.Sprintf("n%d", i+1),
 				"--listen", fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
 				"--routes", strings.Join(routes, ","), "--data-dir", filepath.Join(b.dir, fmt.Sprintf("n%d", i+1)))}
 			if err := c.start(); err != nil {
@@ -318,7 +318,7 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 		if !b.sharedState {
 			args = append(args, "--shared-state=false")
 		}
-		c := &child{name: fmt.Sprintf("replica %d", i+1), cmd: exec.Command(self, args...), scrp: &http.Client{Timeout: 5 * time.Second}}
+		c := &child{name: fmt.Sprintf("replica %d", i+1), cmd: exec.Command(self, append([]string{"replica"}, args...)...), scrp: &http.Client{Timeout: 5 * time.Second}}
 		if err := c.start(); err != nil {
 			return fail("%v", err)
 		}
@@ -359,7 +359,7 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 		cpu0[i], _ = procCPU(r.cmd.Process.Pid)
 	}
 	nats0 := natsCPU()
-	pargs := []string{"bench-publish", "--nats", natsURL, "--file", evFile, "--events", strconv.FormatInt(b.total, 10), "--rate", strconv.Itoa(b.rate)}
+	pargs := []string{"publish", "--nats", natsURL, "--file", evFile, "--events", strconv.FormatInt(b.total, 10), "--rate", strconv.Itoa(b.rate)}
 	if b.js {
 		pargs = append(pargs, "--jetstream")
 	}
@@ -653,7 +653,7 @@ func procRSS(pid int) int64 { return statmRSS(fmt.Sprintf("/proc/%d/statm", pid)
 // cmdBenchNATSNode runs one node of the bench's NATS cluster until SIGTERM
 // (reactord bench --cluster; not a user command).
 func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := newFlags("bench-natsnode", "reactord bench-natsnode --name N --listen ADDR --cluster-listen ADDR --routes URLS --data-dir DIR", "One NATS node of reactord bench --cluster.", stderr)
+	fs := newFlags("natsnode", "reactord-bench natsnode --name N --listen ADDR --cluster-listen ADDR --routes URLS --data-dir DIR", "One NATS node of reactord-bench --cluster.", stderr)
 	name := fs.String("name", "n1", "server name")
 	listen := fs.String("listen", "127.0.0.1:0", "client address")
 	clusterListen := fs.String("cluster-listen", "", "route address")
@@ -665,7 +665,7 @@ func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int 
 	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: *listen, DataDir: *dataDir, Name: *name,
 		Cluster: &natsbus.ClusterOptions{Name: "reactord-bench", Listen: *clusterListen, Routes: strings.Split(*routes, ",")}})
 	if err != nil {
-		fmt.Fprintf(stderr, "bench-natsnode: %v\n", err)
+		fmt.Fprintf(stderr, "natsnode: %v\n", err)
 		return exitUsage
 	}
 	<-ctx.Done()

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -17,26 +17,20 @@ import (
 //	                   trailing newline dropped (systemd's LoadCredential=
 //	                   puts one in $CREDENTIALS_DIRECTORY, %d in a unit)
 //	$REACTORD_NAME     an environment variable (systemd's EnvironmentFile=)
+//
+// Merge applies that order to the daemon's settings; SecretValue to the
+// other commands' flags.
 
-// Environment variables holding salt-api secrets.
-const (
-	envSaltAPIPassword = "REACTORD_SALTAPI_PASSWORD"
-	envSaltAPIToken    = "REACTORD_SALTAPI_TOKEN"
-	// envStore holds the audit store URL (--store), which may carry a
-	// password.
-	envStore = "REACTORD_STORE"
-)
-
-// secretValue returns a secret from, in order of precedence, its flag's
+// SecretValue returns a secret from, in order of precedence, its flag's
 // value, the file named by its *-file flag, or the environment variable
 // envName ("" when none is set). A file readable by its group or by others
 // is read, with a warning.
-func secretValue(flagValue, envName, file string) (string, error) {
+func SecretValue(flagValue, envName, file string) (string, error) {
 	if flagValue != "" {
 		return flagValue, nil
 	}
 	if file != "" {
-		return readSecretFile(file)
+		return ReadSecretFile(file)
 	}
 	if envName != "" {
 		return os.Getenv(envName), nil
@@ -44,20 +38,20 @@ func secretValue(flagValue, envName, file string) (string, error) {
 	return "", nil
 }
 
-// errEmptySecret reports a secret file holding nothing.
-var errEmptySecret = errors.New("the file is empty")
+// ErrEmptySecret reports a secret file holding nothing.
+var ErrEmptySecret = errors.New("the file is empty")
 
-// readSecretFile reads a secret from a file: its content without the
+// ReadSecretFile reads a secret from a file: its content without the
 // trailing newline (or CRLF). An empty file is an error, since it stands
 // for a secret forgotten.
-func readSecretFile(path string) (string, error) {
+func ReadSecretFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading secret: %w", err)
 	}
 	s := strings.TrimRight(string(b), "\r\n")
 	if s == "" {
-		return "", fmt.Errorf("%s: %w", path, errEmptySecret)
+		return "", fmt.Errorf("%s: %w", path, ErrEmptySecret)
 	}
 	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o044 != 0 {
 		slog.Warn("secret file is readable by other users; chmod 600 it", "file", path, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))

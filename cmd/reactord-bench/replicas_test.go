@@ -16,7 +16,7 @@ func TestBenchReplicas(t *testing.T) {
 		{"--replicas", "2", "--cluster", "3", "--partitions", "2"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			cmd := exec.Command(binPath, append([]string{"bench", "--count", "2000"}, args...)...)
+			cmd := exec.Command(binPath, append([]string{"--count", "2000"}, args...)...)
 			var errOut strings.Builder
 			cmd.Stderr = &errOut
 			out, err := cmd.Output()

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ func TestSecretValuePrecedence(t *testing.T) {
 		{"nothing", "", "", "", ""},
 		{"unset env", "", "", "REACTORD_TEST_UNSET", ""},
 	} {
-		got, err := secretValue(c.flag, c.env, c.file)
+		got, err := SecretValue(c.flag, c.env, c.file)
 		if err != nil || got != c.want {
 			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
 		}
@@ -51,15 +51,15 @@ func TestReadSecretFile(t *testing.T) {
 		{" pass word \n", " pass word "},
 		{"postgres://u:p@db/x?sslmode=disable\n", "postgres://u:p@db/x?sslmode=disable"},
 	} {
-		got, err := readSecretFile(writeSecret(t, c.content, 0o600))
+		got, err := ReadSecretFile(writeSecret(t, c.content, 0o600))
 		if err != nil || got != c.want {
 			t.Errorf("%q: got %q, %v; want %q", c.content, got, err, c.want)
 		}
 	}
-	if _, err := readSecretFile(writeSecret(t, "\n", 0o600)); !errors.Is(err, errEmptySecret) {
+	if _, err := ReadSecretFile(writeSecret(t, "\n", 0o600)); !errors.Is(err, ErrEmptySecret) {
 		t.Errorf("empty file: %v", err)
 	}
-	if _, err := readSecretFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := ReadSecretFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -67,22 +67,22 @@ func TestReadSecretFile(t *testing.T) {
 // TestDriverSecretFiles: the saltapi driver reads its password and token
 // files, and says which flag failed.
 func TestDriverSecretFiles(t *testing.T) {
-	df := driverFlags{apiURL: "http://127.0.0.1:1", apiUser: "reactord", apiEAuth: "pam", apiPasswordFile: filepath.Join(t.TempDir(), "missing")}
-	if _, err := df.driver("saltapi", nil, nil); err == nil || !strings.Contains(err.Error(), "--saltapi-password-file") {
+	df := DriverOptions{APIURL: "http://127.0.0.1:1", APIUser: "reactord", APIEAuth: "pam", APIPasswordFile: filepath.Join(t.TempDir(), "missing")}
+	if _, err := df.Driver("saltapi", nil, nil); err == nil || !strings.Contains(err.Error(), "--saltapi-password-file") {
 		t.Fatalf("missing password file: %v", err)
 	}
-	df.apiPasswordFile = writeSecret(t, "pw\n", 0o600)
-	if _, err := df.driver("saltapi", nil, nil); err != nil {
+	df.APIPasswordFile = writeSecret(t, "pw\n", 0o600)
+	if _, err := df.Driver("saltapi", nil, nil); err != nil {
 		t.Fatalf("password file: %v", err)
 	}
-	df = driverFlags{apiURL: "http://127.0.0.1:1", apiTokenFile: writeSecret(t, "tok\n", 0o600)}
-	if _, err := df.driver("saltapi", nil, nil); err != nil {
+	df = DriverOptions{APIURL: "http://127.0.0.1:1", APITokenFile: writeSecret(t, "tok\n", 0o600)}
+	if _, err := df.Driver("saltapi", nil, nil); err != nil {
 		t.Fatalf("token file: %v", err)
 	}
-	t.Setenv(envSaltAPIToken, "tok")
-	df = driverFlags{apiURL: "http://127.0.0.1:1"}
-	if _, err := df.driver("saltapi", nil, nil); err != nil {
-		t.Fatalf("token from $%s: %v", envSaltAPIToken, err)
+	t.Setenv(EnvName("saltapi-token"), "tok")
+	df = DriverOptions{APIURL: "http://127.0.0.1:1"}
+	if _, err := df.Driver("saltapi", nil, nil); err != nil {
+		t.Fatalf("token from $%s: %v", EnvName("saltapi-token"), err)
 	}
 }
 
@@ -90,23 +90,23 @@ func TestDriverSecretFiles(t *testing.T) {
 // flags, files or environment variables.
 func TestNATSOptionsSecrets(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	t.Setenv(envNATSToken, "env-token")
-	t.Setenv(envNATSPassword, "env-pw")
-	nf := natsFlags{url: "nats://127.0.0.1:1", user: "u"}
-	o, err := nf.options("t")
+	t.Setenv(EnvName("nats-token"), "env-token")
+	t.Setenv(EnvName("nats-password"), "env-pw")
+	nf := NATSOptions{URL: "nats://127.0.0.1:1", User: "u"}
+	o, err := nf.ConnOptions("t")
 	if err != nil || o.Token != "env-token" || o.Password != "env-pw" {
 		t.Fatalf("from env: %+v, %v", o, err)
 	}
-	nf.tokenFile, nf.passwordFile = writeSecret(t, "file-token\n", 0o600), writeSecret(t, "file-pw\n", 0o600)
-	if o, err = nf.options("t"); err != nil || o.Token != "file-token" || o.Password != "file-pw" {
+	nf.TokenFile, nf.PasswordFile = writeSecret(t, "file-token\n", 0o600), writeSecret(t, "file-pw\n", 0o600)
+	if o, err = nf.ConnOptions("t"); err != nil || o.Token != "file-token" || o.Password != "file-pw" {
 		t.Fatalf("from files: %+v, %v", o, err)
 	}
-	nf.token, nf.password = "flag-token", "flag-pw"
-	if o, err = nf.options("t"); err != nil || o.Token != "flag-token" || o.Password != "flag-pw" {
+	nf.Token, nf.Password = "flag-token", "flag-pw"
+	if o, err = nf.ConnOptions("t"); err != nil || o.Token != "flag-token" || o.Password != "flag-pw" {
 		t.Fatalf("from flags: %+v, %v", o, err)
 	}
-	nf = natsFlags{url: "nats://127.0.0.1:1", passwordFile: filepath.Join(t.TempDir(), "missing")}
-	if _, err := nf.options("t"); err == nil || !strings.Contains(err.Error(), "--nats-password-file") {
+	nf = NATSOptions{URL: "nats://127.0.0.1:1", PasswordFile: filepath.Join(t.TempDir(), "missing")}
+	if _, err := nf.ConnOptions("t"); err == nil || !strings.Contains(err.Error(), "--nats-password-file") {
 		t.Fatalf("missing file: %v", err)
 	}
 }

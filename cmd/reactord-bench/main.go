@@ -1,0 +1,88 @@
+// Command reactord-bench measures reactord's daemon as users run it: it
+// builds the daemon with daemon.New (the same assembly as `reactord run`)
+// on an embedded NATS server with the null driver, publishes a workload and
+// prints one JSON line of figures. It lives outside the product binary:
+//
+//	go run ./cmd/reactord-bench [flags]
+//
+// Its subcommands publish, natsnode and replica are the processes it starts
+// itself (the publisher, the NATS nodes of --cluster, the daemons of
+// --replicas).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/internal/cli"
+)
+
+// Exit codes and command-line helpers, shared with reactord.
+const (
+	exitOK    = cli.ExitOK
+	exitFound = cli.ExitFound
+	exitUsage = cli.ExitUsage
+)
+
+var (
+	newFlags    = cli.NewFlags
+	aliasFlag   = cli.AliasFlag
+	parseFlags  = cli.ParseFlags
+	printErrors = cli.PrintErrors
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "publish":
+			return cmdBenchPublish(ctx, args[1:], stderr)
+		case "natsnode":
+			return cmdBenchNATSNode(ctx, args[1:], stderr)
+		case "replica":
+			return cmdReplica(ctx, args[1:], stdout, stderr)
+		}
+	}
+	return cmdBench(ctx, args, stdout, stderr)
+}
+
+// cmdReplica is one daemon of --replicas: `reactord run`'s flags, merged
+// and assembled by the daemon package as reactord does.
+func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts := daemon.Defaults()
+	fs := newFlags("replica", "reactord-bench replica -c CONF [reactord run flags]", "One daemon of reactord-bench --replicas.", stderr)
+	opts.Flags(fs)
+	if ok, code := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if _, err := daemon.Load(&opts, fs, os.Getenv); err != nil {
+		printErrors(stderr, err)
+		return exitUsage
+	}
+	opts.Stdout, opts.Stderr = stdout, stderr
+	d, err := daemon.New(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "replica: %v\n", err)
+		return exitUsage
+	}
+	if err := d.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "replica: %v\n", err)
+		if errors.Is(err, daemon.ErrUnfinished) {
+			return exitFound
+		}
+		return exitUsage
+	}
+	return exitOK
+}

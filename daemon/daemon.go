@@ -1,0 +1,319 @@
+// Package daemon is reactord's process: it assembles the reactor from
+// Options (embedded NATS, the connection, the driver, the audit store, the
+// loop guard, the pipeline, the HTTP endpoints, the consumer), runs it
+// until its context ends, reloads its configuration on SIGHUP and on file
+// changes, and takes it down in the reverse order. `reactord run` and the
+// benchmark (cmd/reactord-bench) both build their daemon here.
+//
+// New starts the parts in order, each stacking its teardown; a part that
+// fails to start stops New with an error naming it, after the parts
+// already started were taken down (Stop is safe after a partial start).
+// See docs/architecture.md for what each part does when it fails later.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/internal/redact"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// ErrConfig marks a start that failed on the configuration or a setting
+// (an exit 2 of `reactord run`); the error joined with it says which.
+var ErrConfig = errors.New("configuration")
+
+// configErr marks err as a configuration or setting error (ErrConfig),
+// its text unchanged.
+func configErr(err error) error { return setupError{err} }
+
+// setupError is an error that errors.Is ErrConfig.
+type setupError struct{ err error }
+
+func (e setupError) Error() string        { return e.err.Error() }
+func (e setupError) Unwrap() error        { return e.err }
+func (e setupError) Is(target error) bool { return target == ErrConfig }
+
+// LoadError is a configuration that did not load or compile: its errors
+// (joined) each name a file, line and column.
+type LoadError struct{ Err error }
+
+func (e *LoadError) Error() string { return e.Err.Error() }
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// ErrUnfinished marks a stop that left work undone: events still in
+// flight at the drain timeout, or audit records lost.
+var ErrUnfinished = errors.New("stopped with work undone")
+
+// Daemon is one running reactor.
+type Daemon struct {
+	opts Options
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	cfg  *config.Config
+
+	// Settled settings.
+	dataDir   string
+	jetstream bool
+	driver    string
+	natsURL   string
+
+	// Parts, set as New starts them.
+	srv         *natsbus.Embedded
+	token       string
+	conn        *natsbus.Conn
+	drv         actions.Driver
+	eng         *engine.Engine
+	metrics     *engine.Metrics
+	archive     *engine.Archive
+	guard       *engine.Guard
+	copyOf      func(context.Context, string, []byte, uint64) (bool, error)
+	pipe        *engine.Daemon
+	http        *http.Server
+	httpAddr    string
+	sub         natsbus.Subscription
+	partitioned *natsbus.Partitioned
+
+	// runCtx bounds the background work of the parts (purge, the shared
+	// state's watch, the consumers); cancel ends it at Stop.
+	runCtx context.Context
+	cancel context.CancelFunc
+
+	// health are the parts' checks for /healthz, in start order.
+	healthMu sync.Mutex
+	health   []healthCheck
+	ready    atomic.Bool
+	readyCh  chan struct{}
+	shared   bool
+
+	hup    <-chan os.Signal
+	ownHup chan os.Signal
+
+	// teardown is stacked by the parts as they start and run in reverse.
+	teardown []teardown
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// teardown is one part's clean-up.
+type teardown struct {
+	part string
+	fn   func(ctx context.Context) error
+}
+
+// part is one step of New: its name (in errors and the docs' table) and
+// its start.
+type part struct {
+	name  string
+	start func(ctx context.Context) error
+}
+
+// New builds a daemon from o and starts its parts, except the consumer,
+// which Run starts. On error every part started is taken down; errors.Is
+// ErrConfig tells a setting's error from a part that could not start.
+func New(ctx context.Context, o Options) (*Daemon, error) {
+	d := &Daemon{opts: o, readyCh: make(chan struct{})}
+	d.runCtx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.teardown = append(d.teardown, teardown{"background work", func(context.Context) error { d.cancel(); return nil }})
+	if err := d.settle(); err != nil {
+		d.cancel()
+		return nil, configErr(err)
+	}
+	for _, p := range d.startOrder() {
+		if err := p.start(ctx); err != nil {
+			_ = d.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// startOrder lists the parts in start order.
+func (d *Daemon) startOrder() []part {
+	return []part{
+		{"signals", d.startSignals},
+		{"data directory", d.openDataDir},
+		{"embedded NATS server", d.startNATS},
+		{"NATS connection", d.connect},
+		{"driver", d.openDriver},
+		{"engine", d.buildEngine},
+		{"audit store", d.openStore},
+		{"loop guard", d.openGuard},
+		{"multi-master copies", d.openCopies},
+		{"HTTP endpoints", d.serveHTTP},
+		{"pipeline", d.startPipeline},
+	}
+}
+
+// settle applies the defaults that depend on other settings and refuses
+// settings that contradict each other.
+func (d *Daemon) settle() error {
+	o := &d.opts
+	if o.Config == "" {
+		return errors.New("need -c CONF")
+	}
+	if o.DryRun && o.Driver != "" && o.Driver != "dryrun" {
+		return fmt.Errorf("--dry-run executes nothing but --driver %s executes reactions: give one of them", o.Driver)
+	}
+	if o.Partitions < 0 || o.Partitions > 1024 {
+		return fmt.Errorf("--partitions %d (or partitions:): want 0 to 1024", o.Partitions)
+	}
+	d.driver = o.Driver
+	if o.DryRun || d.driver == "" {
+		d.driver = "dryrun"
+	}
+	if o.DriverOverride != nil {
+		d.driver = o.DriverOverride.Name()
+	}
+	if o.Workers == 0 && (d.driver == "saltapi" || d.driver == "exec") {
+		// A lane waits for its reaction's call; the drivers batch and merge
+		// only what waits, so give them more lanes than request slots.
+		o.Workers = 32
+	}
+	// The embedded server has JetStream and a disk: by default its events
+	// go through the stream, so that a burst waits there instead of
+	// overflowing the lanes.
+	d.jetstream = o.JetStream.On(o.NATS.URL == "")
+	if o.Partitions > 0 && !d.jetstream {
+		return errors.New("--partitions needs --jetstream (core NATS queue groups cannot keep a minion's events in order across replicas)")
+	}
+	if o.DedupeMasters > 0 && !d.jetstream {
+		return errors.New("--dedupe-masters needs --jetstream (the copies are told apart through a JetStream key-value bucket)")
+	}
+	if o.LogLevel != "" {
+		if _, err := config.ParseLogLevel(o.LogLevel); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+	}
+	if o.KeepJobs == 0 {
+		o.KeepJobs = defaultKeepJobs
+	}
+	d.log = o.Log
+	if d.log == nil {
+		d.log = NewLogger(o.Stderr, o.LogLevel, o.Verbose)
+	}
+	d.reg = o.Registry
+	if d.reg == nil {
+		d.reg = prometheus.NewRegistry()
+	}
+	return nil
+}
+
+// NewLogger returns the daemon's text logger on w (stderr when nil) at a
+// Salt log level name; verbose is debug.
+func NewLogger(w io.Writer, level string, verbose bool) *slog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	lv, _ := config.ParseLogLevel(level) // New refuses a bad name; "" is info
+	l := config.Settings{LogLevel: lv}.SlogLevel()
+	if verbose {
+		l = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// Log returns the daemon's logger.
+func (d *Daemon) Log() *slog.Logger { return d.log }
+
+// Registry returns the registry holding the daemon's metrics.
+func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
+
+// NATSURL returns the URL the daemon is connected to (the embedded
+// server's when it started one).
+func (d *Daemon) NATSURL() string { return d.natsURL }
+
+// DataDir returns the daemon's data directory.
+func (d *Daemon) DataDir() string { return d.dataDir }
+
+// HTTPAddr returns the address /metrics and /healthz are served on, ""
+// without --http.
+func (d *Daemon) HTTPAddr() string { return d.httpAddr }
+
+// Ready is closed once Run takes events.
+func (d *Daemon) Ready() <-chan struct{} { return d.readyCh }
+
+// SharedState reports whether the loop guard's state is the replicas'
+// shared bucket (false: this process's memory).
+func (d *Daemon) SharedState() bool { return d.shared }
+
+// JetStream reports whether the daemon consumes the event stream.
+func (d *Daemon) JetStream() bool { return d.jetstream }
+
+// Run consumes events and reloads the configuration on SIGHUP and on file
+// changes until ctx ends, then stops the daemon (Stop) and returns its
+// error.
+func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.subscribe(ctx); err != nil {
+		_ = d.Stop(context.WithoutCancel(ctx))
+		return err
+	}
+	d.ready.Store(true)
+	close(d.readyCh)
+	mode := "core"
+	if d.jetstream {
+		mode = "jetstream"
+	}
+	if d.partitioned != nil {
+		mode = fmt.Sprintf("jetstream, %d partitions", d.opts.Partitions)
+	}
+	d.log.Info("reactord ready", "nats", redact.URLs(d.natsURL), "mode", mode, "driver", d.drv.Name(), "rules", len(d.cfg.Rules))
+	d.reloader().run(ctx, d.hup)
+	d.log.Info("stopping: draining in-flight events", "timeout", d.opts.DrainTimeout.String())
+	return d.Stop(context.WithoutCancel(ctx))
+}
+
+// Stop takes the parts down in the reverse of their start: the consumer
+// stops taking events, the pipeline drains within the drain timeout, the
+// driver, the store, the connection and the embedded server close. It is
+// safe after a partial start and returns the same error when called
+// again; errors.Is ErrUnfinished when events or records were left.
+func (d *Daemon) Stop(ctx context.Context) error {
+	d.stopOnce.Do(func() {
+		d.ready.Store(false)
+		var errs []error
+		for i := len(d.teardown) - 1; i >= 0; i-- {
+			t := d.teardown[i]
+			if err := t.fn(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", t.part, err))
+			}
+		}
+		if d.ownHup != nil {
+			signal.Stop(d.ownHup)
+		}
+		d.stopErr = errors.Join(errs...)
+	})
+	return d.stopErr
+}
+
+// push stacks a part's teardown.
+func (d *Daemon) push(part string, fn func(ctx context.Context) error) {
+	d.teardown = append(d.teardown, teardown{part, fn})
+}
+
+// startSignals catches SIGHUP (reload) unless the caller passed its own
+// channel, caught before the configuration was read.
+func (d *Daemon) startSignals(context.Context) error {
+	if d.opts.Hup != nil {
+		d.hup = d.opts.Hup
+		return nil
+	}
+	d.ownHup = make(chan os.Signal, 1)
+	signal.Notify(d.ownHup, syscall.SIGHUP)
+	d.hup = d.ownHup
+	return nil
+}

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/actions/execdriver"
+	"github.com/reactord/reactord/actions/saltapi"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// DriverOptions configure the drivers.
+type DriverOptions struct {
+	// ExecSubject is the nats driver's subject prefix.
+	ExecSubject string
+	// salt-api
+	APIURL, APIUser, APIPassword, APIEAuth, APIToken, APICA string
+	APIPasswordFile, APITokenFile                           string
+	APIInsecure                                             bool
+	APIMaxInFlight, APIMaxBatch, APIMaxMerge                int
+	// the salt programs
+	SaltBin, SaltRunBin, SaltCallBin string
+	ExecTimeout, KillGrace           time.Duration
+	SaltConfigDir                    string
+	ExecMaxProcs, ExecCoalesce       int
+}
+
+// DefaultDriverOptions returns the drivers' defaults.
+func DefaultDriverOptions() DriverOptions {
+	return DriverOptions{
+		ExecSubject: natsbus.DefaultExecPrefix, APIEAuth: "auto",
+		APIMaxInFlight: saltapi.DefaultMaxInFlight, APIMaxBatch: saltapi.DefaultMaxBatch, APIMaxMerge: saltapi.DefaultMaxMerge,
+		SaltBin: "salt", SaltRunBin: "salt-run", SaltCallBin: "salt-call",
+		ExecTimeout: 30 * time.Second, KillGrace: 5 * time.Second, ExecCoalesce: execdriver.DefaultMaxCoalesce,
+	}
+}
+
+// Flags registers the drivers' flags, their defaults f's values.
+func (f *DriverOptions) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&f.ExecSubject, "exec-subject", f.ExecSubject, "nats driver: subject prefix reactions are published under (<prefix><state>)")
+	fs.StringVar(&f.APIURL, "saltapi-url", f.APIURL, "saltapi driver: salt-api base URL")
+	fs.StringVar(&f.APIUser, "saltapi-user", f.APIUser, "saltapi driver: eauth user")
+	fs.StringVar(&f.APIPassword, "saltapi-password", f.APIPassword, "saltapi driver: eauth password (shows in ps: prefer --saltapi-password-file or $"+EnvName("saltapi-password")+")")
+	fs.StringVar(&f.APIPasswordFile, "saltapi-password-file", f.APIPasswordFile, "saltapi driver: file holding the eauth password")
+	fs.StringVar(&f.APIEAuth, "saltapi-eauth", f.APIEAuth, "saltapi driver: eauth backend")
+	fs.StringVar(&f.APIToken, "saltapi-token", f.APIToken, "saltapi driver: a session token from /login (shows in ps: prefer --saltapi-token-file or $"+EnvName("saltapi-token")+")")
+	fs.StringVar(&f.APITokenFile, "saltapi-token-file", f.APITokenFile, "saltapi driver: file holding the session token")
+	fs.StringVar(&f.APICA, "saltapi-ca", f.APICA, "saltapi driver: CA file for salt-api's certificate")
+	fs.BoolVar(&f.APIInsecure, "saltapi-insecure", f.APIInsecure, "saltapi driver: do not verify salt-api's certificate (tests only)")
+	fs.StringVar(&f.SaltBin, "salt-bin", f.SaltBin, "exec driver: the salt program")
+	fs.StringVar(&f.SaltRunBin, "salt-run-bin", f.SaltRunBin, "exec driver: the salt-run program")
+	fs.StringVar(&f.SaltCallBin, "salt-call-bin", f.SaltCallBin, "exec driver: the salt-call program (also runs caller reactions for saltapi)")
+	fs.DurationVar(&f.ExecTimeout, "exec-timeout", f.ExecTimeout, "exec driver: timeout of one command")
+	fs.DurationVar(&f.KillGrace, "exec-kill-grace", f.KillGrace, "exec driver: SIGTERM to SIGKILL grace")
+	fs.StringVar(&f.SaltConfigDir, "salt-config-dir", f.SaltConfigDir, "exec driver: pass -c DIR to the salt programs")
+	fs.IntVar(&f.APIMaxInFlight, "saltapi-max-in-flight", f.APIMaxInFlight, "saltapi driver: requests to salt-api at once")
+	fs.IntVar(&f.APIMaxBatch, "saltapi-max-batch", f.APIMaxBatch, "saltapi driver: reactions waiting for a request slot are sent together, up to this many in one POST (1: never)")
+	fs.IntVar(&f.APIMaxMerge, "saltapi-merge", f.APIMaxMerge, "saltapi driver: waiting local reactions that differ only in their literal minion target become one job with a list target, up to this many (1: never)")
+	fs.IntVar(&f.ExecMaxProcs, "exec-max-procs", f.ExecMaxProcs, "exec driver: salt/salt-run programs running at once (default: the CPU count, 2 to 8)")
+	fs.IntVar(&f.ExecCoalesce, "exec-coalesce", f.ExecCoalesce, "exec driver: waiting local reactions that differ only in their literal minion target share one salt -L run, up to this many (1: never)")
+}
+
+// ErrUnknownDriver reports a driver name that is none of the drivers.
+var ErrUnknownDriver = errors.New("unknown driver")
+
+// Exec returns the exec driver.
+func (f *DriverOptions) Exec() (*execdriver.Driver, error) {
+	cfg := execdriver.Config{Salt: f.SaltBin, SaltRun: f.SaltRunBin, SaltCall: f.SaltCallBin, Timeout: f.ExecTimeout, KillGrace: f.KillGrace,
+		MaxProcs: f.ExecMaxProcs, MaxCoalesce: f.ExecCoalesce}
+	if f.SaltConfigDir != "" {
+		cfg.ExtraArgs = []string{"-c", f.SaltConfigDir}
+	}
+	return execdriver.New(cfg)
+}
+
+// Driver returns the driver name: dryrun writes to stdout, nats publishes
+// on conn.
+func (f *DriverOptions) Driver(name string, stdout io.Writer, conn *natsbus.Conn) (actions.Driver, error) {
+	switch name {
+	case "dryrun":
+		if stdout == nil {
+			stdout = io.Discard
+		}
+		return actions.NewDryRun(stdout), nil
+	case "null":
+		return actions.Null{}, nil
+	case "nats":
+		return natsbus.NewDriver(conn, f.ExecSubject, fmt.Sprintf("reactord-%d", os.Getpid())), nil
+	case "exec":
+		return f.Exec()
+	case "saltapi":
+		pw, err := SecretValue(f.APIPassword, EnvName("saltapi-password"), f.APIPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--saltapi-password-file: %w", err)
+		}
+		tok, err := SecretValue(f.APIToken, EnvName("saltapi-token"), f.APITokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--saltapi-token-file: %w", err)
+		}
+		api, err := saltapi.New(saltapi.Config{URL: f.APIURL, Username: f.APIUser, Password: pw, EAuth: f.APIEAuth, Token: tok, CAFile: f.APICA, InsecureSkipVerify: f.APIInsecure,
+			MaxInFlight: f.APIMaxInFlight, MaxBatch: f.APIMaxBatch, MaxMerge: f.APIMaxMerge})
+		if err != nil {
+			return nil, fmt.Errorf("--driver saltapi: %w", err)
+		}
+		// salt-api cannot run caller reactions: salt-call runs them here.
+		call, err := f.Exec()
+		if err != nil {
+			return nil, err
+		}
+		if call.Supports("caller") {
+			return actions.Router{Primary: api, Fallback: call}, nil
+		}
+		return api, nil
+	}
+	return nil, fmt.Errorf("--driver %q: %w (known: dryrun, saltapi, exec, nats, null)", name, ErrUnknownDriver)
+}

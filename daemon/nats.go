@@ -1,0 +1,130 @@
+package daemon
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/reactord/reactord/natsbus"
+)
+
+// NATSOptions are the connection settings the daemon, fire, events and
+// bridge share.
+type NATSOptions struct {
+	URL                          string
+	Token, TokenFile             string
+	User, Password, PasswordFile string
+	NKey, Creds                  string
+	CA, Cert, Key                string
+}
+
+// Flags registers the connection flags; urlUsage is the help of --nats,
+// which says what an empty URL does for the command.
+func (n *NATSOptions) Flags(fs *flag.FlagSet, urlUsage string) {
+	fs.StringVar(&n.URL, "nats", n.URL, urlUsage)
+	fs.StringVar(&n.Token, "nats-token", n.Token, "NATS token (shows in ps: prefer --nats-token-file or $"+EnvName("nats-token")+"); default: the token of reactord's embedded server at that address, when this user can read it")
+	fs.StringVar(&n.TokenFile, "nats-token-file", n.TokenFile, "file holding the NATS token (reactord's embedded server: DATA_DIR/"+natsbus.TokenFileName+")")
+	fs.StringVar(&n.User, "nats-user", n.User, "NATS user")
+	fs.StringVar(&n.Password, "nats-password", n.Password, "NATS password (shows in ps: prefer --nats-password-file or $"+EnvName("nats-password")+")")
+	fs.StringVar(&n.PasswordFile, "nats-password-file", n.PasswordFile, "file holding the NATS password")
+	fs.StringVar(&n.NKey, "nats-nkey", n.NKey, "NATS NKey seed file")
+	fs.StringVar(&n.Creds, "nats-creds", n.Creds, "NATS .creds file")
+	fs.StringVar(&n.CA, "nats-ca", n.CA, "CA file for NATS TLS")
+	fs.StringVar(&n.Cert, "nats-cert", n.Cert, "client certificate for NATS TLS")
+	fs.StringVar(&n.Key, "nats-key", n.Key, "client key for NATS TLS")
+}
+
+// ConnOptions returns the connection options, with the secrets read from
+// their flags, files or environment variables. When none is given, the
+// token of reactord's embedded server at the URL's address is used, found
+// in dataDirs, then the default data directory, then the systemd unit's, if
+// this user can read it; AuthHint says what to do when the server refuses.
+func (n *NATSOptions) ConnOptions(name string, dataDirs ...string) (natsbus.ConnOptions, error) {
+	token, err := SecretValue(n.Token, EnvName("nats-token"), n.TokenFile)
+	if err != nil {
+		return natsbus.ConnOptions{}, fmt.Errorf("--nats-token-file: %w", err)
+	}
+	password, err := SecretValue(n.Password, EnvName("nats-password"), n.PasswordFile)
+	if err != nil {
+		return natsbus.ConnOptions{}, fmt.Errorf("--nats-password-file: %w", err)
+	}
+	o := natsbus.ConnOptions{URL: n.URL, Name: name, Token: token, User: n.User, Password: password,
+		NKeyFile: n.NKey, CredsFile: n.Creds, CAFile: n.CA, CertFile: n.Cert, KeyFile: n.Key}
+	if token != "" || n.User != "" || n.NKey != "" || n.Creds != "" {
+		o.AuthHint = "the server refused the credentials given (--nats-token, --nats-user, --nats-nkey, --nats-creds, their *-file flags or $" + EnvName("nats-token") + ")"
+		return o, nil
+	}
+	dirs := append(append([]string{}, dataDirs...), natsbus.DefaultDataDir(), natsbus.SystemDataDir)
+	if tok, file := natsbus.LocalToken(n.URL, dirs...); tok != "" {
+		o.Token = tok
+		o.AuthHint = "the token in " + file + " was refused: that file belongs to another reactord daemon (another --data-dir?); pass --nats-token-file DATA_DIR/" + natsbus.TokenFileName + " of the daemon serving this address"
+		return o, nil
+	}
+	o.AuthHint = tokenHint(dirs)
+	return o, nil
+}
+
+// tokenHint says where a client finds the embedded server's token.
+func tokenHint(dirs []string) string {
+	var files, unreadable []string
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if d == "" || seen[d] {
+			continue
+		}
+		seen[d] = true
+		f := natsbus.TokenFile(d)
+		files = append(files, f)
+		if _, err := os.ReadFile(f); errors.Is(err, fs.ErrPermission) {
+			unreadable = append(unreadable, f)
+		}
+	}
+	hint := "the server requires authentication: for reactord's embedded server, run as a user who can read DATA_DIR/" +
+		natsbus.TokenFileName + " (DATA_DIR is the daemon's --data-dir; looked in " + strings.Join(files, ", ") +
+		"), or pass --nats-token-file DATA_DIR/" + natsbus.TokenFileName + "; for another server, give its credentials (--nats-token-file, --nats-user and --nats-password-file, --nats-creds)"
+	if len(unreadable) > 0 {
+		hint += "; this user may not read " + strings.Join(unreadable, ", ")
+	}
+	return hint
+}
+
+// startEmbedded starts the daemon's embedded NATS server with the token
+// of dataDir (created at the first start), or open to every client with
+// open, and records its address beside the token. It returns the server
+// and the token the daemon connects with.
+func startEmbedded(log *slog.Logger, so natsbus.ServerOptions, dataDir string, open bool) (*natsbus.Embedded, string, error) {
+	token, tokenFile := "", natsbus.TokenFile(dataDir)
+	if !open {
+		tok, created, exposed, err := natsbus.EnsureToken(dataDir)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w (--listen-open runs the server without authentication)", err)
+		}
+		if created {
+			log.Info("created the embedded NATS server's token; clients run by a user who can read it use it by themselves", "token_file", tokenFile)
+		}
+		if exposed {
+			log.Warn("the NATS token file is readable by every local user, who can then read and publish events; chmod 600 it", "token_file", tokenFile)
+		}
+		token = tok
+	}
+	so.Token = token
+	srv, err := natsbus.StartEmbedded(so)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := natsbus.RecordAddr(dataDir, srv.Addr()); err != nil {
+		srv.Shutdown()
+		return nil, "", err
+	}
+	if open {
+		log.Warn("the embedded NATS server accepts clients without authentication (--listen-open): anyone who can reach it can read every event and reaction, publish events that make reactord accept keys or run states, or delete the stream",
+			"listen", srv.Addr())
+	} else {
+		log.Info("the embedded NATS server requires its token", "token_file", tokenFile)
+	}
+	return srv, token, nil
+}

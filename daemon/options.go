@@ -1,0 +1,219 @@
+package daemon
+
+import (
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/store"
+)
+
+// Options are every setting of a daemon. Defaults returns them with their
+// defaults; Flags binds them to a flag set, whose flags Merge then fills
+// from the environment and the configuration's reactord: section. The
+// fields below the flags (Stdout, Log, Registry, Hooks) are for programs
+// that embed a daemon, such as the benchmark.
+type Options struct {
+	// Config is the reactor configuration: a file or a master.d directory.
+	Config string
+	// NATS is the connection to an outside NATS server; with no URL an
+	// embedded server is started on Listen.
+	NATS NATSOptions
+	// Listen, ListenOpen and MaxPayload configure the embedded server.
+	Listen     string
+	ListenOpen bool
+	MaxPayload int
+	// DataDir holds the embedded server's JetStream data and token, the
+	// SQLite store and the store spool (default: natsbus.DefaultDataDir).
+	DataDir string
+	// HTTP serves /metrics and /healthz on this address.
+	HTTP string
+	// DryRun is Driver "dryrun".
+	DryRun bool
+	// Driver names the driver (default dryrun); Drivers configure them.
+	Driver  string
+	Drivers DriverOptions
+	// JetStream consumes the event stream with a durable consumer; unset,
+	// it is on with the embedded server and off with a NATS URL.
+	JetStream AutoBool
+	// Partitions splits the stream by minion (JetStream; 0: off).
+	Partitions int
+	// Workers is the number of ordered lanes (default 32 for the saltapi
+	// and exec drivers, else the engine's); Queue the events per lane.
+	Workers int
+	Queue   int
+	// DrainTimeout bounds the drain on stop.
+	DrainTimeout time.Duration
+	// DeadLetter is the subject of reactions that failed for good.
+	DeadLetter string
+	// AckWait, StreamReplicas, DedupeMasters and DedupeWindow configure
+	// the JetStream stream and consumer.
+	AckWait        time.Duration
+	StreamReplicas int
+	DedupeMasters  time.Duration
+	DedupeWindow   time.Duration
+	// ReloadSettle is how long changed configuration files must stay
+	// unchanged before they are reloaded.
+	ReloadSettle time.Duration
+	// Settle, JobTimeout, MaxHops, NoLoopGuard and SharedState configure
+	// the loop guard (zero: the guard's defaults).
+	Settle      time.Duration
+	JobTimeout  time.Duration
+	MaxHops     int
+	NoLoopGuard bool
+	SharedState bool
+	// Store is the audit store URL ("none": off; default: SQLite under
+	// DataDir); StoreFile a file holding it.
+	Store      string
+	StoreFile  string
+	StoreSpool int64
+	// KeepJobs is the archive's retention (default 24h).
+	KeepJobs    time.Duration
+	MasterID    string
+	ArchiveAll  bool
+	ArchiveTags string
+	// LogLevel is a Salt log level name; Verbose is "debug".
+	LogLevel string
+	Verbose  bool
+	// Jinja loads reaction files in Salt's default renderer as Jinja.
+	Jinja bool
+
+	// Loaded is the configuration Config names, when the caller loaded
+	// it already (to merge its reactord: section); nil: New loads it.
+	Loaded *config.Config
+	// Hup, when set, delivers the reload signal (caught by the caller
+	// before it read the configuration); nil: New catches SIGHUP.
+	Hup <-chan os.Signal
+
+	// Stdout receives the dryrun driver's lines (default: discarded).
+	Stdout io.Writer
+	// Log is the daemon's logger; nil builds one on Stderr at LogLevel.
+	Log    *slog.Logger
+	Stderr io.Writer
+	// Registry receives the daemon's metrics; nil makes one.
+	Registry *prometheus.Registry
+	// Hooks observe the pipeline (the benchmark measures with them).
+	Hooks Hooks
+	// DriverOverride, when set, is the driver instead of the one Driver
+	// names (tests, the benchmark).
+	DriverOverride actions.Driver
+}
+
+// Hooks are called by the pipeline; each may be nil.
+type Hooks struct {
+	// OnDispatch is called after each dispatched reaction.
+	OnDispatch func(d engine.Delivery, a actions.Action, res actions.Result, err error)
+	// OnDone is called after each event was fully handled.
+	OnDone func(d engine.Delivery)
+}
+
+// Defaults returns the options with every default a flag shows. Defaults
+// that depend on other settings (the driver's lanes, JetStream with the
+// embedded server, the store under the data directory) are settled by New.
+func Defaults() Options {
+	return Options{
+		Listen:       "127.0.0.1:4222",
+		MaxPayload:   natsbus.DefaultMaxPayload,
+		Queue:        1024,
+		DrainTimeout: 10 * time.Second,
+		DeadLetter:   "reactord.deadletter",
+		AckWait:      30 * time.Second,
+		DedupeWindow: 2 * time.Minute,
+		ReloadSettle: defaultReloadSettle,
+		StoreSpool:   1 << 30,
+		MasterID:     store.DefaultMasterID(),
+		SharedState:  true,
+		Drivers:      DefaultDriverOptions(),
+	}
+}
+
+// Flags registers a flag for every setting, its default the option's
+// current value.
+func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Config, "c", o.Config, "reactor configuration: a file or a master.d directory (required)")
+	o.NATS.Flags(fs, "NATS URL(s) to connect to (default: the reactord: section's nats); empty: start an embedded server on --listen")
+	fs.StringVar(&o.Listen, "listen", o.Listen, "address of the embedded NATS server")
+	fs.BoolVar(&o.ListenOpen, "listen-open", o.ListenOpen, "run the embedded NATS server without authentication (default: clients need the token in DATA_DIR/"+natsbus.TokenFileName+"); any local user can then read and publish events")
+	fs.IntVar(&o.MaxPayload, "max-payload", o.MaxPayload, "largest message the embedded NATS server accepts, in bytes (NATS's own default is 1 MB; a highstate return is often bigger)")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "data directory (embedded JetStream); default: the user cache directory's reactord folder")
+	fs.StringVar(&o.HTTP, "http", o.HTTP, "serve /metrics and /healthz on this address")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "execute nothing; print each reaction as a JSON line (same as --driver dryrun)")
+	fs.StringVar(&o.Driver, "driver", o.Driver, "driver: dryrun, saltapi, exec, nats, null (dispatches nothing: benchmarks) (default: dryrun)")
+	fs.Var(&o.JetStream, "jetstream", "consume a JetStream stream with a shared durable consumer (ack after dispatch; a burst waits on disk, nothing is dropped) instead of a core queue group; default: true with the embedded server, false with --nats URL (--jetstream=false: core)")
+	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "JetStream: split the stream into this many partitions by minion, each handled by one replica at a time, so one minion's events are handled in order across replicas and through a replica's death (every replica must give the same number; about the number of replicas; 0: one shared consumer, no order across replicas)")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "ordered worker lanes (default: 32 for the saltapi and exec drivers, 8 for the others)")
+	fs.IntVar(&o.Queue, "queue", o.Queue, "events queued per lane")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long SIGTERM waits for in-flight events")
+	fs.StringVar(&o.DeadLetter, "dead-letter", o.DeadLetter, "subject receiving reactions that failed after retries")
+	fs.DurationVar(&o.AckWait, "ack-wait", o.AckWait, "JetStream: redeliver an event not acknowledged within this time")
+	fs.IntVar(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "JetStream: servers of the NATS cluster that keep the event stream (default 1 for a new stream; a value given here or in the file is applied to an existing stream too, and logged)")
+	fs.DurationVar(&o.DedupeMasters, "dedupe-masters", o.DedupeMasters, "JetStream: treat events with the same tag and data (but _stamp) whose masters stamped them at most this far apart as one, the first copy taken reacting (multi-master pairs, each with its bridge; e.g. 2s; 0: off)")
+	fs.DurationVar(&o.DedupeWindow, "dedupe-window", o.DedupeWindow, "JetStream: the stream's duplicate window for the bridge's Nats-Msg-Id (one master emission); applied to an existing stream too")
+	fs.DurationVar(&o.ReloadSettle, "reload-settle", o.ReloadSettle, "reload on a configuration file change once the files were unchanged this long")
+	fs.DurationVar(&o.Settle, "settle", o.Settle, "loop guard: after a reaction's job returned, hold the same reaction for its minions this long (default: 5s)")
+	fs.DurationVar(&o.JobTimeout, "job-timeout", o.JobTimeout, "loop guard: stop waiting for a job's returns after this long (default: 5m)")
+	fs.IntVar(&o.MaxHops, "max-hops", o.MaxHops, "suppress events caused by reactions more than this many times in a row (default: 3)")
+	fs.StringVar(&o.Store, "store", o.Store, "audit store: sqlite:///path.db, mysql://..., postgres://..., or none (default: sqlite under --data-dir)")
+	fs.StringVar(&o.StoreFile, "store-file", o.StoreFile, "file holding the --store URL, so its password stays out of ps (or $"+EnvName("store")+")")
+	fs.Int64Var(&o.StoreSpool, "store-spool", o.StoreSpool, "bytes of disk the audit store's records may take under --data-dir while the database is down (JetStream acknowledges an event once its records are written or spooled)")
+	fs.DurationVar(&o.KeepJobs, "keep-jobs", o.KeepJobs, "keep archived events, jobs and returns this long (default: 24h, like Salt)")
+	fs.StringVar(&o.MasterID, "master-id", o.MasterID, "the Salt master's id (its id option): archived events carry it and runner and wheel jobs return under it, as in Salt's job cache")
+	fs.BoolVar(&o.ArchiveAll, "archive-all", o.ArchiveAll, "also archive saltutil.find_job polling and Salt's legacy duplicate tags")
+	fs.StringVar(&o.ArchiveTags, "archive-tags", o.ArchiveTags, "archive only events whose tag matches one of these comma-separated globs (job publishes and returns are always kept)")
+	fs.BoolVar(&o.NoLoopGuard, "no-loop-guard", o.NoLoopGuard, "turn the job-linked loop guard off (throttle, debounce and the hop limit still apply)")
+	fs.BoolVar(&o.SharedState, "shared-state", o.SharedState, "keep the loop guard's jobs, hop counts, throttle counts and debounces in a JetStream key-value bucket (REACTORD_GUARD) that every replica shares and a restarted one reloads, in core mode too; false, or a NATS server without JetStream 2.11+: in this process's memory")
+	o.Drivers.Flags(fs)
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "least severe level logged: debug, info, warning, error or quiet (Salt's names: all, garbage, trace, profile, critical too) (default: info)")
+	fs.BoolVar(&o.Verbose, "v", o.Verbose, "debug logging (--log-level debug)")
+	fs.BoolVar(&o.Jinja, "jinja", o.Jinja, "load reaction files in Salt's default renderer (no shebang, #!jinja|yaml) as Salt's Jinja, converting them at load; #!gotmpl|yaml and #!yaml files stay as they are (also jinja: true in the reactord: section)")
+}
+
+// AutoBool is a boolean setting whose default depends on other settings:
+// it remembers whether it was set.
+type AutoBool struct {
+	// Given is true once a value was given.
+	Given bool
+	// Value is the value given.
+	Value bool
+}
+
+// On returns the value given, else def.
+func (b AutoBool) On(def bool) bool {
+	if b.Given {
+		return b.Value
+	}
+	return def
+}
+
+// String implements flag.Value.
+func (b *AutoBool) String() string {
+	if b == nil || !b.Given {
+		return "auto"
+	}
+	return strconv.FormatBool(b.Value)
+}
+
+// Set implements flag.Value.
+func (b *AutoBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.Given, b.Value = true, v
+	return nil
+}
+
+// IsBoolFlag makes --jetstream a flag without a value.
+func (b *AutoBool) IsBoolFlag() bool { return true }
+
+// Get implements flag.Getter.
+func (b *AutoBool) Get() any { return b.Value }

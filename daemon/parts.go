@@ -1,0 +1,443 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/bridge"
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/internal/redact"
+	"github.com/reactord/reactord/matchers"
+	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/store"
+)
+
+// defaultKeepJobs is the archive's retention, Salt's keep_jobs default.
+const defaultKeepJobs = 24 * time.Hour
+
+// sharedWaitJetStream is how long, with JetStream, a throttle keeps asking
+// a failing shared state before counting in its replica alone.
+const sharedWaitJetStream = 15 * time.Second
+
+// MaxAckPending bounds the events a JetStream daemon holds unacknowledged:
+// its lanes' queues, the client's pull buffer and a store batch's worth
+// waiting to be durable. Only these can run twice after a crash.
+func MaxAckPending(queue, lanes int) int { return queue*lanes + 1024 + 1024 }
+
+// openDataDir creates the data directory.
+func (d *Daemon) openDataDir(context.Context) error {
+	d.dataDir = d.opts.DataDir
+	if d.dataDir == "" {
+		// The clients look for the NATS token in the same place.
+		d.dataDir = natsbus.DefaultDataDir()
+	}
+	if err := os.MkdirAll(d.dataDir, 0o750); err != nil {
+		return configErr(fmt.Errorf("--data-dir: %w", err))
+	}
+	return nil
+}
+
+// startNATS starts the embedded server when no NATS URL is given.
+func (d *Daemon) startNATS(context.Context) error {
+	if d.opts.NATS.URL != "" {
+		d.natsURL = d.opts.NATS.URL
+		if d.opts.ListenOpen {
+			d.log.Warn("--listen-open applies to the embedded server only; ignored with --nats")
+		}
+		return nil
+	}
+	srv, token, err := startEmbedded(d.log, natsbus.ServerOptions{Listen: d.opts.Listen, DataDir: filepath.Join(d.dataDir, "jetstream"),
+		ListenFlag: "--listen", MaxPayload: d.opts.MaxPayload}, d.dataDir, d.opts.ListenOpen)
+	if err != nil {
+		return configErr(err)
+	}
+	d.srv, d.token, d.natsURL = srv, token, srv.ClientURL()
+	d.push("embedded NATS server", func(context.Context) error { srv.Shutdown(); return nil })
+	d.log.Info("embedded NATS server started", "url", d.natsURL, "data_dir", d.dataDir)
+	return nil
+}
+
+// connect opens the NATS connection and the pipeline's metrics.
+func (d *Daemon) connect(context.Context) error {
+	copts, err := d.opts.NATS.ConnOptions("reactord", d.dataDir)
+	if err != nil {
+		return configErr(err)
+	}
+	if d.srv != nil {
+		copts = natsbus.ConnOptions{URL: d.natsURL, Name: "reactord", Token: d.token}
+	}
+	copts.Logger = d.log
+	d.metrics = engine.NewMetrics(d.reg)
+	copts.SlowConsumer = func(n int64) { d.metrics.Dropped.WithLabelValues(engine.DropSlowConsumer).Add(float64(n)) }
+	conn, err := natsbus.Connect(copts)
+	if err != nil {
+		return configErr(err)
+	}
+	d.conn = conn
+	d.push("NATS connection", func(context.Context) error { conn.Close(); return nil })
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_nats_connected", Help: "1 while the NATS connection is up."},
+		func() float64 { return b2f(conn.Connected()) }))
+	d.addHealth("NATS connection", func() error {
+		if !conn.Connected() {
+			return errors.New("NATS disconnected")
+		}
+		return nil
+	})
+	return nil
+}
+
+// openDriver makes the driver; its Close runs after the pipeline drained.
+func (d *Daemon) openDriver(context.Context) error {
+	drv := d.opts.DriverOverride
+	if drv == nil {
+		var err error
+		if drv, err = d.opts.Drivers.Driver(d.driver, d.opts.Stdout, d.conn); err != nil {
+			return configErr(err)
+		}
+	}
+	d.drv = drv
+	d.push("driver", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
+		defer cancel()
+		return drv.Close(cctx)
+	})
+	engine.RegisterDriverMetrics(d.reg, drv)
+	return nil
+}
+
+// buildEngine loads the configuration (unless the caller did) and
+// compiles its rules.
+func (d *Daemon) buildEngine(context.Context) error {
+	cfg := d.opts.Loaded
+	if cfg == nil {
+		var err error
+		if cfg, err = config.Load(d.opts.Config); err != nil {
+			return configErr(&LoadError{err})
+		}
+	}
+	cfg.Settings.Jinja = d.opts.Jinja
+	d.cfg = cfg
+	d.logProblems()
+	eng, err := engine.New(cfg, d.log)
+	if err != nil {
+		return configErr(&LoadError{err})
+	}
+	d.eng = eng
+	return nil
+}
+
+// logProblems logs, at start and after each reload, every problem `check`
+// would report without an event: configuration warnings, reaction files
+// that do not load or match no file, no rules at all. The daemon runs with
+// what loads; each of these lines says what does not.
+func (d *Daemon) logProblems() {
+	for _, p := range engine.Check(d.opts.Config, d.opts.Jinja).Problems {
+		d.log.Warn("configuration problem (run reactord check -c CONF for all of them)", "problem", p.Error())
+	}
+}
+
+// storeURL is the audit store's URL: --store, --store-file or
+// $REACTORD_STORE as merged, else SQLite under the data directory.
+func (d *Daemon) storeURL() (string, error) {
+	u, err := SecretValue(d.opts.Store, "", d.opts.StoreFile)
+	if err != nil {
+		return "", fmt.Errorf("--store-file: %w", err)
+	}
+	if u == "" {
+		u = "sqlite://" + filepath.Join(d.dataDir, "reactord.db")
+	}
+	return u, nil
+}
+
+// openStore opens the audit store and its writer, and starts the purge.
+// A database that does not answer does not stop the start: records wait
+// in the disk spool.
+func (d *Daemon) openStore(ctx context.Context) error {
+	url, err := d.storeURL()
+	if err != nil {
+		return configErr(err)
+	}
+	if url == "none" {
+		return nil
+	}
+	st, err := store.Open(ctx, url)
+	if errors.Is(err, store.ErrBadURL) {
+		return configErr(fmt.Errorf("--store: %w", err))
+	}
+	if err != nil {
+		// The database being down must not stop reactions: records
+		// wait in the spool and the store is retried in the background.
+		d.log.Error("audit store unreachable at start; reacting anyway, records wait in the disk spool until it answers", "err", err)
+		st = store.NewLazy(url)
+	}
+	d.push("audit store", func(context.Context) error { return st.Close() })
+	spool := filepath.Join(d.dataDir, "store-spool")
+	w, err := store.OpenWriter(st, store.WriterOptions{Logger: d.log, SpoolDir: spool, SpoolLimit: d.opts.StoreSpool})
+	if err != nil {
+		return configErr(err)
+	}
+	d.push("audit store writer", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
+		defer cancel()
+		switch err := w.Close(cctx); {
+		case err == nil:
+		case errors.Is(err, store.ErrSpooled):
+			d.log.Warn("audit store did not answer before the drain timeout: records kept on disk, written at the next start", "detail", err.Error())
+		default:
+			d.log.Error("audit store: records lost at exit", "err", err)
+			return errors.Join(ErrUnfinished, err)
+		}
+		return nil
+	})
+	engine.RegisterStoreMetrics(d.reg, w)
+	store.SetCutLogger(d.log)
+	for _, col := range store.CutColumns() {
+		d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_values_cut_total",
+			Help: "Values cut to the width of their audit store column (255), by table.column.", ConstLabels: prometheus.Labels{"column": col}},
+			func() float64 { return float64(store.ValuesCut(col)) }))
+	}
+	d.archive = &engine.Archive{W: w, KeepAll: d.opts.ArchiveAll, MasterID: d.opts.MasterID}
+	if d.opts.ArchiveTags != "" {
+		for _, g := range strings.Split(d.opts.ArchiveTags, ",") {
+			d.archive.Tags = append(d.archive.Tags, matchers.Compile(strings.TrimSpace(g)))
+		}
+	}
+	go d.purge(st)
+	d.log.Info("audit store open", "store", redact.URLs(url), "keep_jobs", d.opts.KeepJobs.String(), "spool", spool)
+	return nil
+}
+
+// purge deletes archived records older than --keep-jobs, hourly.
+func (d *Daemon) purge(st store.Store) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := st.Purge(d.runCtx, time.Now().Add(-d.opts.KeepJobs)); err != nil && !errors.Is(err, store.ErrNotConnected) && d.runCtx.Err() == nil {
+			d.log.Error("audit store: purge failed", "err", err)
+		} else if n > 0 {
+			d.log.Info("audit store: purged old records", "rows", n, "keep_jobs", d.opts.KeepJobs.String())
+		}
+		select {
+		case <-d.runCtx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// openGuard makes the loop guard, loaded from the shared state bucket
+// when --shared-state (what the other replicas, or this one before a
+// restart, left) before any event is taken.
+func (d *Daemon) openGuard(ctx context.Context) error {
+	gopts := engine.GuardOptions{Settle: d.opts.Settle, JobTimeout: d.opts.JobTimeout, Disabled: d.opts.NoLoopGuard, Log: d.log}
+	if d.jetstream {
+		// The stream holds the events while a throttle waits for the
+		// shared state through a NATS node's death (the bucket's leader
+		// election takes a few seconds).
+		gopts.SharedWait = sharedWaitJetStream
+	}
+	d.guard = engine.NewGuard(gopts)
+	if !d.opts.SharedState {
+		return nil
+	}
+	shared, err := d.loadSharedState(ctx, gopts)
+	if err != nil {
+		d.log.Warn("shared state unavailable: the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it)", "err", err)
+		return nil
+	}
+	d.guard, d.shared = shared, true
+	return nil
+}
+
+// loadSharedState opens the shared state bucket and returns a guard
+// backed by it, loaded with what the bucket holds; the bucket's watch
+// lasts until Stop.
+func (d *Daemon) loadSharedState(ctx context.Context, o engine.GuardOptions) (*engine.Guard, error) {
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	state, err := d.conn.State(lctx, natsbus.StateOptions{Replicas: d.opts.StreamReplicas, Logger: d.log, Resend: engine.ResendShared})
+	if err != nil {
+		return nil, err
+	}
+	o.Shared = state
+	g := engine.NewGuard(o)
+	if err := state.Watch(lctx, d.runCtx, func(e natsbus.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
+		return nil, err
+	}
+	d.log.Info("shared state loaded: the loop guard, throttle and debounce are the replicas' together", "bucket", "REACTORD_GUARD")
+	return g, nil
+}
+
+// openCopies opens the multi-master copies bucket (--dedupe-masters).
+func (d *Daemon) openCopies(ctx context.Context) error {
+	if d.opts.DedupeMasters <= 0 {
+		return nil
+	}
+	copies, err := d.conn.Copies(ctx, natsbus.CopiesOptions{Window: d.opts.DedupeMasters, Replicas: d.opts.StreamReplicas})
+	if err != nil {
+		return configErr(fmt.Errorf("--dedupe-masters: %w", err))
+	}
+	d.copyOf = func(ctx context.Context, tag string, raw []byte, seq uint64) (bool, error) {
+		key, stamp, ok := bridge.CopyKey(tag, raw)
+		if !ok {
+			return false, nil // not fired by a master: nothing to match
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return copies.Claim(cctx, key, stamp, seq)
+	}
+	d.log.Info("multi-master: copies of one event from several masters react once", "window", d.opts.DedupeMasters.String())
+	return nil
+}
+
+// startPipeline starts the lanes. Its teardown drains them within the
+// drain timeout, then hands the partitions over.
+func (d *Daemon) startPipeline(context.Context) error {
+	deadLetter := d.opts.DeadLetter
+	p, err := engine.NewDaemon(d.eng, engine.DaemonOptions{
+		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, Block: d.jetstream, Log: d.log, Metrics: d.metrics,
+		Guard: d.guard, MaxHops: d.opts.MaxHops, Archive: d.archive, Copy: d.copyOf,
+		DeadLetter: func(a actions.Action, cause error) { d.conn.DeadLetter(deadLetter, a, cause) },
+		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone,
+	})
+	if err != nil {
+		return configErr(err)
+	}
+	d.pipe = p
+	p.Start(d.runCtx)
+	d.push("pipeline", func(ctx context.Context) error {
+		sctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
+		defer cancel()
+		err := p.Stop(sctx)
+		if d.partitioned != nil {
+			// The drained events are acknowledged: hand the partitions
+			// over to the other replicas at once.
+			d.partitioned.Release(sctx)
+		}
+		if err != nil {
+			d.log.Error("drain incomplete", "err", err)
+			return errors.Join(ErrUnfinished, err)
+		}
+		return nil
+	})
+	return nil
+}
+
+// subscribe starts taking events: a partitioned or shared JetStream
+// consumer, or a core queue group.
+func (d *Daemon) subscribe(ctx context.Context) error {
+	so := natsbus.StreamOptions{AckWait: d.opts.AckWait, MaxAckPending: MaxAckPending(d.opts.Queue, d.opts.Workers), Duplicates: d.opts.DedupeWindow,
+		Replicas: d.opts.StreamReplicas, Logger: d.log}
+	var err error
+	switch {
+	case d.jetstream && d.opts.Partitions > 0:
+		var p *natsbus.Partitioned
+		if p, err = d.consumePartitioned(so); err == nil {
+			d.sub, d.partitioned = p, p
+			d.addHealth("partitions", func() error {
+				if err := p.Health(); err != nil {
+					return fmt.Errorf("partitions: %w", err)
+				}
+				return nil
+			})
+		}
+	case d.jetstream:
+		// An event is acknowledged once dispatched and its archive
+		// records are durable, a batch of the store's writer later: leave
+		// room for the events in the lanes, the client's pull buffer
+		// (1024) and those waiting for a write (about a batch). Progress
+		// acknowledgements keep a backlog (and debounced events) from
+		// being redelivered to another replica while this one lives.
+		so.Progress = true
+		var c *natsbus.Consumer
+		if c, err = d.conn.Consume(d.runCtx, so, d.handle); err == nil {
+			d.sub = c
+			d.addHealth("JetStream consumer", func() error {
+				if !c.Healthy() {
+					return errors.New("JetStream stream or consumer missing (being recreated)")
+				}
+				return nil
+			})
+			d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_jetstream_recreated_total", Help: "Times the JetStream stream or consumer was found missing and recreated."},
+				func() float64 { return float64(c.Recreated()) }))
+		}
+	default:
+		d.sub, err = d.conn.SubscribeQueue("", "reactord", d.handle)
+	}
+	if err != nil {
+		return configErr(err)
+	}
+	d.push("consumer", func(context.Context) error { d.sub.Stop(); return nil })
+	if err := d.conn.Flush(ctx); err != nil {
+		return configErr(err)
+	}
+	return nil
+}
+
+// handle hands one message to the pipeline with the one function that
+// settles it.
+func (d *Daemon) handle(m *natsbus.Message) {
+	dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop, Seq: m.Seq, MsgID: m.Meta.MsgID}
+	if d.jetstream {
+		dl.Done = func() { _ = m.Ack() }
+		dl.Nak = func() { _ = m.Nak() }
+		if d.opts.Partitions > 0 {
+			dl.Moved = m.Moved
+		}
+	}
+	if !d.pipe.Submit(d.runCtx, dl) && d.jetstream {
+		_ = m.Nak()
+	}
+}
+
+// consumePartitioned consumes the stream in partitions by minion (the key
+// of the daemon's lanes) and registers the ownership metrics.
+func (d *Daemon) consumePartitioned(so natsbus.StreamOptions) (*natsbus.Partitioned, error) {
+	changes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_partition_changes_total",
+		Help: "Changes of partition ownership in this replica: acquired, released (handed over), lost (lease not renewed), resync (reset to the acknowledgement floor)."}, []string{"change"})
+	for _, c := range []string{"acquired", "released", "lost", "resync"} {
+		changes.WithLabelValues(c)
+	}
+	d.reg.MustRegister(changes)
+	p, err := d.conn.ConsumePartitioned(d.runCtx, natsbus.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions, Key: engine.OrderKey,
+		OnChange: func(change string, _ int) { changes.WithLabelValues(change).Inc() }}, d.handle)
+	if err != nil {
+		return nil, err
+	}
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_partitions_owned", Help: "Partitions of the event stream this replica holds (--partitions)."},
+		func() float64 { return float64(len(p.Owned())) }))
+	return p, nil
+}
+
+// reloader reloads the configuration into the pipeline.
+func (d *Daemon) reloader() *reloader {
+	return newReloader(d.opts.Config, d.cfg, d.opts.ReloadSettle, d.log, func(ncfg *config.Config) error {
+		ncfg.Settings.Jinja = d.opts.Jinja // the reactord: section is read at start
+		neng, err := engine.New(ncfg, d.log)
+		if err != nil {
+			return err
+		}
+		if err := d.pipe.Reload(neng); err != nil {
+			return err
+		}
+		d.logProblems()
+		return nil
+	}, func(ok bool) { d.metrics.ReloadOK.Set(b2f(ok)) })
+}
+
+// b2f is 1 for true.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

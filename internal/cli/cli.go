@@ -1,0 +1,164 @@
+// Package cli holds what reactord's commands share on the command line:
+// flag sets that print a described usage, former spellings of flags, the
+// checks of numeric values, the exit codes and the printing of joined
+// errors.
+package cli
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Exit codes of every command: success; the command ran but found errors;
+// the command could not run (bad usage, unreadable input).
+const (
+	ExitOK    = 0
+	ExitFound = 1
+	ExitUsage = 2
+)
+
+// NewFlags returns a flag set that prints its usage with a description.
+func NewFlags(name, synopsis, description string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\n%s\n\nFlags:\n", synopsis, description)
+		PrintFlags(fs)
+	}
+	return fs
+}
+
+// hiddenAlias is the Value of a former spelling of a flag, kept for one
+// release: it sets the flag it stands for and is left out of the help.
+type hiddenAlias struct{ flag.Value }
+
+// hiddenBoolAlias is a hiddenAlias of a boolean flag (given without a
+// value).
+type hiddenBoolAlias struct{ hiddenAlias }
+
+func (hiddenBoolAlias) IsBoolFlag() bool { return true }
+
+// AliasFlag makes --old another spelling of the defined flag --name, left
+// out of the help.
+func AliasFlag(fs *flag.FlagSet, old, name string) {
+	f := fs.Lookup(name)
+	usage := "former spelling of --" + name
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		fs.Var(hiddenBoolAlias{hiddenAlias{f.Value}}, old, usage)
+		return
+	}
+	fs.Var(hiddenAlias{f.Value}, old, usage)
+}
+
+// PrintFlags prints the flags' help as PrintDefaults does, without the
+// hidden aliases.
+func PrintFlags(fs *flag.FlagSet) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Value.(type) {
+		case hiddenAlias, hiddenBoolAlias:
+			return
+		}
+		shown.Var(f.Value, f.Name, f.Usage)
+		shown.Lookup(f.Name).DefValue = f.DefValue
+	})
+	shown.PrintDefaults()
+}
+
+// ParseFlags parses args and reports whether to go on; code is the exit
+// code when not.
+func ParseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (ok bool, code int) {
+	// Asked-for help goes to stdout, once (Parse prints it itself).
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if IsHelpArg(a) {
+			fs.SetOutput(stdout)
+			break
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, ExitOK
+		}
+		return false, ExitUsage
+	}
+	if err := CheckFlagValues(fs); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), line)
+		}
+		fmt.Fprintf(fs.Output(), "Run 'reactord %s --help' for the flags.\n", helpName(fs.Name()))
+		return false, ExitUsage
+	}
+	return true, ExitOK
+}
+
+// positiveFlags are the numeric flags whose 0 is refused too (every other
+// numeric flag takes 0 as "the default" or "none").
+var positiveFlags = map[string]bool{"drain-timeout": true, "max-payload": true}
+
+// CheckFlagValues refuses the numeric flags given a negative value, and
+// those of positiveFlags given 0, naming each.
+func CheckFlagValues(fs *flag.FlagSet) error { return CheckValues(fs.Visit) }
+
+// CheckValues checks as checkFlagValues the flags visit visits (fs.Visit:
+// those given; fs.VisitAll: every one, once merged).
+func CheckValues(visit func(func(*flag.Flag))) error {
+	var errs []error
+	visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		var sign int
+		switch v := g.Get().(type) {
+		case int:
+			sign = cmp.Compare(v, 0)
+		case int64:
+			sign = cmp.Compare(v, 0)
+		case time.Duration:
+			sign = cmp.Compare(v, 0)
+		default:
+			return
+		}
+		switch {
+		case sign < 0:
+			errs = append(errs, fmt.Errorf("invalid value %q for flag --%s: must not be negative", f.Value, f.Name))
+		case sign == 0 && positiveFlags[f.Name]:
+			errs = append(errs, fmt.Errorf("invalid value %q for flag --%s: must be more than 0", f.Value, f.Name))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// helpName is the command to ask for help: the daemon's flag set is named
+// reactord.
+func helpName(name string) string {
+	if name == "reactord" {
+		return "run"
+	}
+	return name
+}
+
+// IsHelpArg reports whether a is a request for help.
+func IsHelpArg(a string) bool {
+	return a == "-h" || a == "--h" || a == "-help" || a == "--help"
+}
+
+// PrintErrors prints each joined error on its own line.
+func PrintErrors(w io.Writer, err error) {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			PrintErrors(w, e)
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}
