@@ -6,6 +6,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +52,60 @@ type Rule struct {
 	// Options are reactord's rule options (the reactord-only form of a
 	// rule: {glob: {sls: ..., when: ..., throttle: ..., debounce: ...}}).
 	Options RuleOptions
+	// ID identifies the rule across reloads and replicas: the rule's id:
+	// option, else a hash of its glob and its file references as written
+	// (RuleID), with "-N" added to the Nth rule of the same text. State
+	// that outlives an event (throttle, debounce) is keyed by it, never by
+	// the rule's position.
+	ID string
+	// IDPos locates an explicit id: (zero when the ID is the hash).
+	IDPos Pos
+}
+
+// RuleID is the identity of a rule without an id: option: "r" and the
+// first 12 hex digits of the SHA-256 of its tag glob and file references,
+// as written (not their resolved paths, so replicas whose files lie
+// elsewhere agree).
+func RuleID(glob string, refs []string) string {
+	h := sha256.New()
+	h.Write([]byte(glob))
+	for _, r := range refs {
+		h.Write([]byte{0})
+		h.Write([]byte(r))
+	}
+	return "r" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// ruleIDPattern is what an explicit id: may hold (it names shared-state
+// keys and log fields).
+var ruleIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// assignIDs gives every rule its ID: its id: option, else RuleID with an
+// occurrence number from the second rule of the same text on. Two rules
+// with one explicit id are an error.
+func (l *loader) assignIDs(cfg *Config) {
+	seen := map[string]int{}
+	explicit := map[string]Pos{}
+	for i := range cfg.Rules {
+		r := &cfg.Rules[i]
+		if r.ID != "" {
+			if p, dup := explicit[r.ID]; dup {
+				l.errs = append(l.errs, fmt.Errorf("%s: rule id %q is already the id of the rule at %s", r.IDPos, r.ID, p))
+			}
+			explicit[r.ID] = r.IDPos
+			continue
+		}
+		refs := make([]string, len(r.SLS))
+		for j, s := range r.SLS {
+			refs[j] = s.Ref
+		}
+		id := RuleID(r.Glob, refs)
+		seen[id]++
+		if n := seen[id]; n > 1 {
+			id = fmt.Sprintf("%s-%d", id, n)
+		}
+		r.ID = id
+	}
 }
 
 // RuleOptions are what a rule can say beyond Salt's form.
@@ -312,6 +368,7 @@ func Load(path string) (*Config, error) {
 		cfg.FileRoots["base"] = []string{"/srv/salt"}
 	}
 	l.resolveSLS(cfg)
+	l.assignIDs(cfg)
 	cfg.Warnings = l.warnings
 	if len(l.errs) > 0 {
 		return cfg, errors.Join(l.errs...)
@@ -587,6 +644,12 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 			if s, ok := str(); ok {
 				rule.Options.Key, rule.Options.KeyPos = s, nodePos(file, vn)
 			}
+		case "id":
+			if s, ok := str(); ok && ruleIDPattern.MatchString(s) {
+				rule.ID, rule.IDPos = s, nodePos(file, vn)
+			} else {
+				l.errorf(file, vn, "id must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+			}
 		case "debounce":
 			rule.Options.Debounce = dur(vn, "debounce")
 		case "literal_target":
@@ -627,7 +690,7 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 				l.errorf(file, vn, "throttle needs count and per")
 			}
 		default:
-			l.errorf(file, kn, "unknown rule option %q (known: sls, when, throttle, debounce, key, literal_target)", kn.Text)
+			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, key, literal_target)", kn.Text)
 		}
 	}
 	if !haveSLS {

@@ -29,9 +29,9 @@ type Delivery struct {
 	Sent time.Time
 	// Hop is the number of reactions that led to this event.
 	Hop int
-	// OnlyRule, when > 0, processes only rule OnlyRule-1 (a debounced event
-	// coming back).
-	OnlyRule int
+	// OnlyRule, when set, processes only the rule of that ID (a debounced
+	// event coming back; a reload that removed the rule drops it, logged).
+	OnlyRule string
 	// Seq is the event's JetStream stream sequence (0 in core mode): it
 	// tells a redelivery from another master's copy (DaemonOptions.Copy).
 	Seq uint64
@@ -527,7 +527,7 @@ func (d *Daemon) decode(ev *inflight) bool {
 // firstCopy reports false for another master's copy of an event already
 // taken (DaemonOptions.Copy), which goes no further.
 func (d *Daemon) firstCopy(ctx context.Context, ev *inflight) bool {
-	if d.opts.Copy == nil || ev.dl.OnlyRule > 0 {
+	if d.opts.Copy == nil || ev.dl.OnlyRule != "" {
 		return true
 	}
 	dup, err := d.opts.Copy(ctx, ev.tag, ev.raw, ev.dl.Seq)
@@ -553,7 +553,7 @@ func (d *Daemon) firstCopy(ctx context.Context, ev *inflight) bool {
 // anyway and counted.
 func (d *Daemon) archive(ev *inflight) bool {
 	ar := d.opts.Archive
-	if ar == nil || ev.dl.OnlyRule > 0 {
+	if ar == nil || ev.dl.OnlyRule != "" {
 		// A debounced event coming back was archived when it came.
 		return true
 	}
@@ -616,6 +616,13 @@ func (d *Daemon) react(ctx context.Context, ev *inflight) *Result {
 		m.Malformed.Inc()
 		return nil
 	}
+	if ev.dl.OnlyRule != "" && eng.RuleIndex(ev.dl.OnlyRule) < 0 {
+		// The debounce fired after a reload removed (or changed) its rule:
+		// no other rule takes the held event.
+		m.Suppressed.WithLabelValues("rule_removed").Inc()
+		d.noisy(slog.LevelWarn, "rule_removed "+ev.dl.OnlyRule, "debounced event dropped: a reload removed its rule", "event_id", ev.id, "tag", ev.tag, "rule_id", ev.dl.OnlyRule)
+		return nil
+	}
 	if n := len(res.Errors()); n > 0 {
 		m.RenderErrors.Add(float64(n))
 	}
@@ -636,7 +643,7 @@ func (d *Daemon) react(ctx context.Context, ev *inflight) *Result {
 	m.Matched.Inc()
 	rules := eng.cfg.Rules
 	for _, ri := range res.Rules {
-		if ev.dl.OnlyRule == 0 {
+		if ev.dl.OnlyRule == "" {
 			// A debounced event coming back was counted when it came.
 			m.RuleMatches.WithLabelValues(rules[ri].Glob).Inc()
 		}
@@ -777,7 +784,7 @@ func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
 		if rule >= len(eng.cfg.Rules) {
 			return true, ""
 		}
-		o := eng.cfg.Rules[rule].Options
+		o, id := eng.cfg.Rules[rule].Options, eng.cfg.Rules[rule].ID
 		if o.Debounce > 0 {
 			// The event stays unacknowledged until the debounce fires
 			// (or a newer event replaces it), so a stop or a crash in
@@ -794,11 +801,11 @@ func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
 				}
 				hold.let(abandon)
 			}
-			d.opts.Guard.Debounce(rule, key, ev.dl.Body, ev.dl.Hop, o.Debounce, let, func(body []byte, hop int, let func(bool)) {
+			d.opts.Guard.Debounce(id, key, ev.dl.Body, ev.dl.Hop, o.Debounce, let, func(body []byte, hop int, let func(bool)) {
 				// The event's id goes with it: its dispatch joins the
 				// trail of the event the debounce held (which is archived
 				// once, under that id).
-				again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: rule + 1, Done: func() { let(false) }, id: ev.id}
+				again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: id, Done: func() { let(false) }, id: ev.id}
 				if js {
 					again.Nak = func() { let(true) }
 				}
@@ -810,7 +817,7 @@ func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
 			d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "quiet", o.Debounce.String())
 			return false, fmt.Sprintf("debounce: held until %s without a new event for key %q", o.Debounce, key)
 		}
-		if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(rule, key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
+		if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(id, key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
 			d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
 			d.noisy(slog.LevelWarn, eng.cfg.Rules[rule].Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
 			return false, fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, key)

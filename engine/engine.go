@@ -163,13 +163,24 @@ func (e *Engine) Stats() *Stats { return &e.stats }
 // react now (throttle, debounce); reason explains a refusal.
 type Gate func(rule int, key, tag string, data map[string]any) (ok bool, reason string)
 
+// RuleIndex returns the position of the rule with that ID
+// (config.Rule.ID) in the engine's configuration, -1 when it has none.
+func (e *Engine) RuleIndex(id string) int {
+	for i := range e.cfg.Rules {
+		if e.cfg.Rules[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
 // Options adjust how one event is processed.
 type Options struct {
 	// Gate, when set, is consulted for each matching rule.
 	Gate Gate
-	// OnlyRule, when > 0, restricts processing to rule OnlyRule-1 and skips
-	// its gate (a debounced event coming back).
-	OnlyRule int
+	// OnlyRule, when set, restricts processing to the rule of that ID
+	// (config.Rule.ID) and skips its gate (a debounced event coming back).
+	OnlyRule string
 	// EventID, when set, is added as event_id to every line the engine
 	// logs about the event (the daemon's event ids).
 	EventID string
@@ -324,7 +335,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	var high reactions.High
 	for _, ri := range res.Rules {
 		rule := &e.cfg.Rules[ri]
-		if opts.OnlyRule > 0 && ri != opts.OnlyRule-1 {
+		if opts.OnlyRule != "" && rule.ID != opts.OnlyRule {
 			continue
 		}
 		if w := e.when[ri]; w != nil {
@@ -340,7 +351,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 				continue
 			}
 		}
-		if opts.Gate != nil && opts.OnlyRule == 0 && (rule.Options.ThrottleCount > 0 || rule.Options.Debounce > 0) {
+		if opts.Gate != nil && opts.OnlyRule == "" && (rule.Options.ThrottleCount > 0 || rule.Options.Debounce > 0) {
 			key := event.MinionOf(tag, raw)
 			if key == "" {
 				key, _ = d["id"].(string)

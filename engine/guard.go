@@ -153,8 +153,10 @@ type earlyReturn struct {
 	at     time.Time
 }
 
+// throttleKey names a throttle count or a debounce: the rule's ID
+// (config.Rule.ID, stable across reloads and replicas) and the key.
 type throttleKey struct {
-	rule int
+	rule string
 	key  string
 }
 
@@ -472,10 +474,10 @@ func (g *Guard) takeExpired(now time.Time) (out, remote []Expired) {
 	return out, remote
 }
 
-// Throttle reports whether rule may react for key now, at most count times
+// Throttle reports whether rule (its ID) may react for key now, at most count times
 // per period; a true answer counts. With shared state the count is the
 // replicas' together.
-func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now time.Time) bool {
+func (g *Guard) Throttle(rule string, key string, count int, per time.Duration, now time.Time) bool {
 	k := throttleKey{rule, key}
 	g.mu.Lock()
 	live := liveTimes(g.throttle[k], per, now)
@@ -494,7 +496,7 @@ func (g *Guard) Throttle(rule int, key string, count int, per time.Duration, now
 	}
 	g.mu.Unlock()
 	var times []time.Time
-	ok, err := g.sharedUpdate(sharedKey('t', strconv.Itoa(rule), key), per, func(old []byte) ([]byte, bool) {
+	ok, err := g.sharedUpdate(sharedKey('t', rule, key), per, func(old []byte) ([]byte, bool) {
 		var rec sharedRecord
 		_ = json.Unmarshal(old, &rec)
 		times = liveTimes(fromNanos(rec.Times), per, now)
@@ -553,7 +555,7 @@ func liveTimes(times []time.Time, per time.Duration, now time.Time) []time.Time 
 // a JetStream message stays unacknowledged while a debounce holds it.
 // With shared state a newer event held by another replica replaces it
 // too: the last event of the key in the shared state fires, once.
-func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.Duration, let func(abandon bool), fire func(body []byte, hop int, let func(abandon bool))) {
+func (g *Guard) Debounce(rule string, key string, body []byte, hop int, quiet time.Duration, let func(abandon bool), fire func(body []byte, hop int, let func(abandon bool))) {
 	g.mu.Lock()
 	k := throttleKey{rule, key}
 	st := g.debounce[k]
@@ -589,7 +591,7 @@ func (g *Guard) Debounce(rule int, key string, body []byte, hop int, quiet time.
 	})
 	g.mu.Unlock()
 	if g.opts.Shared != nil {
-		g.put(sharedKey('d', strconv.Itoa(rule), key), sharedRecord{Rule: rule, Key: key, Tok: tok}, quiet+time.Minute)
+		g.put(sharedKey('d', rule, key), sharedRecord{Rule: rule, Key: key, Tok: tok}, quiet+time.Minute)
 	}
 	if replaced != nil {
 		replaced(false)
@@ -695,7 +697,7 @@ type sharedRecord struct {
 	Tag     string        `json:"tag,omitempty"`
 	Hop     int           `json:"hop,omitempty"`
 	Cause   string        `json:"cause,omitempty"`
-	Rule    int           `json:"rule,omitempty"`
+	Rule    string        `json:"rule,omitempty"`
 	Key     string        `json:"key,omitempty"`
 	Per     time.Duration `json:"per,omitempty"`
 	Times   []int64       `json:"times,omitempty"`

@@ -142,7 +142,7 @@ func TestSharedThrottle(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range tc.calls {
 			wg.Go(func() {
-				if g[i%3].Throttle(0, tc.key, tc.count, time.Hour, time.Now()) {
+				if g[i%3].Throttle("r0", tc.key, tc.count, time.Hour, time.Now()) {
 					allowed.Add(1)
 				}
 			})
@@ -153,10 +153,10 @@ func TestSharedThrottle(t *testing.T) {
 		}
 	}
 	late := newGuard(GuardOptions{})
-	if late.Throttle(0, "web1", 3, time.Hour, time.Now()) {
+	if late.Throttle("r0", "web1", 3, time.Hour, time.Now()) {
 		t.Error("a new replica allowed a fourth reaction for web1")
 	}
-	if !late.Throttle(0, "web3", 6, time.Hour, time.Now()) {
+	if !late.Throttle("r0", "web3", 6, time.Hour, time.Now()) {
 		t.Error("a new replica refused the sixth of six for web3")
 	}
 }
@@ -173,7 +173,7 @@ func TestSharedDebounce(t *testing.T) {
 	for i := range 6 {
 		body := fmt.Sprintf("event %d", i)
 		time.Sleep(20 * time.Millisecond)
-		g[i%3].Debounce(0, "web1", []byte(body), 0, 500*time.Millisecond, func(abandon bool) {
+		g[i%3].Debounce("r0", "web1", []byte(body), 0, 500*time.Millisecond, func(abandon bool) {
 			mu.Lock()
 			defer mu.Unlock()
 			released[body] = !abandon
@@ -227,7 +227,7 @@ func TestGuardExpiresByTime(t *testing.T) {
 	for i := range 100 {
 		g.Returned(fmt.Sprintf("jid%d", i), "web1", now)
 		g.Started("", "f.sls", "r", fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
-		g.Throttle(0, fmt.Sprintf("k%d", i), 1, time.Minute, now)
+		g.Throttle("r0", fmt.Sprintf("k%d", i), 1, time.Minute, now)
 		g.ExpectEvent(fmt.Sprintf("t%d", i), 1, "x", now)
 	}
 	// A newer job of the same reaction and minion replaces the older.
@@ -264,7 +264,7 @@ func TestThrottleSharedStateDown(t *testing.T) {
 	start := time.Now()
 	allowed := 0
 	for range 10 {
-		if g.Throttle(0, "web1", 3, time.Hour, time.Now()) {
+		if g.Throttle("r0", "web1", 3, time.Hour, time.Now()) {
 			allowed++
 		}
 	}
@@ -294,17 +294,17 @@ func (f *flakyState) Update(ctx context.Context, key string, ttl time.Duration, 
 func TestThrottleWaitsForSharedState(t *testing.T) {
 	newGuard := sharedGuards(t)
 	a := newGuard(GuardOptions{})
-	if !a.Throttle(0, "web1", 2, time.Hour, time.Now()) {
+	if !a.Throttle("r0", "web1", 2, time.Hour, time.Now()) {
 		t.Fatal("the first reaction was refused")
 	}
 	b := newGuard(GuardOptions{SharedWait: 5 * time.Second})
 	fl := &flakyState{SharedState: b.opts.Shared}
 	fl.fail.Store(3)
 	b.opts.Shared = fl
-	if !b.Throttle(0, "web1", 2, time.Hour, time.Now()) {
+	if !b.Throttle("r0", "web1", 2, time.Hour, time.Now()) {
 		t.Fatal("the second reaction was refused")
 	}
-	if a.Throttle(0, "web1", 2, time.Hour, time.Now()) {
+	if a.Throttle("r0", "web1", 2, time.Hour, time.Now()) {
 		t.Fatal("a third reaction was allowed: the second replica counted alone")
 	}
 	if fl.fail.Load() >= 0 {

@@ -341,3 +341,68 @@ func TestDebounceHoldsTheAcknowledgement(t *testing.T) {
 		}
 	})
 }
+
+// TestReloadKeepsRuleState: throttle and debounce state stays with its
+// rule, not with its position: a reload that inserts a throttled rule above
+// another neither lets the old rule's event react again nor suppresses the
+// new rule's first event, and a debounce that fires after such a reload
+// runs its own rule (issue 20 #4).
+func TestReloadKeepsRuleState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		files := map[string]string{
+			"a.sls": "a:\n  runner.test.arg:\n    - args: [a]\n",
+			"b.sls": "b:\n  runner.test.arg:\n    - args: [b]\n",
+			"c.sls": "c:\n  runner.test.arg:\n    - args: [c]\n",
+		}
+		before := guardEngine(t, `reactor:
+  - 'thr/*':
+      sls: a.sls
+      throttle: {count: 1, per: 1h}
+  - 'deb/*':
+      sls: c.sls
+      debounce: 3s
+`, files)
+		after := guardEngine(t, `reactor:
+  - 'thr/*':
+      sls: b.sls
+      throttle: {count: 1, per: 1h}
+  - 'deb/*':
+      sls: b.sls
+      debounce: 3s
+  - 'thr/*':
+      sls: a.sls
+      throttle: {count: 1, per: 1h}
+  - 'deb/*':
+      sls: c.sls
+      debounce: 3s
+`, files)
+		drv := &jidDriver{}
+		d, err := NewDaemon(before, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Guard: NewGuard(GuardOptions{Disabled: true})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		d.Start(ctx)
+		ev := func(tag string) {
+			d.Submit(ctx, Delivery{Body: []byte(fmt.Sprintf(`{"tag": %q, "data": {"id": "web1"}}`, tag))})
+			synctest.Wait()
+		}
+		ev("thr/x")
+		ev("deb/x") // held by c.sls's debounce across the reload
+		if err := d.Reload(after); err != nil {
+			t.Fatal(err)
+		}
+		ev("thr/x")
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		// deb/x went to b.sls's debounce too after the reload: only c's
+		// was held before it.
+		want := []string{"thr/x a", "thr/x b", "deb/x c"}
+		if got := drv.snapshot(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("dispatched %q, want %q", got, want)
+		}
+		if err := d.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

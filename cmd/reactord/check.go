@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 )
 
@@ -28,6 +31,8 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
 	evsFile := fs.String("events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
 	jinja := jinjaFlag(fs)
+	rules := fs.Bool("rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob and reaction files")
+	settings := fs.Bool("settings", false, "print the daemon's settings as `reactord run -c CONF` would merge them (flag, environment, reactord: section, default), with where each came from")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -36,7 +41,21 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 		fs.Usage()
 		return exitUsage
 	}
+	if *settings {
+		if code := printSettings(*conf, stdout, stderr); code != exitOK {
+			return code
+		}
+	}
 	rep := engine.Check(*conf, *jinja)
+	if *rules && rep.Config != nil {
+		for _, r := range rep.Config.Rules {
+			refs := make([]string, len(r.SLS))
+			for i, s := range r.SLS {
+				refs[i] = s.Ref
+			}
+			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s)\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos)
+		}
+	}
 	for _, p := range rep.Problems {
 		fmt.Fprintln(stderr, p)
 	}
@@ -84,5 +103,23 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 		return exitFound
 	}
 	fmt.Fprintf(stdout, "ok: %d rule(s), %d reaction file(s)\n", rep.Rules, rep.Files)
+	return exitOK
+}
+
+// printSettings prints the daemon's merged settings for conf, one per
+// line: the flag, its value (secrets as "(set)") and where it came from.
+func printSettings(conf string, stdout, stderr io.Writer) int {
+	opts := daemon.Defaults()
+	fs := flag.NewFlagSet("reactord", flag.ContinueOnError)
+	opts.Flags(fs)
+	_ = fs.Set("c", conf)
+	sources, err := daemon.Load(&opts, fs, os.Getenv)
+	if err != nil {
+		printDaemonError(stderr, err)
+		return exitUsage
+	}
+	for _, s := range daemon.Settings(fs, sources) {
+		fmt.Fprintf(stdout, "setting --%s = %q (%s; key %s, $%s)\n", s.Flag, s.Value, s.Source, s.Key, s.Env)
+	}
 	return exitOK
 }
