@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/reactord/reactord/config"
 )
 
 // WriteReference writes the configuration reference (docs/configuration.md):
@@ -44,8 +46,19 @@ merged value and where it came from.
 		}
 		fmt.Fprintf(&b, "| `-%s` | %s | `%s` | `%s` | %s |\n", f.Name, key, EnvName(f.Name), def, strings.ReplaceAll(f.Usage, "|", `\|`))
 	})
+	b.WriteString("\nKeys of the section that are no daemon setting:\n\n| reactord: key | meaning |\n|---|---|\n")
+	for _, k := range config.SettingKeys() {
+		if fs.Lookup(config.FlagName(k)) == nil {
+			fmt.Fprintf(&b, "| `%s` | %s |\n", k, fileOnly[k])
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// fileOnly says what the reactord: keys without a flag are for.
+var fileOnly = map[string]string{
+	"literal_target": "the default of every rule's `literal_target` option (rules follow reloads, so this key does too); `check`, `render`, `replay` and `explain` read it",
 }
 
 // noFileKey are the daemon flags the reactord: section has no key for, on
