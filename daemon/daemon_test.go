@@ -1,0 +1,127 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/natsbus"
+)
+
+const exampleConf = "../reactor.conf.example"
+
+// testOptions are a daemon's defaults on an embedded server of its own.
+func testOptions(t *testing.T) Options {
+	t.Helper()
+	o := Defaults()
+	o.Config, o.Listen, o.DataDir, o.DryRun = exampleConf, "127.0.0.1:-1", t.TempDir(), true
+	o.Stderr = &syncbuf.Buffer{}
+	return o
+}
+
+// TestRunReactsAndStops: a daemon built by New on its defaults (embedded
+// server, JetStream, store, shared state) reacts to an event, and Run
+// returns nil once its context ends, having stopped every part.
+func TestRunReactsAndStops(t *testing.T) {
+	o := testOptions(t)
+	out := &syncbuf.Buffer{}
+	o.Stdout = out
+	d, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	if err := d.Health(); err != nil {
+		t.Fatalf("health after start: %v", err)
+	}
+	token, err := ReadSecretFile(natsbus.TokenFile(d.DataDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: d.NATSURL(), Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Publish("salt/minion/web1/start", []byte(`{"tag": "salt/minion/web1/start", "data": {"id": "web1"}}`), natsbus.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), `"tgt":"web1"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reaction printed: %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v", err)
+	}
+	if err := d.Health(); err == nil {
+		t.Error("healthy after Stop")
+	}
+	if err := d.Stop(context.Background()); err != nil {
+		t.Errorf("a second Stop: %v", err)
+	}
+}
+
+// TestPartialStartTearsDown: a part that cannot start (--http on an
+// address in use) fails New with a configuration error naming it, and the
+// parts already started are taken down (the embedded server's address is
+// free again).
+func TestPartialStartTearsDown(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := free.Addr().String()
+	free.Close()
+	o := testOptions(t)
+	o.Listen, o.HTTP = listen, busy.Addr().String()
+	_, err = New(context.Background(), o)
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--http") {
+		t.Fatalf("New: %v, want a configuration error naming --http", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatalf("the embedded server still holds %s after the failed start: %v", listen, err)
+	}
+	ln.Close()
+}
+
+// TestSettingsRefused: settings that contradict each other are refused
+// before anything starts.
+func TestSettingsRefused(t *testing.T) {
+	for _, c := range []struct {
+		set  func(o *Options)
+		want string
+	}{
+		{func(o *Options) { o.Driver = "exec" }, "--dry-run executes nothing"},
+		{func(o *Options) { o.DryRun, o.Partitions, o.JetStream = false, 2, AutoBool{Given: true} }, "--partitions needs --jetstream"},
+		{func(o *Options) { o.LogLevel = "loud" }, "--log-level"},
+		{func(o *Options) { o.Config = "" }, "need -c CONF"},
+	} {
+		o := testOptions(t)
+		c.set(&o)
+		_, err := New(context.Background(), o)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New: %v, want a configuration error with %q", err, c.want)
+		}
+	}
+}
