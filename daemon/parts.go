@@ -323,6 +323,10 @@ func (d *Daemon) startPipeline(context.Context) error {
 			// over to the other replicas at once.
 			d.partitioned.Release(sctx)
 		}
+		// Nothing is in flight any more: end the background work (the
+		// shared state's watch, the purge) before the store and the
+		// connection close under it.
+		d.cancel()
 		if err != nil {
 			d.log.Error("drain incomplete", "err", err)
 			return errors.Join(ErrUnfinished, err)
