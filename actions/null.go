@@ -2,7 +2,7 @@ package actions
 
 import "context"
 
-// Null is a driver that does nothing and succeeds: `reactord bench` uses it
+// Null is a driver that does nothing and succeeds: `reactord-bench` uses it
 // to measure the pipeline without a Salt master.
 type Null struct{}
 

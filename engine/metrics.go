@@ -32,7 +32,7 @@ type Metrics struct {
 	QueueDepth     prometheus.Gauge
 	Latency        prometheus.Histogram
 	// SentLatency is the time from an event's publisher stamp (the
-	// Reactord-Sent header, which reactord bench's publisher sets) to the
+	// Reactord-Sent header, which reactord-bench's publisher sets) to the
 	// event being handled; events without the stamp are not counted.
 	SentLatency prometheus.Histogram
 }
@@ -86,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 		SentLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_sent_latency_seconds",
-			Help:    "From the publisher's send stamp (the Reactord-Sent header, set by reactord bench's publisher) to the event being handled (reactions dispatched, or none due); events without the stamp are not counted.",
+			Help:    "From the publisher's send stamp (the Reactord-Sent header, set by reactord-bench's publisher) to the event being handled (reactions dispatched, or none due); events without the stamp are not counted.",
 			Buckets: SentLatencyBuckets}),
 	}
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop

@@ -32,7 +32,7 @@ import (
 	"github.com/reactord/reactord/natsbus"
 )
 
-// benchResult is the line `reactord bench` prints.
+// benchResult is the line `reactord-bench` prints.
 type benchResult struct {
 	// Events is the number handled (as Handled), the field's former name.
 	Events int64 `json:"events"`
@@ -84,7 +84,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", "reactord bench [--count N] [--rate R] [--jetstream] [--store URL|none] [--no-loop-guard] [-c CONF --events FILE] [--replicas N [--cluster N] [--partitions N]]",
+	fs := newFlags("reactord-bench", "go run ./cmd/reactord-bench [--count N] [--rate R] [--jetstream] [--store URL|none] [--no-loop-guard] [-c CONF --events FILE] [--replicas N [--cluster N] [--partitions N]]",
 		`Starts an embedded NATS server and the daemon with a null driver, publishes
 a workload and prints one JSON line: events published, handled, dropped (by
 reason, from reactord_dropped_total), never_seen (published, neither handled

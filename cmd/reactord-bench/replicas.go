@@ -25,7 +25,7 @@ import (
 	"github.com/reactord/reactord/natsbus"
 )
 
-// replicasBench is reactord bench --replicas: the daemons run as
+// replicasBench is reactord-bench --replicas: the daemons run as
 // processes of their own on one NATS server (embedded in the bench's
 // process) or on a cluster of NATS nodes (each a process).
 type replicasBench struct {
@@ -38,7 +38,7 @@ type replicasBench struct {
 	lines                       [][]byte
 }
 
-// benchReplicasResult is the line reactord bench --replicas prints: the
+// benchReplicasResult is the line reactord-bench --replicas prints: the
 // fields bench prints for one process where they can be read from the
 // replicas' /metrics, and the replicas' own figures.
 type benchReplicasResult struct {

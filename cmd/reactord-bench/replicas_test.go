@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// reactord bench --replicas runs the daemons as processes, on one NATS
+// reactord-bench --replicas runs the daemons as processes, on one NATS
 // server or on a cluster of node processes, and accounts for every event
 // published from the replicas' /metrics.
 func TestBenchReplicas(t *testing.T) {
