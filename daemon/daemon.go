@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -83,7 +82,6 @@ type Daemon struct {
 	guard       *engine.Guard
 	copyOf      func(context.Context, string, []byte, uint64) (bool, error)
 	pipe        *engine.Daemon
-	http        *http.Server
 	httpAddr    string
 	sub         natsbus.Subscription
 	partitioned *natsbus.Partitioned

@@ -88,7 +88,7 @@ func (d *Daemon) serveHTTP(context.Context) error {
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
-	d.http, d.httpAddr = hs, ln.Addr().String()
+	d.httpAddr = ln.Addr().String()
 	d.push("HTTP endpoints", func(context.Context) error { return hs.Close() })
 	d.log.Info("serving metrics", "addr", d.httpAddr)
 	return nil

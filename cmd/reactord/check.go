@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -106,17 +105,12 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	return exitOK
 }
 
-// printSettings prints the daemon's merged settings for conf, one per
-// line: the flag, its value (secrets as "(set)") and where it came from.
+// printSettings prints the daemon's settings for conf, merged as
+// `reactord run -c CONF` merges them (mergedOptions), one per line: the flag, its value (secrets as "(set)") and where it came from.
 func printSettings(conf string, stdout, stderr io.Writer) int {
-	opts := daemon.Defaults()
-	fs := flag.NewFlagSet("reactord", flag.ContinueOnError)
-	opts.Flags(fs)
-	_ = fs.Set("c", conf)
-	sources, err := daemon.Load(&opts, fs, os.Getenv)
-	if err != nil {
-		printDaemonError(stderr, err)
-		return exitUsage
+	_, fs, sources, code := mergedOptions([]string{"-c", conf}, stdout, stderr)
+	if code != exitOK {
+		return code
 	}
 	for _, s := range daemon.Settings(fs, sources) {
 		fmt.Fprintf(stdout, "setting --%s = %q (%s; key %s, $%s)\n", s.Flag, s.Value, s.Source, s.Key, s.Env)
