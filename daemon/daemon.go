@@ -28,8 +28,10 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/reactor"
 )
 
 // ErrConfig marks a start that failed on the configuration or a setting
@@ -77,11 +79,11 @@ type Daemon struct {
 	conn        *natsbus.Conn
 	drv         actions.Driver
 	eng         *engine.Engine
-	metrics     *engine.Metrics
-	archive     *engine.Archive
-	guard       *engine.Guard
+	metrics     *reactor.Metrics
+	archive     *reactor.Archive
+	guard       *guard.Guard
 	copyOf      func(context.Context, string, []byte, uint64) (bool, error)
-	pipe        *engine.Daemon
+	pipe        *reactor.Reactor
 	httpAddr    string
 	sub         natsbus.Subscription
 	partitioned *natsbus.Partitioned

@@ -12,8 +12,8 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
-	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/reactor"
 	"github.com/reactord/reactord/store"
 )
 
@@ -111,9 +111,9 @@ type Options struct {
 // Hooks are called by the pipeline; each may be nil.
 type Hooks struct {
 	// OnDispatch is called after each dispatched reaction.
-	OnDispatch func(d engine.Delivery, a actions.Action, res actions.Result, err error)
+	OnDispatch func(d reactor.Delivery, a actions.Action, res actions.Result, err error)
 	// OnDone is called after each event was fully handled.
-	OnDone func(d engine.Delivery)
+	OnDone func(d reactor.Delivery)
 }
 
 // Defaults returns the options with every default a flag shows. Defaults

@@ -15,9 +15,11 @@ import (
 	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/matchers"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/reactor"
 	"github.com/reactord/reactord/store"
 )
 
@@ -76,8 +78,8 @@ func (d *Daemon) connect(context.Context) error {
 		copts = natsbus.ConnOptions{URL: d.natsURL, Name: "reactord", Token: d.token}
 	}
 	copts.Logger = d.log
-	d.metrics = engine.NewMetrics(d.reg)
-	copts.SlowConsumer = func(n int64) { d.metrics.Dropped.WithLabelValues(engine.DropSlowConsumer).Add(float64(n)) }
+	d.metrics = reactor.NewMetrics(d.reg)
+	copts.SlowConsumer = func(n int64) { d.metrics.Dropped.WithLabelValues(reactor.DropSlowConsumer).Add(float64(n)) }
 	conn, err := natsbus.Connect(copts)
 	if err != nil {
 		return configErr(err)
@@ -110,7 +112,7 @@ func (d *Daemon) openDriver(context.Context) error {
 		defer cancel()
 		return drv.Close(cctx)
 	})
-	engine.RegisterDriverMetrics(d.reg, drv)
+	reactor.RegisterDriverMetrics(d.reg, drv)
 	return nil
 }
 
@@ -198,14 +200,14 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		}
 		return nil
 	})
-	engine.RegisterStoreMetrics(d.reg, w)
+	reactor.RegisterStoreMetrics(d.reg, w)
 	store.SetCutLogger(d.log)
 	for _, col := range store.CutColumns() {
 		d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_values_cut_total",
 			Help: "Values cut to the width of their audit store column (255), by table.column.", ConstLabels: prometheus.Labels{"column": col}},
 			func() float64 { return float64(store.ValuesCut(col)) }))
 	}
-	d.archive = &engine.Archive{W: w, KeepAll: d.opts.ArchiveAll, MasterID: d.opts.MasterID}
+	d.archive = &reactor.Archive{W: w, KeepAll: d.opts.ArchiveAll, MasterID: d.opts.MasterID}
 	if d.opts.ArchiveTags != "" {
 		for _, g := range strings.Split(d.opts.ArchiveTags, ",") {
 			d.archive.Tags = append(d.archive.Tags, matchers.Compile(strings.TrimSpace(g)))
@@ -238,14 +240,14 @@ func (d *Daemon) purge(st store.Store) {
 // when --shared-state (what the other replicas, or this one before a
 // restart, left) before any event is taken.
 func (d *Daemon) openGuard(ctx context.Context) error {
-	gopts := engine.GuardOptions{Settle: d.opts.Settle, JobTimeout: d.opts.JobTimeout, Disabled: d.opts.NoLoopGuard, Log: d.log}
+	gopts := guard.Options{Settle: d.opts.Settle, JobTimeout: d.opts.JobTimeout, Disabled: d.opts.NoLoopGuard, Log: d.log}
 	if d.jetstream {
 		// The stream holds the events while a throttle waits for the
 		// shared state through a NATS node's death (the bucket's leader
 		// election takes a few seconds).
 		gopts.SharedWait = sharedWaitJetStream
 	}
-	d.guard = engine.NewGuard(gopts)
+	d.guard = guard.New(gopts)
 	if !d.opts.SharedState {
 		return nil
 	}
@@ -261,15 +263,15 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 // loadSharedState opens the shared state bucket and returns a guard
 // backed by it, loaded with what the bucket holds; the bucket's watch
 // lasts until Stop.
-func (d *Daemon) loadSharedState(ctx context.Context, o engine.GuardOptions) (*engine.Guard, error) {
+func (d *Daemon) loadSharedState(ctx context.Context, o guard.Options) (*guard.Guard, error) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	state, err := d.conn.State(lctx, natsbus.StateOptions{Replicas: d.opts.StreamReplicas, Logger: d.log, Resend: engine.ResendShared})
+	state, err := d.conn.State(lctx, natsbus.StateOptions{Replicas: d.opts.StreamReplicas, Logger: d.log, Resend: guard.ResendShared})
 	if err != nil {
 		return nil, err
 	}
 	o.Shared = state
-	g := engine.NewGuard(o)
+	g := guard.New(o)
 	if err := state.Watch(lctx, d.runCtx, func(e natsbus.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
 		return nil, err
 	}
@@ -303,7 +305,7 @@ func (d *Daemon) openCopies(ctx context.Context) error {
 // drain timeout, then hands the partitions over.
 func (d *Daemon) startPipeline(context.Context) error {
 	deadLetter := d.opts.DeadLetter
-	p, err := engine.NewDaemon(d.eng, engine.DaemonOptions{
+	p, err := reactor.New(d.eng, reactor.Options{
 		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, Block: d.jetstream, Log: d.log, Metrics: d.metrics,
 		Guard: d.guard, MaxHops: d.opts.MaxHops, Archive: d.archive, Copy: d.copyOf,
 		DeadLetter: func(a actions.Action, cause error) { d.conn.DeadLetter(deadLetter, a, cause) },
@@ -390,7 +392,7 @@ func (d *Daemon) subscribe(ctx context.Context) error {
 // handle hands one message to the pipeline with the one function that
 // settles it.
 func (d *Daemon) handle(m *natsbus.Message) {
-	dl := engine.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop, Seq: m.Seq, MsgID: m.Meta.MsgID}
+	dl := reactor.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop, Seq: m.Seq, MsgID: m.Meta.MsgID}
 	if d.jetstream {
 		dl.Done = func() { _ = m.Ack() }
 		dl.Nak = func() { _ = m.Nak() }
@@ -412,7 +414,7 @@ func (d *Daemon) consumePartitioned(so natsbus.StreamOptions) (*natsbus.Partitio
 		changes.WithLabelValues(c)
 	}
 	d.reg.MustRegister(changes)
-	p, err := d.conn.ConsumePartitioned(d.runCtx, natsbus.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions, Key: engine.OrderKey,
+	p, err := d.conn.ConsumePartitioned(d.runCtx, natsbus.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions, Key: reactor.OrderKey,
 		OnChange: func(change string, _ int) { changes.WithLabelValues(change).Inc() }}, d.handle)
 	if err != nil {
 		return nil, err

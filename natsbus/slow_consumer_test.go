@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/reactor"
 )
 
 // A subscriber whose handler is blocked makes the client drop messages
@@ -25,8 +25,8 @@ func TestSlowConsumerCounted(t *testing.T) {
 	}
 	defer srv.Shutdown()
 	var logs syncbuf.Buffer
-	m := engine.NewMetrics(prometheus.NewRegistry())
-	dropped := m.Dropped.WithLabelValues(engine.DropSlowConsumer)
+	m := reactor.NewMetrics(prometheus.NewRegistry())
+	dropped := m.Dropped.WithLabelValues(reactor.DropSlowConsumer)
 	sub, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "slow", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		SlowConsumer: func(n int64) { dropped.Add(float64(n)) }})
 	if err != nil {

@@ -28,8 +28,8 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/daemon"
-	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/reactor"
 )
 
 // benchResult is the line `reactord-bench` prints.
@@ -219,8 +219,8 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	opts.Hooks = daemon.Hooks{
 		// The null driver executes nothing, so with the loop guard on no
 		// job ever returns.
-		OnDispatch: func(engine.Delivery, actions.Action, actions.Result, error) { reactions.Add(1) },
-		OnDone: func(dl engine.Delivery) {
+		OnDispatch: func(reactor.Delivery, actions.Action, actions.Result, error) { reactions.Add(1) },
+		OnDone: func(dl reactor.Delivery) {
 			if !dl.Sent.IsZero() {
 				for ns := dl.Sent.UnixNano(); ; {
 					cur := firstSent.Load()

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/reactor"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/reactord/reactord/bridge"
-	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -207,7 +207,7 @@ func registerBridgeMetrics(reg *prometheus.Registry, src bridgeSource, conn *nat
 	gauge("reactord_bridge_source_connected", "1 while the bridge reads the master's bus.", func() float64 { return b2f(sourceUp()) })
 	gauge("reactord_nats_connected", "1 while the NATS connection is up.", func() float64 { return b2f(conn.Connected()) })
 	registerBuildInfo(reg)
-	engine.RegisterRuntimeMetrics(reg)
+	reactor.RegisterRuntimeMetrics(reg)
 }
 
 func b2f(b bool) float64 {

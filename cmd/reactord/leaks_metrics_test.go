@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/reactord/reactord/actions"
-	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/reactor"
 )
 
 // TestMetricsCarryRuntime: the daemon's /metrics has the Go runtime's and
@@ -35,12 +35,12 @@ func TestMetricsCarryRuntime(t *testing.T) {
 // a driver that counts none adds nothing.
 func TestDriverMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	engine.RegisterDriverMetrics(reg, actions.Null{})
+	reactor.RegisterDriverMetrics(reg, actions.Null{})
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
 		t.Fatalf("null driver: %d series (%v)", n, err)
 	}
 	_, c := natsServer(t)
-	engine.RegisterDriverMetrics(reg, natsbus.NewDriver(c, "", "test"))
+	reactor.RegisterDriverMetrics(reg, natsbus.NewDriver(c, "", "test"))
 	want := `# HELP reactord_driver_unconfirmed_total Reactions published but not confirmed by the server (the connection failed or the confirming flush timed out): they may not have reached executors, and are not resent.
 # TYPE reactord_driver_unconfirmed_total counter
 reactord_driver_unconfirmed_total{driver="nats"} 0

@@ -1,4 +1,4 @@
-package engine
+package reactor
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/guard"
 )
 
 // recordedEvent is one line of a recorded bus: {"tag","data"}.
@@ -112,7 +113,7 @@ func TestLoopGuardOnRecordedSalt(t *testing.T) {
 				})
 				m := NewMetrics(prometheus.NewRegistry())
 				// The suite ran with --settle 3s.
-				d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 2, Block: true, Metrics: m, Guard: NewGuard(GuardOptions{Settle: 3 * time.Second, JobTimeout: time.Minute})})
+				d, err := New(eng, Options{Driver: drv, Lanes: 2, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: 3 * time.Second, JobTimeout: time.Minute})})
 				if err != nil {
 					t.Fatal(err)
 				}

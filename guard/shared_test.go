@@ -1,4 +1,4 @@
-package engine
+package guard
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 // sharedGuards runs an embedded NATS server and returns a function that
 // makes guards sharing its state bucket, each with its own connection (a
 // replica), loaded before it returns.
-func sharedGuards(t *testing.T) func(GuardOptions) *Guard {
+func sharedGuards(t *testing.T) func(Options) *Guard {
 	t.Helper()
 	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	return func(o GuardOptions) *Guard {
+	return func(o Options) *Guard {
 		t.Helper()
 		c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "guard-test"})
 		if err != nil {
@@ -35,7 +35,7 @@ func sharedGuards(t *testing.T) func(GuardOptions) *Guard {
 			t.Fatal(err)
 		}
 		o.Shared = st
-		g := NewGuard(o)
+		g := New(o)
 		run, stop := context.WithCancel(context.Background())
 		t.Cleanup(stop)
 		if err := st.Watch(ctx, run, func(e natsbus.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
@@ -61,7 +61,7 @@ func eventually(t *testing.T, what string, fn func() bool) {
 // after the settle window; a replica started afterwards loads it all.
 func TestSharedGuardJobLinked(t *testing.T) {
 	newGuard := sharedGuards(t)
-	o := GuardOptions{Settle: 2 * time.Second, JobTimeout: time.Minute}
+	o := Options{Settle: 2 * time.Second, JobTimeout: time.Minute}
 	g := []*Guard{newGuard(o), newGuard(o), newGuard(o)}
 	phase := func(g *Guard) string {
 		_, p, _ := g.Suppressed("revert.sls", "revert", "web1", time.Now())
@@ -132,7 +132,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 // together, and a replica started later counts on.
 func TestSharedThrottle(t *testing.T) {
 	newGuard := sharedGuards(t)
-	g := []*Guard{newGuard(GuardOptions{}), newGuard(GuardOptions{}), newGuard(GuardOptions{})}
+	g := []*Guard{newGuard(Options{}), newGuard(Options{}), newGuard(Options{})}
 	for _, tc := range []struct {
 		key   string
 		count int
@@ -152,7 +152,7 @@ func TestSharedThrottle(t *testing.T) {
 			t.Errorf("%s: %d allowed of %d, want %d", tc.key, got, tc.calls, min(tc.count, tc.calls))
 		}
 	}
-	late := newGuard(GuardOptions{})
+	late := newGuard(Options{})
 	if late.Throttle("r0", "web1", 3, time.Hour, time.Now()) {
 		t.Error("a new replica allowed a fourth reaction for web1")
 	}
@@ -166,7 +166,7 @@ func TestSharedThrottle(t *testing.T) {
 // as replaced.
 func TestSharedDebounce(t *testing.T) {
 	newGuard := sharedGuards(t)
-	g := []*Guard{newGuard(GuardOptions{}), newGuard(GuardOptions{}), newGuard(GuardOptions{})}
+	g := []*Guard{newGuard(Options{}), newGuard(Options{}), newGuard(Options{})}
 	var mu sync.Mutex
 	var fired []string
 	released := map[string]bool{}
@@ -199,7 +199,7 @@ func TestSharedDebounce(t *testing.T) {
 // to fire gets its hop count on another, and only once.
 func TestSharedExpectedEvent(t *testing.T) {
 	newGuard := sharedGuards(t)
-	g := []*Guard{newGuard(GuardOptions{}), newGuard(GuardOptions{})}
+	g := []*Guard{newGuard(Options{}), newGuard(Options{})}
 	g[0].ExpectEvent("myco/loop", 2, "myco/start", time.Now())
 	eventually(t, "replica 1 expects the event", func() bool {
 		g[1].mu.Lock()
@@ -222,7 +222,7 @@ func TestSharedExpectedEvent(t *testing.T) {
 // TestGuardExpiresByTime: the guard forgets returns of unknown jobs,
 // entries and throttle windows by time, whatever their number.
 func TestGuardExpiresByTime(t *testing.T) {
-	g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Minute})
+	g := New(Options{Settle: time.Second, JobTimeout: time.Minute})
 	now := time.Now()
 	for i := range 100 {
 		g.Returned(fmt.Sprintf("jid%d", i), "web1", now)
@@ -260,7 +260,7 @@ func (f *failingState) Update(context.Context, string, time.Duration, func([]byt
 // asking again per event.
 func TestThrottleSharedStateDown(t *testing.T) {
 	st := &failingState{}
-	g := NewGuard(GuardOptions{Shared: st, SharedWait: 300 * time.Millisecond})
+	g := New(Options{Shared: st, SharedWait: 300 * time.Millisecond})
 	start := time.Now()
 	allowed := 0
 	for range 10 {
@@ -293,11 +293,11 @@ func (f *flakyState) Update(ctx context.Context, key string, ttl time.Duration, 
 // alone (where three replicas would allow three times the count).
 func TestThrottleWaitsForSharedState(t *testing.T) {
 	newGuard := sharedGuards(t)
-	a := newGuard(GuardOptions{})
+	a := newGuard(Options{})
 	if !a.Throttle("r0", "web1", 2, time.Hour, time.Now()) {
 		t.Fatal("the first reaction was refused")
 	}
-	b := newGuard(GuardOptions{SharedWait: 5 * time.Second})
+	b := newGuard(Options{SharedWait: 5 * time.Second})
 	fl := &flakyState{SharedState: b.opts.Shared}
 	fl.fail.Store(3)
 	b.opts.Shared = fl
@@ -330,7 +330,7 @@ func (c *countingState) Put(key string, value []byte, ttl time.Duration) {
 // every one of them.
 func TestSharedReturnsGathered(t *testing.T) {
 	newGuard := sharedGuards(t)
-	o := GuardOptions{Settle: time.Minute, JobTimeout: time.Minute}
+	o := Options{Settle: time.Minute, JobTimeout: time.Minute}
 	a, b := newGuard(o), newGuard(o)
 	counter := &countingState{SharedState: b.opts.Shared}
 	b.opts.Shared = counter

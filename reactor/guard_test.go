@@ -1,4 +1,4 @@
-package engine
+package reactor
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/guard"
 )
 
 // jidDriver answers every dispatch with a new jid.
@@ -45,7 +47,7 @@ func (j *jidDriver) snapshot() []string {
 	return append([]string(nil), j.calls...)
 }
 
-func guardEngine(t *testing.T, conf string, files map[string]string) *Engine {
+func guardEngine(t *testing.T, conf string, files map[string]string) *engine.Engine {
 	t.Helper()
 	dir := t.TempDir()
 	files["reactor.conf"] = conf
@@ -58,7 +60,7 @@ func guardEngine(t *testing.T, conf string, files map[string]string) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return MustNew(cfg, nil)
+	return engine.MustNew(cfg, nil)
 }
 
 const revertSLS = "revert:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n    - args:\n      - mods: important_file\n"
@@ -79,7 +81,7 @@ func TestLoopGuardJobLinked(t *testing.T) {
 		eng := guardEngine(t, "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n", map[string]string{"revert.sls": revertSLS})
 		drv := &jidDriver{}
 		m := NewMetrics(prometheus.NewRegistry())
-		d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: NewGuard(GuardOptions{Settle: 5 * time.Second, JobTimeout: time.Minute})})
+		d, err := New(eng, Options{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: 5 * time.Second, JobTimeout: time.Minute})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +120,7 @@ func TestLoopGuardJobLinked(t *testing.T) {
 // timeout.
 func TestLoopGuardJobTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Minute})
+		g := guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})
 		now := time.Now()
 		g.Started("ev-1", "f.sls", "r", "jid1", []string{"web1"}, now)
 		if _, phase, held := g.Suppressed("f.sls", "r", "web1", now.Add(59*time.Second)); !held || phase != "job running" {
@@ -127,7 +129,7 @@ func TestLoopGuardJobTimeout(t *testing.T) {
 		if _, _, held := g.Suppressed("f.sls", "r", "web1", now.Add(61*time.Second)); held {
 			t.Fatal("still held after the job timeout")
 		}
-		want := []Expired{{SLS: "f.sls", ID: "r", Minion: "web1", JID: "jid1", EventID: "ev-1"}}
+		want := []guard.Expired{{SLS: "f.sls", ID: "r", Minion: "web1", JID: "jid1", EventID: "ev-1"}}
 		if got := g.TakeExpired(now.Add(61 * time.Second)); !reflect.DeepEqual(got, want) {
 			t.Fatalf("expired %+v, want %+v (with the id of the event that started the job)", got, want)
 		}
@@ -154,7 +156,7 @@ func TestThrottleAndDebounce(t *testing.T) {
 `, map[string]string{"r.sls": "r:\n  runner.test.arg:\n    - args:\n      - n: {{ .data.n }}\n"})
 		drv := &jidDriver{}
 		m := NewMetrics(prometheus.NewRegistry())
-		d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: NewGuard(GuardOptions{Disabled: true})})
+		d, err := New(eng, Options{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: guard.New(guard.Options{Disabled: true})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +211,7 @@ func TestHopLimitForFiredEvents(t *testing.T) {
 			"loop.sls": "again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data: {n: 1}\n"})
 		drv := &jidDriver{}
 		m := NewMetrics(prometheus.NewRegistry())
-		d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Metrics: m, MaxHops: 3})
+		d, err := New(eng, Options{Driver: drv, Lanes: 1, Block: true, Metrics: m, MaxHops: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +240,7 @@ func TestHopLimitForFiredEvents(t *testing.T) {
 // TestGenuineEventAfterChain: once the chain was stopped, a new event of the
 // same tag is genuine again.
 func TestGenuineEventAfterChain(t *testing.T) {
-	g := NewGuard(GuardOptions{})
+	g := guard.New(guard.Options{})
 	now := time.Now()
 	g.ExpectEvent("myco/loop", 4, "myco/loop", now)
 	if hop, _ := g.HopOf("myco/loop", now); hop != 4 {
@@ -252,7 +254,7 @@ func TestGenuineEventAfterChain(t *testing.T) {
 // TestReturnBeforeStarted: a return handled on another lane before the
 // dispatching lane recorded the job still releases the guard.
 func TestReturnBeforeStarted(t *testing.T) {
-	g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Hour})
+	g := guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Hour})
 	now := time.Now()
 	g.Returned("jid9", "db1", now)
 	g.Started("", "f.sls", "r", "jid9", []string{"db1", "db2"}, now)
@@ -272,7 +274,7 @@ func TestReturnBeforeStarted(t *testing.T) {
 // reactions are recorded are kept for the reaction of their minion, not
 // used up by the first one recorded.
 func TestGuardMergedJobEarlyReturns(t *testing.T) {
-	g := NewGuard(GuardOptions{Settle: time.Second, JobTimeout: time.Minute})
+	g := guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})
 	now := time.Now()
 	const jid = "20261123000000000001"
 	g.Returned(jid, "m1", now)
@@ -302,7 +304,7 @@ func TestDebounceHoldsTheAcknowledgement(t *testing.T) {
       debounce: 3s
 `, map[string]string{"r.sls": "r:\n  runner.test.arg:\n    - args:\n      - n: {{ .data.n }}\n"})
 		drv := &jidDriver{}
-		d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Guard: NewGuard(GuardOptions{Disabled: true})})
+		d, err := New(eng, Options{Driver: drv, Lanes: 1, Block: true, Guard: guard.New(guard.Options{Disabled: true})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +379,7 @@ func TestReloadKeepsRuleState(t *testing.T) {
       debounce: 3s
 `, files)
 		drv := &jidDriver{}
-		d, err := NewDaemon(before, DaemonOptions{Driver: drv, Lanes: 1, Block: true, Guard: NewGuard(GuardOptions{Disabled: true})})
+		d, err := New(before, Options{Driver: drv, Lanes: 1, Block: true, Guard: guard.New(guard.Options{Disabled: true})})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package engine
+package reactor
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/store"
 )
@@ -33,7 +35,7 @@ type Delivery struct {
 	// event coming back; a reload that removed the rule drops it, logged).
 	OnlyRule string
 	// Seq is the event's JetStream stream sequence (0 in core mode): it
-	// tells a redelivery from another master's copy (DaemonOptions.Copy).
+	// tells a redelivery from another master's copy (Options.Copy).
 	Seq uint64
 	// MsgID is the publisher's message id for the event (Nats-Msg-Id),
 	// when it gave one; each reaction's actions.Action.Key derives from
@@ -61,8 +63,8 @@ type Delivery struct {
 	id string
 }
 
-// DaemonOptions configure a Daemon.
-type DaemonOptions struct {
+// Options configure a Reactor.
+type Options struct {
 	// Driver executes reactions.
 	Driver actions.Driver
 	// Lanes is the number of ordered worker lanes (default 2×CPUs).
@@ -80,7 +82,7 @@ type DaemonOptions struct {
 	// in a row (default 3).
 	MaxHops int
 	// Guard is the loop guard; nil creates one with defaults.
-	Guard *Guard
+	Guard *guard.Guard
 	// Archive, when set, keeps events, jobs, returns and the ledger.
 	Archive *Archive
 	// Log and Metrics; nil Log discards, nil Metrics creates unregistered ones.
@@ -99,11 +101,11 @@ type DaemonOptions struct {
 	Copy func(ctx context.Context, tag string, raw []byte, seq uint64) (bool, error)
 }
 
-// Daemon runs the pipeline for live events: ordered per minion, parallel
+// Reactor runs the pipeline for live events: ordered per minion, parallel
 // across minions, with bounded queues and a swappable configuration.
-type Daemon struct {
-	eng   atomic.Pointer[Engine]
-	opts  DaemonOptions
+type Reactor struct {
+	eng   atomic.Pointer[engine.Engine]
+	opts  Options
 	lanes []chan Delivery
 	seed  maphash.Seed
 	wg    sync.WaitGroup
@@ -149,8 +151,8 @@ func (g *eventIDs) next() string {
 	return g.prefix + "-" + strconv.FormatInt(g.seq.Add(1), 10)
 }
 
-// NewDaemon returns a daemon for eng; call Start before Submit.
-func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
+// New returns a daemon for eng; call Start before Submit.
+func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	if opts.Driver == nil {
 		return nil, errors.New("daemon: no driver")
 	}
@@ -173,10 +175,10 @@ func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
 		opts.Metrics = NewMetrics(nil)
 	}
 	if opts.Guard == nil {
-		opts.Guard = NewGuard(GuardOptions{})
+		opts.Guard = guard.New(guard.Options{})
 	}
 	opts.Retry.Driver = opts.Driver
-	d := &Daemon{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
+	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
 		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024)}
 	d.eng.Store(eng)
@@ -191,7 +193,7 @@ func NewDaemon(eng *Engine, opts DaemonOptions) (*Daemon, error) {
 // CheckDriver fails when a rule's reactions could need a type the driver
 // cannot run. Reaction types are only known after rendering, so this checks
 // the files that do not depend on the event; others are checked at dispatch.
-func CheckDriver(eng *Engine, drv actions.Driver) error {
+func CheckDriver(eng *engine.Engine, drv actions.Driver) error {
 	for _, st := range []string{"local", "runner", "wheel", "caller"} {
 		if drv.Supports(st) {
 			continue
@@ -206,11 +208,11 @@ func CheckDriver(eng *Engine, drv actions.Driver) error {
 }
 
 // Engine returns the current engine.
-func (d *Daemon) Engine() *Engine { return d.eng.Load() }
+func (d *Reactor) Engine() *engine.Engine { return d.eng.Load() }
 
 // Reload swaps in a new engine atomically; events already queued finish
 // with the engine that picks them up.
-func (d *Daemon) Reload(eng *Engine) error {
+func (d *Reactor) Reload(eng *engine.Engine) error {
 	if err := CheckDriver(eng, d.opts.Driver); err != nil {
 		d.opts.Metrics.ReloadOK.Set(0)
 		return err
@@ -222,7 +224,7 @@ func (d *Daemon) Reload(eng *Engine) error {
 
 // Start runs one goroutine per lane until Stop, and a ticker that records
 // jobs whose minions did not return within the job timeout.
-func (d *Daemon) Start(ctx context.Context) {
+func (d *Reactor) Start(ctx context.Context) {
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -280,7 +282,7 @@ func (d *Daemon) Start(ctx context.Context) {
 // reactord_malformed_total and acknowledged; a line about it goes out at
 // most once a minute. Submit reports false when the event was not accepted
 // (daemon stopping, or the lane full without Block).
-func (d *Daemon) Submit(ctx context.Context, dl Delivery) bool {
+func (d *Reactor) Submit(ctx context.Context, dl Delivery) bool {
 	if d.stopped.Load() {
 		return false
 	}
@@ -353,7 +355,7 @@ func OrderKey(body []byte) string {
 // refused (Nak) and comes back to another replica or the next start,
 // where its quiet period begins again. A debounced core NATS event is
 // lost; Stop logs how many. It is safe to call twice.
-func (d *Daemon) Stop(ctx context.Context) error {
+func (d *Reactor) Stop(ctx context.Context) error {
 	d.once.Do(func() {
 		d.stopped.Store(true)
 		close(d.quit)
@@ -428,7 +430,7 @@ type inflight struct {
 
 // handle takes one event through the pipeline: decode, archive, loop
 // guard, match and render, dispatch; then acknowledges it (finish).
-func (d *Daemon) handle(ctx context.Context, dl Delivery) {
+func (d *Reactor) handle(ctx context.Context, dl Delivery) {
 	if dl.Moved != nil && dl.Moved() {
 		d.opts.Metrics.Suppressed.WithLabelValues(SuppressPartitionMoved).Inc()
 		if n, ok := d.movedLog.Tick(); ok {
@@ -458,7 +460,7 @@ func (d *Daemon) handle(ctx context.Context, dl Delivery) {
 // finish acknowledges the event: Nak when it is left for redelivery,
 // otherwise Done, with an Archive once the event's records are durable.
 // An event a debounce holds is acknowledged once the debounce let it go.
-func (d *Daemon) finish(ctx context.Context, ev *inflight) {
+func (d *Reactor) finish(ctx context.Context, ev *inflight) {
 	if ctx.Err() != nil {
 		ev.nak = true // cancelled mid-way: leave the event for redelivery
 	}
@@ -484,7 +486,7 @@ func (d *Daemon) finish(ctx context.Context, ev *inflight) {
 
 // settle acknowledges a delivery (Done, once its records are durable) or
 // refuses it (Nak) for redelivery.
-func (d *Daemon) settle(dl Delivery, nak bool) {
+func (d *Reactor) settle(dl Delivery, nak bool) {
 	switch {
 	case nak && dl.Nak != nil:
 		dl.Nak()
@@ -498,7 +500,7 @@ func (d *Daemon) settle(dl Delivery, nak bool) {
 }
 
 // holdFor returns the event's hold, counting one more holder.
-func (d *Daemon) holdFor(ev *inflight) *eventHold {
+func (d *Reactor) holdFor(ev *inflight) *eventHold {
 	if ev.hold == nil {
 		dl := ev.dl
 		ev.hold = &eventHold{settle: func(nak bool) { d.settle(dl, nak) }}
@@ -509,7 +511,7 @@ func (d *Daemon) holdFor(ev *inflight) *eventHold {
 }
 
 // decode splits the envelope into the event's tag and raw data.
-func (d *Daemon) decode(ev *inflight) bool {
+func (d *Reactor) decode(ev *inflight) bool {
 	tag, raw, err := event.SplitEnvelope(ev.dl.Body)
 	if err != nil {
 		// Submit refuses malformed envelopes; a debounced re-submission
@@ -525,8 +527,8 @@ func (d *Daemon) decode(ev *inflight) bool {
 }
 
 // firstCopy reports false for another master's copy of an event already
-// taken (DaemonOptions.Copy), which goes no further.
-func (d *Daemon) firstCopy(ctx context.Context, ev *inflight) bool {
+// taken (Options.Copy), which goes no further.
+func (d *Reactor) firstCopy(ctx context.Context, ev *inflight) bool {
 	if d.opts.Copy == nil || ev.dl.OnlyRule != "" {
 		return true
 	}
@@ -551,7 +553,7 @@ func (d *Daemon) firstCopy(ctx context.Context, ev *inflight) bool {
 // when the event goes no further: the store is full and the event is left
 // for redelivery (JetStream). In core NATS mode the event is reacted to
 // anyway and counted.
-func (d *Daemon) archive(ev *inflight) bool {
+func (d *Reactor) archive(ev *inflight) bool {
 	ar := d.opts.Archive
 	if ar == nil || ev.dl.OnlyRule != "" {
 		// A debounced event coming back was archived when it came.
@@ -585,14 +587,14 @@ func (d *Daemon) archive(ev *inflight) bool {
 // holds its job's reactions for the settle window, and an event that
 // reactions caused more than MaxHops times in a row is suppressed
 // (false).
-func (d *Daemon) checkHops(ev *inflight) bool {
+func (d *Reactor) checkHops(ev *inflight) bool {
 	g := d.opts.Guard
 	// An expected event is used up either way; a hop header wins.
 	if hop, c := g.HopOf(ev.tag, ev.received); ev.dl.Hop == 0 {
 		ev.dl.Hop, ev.cause = hop, c
 	}
 	if jid, id, ok := jobReturn(ev.tag); ok && g.Returned(jid, id, ev.received) {
-		d.opts.Log.Info("loop guard: job returned; holding its reaction for the settle window", "event_id", ev.id, "jid", jid, "minion", id, "settle", g.opts.Settle.String())
+		d.opts.Log.Info("loop guard: job returned; holding its reaction for the settle window", "event_id", ev.id, "jid", jid, "minion", id, "settle", g.Settle().String())
 		d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jid, Minion: id, Detail: "job returned"})
 	}
 	if ev.dl.Hop <= d.opts.MaxHops {
@@ -608,10 +610,10 @@ func (d *Daemon) checkHops(ev *inflight) bool {
 // react matches the event against the rules and renders the reaction
 // files of the rules that match; it counts and records (ledger) what
 // happened. It returns nil when there is nothing to dispatch.
-func (d *Daemon) react(ctx context.Context, ev *inflight) *Result {
+func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 	m := d.opts.Metrics
 	eng := d.eng.Load()
-	res, err := eng.ProcessEnvelope(ctx, ev.tag, ev.raw, Options{Gate: d.gate(ctx, ev), OnlyRule: ev.dl.OnlyRule, EventID: ev.id})
+	res, err := eng.ProcessEnvelope(ctx, ev.tag, ev.raw, engine.Options{Gate: d.gate(ctx, ev), OnlyRule: ev.dl.OnlyRule, EventID: ev.id})
 	if err != nil {
 		m.Malformed.Inc()
 		return nil
@@ -628,7 +630,7 @@ func (d *Daemon) react(ctx context.Context, ev *inflight) *Result {
 	}
 	if res.Skipped != "" {
 		reason := "reactor_user"
-		if res.Skipped == SkipManageTag {
+		if res.Skipped == engine.SkipManageTag {
 			reason = "manage_tag"
 		}
 		m.Suppressed.WithLabelValues(reason).Inc()
@@ -641,7 +643,7 @@ func (d *Daemon) react(ctx context.Context, ev *inflight) *Result {
 		return nil
 	}
 	m.Matched.Inc()
-	rules := eng.cfg.Rules
+	rules := eng.Config().Rules
 	for _, ri := range res.Rules {
 		if ev.dl.OnlyRule == "" {
 			// A debounced event coming back was counted when it came.
@@ -672,7 +674,7 @@ func (d *Daemon) react(ctx context.Context, ev *inflight) *Result {
 // matched, short of their dispatch: why a rule did not react, each file
 // that failed, and verify_high's errors. A rule whose files rendered adds
 // nothing here: its reactions' dispatch rows name it.
-func (d *Daemon) ledgerResult(ev *inflight, rules []config.Rule, res *Result) {
+func (d *Reactor) ledgerResult(ev *inflight, rules []config.Rule, res *engine.Result) {
 	for _, n := range res.Notes {
 		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rules[n.Rule].Glob, Minion: ev.minion, Detail: n.Note})
 	}
@@ -688,10 +690,10 @@ func (d *Daemon) ledgerResult(ev *inflight, rules []config.Rule, res *Result) {
 
 // ruleOf is the glob of the rule whose file gave the reaction of file
 // sls.
-func (d *Daemon) ruleOf(res *Result, sls string) string {
+func (d *Reactor) ruleOf(res *engine.Result, sls string) string {
 	for _, f := range res.Files {
 		if f.Path == sls {
-			if rules := d.eng.Load().cfg.Rules; f.Rule < len(rules) {
+			if rules := d.eng.Load().Config().Rules; f.Rule < len(rules) {
 				return rules[f.Rule].Glob
 			}
 		}
@@ -702,7 +704,7 @@ func (d *Daemon) ruleOf(res *Result, sls string) string {
 // dispatch runs one reaction (low chunk) of the event through the driver,
 // unless the loop guard holds it, and tells the loop guard what it
 // started.
-func (d *Daemon) dispatch(ctx context.Context, ev *inflight, res *Result, c *event.Chunk) {
+func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result, c *event.Chunk) {
 	m, g, drv := d.opts.Metrics, d.opts.Guard, d.opts.Driver
 	tag := res.Tag
 	a := actions.Action{Tag: tag, Chunk: c, Hop: ev.dl.Hop}
@@ -768,7 +770,7 @@ func (d *Daemon) dispatch(ctx context.Context, ev *inflight, res *Result, c *eve
 
 // ledger writes one ledger entry about ev, whose id and tag it fills in;
 // without an Archive it does nothing.
-func (d *Daemon) ledger(ev *inflight, e store.LedgerEntry) {
+func (d *Reactor) ledger(ev *inflight, e store.LedgerEntry) {
 	if d.opts.Archive == nil {
 		return
 	}
@@ -778,13 +780,13 @@ func (d *Daemon) ledger(ev *inflight, e store.LedgerEntry) {
 }
 
 // gate applies the rules' throttle and debounce options.
-func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
+func (d *Reactor) gate(ctx context.Context, ev *inflight) engine.Gate {
 	return func(rule int, key, tag string, data map[string]any) (bool, string) {
 		eng := d.eng.Load()
-		if rule >= len(eng.cfg.Rules) {
+		if rule >= len(eng.Config().Rules) {
 			return true, ""
 		}
-		o, id := eng.cfg.Rules[rule].Options, eng.cfg.Rules[rule].ID
+		o, id := eng.Config().Rules[rule].Options, eng.Config().Rules[rule].ID
 		if o.Debounce > 0 {
 			// The event stays unacknowledged until the debounce fires
 			// (or a newer event replaces it), so a stop or a crash in
@@ -814,12 +816,12 @@ func (d *Daemon) gate(ctx context.Context, ev *inflight) Gate {
 				}
 			})
 			d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
-			d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "quiet", o.Debounce.String())
+			d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", tag, "rule", eng.Config().Rules[rule].Glob, "key", key, "quiet", o.Debounce.String())
 			return false, fmt.Sprintf("debounce: held until %s without a new event for key %q", o.Debounce, key)
 		}
 		if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(id, key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
 			d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
-			d.noisy(slog.LevelWarn, eng.cfg.Rules[rule].Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", tag, "rule", eng.cfg.Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
+			d.noisy(slog.LevelWarn, eng.Config().Rules[rule].Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", tag, "rule", eng.Config().Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
 			return false, fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, key)
 		}
 		return true, ""
@@ -846,7 +848,7 @@ func jobReturn(tag string) (jid, id string, ok bool) {
 // noisy logs a line that could repeat once per event: the first for its
 // message and key at once, then at most one a minute carrying how many it
 // stands for. The metrics, the ledger and the dead letters keep each one.
-func (d *Daemon) noisy(level slog.Level, key, msg string, args ...any) {
+func (d *Reactor) noisy(level slog.Level, key, msg string, args ...any) {
 	n, ok := d.limit.Tick(msg + "\x00" + key)
 	if !ok {
 		return

@@ -1,4 +1,4 @@
-package engine
+package reactor
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/guard"
 )
 
 // gateDriver records dispatches and can hold them until released.
@@ -44,7 +46,7 @@ func (g *gateDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 	return actions.Result{JID: "1"}, nil
 }
 
-func daemonEngine(t *testing.T) *Engine {
+func daemonEngine(t *testing.T) *engine.Engine {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "r.sls"), []byte("r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"), 0o644); err != nil {
@@ -57,16 +59,16 @@ func daemonEngine(t *testing.T) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return MustNew(cfg, nil)
+	return engine.MustNew(cfg, nil)
 }
 
 func body(tag, id string) []byte {
 	return []byte(`{"tag": "` + tag + `", "data": {"id": "` + id + `"}}`)
 }
 
-func TestDaemonOrdersPerMinion(t *testing.T) {
+func TestReactorOrdersPerMinion(t *testing.T) {
 	drv := &gateDriver{}
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 4, Block: true, Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(daemonEngine(t), Options{Driver: drv, Lanes: 4, Block: true, Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +95,10 @@ func TestDaemonOrdersPerMinion(t *testing.T) {
 	}
 }
 
-func TestDaemonOverflowIsCounted(t *testing.T) {
+func TestReactorOverflowIsCounted(t *testing.T) {
 	drv := &gateDriver{gate: make(chan struct{})}
 	m := NewMetrics(prometheus.NewRegistry())
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, QueueSize: 2, Metrics: m, Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(daemonEngine(t), Options{Driver: drv, Lanes: 1, QueueSize: 2, Metrics: m, Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +122,9 @@ func TestDaemonOverflowIsCounted(t *testing.T) {
 	}
 }
 
-func TestDaemonStopDeadline(t *testing.T) {
+func TestReactorStopDeadline(t *testing.T) {
 	drv := &gateDriver{gate: make(chan struct{})}
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(daemonEngine(t), Options{Driver: drv, Lanes: 1, Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +143,10 @@ func TestDaemonStopDeadline(t *testing.T) {
 	}
 }
 
-func TestDaemonHopLimitAndReactorUser(t *testing.T) {
+func TestReactorHopLimitAndReactorUser(t *testing.T) {
 	drv := &gateDriver{}
 	m := NewMetrics(prometheus.NewRegistry())
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Metrics: m, MaxHops: 3})
+	d, err := New(daemonEngine(t), Options{Driver: drv, Metrics: m, MaxHops: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +173,12 @@ func TestDaemonHopLimitAndReactorUser(t *testing.T) {
 	}
 }
 
-// TestDaemonReactionKeys: a reaction's Key is the event's message id, its
+// TestReactorReactionKeys: a reaction's Key is the event's message id, its
 // file and its id, the same for each delivery of the event; an event
 // without a message id gives none.
-func TestDaemonReactionKeys(t *testing.T) {
+func TestReactorReactionKeys(t *testing.T) {
 	drv := &gateDriver{}
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(daemonEngine(t), Options{Driver: drv, Lanes: 1, Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +198,10 @@ func TestDaemonReactionKeys(t *testing.T) {
 	}
 }
 
-// TestDaemonDropsMasterCopies: an event Copy calls another master's copy
+// TestReactorDropsMasterCopies: an event Copy calls another master's copy
 // is acknowledged without reacting and counted as master_copy; one Copy
 // cannot tell about is left for redelivery (JetStream) (issue 12).
-func TestDaemonDropsMasterCopies(t *testing.T) {
+func TestReactorDropsMasterCopies(t *testing.T) {
 	drv := &gateDriver{}
 	m := NewMetrics(prometheus.NewRegistry())
 	copyOf := func(_ context.Context, tag string, _ []byte, seq uint64) (bool, error) {
@@ -211,7 +213,7 @@ func TestDaemonDropsMasterCopies(t *testing.T) {
 		}
 		return false, nil
 	}
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 1, Metrics: m, Copy: copyOf})
+	d, err := New(daemonEngine(t), Options{Driver: drv, Lanes: 1, Metrics: m, Copy: copyOf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,13 +236,13 @@ func TestDaemonDropsMasterCopies(t *testing.T) {
 	}
 }
 
-// TestDaemonLeavesMovedEvents: an event whose partition moved to another
+// TestReactorLeavesMovedEvents: an event whose partition moved to another
 // replica while it waited in its lane (Delivery.Moved) is not handled,
 // neither acknowledged nor refused, and counted; the others are handled.
-func TestDaemonLeavesMovedEvents(t *testing.T) {
+func TestReactorLeavesMovedEvents(t *testing.T) {
 	drv := &gateDriver{}
 	m := NewMetrics(prometheus.NewRegistry())
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 2, Block: true, Metrics: m, Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(daemonEngine(t), Options{Driver: drv, Lanes: 2, Block: true, Metrics: m, Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}

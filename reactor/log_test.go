@@ -1,4 +1,4 @@
-package engine
+package reactor
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/store"
 )
@@ -61,7 +63,7 @@ func (f *failDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 }
 
 // engineWith writes reactor.conf (conf) and the files, and loads them.
-func engineWith(t *testing.T, conf string, files map[string]string) *Engine {
+func engineWith(t *testing.T, conf string, files map[string]string) *engine.Engine {
 	t.Helper()
 	dir := t.TempDir()
 	files["reactor.conf"] = conf
@@ -74,26 +76,26 @@ func engineWith(t *testing.T, conf string, files map[string]string) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return MustNew(cfg, nil)
+	return engine.MustNew(cfg, nil)
 }
 
 var eventIDPattern = regexp.MustCompile(`^[0-9a-z]+-[0-9]+$`)
 
-// TestDaemonEventIDWithoutStore: with no Archive (--store none) every event
+// TestReactorEventIDWithoutStore: with no Archive (--store none) every event
 // still gets an id, and every line about an event carries it: dispatches,
 // failures, suppressions and dropped files, from the daemon and from the
 // engine.
-func TestDaemonEventIDWithoutStore(t *testing.T) {
+func TestReactorEventIDWithoutStore(t *testing.T) {
 	var logs logLines
 	drv := &failDriver{}
 	eng := engineWith(t, "reactor:\n  - 'ev/*': r.sls\n  - 'drop/*': missing.sls\n",
 		map[string]string{"r.sls": "r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"})
-	d, err := NewDaemon(eng, DaemonOptions{Driver: drv, Lanes: 2, Block: true, MaxHops: 3, Log: logs.logger(slog.LevelInfo),
-		Guard: NewGuard(GuardOptions{Disabled: true})})
+	eng = engine.MustNew(eng.Config(), logs.logger(slog.LevelInfo))
+	d, err := New(eng, Options{Driver: drv, Lanes: 2, Block: true, MaxHops: 3, Log: logs.logger(slog.LevelInfo),
+		Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.log = logs.logger(slog.LevelInfo)
 	ctx := context.Background()
 	d.Start(ctx)
 	d.Submit(ctx, Delivery{Body: body("ev/ok", "web1")})
@@ -136,12 +138,12 @@ func TestDaemonEventIDWithoutStore(t *testing.T) {
 	}
 }
 
-// TestDaemonDebugDecisions: at debug level (-v) each decision of the
+// TestReactorDebugDecisions: at debug level (-v) each decision of the
 // pipeline is logged, with the event's id.
-func TestDaemonDebugDecisions(t *testing.T) {
+func TestReactorDebugDecisions(t *testing.T) {
 	var logs logLines
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: &gateDriver{}, Lanes: 1, Log: logs.logger(slog.LevelDebug),
-		Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(daemonEngine(t), Options{Driver: &gateDriver{}, Lanes: 1, Log: logs.logger(slog.LevelDebug),
+		Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +178,8 @@ func TestDaemonDebugDecisions(t *testing.T) {
 
 	// At info level none of the debug lines go out.
 	var quiet logLines
-	d, err = NewDaemon(daemonEngine(t), DaemonOptions{Driver: &gateDriver{}, Lanes: 1, Log: quiet.logger(slog.LevelInfo),
-		Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err = New(daemonEngine(t), Options{Driver: &gateDriver{}, Lanes: 1, Log: quiet.logger(slog.LevelInfo),
+		Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,15 +193,15 @@ func TestDaemonDebugDecisions(t *testing.T) {
 	}
 }
 
-// TestDaemonRefusesInvalidUTF8: an event with a string that is not UTF-8,
+// TestReactorRefusesInvalidUTF8: an event with a string that is not UTF-8,
 // in its tag or its data, is malformed: counted, acknowledged, not
 // dispatched, and one line stands for many.
-func TestDaemonRefusesInvalidUTF8(t *testing.T) {
+func TestReactorRefusesInvalidUTF8(t *testing.T) {
 	var logs logLines
 	drv := &gateDriver{}
 	m := NewMetrics(prometheus.NewRegistry())
-	d, err := NewDaemon(daemonEngine(t), DaemonOptions{Driver: drv, Lanes: 2, Metrics: m, Log: logs.logger(slog.LevelInfo),
-		Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(daemonEngine(t), Options{Driver: drv, Lanes: 2, Metrics: m, Log: logs.logger(slog.LevelInfo),
+		Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +255,7 @@ func TestRuleMatchesMetric(t *testing.T) {
 		map[string]string{"r.sls": "r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"})
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	d, err := NewDaemon(eng, DaemonOptions{Driver: &gateDriver{}, Lanes: 1, Metrics: m, Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(eng, Options{Driver: &gateDriver{}, Lanes: 1, Metrics: m, Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,9 +277,9 @@ func TestRuleMatchesMetric(t *testing.T) {
 	}
 }
 
-// TestDaemonLedger: the ledger entries of an event, by stage, as the
+// TestReactorLedger: the ledger entries of an event, by stage, as the
 // daemon writes them with an Archive.
-func TestDaemonLedger(t *testing.T) {
+func TestReactorLedger(t *testing.T) {
 	var logs logLines
 	ctx := context.Background()
 	s, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
@@ -288,8 +290,8 @@ func TestDaemonLedger(t *testing.T) {
 	w := store.NewWriter(s, store.WriterOptions{})
 	eng := engineWith(t, "reactor:\n  - 'ev/*': [r.sls, missing.sls]\n  - 'ev/fail':\n      sls: r.sls\n      when: 'false'\n",
 		map[string]string{"r.sls": "r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"})
-	d, err := NewDaemon(eng, DaemonOptions{Driver: &failDriver{}, Lanes: 1, MaxHops: 3, Log: logs.logger(slog.LevelInfo),
-		Archive: &Archive{W: w, MasterID: "m"}, Guard: NewGuard(GuardOptions{Disabled: true})})
+	d, err := New(eng, Options{Driver: &failDriver{}, Lanes: 1, MaxHops: 3, Log: logs.logger(slog.LevelInfo),
+		Archive: &Archive{W: w, MasterID: "m"}, Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {
 		t.Fatal(err)
 	}

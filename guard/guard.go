@@ -1,4 +1,4 @@
-package engine
+package guard
 
 import (
 	"container/heap"
@@ -15,14 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/reactord/reactord/actions"
-	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/internal/retry"
 )
 
-// GuardOptions configure the loop guard.
-type GuardOptions struct {
+// Options configure the loop guard.
+type Options struct {
 	// Settle is how long, after every target of a reaction's job returned,
 	// events from those minions that would fire the same reaction stay
 	// suppressed (default 5s).
@@ -92,11 +90,11 @@ type guardEntry struct {
 // which job on which minions and suppresses the same reaction for those
 // minions until the job returned and a settle window passed. It also keeps
 // the throttle and debounce state of rules and the hop counts of events
-// that reactions are expected to fire. With GuardOptions.Shared it keeps
+// that reactions are expected to fire. With Options.Shared it keeps
 // all of it with the daemon's other replicas. It is safe for concurrent
 // use.
 type Guard struct {
-	opts   GuardOptions
+	opts   Options
 	origin string // this process, in the shared records it writes
 	seq    atomic.Uint64
 
@@ -182,8 +180,8 @@ type expectedEvent struct {
 	key   string // in the shared state, when there is one
 }
 
-// NewGuard returns a guard with defaults filled in.
-func NewGuard(o GuardOptions) *Guard {
+// New returns a guard with defaults filled in.
+func New(o Options) *Guard {
 	if o.SharedWait <= 0 {
 		o.SharedWait = 2 * time.Second
 	}
@@ -902,75 +900,6 @@ func (h *deadlineHeap) Pop() any {
 func (h *deadlineHeap) push(d deadline) { heap.Push(h, d) }
 func (h *deadlineHeap) pop() deadline   { return heap.Pop(h).(deadline) }
 
-// firedTag returns the tag an event-sending reaction will fire, if the
-// chunk is one (event.send / event.fire_master).
-func firedTag(c *event.Chunk) string {
-	switch c.Str("fun") {
-	case "event.send", "event.fire_master", "event.fire":
-	default:
-		return ""
-	}
-	call, err := actions.CallFor(c)
-	if err != nil {
-		return ""
-	}
-	if v, ok := call.Kwarg.Get("tag"); ok {
-		s, _ := v.(string)
-		return s
-	}
-	if len(call.Arg) > 0 {
-		s, _ := call.Arg[0].(string)
-		return s
-	}
-	if v, ok := c.Get("tag"); ok { // legacy runner body: - tag: x
-		s, _ := v.(string)
-		return s
-	}
-	return ""
-}
-
-// targetsOf returns the minions a dispatched chunk's job runs on: what the
-// driver reported, else a literal target, else the event's minion.
-func targetsOf(c *event.Chunk, r actions.Result, eventMinion string) []string {
-	if len(r.Minions) > 0 {
-		return r.Minions
-	}
-	tgtType := c.Str("tgt_type")
-	if tgtType != "" && tgtType != "glob" && tgtType != "list" {
-		// nodegroup, grain, compound...: the minions are not known here.
-		if eventMinion != "" {
-			return []string{eventMinion}
-		}
-		return nil
-	}
-	switch t, _ := c.Get("tgt"); tt := t.(type) {
-	case string:
-		if tgtType == "list" {
-			var out []string
-			for _, m := range strings.Split(tt, ",") {
-				if m = strings.TrimSpace(m); m != "" {
-					out = append(out, m)
-				}
-			}
-			if len(out) > 0 {
-				return out
-			}
-		} else if tt != "" && !strings.ContainsAny(tt, "*?[]@,: ") {
-			return []string{tt}
-		}
-	case []any:
-		var out []string
-		for _, e := range tt {
-			if s, ok := e.(string); ok {
-				out = append(out, s)
-			}
-		}
-		if len(out) > 0 {
-			return out
-		}
-	}
-	if eventMinion != "" {
-		return []string{eventMinion}
-	}
-	return nil
-}
+// Settle is the settle window the guard holds a reaction for after its
+// job returned.
+func (g *Guard) Settle() time.Duration { return g.opts.Settle }
