@@ -202,17 +202,13 @@ func TestSharedExpectedEvent(t *testing.T) {
 	g := []*Guard{newGuard(Options{}), newGuard(Options{})}
 	g[0].ExpectEvent("myco/loop", 2, "myco/start", time.Now())
 	eventually(t, "replica 1 expects the event", func() bool {
-		g[1].mu.Lock()
-		defer g[1].mu.Unlock()
-		return len(g[1].expected["myco/loop"]) == 1
+		return g[1].counts().expected == 1
 	})
 	if hop, cause := g[1].HopOf("myco/loop", time.Now()); hop != 2 || cause != "myco/start" {
 		t.Fatalf("replica 1: hop %d cause %q", hop, cause)
 	}
 	eventually(t, "replica 0 forgets the used expectation", func() bool {
-		g[0].mu.Lock()
-		defer g[0].mu.Unlock()
-		return len(g[0].expected["myco/loop"]) == 0
+		return g[0].counts().expected == 0
 	})
 	if hop, _ := g[0].HopOf("myco/loop", time.Now()); hop != 0 {
 		t.Fatalf("replica 0: hop %d for a used expectation", hop)
@@ -232,16 +228,19 @@ func TestGuardExpiresByTime(t *testing.T) {
 	}
 	// A newer job of the same reaction and minion replaces the older.
 	g.Started("", "f.sls", "r", "job0b", []string{"m0"}, now.Add(time.Millisecond))
-	if _, ok := g.jobs["job0"]; ok || len(g.jobs) != 100 {
-		t.Fatalf("jobs: %d, job0 kept after its entry was replaced", len(g.jobs))
+	g.jobs.mu.Lock()
+	_, kept := g.jobs.byJID["job0"]
+	g.jobs.mu.Unlock()
+	if c := g.counts(); kept || c.jobs != 100 {
+		t.Fatalf("jobs: %d, job0 kept after its entry was replaced", c.jobs)
 	}
 	g.TakeExpired(now.Add(30 * time.Second))
-	if len(g.early) != 100 || len(g.entries) != 100 || len(g.throttle) != 100 || len(g.expected) != 100 {
-		t.Fatalf("forgot too early: early %d entries %d throttle %d expected %d", len(g.early), len(g.entries), len(g.throttle), len(g.expected))
+	if c := g.counts(); c.early != 100 || c.entries != 100 || c.throttles != 100 || c.expected != 100 {
+		t.Fatalf("forgot too early: %+v", c)
 	}
 	g.TakeExpired(now.Add(2 * time.Minute))
-	if len(g.early)+len(g.entries)+len(g.jobs)+len(g.throttle)+len(g.expected)+len(g.deadlines) != 0 {
-		t.Fatalf("left: early %d entries %d jobs %d throttle %d expected %d deadlines %d", len(g.early), len(g.entries), len(g.jobs), len(g.throttle), len(g.expected), len(g.deadlines))
+	if c := g.counts(); c != (guardCounts{}) {
+		t.Fatalf("left: %+v", c)
 	}
 }
 
@@ -298,9 +297,9 @@ func TestThrottleWaitsForSharedState(t *testing.T) {
 		t.Fatal("the first reaction was refused")
 	}
 	b := newGuard(Options{SharedWait: 5 * time.Second})
-	fl := &flakyState{SharedState: b.opts.Shared}
+	fl := &flakyState{SharedState: b.sh.state}
 	fl.fail.Store(3)
-	b.opts.Shared = fl
+	b.sh.state = fl
 	if !b.Throttle("r0", "web1", 2, time.Hour, time.Now()) {
 		t.Fatal("the second reaction was refused")
 	}
@@ -332,17 +331,15 @@ func TestSharedReturnsGathered(t *testing.T) {
 	newGuard := sharedGuards(t)
 	o := Options{Settle: time.Minute, JobTimeout: time.Minute}
 	a, b := newGuard(o), newGuard(o)
-	counter := &countingState{SharedState: b.opts.Shared}
-	b.opts.Shared = counter
+	counter := &countingState{SharedState: b.sh.state}
+	b.sh.state = counter
 	const n = 1200
 	now := time.Now()
 	for i := range n {
 		b.Returned(fmt.Sprintf("jid%d", i), "web1", now)
 	}
 	eventually(t, "replica a learns every return", func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return len(a.early) == n
+		return a.counts().early == n
 	})
 	if got := counter.returns.Load(); got < n/returnsMax || got > n/10 {
 		t.Fatalf("%d r records for %d returns; want them gathered (%d at most per record)", got, n, returnsMax)
@@ -352,4 +349,27 @@ func TestSharedReturnsGathered(t *testing.T) {
 	if _, phase, _ := a.Suppressed("revert.sls", "revert", "web1", time.Now()); phase != "settling" {
 		t.Fatalf("phase %q, want settling: the gathered return was not applied", phase)
 	}
+}
+
+// guardCounts is how much a guard remembers, by concern.
+type guardCounts struct {
+	entries, jobs, early, throttles, expected, deadlines int
+}
+
+// counts returns what g remembers.
+func (g *Guard) counts() guardCounts {
+	var c guardCounts
+	g.jobs.mu.Lock()
+	c.entries, c.jobs, c.early, c.deadlines = len(g.jobs.entries), len(g.jobs.byJID), len(g.jobs.early), len(g.jobs.deadlines.h)
+	g.jobs.mu.Unlock()
+	g.throttles.mu.Lock()
+	c.throttles, c.deadlines = len(g.throttles.counts), c.deadlines+len(g.throttles.deadlines.h)
+	g.throttles.mu.Unlock()
+	g.hops.mu.Lock()
+	for _, l := range g.hops.expected {
+		c.expected += len(l)
+	}
+	c.deadlines += len(g.hops.deadlines.h)
+	g.hops.mu.Unlock()
+	return c
 }

@@ -1,0 +1,348 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+)
+
+// earlyKeep is how long a job return whose job is not (yet) known is
+// kept for the dispatch that may record it.
+const earlyKeep = time.Minute
+
+// remoteGrace is how long after another replica's job timed out a
+// replica waits for that one to report it before claiming the report.
+const remoteGrace = 10 * time.Second
+
+// returnsEvery is how long job returns gather before they go to the
+// shared state as one record, and returnsMax the most one record holds:
+// a master emits thousands of returns a second, one key each would be a
+// JetStream write each. A return another replica learns of this late
+// only starts its job's settle window as late.
+const (
+	returnsEvery = 10 * time.Millisecond
+	returnsMax   = 512
+)
+
+// jobKey names one reaction on one minion.
+type jobKey struct {
+	sls, id, minion string
+}
+
+// jobEntry is a reaction held on one minion by the job it started.
+type jobEntry struct {
+	jid      string
+	eventID  string    // the event whose reaction started the job
+	started  time.Time // when the job was started
+	until    time.Time // suppress while now < until
+	returned bool
+	// local is set when this process started the job: it logs the job's
+	// timeout (another replica's job is forgotten quietly).
+	local bool
+}
+
+// earlyReturn is a job return processed (on another lane, or another
+// replica) before the dispatch was recorded.
+type earlyReturn struct {
+	minion string
+	at     time.Time
+}
+
+// jobDeadline is what may expire in jobs: an entry's hold, or the early
+// returns of a jid.
+type jobDeadline struct {
+	key   jobKey
+	early string // jid, for early returns
+}
+
+// Expired is a guarded job whose minion did not return within the job
+// timeout.
+type Expired struct {
+	SLS, ID, Minion, JID string
+	// EventID is the id of the event whose reaction started the job.
+	EventID string
+}
+
+// jobs is the job-linked loop guard: which reaction started which job on
+// which minions, held until the job returned and a settle window passed.
+type jobs struct {
+	settle, timeout time.Duration
+	sh              *shared
+
+	mu        sync.Mutex
+	entries   map[jobKey]*jobEntry
+	byJID     map[string][]jobKey      // jid -> keys waiting for its returns
+	early     map[string][]earlyReturn // jid -> returns seen before the dispatch was recorded
+	deadlines deadlines[jobDeadline]
+
+	// returnsMu guards the job returns waiting to be written to the shared
+	// state together (see returned).
+	returnsMu      sync.Mutex
+	pendingReturns []sharedReturn
+	returnsTTL     time.Duration
+}
+
+func newJobs(settle, timeout time.Duration, sh *shared) *jobs {
+	return &jobs{settle: settle, timeout: timeout, sh: sh, entries: map[jobKey]*jobEntry{}, byJID: map[string][]jobKey{},
+		early: map[string][]earlyReturn{}}
+}
+
+// suppressed reports whether the reaction (sls, id) is held for minion
+// now, with the jid of the job that holds it and the phase.
+func (j *jobs) suppressed(sls, id, minion string, now time.Time) (jid, phase string, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := j.entries[jobKey{sls, id, minion}]
+	if e == nil || !now.Before(e.until) {
+		return "", "", false
+	}
+	if e.returned {
+		return e.jid, "settling", true
+	}
+	return e.jid, "job running", true
+}
+
+// start records that reaction (sls, id) of event eventID started job jid
+// on targets, and shares it.
+func (j *jobs) start(eventID, sls, id, jid string, targets []string, now time.Time) {
+	j.mu.Lock()
+	j.started(eventID, sls, id, jid, targets, now, true)
+	j.mu.Unlock()
+	if j.sh != nil && len(targets) > 0 {
+		j.sh.put(sharedKey(kindJob, jid, sls, id), jobRecord{origin: origin{j.sh.origin}, JID: jid, SLS: sls, ID: id, Targets: targets, Event: eventID, At: now.UnixNano()},
+			j.timeout+j.settle+time.Minute)
+	}
+}
+
+// started records a job; called with mu held. A record of the same job,
+// or of an older one, does not replace an entry (another replica's record
+// of a job comes back after this one's).
+func (j *jobs) started(eventID, sls, id, jid string, targets []string, now time.Time, local bool) {
+	for _, m := range targets {
+		k := jobKey{sls, id, m}
+		if old := j.entries[k]; old != nil {
+			if (jid != "" && old.jid == jid) || old.started.After(now) {
+				continue
+			}
+			j.forgetJobKey(old.jid, k)
+		}
+		until := now.Add(j.timeout)
+		if jid == "" {
+			// No job to wait for (e.g. a driver that returns no jid): hold
+			// for the settle window only.
+			until = now.Add(j.settle)
+		}
+		e := &jobEntry{jid: jid, eventID: eventID, started: now, until: until, returned: jid == "", local: local}
+		for _, r := range j.early[jid] {
+			if r.minion == "" || r.minion == m {
+				e.returned, e.until = true, r.at.Add(j.settle)
+			}
+		}
+		j.entries[k] = e
+		j.deadlines.push(e.until, jobDeadline{key: k})
+		if jid != "" {
+			j.byJID[jid] = append(j.byJID[jid], k)
+		}
+	}
+	// Early returns of other minions stay: a driver may run several
+	// reactions as one job (a merged list target), each recorded here with
+	// its own minions.
+	rest := j.early[jid][:0]
+	for _, r := range j.early[jid] {
+		if r.minion != "" && !slices.Contains(targets, r.minion) {
+			rest = append(rest, r)
+		}
+	}
+	if len(rest) == 0 {
+		delete(j.early, jid)
+	} else {
+		j.early[jid] = rest
+	}
+}
+
+// forgetJobKey removes k from the keys waiting for job jid; called with
+// mu held.
+func (j *jobs) forgetJobKey(jid string, k jobKey) {
+	if jid == "" {
+		return
+	}
+	keys := slices.DeleteFunc(j.byJID[jid], func(x jobKey) bool { return x == k })
+	if len(keys) == 0 {
+		delete(j.byJID, jid)
+	} else {
+		j.byJID[jid] = keys
+	}
+}
+
+// ret records a job return from minion and shares it; it reports whether
+// the return belonged to a guarded job.
+func (j *jobs) ret(jid, minion string, now time.Time) bool {
+	j.mu.Lock()
+	found := j.returned(jid, minion, now)
+	j.mu.Unlock()
+	if j.sh != nil {
+		// Another replica may have started the job and not told this
+		// one yet: the return is shared either way, briefly when no job
+		// is known for it.
+		ttl := earlyKeep
+		if found {
+			ttl = j.timeout + j.settle + time.Minute
+		}
+		j.shareReturn(sharedReturn{JID: jid, Minion: minion, At: now.UnixNano()}, ttl)
+	}
+	return found
+}
+
+// returned records a return; called with mu held.
+func (j *jobs) returned(jid, minion string, now time.Time) bool {
+	found := false
+	for _, k := range j.byJID[jid] {
+		if minion != "" && k.minion != minion {
+			continue // "" is a runner or wheel job: every key returns
+		}
+		if e := j.entries[k]; e != nil && e.jid == jid {
+			if !e.returned || now.Add(j.settle).After(e.until) {
+				e.returned = true
+				e.until = now.Add(j.settle)
+				j.deadlines.push(e.until, jobDeadline{key: k})
+			}
+			found = true
+		}
+	}
+	if !found {
+		// The return may have overtaken the dispatch's bookkeeping (it is
+		// handled on its own minion's lane, or on another replica):
+		// remember it briefly.
+		j.early[jid] = append(j.early[jid], earlyReturn{minion: minion, at: now})
+		j.deadlines.push(now.Add(earlyKeep), jobDeadline{early: jid})
+	}
+	return found
+}
+
+// shareReturn queues a job return for the shared state: returns gather
+// for returnsEvery (or up to returnsMax) and go as one r record, kept for
+// the longest ttl among them.
+func (j *jobs) shareReturn(r sharedReturn, ttl time.Duration) {
+	j.returnsMu.Lock()
+	first := len(j.pendingReturns) == 0
+	j.pendingReturns = append(j.pendingReturns, r)
+	j.returnsTTL = max(j.returnsTTL, ttl)
+	full := len(j.pendingReturns) >= returnsMax
+	j.returnsMu.Unlock()
+	switch {
+	case full:
+		j.flush()
+	case first:
+		time.AfterFunc(returnsEvery, j.flush)
+	}
+}
+
+// flush writes the job returns gathered for the shared state now.
+func (j *jobs) flush() {
+	if j.sh == nil {
+		return
+	}
+	j.returnsMu.Lock()
+	rs, ttl := j.pendingReturns, j.returnsTTL
+	j.pendingReturns, j.returnsTTL = nil, 0
+	j.returnsMu.Unlock()
+	if len(rs) == 0 {
+		return
+	}
+	j.sh.put(string(kindReturns)+"."+j.sh.token(), returnsRecord{origin: origin{j.sh.origin}, Returns: rs}, ttl)
+}
+
+// expire forgets what expired by now and returns the jobs whose minions
+// did not return within the job timeout: those this process started or,
+// with shared state, those one replica claims first (so a job whose
+// replica died is reported by another, once).
+func (j *jobs) expire(now time.Time) []Expired {
+	out, remote := j.expired(now)
+	if j.sh == nil {
+		return out
+	}
+	all := append(out, remote...)
+	out = out[:0:0]
+	for i, x := range all {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		claimed, err := j.sh.state.Update(ctx, sharedKey(kindTimeout, x.JID, x.Minion, x.SLS, x.ID), j.timeout, func(old []byte) ([]byte, bool) {
+			if old != nil {
+				return nil, false
+			}
+			return []byte(j.sh.origin), true
+		})
+		cancel()
+		if claimed || (err != nil && i < len(all)-len(remote)) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// expired is expire's work under the lock: the expired jobs this process
+// started, and those other replicas started.
+func (j *jobs) expired(now time.Time) (out, remote []Expired) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, d := range j.deadlines.due(now) {
+		if d.early != "" {
+			rs := slices.DeleteFunc(j.early[d.early], func(r earlyReturn) bool { return !now.Before(r.at.Add(earlyKeep)) })
+			if len(rs) == 0 {
+				delete(j.early, d.early)
+			} else {
+				j.early[d.early] = rs
+			}
+			continue
+		}
+		e := j.entries[d.key]
+		if e == nil || now.Before(e.until) {
+			continue // gone, or held longer since
+		}
+		if e.jid != "" && !e.returned {
+			x := Expired{SLS: d.key.sls, ID: d.key.id, Minion: d.key.minion, JID: e.jid, EventID: e.eventID}
+			switch {
+			case e.local:
+				out = append(out, x)
+			case now.Before(e.until.Add(remoteGrace)):
+				// Its replica reports it if it lives: look again after
+				// the grace.
+				j.deadlines.push(e.until.Add(remoteGrace), d)
+				continue
+			default:
+				remote = append(remote, x)
+			}
+		}
+		delete(j.entries, d.key)
+		j.forgetJobKey(e.jid, d.key)
+	}
+	return out, remote
+}
+
+// applyJob brings another replica's j record in.
+func (j *jobs) applyJob(value []byte) {
+	var rec jobRecord
+	if json.Unmarshal(value, &rec) != nil || rec.Origin == j.sh.origin {
+		return
+	}
+	j.mu.Lock()
+	j.started(rec.Event, rec.SLS, rec.ID, rec.JID, rec.Targets, time.Unix(0, rec.At), false)
+	j.mu.Unlock()
+}
+
+// applyReturns brings another replica's r record in.
+func (j *jobs) applyReturns(value []byte) {
+	var rec returnsRecord
+	if json.Unmarshal(value, &rec) != nil || rec.Origin == j.sh.origin {
+		return
+	}
+	j.mu.Lock()
+	if rec.JID != "" {
+		j.returned(rec.JID, rec.Minion, time.Unix(0, rec.At))
+	}
+	for _, r := range rec.Returns {
+		j.returned(r.JID, r.Minion, time.Unix(0, r.At))
+	}
+	j.mu.Unlock()
+}
