@@ -394,15 +394,20 @@ func (d *Daemon) subscribe(ctx context.Context) error {
 func (d *Daemon) handle(m *natsbus.Message) {
 	dl := reactor.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop, Seq: m.Seq, MsgID: m.Meta.MsgID}
 	if d.jetstream {
-		dl.Done = func() { _ = m.Ack() }
-		dl.Nak = func() { _ = m.Nak() }
+		dl.Redelivers = true
+		dl.Settle = func(o reactor.Outcome) {
+			switch o {
+			case reactor.Ack:
+				_ = m.Ack()
+			case reactor.Retry:
+				_ = m.Nak()
+			}
+		}
 		if d.opts.Partitions > 0 {
-			dl.Moved = m.Moved
+			dl.Owned = func() bool { return !m.Moved() }
 		}
 	}
-	if !d.pipe.Submit(d.runCtx, dl) && d.jetstream {
-		_ = m.Nak()
-	}
+	d.pipe.Submit(d.runCtx, dl) // settles what it refuses
 }
 
 // consumePartitioned consumes the stream in partitions by minion (the key

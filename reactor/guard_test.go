@@ -313,8 +313,17 @@ func TestDebounceHoldsTheAcknowledgement(t *testing.T) {
 		var mu sync.Mutex
 		acked, naked := map[int]int{}, map[int]int{}
 		ev := func(n int) {
-			d.Submit(ctx, Delivery{Body: fmt.Appendf(nil, `{"tag": "deb/x", "data": {"id": "web1", "n": %d}}`, n),
-				Done: func() { mu.Lock(); acked[n]++; mu.Unlock() }, Nak: func() { mu.Lock(); naked[n]++; mu.Unlock() }})
+			d.Submit(ctx, Delivery{Body: fmt.Appendf(nil, `{"tag": "deb/x", "data": {"id": "web1", "n": %d}}`, n), Redelivers: true,
+				Settle: func(o Outcome) {
+					mu.Lock()
+					defer mu.Unlock()
+					switch o {
+					case Ack:
+						acked[n]++
+					case Retry:
+						naked[n]++
+					}
+				}})
 			synctest.Wait()
 		}
 		state := func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprintf("acked %v naked %v", acked, naked) }

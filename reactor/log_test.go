@@ -218,7 +218,7 @@ func TestReactorRefusesInvalidUTF8(t *testing.T) {
 	for range rounds {
 		for _, b := range bad {
 			done.Add(1)
-			if !d.Submit(ctx, Delivery{Body: []byte(b), Done: done.Done}) {
+			if !d.Submit(ctx, Delivery{Body: []byte(b), Settle: func(Outcome) { done.Done() }}) {
 				t.Fatalf("Submit refused %q", b)
 			}
 		}

@@ -41,26 +41,57 @@ type Delivery struct {
 	// when it gave one; each reaction's actions.Action.Key derives from
 	// it.
 	MsgID string
-	// Nak, when set, asks for redelivery (JetStream) when the event could
-	// not be archived; Done is then not called.
-	Nak func()
-	// Done is called once the event's reactions were dispatched or
-	// deliberately dropped and, with an Archive, once its archive records
-	// are durable (written, or in the store's disk spool): JetStream
-	// acknowledges here, so a crash loses no record of an acknowledged
-	// event. May be nil.
-	Done func()
 
-	// Moved, when set, reports whether the event's partition moved to
-	// another replica since the event was taken (--partitions): the event
-	// is then not handled here, so that it never runs alongside the new
-	// owner, which handles it again from its acknowledgement floor; it
-	// is counted in reactord_suppressed_total{reason="partition_moved"}
-	// and neither Done nor Nak is called.
-	Moved func() bool
+	// Settle ends the delivery. The reactor calls it exactly once for
+	// each delivery Submit was given, refused ones too: Ack once the
+	// event's reactions were dispatched or deliberately dropped and, with
+	// an Archive, its archive records are durable (written, or in the
+	// store's disk spool), so a crash loses no record of an acknowledged
+	// event; Retry when it could not be handled now; Leave when it is no
+	// longer this replica's. nil: nothing to settle.
+	Settle func(Outcome)
+	// Redelivers is set when a Retry brings the event back (JetStream).
+	// The reactor then leaves an event it cannot handle now (the store
+	// full, a copy check failing) for later; without it (core NATS) it
+	// goes on, as nothing would bring the event back.
+	Redelivers bool
+	// Owned, when set, reports whether the event is still this replica's
+	// (--partitions: its partition may move to another replica while the
+	// event waits in its lane). An event no longer owned is not handled
+	// here, so that it never runs alongside the new owner, which handles
+	// it again from its acknowledgement floor; it is counted in
+	// reactord_suppressed_total{reason="partition_moved"} and settled
+	// with Leave.
+	Owned func() bool
 
 	// id is the event's id, given by Submit.
 	id string
+	// tag and raw are the envelope, split by Submit (once per event);
+	// split is set once they are.
+	tag   string
+	raw   []byte
+	split bool
+}
+
+// Outcome is how a delivery ends (Delivery.Settle).
+type Outcome uint8
+
+const (
+	// Ack acknowledges the event: it was handled.
+	Ack Outcome = iota + 1
+	// Retry asks for the event again later (JetStream redelivers it; core
+	// NATS cannot).
+	Retry
+	// Leave neither acknowledges nor refuses the event: another replica
+	// owns it now.
+	Leave
+)
+
+// settle ends the delivery with o, when it has something to settle.
+func (dl *Delivery) settle(o Outcome) {
+	if dl.Settle != nil {
+		dl.Settle(o)
+	}
 }
 
 // Options configure a Reactor.
@@ -281,8 +312,18 @@ func (d *Reactor) Start(ctx context.Context) {
 // it that is not valid UTF-8) is dropped, counted in
 // reactord_malformed_total and acknowledged; a line about it goes out at
 // most once a minute. Submit reports false when the event was not accepted
-// (daemon stopping, or the lane full without Block).
+// (daemon stopping, or the lane full without Block); it is then settled
+// with Retry.
 func (d *Reactor) Submit(ctx context.Context, dl Delivery) bool {
+	if !d.submit(ctx, dl) {
+		dl.settle(Retry)
+		return false
+	}
+	return true
+}
+
+// submit is Submit, short of settling a refused event.
+func (d *Reactor) submit(ctx context.Context, dl Delivery) bool {
 	if d.stopped.Load() {
 		return false
 	}
@@ -291,6 +332,7 @@ func (d *Reactor) Submit(ctx context.Context, dl Delivery) bool {
 		dl.id = d.ids.next()
 	}
 	tag, raw, err := event.SplitEnvelope(dl.Body)
+	dl.tag, dl.raw, dl.split = tag, raw, err == nil
 	if err != nil {
 		m.Events.Inc()
 		m.Malformed.Inc()
@@ -298,9 +340,7 @@ func (d *Reactor) Submit(ctx context.Context, dl Delivery) bool {
 			d.opts.Log.Warn("malformed event dropped; counted in reactord_malformed_total, logged at most once a minute",
 				"event_id", dl.id, "err", err, "bytes", len(dl.Body), "dropped_since_last_line", n)
 		}
-		if dl.Done != nil {
-			dl.Done()
-		}
+		dl.settle(Ack)
 		return true
 	}
 	lane := d.lanes[maphash.String(d.seed, laneKey(tag, raw))%uint64(len(d.lanes))]
@@ -352,7 +392,7 @@ func OrderKey(body []byte) string {
 // Stop stops accepting events and waits for queued ones to finish, at most
 // until ctx ends; then it cancels the debounces still waiting for their
 // quiet period. A debounced JetStream event was never acknowledged: it is
-// refused (Nak) and comes back to another replica or the next start,
+// refused (Retry) and comes back to another replica or the next start,
 // where its quiet period begins again. A debounced core NATS event is
 // lost; Stop logs how many. It is safe to call twice.
 func (d *Reactor) Stop(ctx context.Context) error {
@@ -383,7 +423,7 @@ func (d *Reactor) Stop(ctx context.Context) error {
 
 // eventHold keeps an event unacknowledged while debounces hold it: its
 // handling and each debounce holding it count one, and the last to let go
-// acknowledges it, or refuses it (Nak) if any of them gave up.
+// acknowledges it, or refuses it (Retry) if any of them gave up.
 type eventHold struct {
 	n       atomic.Int32
 	abandon atomic.Bool
@@ -431,7 +471,8 @@ type inflight struct {
 // handle takes one event through the pipeline: decode, archive, loop
 // guard, match and render, dispatch; then acknowledges it (finish).
 func (d *Reactor) handle(ctx context.Context, dl Delivery) {
-	if dl.Moved != nil && dl.Moved() {
+	if dl.Owned != nil && !dl.Owned() {
+		dl.settle(Leave)
 		d.opts.Metrics.Suppressed.WithLabelValues(SuppressPartitionMoved).Inc()
 		if n, ok := d.movedLog.Tick(); ok {
 			d.opts.Log.Warn("event left to the replica its partition moved to, which handles it again from the partition's acknowledgement floor; counted in reactord_suppressed_total{reason=\"partition_moved\"}, logged at most once a minute",
@@ -457,14 +498,14 @@ func (d *Reactor) handle(ctx context.Context, dl Delivery) {
 	}
 }
 
-// finish acknowledges the event: Nak when it is left for redelivery,
-// otherwise Done, with an Archive once the event's records are durable.
+// finish acknowledges the event: Retry when it is left for redelivery,
+// otherwise Ack, with an Archive once the event's records are durable.
 // An event a debounce holds is acknowledged once the debounce let it go.
 func (d *Reactor) finish(ctx context.Context, ev *inflight) {
 	if ctx.Err() != nil {
 		ev.nak = true // cancelled mid-way: leave the event for redelivery
 	}
-	if ev.archived && !(ev.nak && ev.dl.Nak != nil) { // a refused event is archived when it comes back
+	if ev.archived && !(ev.nak && ev.dl.Redelivers) { // a refused event is archived when it comes back
 		id := ""
 		if ev.ledgered {
 			id = ev.id
@@ -484,18 +525,17 @@ func (d *Reactor) finish(ctx context.Context, ev *inflight) {
 	}
 }
 
-// settle acknowledges a delivery (Done, once its records are durable) or
-// refuses it (Nak) for redelivery.
+// settle acknowledges a delivery (Ack, once its records are durable) or
+// refuses it (Retry) for redelivery.
 func (d *Reactor) settle(dl Delivery, nak bool) {
 	switch {
-	case nak && dl.Nak != nil:
-		dl.Nak()
+	case dl.Settle == nil:
 	case nak:
-		// Core NATS: nothing can redeliver it.
-	case dl.Done != nil && d.opts.Archive != nil:
-		d.opts.Archive.W.OnDurable(dl.Done)
-	case dl.Done != nil:
-		dl.Done()
+		dl.Settle(Retry)
+	case d.opts.Archive != nil:
+		d.opts.Archive.W.OnDurable(func() { dl.Settle(Ack) })
+	default:
+		dl.Settle(Ack)
 	}
 }
 
@@ -510,12 +550,13 @@ func (d *Reactor) holdFor(ev *inflight) *eventHold {
 	return ev.hold
 }
 
-// decode splits the envelope into the event's tag and raw data.
+// decode takes the event's tag and raw data, which Submit split from the
+// envelope, and finds its minion.
 func (d *Reactor) decode(ev *inflight) bool {
-	tag, raw, err := event.SplitEnvelope(ev.dl.Body)
-	if err != nil {
-		// Submit refuses malformed envelopes; a debounced re-submission
-		// carries a body that was split before.
+	tag, raw := ev.dl.tag, ev.dl.raw
+	if !ev.dl.split {
+		// Submit refuses malformed envelopes: only a delivery that did not
+		// come through it gets here.
 		d.opts.Metrics.Malformed.Inc()
 		return false
 	}
@@ -534,7 +575,7 @@ func (d *Reactor) firstCopy(ctx context.Context, ev *inflight) bool {
 	}
 	dup, err := d.opts.Copy(ctx, ev.tag, ev.raw, ev.dl.Seq)
 	switch {
-	case err != nil && ev.dl.Nak != nil:
+	case err != nil && ev.dl.Redelivers:
 		ev.nak = true
 		d.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; left for redelivery", "event_id", ev.id, "tag", ev.tag, "err", err)
 		return false
@@ -564,7 +605,7 @@ func (d *Reactor) archive(ev *inflight) bool {
 		ev.archived = keep
 		return true
 	}
-	if ev.dl.Nak != nil {
+	if ev.dl.Redelivers {
 		// JetStream keeps the event; it comes back, after a delay that
 		// grows with its deliveries, when the store has room again.
 		ev.nak = true
@@ -792,7 +833,7 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight) engine.Gate {
 			// (or a newer event replaces it), so a stop or a crash in
 			// its quiet period leaves it to JetStream's redelivery.
 			hold := d.holdFor(ev)
-			js := ev.dl.Nak != nil
+			js := ev.dl.Redelivers
 			let := func(abandon bool) {
 				if abandon && d.stopped.Load() {
 					if js {
@@ -807,13 +848,9 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight) engine.Gate {
 				// The event's id goes with it: its dispatch joins the
 				// trail of the event the debounce held (which is archived
 				// once, under that id).
-				again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: id, Done: func() { let(false) }, id: ev.id}
-				if js {
-					again.Nak = func() { let(true) }
-				}
-				if !d.Submit(ctx, again) {
-					let(true)
-				}
+				again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: id, Redelivers: js, id: ev.id,
+					Settle: func(o Outcome) { let(o != Ack) }}
+				d.Submit(ctx, again) // a refused one is settled: let(true)
 			})
 			d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
 			d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", tag, "rule", eng.Config().Rules[rule].Glob, "key", key, "quiet", o.Debounce.String())

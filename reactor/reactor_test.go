@@ -105,8 +105,11 @@ func TestReactorOverflowIsCounted(t *testing.T) {
 	ctx := context.Background()
 	d.Start(ctx)
 	accepted := 0
+	var mu sync.Mutex
+	outcomes := map[Outcome]int{}
+	settle := func(o Outcome) { mu.Lock(); outcomes[o]++; mu.Unlock() }
 	for i := range 10 {
-		if d.Submit(ctx, Delivery{Body: body(fmt.Sprintf("ev/%d", i), "a")}) {
+		if d.Submit(ctx, Delivery{Body: body(fmt.Sprintf("ev/%d", i), "a"), Settle: settle}) {
 			accepted++
 		}
 	}
@@ -119,6 +122,15 @@ func TestReactorOverflowIsCounted(t *testing.T) {
 	}
 	if len(drv.order) != accepted {
 		t.Fatalf("dispatched %d of %d accepted", len(drv.order), accepted)
+	}
+	// After the stop Submit refuses: that delivery is settled too.
+	if d.Submit(ctx, Delivery{Body: body("ev/late", "a"), Settle: settle}) {
+		t.Fatal("Submit accepted an event after Stop")
+	}
+	// Each delivery is settled once: the accepted ones acknowledged, the
+	// refused ones (lane full, stopped) left for a retry.
+	if want := fmt.Sprint(map[Outcome]int{Ack: accepted, Retry: 11 - accepted}); fmt.Sprint(outcomes) != want {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
 }
 
@@ -222,8 +234,16 @@ func TestReactorDropsMasterCopies(t *testing.T) {
 	var mu sync.Mutex
 	var acked, naked []uint64
 	for seq := uint64(1); seq <= 3; seq++ {
-		d.Submit(ctx, Delivery{Body: body("ev/1", "web1"), Seq: seq,
-			Done: func() { mu.Lock(); acked = append(acked, seq); mu.Unlock() }, Nak: func() { mu.Lock(); naked = append(naked, seq); mu.Unlock() }})
+		d.Submit(ctx, Delivery{Body: body("ev/1", "web1"), Seq: seq, Redelivers: true, Settle: func(o Outcome) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch o {
+			case Ack:
+				acked = append(acked, seq)
+			case Retry:
+				naked = append(naked, seq)
+			}
+		}})
 	}
 	if err := d.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -251,8 +271,12 @@ func TestReactorLeavesMovedEvents(t *testing.T) {
 	var settled sync.Map
 	for i, moved := range []bool{false, true, false, true} {
 		tag := fmt.Sprintf("ev/%d", i)
-		d.Submit(ctx, Delivery{Body: body(tag, "web1"), Moved: func() bool { return moved },
-			Done: func() { settled.Store(tag, "done") }, Nak: func() { settled.Store(tag, "nak") }})
+		d.Submit(ctx, Delivery{Body: body(tag, "web1"), Owned: func() bool { return !moved }, Redelivers: true,
+			Settle: func(o Outcome) {
+				if _, twice := settled.LoadOrStore(tag, []string{"", "ack", "retry", "leave"}[o]); twice {
+					t.Errorf("%s settled twice", tag)
+				}
+			}})
 	}
 	if err := d.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -260,7 +284,7 @@ func TestReactorLeavesMovedEvents(t *testing.T) {
 	if fmt.Sprint(drv.order) != "[ev/0 ev/2]" {
 		t.Fatalf("dispatched %v, want [ev/0 ev/2]", drv.order)
 	}
-	for i, want := range []string{"done", "", "done", ""} {
+	for i, want := range []string{"ack", "leave", "ack", "leave"} {
 		got, _ := settled.Load(fmt.Sprintf("ev/%d", i))
 		if s, _ := got.(string); s != want {
 			t.Errorf("ev/%d settled %q, want %q", i, s, want)
