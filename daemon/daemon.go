@@ -19,8 +19,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,51 +91,27 @@ type Daemon struct {
 	runCtx context.Context
 	cancel context.CancelFunc
 
-	// health are the parts' checks for /healthz, in start order.
-	healthMu sync.Mutex
-	health   []healthCheck
-	ready    atomic.Bool
-	readyCh  chan struct{}
-	shared   bool
+	shared bool
 
-	hup    <-chan os.Signal
-	ownHup chan os.Signal
+	hup <-chan os.Signal
 
-	// teardown is stacked by the parts as they start and run in reverse.
-	teardown []teardown
-	stopOnce sync.Once
-	stopErr  error
-}
-
-// teardown is one part's clean-up.
-type teardown struct {
-	part string
-	fn   func(ctx context.Context) error
-}
-
-// part is one step of New: its name (in errors and the docs' table) and
-// its start.
-type part struct {
-	name  string
-	start func(ctx context.Context) error
+	// lifecycle holds the parts' teardowns and health checks.
+	lifecycle
 }
 
 // New builds a daemon from o and starts its parts, except the consumer,
 // which Run starts. On error every part started is taken down; errors.Is
 // ErrConfig tells a setting's error from a part that could not start.
 func New(ctx context.Context, o Options) (*Daemon, error) {
-	d := &Daemon{opts: o, readyCh: make(chan struct{})}
+	d := &Daemon{opts: o, lifecycle: newLifecycle()}
 	d.runCtx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	d.teardown = append(d.teardown, teardown{"background work", func(context.Context) error { d.cancel(); return nil }})
+	d.push("background work", func(context.Context) error { d.cancel(); return nil })
 	if err := d.settle(); err != nil {
 		d.cancel()
 		return nil, configErr(err)
 	}
-	for _, p := range d.startOrder() {
-		if err := p.start(ctx); err != nil {
-			_ = d.Stop(context.WithoutCancel(ctx))
-			return nil, err
-		}
+	if err := d.start(ctx, d.startOrder()); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -244,9 +218,6 @@ func (d *Daemon) DataDir() string { return d.dataDir }
 // without --http.
 func (d *Daemon) HTTPAddr() string { return d.httpAddr }
 
-// Ready is closed once Run takes events.
-func (d *Daemon) Ready() <-chan struct{} { return d.readyCh }
-
 // SharedState reports whether the loop guard's state is the replicas'
 // shared bucket (false: this process's memory).
 func (d *Daemon) SharedState() bool { return d.shared }
@@ -262,8 +233,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = d.Stop(context.WithoutCancel(ctx))
 		return err
 	}
-	d.ready.Store(true)
-	close(d.readyCh)
+	d.markReady()
 	mode := "core"
 	if d.jetstream {
 		mode = "jetstream"
@@ -282,28 +252,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 // driver, the store, the connection and the embedded server close. It is
 // safe after a partial start and returns the same error when called
 // again; errors.Is ErrUnfinished when events or records were left.
-func (d *Daemon) Stop(ctx context.Context) error {
-	d.stopOnce.Do(func() {
-		d.ready.Store(false)
-		var errs []error
-		for i := len(d.teardown) - 1; i >= 0; i-- {
-			t := d.teardown[i]
-			if err := t.fn(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", t.part, err))
-			}
-		}
-		if d.ownHup != nil {
-			signal.Stop(d.ownHup)
-		}
-		d.stopErr = errors.Join(errs...)
-	})
-	return d.stopErr
-}
-
-// push stacks a part's teardown.
-func (d *Daemon) push(part string, fn func(ctx context.Context) error) {
-	d.teardown = append(d.teardown, teardown{part, fn})
-}
+func (d *Daemon) Stop(ctx context.Context) error { return d.stop(ctx) }
 
 // startSignals catches SIGHUP (reload) unless the caller passed its own
 // channel, caught before the configuration was read.
@@ -312,8 +261,9 @@ func (d *Daemon) startSignals(context.Context) error {
 		d.hup = d.opts.Hup
 		return nil
 	}
-	d.ownHup = make(chan os.Signal, 1)
-	signal.Notify(d.ownHup, syscall.SIGHUP)
-	d.hup = d.ownHup
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	d.hup = hup
+	d.push("signals", func(context.Context) error { signal.Stop(hup); return nil })
 	return nil
 }
