@@ -9,7 +9,9 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
 	"github.com/reactord/reactord/actions/saltapi"
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/matchers"
 )
@@ -43,7 +45,6 @@ reactions have errors, 2 on bad input.`, stderr)
 	if eng == nil {
 		return code
 	}
-	cfg := eng.Config()
 	w := &strings.Builder{}
 	fmt.Fprintf(w, "event %s\n", ev.Tag)
 	res, err := eng.Process(ctx, ev)
@@ -51,6 +52,24 @@ reactions have errors, 2 on bad input.`, stderr)
 		fmt.Fprintf(stderr, "explain: %v\n", err)
 		return exitUsage
 	}
+	explainRules(w, ev, eng.Config().Rules, res)
+	explainFiles(w, res)
+	apiURL := df.APIURL
+	if apiURL == "" {
+		apiURL = "https://salt-api:8000"
+	}
+	explainReactions(w, ev, res, explainDrivers(&df, apiURL, stdout))
+	_, _ = io.WriteString(stdout, w.String())
+	if len(res.Errors()) > 0 {
+		return exitFound
+	}
+	return exitOK
+}
+
+// explainRules writes the pre-filters and, per rule, its id, whether it
+// matched and why it did not react, and the throttle or debounce the
+// daemon would apply.
+func explainRules(w io.Writer, ev event.Event, rules []config.Rule, res *engine.Result) {
 	if res.Skipped != "" {
 		fmt.Fprintf(w, "  pre-filter: skipped: %s\n", res.Skipped)
 	} else {
@@ -65,7 +84,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	for _, n := range res.Notes {
 		notes[n.Rule] = append(notes[n.Rule], n.Note)
 	}
-	for i, r := range cfg.Rules {
+	for i, r := range rules {
 		status := "no match (Python fnmatch over the whole tag)"
 		if matchers.Compile(r.Glob).Match(ev.Tag) {
 			status = "matched"
@@ -73,27 +92,33 @@ reactions have errors, 2 on bad input.`, stderr)
 				status = "matched, but the event was skipped"
 			}
 		}
-		fmt.Fprintf(w, "  #%d %q (%s): %s\n", i, r.Glob, r.Pos, status)
+		fmt.Fprintf(w, "  #%d %q (%s, id %s): %s\n", i, r.Glob, r.Pos, r.ID, status)
 		for _, n := range notes[i] {
 			fmt.Fprintf(w, "      not reacting: %s\n", n)
 		}
-		if matched[i] {
-			o := r.Options
-			if o.When != "" && len(notes[i]) == 0 {
-				fmt.Fprintf(w, "      when: `%s` is true\n", o.When)
-			}
-			key := "the event's minion"
-			if o.Key != "" {
-				key = "`" + o.Key + "`"
-			}
-			if o.ThrottleCount > 0 {
-				fmt.Fprintf(w, "      throttle (applied by the daemon): at most %d per %s per %s\n", o.ThrottleCount, o.ThrottlePer, key)
-			}
-			if o.Debounce > 0 {
-				fmt.Fprintf(w, "      debounce (applied by the daemon): reacts once, with the last event, after %s without a new one per %s\n", o.Debounce, key)
-			}
+		if !matched[i] {
+			continue
+		}
+		o := r.Options
+		if o.When != "" && len(notes[i]) == 0 {
+			fmt.Fprintf(w, "      when: `%s` is true\n", o.When)
+		}
+		key := "the event's minion"
+		if o.Key != "" {
+			key = "`" + o.Key + "`"
+		}
+		if o.ThrottleCount > 0 {
+			fmt.Fprintf(w, "      throttle (applied by the daemon): at most %d per %s per %s, counted under rule id %s\n", o.ThrottleCount, o.ThrottlePer, key, r.ID)
+		}
+		if o.Debounce > 0 {
+			fmt.Fprintf(w, "      debounce (applied by the daemon): reacts once, with the last event, after %s without a new one per %s, held under rule id %s\n", o.Debounce, key, r.ID)
 		}
 	}
+}
+
+// explainFiles writes each file rendered or its error, the reaction IDs a
+// later file replaced, warnings and Salt's verify_high.
+func explainFiles(w io.Writer, res *engine.Result) {
 	if len(res.Files) > 0 {
 		fmt.Fprintf(w, "files\n")
 	}
@@ -119,11 +144,11 @@ reactions have errors, 2 on bad input.`, stderr)
 	} else if len(res.Files) > 0 {
 		fmt.Fprintf(w, "verify_high: ok\n")
 	}
-	apiURL := df.APIURL
-	if apiURL == "" {
-		apiURL = "https://salt-api:8000"
-	}
-	describers := explainDrivers(&df, apiURL, stdout)
+}
+
+// explainReactions writes each reaction in execution order, the loop
+// guard that would hold it and the call each driver would make.
+func explainReactions(w io.Writer, ev event.Event, res *engine.Result, describers []namedDescriber) {
 	fmt.Fprintf(w, "reactions (%d, in execution order)\n", len(res.Chunks))
 	minion := event.MinionOf(ev.Tag, nil)
 	if minion == "" {
@@ -143,11 +168,6 @@ reactions have errors, 2 on bad input.`, stderr)
 			fmt.Fprintf(w, "     %s: %s\n", d.name, desc)
 		}
 	}
-	_, _ = io.WriteString(stdout, w.String())
-	if len(res.Errors()) > 0 {
-		return exitFound
-	}
-	return exitOK
 }
 
 type namedDescriber struct {

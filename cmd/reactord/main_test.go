@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -289,6 +290,10 @@ func TestExplain(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain output lacks %q\n%s", want, out)
 		}
+	}
+	// Each rule is named by its stable id, the key of its throttle state.
+	if !regexp.MustCompile(`#0 "salt/beacon/\*/inotify/\*" \([^)]*, id (r[0-9a-f]{12})\): matched\n(?s:.*)counted under rule id r[0-9a-f]{12}\n`).MatchString(out) {
+		t.Errorf("explain does not name rule #0 and its throttle by the rule's id:\n%s", out)
 	}
 	// A false condition is explained.
 	ev2 := filepath.Join(dir, "ev2.json")

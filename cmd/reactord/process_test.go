@@ -64,13 +64,29 @@ func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand a port just closed out again: two
+		// addresses for one daemon (--listen, --http) must differ.
+		if !given[addr] {
+			given[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+// given are the addresses freeAddr handed out in this test process.
+var (
+	givenMu sync.Mutex
+	given   = map[string]bool{}
+)
 
 func natsServer(t *testing.T) (*natsbus.Embedded, *natsbus.Conn) {
 	t.Helper()
