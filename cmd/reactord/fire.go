@@ -64,48 +64,19 @@ errors.`, stderr)
 		return exitUsage
 	}
 	defer conn.Close()
-	meta := natsbus.Meta{Origin: "reactord-fire", Hop: *hop, Cause: *cause}
-	// An event over the server's max payload is published with its biggest
-	// values (the job return first) cut, and said so: losing it silently,
-	// or stopping a file at it, would be worse.
-	limit := conn.MaxPayload() - 1024
-	truncated := 0
-	// Into a JetStream daemon, an event counts once its stream has it: core
-	// publishes that a burst outruns are lost without a word.
-	stream := conn.EventStream(ctx)
-	var acked *natsbus.AckedPublisher
-	if stream != "" {
-		if acked, err = conn.NewAckedPublisher(fireMaxInFlight); err != nil {
+	fr := &firer{conn: conn, meta: natsbus.Meta{Origin: "reactord-fire", Hop: *hop, Cause: *cause}, stderr: stderr,
+		// An event over the server's max payload is published with its
+		// biggest values (the job return first) cut, and said so: losing
+		// it silently, or stopping a file at it, would be worse.
+		limit: conn.MaxPayload() - 1024,
+		// Into a JetStream daemon, an event counts once its stream has it:
+		// core publishes that a burst outruns are lost without a word.
+		stream: conn.EventStream(ctx)}
+	if fr.stream != "" {
+		if fr.acked, err = conn.NewAckedPublisher(fireMaxInFlight); err != nil {
 			fmt.Fprintf(stderr, "fire: %v\n", err)
 			return exitUsage
 		}
-	}
-	publish := func(ev event.Event, where string) error {
-		if strings.TrimSpace(ev.Tag) == "" {
-			return errEmptyTag
-		}
-		body, err := envelope(ev)
-		if err != nil {
-			return err
-		}
-		if limit > 0 && len(body) > limit {
-			out, cuts, err := event.Fit(body, limit)
-			if err != nil {
-				return err
-			}
-			keys := make([]string, len(cuts))
-			for i, c := range cuts {
-				keys[i] = fmt.Sprintf("%s (%d bytes)", c.Key, c.Bytes)
-			}
-			fmt.Fprintf(stderr, "fire: %s%s: %d bytes exceed the server's max payload of %d; published with %s cut\n",
-				where, ev.Tag, len(body), limit+1024, strings.Join(keys, ", "))
-			truncated++
-			body = out
-		}
-		if acked != nil {
-			return acked.Publish(ev.Tag, body, meta)
-		}
-		return conn.Publish(ev.Tag, body, meta)
 	}
 	code := exitOK
 	sent := 0
@@ -119,7 +90,7 @@ errors.`, stderr)
 			fmt.Fprintf(stderr, "fire: %v\n", err)
 			return exitUsage
 		}
-		if err := publish(event.Event{Tag: fs.Arg(0), Data: d}, ""); err != nil {
+		if err := fr.publish(event.Event{Tag: fs.Arg(0), Data: d}, ""); err != nil {
 			fmt.Fprintf(stderr, "fire: %v\n", err)
 			return exitUsage
 		}
@@ -135,47 +106,101 @@ errors.`, stderr)
 			defer f.Close()
 			in = f
 		}
-		rr := event.NewRecordReader(in)
-		n := 0
-		for {
-			rec, lineNo, rerr := rr.Next()
-			if rerr != nil {
-				if !errors.Is(rerr, io.EOF) {
-					fmt.Fprintf(stderr, "fire: %v\n", rerr)
-					code = exitFound
-				}
-				break
-			}
-			ev, err := event.Decode(rec)
-			if err != nil {
-				fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
-				code = exitFound
-			} else if err := publish(ev, fmt.Sprintf("line %d: ", lineNo)); err != nil {
-				fmt.Fprintf(stderr, "fire: line %d: %v\n", lineNo, err)
-				code = exitFound
-			} else {
-				n++
-			}
-		}
-		sent = n
-		fmt.Fprintf(stderr, "fire: published %d event(s), %d of them cut to fit\n", n, truncated)
+		sent, code = fr.publishAll(in)
 	}
-	if acked != nil {
-		st := acked.Wait(ctx)
+	return fr.confirm(ctx, sent, *file != "", code)
+}
+
+// firer publishes fire's events.
+type firer struct {
+	conn   *natsbus.Conn
+	acked  *natsbus.AckedPublisher // nil: core NATS
+	stream string                  // the JetStream stream that captures events, if any
+	meta   natsbus.Meta
+	limit  int // bytes an event may have before its biggest values are cut
+	stderr io.Writer
+	// truncated counts the events published cut.
+	truncated int
+}
+
+// publish publishes one event; where says where it came from, in the
+// line about a cut.
+func (fr *firer) publish(ev event.Event, where string) error {
+	if strings.TrimSpace(ev.Tag) == "" {
+		return errEmptyTag
+	}
+	body, err := envelope(ev)
+	if err != nil {
+		return err
+	}
+	if fr.limit > 0 && len(body) > fr.limit {
+		out, cuts, err := event.Fit(body, fr.limit)
+		if err != nil {
+			return err
+		}
+		keys := make([]string, len(cuts))
+		for i, c := range cuts {
+			keys[i] = fmt.Sprintf("%s (%d bytes)", c.Key, c.Bytes)
+		}
+		fmt.Fprintf(fr.stderr, "fire: %s%s: %d bytes exceed the server's max payload of %d; published with %s cut\n",
+			where, ev.Tag, len(body), fr.limit+1024, strings.Join(keys, ", "))
+		fr.truncated++
+		body = out
+	}
+	if fr.acked != nil {
+		return fr.acked.Publish(ev.Tag, body, fr.meta)
+	}
+	return fr.conn.Publish(ev.Tag, body, fr.meta)
+}
+
+// publishAll publishes every event read from in; a line that cannot be
+// read or published is reported and the others go on (exit 1).
+func (fr *firer) publishAll(in io.Reader) (sent, code int) {
+	code = exitOK
+	rr := event.NewRecordReader(in)
+	for {
+		rec, lineNo, rerr := rr.Next()
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				fmt.Fprintf(fr.stderr, "fire: %v\n", rerr)
+				code = exitFound
+			}
+			break
+		}
+		ev, err := event.Decode(rec)
+		if err != nil {
+			fmt.Fprintf(fr.stderr, "fire: line %d: %v\n", lineNo, err)
+			code = exitFound
+		} else if err := fr.publish(ev, fmt.Sprintf("line %d: ", lineNo)); err != nil {
+			fmt.Fprintf(fr.stderr, "fire: line %d: %v\n", lineNo, err)
+			code = exitFound
+		} else {
+			sent++
+		}
+	}
+	fmt.Fprintf(fr.stderr, "fire: published %d event(s), %d of them cut to fit\n", sent, fr.truncated)
+	return sent, code
+}
+
+// confirm waits for JetStream's acknowledgements of the sent events, or
+// for the core server's round trip, and returns the exit code.
+func (fr *firer) confirm(ctx context.Context, sent int, file bool, code int) int {
+	if fr.acked != nil {
+		st := fr.acked.Wait(ctx)
 		if st.Failed > 0 {
-			fmt.Fprintf(stderr, "fire: %d of %d event(s) not acknowledged by JetStream stream %s (%d acknowledged)\n", st.Failed, sent, stream, st.Acked)
+			fmt.Fprintf(fr.stderr, "fire: %d of %d event(s) not acknowledged by JetStream stream %s (%d acknowledged)\n", st.Failed, sent, fr.stream, st.Acked)
 			for _, err := range st.Errors {
-				fmt.Fprintf(stderr, "fire: %v\n", err)
+				fmt.Fprintf(fr.stderr, "fire: %v\n", err)
 			}
 			return exitFound
 		}
-		if *file != "" {
-			fmt.Fprintf(stderr, "fire: JetStream stream %s acknowledged all %d event(s)\n", stream, st.Acked)
+		if file {
+			fmt.Fprintf(fr.stderr, "fire: JetStream stream %s acknowledged all %d event(s)\n", fr.stream, st.Acked)
 		}
 		return code
 	}
-	if err := conn.Flush(ctx); err != nil {
-		fmt.Fprintf(stderr, "fire: %d event(s) published but not confirmed by the server: %v\n", sent, err)
+	if err := fr.conn.Flush(ctx); err != nil {
+		fmt.Fprintf(fr.stderr, "fire: %d event(s) published but not confirmed by the server: %v\n", sent, err)
 		return exitFound
 	}
 	return code
