@@ -2,29 +2,18 @@ package config
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/internal/testfiles"
 )
 
-func write(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
+// write writes files into a temporary directory and returns it.
+func write(t *testing.T, files map[string]string) string { return testfiles.Tree(t, files) }
 
 func globs(c *Config) []string {
 	var out []string

@@ -6,25 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func writeSecret(t *testing.T, content string, mode os.FileMode) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+	"github.com/reactord/reactord/internal/testfiles"
+)
 
 // TestSecretValuePrecedence: the flag's value wins, then its file, then
 // the environment variable.
 func TestSecretValuePrecedence(t *testing.T) {
 	const env = "REACTORD_TEST_SECRET"
-	file := writeSecret(t, "from-file\n", 0o600)
+	file := testfiles.Secret(t, "from-file\n", 0o600)
 	t.Setenv(env, "from-env")
 	for _, c := range []struct {
 		name, flag, file, env, want string
@@ -51,12 +41,12 @@ func TestReadSecretFile(t *testing.T) {
 		{" pass word \n", " pass word "},
 		{"postgres://u:p@db/x?sslmode=disable\n", "postgres://u:p@db/x?sslmode=disable"},
 	} {
-		got, err := ReadSecretFile(writeSecret(t, c.content, 0o600))
+		got, err := ReadSecretFile(testfiles.Secret(t, c.content, 0o600))
 		if err != nil || got != c.want {
 			t.Errorf("%q: got %q, %v; want %q", c.content, got, err, c.want)
 		}
 	}
-	if _, err := ReadSecretFile(writeSecret(t, "\n", 0o600)); !errors.Is(err, ErrEmptySecret) {
+	if _, err := ReadSecretFile(testfiles.Secret(t, "\n", 0o600)); !errors.Is(err, ErrEmptySecret) {
 		t.Errorf("empty file: %v", err)
 	}
 	if _, err := ReadSecretFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
@@ -71,11 +61,11 @@ func TestDriverSecretFiles(t *testing.T) {
 	if _, err := df.Driver("saltapi", nil, nil); err == nil || !strings.Contains(err.Error(), "--saltapi-password-file") {
 		t.Fatalf("missing password file: %v", err)
 	}
-	df.APIPasswordFile = writeSecret(t, "pw\n", 0o600)
+	df.APIPasswordFile = testfiles.Secret(t, "pw\n", 0o600)
 	if _, err := df.Driver("saltapi", nil, nil); err != nil {
 		t.Fatalf("password file: %v", err)
 	}
-	df = DriverOptions{APIURL: "http://127.0.0.1:1", APITokenFile: writeSecret(t, "tok\n", 0o600)}
+	df = DriverOptions{APIURL: "http://127.0.0.1:1", APITokenFile: testfiles.Secret(t, "tok\n", 0o600)}
 	if _, err := df.Driver("saltapi", nil, nil); err != nil {
 		t.Fatalf("token file: %v", err)
 	}
@@ -97,7 +87,7 @@ func TestNATSOptionsSecrets(t *testing.T) {
 	if err != nil || o.Token != "env-token" || o.Password != "env-pw" {
 		t.Fatalf("from env: %+v, %v", o, err)
 	}
-	nf.TokenFile, nf.PasswordFile = writeSecret(t, "file-token\n", 0o600), writeSecret(t, "file-pw\n", 0o600)
+	nf.TokenFile, nf.PasswordFile = testfiles.Secret(t, "file-token\n", 0o600), testfiles.Secret(t, "file-pw\n", 0o600)
 	if o, err = nf.ConnOptions("t"); err != nil || o.Token != "file-token" || o.Password != "file-pw" {
 		t.Fatalf("from files: %+v, %v", o, err)
 	}

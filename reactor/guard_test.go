@@ -3,8 +3,6 @@ package reactor
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -15,8 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/reactord/reactord/actions"
-	"github.com/reactord/reactord/config"
-	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
 )
 
@@ -47,22 +43,6 @@ func (j *jidDriver) snapshot() []string {
 	return append([]string(nil), j.calls...)
 }
 
-func guardEngine(t *testing.T, conf string, files map[string]string) *engine.Engine {
-	t.Helper()
-	dir := t.TempDir()
-	files["reactor.conf"] = conf
-	for name, src := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return engine.MustNew(cfg, nil)
-}
-
 const revertSLS = "revert:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n    - args:\n      - mods: important_file\n"
 
 func beacon(id string) []byte {
@@ -78,7 +58,7 @@ func jobRet(jid, id string) []byte {
 // settle window passed; a genuine change afterwards reacts again.
 func TestLoopGuardJobLinked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := guardEngine(t, "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n", map[string]string{"revert.sls": revertSLS})
+		eng := engineWith(t, "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n", map[string]string{"revert.sls": revertSLS})
 		drv := &jidDriver{}
 		m := NewMetrics(prometheus.NewRegistry())
 		d, err := New(eng, Options{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: 5 * time.Second, JobTimeout: time.Minute})})
@@ -143,7 +123,7 @@ func TestLoopGuardJobTimeout(t *testing.T) {
 // reacts once with the last event after a quiet period.
 func TestThrottleAndDebounce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := guardEngine(t, `reactor:
+		eng := engineWith(t, `reactor:
   - 'thr/*':
       sls: r.sls
       throttle: {count: 2, per: 10s, key: data.id}
@@ -207,7 +187,7 @@ func TestThrottleAndDebounce(t *testing.T) {
 // (runner event.send) is followed for MaxHops events, then suppressed.
 func TestHopLimitForFiredEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := guardEngine(t, "reactor:\n  - 'myco/loop': loop.sls\n", map[string]string{
+		eng := engineWith(t, "reactor:\n  - 'myco/loop': loop.sls\n", map[string]string{
 			"loop.sls": "again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data: {n: 1}\n"})
 		drv := &jidDriver{}
 		m := NewMetrics(prometheus.NewRegistry())
@@ -298,7 +278,7 @@ func TestGuardMergedJobEarlyReturns(t *testing.T) {
 // acknowledging it, so JetStream redelivers it (issue 12).
 func TestDebounceHoldsTheAcknowledgement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng := guardEngine(t, `reactor:
+		eng := engineWith(t, `reactor:
   - 'deb/*':
       sls: r.sls
       debounce: 3s
@@ -365,7 +345,7 @@ func TestReloadKeepsRuleState(t *testing.T) {
 			"b.sls": "b:\n  runner.test.arg:\n    - args: [b]\n",
 			"c.sls": "c:\n  runner.test.arg:\n    - args: [c]\n",
 		}
-		before := guardEngine(t, `reactor:
+		before := engineWith(t, `reactor:
   - 'thr/*':
       sls: a.sls
       throttle: {count: 1, per: 1h}
@@ -373,7 +353,7 @@ func TestReloadKeepsRuleState(t *testing.T) {
       sls: c.sls
       debounce: 3s
 `, files)
-		after := guardEngine(t, `reactor:
+		after := engineWith(t, `reactor:
   - 'thr/*':
       sls: b.sls
       throttle: {count: 1, per: 1h}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -23,6 +22,7 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/internal/testfiles"
 	"github.com/reactord/reactord/store"
 )
 
@@ -65,13 +65,8 @@ func (f *failDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 // engineWith writes reactor.conf (conf) and the files, and loads them.
 func engineWith(t *testing.T, conf string, files map[string]string) *engine.Engine {
 	t.Helper()
-	dir := t.TempDir()
 	files["reactor.conf"] = conf
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := testfiles.Tree(t, files)
 	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
 	if err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ func TestLoopGuardOnRecordedSalt(t *testing.T) {
 				t.Fatalf("recording has %d reverts and %d beacon events for web2; want 2 and more than 2", len(drv.jids["web2"]), beacons["web2"])
 			}
 			synctest.Test(t, func(t *testing.T) {
-				eng := guardEngine(t, "reactor:\n  - 'salt/beacon/*/inotify/*': revert.sls\n", map[string]string{
+				eng := engineWith(t, "reactor:\n  - 'salt/beacon/*/inotify/*': revert.sls\n", map[string]string{
 					"revert.sls": "revert-file:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n    - args:\n      - mods: maintain_important_file\n",
 				})
 				m := NewMetrics(prometheus.NewRegistry())

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/internal/testfiles"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/store"
 )
@@ -308,7 +309,7 @@ func TestDaemonStoreFromFile(t *testing.T) {
 			url := "sqlite://" + filepath.Join(t.TempDir(), "audit.db")
 			args := []string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "null"}
 			if how == "file" {
-				args = append(args, "--store-file", writeSecret(t, url+"\n", 0o600))
+				args = append(args, "--store-file", testfiles.Secret(t, url+"\n", 0o600))
 			} else {
 				t.Setenv(daemon.EnvName("store"), url)
 			}
@@ -327,17 +328,4 @@ func TestDaemonStoreFromFile(t *testing.T) {
 			<-p.done
 		})
 	}
-}
-
-// writeSecret writes a secret file with mode and returns its path.
-func writeSecret(t *testing.T, content string, mode os.FileMode) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/reactord/reactord/internal/testfiles"
 )
 
 // runCmd runs one reactord command line in-process.
@@ -20,20 +22,8 @@ func runCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stder
 	return code, out.String(), errb.String()
 }
 
-func writeFiles(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
+// writeFiles writes files into a temporary directory and returns it.
+func writeFiles(t *testing.T, files map[string]string) string { return testfiles.Tree(t, files) }
 
 const exampleConf = "../../reactor.conf.example"
 

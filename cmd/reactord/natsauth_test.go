@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/reactord/reactord/internal/testfiles"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -208,11 +209,11 @@ func TestSecretFilesAndEnvProcesses(t *testing.T) {
 			ok   bool
 			warn bool
 		}{
-			{"file", nil, []string{"--nats-password-file", writeSecret(t, "nats-pw\n", 0o600)}, true, false},
-			{"file readable by others", nil, []string{"--nats-password-file", writeSecret(t, "nats-pw\n", 0o644)}, true, true},
+			{"file", nil, []string{"--nats-password-file", testfiles.Secret(t, "nats-pw\n", 0o600)}, true, false},
+			{"file readable by others", nil, []string{"--nats-password-file", testfiles.Secret(t, "nats-pw\n", 0o644)}, true, true},
 			{"env", []string{"REACTORD_NATS_PASSWORD=nats-pw"}, nil, true, false},
 			{"flag wins over env", []string{"REACTORD_NATS_PASSWORD=wrong"}, []string{"--nats-password", "nats-pw"}, true, false},
-			{"wrong file", nil, []string{"--nats-password-file", writeSecret(t, "wrong\n", 0o600)}, false, false},
+			{"wrong file", nil, []string{"--nats-password-file", testfiles.Secret(t, "wrong\n", 0o600)}, false, false},
 		} {
 			args := append(append(append([]string{}, fire...), c.args...), ev...)
 			code, _, errOut := runBin(t, c.env, args...)
@@ -256,14 +257,14 @@ func TestSecretFilesAndEnvProcesses(t *testing.T) {
 		t.Setenv("REACTORD_NATS_PASSWORD", "nats-pw")
 		base := []string{"bridge", "--salt-api", api.URL, "--nats", url, "--nats-user", "reactord"}
 		// startDaemon waits for /healthz 200: the bridge reads the stream.
-		startDaemon(t, append(base, "--saltapi-user", "salt", "--saltapi-password-file", writeSecret(t, "api-pw\n", 0o600))...)
+		startDaemon(t, append(base, "--saltapi-user", "salt", "--saltapi-password-file", testfiles.Secret(t, "api-pw\n", 0o600))...)
 		t.Setenv("REACTORD_SALTAPI_TOKEN", "api-tok")
 		startDaemon(t, base...)
 	})
 
 	t.Run("store", func(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "from-file.db")
-		if code, _, errOut := runCmd(t, "", "jobs", "list", "--store-file", writeSecret(t, "sqlite://"+db+"\n", 0o600)); code != exitOK {
+		if code, _, errOut := runCmd(t, "", "jobs", "list", "--store-file", testfiles.Secret(t, "sqlite://"+db+"\n", 0o600)); code != exitOK {
 			t.Fatalf("jobs list --store-file: exit %d, %s", code, errOut)
 		}
 		if _, err := os.Stat(db); err != nil {
