@@ -6,12 +6,12 @@ import "strings"
 // salt/job/<jid>/ret/<id>, salt/minion/<id>/..., salt/beacon/<id>/...,
 // else the top-level "id" string of the raw data, else "".
 func MinionOf(tag string, rawData []byte) string {
-	switch {
-	case strings.HasPrefix(tag, "salt/job/"):
-		rest := tag[len("salt/job/"):]
-		if _, after, ok := strings.Cut(rest, "/ret/"); ok {
-			return after
+	if jt, ok := ParseJobTag(tag); ok {
+		if minion, ok := jt.Return(); ok && minion != "" {
+			return minion
 		}
+	}
+	switch {
 	case strings.HasPrefix(tag, "salt/minion/"), strings.HasPrefix(tag, "salt/beacon/"):
 		rest := tag[strings.IndexByte(tag[5:], '/')+6:]
 		id, _, _ := strings.Cut(rest, "/")

@@ -634,9 +634,11 @@ func (d *Reactor) checkHops(ev *inflight) bool {
 	if hop, c := g.HopOf(ev.tag, ev.received); ev.dl.Hop == 0 {
 		ev.dl.Hop, ev.cause = hop, c
 	}
-	if jid, id, ok := jobReturn(ev.tag); ok && g.Returned(jid, id, ev.received) {
-		d.opts.Log.Info("loop guard: job returned; holding its reaction for the settle window", "event_id", ev.id, "jid", jid, "minion", id, "settle", g.Settle().String())
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jid, Minion: id, Detail: "job returned"})
+	if jt, ok := event.ParseJobTag(ev.tag); ok {
+		if id, ok := jt.Return(); ok && g.Returned(jt.JID, id, ev.received) {
+			d.opts.Log.Info("loop guard: job returned; holding its reaction for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
+			d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
+		}
 	}
 	if ev.dl.Hop <= d.opts.MaxHops {
 		return true
@@ -863,23 +865,6 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight) engine.Gate {
 		}
 		return true, ""
 	}
-}
-
-// jobReturn parses salt/job/<jid>/ret/<id>, and salt/run/<jid>/ret and
-// salt/wheel/<jid>/ret (id "": the whole job returned).
-func jobReturn(tag string) (jid, id string, ok bool) {
-	for _, p := range []string{"salt/run/", "salt/wheel/"} {
-		if rest, ok := strings.CutPrefix(tag, p); ok {
-			jid, ok := strings.CutSuffix(rest, "/ret")
-			return jid, "", ok && jid != "" && !strings.Contains(jid, "/")
-		}
-	}
-	rest, ok := strings.CutPrefix(tag, "salt/job/")
-	if !ok {
-		return "", "", false
-	}
-	jid, id, ok = strings.Cut(rest, "/ret/")
-	return jid, id, ok && jid != "" && id != ""
 }
 
 // noisy logs a line that could repeat once per event: the first for its

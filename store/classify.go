@@ -55,18 +55,11 @@ func Classify(tag string, data json.RawMessage, masterID string, keepAll bool) (
 	if tag == "new_job" || isBareJID(tag) {
 		return nil, nil, keepAll
 	}
-	kind, rest, ok := strings.Cut(tag, "/")
-	if !ok || kind != "salt" {
+	jt, ok := event.ParseJobTag(tag)
+	if !ok {
 		return nil, nil, true
 	}
-	kind, rest, ok = strings.Cut(rest, "/")
-	if !ok || (kind != "job" && kind != "run" && kind != "wheel") {
-		return nil, nil, true
-	}
-	jid, rest, ok := strings.Cut(rest, "/")
-	if !ok || jid == "" {
-		return nil, nil, true
-	}
+	kind, jid, rest := jt.Kind, jt.JID, jt.Rest
 	var m [len(classifyKeys)][]byte
 	// Data that is not an object still gives records: Salt would
 	// store whatever the event carried.
@@ -99,13 +92,13 @@ func Classify(tag string, data json.RawMessage, masterID string, keepAll bool) (
 		return nil, nil, false
 	}
 	keep = true
-	switch {
-	case rest == "new":
+	if rest == "new" {
 		return []Job{{JID: jid, Load: data, Time: at}}, nil, keep
-	case strings.HasPrefix(rest, "ret/") && len(rest) > len("ret/"):
+	}
+	if minion, ok := jt.Return(); ok {
 		ret := Return{
 			JID:      jid,
-			MinionID: rest[len("ret/"):],
+			MinionID: minion,
 			Fun:      fun,
 			Return:   d.Return,
 			Success:  success,
