@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/internal/yaml11"
 )
 
@@ -210,20 +211,10 @@ func (s Settings) SlogLevel() slog.Level {
 }
 
 // Pos is a position in a configuration file.
-type Pos struct {
-	File      string
-	Line, Col int
-}
-
-func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+type Pos = position.Pos
 
 // Error is a configuration problem at a position.
-type Error struct {
-	Pos Pos
-	Msg string
-}
-
-func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+type Error = position.Error
 
 // doc is one parsed configuration file.
 type doc struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/internal/yaml11"
 	"github.com/reactord/reactord/reactions"
 	"github.com/reactord/reactord/schemas"
@@ -125,7 +126,7 @@ func checkStatic(f *reactions.File) []error {
 		raw, _ := event.AppendJSON(nil, c)
 		v, _ := decodePlain(raw)
 		for _, viol := range schemas.Check(schemas.LowChunk, v) {
-			out = append(out, &reactions.PosError{File: f.Path, Line: 1, Col: 1, Msg: fmt.Sprintf("reaction %q: %s", c.Str("__id__"), viol)})
+			out = append(out, &reactions.PosError{Pos: position.Pos{File: f.Path, Line: 1, Col: 1}, Msg: fmt.Sprintf("reaction %q: %s", c.Str("__id__"), viol)})
 		}
 	}
 	return out

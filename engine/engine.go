@@ -375,7 +375,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 				paths = e.lib.Glob(sls.Pattern)
 			}
 			if len(paths) == 0 {
-				fr := FileResult{Rule: ri, Ref: sls.Ref, Err: &reactions.PosError{File: sls.Pos.File, Line: sls.Pos.Line, Col: sls.Pos.Col,
+				fr := FileResult{Rule: ri, Ref: sls.Ref, Err: &reactions.PosError{Pos: sls.Pos,
 					Msg: fmt.Sprintf("can not render SLS %s for tag %s: file missing or not found", sls.Ref, tag)}}
 				res.Files = append(res.Files, fr)
 				e.fileError(log, tag, rule, fr.Err)

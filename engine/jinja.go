@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/jinja"
 	"github.com/reactord/reactord/reactions"
 )
@@ -55,7 +56,7 @@ func convertJinja(path string, src []byte) ([]byte, bool, error) {
 			}
 			list := make([]error, len(errs))
 			for i, e := range errs {
-				list[i] = &reactions.PosError{File: path, Line: e.Pos.Line, Col: e.Pos.Col,
+				list[i] = &reactions.PosError{Pos: position.Pos{File: path, Line: e.Pos.Line, Col: e.Pos.Col},
 					Msg: fmt.Sprintf("cannot convert from Jinja: %s: %s%s", e.Construct, e.Why, hint), Err: e}
 			}
 			return nil, false, errors.Join(list...)
@@ -84,7 +85,7 @@ func refuseJinja(path string, src []byte) ([]byte, bool, error) {
 	if !ok {
 		return src, false, nil
 	}
-	return nil, false, &reactions.PosError{File: path, Line: line, Col: col, Msg: fmt.Sprintf(
+	return nil, false, &reactions.PosError{Pos: position.Pos{File: path, Line: line, Col: col}, Msg: fmt.Sprintf(
 		"this looks like a Salt Jinja reaction file (%s); reactord renders Go templates: run with --jinja (or jinja: true in the reactord: section) to load Jinja files as they are, or translate it once with `reactord convert -w %s` (a Go template that means it literally: start it with #!gotmpl|yaml)", what, path)}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/reactions"
 )
 
@@ -38,7 +39,7 @@ func (e *Engine) knownTypes(log *slog.Logger, tag string, rule *config.Rule, fr 
 			continue
 		}
 		typ, _, _ := strings.Cut(bad, ".")
-		err := &reactions.PosError{File: r.File, Line: r.Line, Col: r.Col, Msg: fmt.Sprintf(
+		err := &reactions.PosError{Pos: position.Pos{File: r.File, Line: r.Line, Col: r.Col}, Msg: fmt.Sprintf(
 			"reaction %v: %q is not a reaction type (%s): write local.<module.function>, runner.<...>, wheel.<...> or caller.<...>", r.ID, typ, bad)}
 		e.stats.Errors.Add(1)
 		e.noisy(log, slog.LevelError, rule.Glob+"\x00"+fr.Path, "reaction refused: unknown reaction type", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/reactord/reactord/internal/position"
 )
 
 // Pos is a position in the source: 1-based line and column (in runes).
@@ -188,14 +190,18 @@ func (n *CondExpr) Position() Pos    { return n.P }
 // Error is one positioned problem: a syntax error or a construct that
 // cannot be translated.
 type Error struct {
-	File      string
-	Pos       Pos
+	position.Pos
+	// Construct is the Jinja construct, Why what is wrong with it.
 	Construct string
 	Why       string
 }
 
-func (e *Error) Error() string {
-	return fmt.Sprintf("%s:%d:%d: %s: %s", e.File, e.Pos.Line, e.Pos.Col, e.Construct, e.Why)
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.Construct + ": " + e.Why }
+
+// errorAt returns an error about construct at p in file ("" when the
+// caller names the file later).
+func errorAt(file string, p Pos, construct, why string) *Error {
+	return &Error{Pos: position.Pos{File: file, Line: p.Line, Col: p.Col}, Construct: construct, Why: why}
 }
 
 // token kinds
@@ -274,7 +280,7 @@ func lex(src string) ([]token, *Error) {
 		case "{#":
 			k := strings.Index(l.src[l.i:], "#}")
 			if k < 0 {
-				return nil, &Error{Pos: tagPos, Construct: "{#", Why: "comment not closed"}
+				return nil, errorAt("", tagPos, "{#", "comment not closed")
 			}
 			if k > 0 && l.src[l.i+k-1] == '-' {
 				stripNext = true
@@ -328,7 +334,7 @@ func (l *lexer) lexInside(open string, tagPos Pos) (bool, *Error) {
 			l.advance(1)
 		}
 		if l.i >= len(l.src) {
-			return false, &Error{Pos: tagPos, Construct: open, Why: "tag not closed with " + closer}
+			return false, errorAt("", tagPos, open, "tag not closed with "+closer)
 		}
 		p := l.pos()
 		rest := l.src[l.i:]
@@ -383,13 +389,13 @@ func (l *lexer) lexInside(open string, tagPos Pos) (bool, *Error) {
 			if isFloat {
 				f, err := strconv.ParseFloat(num, 64)
 				if err != nil {
-					return false, &Error{Pos: p, Construct: rest[:k], Why: "bad number"}
+					return false, errorAt("", p, rest[:k], "bad number")
 				}
 				l.toks = append(l.toks, token{kind: tFloat, s: num, v: f, pos: p})
 			} else {
 				n, err := strconv.ParseInt(num, 10, 64)
 				if err != nil {
-					return false, &Error{Pos: p, Construct: rest[:k], Why: "integer out of range"}
+					return false, errorAt("", p, rest[:k], "integer out of range")
 				}
 				l.toks = append(l.toks, token{kind: tInt, s: num, v: n, pos: p})
 			}
@@ -397,7 +403,7 @@ func (l *lexer) lexInside(open string, tagPos Pos) (bool, *Error) {
 		case c == '\'' || c == '"':
 			s, n, err := pyString(rest)
 			if err != "" {
-				return false, &Error{Pos: p, Construct: "string literal", Why: err}
+				return false, errorAt("", p, "string literal", err)
 			}
 			l.toks = append(l.toks, token{kind: tString, s: rest[:n], v: s, pos: p})
 			l.advance(n)
@@ -409,7 +415,7 @@ func (l *lexer) lexInside(open string, tagPos Pos) (bool, *Error) {
 				}
 			}
 			if !strings.Contains("+-*/%~<>=!()[]{},.:|", string(c)) || op == "!" {
-				return false, &Error{Pos: p, Construct: string(c), Why: "unexpected character"}
+				return false, errorAt("", p, string(c), "unexpected character")
 			}
 			switch c {
 			case '(', '[', '{':

@@ -42,7 +42,7 @@ func (p *parser) next() token {
 }
 
 func (p *parser) fail(t token, construct, why string) {
-	panic(syntaxErr{&Error{File: p.file, Pos: t.pos, Construct: construct, Why: why}})
+	panic(syntaxErr{errorAt(p.file, t.pos, construct, why)})
 }
 
 func describe(t token) string {
@@ -294,7 +294,7 @@ func (p *parser) statement(start, w token) Node {
 }
 
 func (p *parser) refuse(pos Pos, construct, why string) {
-	p.refusals = append(p.refusals, &Error{File: p.file, Pos: pos, Construct: construct, Why: why})
+	p.refusals = append(p.refusals, errorAt(p.file, pos, construct, why))
 }
 
 // skipTo advances to the next token of kind k.

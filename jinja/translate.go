@@ -46,7 +46,7 @@ func Convert(file string, src []byte) ([]byte, error) {
 			if strings.HasPrefix(pipeline, "py") {
 				why = "a Python reaction file runs code at render time; it has no Go template equivalent"
 			}
-			return nil, Errors{{File: file, Pos: Pos{1, 1}, Construct: first, Why: why}}
+			return nil, Errors{errorAt(file, Pos{1, 1}, first, why)}
 		}
 		body = rest
 		line = 2
@@ -121,7 +121,7 @@ type translator struct {
 
 func (t *translator) refuse(p Pos, construct, why string) gx {
 	p.Line += t.lineOff
-	t.errs = append(t.errs, &Error{File: t.file, Pos: p, Construct: construct, Why: why})
+	t.errs = append(t.errs, errorAt(t.file, p, construct, why))
 	return gx{s: `""`}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/vm"
+	"github.com/reactord/reactord/internal/position"
 )
 
 // Expr is an expr-lang expression over an event, compiled once at load:
@@ -19,13 +20,8 @@ type Expr struct {
 }
 
 // ExprError is a compile error at a line and column of the expression
-// (1-based).
-type ExprError struct {
-	Line, Col int
-	Msg       string
-}
-
-func (e *ExprError) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg) }
+// (1-based; no file: the caller places it in the configuration).
+type ExprError = position.Error
 
 func compile(src string, asBool bool) (*Expr, error) {
 	opts := []expr.Option{expr.Env(map[string]any{"tag": "", "data": map[string]any{}}), expr.AllowUndefinedVariables()}
@@ -36,9 +32,9 @@ func compile(src string, asBool bool) (*Expr, error) {
 	if err != nil {
 		var fe *file.Error
 		if errors.As(err, &fe) {
-			return nil, &ExprError{Line: max(fe.Line, 1), Col: fe.Column + 1, Msg: fe.Message}
+			return nil, position.At("", max(fe.Line, 1), fe.Column+1, fe.Message, err)
 		}
-		return nil, &ExprError{Line: 1, Col: 1, Msg: err.Error()}
+		return nil, position.At("", 1, 1, err.Error(), err)
 	}
 	return &Expr{src: src, prog: prog, bool: asBool}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/position"
 )
 
 // High is the merged high data of one event: every reaction of every file
@@ -71,7 +72,7 @@ func (h *High) Verify() []error {
 			continue
 		}
 		pe := func(format string, args ...any) {
-			errs = append(errs, &PosError{File: r.File, Line: r.Line, Col: r.Col, Msg: fmt.Sprintf(format, args...)})
+			errs = append(errs, &PosError{Pos: position.Pos{File: r.File, Line: r.Line, Col: r.Col}, Msg: fmt.Sprintf(format, args...)})
 		}
 		sls := r.Body.Str("__sls__")
 		if !isStr {

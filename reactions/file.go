@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/internal/yaml11"
 )
 
@@ -85,7 +86,7 @@ func ParseFile(path string, src []byte) (*File, error) {
 			return &File{Path: path, static: src, skels: map[string]skelResult{}}, nil
 		case "jinja|yaml", "gotmpl|yaml", "jinja", "gotmpl", "yaml|jinja", "":
 		default:
-			return nil, &PosError{File: path, Line: 1, Col: 1, Msg: fmt.Sprintf("renderer pipeline %q is not supported: reactord renders Go templates to YAML (#!gotmpl|yaml) or plain YAML (#!yaml)", pipeline)}
+			return nil, &PosError{Pos: position.Pos{File: path, Line: 1, Col: 1}, Msg: fmt.Sprintf("renderer pipeline %q is not supported: reactord renders Go templates to YAML (#!gotmpl|yaml) or plain YAML (#!yaml)", pipeline)}
 		}
 	}
 	t, err := ParseTemplate(path, text)
@@ -112,9 +113,13 @@ func (f *File) skeleton(text []byte) (*skeleton, error) {
 	if err != nil {
 		var ye *yaml11.Error
 		if errors.As(err, &ye) {
-			err = &PosError{File: f.Path, Line: ye.Line, Col: max(ye.Column, 1), Msg: ye.Msg + " (in the rendered text)", Err: err, rendered: f.tmpl != nil}
+			pe := &PosError{Pos: position.Pos{File: f.Path, Line: ye.Line, Col: max(ye.Column, 1)}, Msg: ye.Msg + " (in the rendered text)", Err: err}
+			if f.tmpl != nil {
+				pe.Err = inRendered{err}
+			}
+			err = pe
 		} else {
-			err = &PosError{File: f.Path, Line: 1, Col: 1, Msg: err.Error(), Err: err}
+			err = &PosError{Pos: position.Pos{File: f.Path, Line: 1, Col: 1}, Msg: err.Error(), Err: err}
 		}
 	}
 	f.mu.Lock()
@@ -189,7 +194,7 @@ func jinjaMissingKey(err error) error {
 	}
 	msg := fmt.Sprintf("%s[%s] is undefined: 'dict object' has no attribute %s (Salt's StrictUndefined fails the file too); for a key an event may lack, use %s.get(%s, default) or test %s in %s",
 		expr, pyQuote(m[2]), pyQuote(m[2]), expr, pyQuote(m[2]), pyQuote(m[2]), expr)
-	return &PosError{File: pe.File, Line: pe.Line, Col: pe.Col, Msg: msg, Err: pe.Err, rendered: pe.rendered}
+	return &PosError{Pos: position.Pos{File: pe.File, Line: pe.Line, Col: pe.Col}, Msg: msg, Err: pe.Err}
 }
 
 // pyQuote spells a string as Python's repr does for plain text.
@@ -201,7 +206,7 @@ func pyQuote(s string) string {
 }
 
 func (f *File) errorf(n *pnode, format string, args ...any) error {
-	return &PosError{File: f.Path, Line: n.line, Col: max(n.col, 1), Msg: fmt.Sprintf(format, args...)}
+	return &PosError{Pos: position.Pos{File: f.Path, Line: n.line, Col: max(n.col, 1)}, Msg: fmt.Sprintf(format, args...)}
 }
 
 // reactions materializes the top level and applies pad_funcs. The values
@@ -245,7 +250,7 @@ func (f *File) reactions(root *pnode, vals []recorded, budget int) ([]Reaction, 
 		body.Set("__sls__", f.Path)
 		r := Reaction{ID: id, Body: body, File: f.Path, Line: kn.line, Col: max(kn.col, 1), targets: m.targets}
 		warn := func(format string, args ...any) {
-			r.Warnings = append(r.Warnings, &PosError{File: f.Path, Line: r.Line, Col: r.Col, Msg: fmt.Sprintf(format, args...)})
+			r.Warnings = append(r.Warnings, &PosError{Pos: position.Pos{File: f.Path, Line: r.Line, Col: r.Col}, Msg: fmt.Sprintf(format, args...)})
 		}
 		if s, ok := id.(string); ok && strings.HasPrefix(s, "__") {
 			warn("reaction ID %q starts with \"__\": Salt ignores it", s)
@@ -264,7 +269,7 @@ func (f *File) reactions(root *pnode, vals []recorded, budget int) ([]Reaction, 
 func (f *File) wrapYAML(err error) error {
 	var ye *yaml11.Error
 	if errors.As(err, &ye) {
-		return &PosError{File: f.Path, Line: ye.Line, Col: max(ye.Column, 1), Msg: ye.Msg, Err: err}
+		return &PosError{Pos: position.Pos{File: f.Path, Line: ye.Line, Col: max(ye.Column, 1)}, Msg: ye.Msg, Err: err}
 	}
 	return err
 }
@@ -302,10 +307,10 @@ func (f *File) body(m *materializer, id any, n *pnode) (*event.Map, error) {
 	for i, e := range entries {
 		k, ok := e.key.v.(string)
 		if !ok {
-			return nil, &PosError{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1), Msg: fmt.Sprintf("reaction %q has a key %s that is not a string", pyStr(id), pyStr(e.key.v))}
+			return nil, &PosError{Pos: position.Pos{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1)}, Msg: fmt.Sprintf("reaction %q has a key %s that is not a string", pyStr(id), pyStr(e.key.v))}
 		}
 		if e.key.fromData && strings.HasPrefix(k, "_") {
-			return nil, &PosError{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1), Msg: fmt.Sprintf("reaction %q: key %q printed from event data starts with \"_\"; refused", pyStr(id), k)}
+			return nil, &PosError{Pos: position.Pos{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1)}, Msg: fmt.Sprintf("reaction %q: key %q printed from event data starts with \"_\"; refused", pyStr(id), k)}
 		}
 		if err := f.checkArgKeys(m, id, n.content[2*i+1]); err != nil {
 			return nil, err
@@ -525,7 +530,7 @@ func (l *Library) load(path string, prev *fileState) *fileState {
 	if err != nil {
 		st := &fileState{err: fmt.Errorf("%s: %w", path, err)}
 		if errors.Is(err, fs.ErrNotExist) {
-			st.err = &PosError{File: path, Line: 1, Col: 1, Msg: "file missing or not found", Err: err}
+			st.err = &PosError{Pos: position.Pos{File: path, Line: 1, Col: 1}, Msg: "file missing or not found", Err: err}
 		}
 		return st
 	}

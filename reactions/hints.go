@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/reactord/reactord/internal/position"
 )
 
 // unclosedBlockError turns text/template's "unexpected EOF", which names
@@ -26,7 +28,7 @@ func unclosedBlockError(src string, err error) error {
 	for i := len(blocks) - 2; i >= 0; i-- {
 		msg += fmt.Sprintf("; the {{ %s }} at %d:%d has none either", blocks[i].kw, blocks[i].line, blocks[i].col)
 	}
-	return &PosError{File: pe.File, Line: b.line, Col: b.col, Err: err, Msg: msg}
+	return &PosError{Pos: position.Pos{File: pe.File, Line: b.line, Col: b.col}, Err: err, Msg: msg}
 }
 
 // openBlock is a block action of a template: its keyword and position.

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/internal/yaml11"
 )
 
@@ -337,7 +338,7 @@ func (m *materializer) spend(n *pnode, ref int) error {
 	m.budget -= size
 	if m.budget < 0 {
 		le := &LimitError{What: "Aliases", Limit: m.limit}
-		return &PosError{File: m.file, Line: n.line, Col: max(n.col, 1), Msg: le.Error(), Err: le}
+		return &PosError{Pos: position.Pos{File: m.file, Line: n.line, Col: max(n.col, 1)}, Msg: le.Error(), Err: le}
 	}
 	return nil
 }

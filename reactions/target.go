@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/position"
 )
 
 // printedTarget is a tgt argument of a reaction whose value holds values
@@ -103,9 +104,8 @@ func (m *materializer) printedOf(ref int) []string {
 // value printed from event data into its tgt holds characters that would
 // widen the target beyond the minion it names.
 type TargetError struct {
-	// File, Line and Col locate the tgt value in the rendered file.
-	File      string
-	Line, Col int
+	// Pos locates the tgt value in the rendered file.
+	position.Pos
 	// ID is the reaction ID and Type its reaction type (local, ...).
 	ID, Type string
 	// Value is the printed value; Tgt is the whole target it is part of,
@@ -120,9 +120,9 @@ func (e *TargetError) Error() string {
 	if tt == "" {
 		tt = "glob"
 	}
-	return fmt.Sprintf("%s:%d:%d: reaction %q refused (literal_target): the value %q printed from event data into its %s target %q (tgt_type %s) would widen it: %s; "+
+	return fmt.Sprintf("%s: reaction %q refused (literal_target): the value %q printed from event data into its %s target %q (tgt_type %s) would widen it: %s; "+
 		"print only a minion id there, use tgt_type: list, or check the id in the rule's when: (data.id matches \"^[A-Za-z0-9._-]+$\")",
-		e.File, e.Line, e.Col, e.ID, e.Value, e.Type, e.Tgt, tt, e.Reason)
+		e.Pos, e.ID, e.Value, e.Type, e.Tgt, tt, e.Reason)
 }
 
 // CheckLiteralTarget returns a *TargetError when a value the template
@@ -167,7 +167,7 @@ func (r *Reaction) CheckLiteralTarget() error {
 		_, isList := tgtValue.([]any)
 		for _, p := range tgt.printed {
 			if why := widens(p, tgtType, !isList); why != "" {
-				return &TargetError{File: r.File, Line: tgt.line, Col: tgt.col, ID: pyStr(r.ID), Type: typ,
+				return &TargetError{Pos: position.Pos{File: r.File, Line: tgt.line, Col: tgt.col}, ID: pyStr(r.ID), Type: typ,
 					Value: p, Tgt: pyStr(tgtValue), TgtType: tgtType, Reason: why}
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/Masterminds/sprig/v3"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/position"
 )
 
 // valueKind says how a printed value reached the output: as raw data, or
@@ -211,7 +212,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 			pos = tp
 		}
 	}
-	return 0, &PosError{File: r.name, Line: pos.line, Col: pos.col, Msg: le.Error(), Err: le}
+	return 0, &PosError{Pos: position.Pos{File: r.name, Line: pos.line, Col: pos.col}, Msg: le.Error(), Err: le}
 }
 
 // tick counts one loop iteration or template call.
@@ -402,9 +403,9 @@ func (t *Template) execute(data any, lim Limits, use func(text []byte, vals []re
 	}
 	err := use(rec.out.Bytes(), rec.vals)
 	var pe *PosError
-	if errors.As(err, &pe) && pe.rendered {
+	if errors.As(err, &pe) && rendered(pe.Err) {
 		if tp, ok := rec.templatePos(pe.Line, pe.Col); ok {
-			return &PosError{File: pe.File, Line: pe.Line, Col: pe.Col, Err: pe.Err,
+			return &PosError{Pos: position.Pos{File: pe.File, Line: pe.Line, Col: pe.Col}, Err: pe.Err,
 				Msg: fmt.Sprintf("%s, from line %d of the template)", strings.TrimSuffix(pe.Msg, ")"), tp.line)}
 		}
 	}
@@ -551,16 +552,16 @@ func templateError(name string, err error) error {
 		}
 		rest2 = strings.TrimSpace(rest2)
 		rest2 = missingKeyHint(stripEscaperNames(rest2))
-		return &PosError{File: name, Line: atoi(line), Col: atoi(col), Msg: rest2, Err: err}
+		return &PosError{Pos: position.Pos{File: name, Line: atoi(line), Col: atoi(col)}, Msg: rest2, Err: err}
 	}
 	if m := tmplErrRe.FindStringSubmatch(msg); m != nil {
 		col := m[3]
 		if col == "" {
 			col = "1"
 		}
-		return &PosError{File: name, Line: atoi(m[2]), Col: atoi(col), Msg: missingKeyHint(stripEscaperNames(m[4])), Err: err}
+		return &PosError{Pos: position.Pos{File: name, Line: atoi(m[2]), Col: atoi(col)}, Msg: missingKeyHint(stripEscaperNames(m[4])), Err: err}
 	}
-	return &PosError{File: name, Line: 1, Col: 1, Msg: msg, Err: err}
+	return &PosError{Pos: position.Pos{File: name, Line: 1, Col: 1}, Msg: msg, Err: err}
 }
 
 // stripEscaperNames hides the rewritten pipeline's escaper from messages such
@@ -581,21 +582,20 @@ func atoi(s string) int {
 }
 
 // PosError is an error at a position in a file.
-type PosError struct {
-	File      string
-	Line, Col int
-	Msg       string
-	Err       error
+type PosError = position.Error
 
-	rendered bool // positioned in the rendered text of a template
+// inRendered marks an error positioned in the rendered text of a
+// template, which Execute maps back to the template's line.
+type inRendered struct{ error }
+
+func (e inRendered) Unwrap() error { return e.error }
+
+// rendered reports whether err is positioned in a template's rendered
+// text.
+func rendered(err error) bool {
+	var r inRendered
+	return errors.As(err, &r)
 }
-
-func (e *PosError) Error() string {
-	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
-}
-
-// Unwrap returns the underlying error, if any.
-func (e *PosError) Unwrap() error { return e.Err }
 
 // printText renders a value the way Salt's Jinja would print it in text:
 // Python's spelling of booleans, None and structures (repr).
