@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/reactord/reactord/internal/retry"
 )
 
 // RetryStage calls a driver, retrying retryable errors with exponential
@@ -24,13 +26,12 @@ func (r RetryStage) Do(ctx context.Context, a Action) (Result, error) {
 	if attempts <= 0 {
 		attempts = 5
 	}
-	wait := r.Initial
-	if wait <= 0 {
-		wait = 100 * time.Millisecond
+	b := retry.Backoff{Min: r.Initial, Max: r.Max}
+	if b.Min <= 0 {
+		b.Min = 100 * time.Millisecond
 	}
-	maxWait := r.Max
-	if maxWait <= 0 {
-		maxWait = 5 * time.Second
+	if b.Max <= 0 {
+		b.Max = 5 * time.Second
 	}
 	var last error
 	for i := 1; i <= attempts; i++ {
@@ -48,14 +49,9 @@ func (r RetryStage) Do(ctx context.Context, a Action) (Result, error) {
 		if !IsRetryable(err) || i == attempts {
 			return Result{}, fmt.Errorf("%s: attempt %d of %d: %w", r.Driver.Name(), i, attempts, err)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, b.Next()) {
 			return Result{}, fmt.Errorf("%s: giving up after %d attempt(s): %w", r.Driver.Name(), i, last)
-		case <-t.C:
 		}
-		wait = min(wait*2, maxWait)
 	}
 	return Result{}, last
 }

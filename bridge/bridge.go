@@ -62,7 +62,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"mime"
 	"net"
 	"net/http"
@@ -73,6 +72,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/internal/redact"
+	"github.com/reactord/reactord/internal/retry"
 )
 
 // Defaults for Config.
@@ -362,7 +362,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if !connected {
 			failures++
 		}
-		if !sleep(ctx, delay) {
+		if !retry.Sleep(ctx, delay) {
 			b.log.Info("bridge stopped", "url", b.eventsURL)
 			return nil
 		}
@@ -371,14 +371,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 // backoff is the delay before the next attempt after failures failed ones.
 func (b *Bridge) backoff(failures int) time.Duration {
-	d := b.minDelay
-	for i := 0; i < failures && d < b.maxDelay; i++ {
-		d *= 2
-	}
-	d = min(d, b.maxDelay)
-	if half := d / 2; half > 0 {
-		d = half + rand.N(half+1)
-	}
+	// Half the delay at most is taken off at random, so that bridges do
+	// not reconnect in step.
+	d := retry.Backoff{Min: b.minDelay, Max: b.maxDelay, Jitter: 0.5}.Delay(failures + 1)
 	if d < b.serverRetry {
 		d = b.serverRetry
 	}
@@ -613,17 +608,5 @@ func runOutbox(ctx context.Context, out *Outbox) (wait func()) {
 	return func() {
 		<-done
 		_, _ = out.Close()
-	}
-}
-
-// sleep waits for d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/reactord/reactord/internal/ratelog"
+	"github.com/reactord/reactord/internal/retry"
 )
 
 // DefaultSockDir is Salt's default sock_dir for the master.
@@ -125,7 +126,7 @@ func (m *MasterBus) Run(ctx context.Context) error {
 	stop := runOutbox(ctx, m.out)
 	defer stop()
 
-	delay := m.minDelay
+	delay := retry.Backoff{Min: m.minDelay, Max: m.maxDelay}
 	var lost time.Time // when the last connection ended; zero before the first
 	failing := false
 	for attempt := 0; ; attempt++ {
@@ -146,15 +147,14 @@ func (m *MasterBus) Run(ctx context.Context) error {
 				m.log.Error("cannot connect to the master's event bus; retrying (is the master running, and is --sock-dir its sock_dir?)",
 					"error", err, "retry_every", m.maxDelay)
 			}
-			if !sleep(ctx, delay) {
+			if !retry.Sleep(ctx, delay.Next()) {
 				m.log.Info("bridge stopped")
 				return nil
 			}
-			delay = min(delay*2, m.maxDelay)
 			continue
 		}
 		failing = false
-		delay = m.minDelay
+		delay.Reset()
 		if lost.IsZero() {
 			m.log.Info("connected to the master's event bus")
 		} else {

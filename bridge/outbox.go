@@ -12,6 +12,7 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
+	"github.com/reactord/reactord/internal/retry"
 )
 
 // Defaults for OutboxConfig.
@@ -215,7 +216,7 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 			body = out
 		}
 	}
-	delay := o.minDelay
+	delay := retry.Backoff{Min: o.minDelay, Max: o.maxDelay}
 	var outage time.Time
 	for {
 		err := o.pub.PublishEvent(ctx, it.tag, body, it.msgID)
@@ -246,10 +247,9 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 			o.healthy.Store(false)
 			o.log.Warn("NATS does not take events; holding them in the spool and retrying", "tag", it.tag, "error", err)
 		}
-		if !sleep(ctx, delay) {
+		if !retry.Sleep(ctx, delay.Next()) {
 			return false
 		}
-		delay = min(delay*2, o.maxDelay)
 	}
 }
 

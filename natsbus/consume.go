@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/reactord/reactord/internal/retry"
 )
 
 // Consumer is a durable JetStream consumption that repairs itself: when
@@ -88,7 +89,7 @@ const startWait = 30 * time.Second
 // JetStream answers that it is not ready.
 func (k *Consumer) startRetrying(ctx context.Context) error {
 	first := true
-	return retryTransient(ctx, 500*time.Millisecond, func() error {
+	return retryTransient(ctx, func() error {
 		err := k.start(ctx)
 		if err != nil && transient(err) && first {
 			first = false
@@ -98,21 +99,13 @@ func (k *Consumer) startRetrying(ctx context.Context) error {
 	})
 }
 
-// retryTransient calls fn every pause until it succeeds or fails for
-// good (an error that is not transient, ctx ended), for up to startWait.
-func retryTransient(ctx context.Context, pause time.Duration, fn func() error) error {
-	deadline := time.Now().Add(startWait)
-	for {
-		err := fn()
-		if err == nil || !transient(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
-	}
+// retryTransient calls fn until it succeeds or fails for good (an error
+// that is not transient, ctx ended), for up to startWait, with
+// retry.Until's pauses.
+func retryTransient(ctx context.Context, fn func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, startWait)
+	defer cancel()
+	return retry.Until(ctx, fn, func(err error) bool { return !transient(err) })
 }
 
 // transient tells a JetStream error that may pass by itself: the server
@@ -448,9 +441,5 @@ func nakBackoff(m jetstream.Msg) error {
 
 // nakDelay is the redelivery delay after the n-th delivery (n ≥ 2).
 func nakDelay(n uint64) time.Duration {
-	d := 250 * time.Millisecond
-	for i := uint64(2); i < n && d < 30*time.Second; i++ {
-		d *= 2
-	}
-	return min(d, 30*time.Second)
+	return retry.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}.After(int(min(n-1, 64)))
 }

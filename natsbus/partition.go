@@ -170,7 +170,7 @@ func (c *Conn) ConsumePartitioned(ctx context.Context, o PartitionOptions, handl
 	}
 	so := o.StreamOptions
 	so.Partitioned = true // interest retention: several consumers, created below
-	if err := retryTransient(ctx, 500*time.Millisecond, func() error { return c.EnsureStream(ctx, so) }); err != nil {
+	if err := retryTransient(ctx, func() error { return c.EnsureStream(ctx, so) }); err != nil {
 		return nil, err
 	}
 	st, err := c.State(ctx, StateOptions{Bucket: o.Bucket, Replicas: o.Replicas, Logger: o.Logger,
@@ -292,7 +292,7 @@ func (c *Conn) consumerSets(ctx context.Context, stream, durable string) (map[st
 func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 	own := strings.TrimSuffix(p.prefix, "-")
 	var sets map[string]*consumerSet
-	err := retryTransient(ctx, 250*time.Millisecond, func() error {
+	err := retryTransient(ctx, func() error {
 		var err error
 		sets, err = p.c.consumerSets(ctx, p.o.Stream, p.o.Durable)
 		return err
@@ -333,7 +333,7 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 		if start > 1 {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 		}
-		err := retryTransient(ctx, 250*time.Millisecond, func() error {
+		err := retryTransient(ctx, func() error {
 			_, err := p.c.js.Consumer(ctx, p.o.Stream, name)
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				_, err = p.c.js.CreateConsumer(ctx, p.o.Stream, cfg)

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/reactord/reactord/internal/retry"
 )
 
 // WriterOptions configures a Writer. Zero fields take their defaults.
@@ -460,7 +461,8 @@ func (w *Writer) run() {
 // Writer stops.
 func (w *Writer) drain(all bool) bool {
 	size := w.o.MaxBatch // halves while looking for a rejected record
-	var delay time.Duration
+	// The jitter keeps replicas from retrying in step.
+	delay := retry.Backoff{Min: w.o.RetryMin, Max: w.o.RetryMax, Jitter: 0.2}
 	for {
 		w.mu.Lock()
 		n := len(w.buf)
@@ -497,7 +499,8 @@ func (w *Writer) drain(all bool) bool {
 		if err == nil {
 			w.commit(k, false, spooled > 0, off)
 			w.resumed()
-			size, delay = min(size*2, w.o.MaxBatch), 0
+			size = min(size*2, w.o.MaxBatch)
+			delay.Reset()
 			continue
 		}
 		w.mu.Lock()
@@ -527,19 +530,8 @@ func (w *Writer) drain(all bool) bool {
 			// meanwhile, and free the memory.
 			_ = w.spill()
 		}
-		if delay == 0 {
-			delay = w.o.RetryMin
-		} else {
-			delay = min(2*delay, w.o.RetryMax)
-		}
-		// ±20% so that replicas do not retry in step.
-		jittered := time.Duration(float64(delay) * (0.8 + 0.4*rand.Float64()))
-		t := time.NewTimer(jittered)
-		select {
-		case <-w.ctx.Done():
-			t.Stop()
+		if !retry.Sleep(w.ctx, delay.Next()) {
 			return false
-		case <-t.C:
 		}
 	}
 }

@@ -287,7 +287,7 @@ func TestWriterBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeWriter(t, w)
-	// Delays 10, 20, 40, 40, 40ms (±20%).
+	// Delays 10, 20, 40, 40, 40ms (less up to 20%).
 	want := []time.Duration{10, 20, 40, 40, 40}
 	for i, d := range want {
 		got := times[i+1].Sub(times[i])

@@ -20,15 +20,14 @@ const (
 // enough for a NATS cluster that lost a node to elect new leaders, short
 // enough not to wait much past it.
 func Until(ctx context.Context, try func() error, stop func(error) bool) error {
-	for pause := First; ; pause = min(2*pause, Most) {
+	b := Backoff{Min: First, Max: Most}
+	for {
 		err := try()
 		if err == nil || stop != nil && stop(err) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if !Sleep(ctx, b.Next()) {
 			return err
-		case <-time.After(pause):
 		}
 	}
 }

@@ -48,3 +48,30 @@ func TestUntil(t *testing.T) {
 		})
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Min: 100 * time.Millisecond, Max: time.Second}
+	var got []time.Duration
+	for range 6 {
+		got = append(got, b.Next())
+	}
+	want := []time.Duration{100, 200, 400, 800, 1000, 1000}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("delays %v, want %v ms", got, want)
+		}
+	}
+	b.Reset()
+	if d := b.Next(); d != 100*time.Millisecond {
+		t.Fatalf("after Reset: %v, want the first delay again", d)
+	}
+	if d := (Backoff{Min: time.Second, Max: 30 * time.Second}).After(1 << 40); d != 30*time.Second {
+		t.Fatalf("After(huge) = %v, want the cap", d)
+	}
+	j := Backoff{Min: time.Second, Max: time.Second, Jitter: 0.5}
+	for range 100 {
+		if d := j.Delay(1); d < 500*time.Millisecond || d > time.Second {
+			t.Fatalf("jittered delay %v outside [0.5s, 1s]", d)
+		}
+	}
+}
