@@ -2,7 +2,11 @@ package bridge
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -132,8 +136,8 @@ func TestSpoolDrainWhileWriting(t *testing.T) {
 	for range 20 {
 		push(2)
 		pop(2)
-		if s.wOff > 6*rs {
-			t.Fatalf("file at %d bytes, bound %d", s.wOff, 6*rs)
+		if s.disk.Size() > 6*rs {
+			t.Fatalf("file at %d bytes, bound %d", s.disk.Size(), 6*rs)
 		}
 	}
 	pop(next - want)
@@ -149,4 +153,38 @@ func TestSpoolDrainWhileWriting(t *testing.T) {
 	}
 	push(1)
 	pop(1)
+}
+
+// TestSpoolMovesLegacyFile: the spool file an earlier version left
+// (bridge-spool.dat) is moved into the disk spool at open, its events in
+// order and a record it wrote in part cut, and the old file removed.
+func TestSpoolMovesLegacyFile(t *testing.T) {
+	dir := t.TempDir()
+	var legacy []byte
+	for i := range 3 {
+		rec := encodeItem(item{tag: fmt.Sprintf("t/%d", i), msgID: fmt.Sprint(i), body: []byte(`{"n":1}`)})
+		legacy = binary.BigEndian.AppendUint32(legacy, uint32(len(rec)))
+		legacy = append(legacy, rec...)
+	}
+	legacy = append(legacy, 0, 0, 0, 40, 0) // written in part
+	if err := os.WriteFile(filepath.Join(dir, legacySpoolFile), legacy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSpool(dir, 1, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if s.restored != 3 {
+		t.Fatalf("restored %d, want 3", s.restored)
+	}
+	for i := range 3 {
+		got, ok := s.tryPop()
+		if want := fmt.Sprintf("t/%d", i); !ok || got.tag != want || got.msgID != fmt.Sprint(i) || string(got.body) != `{"n":1}` {
+			t.Fatalf("pop %d: %+v, %v; want %s", i, got, ok, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, legacySpoolFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("legacy file left: %v", err)
+	}
 }

@@ -1,227 +1,76 @@
 package store
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
-	"os"
-	"path/filepath"
-	"syscall"
 	"time"
+
+	diskspool "github.com/reactord/reactord/internal/spool"
 )
 
-// Spool file names under WriterOptions.SpoolDir.
-const (
-	spoolFile = "store-spool.dat"
-	spoolHead = "store-spool.head"
-)
+// spoolName names the Writer's spool under WriterOptions.SpoolDir
+// (store-spool.dat and its head file).
+const spoolName = "store-spool"
 
-// errSpoolFull is returned by spool.append when the records would take the
-// file past its bound.
-var errSpoolFull = errors.New("store: spool full")
+// spoolFile is the spool's data file, for messages and tests.
+const spoolFile = spoolName + ".dat"
 
 // spool is the Writer's disk FIFO: records that could not be written to the
-// database yet, kept durably (appended and fsynced) so that an event whose
-// records are in it can be acknowledged, and so that a stop or a crash
-// while the database is down loses nothing. The next Writer on the same
-// directory writes them first.
-//
-// The file is a sequence of frames: a 4-byte length, a 4-byte CRC-32 of
-// the payload, then the payload (one record, see encodeRecord). The read
-// offset is kept in a small side file, updated after each batch the
-// database took; after a crash the batch in flight is written again
-// (delivery into the store is at least once, as for the Writer). When the
-// reader catches up, both files are emptied.
-type spool struct {
-	path  string
-	f     *os.File
-	head  *os.File
-	rOff  int64 // first unread frame
-	wOff  int64 // end of the file
-	n     int   // frames between rOff and wOff
-	limit int64 // largest size of the file
-}
+// database yet, kept durably (appended and fsynced, see internal/spool) so
+// that an event whose records are in it can be acknowledged, and so that a
+// stop or a crash while the database is down loses nothing. The next
+// Writer on the same directory writes them first. After a crash the batch
+// in flight is written again (delivery into the store is at least once,
+// as for the Writer).
+type spool struct{ *diskspool.File }
 
 // openSpool opens (or creates) the spool in dir. It returns how many
 // records an earlier run left and how many bytes of a frame written in part
 // (a crash during an append) it cut off.
-func openSpool(dir string, limit int64) (s *spool, restored int, torn int64, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, 0, 0, fmt.Errorf("store spool: %w", err)
-	}
-	path := filepath.Join(dir, spoolFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+func openSpool(dir string, limit int64) (*spool, int, int64, error) {
+	f, restored, torn, err := diskspool.Open(dir, spoolName, diskspool.Options{Limit: limit, Sync: true})
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("store spool: %w", err)
+		return nil, 0, 0, fmt.Errorf("store %w", err)
 	}
-	h, err := os.OpenFile(filepath.Join(dir, spoolHead), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		f.Close()
-		return nil, 0, 0, fmt.Errorf("store spool: %w", err)
-	}
-	// One Writer per spool: a second daemon on the same data directory
-	// would interleave its frames with ours.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		h.Close()
-		return nil, 0, 0, fmt.Errorf("store spool %s is in use by another process (each reactord needs its own --data-dir): %w", path, err)
-	}
-	s = &spool{path: path, f: f, head: h, limit: limit}
-	var hb [8]byte
-	if n, _ := h.ReadAt(hb[:], 0); n == 8 {
-		s.rOff = int64(binary.LittleEndian.Uint64(hb[:]))
-	}
-	// Find the end of the last whole frame.
-	st, err := f.Stat()
-	if err != nil {
-		s.close()
-		return nil, 0, 0, fmt.Errorf("store spool: %w", err)
-	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, st.Size()), 1<<20)
-	var off int64
-	frames := 0
-	for {
-		_, size, err := readFrame(br)
-		if err != nil {
-			break
-		}
-		if off >= s.rOff {
-			frames++
-		}
-		off += size
-	}
-	if s.rOff > off {
-		// The head points past what the file holds: the file was cut by
-		// hand. Start over from its beginning rather than lose it.
-		s.rOff, frames = 0, 0
-		br.Reset(io.NewSectionReader(f, 0, off))
-		for {
-			if _, _, err := readFrame(br); err != nil {
-				break
-			}
-			frames++
-		}
-	}
-	torn = st.Size() - off
-	if torn > 0 {
-		if err := f.Truncate(off); err != nil {
-			s.close()
-			return nil, 0, 0, fmt.Errorf("store spool: %w", err)
-		}
-	}
-	s.wOff, s.n = off, frames
-	if s.n == 0 {
-		if err := s.reset(); err != nil {
-			s.close()
-			return nil, 0, 0, err
-		}
-	}
-	return s, s.n, torn, nil
+	return &spool{f}, restored, torn, nil
 }
 
-// append writes recs at the end of the file and syncs it: all or none.
+// append writes recs at the end of the file and syncs it: all or none;
+// diskspool.ErrFull past its bound.
 func (s *spool) append(recs []any) error {
-	var buf []byte
-	for _, r := range recs {
-		start := len(buf)
-		buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0)
-		buf = encodeRecord(buf, r)
-		payload := buf[start+8:]
-		binary.LittleEndian.PutUint32(buf[start:], uint32(len(payload)))
-		binary.LittleEndian.PutUint32(buf[start+4:], crc32.ChecksumIEEE(payload))
+	payloads := make([][]byte, len(recs))
+	for i, r := range recs {
+		payloads[i] = encodeRecord(nil, r)
 	}
-	if s.limit > 0 && s.wOff+int64(len(buf)) > s.limit {
-		return errSpoolFull
-	}
-	if _, err := s.f.WriteAt(buf, s.wOff); err != nil {
-		_ = s.f.Truncate(s.wOff)
-		return fmt.Errorf("store spool: %w", err)
-	}
-	if err := s.f.Sync(); err != nil {
-		_ = s.f.Truncate(s.wOff)
-		return fmt.Errorf("store spool: %w", err)
-	}
-	s.wOff += int64(len(buf))
-	s.n += len(recs)
-	return nil
+	return s.Append(payloads...)
 }
 
 // peek reads up to k records from the head, and the offset just past them.
 func (s *spool) peek(k int) ([]any, int64, error) {
-	br := bufio.NewReaderSize(io.NewSectionReader(s.f, s.rOff, s.wOff-s.rOff), 1<<16)
-	off := s.rOff
-	recs := make([]any, 0, min(k, s.n))
-	for len(recs) < k && off < s.wOff {
-		payload, size, err := readFrame(br)
-		if err != nil {
-			return nil, 0, fmt.Errorf("store spool %s at offset %d: %w", s.path, off, err)
+	raw, off, err := s.Peek(k)
+	if err != nil {
+		return nil, 0, err
+	}
+	recs := make([]any, len(raw))
+	for i, p := range raw {
+		if recs[i], err = decodeRecord(p); err != nil {
+			return nil, 0, fmt.Errorf("store spool %s: %w", s.Path(), err)
 		}
-		r, err := decodeRecord(payload)
-		if err != nil {
-			return nil, 0, fmt.Errorf("store spool %s at offset %d: %w", s.path, off, err)
-		}
-		recs = append(recs, r)
-		off += size
 	}
 	return recs, off, nil
 }
 
 // advance drops the k records up to off (the database took them).
-func (s *spool) advance(k int, off int64) error {
-	s.rOff = off
-	s.n -= k
-	if s.n <= 0 {
-		return s.reset()
-	}
-	var hb [8]byte
-	binary.LittleEndian.PutUint64(hb[:], uint64(off))
-	if _, err := s.head.WriteAt(hb[:], 0); err != nil {
-		return fmt.Errorf("store spool: %w", err)
-	}
-	return nil
-}
+func (s *spool) advance(k int, off int64) error { return s.Advance(k, off) }
 
 // reset empties the spool.
-func (s *spool) reset() error {
-	s.rOff, s.wOff, s.n = 0, 0, 0
-	if err := s.head.Truncate(0); err != nil {
-		return fmt.Errorf("store spool: %w", err)
-	}
-	if err := s.f.Truncate(0); err != nil {
-		return fmt.Errorf("store spool: %w", err)
-	}
-	return nil
-}
+func (s *spool) reset() error { return s.Reset() }
 
 // bytes returns the size of the records not yet read.
-func (s *spool) bytes() int64 { return s.wOff - s.rOff }
+func (s *spool) bytes() int64 { return s.Bytes() }
 
-func (s *spool) close() error {
-	return errors.Join(s.f.Close(), s.head.Close())
-}
-
-// readFrame reads one frame; it fails on a short or damaged one.
-func readFrame(r *bufio.Reader) (payload []byte, size int64, err error) {
-	var hdr [8]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, 0, err
-	}
-	n := binary.LittleEndian.Uint32(hdr[:])
-	if n > 1<<30 {
-		return nil, 0, fmt.Errorf("frame of %d bytes: damaged", n)
-	}
-	payload = make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return nil, 0, err
-	}
-	if crc32.ChecksumIEEE(payload) != binary.LittleEndian.Uint32(hdr[4:]) {
-		return nil, 0, errors.New("frame checksum mismatch: damaged")
-	}
-	return payload, int64(8 + n), nil
-}
+func (s *spool) close() error { return s.Close() }
 
 // Record kinds in the spool.
 const (

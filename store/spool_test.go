@@ -185,7 +185,7 @@ func TestWriterSpoolSurvivesATornAppend(t *testing.T) {
 	if err := sp.advance(3, off); err != nil {
 		t.Fatal(err)
 	}
-	end := sp.wOff
+	end := sp.bytes()
 	sp.close()
 	// Half a frame at the end.
 	f, err := os.OpenFile(filepath.Join(dir, spoolFile), os.O_WRONLY|os.O_APPEND, 0)
@@ -203,8 +203,8 @@ func TestWriterSpoolSurvivesATornAppend(t *testing.T) {
 	if _, _, _, err := openSpool(dir, 0); err == nil {
 		t.Fatal("a second open of a spool in use succeeded")
 	}
-	if restored != 7 || torn != 10 || sp2.wOff != end {
-		t.Fatalf("reopen: restored %d torn %d end %d; want 7, 10, %d", restored, torn, sp2.wOff, end)
+	if restored != 7 || torn != 10 || sp2.bytes() != end {
+		t.Fatalf("reopen: restored %d torn %d end %d; want 7, 10, %d", restored, torn, sp2.bytes(), end)
 	}
 	recs, _, err = sp2.peek(100)
 	if err != nil {

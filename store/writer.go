@@ -199,7 +199,7 @@ func OpenWriter(s Store, opts WriterOptions) (*Writer, error) {
 		w.spooled, w.spoolBytes = restored, sp.bytes()
 		w.added, w.removed = uint64(restored), uint64(restored)
 		if opts.Logger != nil && (restored > 0 || torn > 0) {
-			opts.Logger.Warn("audit store: records an earlier run left in the spool are written first", "records", restored, "spool", sp.path, "torn_bytes_cut", torn)
+			opts.Logger.Warn("audit store: records an earlier run left in the spool are written first", "records", restored, "spool", sp.Path(), "torn_bytes_cut", torn)
 		}
 		if restored > 0 {
 			w.kick <- struct{}{}
@@ -426,12 +426,12 @@ func (w *Writer) Close(ctx context.Context) error {
 	closeErr := w.sp.close()
 	if st.Pending > 0 {
 		return fmt.Errorf("store: writer closed with %d records unwritten (%d kept in the spool %s; spooling the rest failed: %v): %w",
-			st.Pending, st.Spooled, w.sp.path, errors.Join(spillErr, closeErr), err)
+			st.Pending, st.Spooled, w.sp.Path(), errors.Join(spillErr, closeErr), err)
 	}
 	if closeErr != nil {
 		return fmt.Errorf("store: writer closed; closing the spool: %w", closeErr)
 	}
-	return fmt.Errorf("%d records in %s, written at the next start: %w", st.Spooled, w.sp.path, ErrSpooled)
+	return fmt.Errorf("%d records in %s, written at the next start: %w", st.Spooled, w.sp.Path(), ErrSpooled)
 }
 
 // run is the background loop.
@@ -595,7 +595,7 @@ func (w *Writer) spill() error {
 		w.mu.Unlock()
 		if first && w.o.Logger != nil {
 			w.o.Logger.Error("audit store: cannot spool records to disk; they wait in memory (beyond its bound they are refused and counted)",
-				"records", k, "spool", w.sp.path, "limit_bytes", w.o.SpoolLimit, "err", err)
+				"records", k, "spool", w.sp.Path(), "limit_bytes", w.o.SpoolLimit, "err", err)
 		}
 		return err
 	}
