@@ -473,14 +473,7 @@ func (e *Engine) fileError(log *slog.Logger, tag string, rule *config.Rule, err 
 // key at once, then at most one a minute, carrying how many it stands for.
 // Each occurrence stays counted in the metrics and the ledger.
 func (e *Engine) noisy(log *slog.Logger, level slog.Level, key, msg string, args ...any) {
-	n, ok := e.limit.Tick(msg + "\x00" + key)
-	if !ok {
-		return
-	}
-	if n > 1 {
-		args = append(args, "occurrences_since_last_line", n)
-	}
-	log.Log(context.Background(), level, msg, args...)
+	e.limit.Log(log, level, key, msg, args...)
 }
 
 // eventLog is the logger for lines about one event: with its event_id when

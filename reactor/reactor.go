@@ -871,12 +871,5 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight) engine.Gate {
 // message and key at once, then at most one a minute carrying how many it
 // stands for. The metrics, the ledger and the dead letters keep each one.
 func (d *Reactor) noisy(level slog.Level, key, msg string, args ...any) {
-	n, ok := d.limit.Tick(msg + "\x00" + key)
-	if !ok {
-		return
-	}
-	if n > 1 {
-		args = append(args, "occurrences_since_last_line", n)
-	}
-	d.opts.Log.Log(context.Background(), level, msg, args...)
+	d.limit.Log(d.opts.Log, level, key, msg, args...)
 }

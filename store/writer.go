@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/internal/retry"
 )
 
@@ -124,10 +125,10 @@ type Writer struct {
 	waiters                []waiter      // OnDurable callbacks, by mark
 	stats                  WriterStats
 
-	failing   time.Time // when the current outage began (zero: none)
-	failed    int       // attempts failed in the current outage
-	failLog   time.Time // last summary line of the current outage
-	spoolErrs int       // spool appends failed in the current outage
+	failing   time.Time      // when the current outage began (zero: none)
+	failed    int            // attempts failed in the current outage
+	failLog   *ratelog.Every // the current outage's lines: its first, then one a minute
+	spoolErrs int            // spool appends failed in the current outage
 }
 
 // waiter is an OnDurable callback: fn runs once removed reaches mark.
@@ -543,12 +544,11 @@ func (w *Writer) failure(err error, records int) {
 	first := w.failing.IsZero()
 	if first {
 		w.failing = time.Now()
+		w.failLog = ratelog.New(time.Minute)
 	}
 	w.failed++
-	summary := !first && time.Since(w.failLog) >= time.Minute
-	if first || summary {
-		w.failLog = time.Now()
-	}
+	_, logNow := w.failLog.Tick()
+	summary := !first && logNow
 	failed, since, pending, spooled := w.failed, w.failing, len(w.buf), w.spooled
 	w.mu.Unlock()
 	if w.o.Logger == nil {

@@ -5,6 +5,8 @@
 package ratelog
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -76,4 +78,18 @@ func (k *Keyed) Tick(key string) (n int64, ok bool) {
 	}
 	k.mu.Unlock()
 	return e.Tick()
+}
+
+// Log writes msg at level to log for the first occurrence of msg and key
+// at once, then at most once per interval, adding how many occurrences the
+// line stands for (occurrences_since_last_line) when it is more than one.
+func (k *Keyed) Log(log *slog.Logger, level slog.Level, key, msg string, args ...any) {
+	n, ok := k.Tick(msg + "\x00" + key)
+	if !ok {
+		return
+	}
+	if n > 1 {
+		args = append(args, "occurrences_since_last_line", n)
+	}
+	log.Log(context.Background(), level, msg, args...)
 }
