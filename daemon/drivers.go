@@ -10,6 +10,7 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
+	"github.com/reactord/reactord/actions/natsdriver"
 	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/natsbus"
 )
@@ -33,7 +34,7 @@ type DriverOptions struct {
 // DefaultDriverOptions returns the drivers' defaults.
 func DefaultDriverOptions() DriverOptions {
 	return DriverOptions{
-		ExecSubject: natsbus.DefaultExecPrefix, APIEAuth: "auto",
+		ExecSubject: natsdriver.DefaultExecPrefix, APIEAuth: "auto",
 		APIMaxInFlight: saltapi.DefaultMaxInFlight, APIMaxBatch: saltapi.DefaultMaxBatch, APIMaxMerge: saltapi.DefaultMaxMerge,
 		SaltBin: "salt", SaltRunBin: "salt-run", SaltCallBin: "salt-call",
 		ExecTimeout: 30 * time.Second, KillGrace: 5 * time.Second, ExecCoalesce: execdriver.DefaultMaxCoalesce,
@@ -90,7 +91,7 @@ func (f *DriverOptions) Driver(name string, stdout io.Writer, conn *natsbus.Conn
 	case "null":
 		return actions.Null{}, nil
 	case "nats":
-		return natsbus.NewDriver(conn, f.ExecSubject, fmt.Sprintf("reactord-%d", os.Getpid())), nil
+		return natsdriver.New(conn, f.ExecSubject, fmt.Sprintf("reactord-%d", os.Getpid())), nil
 	case "exec":
 		return f.Exec()
 	case "saltapi":

@@ -8,20 +8,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // checkFor polls fn until it returns nil or the timeout passes.
+// checkFor waits for fn to return nil (wait.For).
 func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = fn(); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("condition not met after %v: %v", timeout, err)
+	wait.For(t, timeout, fn)
 }
 
 func startServer(t *testing.T) (*Embedded, *Conn) {

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/internal/redact"
 )
@@ -751,3 +753,23 @@ func (c *Conn) StreamMessages(ctx context.Context, stream string) (uint64, error
 	}
 	return info.State.Msgs, nil
 }
+
+// DeadLetter publishes a reaction that failed for good on subject, with the
+// error, for inspection and replay.
+func (c *Conn) DeadLetter(subject string, a actions.Action, cause error) {
+	body := []byte(`{"tag":`)
+	body, _ = event.AppendJSON(body, a.Tag)
+	body = append(body, `,"chunk":`...)
+	body, _ = event.AppendJSON(body, a.Chunk)
+	body = append(body, `,"error":`...)
+	body, _ = event.AppendJSON(body, cause.Error())
+	body = append(body, '}')
+	_ = c.PublishRaw(subject, body, Meta{Cause: a.Tag})
+}
+
+// NATS returns the underlying nats.go connection, for the packages that
+// build on Conn (consumers, key-value state, the nats driver).
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// JetStream returns the connection's JetStream context.
+func (c *Conn) JetStream() jetstream.JetStream { return c.js }

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/reactord/reactord/actions"
-	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/actions/natsdriver"
 	"github.com/reactord/reactord/reactor"
 )
 
@@ -40,7 +40,7 @@ func TestDriverMetrics(t *testing.T) {
 		t.Fatalf("null driver: %d series (%v)", n, err)
 	}
 	_, c := natsServer(t)
-	reactor.RegisterDriverMetrics(reg, natsbus.NewDriver(c, "", "test"))
+	reactor.RegisterDriverMetrics(reg, natsdriver.New(c, "", "test"))
 	want := `# HELP reactord_driver_unconfirmed_total Reactions published but not confirmed by the server (the connection failed or the confirming flush timed out): they may not have reached executors, and are not resent.
 # TYPE reactord_driver_unconfirmed_total counter
 reactord_driver_unconfirmed_total{driver="nats"} 0

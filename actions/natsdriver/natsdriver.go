@@ -1,4 +1,6 @@
-package natsbus
+// Package natsdriver is the nats driver: it publishes each reaction on a
+// NATS subject for custom executors.
+package natsdriver
 
 import (
 	"context"
@@ -9,9 +11,9 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/actions"
-	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/internal/retry"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // DefaultExecPrefix is where the nats driver publishes reactions.
@@ -55,7 +57,7 @@ var driverFlushTimeout = 10 * time.Second
 // too large, no acknowledgement from the stream) is Do's retryable error in
 // every mode.
 type Driver struct {
-	conn   *Conn
+	conn   *natsbus.Conn
 	prefix string
 	origin string
 
@@ -108,9 +110,9 @@ type DriverStats struct {
 	Flushes int64
 }
 
-// NewDriver returns a nats driver publishing under prefix (default
+// New returns a nats driver publishing under prefix (default
 // reactord.exec.).
-func NewDriver(c *Conn, prefix, origin string) *Driver {
+func New(c *natsbus.Conn, prefix, origin string) *Driver {
 	if prefix == "" {
 		prefix = DefaultExecPrefix
 	}
@@ -129,8 +131,8 @@ func (d *Driver) Supports(string) bool { return true }
 // JetStream mode only, waits for the server to have it (see Driver).
 func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	body := actions.AppendLine(nil, a.Tag, a.Chunk)
-	subj := d.prefix + Subject("", a.Chunk.Str("state"))
-	meta := Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}
+	subj := d.prefix + natsbus.Subject("", a.Chunk.Str("state"))
+	meta := natsbus.Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}
 	if d.storedMode(ctx, subj) {
 		meta.MsgID = a.Key
 		if err := d.publishStored(ctx, subj, body[:len(body)-1], meta); err != nil {
@@ -148,7 +150,7 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	if wait {
 		d.flushes.Add(1)
 		fctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
-		err := d.conn.nc.FlushWithContext(fctx)
+		err := d.conn.NATS().FlushWithContext(fctx)
 		cancel()
 		if err != nil {
 			return actions.Result{}, actions.Retryable(fmt.Errorf("flushing %s: %w", subj, err))
@@ -173,11 +175,11 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 // answers again once the stream has a new leader, which takes longer
 // than the retries a driver error gets. The message id makes a repeated
 // publish that the stream had stored one copy.
-func (d *Driver) publishStored(ctx context.Context, subj string, body []byte, meta Meta) error {
+func (d *Driver) publishStored(ctx context.Context, subj string, body []byte, meta natsbus.Meta) error {
 	ctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
 	defer cancel()
 	return retry.Until(ctx, func() error { return d.conn.PublishStored(ctx, subj, body, meta) },
-		func(error) bool { return d.conn.nc.IsClosed() })
+		func(error) bool { return d.conn.NATS().IsClosed() })
 }
 
 // driverModeEvery is how often the driver asks the server again whether a
@@ -252,7 +254,7 @@ func (d *Driver) confirm() {
 func (d *Driver) flush() {
 	// While the connection is down, publishes wait in its reconnect
 	// buffer and go out once it is back: confirm them then.
-	for !d.conn.nc.IsConnected() && !d.conn.nc.IsClosed() {
+	for !d.conn.NATS().IsConnected() && !d.conn.NATS().IsClosed() {
 		select {
 		case <-d.stop:
 			return
@@ -269,7 +271,7 @@ func (d *Driver) flush() {
 	d.mu.Unlock()
 	d.flushes.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), driverFlushTimeout)
-	err := d.conn.nc.FlushWithContext(ctx)
+	err := d.conn.NATS().FlushWithContext(ctx)
 	cancel()
 	d.settle(gen, err)
 }
@@ -327,19 +329,6 @@ func (d *Driver) Close(ctx context.Context) error {
 		d.settle(gen, err)
 	})
 	return err
-}
-
-// DeadLetter publishes a reaction that failed for good on subject, with the
-// error, for inspection and replay.
-func (c *Conn) DeadLetter(subject string, a actions.Action, cause error) {
-	body := []byte(`{"tag":`)
-	body, _ = event.AppendJSON(body, a.Tag)
-	body = append(body, `,"chunk":`...)
-	body, _ = event.AppendJSON(body, a.Chunk)
-	body = append(body, `,"error":`...)
-	body, _ = event.AppendJSON(body, cause.Error())
-	body = append(body, '}')
-	_ = c.PublishRaw(subject, body, Meta{Cause: a.Tag})
 }
 
 var _ actions.Driver = (*Driver)(nil)

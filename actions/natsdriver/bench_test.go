@@ -1,4 +1,4 @@
-package natsbus
+package natsdriver
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // BenchmarkDriver measures the nats driver as the daemon uses it: 8 lanes
@@ -38,17 +39,17 @@ func BenchmarkDriver(b *testing.B) {
 }
 
 func benchDriver(b *testing.B, js, busy bool) {
-	o := ServerOptions{Listen: "127.0.0.1:-1"}
+	o := natsbus.ServerOptions{Listen: "127.0.0.1:-1"}
 	if js {
 		o.DataDir = b.TempDir()
 	}
-	srv, err := StartEmbedded(o)
+	srv, err := natsbus.StartEmbedded(o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Shutdown()
-	connect := func(name string) *Conn {
-		c, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: name})
+	connect := func(name string) *natsbus.Conn {
+		c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: name})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func benchDriver(b *testing.B, js, busy bool) {
 	defer executor.Close()
 	defer flooder.Close()
 	var got atomic.Int64
-	sub, err := executor.SubscribeRaw(DefaultExecPrefix+">", func(string, []byte, Meta) { got.Add(1) })
+	sub, err := executor.SubscribeRaw(DefaultExecPrefix+">", func(string, []byte, natsbus.Meta) { got.Add(1) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func benchDriver(b *testing.B, js, busy bool) {
 		b.Fatal(err)
 	}
 	if js { // Do waits for a round trip, as in a --jetstream daemon
-		if err := executor.EnsureStream(context.Background(), StreamOptions{Stream: "BENCH"}); err != nil {
+		if err := executor.EnsureStream(context.Background(), natsbus.StreamOptions{Stream: "BENCH"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -76,7 +77,7 @@ func benchDriver(b *testing.B, js, busy bool) {
 	flooded := make(chan struct{})
 	if busy {
 		var events atomic.Int64
-		evs, err := daemon.Subscribe("", func(*Message) { events.Add(1) })
+		evs, err := daemon.Subscribe("", func(*natsbus.Message) { events.Add(1) })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -91,13 +92,13 @@ func benchDriver(b *testing.B, js, busy bool) {
 					return
 				default:
 				}
-				_ = flooder.Publish("salt/job/20260101000000000000/ret/web1", body, Meta{})
+				_ = flooder.Publish("salt/job/20260101000000000000/ret/web1", body, natsbus.Meta{})
 			}
 		}()
 	} else {
 		close(flooded)
 	}
-	drv := NewDriver(daemon, "", "bench")
+	drv := New(daemon, "", "bench")
 	defer func() { _ = drv.Close(context.Background()) }()
 	a := actions.Action{Tag: "salt/minion/web1/start", Chunk: benchChunk()}
 	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0))) // 8 lanes

@@ -1,4 +1,4 @@
-package natsbus
+package natsdriver
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/internal/wait"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // TestDriverPublishesAndConfirms: each reaction arrives on
@@ -22,15 +24,15 @@ import (
 // background flushes confirm every one without a round trip per reaction.
 func TestDriverPublishesAndConfirms(t *testing.T) {
 	_, c := startServer(t)
-	exec, err := Connect(ConnOptions{URL: c.nc.ConnectedUrl(), Name: "executor"})
+	exec, err := natsbus.Connect(natsbus.ConnOptions{URL: c.NATS().ConnectedUrl(), Name: "executor"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer exec.Close()
 	var mu sync.Mutex
 	var got []string
-	var metas []Meta
-	sub, err := exec.SubscribeRaw("test.exec.>", func(subject string, body []byte, m Meta) {
+	var metas []natsbus.Meta
+	sub, err := exec.SubscribeRaw("test.exec.>", func(subject string, body []byte, m natsbus.Meta) {
 		mu.Lock()
 		got = append(got, subject+" "+string(body))
 		metas = append(metas, m)
@@ -42,7 +44,7 @@ func TestDriverPublishesAndConfirms(t *testing.T) {
 	defer sub.Stop()
 	_ = exec.Flush(context.Background())
 
-	d := NewDriver(c, "test.exec.", "reactord-test")
+	d := New(c, "test.exec.", "reactord-test")
 	const n = 500
 	for i := range n {
 		ch := benchChunk()
@@ -51,7 +53,7 @@ func TestDriverPublishesAndConfirms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkFor(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, func() error {
 		if s := d.Stats(); s.Confirmed != n {
 			return fmt.Errorf("stats %+v", s)
 		}
@@ -90,12 +92,12 @@ func TestDriverCountsUnconfirmed(t *testing.T) {
 	driverFlushTimeout = 300 * time.Millisecond
 	t.Cleanup(func() { driverFlushTimeout = old })
 	url := muteServer(t)
-	c, err := Connect(ConnOptions{URL: url, Name: "test"})
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: url, Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf syncbuf.Buffer
-	d := NewDriver(c, "", "reactord-test")
+	d := New(c, "", "reactord-test")
 	d.Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	var start time.Time
 	for i := range 3 {
@@ -109,7 +111,7 @@ func TestDriverCountsUnconfirmed(t *testing.T) {
 	if el := time.Since(start); el > 200*time.Millisecond {
 		t.Errorf("Do waited %v for the server", el)
 	}
-	checkFor(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, func() error {
 		if s := d.Stats(); s.Unconfirmed != 3 || s.Confirmed != 0 {
 			return fmt.Errorf("stats %+v", s)
 		}
@@ -170,10 +172,10 @@ func muteServer(t *testing.T) string {
 // connection is Do's retryable error.
 func TestDriverWaitsInJetStreamMode(t *testing.T) {
 	_, c := startServer(t)
-	if err := c.EnsureStream(context.Background(), StreamOptions{}); err != nil {
+	if err := c.EnsureStream(context.Background(), natsbus.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d := NewDriver(c, "test.exec.", "reactord-test")
+	d := New(c, "test.exec.", "reactord-test")
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -205,7 +207,7 @@ func TestDriverWaitsInJetStreamMode(t *testing.T) {
 func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
 	_, c := startServer(t)
 	ctx := context.Background()
-	js, err := jetstream.New(c.nc)
+	js, err := jetstream.New(c.NATS())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +216,12 @@ func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
 		t.Fatal(err)
 	}
 	var runner atomic.Int64
-	sub, err := c.SubscribeRaw("test.exec.runner", func(string, []byte, Meta) { runner.Add(1) })
+	sub, err := c.SubscribeRaw("test.exec.runner", func(string, []byte, natsbus.Meta) { runner.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Stop()
-	d := NewDriver(c, "test.exec.", "reactord-test")
+	d := New(c, "test.exec.", "reactord-test")
 	defer d.Close(ctx)
 	do := func(state, key string) {
 		t.Helper()
@@ -245,16 +247,16 @@ func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Header.Get(HeaderMsgID); got != "ev-1/start.sls/highstate" {
+	if got := m.Header.Get(natsbus.HeaderMsgID); got != "ev-1/start.sls/highstate" {
 		t.Errorf("message id %q", got)
 	}
-	if got := m.Header.Get(HeaderHop); got != "2" {
+	if got := m.Header.Get(natsbus.HeaderHop); got != "2" {
 		t.Errorf("hop %q, want 2", got)
 	}
 	if !strings.Contains(string(m.Data), `"tgt":"web1"`) {
 		t.Errorf("body %s", m.Data)
 	}
-	checkFor(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, func() error {
 		if n := runner.Load(); n != 1 {
 			return fmt.Errorf("%d runner reactions over core NATS, want 1", n)
 		}
@@ -263,4 +265,20 @@ func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
 	if st := d.Stats(); st.Published != 5 || st.Confirmed < 4 {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// startServer runs an embedded server and connects to it.
+func startServer(t testing.TB) (*natsbus.Embedded, *natsbus.Conn) {
+	t.Helper()
+	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return srv, c
 }

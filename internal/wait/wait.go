@@ -1,0 +1,23 @@
+// Package wait lets tests wait for a condition that another goroutine or
+// process brings about, without a fixed sleep.
+package wait
+
+import (
+	"testing"
+	"time"
+)
+
+// For calls fn every 10ms until it returns nil, and fails the test with
+// fn's last error when timeout passes first.
+func For(t testing.TB, timeout time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = fn(); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after %v: %v", timeout, err)
+}
