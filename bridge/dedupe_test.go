@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestRepeatsReachTheStream is issue 9 #8 end to end: a master emits the
@@ -17,7 +18,7 @@ import (
 // are three messages, the emission read twice is one. An event without a
 // _stamp, read twice, is two messages: nothing tells it from a repeat.
 func TestRepeatsReachTheStream(t *testing.T) {
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

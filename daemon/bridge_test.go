@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // bridgeOptions are a bridge's defaults publishing to an embedded server
 // of the test's own, from a sock_dir where no master runs.
 func bridgeOptions(t *testing.T) BridgeOptions {
 	t.Helper()
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

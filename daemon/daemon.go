@@ -29,6 +29,7 @@ import (
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/reactor"
 )
 
@@ -72,7 +73,7 @@ type Daemon struct {
 	natsURL   string
 
 	// Parts, set as New starts them.
-	srv         *natsbus.Embedded
+	srv         *embedded.Server
 	token       string
 	conn        *natsbus.Conn
 	drv         actions.Driver

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // NATSOptions are the connection settings the daemon, fire, events and
@@ -96,7 +97,7 @@ func tokenHint(dirs []string) string {
 // of dataDir (created at the first start), or open to every client with
 // open, and records its address beside the token. It returns the server
 // and the token the daemon connects with.
-func startEmbedded(log *slog.Logger, so natsbus.ServerOptions, dataDir string, open bool) (*natsbus.Embedded, string, error) {
+func startEmbedded(log *slog.Logger, so embedded.Options, dataDir string, open bool) (*embedded.Server, string, error) {
 	token, tokenFile := "", natsbus.TokenFile(dataDir)
 	if !open {
 		tok, created, exposed, err := natsbus.EnsureToken(dataDir)
@@ -112,7 +113,7 @@ func startEmbedded(log *slog.Logger, so natsbus.ServerOptions, dataDir string, o
 		token = tok
 	}
 	so.Token = token
-	srv, err := natsbus.StartEmbedded(so)
+	srv, err := embedded.Start(so)
 	if err != nil {
 		return nil, "", err
 	}

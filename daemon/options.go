@@ -13,6 +13,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/reactor"
 	"github.com/reactord/reactord/store"
 )
@@ -122,7 +123,7 @@ type Hooks struct {
 func Defaults() Options {
 	return Options{
 		Listen:       "127.0.0.1:4222",
-		MaxPayload:   natsbus.DefaultMaxPayload,
+		MaxPayload:   embedded.DefaultMaxPayload,
 		Queue:        1024,
 		DrainTimeout: 10 * time.Second,
 		DeadLetter:   "reactord.deadletter",

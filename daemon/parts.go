@@ -19,6 +19,7 @@ import (
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/matchers"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/reactor"
 	"github.com/reactord/reactord/store"
 )
@@ -57,7 +58,7 @@ func (d *Daemon) startNATS(context.Context) error {
 		}
 		return nil
 	}
-	srv, token, err := startEmbedded(d.log, natsbus.ServerOptions{Listen: d.opts.Listen, DataDir: filepath.Join(d.dataDir, "jetstream"),
+	srv, token, err := startEmbedded(d.log, embedded.Options{Listen: d.opts.Listen, DataDir: filepath.Join(d.dataDir, "jetstream"),
 		ListenFlag: "--listen", MaxPayload: d.opts.MaxPayload}, d.dataDir, d.opts.ListenOpen)
 	if err != nil {
 		return configErr(err)

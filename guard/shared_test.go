@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // sharedGuards runs an embedded NATS server and returns a function that
@@ -16,7 +17,7 @@ import (
 // replica), loaded before it returns.
 func sharedGuards(t *testing.T) func(Options) *Guard {
 	t.Helper()
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/internal/wait"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // checkFor polls fn until it returns nil or the timeout passes.
@@ -19,9 +20,9 @@ func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
 	wait.For(t, timeout, fn)
 }
 
-func startServer(t *testing.T) (*Embedded, *Conn) {
+func startServer(t *testing.T) (*embedded.Server, *Conn) {
 	t.Helper()
-	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +131,9 @@ func TestEmbeddedPortTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	_, err = StartEmbedded(ServerOptions{Listen: l.Addr().String(), ListenFlag: "--listen"})
-	if !errors.Is(err, ErrAddrInUse) {
-		t.Fatalf("err = %v, want ErrAddrInUse", err)
+	_, err = embedded.Start(embedded.Options{Listen: l.Addr().String(), ListenFlag: "--listen"})
+	if !errors.Is(err, embedded.ErrAddrInUse) {
+		t.Fatalf("err = %v, want embedded.ErrAddrInUse", err)
 	}
 	if want := "--listen " + l.Addr().String(); err == nil || len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
 		t.Fatalf("error %q does not name the flag", err)

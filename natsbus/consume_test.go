@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestConsumerRecreatesALostStream: the stream deleted, the consumer
@@ -14,7 +16,7 @@ import (
 // the Consumer notices, recreates what is missing and events flow again.
 func TestConsumerRecreatesALostStream(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: dir})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,7 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	// The server restarted on the same address with an empty store.
 	_, port, _ := net.SplitHostPort(addr[len("nats://"):])
 	srv.Shutdown()
-	srv2, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:" + port, DataDir: t.TempDir()})
+	srv2, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:" + port, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

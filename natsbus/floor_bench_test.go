@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // processCPU is this process's CPU time, user and system.
@@ -44,7 +45,7 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 		{"limits-ackall-100", jetstream.LimitsPolicy, 100},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", DataDir: b.TempDir()})
+			srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: b.TempDir()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestPublishEventIntoCoreDaemon is the bridge publishing into the default
@@ -87,8 +89,8 @@ func TestPublishEventIntoCoreDaemon(t *testing.T) {
 // TestMaxPayload: the embedded server's limit defaults to 8 MiB, is
 // configurable, and the client learns it.
 func TestMaxPayload(t *testing.T) {
-	for _, tc := range []struct{ set, want int }{{0, DefaultMaxPayload}, {2 << 20, 2 << 20}} {
-		srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", MaxPayload: tc.set})
+	for _, tc := range []struct{ set, want int }{{0, embedded.DefaultMaxPayload}, {2 << 20, 2 << 20}} {
+		srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", MaxPayload: tc.set})
 		if err != nil {
 			t.Fatal(err)
 		}

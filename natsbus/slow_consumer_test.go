@@ -12,6 +12,7 @@ import (
 
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/reactor"
 )
 
@@ -19,7 +20,7 @@ import (
 // once its pending buffer is full: the drops are counted in
 // reactord_dropped_total{reason="slow_consumer"} and logged once.
 func TestSlowConsumerCounted(t *testing.T) {
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

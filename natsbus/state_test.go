@@ -5,12 +5,14 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestStateNeedsJetStream: a server without JetStream answers at once
 // that it cannot keep the shared state.
 func TestStateNeedsJetStream(t *testing.T) {
-	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1"})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestEnsureTokenCreatesOnceMode0600: the first call creates a random
@@ -104,7 +105,7 @@ func TestLocalTokenOnlyForItsServer(t *testing.T) {
 // TestEmbeddedTokenRequired: with a token the embedded server refuses a
 // client without it, naming what to do; the token lets it in.
 func TestEmbeddedTokenRequired(t *testing.T) {
-	srv, err := StartEmbedded(ServerOptions{Listen: "127.0.0.1:-1", Token: "s3cret-token"})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", Token: "s3cret-token"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // BenchmarkDriver measures the nats driver as the daemon uses it: 8 lanes
@@ -39,11 +40,11 @@ func BenchmarkDriver(b *testing.B) {
 }
 
 func benchDriver(b *testing.B, js, busy bool) {
-	o := natsbus.ServerOptions{Listen: "127.0.0.1:-1"}
+	o := embedded.Options{Listen: "127.0.0.1:-1"}
 	if js {
 		o.DataDir = b.TempDir()
 	}
-	srv, err := natsbus.StartEmbedded(o)
+	srv, err := embedded.Start(o)
 	if err != nil {
 		b.Fatal(err)
 	}

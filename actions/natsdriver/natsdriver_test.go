@@ -17,6 +17,7 @@ import (
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestDriverPublishesAndConfirms: each reaction arrives on
@@ -268,9 +269,9 @@ func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
 }
 
 // startServer runs an embedded server and connects to it.
-func startServer(t testing.TB) (*natsbus.Embedded, *natsbus.Conn) {
+func startServer(t testing.TB) (*embedded.Server, *natsbus.Conn) {
 	t.Helper()
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

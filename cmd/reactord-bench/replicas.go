@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // replicasBench is reactord-bench --replicas: the daemons run as
@@ -243,7 +244,7 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 	var nodes []*child
 	natsCPU := processCPU
 	if b.nodes == 0 {
-		srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:0", DataDir: filepath.Join(b.dir, "js")})
+		srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(b.dir, "js")})
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -662,8 +663,8 @@ func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int 
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: *listen, DataDir: *dataDir, Name: *name,
-		Cluster: &natsbus.ClusterOptions{Name: "reactord-bench", Listen: *clusterListen, Routes: strings.Split(*routes, ",")}})
+	srv, err := embedded.Start(embedded.Options{Listen: *listen, DataDir: *dataDir, Name: *name,
+		Cluster: &embedded.ClusterOptions{Name: "reactord-bench", Listen: *clusterListen, Routes: strings.Split(*routes, ",")}})
 	if err != nil {
 		fmt.Fprintf(stderr, "natsnode: %v\n", err)
 		return exitUsage

@@ -19,7 +19,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/reactord/reactord/bridge"
-	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // saltFrame packs one event as a Salt master writes it to
@@ -306,7 +306,7 @@ func testBridgeAcrossRestart(t *testing.T, external bool) {
 // again.
 func TestDaemonNATSOutageIsVisible(t *testing.T) {
 	listen := freeAddr(t)
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: listen})
+	srv, err := embedded.Start(embedded.Options{Listen: listen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestDaemonNATSOutageIsVisible(t *testing.T) {
 		}
 		return nil
 	})
-	srv2, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: listen})
+	srv2, err := embedded.Start(embedded.Options{Listen: listen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestFireFileCutsOversizedEvents: a job return over the server's max
@@ -22,7 +23,7 @@ import (
 // malformed line is reported; the lines after both are still published.
 func TestFireFileCutsOversizedEvents(t *testing.T) {
 	const limit = 64 << 10
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", MaxPayload: limit})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", MaxPayload: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestFireFileCutsOversizedEvents(t *testing.T) {
 // on a bounded subject with the whole tag in the body, and the next event
 // still goes out.
 func TestFireOverLongTag(t *testing.T) {
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1"})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

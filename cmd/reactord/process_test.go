@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // These tests run the reactord binary as real processes against a real
@@ -88,9 +89,9 @@ var (
 	given   = map[string]bool{}
 )
 
-func natsServer(t *testing.T) (*natsbus.Embedded, *natsbus.Conn) {
+func natsServer(t *testing.T) (*embedded.Server, *natsbus.Conn) {
 	t.Helper()
-	srv, err := natsbus.StartEmbedded(natsbus.ServerOptions{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,6 @@
-package natsbus
+// Package embedded runs the NATS server inside reactord: its default
+// when no NATS URL is given, with JetStream and a token.
+package embedded
 
 import (
 	"cmp"
@@ -9,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
-// ServerOptions configure the embedded NATS server.
-type ServerOptions struct {
+// Options configure the embedded NATS natsserver.
+type Options struct {
 	// Listen is host:port; port 0 or -1 picks a free port.
 	Listen string
 	// DataDir holds JetStream's storage; empty disables JetStream.
@@ -50,17 +52,17 @@ type ClusterOptions struct {
 // 8 MiB, the largest NATS recommends.
 const DefaultMaxPayload = 8 << 20
 
-// Embedded is an in-process NATS server.
-type Embedded struct {
-	srv *server.Server
+// Server is an in-process NATS natsserver.
+type Server struct {
+	srv *natsserver.Server
 }
 
 // ErrAddrInUse reports that the embedded server's address is taken.
 var ErrAddrInUse = errors.New("address already in use")
 
-// StartEmbedded starts a NATS server in this process and waits until it
+// Start starts a NATS server in this process and waits until it
 // accepts connections.
-func StartEmbedded(opts ServerOptions) (*Embedded, error) {
+func Start(opts Options) (*Server, error) {
 	host, portText, err := net.SplitHostPort(opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", flagName(opts), opts.Listen, err)
@@ -85,7 +87,7 @@ func StartEmbedded(opts ServerOptions) (*Embedded, error) {
 	if opts.MaxPayload > 64<<20 {
 		return nil, fmt.Errorf("max payload %d exceeds NATS's hard limit of 64 MiB", opts.MaxPayload)
 	}
-	so := &server.Options{
+	so := &natsserver.Options{
 		MaxPayload: int32(opts.MaxPayload),
 		// The pending buffer of a client must hold several messages of the
 		// largest size.
@@ -105,13 +107,13 @@ func StartEmbedded(opts ServerOptions) (*Embedded, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster listen %q: %w", c.Listen, err)
 		}
-		so.Cluster = server.ClusterOpts{Name: c.Name, Host: chost}
+		so.Cluster = natsserver.ClusterOpts{Name: c.Name, Host: chost}
 		if so.Cluster.Port, err = strconv.Atoi(cport); err != nil {
 			return nil, fmt.Errorf("cluster listen %q: bad port", c.Listen)
 		}
-		so.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
+		so.Routes = natsserver.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
-	srv, err := server.NewServer(so)
+	srv, err := natsserver.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
@@ -120,10 +122,10 @@ func StartEmbedded(opts ServerOptions) (*Embedded, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("embedded NATS server on %s did not start within 10s", opts.Listen)
 	}
-	return &Embedded{srv: srv}, nil
+	return &Server{srv: srv}, nil
 }
 
-func flagName(o ServerOptions) string {
+func flagName(o Options) string {
 	if o.ListenFlag != "" {
 		return o.ListenFlag
 	}
@@ -131,10 +133,10 @@ func flagName(o ServerOptions) string {
 }
 
 // ClientURL is the URL clients connect to.
-func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+func (e *Server) ClientURL() string { return e.srv.ClientURL() }
 
 // Addr is the address the server listens on (host:port).
-func (e *Embedded) Addr() string {
+func (e *Server) Addr() string {
 	if a := e.srv.Addr(); a != nil {
 		return a.String()
 	}
@@ -142,7 +144,7 @@ func (e *Embedded) Addr() string {
 }
 
 // Shutdown stops the server and waits for it. It is safe to call twice.
-func (e *Embedded) Shutdown() {
+func (e *Server) Shutdown() {
 	if e == nil || e.srv == nil {
 		return
 	}
