@@ -3,7 +3,6 @@ package natsbus
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,19 +122,4 @@ func TestJetStreamRedeliversUnacked(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func TestEmbeddedPortTaken(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, err = embedded.Start(embedded.Options{Listen: l.Addr().String(), ListenFlag: "--listen"})
-	if !errors.Is(err, embedded.ErrAddrInUse) {
-		t.Fatalf("err = %v, want embedded.ErrAddrInUse", err)
-	}
-	if want := "--listen " + l.Addr().String(); err == nil || len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
-		t.Fatalf("error %q does not name the flag", err)
-	}
 }
