@@ -29,6 +29,7 @@ import (
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/consume"
 	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/reactor"
 )
@@ -85,7 +86,7 @@ type Daemon struct {
 	pipe        *reactor.Reactor
 	httpAddr    string
 	sub         natsbus.Subscription
-	partitioned *natsbus.Partitioned
+	partitioned *consume.Partitioned
 
 	// runCtx bounds the background work of the parts (purge, the shared
 	// state's watch, the consumers); cancel ends it at Stop.

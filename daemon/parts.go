@@ -19,7 +19,9 @@ import (
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/matchers"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/consume"
 	"github.com/reactord/reactord/natsbus/embedded"
+	"github.com/reactord/reactord/natsbus/kv"
 	"github.com/reactord/reactord/reactor"
 	"github.com/reactord/reactord/store"
 )
@@ -267,13 +269,13 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 func (d *Daemon) loadSharedState(ctx context.Context, o guard.Options) (*guard.Guard, error) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	state, err := d.conn.State(lctx, natsbus.StateOptions{Replicas: d.opts.StreamReplicas, Logger: d.log, Resend: guard.ResendShared})
+	state, err := kv.Open(lctx, d.conn, kv.StateOptions{Replicas: d.opts.StreamReplicas, Logger: d.log, Resend: guard.ResendShared})
 	if err != nil {
 		return nil, err
 	}
 	o.Shared = state
 	g := guard.New(o)
-	if err := state.Watch(lctx, d.runCtx, func(e natsbus.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
+	if err := state.Watch(lctx, d.runCtx, func(e kv.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
 		return nil, err
 	}
 	d.log.Info("shared state loaded: the loop guard, throttle and debounce are the replicas' together", "bucket", "REACTORD_GUARD")
@@ -285,7 +287,7 @@ func (d *Daemon) openCopies(ctx context.Context) error {
 	if d.opts.DedupeMasters <= 0 {
 		return nil
 	}
-	copies, err := d.conn.Copies(ctx, natsbus.CopiesOptions{Window: d.opts.DedupeMasters, Replicas: d.opts.StreamReplicas})
+	copies, err := kv.OpenCopies(ctx, d.conn, kv.CopiesOptions{Window: d.opts.DedupeMasters, Replicas: d.opts.StreamReplicas})
 	if err != nil {
 		return configErr(fmt.Errorf("--dedupe-masters: %w", err))
 	}
@@ -347,7 +349,7 @@ func (d *Daemon) subscribe(ctx context.Context) error {
 	var err error
 	switch {
 	case d.jetstream && d.opts.Partitions > 0:
-		var p *natsbus.Partitioned
+		var p *consume.Partitioned
 		if p, err = d.consumePartitioned(so); err == nil {
 			d.sub, d.partitioned = p, p
 			d.addHealth("partitions", func() error {
@@ -365,8 +367,8 @@ func (d *Daemon) subscribe(ctx context.Context) error {
 		// acknowledgements keep a backlog (and debounced events) from
 		// being redelivered to another replica while this one lives.
 		so.Progress = true
-		var c *natsbus.Consumer
-		if c, err = d.conn.Consume(d.runCtx, so, d.handle); err == nil {
+		var c *consume.Consumer
+		if c, err = consume.New(d.runCtx, d.conn, so, d.handle); err == nil {
 			d.sub = c
 			d.addHealth("JetStream consumer", func() error {
 				if !c.Healthy() {
@@ -413,14 +415,14 @@ func (d *Daemon) handle(m *natsbus.Message) {
 
 // consumePartitioned consumes the stream in partitions by minion (the key
 // of the daemon's lanes) and registers the ownership metrics.
-func (d *Daemon) consumePartitioned(so natsbus.StreamOptions) (*natsbus.Partitioned, error) {
+func (d *Daemon) consumePartitioned(so natsbus.StreamOptions) (*consume.Partitioned, error) {
 	changes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_partition_changes_total",
 		Help: "Changes of partition ownership in this replica: acquired, released (handed over), lost (lease not renewed), resync (reset to the acknowledgement floor)."}, []string{"change"})
 	for _, c := range []string{"acquired", "released", "lost", "resync"} {
 		changes.WithLabelValues(c)
 	}
 	d.reg.MustRegister(changes)
-	p, err := d.conn.ConsumePartitioned(d.runCtx, natsbus.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions, Key: reactor.OrderKey,
+	p, err := consume.NewPartitioned(d.runCtx, d.conn, consume.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions, Key: reactor.OrderKey,
 		OnChange: func(change string, _ int) { changes.WithLabelValues(change).Inc() }}, d.handle)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 )
 
 // SharedState is a key-value store the replicas of the daemon share
-// (natsbus.State, a JetStream key-value bucket). Keys are made of
+// (kv.State, a JetStream key-value bucket). Keys are made of
 // letters, digits, dots and dashes. Every replica hands every change of
 // it (its own too) to Guard.ApplyShared.
 type SharedState interface {
@@ -143,7 +143,7 @@ func (s *shared) own(key string) bool {
 }
 
 // ResendShared reports whether a failed write of the shared-state key
-// should be sent again (natsbus.StateOptions.Resend): a job's record and
+// should be sent again (kv.StateOptions.Resend): a job's record and
 // a batch of job returns, which only the replica that made them writes. A
 // throttle count and a debounce's winner go through compare-and-set or
 // are written by any replica; an expected event is deleted by whichever

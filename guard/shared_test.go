@@ -10,6 +10,7 @@ import (
 
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
+	"github.com/reactord/reactord/natsbus/kv"
 )
 
 // sharedGuards runs an embedded NATS server and returns a function that
@@ -31,7 +32,7 @@ func sharedGuards(t *testing.T) func(Options) *Guard {
 		t.Cleanup(c.Close)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		st, err := c.State(ctx, natsbus.StateOptions{})
+		st, err := kv.Open(ctx, c, kv.StateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func sharedGuards(t *testing.T) func(Options) *Guard {
 		g := New(o)
 		run, stop := context.WithCancel(context.Background())
 		t.Cleanup(stop)
-		if err := st.Watch(ctx, run, func(e natsbus.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
+		if err := st.Watch(ctx, run, func(e kv.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
 			t.Fatal(err)
 		}
 		return g

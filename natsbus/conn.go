@@ -514,6 +514,19 @@ type Message struct {
 	moved func() bool
 }
 
+// Settlers settle a JetStream message (NewMessage): Ack and Nak it;
+// Moved, when set, reports that its partition left this replica.
+type Settlers struct {
+	Ack, Nak func() error
+	Moved    func() bool
+}
+
+// NewMessage returns a message a JetStream consumer (package consume)
+// received, with its stream sequence and what settles it.
+func NewMessage(subject string, body []byte, h nats.Header, received time.Time, seq uint64, s Settlers) *Message {
+	return &Message{Subject: subject, Body: body, Meta: metaOf(h), Received: received, Seq: seq, ack: s.Ack, nak: s.Nak, moved: s.Moved}
+}
+
 // Moved reports whether the message's partition (ConsumePartitioned) left
 // this replica since the message was taken: handling it now could run
 // alongside the partition's new owner, which takes it again. Always false
@@ -638,7 +651,8 @@ type StreamOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *StreamOptions) defaults() {
+// Defaults fills in the stream settings left empty.
+func (o *StreamOptions) Defaults() {
 	if o.Stream == "" {
 		o.Stream = "REACTORD_EVENTS"
 	}
@@ -662,9 +676,9 @@ func (o *StreamOptions) defaults() {
 	}
 }
 
-// sharedConsumer is the configuration of the durable consumer replicas
+// SharedConsumer is the configuration of the durable consumer replicas
 // share.
-func (o *StreamOptions) sharedConsumer() jetstream.ConsumerConfig {
+func (o *StreamOptions) SharedConsumer() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       o.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -687,7 +701,7 @@ var ErrWorkQueueStream = errors.New("the stream is a work queue (made for one sh
 // alone); a change of replicas is logged to o.Logger.
 func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	window, replicas := o.Duplicates, o.Replicas
-	o.defaults()
+	o.Defaults()
 	s, err := c.js.Stream(ctx, o.Stream)
 	if err == nil {
 		if window <= 0 && replicas <= 0 && !o.Partitioned {

@@ -14,17 +14,17 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestDriverPublishesAndConfirms: each reaction arrives on
 // <prefix><state> with the hop and cause headers, in order, and the
 // background flushes confirm every one without a round trip per reaction.
 func TestDriverPublishesAndConfirms(t *testing.T) {
-	_, c := startServer(t)
+	_, c := natstest.Start(t)
 	exec, err := natsbus.Connect(natsbus.ConnOptions{URL: c.NATS().ConnectedUrl(), Name: "executor"})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func muteServer(t *testing.T) string {
 // is acknowledged after its reactions reached the server); a closed
 // connection is Do's retryable error.
 func TestDriverWaitsInJetStreamMode(t *testing.T) {
-	_, c := startServer(t)
+	_, c := natstest.Start(t)
 	if err := c.EnsureStream(context.Background(), natsbus.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestDriverWaitsInJetStreamMode(t *testing.T) {
 // is stored, and a subject no stream captures still goes out with core
 // NATS.
 func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
-	_, c := startServer(t)
+	_, c := natstest.Start(t)
 	ctx := context.Background()
 	js, err := jetstream.New(c.NATS())
 	if err != nil {
@@ -266,20 +266,4 @@ func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
 	if st := d.Stats(); st.Published != 5 || st.Confirmed < 4 {
 		t.Errorf("stats %+v", st)
 	}
-}
-
-// startServer runs an embedded server and connects to it.
-func startServer(t testing.TB) (*embedded.Server, *natsbus.Conn) {
-	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return srv, c
 }

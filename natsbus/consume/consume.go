@@ -1,4 +1,8 @@
-package natsbus
+// Package consume takes events from the JetStream event stream: one
+// durable consumer the replicas share, or partitions by minion that the
+// replicas lease, each handing every message to the daemon with the
+// function that settles it.
+package consume
 
 import (
 	"context"
@@ -14,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/internal/retry"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // Consumer is a durable JetStream consumption that repairs itself: when
@@ -22,9 +27,9 @@ import (
 // notices — from the client's consume errors and a periodic check — then
 // logs it loudly, recreates both and goes on. Stop ends it.
 type Consumer struct {
-	c       *Conn
-	o       StreamOptions
-	handler func(*Message)
+	c       *natsbus.Conn
+	o       natsbus.StreamOptions
+	handler func(*natsbus.Message)
 	log     *slog.Logger
 
 	mu sync.Mutex
@@ -44,7 +49,7 @@ type Consumer struct {
 	heldMu  sync.Mutex
 	held    map[uint64]*heldMsg
 	heldSeq uint64
-	queue   []*Message
+	queue   []*natsbus.Message
 	queued  chan struct{}
 	stopped bool
 
@@ -62,8 +67,8 @@ type Consumer struct {
 // delivers every message to handler, which must Ack or Nak it. Replicas
 // calling Consume with the same options share the work. The returned
 // Consumer keeps the stream and consumer in place (see Consumer).
-func (c *Conn) Consume(ctx context.Context, o StreamOptions, handler func(*Message)) (*Consumer, error) {
-	o.defaults()
+func New(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, handler func(*natsbus.Message)) (*Consumer, error) {
+	o.Defaults()
 	k := &Consumer{c: c, o: o, handler: handler, log: o.Logger, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		held: map[uint64]*heldMsg{}, queued: make(chan struct{}, 1)}
 	if k.log == nil {
@@ -150,9 +155,8 @@ func (k *Consumer) receive(m jetstream.Msg) {
 		})
 		return err
 	}
-	msg := &Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: now,
-		Seq: streamSeq(m),
-		ack: func() error { return settle(m.Ack) }, nak: func() error { return settle(func() error { return nakBackoff(m) }) }}
+	msg := natsbus.NewMessage(m.Subject(), m.Data(), m.Headers(), now, streamSeq(m), natsbus.Settlers{
+		Ack: func() error { return settle(m.Ack) }, Nak: func() error { return settle(func() error { return nakBackoff(m) }) }})
 	k.queue = append(k.queue, msg)
 	k.heldMu.Unlock()
 	select {
@@ -179,7 +183,7 @@ func (k *Consumer) deliver() {
 			k.heldMu.Unlock()
 			return
 		}
-		var msg *Message
+		var msg *natsbus.Message
 		if len(k.queue) > 0 {
 			msg = k.queue[0]
 			k.queue[0] = nil
@@ -198,7 +202,7 @@ func (k *Consumer) deliver() {
 	}
 }
 
-// progress (with StreamOptions.Progress) tells the server, every quarter
+// progress (with natsbus.StreamOptions.Progress) tells the server, every quarter
 // of AckWait, that each message
 // held for half of AckWait or more is still being worked on (a progress
 // acknowledgement resets its AckWait), so that a backlog waiting in this
@@ -212,7 +216,7 @@ func (k *Consumer) progress() {
 	defer t.Stop()
 	var due []jetstream.Msg
 	for range t.C {
-		if k.c.nc.IsClosed() {
+		if k.c.NATS().IsClosed() {
 			return
 		}
 		now := time.Now()
@@ -229,7 +233,7 @@ func (k *Consumer) progress() {
 			}
 		}
 		k.heldMu.Unlock()
-		if !k.c.nc.IsConnected() {
+		if !k.c.NATS().IsConnected() {
 			continue
 		}
 		for _, m := range due {
@@ -291,7 +295,7 @@ func (k *Consumer) start(ctx context.Context) error {
 	if err := k.c.EnsureStream(ctx, o); err != nil {
 		return err
 	}
-	cons, err := k.c.js.CreateOrUpdateConsumer(ctx, o.Stream, o.sharedConsumer())
+	cons, err := k.c.JetStream().CreateOrUpdateConsumer(ctx, o.Stream, o.SharedConsumer())
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", o.Durable, err)
 	}
@@ -326,7 +330,7 @@ func (k *Consumer) warnPartitionConsumers(ctx context.Context) {
 		return
 	}
 	k.warnedParts = true
-	sets, err := k.c.consumerSets(ctx, k.o.Stream, k.o.Durable)
+	sets, err := consumerSets(k.c, ctx, k.o.Stream, k.o.Durable)
 	if err != nil {
 		return
 	}
@@ -363,11 +367,11 @@ func (k *Consumer) supervise() {
 		case <-t.C:
 		case <-k.kick:
 		}
-		if !k.c.nc.IsConnected() {
+		if !k.c.NATS().IsConnected() {
 			continue // the connection's own log covers it
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cons, err := k.c.js.Consumer(ctx, k.o.Stream, k.o.Durable)
+		cons, err := k.c.JetStream().Consumer(ctx, k.o.Stream, k.o.Durable)
 		cancel()
 		if err == nil {
 			k.checkStall(cons.CachedInfo())

@@ -1,4 +1,4 @@
-package natsbus
+package consume
 
 import (
 	"cmp"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/kv"
 )
 
 // Per-key order across replicas.
@@ -46,7 +48,7 @@ const PartitionGroup = "reactord"
 
 // PartitionOptions configure ConsumePartitioned.
 type PartitionOptions struct {
-	StreamOptions
+	natsbus.StreamOptions
 	// Partitions is the number of partitions (1 to 1024). Every replica
 	// must use the same number: ConsumePartitioned refuses to start
 	// while a replica with another number is alive.
@@ -76,7 +78,7 @@ type PartitionOptions struct {
 }
 
 func (o *PartitionOptions) defaults() {
-	o.StreamOptions.defaults()
+	o.StreamOptions.Defaults()
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 4 * time.Second
 	}
@@ -118,11 +120,11 @@ func PartitionOf(key string, n int) int {
 // ConsumePartitioned). Stop ends the pulling; Release, once the handler's
 // events are settled, hands the partitions over.
 type Partitioned struct {
-	c       *Conn
+	c       *natsbus.Conn
 	o       PartitionOptions
-	handler func(*Message)
+	handler func(*natsbus.Message)
 	log     *slog.Logger
-	state   *State
+	state   *kv.State
 	prefix  string // consumer names: <Durable>-<N>-
 
 	mu       sync.Mutex
@@ -160,7 +162,7 @@ var ErrPartitionsDiffer = errors.New("replicas disagree on the number of partiti
 // hands it over (the replicas balance the partitions among themselves).
 // handler must Ack or Nak every message; a Nak makes the partition start
 // again from its acknowledgement floor. Ownership changes are logged.
-func (c *Conn) ConsumePartitioned(ctx context.Context, o PartitionOptions, handler func(*Message)) (*Partitioned, error) {
+func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, handler func(*natsbus.Message)) (*Partitioned, error) {
 	o.defaults()
 	if o.Partitions < 1 || o.Partitions > 1024 {
 		return nil, fmt.Errorf("partitions %d: want 1 to 1024", o.Partitions)
@@ -173,7 +175,7 @@ func (c *Conn) ConsumePartitioned(ctx context.Context, o PartitionOptions, handl
 	if err := retryTransient(ctx, func() error { return c.EnsureStream(ctx, so) }); err != nil {
 		return nil, err
 	}
-	st, err := c.State(ctx, StateOptions{Bucket: o.Bucket, Replicas: o.Replicas, Logger: o.Logger,
+	st, err := kv.Open(ctx, c, kv.StateOptions{Bucket: o.Bucket, Replicas: o.Replicas, Logger: o.Logger,
 		Description: "reactord --partitions: which replica owns each partition of the event stream, and the live replicas"})
 	if err != nil {
 		return nil, fmt.Errorf("partitions: %w", err)
@@ -228,8 +230,8 @@ type consumerSet struct {
 // consumerSets lists the reactor's consumers on the event stream by set:
 // the shared durable consumer under its name (Durable), the partition
 // consumers under Durable-N.
-func (c *Conn) consumerSets(ctx context.Context, stream, durable string) (map[string]*consumerSet, error) {
-	s, err := c.js.Stream(ctx, stream)
+func consumerSets(c *natsbus.Conn, ctx context.Context, stream, durable string) (map[string]*consumerSet, error) {
+	s, err := c.JetStream().Stream(ctx, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +296,7 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 	var sets map[string]*consumerSet
 	err := retryTransient(ctx, func() error {
 		var err error
-		sets, err = p.c.consumerSets(ctx, p.o.Stream, p.o.Durable)
+		sets, err = consumerSets(p.c, ctx, p.o.Stream, p.o.Durable)
 		return err
 	})
 	if err != nil {
@@ -319,7 +321,7 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 		if mine != nil {
 			p.log.Warn("deleting this number of partitions' consumers left from an earlier run: others delivered events since", "consumers", own, "count", len(mine.names))
 			for _, name := range mine.names {
-				if err := p.c.js.DeleteConsumer(ctx, p.o.Stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 					return fmt.Errorf("deleting stale partition consumer %s: %w", name, err)
 				}
 			}
@@ -334,9 +336,9 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 		}
 		err := retryTransient(ctx, func() error {
-			_, err := p.c.js.Consumer(ctx, p.o.Stream, name)
+			_, err := p.c.JetStream().Consumer(ctx, p.o.Stream, name)
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
-				_, err = p.c.js.CreateConsumer(ctx, p.o.Stream, cfg)
+				_, err = p.c.JetStream().CreateConsumer(ctx, p.o.Stream, cfg)
 				if errors.Is(err, jetstream.ErrConsumerExists) {
 					err = nil // another replica was faster
 				}
@@ -356,7 +358,7 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 			continue
 		}
 		for _, c := range g.names {
-			if err := p.c.js.DeleteConsumer(ctx, p.o.Stream, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				p.log.Warn("could not delete a consumer no replica uses; the stream keeps events for it until MaxAge (nats consumer rm)", "consumer", c, "err", err)
 			}
 		}
@@ -366,7 +368,7 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 }
 
 // apply takes a change of the bucket: a replica's presence or a lease.
-func (p *Partitioned) apply(e StateEntry) {
+func (p *Partitioned) apply(e kv.StateEntry) {
 	p.mu.Lock()
 	switch {
 	case strings.HasPrefix(e.Key, "member."):
@@ -881,7 +883,7 @@ func (r *partRun) session0() error {
 	p := r.p
 	name := p.consumerName(r.i)
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	s, err := p.c.js.Stream(ctx, p.o.Stream)
+	s, err := p.c.JetStream().Stream(ctx, p.o.Stream)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", p.o.Stream, err)
@@ -990,21 +992,21 @@ func (r *partRun) receive(m jetstream.Msg) {
 		return
 	}
 	var once sync.Once
-	msg := &Message{Subject: m.Subject(), Body: m.Data(), Meta: metaOf(m.Headers()), Received: t.since, Seq: t.seq, moved: r.lost.Load,
-		ack: func() error {
-			err := errors.New("message already acknowledged or refused")
-			once.Do(func() { err = nil; r.settleOne(t, true) })
-			return err
-		},
-		nak: func() error {
-			err := errors.New("message already acknowledged or refused")
-			once.Do(func() {
-				err = nil
-				r.settleOne(t, false)
-				r.resync("the handler refused an event (it starts again from the acknowledgement floor)")
-			})
-			return err
-		}}
+	ack := func() error {
+		err := errors.New("message already acknowledged or refused")
+		once.Do(func() { err = nil; r.settleOne(t, true) })
+		return err
+	}
+	nak := func() error {
+		err := errors.New("message already acknowledged or refused")
+		once.Do(func() {
+			err = nil
+			r.settleOne(t, false)
+			r.resync("the handler refused an event (it starts again from the acknowledgement floor)")
+		})
+		return err
+	}
+	msg := natsbus.NewMessage(m.Subject(), m.Data(), m.Headers(), t.since, t.seq, natsbus.Settlers{Ack: ack, Nak: nak, Moved: r.lost.Load})
 	p.handler(msg)
 }
 
@@ -1092,7 +1094,7 @@ func (r *partRun) checkStall(stalled int) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	cons, err := r.p.c.js.Consumer(ctx, r.p.o.Stream, r.p.consumerName(r.i))
+	cons, err := r.p.c.JetStream().Consumer(ctx, r.p.o.Stream, r.p.consumerName(r.i))
 	if err != nil || cons.CachedInfo().NumPending == 0 {
 		return 0
 	}

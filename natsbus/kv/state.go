@@ -1,4 +1,7 @@
-package natsbus
+// Package kv is the JetStream key-value state reactord's replicas share:
+// the loop guard's records, partition leases and the multi-master copy
+// claims.
+package kv
 
 import (
 	"context"
@@ -14,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/internal/ratelog"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // StateOptions configure State.
@@ -73,12 +77,13 @@ type pendingWrite struct {
 	first time.Time // when it was first sent
 }
 
-// ErrStateUnsupported is returned by Conn.State when the NATS server has
+// ErrStateUnsupported is returned by Open when the NATS server has
 // no JetStream or is older than 2.11 (no per-message TTL).
 var ErrStateUnsupported = errors.New("the NATS server cannot keep the shared state (needs JetStream, server 2.11 or later)")
 
 // State creates (or updates) the shared state bucket.
-func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
+func Open(ctx context.Context, c *natsbus.Conn, o StateOptions) (*State, error) {
+	js := c.JetStream()
 	if o.Bucket == "" {
 		o.Bucket = "REACTORD_GUARD"
 	}
@@ -91,7 +96,7 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 	// A server without JetStream answers this at once (creating the
 	// bucket would wait for ctx); other errors (a cluster electing) are
 	// left to the retries below.
-	if _, err := c.js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+	if _, err := js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("key-value bucket %s: %w: %w", o.Bucket, ErrStateUnsupported, err)
 	}
@@ -104,11 +109,11 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 		// A cluster electing, or busy adding a stream's replicas, answers
 		// 503 for a while: retry until ctx ends.
 		if o.Replicas > 0 {
-			kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
-		} else if kv, err = c.js.KeyValue(ctx, o.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
-			kv, err = c.js.CreateKeyValue(ctx, cfg)
+			kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		} else if kv, err = js.KeyValue(ctx, o.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = js.CreateKeyValue(ctx, cfg)
 			if errors.Is(err, jetstream.ErrBucketExists) {
-				kv, err = c.js.KeyValue(ctx, o.Bucket) // another replica was faster
+				kv, err = js.KeyValue(ctx, o.Bucket) // another replica was faster
 			}
 		}
 		var apiErr *jetstream.APIError
@@ -127,11 +132,11 @@ func (c *Conn) State(ctx context.Context, o StateOptions) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating key-value bucket %s: %w", o.Bucket, err)
 	}
-	st, err := c.js.Stream(ctx, "KV_"+o.Bucket)
+	st, err := js.Stream(ctx, "KV_"+o.Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("key-value bucket %s: %w", o.Bucket, err)
 	}
-	return &State{js: c.js, stream: st, kv: kv, pre: "$KV." + o.Bucket + ".", log: o.Logger, failed: ratelog.New(time.Minute),
+	return &State{js: js, stream: st, kv: kv, pre: "$KV." + o.Bucket + ".", log: o.Logger, failed: ratelog.New(time.Minute),
 		pending: make(chan pendingWrite, 1<<14), latest: map[string]uint64{}, resend: o.Resend}, nil
 }
 

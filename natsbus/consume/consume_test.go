@@ -1,13 +1,18 @@
-package natsbus
+package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/internal/natstest"
+	"github.com/reactord/reactord/internal/wait"
+	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
 
@@ -21,14 +26,14 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := srv.ClientURL()
-	c, err := Connect(ConnOptions{URL: addr, Name: "test"})
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: addr, Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ctx := context.Background()
 	var got atomic.Int64
-	k, err := c.Consume(ctx, StreamOptions{CheckEvery: 100 * time.Millisecond}, func(m *Message) {
+	k, err := New(ctx, c, natsbus.StreamOptions{CheckEvery: 100 * time.Millisecond}, func(m *natsbus.Message) {
 		got.Add(1)
 		_ = m.Ack()
 	})
@@ -40,11 +45,11 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	publishAndWait := func(step string) {
 		t.Helper()
 		want := got.Load() + 1
-		checkFor(t, 10*time.Second, func() error {
+		wait.For(t, 10*time.Second, func() error {
 			seq++
 			// Published until one arrives: while the stream is missing
 			// the publish fails or lands nowhere.
-			_ = c.PublishStream(ctx, "salt/test", []byte(`{}`), Meta{MsgID: fmt.Sprint(seq)})
+			_ = c.PublishStream(ctx, "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(seq)})
 			time.Sleep(50 * time.Millisecond)
 			if got.Load() < want {
 				return fmt.Errorf("%s: no event consumed", step)
@@ -68,10 +73,10 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	}
 
 	// The stream deleted by hand.
-	if err := c.js.DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
+	if err := c.JetStream().DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, func() error {
 		if k.Recreated() < 1 {
 			return fmt.Errorf("stream not recreated (healthy=%v)", k.Healthy())
 		}
@@ -80,10 +85,10 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	publishAndWait("after the stream was deleted")
 
 	// Only the consumer deleted.
-	if err := c.js.DeleteConsumer(ctx, "REACTORD_EVENTS", "reactord"); err != nil {
+	if err := c.JetStream().DeleteConsumer(ctx, "REACTORD_EVENTS", "reactord"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, func() error {
+	wait.For(t, 5*time.Second, func() error {
 		if k.Recreated() < 2 {
 			return fmt.Errorf("consumer not recreated (healthy=%v)", k.Healthy())
 		}
@@ -99,7 +104,7 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv2.Shutdown()
-	checkFor(t, 10*time.Second, func() error {
+	wait.For(t, 10*time.Second, func() error {
 		if k.Recreated() < 3 {
 			return fmt.Errorf("not recreated after the server restart (healthy=%v, connected=%v)", k.Healthy(), c.Connected())
 		}
@@ -128,21 +133,21 @@ func TestNakDelay(t *testing.T) {
 func TestProgressKeepsHeldMessages(t *testing.T) {
 	for _, progress := range []bool{true, false} {
 		t.Run(fmt.Sprint("progress=", progress), func(t *testing.T) {
-			_, c := startServer(t)
+			_, c := natstest.Start(t)
 			ctx := context.Background()
 			const n = 20
-			o := StreamOptions{AckWait: 300 * time.Millisecond, Progress: progress}
+			o := natsbus.StreamOptions{AckWait: 300 * time.Millisecond, Progress: progress}
 			if err := c.EnsureStream(ctx, o); err != nil {
 				t.Fatal(err)
 			}
 			for i := range n {
-				if err := c.PublishStream(ctx, "salt/test", []byte(`{}`), Meta{MsgID: fmt.Sprint(i)}); err != nil {
+				if err := c.PublishStream(ctx, "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(i)}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			var deliveries, acked atomic.Int64
-			hold := make(chan *Message, n*4)
-			k, err := c.Consume(ctx, o, func(m *Message) {
+			hold := make(chan *natsbus.Message, n*4)
+			k, err := New(ctx, c, o, func(m *natsbus.Message) {
 				deliveries.Add(1)
 				hold <- m
 			})
@@ -169,37 +174,43 @@ func TestProgressKeepsHeldMessages(t *testing.T) {
 	}
 }
 
-// TestCopiesClaim: the first copy of an emission claims it, another
-// message within the window is a copy, the claiming message itself is
-// not (a redelivery), and a stamp further away is a genuine repeat.
-func TestCopiesClaim(t *testing.T) {
-	_, c := startServer(t)
+func TestJetStreamRedeliversUnacked(t *testing.T) {
+	_, c := natstest.Start(t)
 	ctx := context.Background()
-	k, err := c.Copies(ctx, CopiesOptions{Window: 2 * time.Second})
+	o := natsbus.StreamOptions{AckWait: 300 * time.Millisecond}
+	if err := c.EnsureStream(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		id := "e" + string(rune('0'+i))
+		// Each event twice with the same id: JetStream keeps one.
+		for range 2 {
+			if err := c.PublishStream(ctx, "salt/job/1/ret/web"+id, []byte(`{}`), natsbus.Meta{MsgID: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := c.StreamMessages(ctx, "REACTORD_EVENTS"); err != nil || n != 10 {
+		t.Fatalf("stream holds %d messages (%v), want 10 after de-duplication", n, err)
+	}
+	var first sync.Map
+	var acked atomic.Int64
+	sub, err := New(ctx, c, o, func(m *natsbus.Message) {
+		if _, seen := first.LoadOrStore(m.Subject, true); !seen {
+			return // never acknowledged: must come back
+		}
+		if err := m.Ack(); err == nil {
+			acked.Add(1)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	for _, step := range []struct {
-		name  string
-		stamp time.Time
-		seq   uint64
-		dup   bool
-	}{
-		{"first copy", t0, 1, false},
-		{"other master's copy", t0.Add(40 * time.Millisecond), 2, true},
-		{"redelivery of the first", t0, 1, false},
-		{"copy stamped earlier", t0.Add(-time.Second), 3, true},
-		{"genuine repeat", t0.Add(10 * time.Second), 4, false},
-		{"its copy", t0.Add(10*time.Second + time.Millisecond), 5, true},
-		{"late copy of the first", t0.Add(30 * time.Millisecond), 6, true},
-	} {
-		dup, err := k.Claim(ctx, "k1", step.stamp, step.seq)
-		if err != nil || dup != step.dup {
-			t.Errorf("%s: dup %v (%v), want %v", step.name, dup, err, step.dup)
+	defer sub.Stop()
+	wait.For(t, 10*time.Second, func() error {
+		if acked.Load() != 10 {
+			return errors.New("not all redelivered and acked")
 		}
-	}
-	if dup, err := k.Claim(ctx, "k2", t0, 2); err != nil || dup {
-		t.Errorf("other key: dup %v (%v)", dup, err)
-	}
+		return nil
+	})
 }

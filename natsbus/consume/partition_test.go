@@ -1,4 +1,4 @@
-package natsbus
+package consume
 
 import (
 	"context"
@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/internal/ordercheck"
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // orderLog records, per key, the counters handled in the order they were
@@ -43,10 +45,10 @@ func (l *orderLog) check() (distinct, dups, outOfOrder int) {
 // lanes (one goroutine per lane, keys hashed onto them) that handle and
 // acknowledge each event as the daemon does.
 type replica struct {
-	c     *Conn
+	c     *natsbus.Conn
 	p     *Partitioned
 	dead  atomic.Bool
-	lanes []chan *Message
+	lanes []chan *natsbus.Message
 	// unplanned counts lost leases and resyncs: the changes that may
 	// run events twice.
 	unplanned atomic.Int64
@@ -62,14 +64,14 @@ func testKey(body []byte) string {
 
 func startReplica(t *testing.T, url, name string, log *orderLog) *replica {
 	t.Helper()
-	c, err := Connect(ConnOptions{URL: url, Name: name})
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: url, Name: name})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	r := &replica{c: c}
 	for range 4 {
-		ch := make(chan *Message, 256)
+		ch := make(chan *natsbus.Message, 256)
 		r.lanes = append(r.lanes, ch)
 		go func() {
 			for m := range ch {
@@ -96,15 +98,15 @@ func startReplica(t *testing.T, url, name string, log *orderLog) *replica {
 			}
 		}()
 	}
-	p, err := c.ConsumePartitioned(context.Background(), PartitionOptions{
-		StreamOptions: StreamOptions{AckWait: 5 * time.Second, MaxAckPending: 4096},
+	p, err := NewPartitioned(context.Background(), c, PartitionOptions{
+		StreamOptions: natsbus.StreamOptions{AckWait: 5 * time.Second, MaxAckPending: 4096},
 		Partitions:    6, Key: testKey, Replica: name, LeaseTTL: 2 * time.Second,
 		OnChange: func(change string, _ int) {
 			if change == "lost" || change == "resync" {
 				r.unplanned.Add(1)
 			}
 		},
-	}, func(m *Message) {
+	}, func(m *natsbus.Message) {
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(testKey(m.Body)))
 		r.lanes[h.Sum32()%uint32(len(r.lanes))] <- m
@@ -125,7 +127,7 @@ func startReplica(t *testing.T, url, name string, log *orderLog) *replica {
 // never two at once, the only duplicates being those in flight at the
 // death.
 func TestPartitionedOrderAcrossReplicas(t *testing.T) {
-	srv, pub := startServer(t)
+	srv, pub := natstest.Start(t)
 	log := newOrderLog()
 	a := startReplica(t, srv.ClientURL(), "a", log)
 	checkPartitions(t, a, 6)
@@ -137,7 +139,7 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 		for n := range each {
 			for k := range keys {
 				body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
-				if err := pub.PublishStreamAsync("myco/ev", []byte(body), Meta{}); err != nil {
+				if err := pub.PublishStreamAsync("myco/ev", []byte(body), natsbus.Meta{}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -170,7 +172,7 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	// a dies: it handles nothing more and never hands over.
 	a.dead.Store(true)
 	a.p.Stop()
-	a.c.nc.Close()
+	a.c.NATS().Close()
 	killed := time.Now()
 	checkPartitions(t, b, 6)
 	took := time.Since(killed)
@@ -235,11 +237,11 @@ func fnv32a(s string) uint32 {
 // starts after what was acknowledged; nothing runs twice, nothing is
 // skipped.
 func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
-	_, c := startServer(t)
+	_, c := natstest.Start(t)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var got []int
-	handle := func(m *Message) {
+	handle := func(m *natsbus.Message) {
 		var v struct {
 			N int `json:"n"`
 		}
@@ -253,7 +255,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	publish := func(k int) {
 		t.Helper()
 		for range k {
-			if err := c.PublishStream(ctx, "myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, next%7, next), Meta{}); err != nil {
+			if err := c.PublishStream(ctx, "myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, next%7, next), natsbus.Meta{}); err != nil {
 				t.Fatal(err)
 			}
 			next++
@@ -280,10 +282,10 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	}
 	// A stream made for partitions (interest retention); the shared
 	// consumer reads it first.
-	if err := c.EnsureStream(ctx, StreamOptions{Partitioned: true}); err != nil {
+	if err := c.EnsureStream(ctx, natsbus.StreamOptions{Partitioned: true}); err != nil {
 		t.Fatal(err)
 	}
-	k, err := c.Consume(ctx, StreamOptions{}, handle)
+	k, err := New(ctx, c, natsbus.StreamOptions{}, handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +299,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	// stream kept for them).
 	for _, n := range []int{2, 3, 2} {
 		publish(5)
-		p, err := c.ConsumePartitioned(ctx, PartitionOptions{Partitions: n, Key: testKey, LeaseTTL: 2 * time.Second}, handle)
+		p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, Key: testKey, LeaseTTL: 2 * time.Second}, handle)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +329,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	// Back to the shared consumer: the partition consumers left on the
 	// stream are reported, since the stream keeps events for them.
 	var logBuf syncbuf.Buffer
-	k, err = c.Consume(ctx, StreamOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}, handle)
+	k, err = New(ctx, c, natsbus.StreamOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}, handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,21 +339,21 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	}
 	// A work queue (the shared consumer's stream) allows one consumer:
 	// partitions refuse it with what to do.
-	if err := c.js.DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
+	if err := c.JetStream().DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
+	if err := c.EnsureStream(ctx, natsbus.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ConsumePartitioned(ctx, PartitionOptions{Partitions: 2, Key: testKey}, handle); !errors.Is(err, ErrWorkQueueStream) {
+	if _, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 2, Key: testKey}, handle); !errors.Is(err, natsbus.ErrWorkQueueStream) {
 		t.Fatalf("partitions on a work-queue stream: %v, want ErrWorkQueueStream", err)
 	}
 }
 
 // streamConsumers lists the consumers of REACTORD_EVENTS.
-func streamConsumers(t *testing.T, c *Conn) map[string]bool {
+func streamConsumers(t *testing.T, c *natsbus.Conn) map[string]bool {
 	t.Helper()
-	s, err := c.js.Stream(context.Background(), "REACTORD_EVENTS")
+	s, err := c.JetStream().Stream(context.Background(), "REACTORD_EVENTS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +369,7 @@ func streamConsumers(t *testing.T, c *Conn) map[string]bool {
 }
 
 // waitStreamEmpty waits up to 5s for REACTORD_EVENTS to hold no message.
-func waitStreamEmpty(t *testing.T, c *Conn) {
+func waitStreamEmpty(t *testing.T, c *natsbus.Conn) {
 	t.Helper()
 	var n uint64
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {

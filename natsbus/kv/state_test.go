@@ -1,4 +1,4 @@
-package natsbus
+package kv
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/internal/natstest"
+	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
 
@@ -17,7 +19,7 @@ func TestStateNeedsJetStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	c, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: "test"})
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +27,7 @@ func TestStateNeedsJetStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	if _, err := c.State(ctx, StateOptions{}); !errors.Is(err, ErrStateUnsupported) {
+	if _, err := Open(ctx, c, StateOptions{}); !errors.Is(err, ErrStateUnsupported) {
 		t.Fatalf("err %v, want ErrStateUnsupported", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -39,14 +41,14 @@ func TestStateNeedsJetStream(t *testing.T) {
 // write of each key, never an older one after it; other keys' failed
 // writes are dropped.
 func TestStateResendsFailedWrites(t *testing.T) {
-	_, c := startServer(t)
+	_, c := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := c.State(ctx, StateOptions{Resend: func(key string) bool { return key[0] == 'j' }})
+	s, err := Open(ctx, c, StateOptions{Resend: func(key string) bool { return key[0] == 'j' }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.js.DeleteStream(ctx, "KV_REACTORD_GUARD"); err != nil {
+	if err := c.JetStream().DeleteStream(ctx, "KV_REACTORD_GUARD"); err != nil {
 		t.Fatal(err)
 	}
 	s.Put("j.a", []byte("v1"), time.Minute)
@@ -54,7 +56,7 @@ func TestStateResendsFailedWrites(t *testing.T) {
 	s.Put("j.b", []byte("new"), time.Minute)
 	s.Put("x.c", []byte("dropped"), time.Minute)
 	time.Sleep(1500 * time.Millisecond)
-	again, err := c.State(ctx, StateOptions{})
+	again, err := Open(ctx, c, StateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,5 +78,40 @@ func TestStateResendsFailedWrites(t *testing.T) {
 	}
 	if n := s.Resent(); n < 2 {
 		t.Errorf("%d writes sent again, want at least 2", n)
+	}
+}
+
+// TestCopiesClaim: the first copy of an emission claims it, another
+// message within the window is a copy, the claiming message itself is
+// not (a redelivery), and a stamp further away is a genuine repeat.
+func TestCopiesClaim(t *testing.T) {
+	_, c := natstest.Start(t)
+	ctx := context.Background()
+	k, err := OpenCopies(ctx, c, CopiesOptions{Window: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for _, step := range []struct {
+		name  string
+		stamp time.Time
+		seq   uint64
+		dup   bool
+	}{
+		{"first copy", t0, 1, false},
+		{"other master's copy", t0.Add(40 * time.Millisecond), 2, true},
+		{"redelivery of the first", t0, 1, false},
+		{"copy stamped earlier", t0.Add(-time.Second), 3, true},
+		{"genuine repeat", t0.Add(10 * time.Second), 4, false},
+		{"its copy", t0.Add(10*time.Second + time.Millisecond), 5, true},
+		{"late copy of the first", t0.Add(30 * time.Millisecond), 6, true},
+	} {
+		dup, err := k.Claim(ctx, "k1", step.stamp, step.seq)
+		if err != nil || dup != step.dup {
+			t.Errorf("%s: dup %v (%v), want %v", step.name, dup, err, step.dup)
+		}
+	}
+	if dup, err := k.Claim(ctx, "k2", t0, 2); err != nil || dup {
+		t.Errorf("other key: dup %v (%v)", dup, err)
 	}
 }

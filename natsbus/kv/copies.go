@@ -1,4 +1,4 @@
-package natsbus
+package kv
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // CopiesOptions configure Copies.
@@ -47,14 +48,14 @@ type copyClaim struct {
 const maxClaims = 16
 
 // Copies creates (or updates) the claims bucket.
-func (c *Conn) Copies(ctx context.Context, o CopiesOptions) (*Copies, error) {
+func OpenCopies(ctx context.Context, c *natsbus.Conn, o CopiesOptions) (*Copies, error) {
 	if o.Bucket == "" {
 		o.Bucket = "REACTORD_COPIES"
 	}
 	if o.TTL <= 0 {
 		o.TTL = time.Hour
 	}
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: o.Bucket, TTL: o.TTL, History: 1,
+	kv, err := c.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: o.Bucket, TTL: o.TTL, History: 1,
 		Storage: jetstream.FileStorage, Replicas: max(o.Replicas, 1),
 		Description: "reactord --dedupe-masters: the emissions of each event taken, by a key that leaves out the master's _stamp"})
 	if err != nil {
