@@ -1,0 +1,256 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/event"
+)
+
+// ErrNoSubscriber reports a core publish that no subscriber received (no
+// reactord daemon is running, or it is restarting).
+var ErrNoSubscriber = errors.New("no subscriber received the event")
+
+// streamCheckInterval is how long PublishEvent trusts its last answer to
+// "does a stream capture the event subjects?" before asking the server again.
+const streamCheckInterval = 5 * time.Second
+
+// Meta is reactord's metadata on an event message.
+type Meta struct {
+	Origin string
+	Hop    int
+	Cause  string
+	MsgID  string
+	Sent   time.Time
+}
+
+func (m Meta) header() nats.Header {
+	h := nats.Header{}
+	if m.Origin != "" {
+		h.Set(HeaderOrigin, m.Origin)
+	}
+	if m.Hop > 0 {
+		h.Set(HeaderHop, strconv.Itoa(m.Hop))
+	}
+	if m.Cause != "" {
+		h.Set(HeaderCause, m.Cause)
+	}
+	if m.MsgID != "" {
+		h.Set(HeaderMsgID, m.MsgID)
+	}
+	if !m.Sent.IsZero() {
+		h.Set(HeaderSent, strconv.FormatInt(m.Sent.UnixNano(), 10))
+	}
+	return h
+}
+
+func metaOf(h nats.Header) Meta {
+	m := Meta{Origin: h.Get(HeaderOrigin), Cause: h.Get(HeaderCause), MsgID: h.Get(HeaderMsgID)}
+	m.Hop, _ = strconv.Atoi(h.Get(HeaderHop))
+	if ns, err := strconv.ParseInt(h.Get(HeaderSent), 10, 64); err == nil {
+		m.Sent = time.Unix(0, ns)
+	}
+	return m
+}
+
+// Publish sends one event envelope (the JSON `{"tag", "data"}`) on the
+// tag's subject with core NATS.
+func (c *Conn) Publish(tag string, body []byte, meta Meta) error {
+	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
+	if err := c.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
+	}
+	return nil
+}
+
+// PublishStream sends one event to JetStream and waits for the stream's
+// acknowledgement; meta.MsgID de-duplicates.
+func (c *Conn) PublishStream(ctx context.Context, tag string, body []byte, meta Meta) error {
+	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
+	}
+	return nil
+}
+
+// PublishStreamAsync sends one event to JetStream without waiting for its
+// acknowledgement; Flush or PublishAsyncComplete waits for them.
+func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
+	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
+	for {
+		_, err := c.js.PublishMsgAsync(msg)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			<-c.js.PublishAsyncComplete()
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
+		}
+		return nil
+	}
+}
+
+// PublishDelivered publishes one event with core NATS and reports
+// ErrNoSubscriber when no subscriber received it, so a bridge can hold the
+// event while the daemon restarts instead of losing it. It gives the
+// message a reply subject, for which the server answers "no responders"
+// at once when nobody is subscribed, and waits one round trip for that
+// answer. (Subscribers do not reply; the reply subject is never used
+// otherwise.) Any subscriber counts: a `nats sub` on the event subjects
+// makes an event look delivered while no daemon runs. A publish whose round
+// trip fails is reported as failed although the server may have delivered
+// it, so a retry can deliver an event twice (at least once, as core NATS
+// has no de-duplication).
+func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, meta Meta) error {
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	if c.noResponders == nil {
+		inbox := c.nc.NewRespInbox()
+		ch := make(chan *nats.Msg, 256)
+		if _, err := c.nc.ChanSubscribe(inbox+".*", ch); err != nil {
+			return fmt.Errorf("publishing %s: %w", tag, err)
+		}
+		c.deliverInbox, c.noResponders = inbox, ch
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
+	}
+	c.deliverSeq++
+	reply := c.deliverInbox + "." + strconv.FormatUint(c.deliverSeq, 10)
+	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Reply: reply, Data: body, Header: meta.header()}
+	if err := c.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	// The server sends "no responders" while it processes the publish,
+	// before it answers the flush's PING; the client queues it on ch first.
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
+	}
+	for {
+		select {
+		case m := <-c.noResponders:
+			if m.Subject == reply && m.Header.Get("Status") == "503" {
+				return fmt.Errorf("publishing %s on %s: %w", tag, msg.Subject, ErrNoSubscriber)
+			}
+			// A late answer to an earlier publish: ignore.
+		default:
+			return nil
+		}
+	}
+}
+
+// PublishEvent publishes to JetStream (waiting for the stream's
+// acknowledgement, de-duplicated by msgID) when a stream captures the event
+// subjects, else with core NATS, checking that a subscriber received it
+// (PublishDelivered); it implements the bridge's Publisher.
+//
+// Whether a stream exists is asked of the server (and cached for a few
+// seconds), never guessed by trying a JetStream publish first: in core mode
+// the daemon's own subscription receives such a publish, dispatches it and
+// never answers, so a try-then-fall-back publisher would deliver every event
+// several times.
+func (c *Conn) PublishEvent(ctx context.Context, tag string, body []byte, msgID string) error {
+	if c.EventStream(ctx) == "" {
+		return c.PublishDelivered(ctx, tag, body, Meta{MsgID: msgID})
+	}
+	err := c.PublishStream(ctx, tag, body, Meta{MsgID: msgID})
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		// The stream went away since it was looked up: nobody answered,
+		// so nobody received the message either.
+		c.forgetStream()
+		if c.EventStream(ctx) == "" {
+			return c.PublishDelivered(ctx, tag, body, Meta{MsgID: msgID})
+		}
+	}
+	return err
+}
+
+// EventStream names the JetStream stream that captures event subjects, or
+// returns "" when there is none (or the server has no JetStream). The answer
+// is cached for a few seconds.
+func (c *Conn) EventStream(ctx context.Context) string {
+	c.streamMu.Lock()
+	defer c.streamMu.Unlock()
+	if !c.streamChecked.IsZero() && time.Since(c.streamChecked) < streamCheckInterval {
+		return c.streamName
+	}
+	name, known := c.streamBySubject(ctx, c.prefix+">")
+	if !known {
+		// A timeout or a lost connection says nothing about the stream:
+		// keep the last answer and ask again next time.
+		return c.streamName
+	}
+	c.streamName = name
+	c.streamChecked = time.Now()
+	return c.streamName
+}
+
+func (c *Conn) forgetStream() {
+	c.streamMu.Lock()
+	c.streamChecked = time.Time{}
+	c.streamMu.Unlock()
+}
+
+// StreamCaptures reports whether a JetStream stream captures subject.
+// known is false when the server could not be asked (a timeout, a lost
+// connection): the answer then says nothing.
+func (c *Conn) StreamCaptures(ctx context.Context, subject string) (captured, known bool) {
+	name, known := c.streamBySubject(ctx, subject)
+	return name != "", known
+}
+
+// streamBySubject names the stream that captures subject ("" for none);
+// known is false when the server could not be asked.
+func (c *Conn) streamBySubject(ctx context.Context, subject string) (name string, known bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	name, err := c.js.StreamNameBySubject(ctx, subject)
+	switch {
+	case err == nil:
+		return name, true
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return "", true
+	}
+	return "", false
+}
+
+// PublishStored publishes bytes on a subject a JetStream stream captures
+// and waits for the stream to acknowledge them (stored on its replicas); a
+// meta.MsgID the stream saw within its duplicate window is dropped there.
+func (c *Conn) PublishStored(ctx context.Context, subject string, body []byte, meta Meta) error {
+	if _, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: body, Header: meta.header()}); err != nil {
+		return fmt.Errorf("publishing %s to JetStream: %w", subject, err)
+	}
+	return nil
+}
+
+// PublishRaw publishes bytes on any subject (dead letters, custom executors).
+func (c *Conn) PublishRaw(subject string, body []byte, meta Meta) error {
+	return c.nc.PublishMsg(&nats.Msg{Subject: subject, Data: body, Header: meta.header()})
+}
+
+// DeadLetter publishes a reaction that failed for good on subject, with the
+// error, for inspection and replay.
+func (c *Conn) DeadLetter(subject string, a actions.Action, cause error) {
+	body := []byte(`{"tag":`)
+	body, _ = event.AppendJSON(body, a.Tag)
+	body = append(body, `,"chunk":`...)
+	body, _ = event.AppendJSON(body, a.Chunk)
+	body = append(body, `,"error":`...)
+	body, _ = event.AppendJSON(body, cause.Error())
+	body = append(body, '}')
+	_ = c.PublishRaw(subject, body, Meta{Cause: a.Tag})
+}

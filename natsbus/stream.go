@@ -1,0 +1,200 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// JetStreamReady reports whether JetStream answers and can place a stream
+// on replicas servers: on a cluster, once its nodes elected a meta leader
+// and it sees them all. With replicas above 1 it creates and deletes a
+// small stream in memory to find out.
+func (c *Conn) JetStreamReady(ctx context.Context, replicas int) error {
+	if _, err := c.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("JetStream: %w", err)
+	}
+	if replicas <= 1 {
+		return nil
+	}
+	name := "REACTORD_READY_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"reactord.ready." + name}, Storage: jetstream.MemoryStorage, Replicas: replicas}); err != nil {
+		return fmt.Errorf("JetStream: a stream on %d servers: %w", replicas, err)
+	}
+	if err := c.js.DeleteStream(ctx, name); err != nil {
+		return fmt.Errorf("JetStream: deleting the probe stream %s: %w", name, err)
+	}
+	return nil
+}
+
+// StreamOptions configure the JetStream stream and durable consumer.
+type StreamOptions struct {
+	// Stream is the stream name (default REACTORD_EVENTS).
+	Stream string
+	// Durable is the shared durable consumer's name (default reactord).
+	Durable string
+	// MaxAckPending bounds unacknowledged messages per consumer.
+	MaxAckPending int
+	// AckWait is how long a delivered message may stay unacknowledged
+	// before redelivery (default 30s).
+	AckWait time.Duration
+	// Duplicates is the de-duplication window for Nats-Msg-Id: a message
+	// whose id the stream stored less than this long ago is dropped. It
+	// only has to cover a publish retry or a second bridge on the same
+	// master (the bridge's id includes the master's _stamp). Zero means 2
+	// minutes for a new stream and leaves an existing stream's window as it
+	// is; a positive value is also applied to an existing stream.
+	Duplicates time.Duration
+	// MaxAge bounds how long the stream keeps an event not acknowledged
+	// (default 24h). A new stream is a work queue (an event leaves it once
+	// the shared consumer acknowledged it), or with Partitioned keeps an
+	// event until every partition's consumer acknowledged it (interest
+	// retention): either way the server's disk and memory hold the
+	// backlog, not a day of traffic (the audit store is the record).
+	MaxAge time.Duration
+	// Replicas is how many servers of a NATS cluster keep the stream (1,
+	// 3 or 5 in practice; at most the cluster's size). Zero means 1 for a
+	// new stream and leaves an existing stream's replicas as they are; a
+	// positive value is also applied to an existing stream (the server
+	// adds or removes the copies), and the change is logged.
+	Replicas int
+	// Progress makes Consume send progress acknowledgements for the
+	// messages it holds (delivered, neither acknowledged nor refused) for
+	// half of AckWait or more, every quarter of AckWait, so that a backlog
+	// in a live replica is not redelivered to another one. Without it a
+	// message held longer than AckWait is redelivered.
+	Progress bool
+	// CheckEvery is how often Consume checks that its stream and consumer
+	// still exist (default 5s).
+	CheckEvery time.Duration
+	// Partitioned is set when partition consumers read the stream
+	// (ConsumePartitioned): EnsureStream then creates a new stream with
+	// interest retention, which allows several consumers, and refuses a
+	// work-queue stream.
+	Partitioned bool
+	// Logger receives Consume's reports (a lost stream or consumer); nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Defaults fills in the stream settings left empty.
+func (o *StreamOptions) Defaults() {
+	if o.Stream == "" {
+		o.Stream = "REACTORD_EVENTS"
+	}
+	if o.Durable == "" {
+		o.Durable = "reactord"
+	}
+	if o.MaxAckPending <= 0 {
+		o.MaxAckPending = 4096
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.Duplicates <= 0 {
+		o.Duplicates = 2 * time.Minute
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = 24 * time.Hour
+	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = 5 * time.Second
+	}
+}
+
+// SharedConsumer is the configuration of the durable consumer replicas
+// share.
+func (o *StreamOptions) SharedConsumer() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       o.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxAckPending: o.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// ErrWorkQueueStream is returned by EnsureStream when partition consumers
+// would read a work-queue stream, which allows one consumer only.
+var ErrWorkQueueStream = errors.New("the stream is a work queue (made for one shared consumer): partitions need a stream with interest retention; stop the replicas once it is drained, delete it (nats stream rm) and start them with partitions, which create it so")
+
+// EnsureStream creates the event stream when it is absent (see MaxAge and
+// Partitioned for its retention: a work queue keeps events until a
+// consumer takes them; with interest retention, ConsumePartitioned
+// creates its consumers right after). It sets an
+// existing stream's duplicate window and replicas to o.Duplicates and
+// o.Replicas when those are set and differ (its other settings are left
+// alone); a change of replicas is logged to o.Logger.
+func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
+	window, replicas := o.Duplicates, o.Replicas
+	o.Defaults()
+	s, err := c.js.Stream(ctx, o.Stream)
+	if err == nil {
+		if window <= 0 && replicas <= 0 && !o.Partitioned {
+			return nil
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
+		}
+		if o.Partitioned && info.Config.Retention == jetstream.WorkQueuePolicy {
+			return fmt.Errorf("stream %s: %w", o.Stream, ErrWorkQueueStream)
+		}
+		cfg := info.Config
+		if window > 0 {
+			cfg.Duplicates = window
+		}
+		if replicas > 0 {
+			cfg.Replicas = replicas
+		}
+		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) {
+			return nil
+		}
+		if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("updating stream %s (duplicate window %v, was %v; replicas %d, was %d): %w",
+				o.Stream, cfg.Duplicates, info.Config.Duplicates, cfg.Replicas, max(info.Config.Replicas, 1), err)
+		}
+		if cfg.Replicas != max(info.Config.Replicas, 1) && o.Logger != nil {
+			o.Logger.Warn("JetStream stream replicas changed", "stream", o.Stream, "replicas", cfg.Replicas, "was", max(info.Config.Replicas, 1))
+		}
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
+	}
+	retention := jetstream.WorkQueuePolicy
+	if o.Partitioned {
+		retention = jetstream.InterestPolicy
+	}
+	_, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:       o.Stream,
+		Subjects:   []string{c.prefix + ">"},
+		Retention:  retention,
+		Storage:    jetstream.FileStorage,
+		Duplicates: o.Duplicates,
+		MaxAge:     o.MaxAge,
+		Replicas:   max(o.Replicas, 1),
+	})
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("creating stream %s: %w", o.Stream, err)
+	}
+	return nil
+}
+
+// StreamInfo reports a stream's message count.
+func (c *Conn) StreamMessages(ctx context.Context, stream string) (uint64, error) {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Msgs, nil
+}
