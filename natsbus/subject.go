@@ -1,8 +1,10 @@
-// Package natsbus carries Salt events over NATS: the reversible mapping
-// between Salt tags and NATS subjects, the message envelope and its headers,
-// the embedded server, and connections for publishing and consuming (core
-// NATS queue groups or a JetStream durable consumer). It is the only package
-// that imports the NATS libraries.
+// Package natsbus carries Salt events over NATS: the connection and its
+// authentication, the reversible mapping between Salt tags and NATS
+// subjects, the message envelope and its headers, publishing (core,
+// JetStream, acknowledged) and core subscriptions. Built on it:
+// natsbus/consume (the JetStream consumers), natsbus/kv (the replicas'
+// shared state), natsbus/embedded (the embedded server) and
+// actions/natsdriver (the nats driver).
 package natsbus
 
 import (
