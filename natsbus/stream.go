@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -198,3 +199,20 @@ func (c *Conn) StreamMessages(ctx context.Context, stream string) (uint64, error
 	}
 	return info.State.Msgs, nil
 }
+
+// Transient tells a JetStream error that may pass by itself: the server
+// unavailable or short of resources for now (a cluster electing a leader,
+// a stream being scaled), a cluster still forming (no peers to place a
+// replicated stream on yet), a timeout. Who starts a stream, a consumer or
+// a bucket retries these for a while.
+func Transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code >= 500 || apiErr.ErrorCode == jsClusterNoPeers
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// jsClusterNoPeers is JetStream's "no suitable peers for placement": a
+// replicated stream asked of a cluster whose nodes have not all joined.
+const jsClusterNoPeers jetstream.ErrorCode = 10005

@@ -2,8 +2,13 @@ package natsbus
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestEnsureStreamDuplicateWindow: the window is set on creation, changed on
@@ -46,5 +51,24 @@ func TestEnsureStreamDuplicateWindow(t *testing.T) {
 		t.Error("a window beyond the stream's max age was accepted")
 	} else {
 		t.Logf("refused as expected: %v", err)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"}, true},
+		{fmt.Errorf("creating stream REACTORD_EVENTS: %w", &jetstream.APIError{Code: 400, ErrorCode: 10005}), true},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false},
+		{context.DeadlineExceeded, true},
+		{nats.ErrNoResponders, true},
+		{errors.New("permission denied"), false},
+	} {
+		if got := Transient(c.err); got != c.want {
+			t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/internal/retry"
 	"github.com/reactord/reactord/natsbus"
@@ -96,7 +95,7 @@ func (k *Consumer) startRetrying(ctx context.Context) error {
 	first := true
 	return retryTransient(ctx, func() error {
 		err := k.start(ctx)
-		if err != nil && transient(err) && first {
+		if err != nil && natsbus.Transient(err) && first {
 			first = false
 			k.log.Warn("JetStream not ready; retrying", "stream", k.o.Stream, "for_up_to", startWait.String(), "err", err)
 		}
@@ -110,18 +109,7 @@ func (k *Consumer) startRetrying(ctx context.Context) error {
 func retryTransient(ctx context.Context, fn func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
-	return retry.Until(ctx, fn, func(err error) bool { return !transient(err) })
-}
-
-// transient tells a JetStream error that may pass by itself: the server
-// unavailable or short of resources for now (a cluster electing a leader,
-// a stream being scaled), a timeout.
-func transient(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.Code >= 500
-	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+	return retry.Until(ctx, fn, func(err error) bool { return !natsbus.Transient(err) })
 }
 
 // heldMsg is a message this client holds unacknowledged, and when the

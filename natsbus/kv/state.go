@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/internal/ratelog"
+	"github.com/reactord/reactord/internal/retry"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -104,10 +105,10 @@ func Open(ctx context.Context, c *natsbus.Conn, o StateOptions) (*State, error) 
 		Storage: jetstream.FileStorage, Replicas: max(o.Replicas, 1), LimitMarkerTTL: time.Second,
 		Description: o.Description}
 	var kv jetstream.KeyValue
-	var err error
-	for {
-		// A cluster electing, or busy adding a stream's replicas, answers
-		// 503 for a while: retry until ctx ends.
+	// A cluster electing, forming, or busy adding a stream's replicas
+	// answers so for a while: retry until ctx ends.
+	err := retry.Until(ctx, func() error {
+		var err error
 		if o.Replicas > 0 {
 			kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
 		} else if kv, err = js.KeyValue(ctx, o.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -116,15 +117,11 @@ func Open(ctx context.Context, c *natsbus.Conn, o StateOptions) (*State, error) 
 				kv, err = js.KeyValue(ctx, o.Bucket) // another replica was faster
 			}
 		}
+		return err
+	}, func(err error) bool {
 		var apiErr *jetstream.APIError
-		if err == nil || !errors.As(err, &apiErr) || apiErr.Code < 500 || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+		return !errors.As(err, &apiErr) || !natsbus.Transient(err)
+	})
 	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("key-value bucket %s: %w: %w", o.Bucket, ErrStateUnsupported, err)
