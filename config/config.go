@@ -123,12 +123,30 @@ type RuleOptions struct {
 	ThrottlePer   time.Duration
 	// Debounce reacts once, with the last event, after this quiet period.
 	Debounce time.Duration
+	// Guard is the loop guard's evidence for the rule's reactions:
+	// GuardBeacons (the default, ""), GuardMinion or GuardOff.
+	Guard    string
+	GuardPos Pos
 	// LiteralTarget, when true, refuses a reaction whose tgt holds a value
 	// printed from event data with characters that widen a target (glob,
 	// compound, range, list or regex syntax); nil means the reactord-wide
 	// literal_target setting.
 	LiteralTarget *bool
 }
+
+// The loop guard's modes, a rule's guard option.
+const (
+	// GuardBeacons holds a reaction back from the events its own jobs
+	// cause: their returns and progress, the beacons of their minions
+	// while they run and a settle window after, a minion's start before
+	// its job returned, and the events it fires itself.
+	GuardBeacons = "beacons"
+	// GuardMinion holds a reaction back from every event of its job's
+	// minions until the job returned and the settle window passed.
+	GuardMinion = "minion"
+	// GuardOff leaves the rule's reactions to the hop limit alone.
+	GuardOff = "off"
+)
 
 // SLS is one reaction file reference of a rule.
 type SLS struct {
@@ -643,6 +661,19 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 			}
 		case "debounce":
 			rule.Options.Debounce = dur(vn, "debounce")
+		case "guard":
+			if b, isBool := yaml11.Resolve(vn.Text).(bool); vn.Kind == yaml11.ScalarNode && isBool && !b && vn.Style == yaml11.Plain {
+				// YAML 1.1 reads a bare off (no, false) as false.
+				rule.Options.Guard, rule.Options.GuardPos = GuardOff, nodePos(file, vn)
+				continue
+			}
+			if s, ok := str(); ok {
+				if s != GuardBeacons && s != GuardMinion && s != GuardOff {
+					l.errorf(file, vn, "guard must be %s (the default: a reaction's own job, its beacons and the minion's restart hold it back), %s (any event from its job's minions, until the job returned and settled) or %s", GuardBeacons, GuardMinion, GuardOff)
+					continue
+				}
+				rule.Options.Guard, rule.Options.GuardPos = s, nodePos(file, vn)
+			}
 		case "literal_target":
 			b, ok := yaml11.Resolve(vn.Text).(bool)
 			if vn.Kind != yaml11.ScalarNode || !ok {
@@ -681,7 +712,7 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 				l.errorf(file, vn, "throttle needs count and per")
 			}
 		default:
-			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, key, literal_target)", kn.Text)
+			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, key, guard, literal_target)", kn.Text)
 		}
 	}
 	if !haveSLS {
@@ -731,7 +762,7 @@ func sameOptions(a, b RuleOptions) bool {
 		return fmt.Sprint(*p)
 	}
 	return a.When == b.When && a.Key == b.Key && a.ThrottleCount == b.ThrottleCount && a.ThrottlePer == b.ThrottlePer &&
-		a.Debounce == b.Debounce && lt(a.LiteralTarget) == lt(b.LiteralTarget)
+		a.Debounce == b.Debounce && a.Guard == b.Guard && lt(a.LiteralTarget) == lt(b.LiteralTarget)
 }
 
 // reactorFile loads `reactor: /path` — a file holding the bare rule list.

@@ -13,10 +13,17 @@ const expectKeep = time.Minute
 // expectedEvent is an event a reaction will fire, with the hop count and
 // cause it carries.
 type expectedEvent struct {
-	hop   int
-	cause string
+	Fired
 	until time.Time
 	key   string // in the shared state, when there is one
+}
+
+// Fired is what the guard knows of an event a reaction fired: its hop
+// count, the tag of the event whose reaction fired it, and that reaction.
+type Fired struct {
+	Hop   int
+	Cause string
+	By    Reaction
 }
 
 // hops remembers the events reactions will fire (a runner or local
@@ -37,8 +44,8 @@ func newHops(sh *shared) *hops {
 }
 
 // expectEvent is Guard.ExpectEvent.
-func (h *hops) expectEvent(tag string, hop int, cause string, now time.Time) {
-	e := expectedEvent{hop: hop, cause: cause, until: now.Add(expectKeep)}
+func (h *hops) expectEvent(tag string, f Fired, now time.Time) {
+	e := expectedEvent{Fired: f, until: now.Add(expectKeep)}
 	if h.sh != nil {
 		e.key = sharedKey(kindExpected, tag) + "." + h.sh.token()
 	}
@@ -46,7 +53,8 @@ func (h *hops) expectEvent(tag string, hop int, cause string, now time.Time) {
 	h.expect(tag, e)
 	h.mu.Unlock()
 	if e.key != "" {
-		h.sh.put(e.key, expectedRecord{origin: origin{h.sh.origin}, Tag: tag, Hop: hop, Cause: cause, At: e.until.UnixNano()}, expectKeep)
+		h.sh.put(e.key, expectedRecord{origin: origin{h.sh.origin}, Tag: tag, Hop: f.Hop, Cause: f.Cause, SLS: f.By.SLS, ID: f.By.ID,
+			At: e.until.UnixNano()}, expectKeep)
 	}
 }
 
@@ -60,10 +68,10 @@ func (h *hops) expect(tag string, e expectedEvent) {
 }
 
 // hopOf is Guard.HopOf.
-func (h *hops) hopOf(tag string, now time.Time) (int, string) {
+func (h *hops) hopOf(tag string, now time.Time) Fired {
 	h.mu.Lock()
 	var used []string
-	hop, cause := 0, ""
+	var fired Fired
 	for list := h.expected[tag]; len(list) > 0; list = h.expected[tag] {
 		e := list[0] // one dispatch fires one event
 		if len(list) == 1 {
@@ -76,7 +84,7 @@ func (h *hops) hopOf(tag string, now time.Time) (int, string) {
 			used = append(used, e.key)
 		}
 		if now.Before(e.until) {
-			hop, cause = e.hop, e.cause
+			fired = e.Fired
 			break
 		}
 	}
@@ -84,7 +92,7 @@ func (h *hops) hopOf(tag string, now time.Time) (int, string) {
 	for _, k := range used {
 		h.sh.state.Delete(k, expectKeep)
 	}
-	return hop, cause
+	return fired
 }
 
 // expire forgets the expected events that were not seen in time.
@@ -115,7 +123,8 @@ func (h *hops) apply(key string, value []byte) {
 	}
 	h.mu.Lock()
 	if _, ok := h.byKey[key]; !ok {
-		h.expect(rec.Tag, expectedEvent{hop: rec.Hop, cause: rec.Cause, until: time.Unix(0, rec.At), key: key})
+		h.expect(rec.Tag, expectedEvent{Fired: Fired{Hop: rec.Hop, Cause: rec.Cause, By: Reaction{SLS: rec.SLS, ID: rec.ID}},
+			until: time.Unix(0, rec.At), key: key})
 	}
 	h.mu.Unlock()
 }

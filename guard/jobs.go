@@ -89,21 +89,6 @@ func newJobs(settle, timeout time.Duration, sh *shared) *jobs {
 		early: map[string][]earlyReturn{}}
 }
 
-// suppressed reports whether the reaction (sls, id) is held for minion
-// now, with the jid of the job that holds it and the phase.
-func (j *jobs) suppressed(sls, id, minion string, now time.Time) (jid, phase string, ok bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	e := j.entries[jobKey{sls, id, minion}]
-	if e == nil || !now.Before(e.until) {
-		return "", "", false
-	}
-	if e.returned {
-		return e.jid, "settling", true
-	}
-	return e.jid, "job running", true
-}
-
 // start records that reaction (sls, id) of event eventID started job jid
 // on targets, and shares it.
 func (j *jobs) start(eventID, sls, id, jid string, targets []string, now time.Time) {

@@ -71,14 +71,17 @@ type sharedReturn struct {
 	At     int64  `json:"t"`
 }
 
-// expectedRecord is an e record: a reaction will fire an event with Tag,
-// which gets Hop and Cause; it is expected until At (unix ns).
+// expectedRecord is an e record: reaction (SLS, ID) will fire an event
+// with Tag, which gets Hop and Cause; it is expected until At (unix ns).
 type expectedRecord struct {
 	origin
 	Tag   string `json:"tag,omitempty"`
 	Hop   int    `json:"hop,omitempty"`
 	Cause string `json:"cause,omitempty"`
-	At    int64  `json:"at,omitempty"`
+	// SLS and ID name the reaction that fires it.
+	SLS string `json:"sls,omitempty"`
+	ID  string `json:"id,omitempty"`
+	At  int64  `json:"at,omitempty"`
 }
 
 // throttleRecord is a t record: the times (unix ns) rule Rule reacted

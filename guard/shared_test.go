@@ -66,7 +66,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 	o := Options{Settle: 2 * time.Second, JobTimeout: time.Minute}
 	g := []*Guard{newGuard(o), newGuard(o), newGuard(o)}
 	phase := func(g *Guard) string {
-		_, p, _ := g.Suppressed("revert.sls", "revert", "web1", time.Now())
+		_, p, _ := beaconHeld(g, "web1")
 		return p
 	}
 	cases := []struct {
@@ -98,16 +98,16 @@ func TestSharedGuardJobLinked(t *testing.T) {
 		}
 	}
 	g[0].Started("ev-3", "revert.sls", "revert", "jid3", []string{"web2"}, time.Now())
-	eventually(t, "replica 1 sees jid3", func() bool { _, _, ok := g[1].Suppressed("revert.sls", "revert", "web2", time.Now()); return ok })
+	eventually(t, "replica 1 sees jid3", func() bool { _, _, ok := beaconHeld(g[1], "web2"); return ok })
 	// A replica that starts now (or restarts) continues with the state.
 	late := newGuard(o)
-	if jid, p, ok := late.Suppressed("revert.sls", "revert", "web2", time.Now()); !ok || p != "job running" || jid != "jid3" {
+	if jid, p, ok := beaconHeld(late, "web2"); !ok || p != "job running" || jid != "jid3" {
 		t.Fatalf("a new replica: jid=%q phase=%q held=%v, want jid3 job running", jid, p, ok)
 	}
 	// A job's timeout is reported once: by the replica that started it,
 	// or by another when that one is gone (replica 2 stopped taking part).
 	g[2].Started("ev-4", "revert.sls", "revert", "jid4", []string{"web3"}, time.Now())
-	eventually(t, "the new replica sees jid4", func() bool { _, _, ok := late.Suppressed("revert.sls", "revert", "web3", time.Now()); return ok })
+	eventually(t, "the new replica sees jid4", func() bool { _, _, ok := beaconHeld(late, "web3"); return ok })
 	timedOut := time.Now().Add(time.Minute + 2*time.Second)
 	for _, c := range []struct {
 		name string
@@ -202,18 +202,18 @@ func TestSharedDebounce(t *testing.T) {
 func TestSharedExpectedEvent(t *testing.T) {
 	newGuard := sharedGuards(t)
 	g := []*Guard{newGuard(Options{}), newGuard(Options{})}
-	g[0].ExpectEvent("myco/loop", 2, "myco/start", time.Now())
+	g[0].ExpectEvent("myco/loop", Fired{Hop: 2, Cause: "myco/start", By: Reaction{"loop.sls", "again"}}, time.Now())
 	eventually(t, "replica 1 expects the event", func() bool {
 		return g[1].counts().expected == 1
 	})
-	if hop, cause := g[1].HopOf("myco/loop", time.Now()); hop != 2 || cause != "myco/start" {
-		t.Fatalf("replica 1: hop %d cause %q", hop, cause)
+	if f := g[1].HopOf("myco/loop", time.Now()); f.Hop != 2 || f.Cause != "myco/start" || f.By != (Reaction{"loop.sls", "again"}) {
+		t.Fatalf("replica 1: %+v", f)
 	}
 	eventually(t, "replica 0 forgets the used expectation", func() bool {
 		return g[0].counts().expected == 0
 	})
-	if hop, _ := g[0].HopOf("myco/loop", time.Now()); hop != 0 {
-		t.Fatalf("replica 0: hop %d for a used expectation", hop)
+	if f := g[0].HopOf("myco/loop", time.Now()); f.Hop != 0 {
+		t.Fatalf("replica 0: hop %d for a used expectation", f.Hop)
 	}
 }
 
@@ -226,7 +226,7 @@ func TestGuardExpiresByTime(t *testing.T) {
 		g.Returned(fmt.Sprintf("jid%d", i), "web1", now)
 		g.Started("", "f.sls", "r", fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
 		g.Throttle("r0", fmt.Sprintf("k%d", i), 1, time.Minute, now)
-		g.ExpectEvent(fmt.Sprintf("t%d", i), 1, "x", now)
+		g.ExpectEvent(fmt.Sprintf("t%d", i), Fired{Hop: 1, Cause: "x"}, now)
 	}
 	// A newer job of the same reaction and minion replaces the older.
 	g.Started("", "f.sls", "r", "job0b", []string{"m0"}, now.Add(time.Millisecond))
@@ -348,7 +348,7 @@ func TestSharedReturnsGathered(t *testing.T) {
 	}
 	// A job started on a now knows it returned: it settles.
 	a.Started("ev", "revert.sls", "revert", "jid7", []string{"web1"}, time.Now())
-	if _, phase, _ := a.Suppressed("revert.sls", "revert", "web1", time.Now()); phase != "settling" {
+	if _, phase, _ := beaconHeld(a, "web1"); phase != "settling" {
 		t.Fatalf("phase %q, want settling: the gathered return was not applied", phase)
 	}
 }
@@ -374,4 +374,11 @@ func (g *Guard) counts() guardCounts {
 	c.deadlines += len(g.hops.deadlines.h)
 	g.hops.mu.Unlock()
 	return c
+}
+
+// beaconHeld reports whether the revert reaction is held back from a
+// beacon of minion now, with the jid and the phase.
+func beaconHeld(g *Guard, minion string) (jid, phase string, ok bool) {
+	h, ok := g.Held(Reaction{"revert.sls", "revert"}, ModeBeacons, EventOf("salt/beacon/"+minion+"/inotify//etc/important_file", minion, time.Now()))
+	return h.JID, h.Phase, ok
 }

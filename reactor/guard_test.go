@@ -90,7 +90,7 @@ func TestLoopGuardJobLinked(t *testing.T) {
 		if fmt.Sprint(drv.snapshot()) != fmt.Sprint(want) {
 			t.Fatalf("dispatched %q, want %q", drv.snapshot(), want)
 		}
-		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("loop_guard")); v != 3 {
+		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("loop_guard_beacon")); v != 3 {
 			t.Fatalf("loop_guard suppressions = %v, want 3", v)
 		}
 	})
@@ -103,17 +103,17 @@ func TestLoopGuardJobTimeout(t *testing.T) {
 		g := guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})
 		now := time.Now()
 		g.Started("ev-1", "f.sls", "r", "jid1", []string{"web1"}, now)
-		if _, phase, held := g.Suppressed("f.sls", "r", "web1", now.Add(59*time.Second)); !held || phase != "job running" {
+		if _, phase, held := beaconHeld(g, "f.sls", "r", "web1", now.Add(59*time.Second)); !held || phase != "job running" {
 			t.Fatalf("held=%v phase=%q before the timeout", held, phase)
 		}
-		if _, _, held := g.Suppressed("f.sls", "r", "web1", now.Add(61*time.Second)); held {
+		if _, _, held := beaconHeld(g, "f.sls", "r", "web1", now.Add(61*time.Second)); held {
 			t.Fatal("still held after the job timeout")
 		}
 		want := []guard.Expired{{SLS: "f.sls", ID: "r", Minion: "web1", JID: "jid1", EventID: "ev-1"}}
 		if got := g.TakeExpired(now.Add(61 * time.Second)); !reflect.DeepEqual(got, want) {
 			t.Fatalf("expired %+v, want %+v (with the id of the event that started the job)", got, want)
 		}
-		if _, _, held := g.Suppressed("other.sls", "r", "web1", now); held {
+		if _, _, held := beaconHeld(g, "other.sls", "r", "web1", now); held {
 			t.Fatal("another reaction is held")
 		}
 	})
@@ -222,12 +222,12 @@ func TestHopLimitForFiredEvents(t *testing.T) {
 func TestGenuineEventAfterChain(t *testing.T) {
 	g := guard.New(guard.Options{})
 	now := time.Now()
-	g.ExpectEvent("myco/loop", 4, "myco/loop", now)
-	if hop, _ := g.HopOf("myco/loop", now); hop != 4 {
-		t.Fatalf("hop = %d", hop)
+	g.ExpectEvent("myco/loop", guard.Fired{Hop: 4, Cause: "myco/loop"}, now)
+	if f := g.HopOf("myco/loop", now); f.Hop != 4 {
+		t.Fatalf("hop = %d", f.Hop)
 	}
-	if hop, _ := g.HopOf("myco/loop", now); hop != 0 {
-		t.Fatalf("second event hop = %d, want 0 (expectation used up)", hop)
+	if f := g.HopOf("myco/loop", now); f.Hop != 0 {
+		t.Fatalf("second event hop = %d, want 0 (expectation used up)", f.Hop)
 	}
 }
 
@@ -238,13 +238,13 @@ func TestReturnBeforeStarted(t *testing.T) {
 	now := time.Now()
 	g.Returned("jid9", "db1", now)
 	g.Started("", "f.sls", "r", "jid9", []string{"db1", "db2"}, now)
-	if _, phase, held := g.Suppressed("f.sls", "r", "db1", now.Add(500*time.Millisecond)); !held || phase != "settling" {
+	if _, phase, held := beaconHeld(g, "f.sls", "r", "db1", now.Add(500*time.Millisecond)); !held || phase != "settling" {
 		t.Fatalf("db1: held=%v phase=%q, want settling", held, phase)
 	}
-	if _, _, held := g.Suppressed("f.sls", "r", "db1", now.Add(2*time.Second)); held {
+	if _, _, held := beaconHeld(g, "f.sls", "r", "db1", now.Add(2*time.Second)); held {
 		t.Fatal("db1 still held after the settle window")
 	}
-	if _, phase, held := g.Suppressed("f.sls", "r", "db2", now.Add(2*time.Second)); !held || phase != "job running" {
+	if _, phase, held := beaconHeld(g, "f.sls", "r", "db2", now.Add(2*time.Second)); !held || phase != "job running" {
 		t.Fatalf("db2: held=%v phase=%q, want job running", held, phase)
 	}
 }
@@ -262,11 +262,11 @@ func TestGuardMergedJobEarlyReturns(t *testing.T) {
 	g.Started("", "r.sls", "highstate", jid, []string{"m1"}, now)
 	g.Started("", "r.sls", "highstate", jid, []string{"m2"}, now)
 	for _, m := range []string{"m1", "m2"} {
-		_, phase, held := g.Suppressed("r.sls", "highstate", m, now)
+		_, phase, held := beaconHeld(g, "r.sls", "highstate", m, now)
 		if !held || phase != "settling" {
 			t.Errorf("%s: held=%v phase=%q, want settling (its return came early)", m, held, phase)
 		}
-		if _, _, held := g.Suppressed("r.sls", "highstate", m, now.Add(2*time.Second)); held {
+		if _, _, held := beaconHeld(g, "r.sls", "highstate", m, now.Add(2*time.Second)); held {
 			t.Errorf("%s: still held after the settle window", m)
 		}
 	}
@@ -396,4 +396,11 @@ func TestReloadKeepsRuleState(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// beaconHeld reports whether reaction (sls, id) is held back from a beacon
+// of minion at, with the jid and the phase.
+func beaconHeld(g *guard.Guard, sls, id, minion string, at time.Time) (jid, phase string, ok bool) {
+	h, ok := g.Held(guard.Reaction{SLS: sls, ID: id}, guard.ModeBeacons, guard.EventOf("salt/beacon/"+minion+"/inotify//etc/important_file", minion, at))
+	return h.JID, h.Phase, ok
 }

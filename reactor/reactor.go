@@ -453,6 +453,15 @@ type inflight struct {
 	// cause is the tag of the event whose reaction fired this one, if the
 	// loop guard knows it.
 	cause string
+	// gev is what the loop guard weighs of the event.
+	gev guard.Event
+	// firedBy is the reaction that fired the event (event.send), when the
+	// loop guard expected it; overHops is set when the event is past the
+	// hop limit, which then stops that reaction alone.
+	firedBy  guard.Reaction
+	overHops bool
+	// eng is the engine that matched and rendered the event.
+	eng *engine.Engine
 	// debug is set when the log takes debug lines (-v): each decision of
 	// the pipeline is then logged.
 	debug bool
@@ -631,16 +640,24 @@ func (d *Reactor) archive(ev *inflight) bool {
 func (d *Reactor) checkHops(ev *inflight) bool {
 	g := d.opts.Guard
 	// An expected event is used up either way; a hop header wins.
-	if hop, c := g.HopOf(ev.tag, ev.received); ev.dl.Hop == 0 {
-		ev.dl.Hop, ev.cause = hop, c
+	fired := g.HopOf(ev.tag, ev.received)
+	if ev.dl.Hop == 0 {
+		ev.dl.Hop, ev.cause = fired.Hop, fired.Cause
 	}
+	ev.gev, ev.firedBy = guard.EventOf(ev.tag, ev.minion, ev.received), fired.By
 	if jt, ok := event.ParseJobTag(ev.tag); ok {
 		if id, ok := jt.Return(); ok && g.Returned(jt.JID, id, ev.received) {
-			d.opts.Log.Info("loop guard: job returned; holding its reaction for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
+			d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
 			d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
 		}
 	}
 	if ev.dl.Hop <= d.opts.MaxHops {
+		return true
+	}
+	if ev.firedBy != (guard.Reaction{}) {
+		// The reaction that fired it is stopped (dispatch); other rules
+		// still react, their own chains counting on.
+		ev.overHops = true
 		return true
 	}
 	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Minion: ev.minion, Detail: fmt.Sprintf("hop limit: %d hops > %d", ev.dl.Hop, d.opts.MaxHops)})
@@ -656,6 +673,7 @@ func (d *Reactor) checkHops(ev *inflight) bool {
 func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 	m := d.opts.Metrics
 	eng := d.eng.Load()
+	ev.eng = eng
 	res, err := eng.ProcessEnvelope(ctx, ev.tag, ev.raw, engine.Options{Gate: d.gate(ctx, ev), OnlyRule: ev.dl.OnlyRule, EventID: ev.id})
 	if err != nil {
 		m.Malformed.Inc()
@@ -733,15 +751,32 @@ func (d *Reactor) ledgerResult(ev *inflight, rules []config.Rule, res *engine.Re
 
 // ruleOf is the glob of the rule whose file gave the reaction of file
 // sls.
-func (d *Reactor) ruleOf(res *engine.Result, sls string) string {
+func (d *Reactor) ruleOf(ev *inflight, res *engine.Result, sls string) string {
+	if r := ruleFor(ev, res, sls); r != nil {
+		return r.Glob
+	}
+	return ""
+}
+
+// ruleFor is the rule whose file gave the reaction of file sls.
+func ruleFor(ev *inflight, res *engine.Result, sls string) *config.Rule {
 	for _, f := range res.Files {
 		if f.Path == sls {
-			if rules := d.eng.Load().Config().Rules; f.Rule < len(rules) {
-				return rules[f.Rule].Glob
+			if rules := ev.eng.Config().Rules; f.Rule < len(rules) {
+				return &rules[f.Rule]
 			}
 		}
 	}
-	return ""
+	return nil
+}
+
+// guardMode is the loop guard's mode for the reaction of file sls: its
+// rule's guard option, by default guard.ModeBeacons.
+func guardMode(ev *inflight, res *engine.Result, sls string) string {
+	if r := ruleFor(ev, res, sls); r != nil && r.Options.Guard != "" {
+		return r.Options.Guard
+	}
+	return guard.ModeBeacons
 }
 
 // dispatch runs one reaction (low chunk) of the event through the driver,
@@ -755,10 +790,17 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	if ev.dl.MsgID != "" {
 		a.Key = ev.dl.MsgID + "/" + sls + "/" + id
 	}
-	if jid, phase, held := g.Suppressed(sls, id, ev.minion, ev.received); held {
-		m.Suppressed.WithLabelValues("loop_guard").Inc()
-		d.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction suppressed by the loop guard", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "minion", ev.minion, "jid", jid, "phase", phase)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: d.ruleOf(res, sls), File: sls, ReactionID: id, JID: jid, Minion: ev.minion, Detail: "loop guard: " + phase})
+	reaction := guard.Reaction{SLS: sls, ID: id}
+	if ev.overHops && reaction == ev.firedBy {
+		m.Suppressed.WithLabelValues("hop_limit").Inc()
+		d.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction held back: hop limit reached (the event is the reaction's own, fired again too many times in a row)",
+			"event_id", ev.id, "tag", tag, "id", id, "file", sls, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: d.ruleOf(ev, res, sls), File: sls, ReactionID: id, Minion: ev.minion,
+			Detail: fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, d.opts.MaxHops)})
+		return
+	}
+	if h, held := g.Held(reaction, guardMode(ev, res, sls), ev.gev); held {
+		d.heldBack(ev, res, reaction, h)
 		return
 	}
 	start := time.Now()
@@ -776,7 +818,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	if err != nil {
 		m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
 		d.noisy(slog.LevelError, sls+"\x00"+id+"\x00"+drv.Name(), "reaction failed", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: d.ruleOf(res, sls), File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: d.ruleOf(ev, res, sls), File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
 		if d.opts.DeadLetter != nil && ctx.Err() == nil {
 			m.DeadLetters.Inc()
 			d.opts.DeadLetter(a, err)
@@ -792,7 +834,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 				n = max(len(targets), 1)
 			}
 			for range n {
-				g.ExpectEvent(t, ev.dl.Hop+1, tag, time.Now())
+				g.ExpectEvent(t, guard.Fired{Hop: ev.dl.Hop + 1, Cause: tag, By: reaction}, time.Now())
 			}
 		}
 		d.dispatched.Add(1)
@@ -803,12 +845,40 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 			level = slog.LevelDebug
 		}
 		d.opts.Log.Log(ctx, level, "reaction dispatched", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", ev.dl.Hop)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: d.ruleOf(res, sls), File: sls, ReactionID: id, JID: r.JID, Minion: strings.Join(targets, ","),
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: d.ruleOf(ev, res, sls), File: sls, ReactionID: id, JID: r.JID, Minion: strings.Join(targets, ","),
 			Detail: fmt.Sprintf("%s %s %s", drv.Name(), c.Str("state"), c.Str("fun"))})
 	}
 	if d.opts.OnDispatch != nil {
 		d.opts.OnDispatch(ev.dl, a, r, err)
 	}
+}
+
+// heldBack counts, logs and records a reaction the loop guard holds back
+// from ev: the metric's reason and the line name the evidence. The line
+// is limited per reaction, minion and evidence, so the first of a new
+// kind always shows.
+func (d *Reactor) heldBack(ev *inflight, res *engine.Result, r guard.Reaction, h guard.Hold) {
+	d.opts.Metrics.Suppressed.WithLabelValues("loop_guard_" + h.Evidence).Inc()
+	detail := "loop guard: " + heldDetail(h)
+	d.noisy(slog.LevelInfo, r.SLS+"\x00"+r.ID+"\x00"+ev.minion+"\x00"+h.Evidence, "reaction held back by the loop guard: the event is its own consequence",
+		"event_id", ev.id, "tag", ev.tag, "id", r.ID, "file", r.SLS, "minion", ev.minion, "evidence", h.Evidence, "jid", h.JID, "phase", h.Phase, "detail", detail)
+	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: d.ruleOf(ev, res, r.SLS), File: r.SLS, ReactionID: r.ID, JID: h.JID, Minion: ev.minion,
+		Detail: detail})
+}
+
+// heldDetail says what the evidence was, for the ledger and the log.
+func heldDetail(h guard.Hold) string {
+	switch h.Evidence {
+	case guard.EvidenceJob:
+		return "an event of job " + h.JID + ", which this reaction started (" + h.Phase + ")"
+	case guard.EvidenceBeacon:
+		return "a beacon of a minion job " + h.JID + " of this reaction runs on (" + h.Phase + ")"
+	case guard.EvidenceMinionStart:
+		return "the minion started while job " + h.JID + " of this reaction had not returned"
+	case guard.EvidenceMinion:
+		return "an event of a minion job " + h.JID + " of this reaction runs on (" + h.Phase + ", guard: minion)"
+	}
+	return h.Evidence
 }
 
 // ledger writes one ledger entry about ev, whose id and tag it fills in;

@@ -141,7 +141,7 @@ func TestLoopGuardOnRecordedSalt(t *testing.T) {
 				for _, n := range beacons {
 					total += n
 				}
-				if got := testutil.ToFloat64(m.Suppressed.WithLabelValues("loop_guard")); int(got) != total-want {
+				if got := testutil.ToFloat64(m.Suppressed.WithLabelValues("loop_guard_beacon")); int(got) != total-want {
 					t.Errorf("%v loop_guard suppressions, want %d (%d beacon events, %d genuine)", got, total-want, total, want)
 				}
 			})

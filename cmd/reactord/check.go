@@ -30,7 +30,7 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
 	evsFile := fs.String("events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
 	jinja := jinjaFlag(fs)
-	rules := fs.Bool("rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob and reaction files")
+	rules := fs.Bool("rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob, reaction files and loop guard")
 	settings := fs.Bool("settings", false, "print the daemon's settings as `reactord run -c CONF` would merge them (flag, environment, reactord: section, default), with where each came from")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -52,7 +52,7 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			for i, s := range r.SLS {
 				refs[i] = s.Ref
 			}
-			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s)\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos)
+			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s) guard: %s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r))
 		}
 	}
 	for _, p := range rep.Problems {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
@@ -13,6 +14,7 @@ import (
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/matchers"
 )
 
@@ -58,7 +60,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	if apiURL == "" {
 		apiURL = "https://salt-api:8000"
 	}
-	explainReactions(w, ev, res, explainDrivers(&df, apiURL, stdout))
+	explainReactions(w, ev, eng.Config().Rules, res, explainDrivers(&df, apiURL, stdout))
 	_, _ = io.WriteString(stdout, w.String())
 	if len(res.Errors()) > 0 {
 		return exitFound
@@ -113,6 +115,7 @@ func explainRules(w io.Writer, ev event.Event, rules []config.Rule, res *engine.
 		if o.Debounce > 0 {
 			fmt.Fprintf(w, "      debounce (applied by the daemon): reacts once, with the last event, after %s without a new one per %s, held under rule id %s\n", o.Debounce, key, r.ID)
 		}
+		fmt.Fprintf(w, "      guard: %s\n", guardMode(r))
 	}
 }
 
@@ -148,17 +151,23 @@ func explainFiles(w io.Writer, res *engine.Result) {
 
 // explainReactions writes each reaction in execution order, the loop
 // guard that would hold it and the call each driver would make.
-func explainReactions(w io.Writer, ev event.Event, res *engine.Result, describers []namedDescriber) {
+func explainReactions(w io.Writer, ev event.Event, rules []config.Rule, res *engine.Result, describers []namedDescriber) {
 	fmt.Fprintf(w, "reactions (%d, in execution order)\n", len(res.Chunks))
 	minion := event.MinionOf(ev.Tag, nil)
 	if minion == "" {
 		minion, _ = ev.Data["id"].(string)
 	}
+	gev := guard.EventOf(ev.Tag, minion, time.Now())
 	for i, c := range res.Chunks {
 		fmt.Fprintf(w, "  %d. %s %s (id %q, %s, order %v)\n", i+1, c.Str("state"), c.Str("fun"), c.Str("__id__"), c.Str("__sls__"), must(c.Get("order")))
-		if minion != "" {
-			fmt.Fprintf(w, "     loop guard: held if the daemon dispatched this reaction for %s and its job has not returned plus the settle window\n", minion)
+		mode := guard.ModeBeacons
+		for _, f := range res.Files {
+			if f.Path == c.Str("__sls__") && f.Rule < len(rules) {
+				mode = guardMode(rules[f.Rule])
+				break
+			}
 		}
+		fmt.Fprintf(w, "     loop guard (%s): %s\n", mode, guardExplained(mode, gev))
 		a := actions.Action{Tag: ev.Tag, Chunk: c}
 		for _, d := range describers {
 			desc, err := d.d.Describe(a)
@@ -168,6 +177,33 @@ func explainReactions(w io.Writer, ev event.Event, res *engine.Result, describer
 			fmt.Fprintf(w, "     %s: %s\n", d.name, desc)
 		}
 	}
+}
+
+// guardMode is a rule's loop guard mode, its guard option or the default.
+func guardMode(r config.Rule) string {
+	if r.Options.Guard != "" {
+		return r.Options.Guard
+	}
+	return guard.ModeBeacons
+}
+
+// guardExplained says when the daemon's loop guard would hold a reaction
+// back from this event (see guard.Guard.Held).
+func guardExplained(mode string, ev guard.Event) string {
+	const dry = " (--dry-run and the nats driver count a dispatch as a job that returned at once: the settle window only)"
+	switch {
+	case mode == guard.ModeOff:
+		return "off for this rule: only the hop limit and Salt's Reactor rule apply"
+	case ev.JID != "":
+		return "held back if this reaction started job " + ev.JID + " (an event of its own job); other rules react"
+	case mode == guard.ModeMinion && ev.Minion != "":
+		return "held back while a job this reaction started runs on " + ev.Minion + ", and --settle after it returned there" + dry
+	case ev.Beacon:
+		return "held back while a job this reaction started runs on " + ev.Minion + ", and --settle after it returned there (the job's own changes)" + dry
+	case ev.Start:
+		return "held back while a job this reaction started on " + ev.Minion + " has not returned (the job restarted the minion)"
+	}
+	return "never held back for this event: only its own jobs' events, their minions' beacons and restarts are (the hop limit applies)"
 }
 
 type namedDescriber struct {

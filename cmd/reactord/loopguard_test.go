@@ -130,7 +130,7 @@ func TestLoopGuardStopsTheLoop(t *testing.T) {
 		// the daemon suppressed the first and saw the second, then past
 		// the settle window.
 		checkFor(t, 30*time.Second, func() error {
-			if got := metricValue(t, scrape(t, p), `reactord_suppressed_total{reason="loop_guard"}`); got != fmt.Sprint(n) {
+			if got := metricValue(t, scrape(t, p), `reactord_suppressed_total{reason="loop_guard_beacon"}`); got != fmt.Sprint(n) {
 				return fmt.Errorf("loop_guard suppressions %s, want %d", got, n)
 			}
 			if got := strings.Count(p.logs(), "loop guard: job returned"); got != n {
@@ -152,8 +152,8 @@ func TestLoopGuardStopsTheLoop(t *testing.T) {
 	}
 	metrics := scrape(t, p)
 	t.Logf("with the guard: %d state.apply calls for 2 genuine changes; %s", countLines(t, calls), suppressionLines(metrics))
-	if !strings.Contains(p.logs(), "reaction suppressed by the loop guard") || !strings.Contains(p.logs(), "jid=") {
-		t.Fatalf("no suppression log line naming the jid:\n%s", p.logs())
+	if !strings.Contains(p.logs(), "reaction held back by the loop guard") || !strings.Contains(p.logs(), "evidence=beacon") || !strings.Contains(p.logs(), "jid=") {
+		t.Fatalf("no suppression log line naming the evidence and the jid:\n%s", p.logs())
 	}
 }
 

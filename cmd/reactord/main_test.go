@@ -275,7 +275,8 @@ func TestExplain(t *testing.T) {
 		"1. local state.apply",
 		`saltapi: POST https://salt-api:8000/ [{"client":"local_async","tgt":"web1","tgt_type":"list"`,
 		"exec: salt --async -L -- web1 state.apply",
-		"loop guard: held if the daemon dispatched this reaction for web1",
+		"loop guard (beacons): held back while a job this reaction started runs on web1",
+		"guard: beacons",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain output lacks %q\n%s", want, out)
@@ -293,5 +294,28 @@ func TestExplain(t *testing.T) {
 	_, out, _ = runCmd(t, "", "explain", "-c", filepath.Join(dir, "reactor.conf"), "--event", ev2)
 	if !strings.Contains(out, "not reacting: when: `data.change == \"IN_MODIFY\"` is false") {
 		t.Errorf("false condition not explained:\n%s", out)
+	}
+}
+
+// TestCheckRules: check --rules prints each rule's stable id and its loop
+// guard (the default, or its guard: option); a guard that is not a mode
+// is an error at its position.
+func TestCheckRules(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf": "reactor:\n  - 'salt/minion/*/start': [start.sls]\n  - 'salt/beacon/*/inotify/*':\n      id: revert\n      sls: start.sls\n      guard: minion\n",
+		"start.sls":    "hs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",
+		"bad.conf":     "reactor:\n  - 'a/*':\n      sls: start.sls\n      guard: always\n",
+	})
+	code, out, errOut := runCmd(t, "", "check", "--rules", "-c", filepath.Join(dir, "reactor.conf"))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^rule r[0-9a-f]{12}: salt/minion/\*/start -> start\.sls \(.*\) guard: beacons$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^rule revert: salt/beacon/\*/inotify/\* -> start\.sls \(.*\) guard: minion$`).MatchString(out) {
+		t.Fatalf("check --rules:\n%s", out)
+	}
+	code, out, errOut = runCmd(t, "", "check", "-c", filepath.Join(dir, "bad.conf"))
+	if code == exitOK || !strings.Contains(out+errOut, "bad.conf:4:14: guard must be beacons") {
+		t.Fatalf("exit %d for guard: always:\n%s%s", code, out, errOut)
 	}
 }

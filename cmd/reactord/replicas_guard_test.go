@@ -81,7 +81,7 @@ func TestReplicasRevertOnInotify(t *testing.T) {
 			for n := 1; n <= 3; n++ {
 				genuineChange(t, c, "web1")
 				checkFor(t, 20*time.Second, func() error {
-					if got := sumMetric(t, ps, `reactord_suppressed_total{reason="loop_guard"}`); got != n {
+					if got := sumMetric(t, ps, `reactord_suppressed_total{reason="loop_guard_beacon"}`); got != n {
 						return fmt.Errorf("loop_guard suppressions %d, want %d", got, n)
 					}
 					if got := sumLogs(ps, "loop guard: job returned"); got != n {
@@ -218,7 +218,7 @@ func TestReplicasLoopGuardRestart(t *testing.T) {
 	p = startDaemon(t, args...)
 	genuineChange(t, c, "web1")
 	checkFor(t, 20*time.Second, func() error {
-		if got := metricValue(t, scrape(t, p), `reactord_suppressed_total{reason="loop_guard"}`); got != "1" {
+		if got := metricValue(t, scrape(t, p), `reactord_suppressed_total{reason="loop_guard_beacon"}`); got != "1" {
 			return fmt.Errorf("loop_guard suppressions %s after the restart, want 1", got)
 		}
 		return nil

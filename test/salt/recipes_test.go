@@ -187,7 +187,7 @@ func compareLookup(t *testing.T, e *saltEnv, r *reactord, jid string) {
 func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id string) {
 	t.Helper()
 	reverts := isJobNew("state.apply", id, "maintain_important_file")
-	const suppressions = `reactord_suppressed_total{reason="loop_guard"}`
+	const suppressions = `reactord_suppressed_total{reason="loop_guard_beacon"}`
 	suppressedBefore := r.metric(suppressions)
 	for change := 1; change <= 2; change++ {
 		f, err := os.OpenFile(e.watch[id], os.O_APPEND|os.O_WRONLY, 0)

@@ -1,0 +1,117 @@
+package guard
+
+import (
+	"strings"
+	"time"
+
+	"github.com/reactord/reactord/event"
+)
+
+// The loop guard's modes, a rule's guard option (config.GuardBeacons...).
+const (
+	// ModeBeacons, the default, holds a reaction back only on evidence
+	// that the reaction itself caused the event (see Guard.Held).
+	ModeBeacons = "beacons"
+	// ModeMinion holds a reaction back from every event of its job's
+	// minions until the job returned and the settle window passed.
+	ModeMinion = "minion"
+	// ModeOff holds nothing back: the hop limit alone applies.
+	ModeOff = "off"
+)
+
+// The evidence a reaction is held back on: the reason label of
+// reactord_suppressed_total is "loop_guard_" and one of these.
+const (
+	// EvidenceJob: an event of a job the reaction started (its return,
+	// its progress), matched by jid.
+	EvidenceJob = "job"
+	// EvidenceBeacon: a beacon of a minion while a job the reaction
+	// started runs there, or within the settle window after it returned.
+	EvidenceBeacon = "beacon"
+	// EvidenceMinionStart: a minion's start while a job the reaction
+	// started on it has not returned (the job restarted it).
+	EvidenceMinionStart = "minion_start"
+	// EvidenceMinion: any event of a minion a job of the reaction runs
+	// on or just settled (guard: minion).
+	EvidenceMinion = "minion"
+)
+
+// Reaction names one reaction: its file (__sls__) and its ID (__id__).
+type Reaction struct{ SLS, ID string }
+
+// Event is what the guard weighs of an arriving event.
+type Event struct {
+	Tag, Minion string
+	// JID is the job of a salt/job|run|wheel/<jid>/... event.
+	JID string
+	// Beacon and Start tell salt/beacon/<id>/... and salt/minion/<id>/start.
+	Beacon, Start bool
+	// At is when it arrived.
+	At time.Time
+}
+
+// EventOf classifies an event by its tag; minion is the event's minion
+// (event.MinionOf).
+func EventOf(tag, minion string, at time.Time) Event {
+	ev := Event{Tag: tag, Minion: minion, At: at}
+	if jt, ok := event.ParseJobTag(tag); ok {
+		ev.JID = jt.JID
+	}
+	ev.Beacon = strings.HasPrefix(tag, "salt/beacon/")
+	if rest, ok := strings.CutPrefix(tag, "salt/minion/"); ok {
+		id, what, _ := strings.Cut(rest, "/")
+		ev.Start = what == "start" && id != ""
+	}
+	return ev
+}
+
+// Hold says why a reaction is held back from an event.
+type Hold struct {
+	// Evidence is one of EvidenceJob, EvidenceBeacon, ...
+	Evidence string
+	// JID is the reaction's job the evidence links to ("" for a driver
+	// that gives none).
+	JID string
+	// Phase is "job running" or "settling".
+	Phase string
+}
+
+// held is Guard.Held's job-linked part.
+func (j *jobs) held(r Reaction, mode string, ev Event) (Hold, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if ev.JID != "" {
+		for _, k := range j.byJID[ev.JID] {
+			if k.sls == r.SLS && k.id == r.ID {
+				return Hold{Evidence: EvidenceJob, JID: ev.JID, Phase: j.entries[k].phase()}, true
+			}
+		}
+	}
+	if ev.Minion == "" {
+		return Hold{}, false
+	}
+	e := j.entries[jobKey{r.SLS, r.ID, ev.Minion}]
+	if e == nil || !ev.At.Before(e.until) {
+		return Hold{}, false
+	}
+	h := Hold{JID: e.jid, Phase: e.phase()}
+	switch {
+	case mode == ModeMinion:
+		h.Evidence = EvidenceMinion
+	case ev.Beacon:
+		h.Evidence = EvidenceBeacon
+	case ev.Start && !e.returned:
+		h.Evidence = EvidenceMinionStart
+	default:
+		return Hold{}, false
+	}
+	return h, true
+}
+
+// phase is "job running" before the job returned, then "settling".
+func (e *jobEntry) phase() string {
+	if e == nil || e.returned {
+		return "settling"
+	}
+	return "job running"
+}

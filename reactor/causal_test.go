@@ -1,0 +1,231 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/guard"
+)
+
+// saltDriver plays a master: each dispatch gets the next jid (or none,
+// as --dry-run), and the scenario feeds back what the job causes.
+type saltDriver struct {
+	mu    sync.Mutex
+	noJID bool
+	n     int
+	calls []string // "tag id jid"
+}
+
+func (s *saltDriver) Name() string              { return "salt" }
+func (s *saltDriver) Supports(string) bool      { return true }
+func (*saltDriver) Close(context.Context) error { return nil }
+
+func (s *saltDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	jid := fmt.Sprintf("J%d", s.n)
+	if s.noJID {
+		jid = ""
+	}
+	s.calls = append(s.calls, a.Chunk.Str("__id__")+" "+jid)
+	return actions.Result{JID: jid}, nil
+}
+
+// count returns how many dispatches reaction id had.
+func (s *saltDriver) count(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if strings.HasPrefix(c, id+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// step is one moment of a scenario: wait, then an event.
+type step struct {
+	after time.Duration
+	tag   string
+	data  string // JSON object
+}
+
+func beaconStep(after time.Duration, id string) step {
+	return step{after, "salt/beacon/" + id + "/inotify//etc/important_file", `{"id": "` + id + `", "change": "IN_MODIFY", "path": "/etc/important_file"}`}
+}
+
+func retStep(after time.Duration, jid, id string, success bool) step {
+	return step{after, "salt/job/" + jid + "/ret/" + id, fmt.Sprintf(`{"id": %q, "jid": %q, "fun": "state.apply", "success": %v, "retcode": %d}`, id, jid, success, map[bool]int{true: 0, false: 2}[success])}
+}
+
+func startStep(after time.Duration, id string) step {
+	return step{after, "salt/minion/" + id + "/start", `{"id": "` + id + `"}`}
+}
+
+const (
+	scenarioRevert = "revert:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n    - args:\n      - mods: important_file\n"
+	scenarioAlert  = "{{- if not (dig \"success\" true .data) }}\nalert:\n  runner.event.send:\n    - args:\n      - tag: myco/alert/job_failed\n      - data: {minion: {{ .data.id }}}\n{{- end }}\n"
+	scenarioHigh   = "highstate:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n"
+	scenarioStep   = "step:\n  local.cmd.run:\n    - tgt: {{ .data.id }}\n    - args:\n      - cmd: 'true'\n"
+)
+
+// TestLoopGuardScenarios is the causal model's matrix through the daemon:
+// every genuine event reacts, every consequence of a reaction is held
+// back from that reaction alone, on its evidence.
+func TestLoopGuardScenarios(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		conf  string
+		noJID bool
+		steps []step
+		want  map[string]int     // dispatches per reaction id
+		held  map[string]float64 // reactord_suppressed_total by reason
+	}{
+		{
+			name: "four failed jobs reactord never started: four alerts (dry-run)", noJID: true,
+			conf:  "reactor:\n  - 'salt/job/*/ret/*': alert.sls\n",
+			steps: []step{retStep(0, "100", "web1", false), retStep(50*time.Millisecond, "101", "web1", false), retStep(time.Second, "102", "web1", false), retStep(0, "103", "web2", false)},
+			want:  map[string]int{"alert": 4},
+		},
+		{
+			name:  "four failed jobs, a driver that gives jids: four alerts",
+			conf:  "reactor:\n  - 'salt/job/*/ret/*': alert.sls\n",
+			steps: []step{retStep(0, "100", "web1", false), retStep(50*time.Millisecond, "101", "web1", false), retStep(time.Second, "102", "web1", false), retStep(0, "103", "web2", false)},
+			want:  map[string]int{"alert": 4},
+		},
+		{
+			name: "revert: its own beacons held, a second change 3s after the return reverted",
+			conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n",
+			steps: []step{
+				beaconStep(0, "web1"),                             // genuine: revert J1
+				beaconStep(200*time.Millisecond, "web1"),          // the state run rewrites the file: held (running)
+				retStep(300*time.Millisecond, "J1", "web1", true), // J1 returns
+				beaconStep(860*time.Millisecond, "web1"),          // the beacon reports the job's change late: held (settling)
+				beaconStep(2140*time.Millisecond, "web1"),         // 3s after the return: a genuine second change
+			},
+			want: map[string]int{"revert": 2},
+			held: map[string]float64{"loop_guard_beacon": 2},
+		},
+		{
+			name: "a failed revert alerts: the job's return is held back from the revert only",
+			conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n  - 'salt/job/*/ret/*': alert.sls\n",
+			steps: []step{
+				beaconStep(0, "web1"),
+				retStep(time.Second, "J1", "web1", false),  // the revert failed: alert
+				retStep(time.Second, "900", "web2", false), // another failure: alert
+			},
+			want: map[string]int{"revert": 1, "alert": 2},
+		},
+		{
+			name: "a minion restarted twice a minute apart: two highstates",
+			conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
+			steps: []step{
+				startStep(0, "web1"), retStep(20*time.Second, "J1", "web1", true),
+				startStep(40*time.Second, "web1"), retStep(20*time.Second, "J2", "web1", true),
+			},
+			want: map[string]int{"highstate": 2},
+		},
+		{
+			name: "a highstate that restarts the minion: one",
+			conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
+			steps: []step{
+				startStep(0, "web1"),
+				startStep(5*time.Second, "web1"), // the highstate restarted it: held
+				retStep(10*time.Second, "J1", "web1", true),
+			},
+			want: map[string]int{"highstate": 1},
+			held: map[string]float64{"loop_guard_minion_start": 1},
+		},
+		{
+			name: "a highstate that restarts the minion, guard: minion: one",
+			conf: "reactor:\n  - 'salt/minion/*/start':\n      sls: highstate.sls\n      guard: minion\n",
+			steps: []step{
+				startStep(0, "web1"),
+				startStep(5*time.Second, "web1"),
+				retStep(10*time.Second, "J1", "web1", true),
+			},
+			want: map[string]int{"highstate": 1},
+			held: map[string]float64{"loop_guard_minion": 1},
+		},
+		{
+			name: "per-minion streams are never thinned while their jobs run",
+			conf: "reactor:\n  - 'myco/step': step.sls\n",
+			steps: func() []step {
+				var s []step
+				for i := range 5 {
+					for _, m := range []string{"web1", "web2", "web3"} {
+						s = append(s, step{time.Duration(i) * 10 * time.Millisecond, "myco/step", `{"id": "` + m + `"}`})
+					}
+				}
+				return s
+			}(),
+			want: map[string]int{"step": 15},
+		},
+		{
+			name: "a reaction that fires its own trigger stops at the hop limit; another rule on the tag still reacts",
+			conf: "reactor:\n  - 'myco/loop': loop.sls\n  - 'myco/loop': watch.sls\n",
+			steps: func() []step {
+				var s []step
+				for range 5 { // the master sends each fired event back, without a header
+					s = append(s, step{10 * time.Millisecond, "myco/loop", `{"id": "web1"}`})
+				}
+				return s
+			}(),
+			want: map[string]int{"again": 4, "watch": 5},
+			held: map[string]float64{"hop_limit": 1},
+		},
+		{
+			name:  "guard: off reverts the revert's own beacon",
+			conf:  "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file':\n      sls: revert.sls\n      guard: off\n",
+			steps: []step{beaconStep(0, "web1"), beaconStep(200*time.Millisecond, "web1")},
+			want:  map[string]int{"revert": 2},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				eng := engineWith(t, c.conf, map[string]string{"revert.sls": scenarioRevert, "alert.sls": scenarioAlert,
+					"highstate.sls": scenarioHigh, "step.sls": scenarioStep,
+					"loop.sls":  "again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data: {id: web1}\n",
+					"watch.sls": "watch:\n  runner.test.arg:\n    - args:\n      - seen\n"})
+				drv := &saltDriver{noJID: c.noJID}
+				m := NewMetrics(prometheus.NewRegistry())
+				d, err := New(eng, Options{Driver: drv, Lanes: 4, Block: true, Metrics: m,
+					Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute})})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				d.Start(ctx)
+				for _, s := range c.steps {
+					time.Sleep(s.after)
+					d.Submit(ctx, Delivery{Body: fmt.Appendf(nil, `{"tag": %q, "data": %s}`, s.tag, s.data)})
+					synctest.Wait()
+				}
+				if err := d.Stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for id, n := range c.want {
+					if got := drv.count(id); got != n {
+						t.Errorf("%s: %d dispatches, want %d (%v)", id, got, n, drv.calls)
+					}
+				}
+				for _, reason := range []string{"loop_guard_job", "loop_guard_beacon", "loop_guard_minion_start", "loop_guard_minion", "hop_limit"} {
+					if got := testutil.ToFloat64(m.Suppressed.WithLabelValues(reason)); got != c.held[reason] {
+						t.Errorf("reactord_suppressed_total{reason=%q} = %v, want %v", reason, got, c.held[reason])
+					}
+				}
+			})
+		})
+	}
+}
