@@ -114,19 +114,29 @@ func testRecipes(t *testing.T, driver string) {
 		revertsOf(t, e, r, driver, id)
 	}
 
-	// alert-on-failed-job: a failing state job → the alert event arrives
-	// on the master's bus (and so back through the bridge).
-	out, _ = e.salt("salt", "--async", "web2", "state.apply", "fail")
-	fail := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Executed command with job ID:"))
-	waitFor(t, 60*time.Second, "the alert for job "+fail, func() error {
+	// alert-on-failed-job: each failing state job → its alert event
+	// arrives on the master's bus (and so back through the bridge): four
+	// failures, three of them on web1 in quick succession, give four
+	// alerts (the loop guard holds back only what a reaction caused).
+	var fails []string
+	for _, id := range []string{"web1", "web1", "web2", "web1"} {
+		out, _ = e.salt("salt", "--async", id, "state.apply", "fail")
+		fails = append(fails, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Executed command with job ID:")))
+	}
+	fail := fails[2]
+	waitFor(t, 90*time.Second, "an alert for each of the jobs "+strings.Join(fails, ", "), func() error {
+		alerted := map[string]bool{}
 		for _, ev := range r.seen(tagIs("myco/alert/job_failed")) {
-			if ev.Data["jid"] == fail && ev.Data["minion"] == "web2" {
-				return nil
+			alerted[fmt.Sprint(ev.Data["jid"])] = true
+		}
+		for _, j := range fails {
+			if !alerted[j] {
+				return fmt.Errorf("no alert for job %s yet (%d alerts)", j, len(alerted))
 			}
 		}
-		return fmt.Errorf("no alert yet (salt said %q)", out)
+		return nil
 	})
-	t.Logf("%s: failed job %s → alert myco/alert/job_failed", driver, fail)
+	t.Logf("%s: 4 failed jobs %v → 4 alerts myco/alert/job_failed", driver, fails)
 	compareLookup(t, e, r, fail)
 
 	// The master restarts: the bridge reconnects, says how long it was
@@ -182,14 +192,15 @@ func compareLookup(t *testing.T, e *saltEnv, r *reactord, jid string) {
 	})
 }
 
-// revertsOf makes two genuine changes to id's watched file and checks that
-// each gives exactly one revert.
+// revertsOf makes three genuine changes to id's watched file, the third
+// 3s after the second revert's return, and checks that each gives exactly
+// one revert.
 func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id string) {
 	t.Helper()
 	reverts := isJobNew("state.apply", id, "maintain_important_file")
 	const suppressions = `reactord_suppressed_total{reason="loop_guard_beacon"}`
 	suppressedBefore := r.metric(suppressions)
-	for change := 1; change <= 2; change++ {
+	for change := 1; change <= 3; change++ {
 		f, err := os.OpenFile(e.watch[id], os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -211,8 +222,14 @@ func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id string) {
 			return nil
 		})
 		// Wait out the beacon interval and the settle window: a loop
-		// would show a further revert here.
-		time.Sleep(8 * time.Second)
+		// would show a further revert here. The third change comes 3s
+		// after the second revert's return (the beacon interval is 1s):
+		// it is a second tamper, and must be reverted too.
+		wait := 8 * time.Second
+		if change == 2 {
+			wait = 3 * time.Second
+		}
+		time.Sleep(wait)
 		if n := len(r.seen(reverts)); n != change {
 			t.Fatalf("%s: after %d genuine change(s): %d reverts", id, change, n)
 		}
@@ -223,11 +240,11 @@ func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id string) {
 	}
 	beacons := r.seen(func(ev event.Event) bool { return strings.HasPrefix(ev.Tag, "salt/beacon/"+id+"/inotify/") })
 	suppressed := r.metric(suppressions) - suppressedBefore
-	t.Logf("%s: %s: 2 genuine changes → %d beacon events → 2 reverts, %d suppressed by the loop guard", driver, id, len(beacons), suppressed)
-	if len(beacons) > 2 && suppressed < len(beacons)-2 {
-		t.Errorf("%s: %d beacon events gave 2 reverts, but only %d loop_guard suppressions were counted", id, len(beacons), suppressed)
+	t.Logf("%s: %s: 3 genuine changes → %d beacon events → 3 reverts, %d suppressed by the loop guard", driver, id, len(beacons), suppressed)
+	if len(beacons) > 3 && suppressed < len(beacons)-3 {
+		t.Errorf("%s: %d beacon events gave 3 reverts, but only %d loop_guard suppressions were counted", id, len(beacons), suppressed)
 	}
-	if id == "web2" && len(beacons) < 3 {
+	if id == "web2" && len(beacons) < 4 {
 		t.Errorf("web2's beacon (disable_during_state_run False) fired %d times: the revert's own write did not come back, the guard was not tested", len(beacons))
 	}
 }
