@@ -69,7 +69,7 @@ func TestMasterDDropIn(t *testing.T) {
 func checkDropIn(t *testing.T, cfg *config.Config) {
 	t.Helper()
 	s := cfg.Settings
-	if s.Driver != "dryrun" || s.Settle != 5*time.Second || s.JobTimeout != 5*time.Minute || s.MaxHops != 3 {
+	if s.Driver != "dryrun" || s.Settle != 2*time.Second || s.JobTimeout != 5*time.Minute || s.MaxHops != 3 {
 		t.Errorf("reactord: section not read: %+v", s)
 	}
 	eng := engine.MustNew(cfg, nil)
