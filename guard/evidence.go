@@ -36,6 +36,24 @@ const (
 	EvidenceMinion = "minion"
 )
 
+// ModeFor is a reaction's mode: its rule's guard option when it has one;
+// else ModeMinion for a runner that starts jobs on minions itself
+// (orchestration, salt.cmd), whose sub-jobs the guard cannot link to it;
+// else ModeBeacons.
+func ModeFor(option, state, fun string) string {
+	if option != "" {
+		return option
+	}
+	if state == "runner" {
+		switch fun {
+		case "state.orchestrate", "state.orch", "state.orchestrate_single", "state.orchestrate_high", "state.orchestrate_show_sls",
+			"salt.cmd", "salt.execute", "state.event":
+			return ModeMinion
+		}
+	}
+	return ModeBeacons
+}
+
 // Reaction names one reaction: its file (__sls__) and its ID (__id__).
 type Reaction struct{ SLS, ID string }
 

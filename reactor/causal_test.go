@@ -186,6 +186,19 @@ func TestLoopGuardScenarios(t *testing.T) {
 			held: map[string]float64{"hop_limit": 1},
 		},
 		{
+			name: "the revert through state.orchestrate: held while the orchestration runs and settles",
+			conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': orch.sls\n",
+			steps: []step{
+				beaconStep(0, "web1"),                    // genuine: orchestrate J1 (its sub-job is not seen)
+				beaconStep(500*time.Millisecond, "web1"), // the sub-job's write: held (guard: minion for orchestration)
+				{time.Second, "salt/run/J1/ret", `{"fun": "runner.state.orchestrate", "jid": "J1", "success": true, "user": "salt"}`},
+				beaconStep(800*time.Millisecond, "web1"), // late: held (settling)
+				beaconStep(3*time.Second, "web1"),        // a genuine second change
+			},
+			want: map[string]int{"orch": 2},
+			held: map[string]float64{"loop_guard_minion": 2},
+		},
+		{
 			name:  "guard: off reverts the revert's own beacon",
 			conf:  "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file':\n      sls: revert.sls\n      guard: off\n",
 			steps: []step{beaconStep(0, "web1"), beaconStep(200*time.Millisecond, "web1")},
@@ -196,6 +209,7 @@ func TestLoopGuardScenarios(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				eng := engineWith(t, c.conf, map[string]string{"revert.sls": scenarioRevert, "alert.sls": scenarioAlert,
 					"highstate.sls": scenarioHigh, "step.sls": scenarioStep,
+					"orch.sls":  "orch:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.revert\n      - pillar: {target: {{ .data.id }}}\n",
 					"loop.sls":  "again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data: {id: web1}\n",
 					"watch.sls": "watch:\n  runner.test.arg:\n    - args:\n      - seen\n"})
 				drv := &saltDriver{noJID: c.noJID}

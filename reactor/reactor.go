@@ -770,13 +770,14 @@ func ruleFor(ev *inflight, res *engine.Result, sls string) *config.Rule {
 	return nil
 }
 
-// guardMode is the loop guard's mode for the reaction of file sls: its
-// rule's guard option, by default guard.ModeBeacons.
-func guardMode(ev *inflight, res *engine.Result, sls string) string {
-	if r := ruleFor(ev, res, sls); r != nil && r.Options.Guard != "" {
-		return r.Options.Guard
+// guardMode is the loop guard's mode for reaction c: its rule's guard
+// option, else guard.ModeFor's default for its kind.
+func guardMode(ev *inflight, res *engine.Result, c *event.Chunk) string {
+	option := ""
+	if r := ruleFor(ev, res, c.Str("__sls__")); r != nil {
+		option = r.Options.Guard
 	}
-	return guard.ModeBeacons
+	return guard.ModeFor(option, c.Str("state"), c.Str("fun"))
 }
 
 // dispatch runs one reaction (low chunk) of the event through the driver,
@@ -799,7 +800,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 			Detail: fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, d.opts.MaxHops)})
 		return
 	}
-	if h, held := g.Held(reaction, guardMode(ev, res, sls), ev.gev); held {
+	if h, held := g.Held(reaction, guardMode(ev, res, c), ev.gev); held {
 		d.heldBack(ev, res, reaction, h)
 		return
 	}

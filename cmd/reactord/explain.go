@@ -160,13 +160,14 @@ func explainReactions(w io.Writer, ev event.Event, rules []config.Rule, res *eng
 	gev := guard.EventOf(ev.Tag, minion, time.Now())
 	for i, c := range res.Chunks {
 		fmt.Fprintf(w, "  %d. %s %s (id %q, %s, order %v)\n", i+1, c.Str("state"), c.Str("fun"), c.Str("__id__"), c.Str("__sls__"), must(c.Get("order")))
-		mode := guard.ModeBeacons
+		option := ""
 		for _, f := range res.Files {
 			if f.Path == c.Str("__sls__") && f.Rule < len(rules) {
-				mode = guardMode(rules[f.Rule])
+				option = rules[f.Rule].Options.Guard
 				break
 			}
 		}
+		mode := guard.ModeFor(option, c.Str("state"), c.Str("fun"))
 		fmt.Fprintf(w, "     loop guard (%s): %s\n", mode, guardExplained(mode, gev))
 		a := actions.Action{Tag: ev.Tag, Chunk: c}
 		for _, d := range describers {
