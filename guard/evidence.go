@@ -54,8 +54,10 @@ func ModeFor(option, state, fun string) string {
 	return ModeBeacons
 }
 
-// Reaction names one reaction: its file (__sls__) and its ID (__id__).
-type Reaction struct{ SLS, ID string }
+// Reaction names one reaction: the stable ID of the rule whose file gave
+// it (config.Rule.ID: the same on every replica and across reloads,
+// whatever the files' paths) and its reaction ID (__id__).
+type Reaction struct{ Rule, ID string }
 
 // Event is what the guard weighs of an arriving event.
 type Event struct {
@@ -100,7 +102,7 @@ func (j *jobs) held(r Reaction, mode string, ev Event) (Hold, bool) {
 	defer j.mu.Unlock()
 	if ev.JID != "" {
 		for _, k := range j.byJID[ev.JID] {
-			if k.sls == r.SLS && k.id == r.ID {
+			if k.rule == r.Rule && k.id == r.ID {
 				return Hold{Evidence: EvidenceJob, JID: ev.JID, Phase: j.entries[k].phase()}, true
 			}
 		}
@@ -108,7 +110,7 @@ func (j *jobs) held(r Reaction, mode string, ev Event) (Hold, bool) {
 	if ev.Minion == "" {
 		return Hold{}, false
 	}
-	e := j.entries[jobKey{r.SLS, r.ID, ev.Minion}]
+	e := j.entries[jobKey{r.Rule, r.ID, ev.Minion}]
 	if e == nil || !ev.At.Before(e.until) {
 		return Hold{}, false
 	}

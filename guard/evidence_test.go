@@ -36,7 +36,7 @@ func TestHeldEvidence(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := New(Options{Settle: 2 * time.Second, JobTimeout: time.Minute})
-			g.Started("ev1", revert.SLS, revert.ID, "J1", []string{"web1"}, t0)
+			g.Started("ev1", revert, "J1", []string{"web1"}, t0)
 			if c.phase == "settling" {
 				g.Returned("J1", "web1", at(1500*time.Millisecond))
 			}
@@ -58,7 +58,7 @@ func TestHeldSettleWindow(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 6, 0, 0, 0, time.UTC)
 	r := Reaction{"revert.sls", "revert"}
 	g := New(Options{Settle: 2 * time.Second, JobTimeout: time.Minute})
-	g.Started("ev1", r.SLS, r.ID, "J1", []string{"web1"}, t0)
+	g.Started("ev1", r, "J1", []string{"web1"}, t0)
 	g.Returned("J1", "web1", t0.Add(time.Second))
 	beacon := func(d time.Duration) bool {
 		_, held := g.Held(r, ModeBeacons, EventOf("salt/beacon/web1/inotify//etc/important_file", "web1", t0.Add(d)))
@@ -74,7 +74,7 @@ func TestHeldSettleWindow(t *testing.T) {
 		t.Error("a minion start after its job returned was held back")
 	}
 	off := New(Options{Disabled: true})
-	off.Started("ev1", r.SLS, r.ID, "J1", []string{"web1"}, t0)
+	off.Started("ev1", r, "J1", []string{"web1"}, t0)
 	if _, held := off.Held(r, ModeBeacons, EventOf("salt/job/J1/ret/web1", "web1", t0)); held {
 		t.Error("--no-loop-guard held a reaction back")
 	}

@@ -100,13 +100,13 @@ func (g *Guard) Held(r Reaction, mode string, ev Event) (Hold, bool) {
 	return g.jobs.held(r, mode, ev)
 }
 
-// Started records that reaction (sls, id) of event eventID (the daemon's
-// event id, for log lines; may be empty) started job jid on targets.
-func (g *Guard) Started(eventID, sls, id, jid string, targets []string, now time.Time) {
+// Started records that reaction r of event eventID (the daemon's event
+// id, for log lines; may be empty) started job jid on targets.
+func (g *Guard) Started(eventID string, r Reaction, jid string, targets []string, now time.Time) {
 	if g.opts.Disabled {
 		return
 	}
-	g.jobs.start(eventID, sls, id, jid, targets, now)
+	g.jobs.start(eventID, r, jid, targets, now)
 }
 
 // Returned records a job return from minion; the reaction that started the

@@ -53,7 +53,7 @@ func (h *hops) expectEvent(tag string, f Fired, now time.Time) {
 	h.expect(tag, e)
 	h.mu.Unlock()
 	if e.key != "" {
-		h.sh.put(e.key, expectedRecord{origin: origin{h.sh.origin}, Tag: tag, Hop: f.Hop, Cause: f.Cause, SLS: f.By.SLS, ID: f.By.ID,
+		h.sh.put(e.key, expectedRecord{origin: origin{h.sh.origin}, Tag: tag, Hop: f.Hop, Cause: f.Cause, Rule: f.By.Rule, ID: f.By.ID,
 			At: e.until.UnixNano()}, expectKeep)
 	}
 }
@@ -123,7 +123,7 @@ func (h *hops) apply(key string, value []byte) {
 	}
 	h.mu.Lock()
 	if _, ok := h.byKey[key]; !ok {
-		h.expect(rec.Tag, expectedEvent{Fired: Fired{Hop: rec.Hop, Cause: rec.Cause, By: Reaction{SLS: rec.SLS, ID: rec.ID}},
+		h.expect(rec.Tag, expectedEvent{Fired: Fired{Hop: rec.Hop, Cause: rec.Cause, By: Reaction{Rule: rec.Rule, ID: rec.ID}},
 			until: time.Unix(0, rec.At), key: key})
 	}
 	h.mu.Unlock()

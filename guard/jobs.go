@@ -26,9 +26,9 @@ const (
 	returnsMax   = 512
 )
 
-// jobKey names one reaction on one minion.
+// jobKey names one reaction (its rule's ID and its ID) on one minion.
 type jobKey struct {
-	sls, id, minion string
+	rule, id, minion string
 }
 
 // jobEntry is a reaction held on one minion by the job it started.
@@ -60,7 +60,8 @@ type jobDeadline struct {
 // Expired is a guarded job whose minion did not return within the job
 // timeout.
 type Expired struct {
-	SLS, ID, Minion, JID string
+	// Rule and ID name the reaction (Reaction).
+	Rule, ID, Minion, JID string
 	// EventID is the id of the event whose reaction started the job.
 	EventID string
 }
@@ -89,14 +90,14 @@ func newJobs(settle, timeout time.Duration, sh *shared) *jobs {
 		early: map[string][]earlyReturn{}}
 }
 
-// start records that reaction (sls, id) of event eventID started job jid
-// on targets, and shares it.
-func (j *jobs) start(eventID, sls, id, jid string, targets []string, now time.Time) {
+// start records that reaction r of event eventID started job jid on
+// targets, and shares it.
+func (j *jobs) start(eventID string, r Reaction, jid string, targets []string, now time.Time) {
 	j.mu.Lock()
-	j.started(eventID, sls, id, jid, targets, now, true)
+	j.started(eventID, r, jid, targets, now, true)
 	j.mu.Unlock()
 	if j.sh != nil && len(targets) > 0 {
-		j.sh.put(sharedKey(kindJob, jid, sls, id), jobRecord{origin: origin{j.sh.origin}, JID: jid, SLS: sls, ID: id, Targets: targets, Event: eventID, At: now.UnixNano()},
+		j.sh.put(sharedKey(kindJob, jid, r.Rule, r.ID), jobRecord{origin: origin{j.sh.origin}, JID: jid, Rule: r.Rule, ID: r.ID, Targets: targets, Event: eventID, At: now.UnixNano()},
 			j.timeout+j.settle+time.Minute)
 	}
 }
@@ -104,9 +105,9 @@ func (j *jobs) start(eventID, sls, id, jid string, targets []string, now time.Ti
 // started records a job; called with mu held. A record of the same job,
 // or of an older one, does not replace an entry (another replica's record
 // of a job comes back after this one's).
-func (j *jobs) started(eventID, sls, id, jid string, targets []string, now time.Time, local bool) {
+func (j *jobs) started(eventID string, r Reaction, jid string, targets []string, now time.Time, local bool) {
 	for _, m := range targets {
-		k := jobKey{sls, id, m}
+		k := jobKey{r.Rule, r.ID, m}
 		if old := j.entries[k]; old != nil {
 			if (jid != "" && old.jid == jid) || old.started.After(now) {
 				continue
@@ -252,7 +253,7 @@ func (j *jobs) expire(now time.Time) []Expired {
 	out = out[:0:0]
 	for i, x := range all {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		claimed, err := j.sh.state.Update(ctx, sharedKey(kindTimeout, x.JID, x.Minion, x.SLS, x.ID), j.timeout, func(old []byte) ([]byte, bool) {
+		claimed, err := j.sh.state.Update(ctx, sharedKey(kindTimeout, x.JID, x.Minion, x.Rule, x.ID), j.timeout, func(old []byte) ([]byte, bool) {
 			if old != nil {
 				return nil, false
 			}
@@ -286,7 +287,7 @@ func (j *jobs) expired(now time.Time) (out, remote []Expired) {
 			continue // gone, or held longer since
 		}
 		if e.jid != "" && !e.returned {
-			x := Expired{SLS: d.key.sls, ID: d.key.id, Minion: d.key.minion, JID: e.jid, EventID: e.eventID}
+			x := Expired{Rule: d.key.rule, ID: d.key.id, Minion: d.key.minion, JID: e.jid, EventID: e.eventID}
 			switch {
 			case e.local:
 				out = append(out, x)
@@ -312,7 +313,7 @@ func (j *jobs) applyJob(value []byte) {
 		return
 	}
 	j.mu.Lock()
-	j.started(rec.Event, rec.SLS, rec.ID, rec.JID, rec.Targets, time.Unix(0, rec.At), false)
+	j.started(rec.Event, Reaction{Rule: rec.Rule, ID: rec.ID}, rec.JID, rec.Targets, time.Unix(0, rec.At), false)
 	j.mu.Unlock()
 }
 

@@ -42,12 +42,12 @@ type origin struct {
 	Origin string `json:"o,omitempty"`
 }
 
-// jobRecord is a j record: reaction (SLS, ID) of event Event started job
+// jobRecord is a j record: reaction (Rule, ID) of event Event started job
 // JID on Targets at At (unix ns).
 type jobRecord struct {
 	origin
 	JID     string   `json:"jid,omitempty"`
-	SLS     string   `json:"sls,omitempty"`
+	Rule    string   `json:"rule,omitempty"`
 	ID      string   `json:"id,omitempty"`
 	Targets []string `json:"targets,omitempty"`
 	Event   string   `json:"event,omitempty"`
@@ -71,17 +71,17 @@ type sharedReturn struct {
 	At     int64  `json:"t"`
 }
 
-// expectedRecord is an e record: reaction (SLS, ID) will fire an event
+// expectedRecord is an e record: reaction (Rule, ID) will fire an event
 // with Tag, which gets Hop and Cause; it is expected until At (unix ns).
 type expectedRecord struct {
 	origin
 	Tag   string `json:"tag,omitempty"`
 	Hop   int    `json:"hop,omitempty"`
 	Cause string `json:"cause,omitempty"`
-	// SLS and ID name the reaction that fires it.
-	SLS string `json:"sls,omitempty"`
-	ID  string `json:"id,omitempty"`
-	At  int64  `json:"at,omitempty"`
+	// Rule and ID name the reaction that fires it.
+	Rule string `json:"rule,omitempty"`
+	ID   string `json:"id,omitempty"`
+	At   int64  `json:"at,omitempty"`
 }
 
 // throttleRecord is a t record: the times (unix ns) rule Rule reacted

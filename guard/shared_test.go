@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/natsbus/embedded"
-	"github.com/reactord/reactord/natsbus/kv"
+	"github.com/reactord/reactord/internal/natstest"
 )
 
 // sharedGuards runs an embedded NATS server and returns a function that
@@ -18,31 +16,13 @@ import (
 // replica), loaded before it returns.
 func sharedGuards(t *testing.T) func(Options) *Guard {
 	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv, _ := natstest.Start(t)
 	return func(o Options) *Guard {
 		t.Helper()
-		c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "guard-test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		st, err := kv.Open(ctx, c, kv.StateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, watch := natstest.SharedState(t, srv)
 		o.Shared = st
 		g := New(o)
-		run, stop := context.WithCancel(context.Background())
-		t.Cleanup(stop)
-		if err := st.Watch(ctx, run, func(e kv.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
-			t.Fatal(err)
-		}
+		watch(g.ApplyShared)
 		return g
 	}
 }
@@ -75,7 +55,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 		want [3]string
 	}{
 		{"started on replica 0", func() {
-			g[0].Started("ev-1", "revert.sls", "revert", "jid1", []string{"web1"}, time.Now())
+			g[0].Started("ev-1", Reaction{"revert.sls", "revert"}, "jid1", []string{"web1"}, time.Now())
 		}, [3]string{"job running", "job running", "job running"}},
 		{"returned on replica 2", func() {
 			if !g[2].Returned("jid1", "web1", time.Now()) {
@@ -88,7 +68,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 		{"early return on replica 1", func() {
 			g[1].Returned("jid2", "web1", time.Now())
 			time.Sleep(50 * time.Millisecond)
-			g[0].Started("ev-2", "revert.sls", "revert", "jid2", []string{"web1"}, time.Now())
+			g[0].Started("ev-2", Reaction{"revert.sls", "revert"}, "jid2", []string{"web1"}, time.Now())
 		}, [3]string{"settling", "settling", "settling"}},
 	}
 	for _, c := range cases {
@@ -97,7 +77,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 			eventually(t, fmt.Sprintf("%s: replica %d phase %q", c.name, i, c.want[i]), func() bool { return phase(g[i]) == c.want[i] })
 		}
 	}
-	g[0].Started("ev-3", "revert.sls", "revert", "jid3", []string{"web2"}, time.Now())
+	g[0].Started("ev-3", Reaction{"revert.sls", "revert"}, "jid3", []string{"web2"}, time.Now())
 	eventually(t, "replica 1 sees jid3", func() bool { _, _, ok := beaconHeld(g[1], "web2"); return ok })
 	// A replica that starts now (or restarts) continues with the state.
 	late := newGuard(o)
@@ -106,7 +86,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 	}
 	// A job's timeout is reported once: by the replica that started it,
 	// or by another when that one is gone (replica 2 stopped taking part).
-	g[2].Started("ev-4", "revert.sls", "revert", "jid4", []string{"web3"}, time.Now())
+	g[2].Started("ev-4", Reaction{"revert.sls", "revert"}, "jid4", []string{"web3"}, time.Now())
 	eventually(t, "the new replica sees jid4", func() bool { _, _, ok := beaconHeld(late, "web3"); return ok })
 	timedOut := time.Now().Add(time.Minute + 2*time.Second)
 	for _, c := range []struct {
@@ -224,12 +204,12 @@ func TestGuardExpiresByTime(t *testing.T) {
 	now := time.Now()
 	for i := range 100 {
 		g.Returned(fmt.Sprintf("jid%d", i), "web1", now)
-		g.Started("", "f.sls", "r", fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
+		g.Started("", Reaction{"f.sls", "r"}, fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
 		g.Throttle("r0", fmt.Sprintf("k%d", i), 1, time.Minute, now)
 		g.ExpectEvent(fmt.Sprintf("t%d", i), Fired{Hop: 1, Cause: "x"}, now)
 	}
 	// A newer job of the same reaction and minion replaces the older.
-	g.Started("", "f.sls", "r", "job0b", []string{"m0"}, now.Add(time.Millisecond))
+	g.Started("", Reaction{"f.sls", "r"}, "job0b", []string{"m0"}, now.Add(time.Millisecond))
 	g.jobs.mu.Lock()
 	_, kept := g.jobs.byJID["job0"]
 	g.jobs.mu.Unlock()
@@ -347,7 +327,7 @@ func TestSharedReturnsGathered(t *testing.T) {
 		t.Fatalf("%d r records for %d returns; want them gathered (%d at most per record)", got, n, returnsMax)
 	}
 	// A job started on a now knows it returned: it settles.
-	a.Started("ev", "revert.sls", "revert", "jid7", []string{"web1"}, time.Now())
+	a.Started("ev", Reaction{"revert.sls", "revert"}, "jid7", []string{"web1"}, time.Now())
 	if _, phase, _ := beaconHeld(a, "web1"); phase != "settling" {
 		t.Fatalf("phase %q, want settling: the gathered return was not applied", phase)
 	}

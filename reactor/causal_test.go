@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
+	"github.com/reactord/reactord/internal/natstest"
 )
 
 // saltDriver plays a master: each dispatch gets the next jid (or none,
@@ -84,137 +86,12 @@ const (
 // every genuine event reacts, every consequence of a reaction is held
 // back from that reaction alone, on its evidence.
 func TestLoopGuardScenarios(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		conf  string
-		noJID bool
-		steps []step
-		want  map[string]int     // dispatches per reaction id
-		held  map[string]float64 // reactord_suppressed_total by reason
-	}{
-		{
-			name: "four failed jobs reactord never started: four alerts (dry-run)", noJID: true,
-			conf:  "reactor:\n  - 'salt/job/*/ret/*': alert.sls\n",
-			steps: []step{retStep(0, "100", "web1", false), retStep(50*time.Millisecond, "101", "web1", false), retStep(time.Second, "102", "web1", false), retStep(0, "103", "web2", false)},
-			want:  map[string]int{"alert": 4},
-		},
-		{
-			name:  "four failed jobs, a driver that gives jids: four alerts",
-			conf:  "reactor:\n  - 'salt/job/*/ret/*': alert.sls\n",
-			steps: []step{retStep(0, "100", "web1", false), retStep(50*time.Millisecond, "101", "web1", false), retStep(time.Second, "102", "web1", false), retStep(0, "103", "web2", false)},
-			want:  map[string]int{"alert": 4},
-		},
-		{
-			name: "revert: its own beacons held, a second change 3s after the return reverted",
-			conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n",
-			steps: []step{
-				beaconStep(0, "web1"),                             // genuine: revert J1
-				beaconStep(200*time.Millisecond, "web1"),          // the state run rewrites the file: held (running)
-				retStep(300*time.Millisecond, "J1", "web1", true), // J1 returns
-				beaconStep(860*time.Millisecond, "web1"),          // the beacon reports the job's change late: held (settling)
-				beaconStep(2140*time.Millisecond, "web1"),         // 3s after the return: a genuine second change
-			},
-			want: map[string]int{"revert": 2},
-			held: map[string]float64{"loop_guard_beacon": 2},
-		},
-		{
-			name: "a failed revert alerts: the job's return is held back from the revert only",
-			conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n  - 'salt/job/*/ret/*': alert.sls\n",
-			steps: []step{
-				beaconStep(0, "web1"),
-				retStep(time.Second, "J1", "web1", false),  // the revert failed: alert
-				retStep(time.Second, "900", "web2", false), // another failure: alert
-			},
-			want: map[string]int{"revert": 1, "alert": 2},
-		},
-		{
-			name: "a minion restarted twice a minute apart: two highstates",
-			conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
-			steps: []step{
-				startStep(0, "web1"), retStep(20*time.Second, "J1", "web1", true),
-				startStep(40*time.Second, "web1"), retStep(20*time.Second, "J2", "web1", true),
-			},
-			want: map[string]int{"highstate": 2},
-		},
-		{
-			name: "a highstate that restarts the minion: one",
-			conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
-			steps: []step{
-				startStep(0, "web1"),
-				startStep(5*time.Second, "web1"), // the highstate restarted it: held
-				retStep(10*time.Second, "J1", "web1", true),
-			},
-			want: map[string]int{"highstate": 1},
-			held: map[string]float64{"loop_guard_minion_start": 1},
-		},
-		{
-			name: "a highstate that restarts the minion, guard: minion: one",
-			conf: "reactor:\n  - 'salt/minion/*/start':\n      sls: highstate.sls\n      guard: minion\n",
-			steps: []step{
-				startStep(0, "web1"),
-				startStep(5*time.Second, "web1"),
-				retStep(10*time.Second, "J1", "web1", true),
-			},
-			want: map[string]int{"highstate": 1},
-			held: map[string]float64{"loop_guard_minion": 1},
-		},
-		{
-			name: "per-minion streams are never thinned while their jobs run",
-			conf: "reactor:\n  - 'myco/step': step.sls\n",
-			steps: func() []step {
-				var s []step
-				for i := range 5 {
-					for _, m := range []string{"web1", "web2", "web3"} {
-						s = append(s, step{time.Duration(i) * 10 * time.Millisecond, "myco/step", `{"id": "` + m + `"}`})
-					}
-				}
-				return s
-			}(),
-			want: map[string]int{"step": 15},
-		},
-		{
-			name: "a reaction that fires its own trigger stops at the hop limit; another rule on the tag still reacts",
-			conf: "reactor:\n  - 'myco/loop': loop.sls\n  - 'myco/loop': watch.sls\n",
-			steps: func() []step {
-				var s []step
-				for range 5 { // the master sends each fired event back, without a header
-					s = append(s, step{10 * time.Millisecond, "myco/loop", `{"id": "web1"}`})
-				}
-				return s
-			}(),
-			want: map[string]int{"again": 4, "watch": 5},
-			held: map[string]float64{"hop_limit": 1},
-		},
-		{
-			name: "the revert through state.orchestrate: held while the orchestration runs and settles",
-			conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': orch.sls\n",
-			steps: []step{
-				beaconStep(0, "web1"),                    // genuine: orchestrate J1 (its sub-job is not seen)
-				beaconStep(500*time.Millisecond, "web1"), // the sub-job's write: held (guard: minion for orchestration)
-				{time.Second, "salt/run/J1/ret", `{"fun": "runner.state.orchestrate", "jid": "J1", "success": true, "user": "salt"}`},
-				beaconStep(800*time.Millisecond, "web1"), // late: held (settling)
-				beaconStep(3*time.Second, "web1"),        // a genuine second change
-			},
-			want: map[string]int{"orch": 2},
-			held: map[string]float64{"loop_guard_minion": 2},
-		},
-		{
-			name:  "guard: off reverts the revert's own beacon",
-			conf:  "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file':\n      sls: revert.sls\n      guard: off\n",
-			steps: []step{beaconStep(0, "web1"), beaconStep(200*time.Millisecond, "web1")},
-			want:  map[string]int{"revert": 2},
-		},
-	} {
+	for _, c := range loopGuardScenarios {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				eng := engineWith(t, c.conf, map[string]string{"revert.sls": scenarioRevert, "alert.sls": scenarioAlert,
-					"highstate.sls": scenarioHigh, "step.sls": scenarioStep,
-					"orch.sls":  "orch:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.revert\n      - pillar: {target: {{ .data.id }}}\n",
-					"loop.sls":  "again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data: {id: web1}\n",
-					"watch.sls": "watch:\n  runner.test.arg:\n    - args:\n      - seen\n"})
 				drv := &saltDriver{noJID: c.noJID}
 				m := NewMetrics(prometheus.NewRegistry())
-				d, err := New(eng, Options{Driver: drv, Lanes: 4, Block: true, Metrics: m,
+				d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 4, Block: true, Metrics: m,
 					Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute})})
 				if err != nil {
 					t.Fatal(err)
@@ -223,23 +100,227 @@ func TestLoopGuardScenarios(t *testing.T) {
 				d.Start(ctx)
 				for _, s := range c.steps {
 					time.Sleep(s.after)
-					d.Submit(ctx, Delivery{Body: fmt.Appendf(nil, `{"tag": %q, "data": %s}`, s.tag, s.data)})
+					d.Submit(ctx, Delivery{Body: s.body()})
 					synctest.Wait()
 				}
 				if err := d.Stop(ctx); err != nil {
 					t.Fatal(err)
 				}
-				for id, n := range c.want {
-					if got := drv.count(id); got != n {
-						t.Errorf("%s: %d dispatches, want %d (%v)", id, got, n, drv.calls)
-					}
-				}
-				for _, reason := range []string{"loop_guard_job", "loop_guard_beacon", "loop_guard_minion_start", "loop_guard_minion", "hop_limit"} {
-					if got := testutil.ToFloat64(m.Suppressed.WithLabelValues(reason)); got != c.held[reason] {
-						t.Errorf("reactord_suppressed_total{reason=%q} = %v, want %v", reason, got, c.held[reason])
-					}
-				}
+				c.check(t, drv, []*Metrics{m})
 			})
+		})
+	}
+}
+
+// scenario is one row of the loop guard's matrix.
+type scenario struct {
+	name  string
+	conf  string
+	noJID bool
+	steps []step
+	want  map[string]int     // dispatches per reaction id
+	held  map[string]float64 // reactord_suppressed_total by reason
+	// long marks a scenario of minutes, run on the fake clock only;
+	// local one whose evidence does not cross replicas any differently
+	// from another's (run on one daemon only, to keep CI short).
+	long, local bool
+}
+
+// body is the step's event envelope.
+func (s step) body() []byte { return fmt.Appendf(nil, `{"tag": %q, "data": %s}`, s.tag, s.data) }
+
+// scenarioEngine loads conf with the scenarios' reaction files.
+func scenarioEngine(t *testing.T, conf string) *engine.Engine {
+	return engineWith(t, conf, map[string]string{"revert.sls": scenarioRevert, "alert.sls": scenarioAlert,
+		"highstate.sls": scenarioHigh, "step.sls": scenarioStep,
+		"orch.sls":  "orch:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.revert\n      - pillar: {target: {{ .data.id }}}\n",
+		"loop.sls":  "again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data: {id: web1}\n",
+		"watch.sls": "watch:\n  runner.test.arg:\n    - args:\n      - seen\n"})
+}
+
+// check compares the dispatches and the suppressions, added up over the
+// replicas' metrics, with the scenario's.
+func (c scenario) check(t *testing.T, drv *saltDriver, ms []*Metrics) {
+	t.Helper()
+	for id, n := range c.want {
+		if got := drv.count(id); got != n {
+			t.Errorf("%s: %d dispatches, want %d (%v)", id, got, n, drv.calls)
+		}
+	}
+	for _, reason := range []string{"loop_guard_job", "loop_guard_beacon", "loop_guard_minion_start", "loop_guard_minion", "hop_limit"} {
+		var got float64
+		for _, m := range ms {
+			got += testutil.ToFloat64(m.Suppressed.WithLabelValues(reason))
+		}
+		if got != c.held[reason] {
+			t.Errorf("reactord_suppressed_total{reason=%q} = %v, want %v", reason, got, c.held[reason])
+		}
+	}
+}
+
+var loopGuardScenarios = []scenario{
+	{
+		name: "four failed jobs reactord never started: four alerts (dry-run)", local: true, noJID: true,
+		conf:  "reactor:\n  - 'salt/job/*/ret/*': alert.sls\n",
+		steps: []step{retStep(0, "100", "web1", false), retStep(50*time.Millisecond, "101", "web1", false), retStep(time.Second, "102", "web1", false), retStep(0, "103", "web2", false)},
+		want:  map[string]int{"alert": 4},
+	},
+	{
+		name:  "four failed jobs, a driver that gives jids: four alerts",
+		conf:  "reactor:\n  - 'salt/job/*/ret/*': alert.sls\n",
+		steps: []step{retStep(0, "100", "web1", false), retStep(50*time.Millisecond, "101", "web1", false), retStep(time.Second, "102", "web1", false), retStep(0, "103", "web2", false)},
+		want:  map[string]int{"alert": 4},
+	},
+	{
+		name: "revert: its own beacons held, a second change 3s after the return reverted",
+		conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n",
+		steps: []step{
+			beaconStep(0, "web1"),                             // genuine: revert J1
+			beaconStep(200*time.Millisecond, "web1"),          // the state run rewrites the file: held (running)
+			retStep(300*time.Millisecond, "J1", "web1", true), // J1 returns
+			beaconStep(860*time.Millisecond, "web1"),          // the beacon reports the job's change late: held (settling)
+			beaconStep(2140*time.Millisecond, "web1"),         // 3s after the return: a genuine second change
+		},
+		want: map[string]int{"revert": 2},
+		held: map[string]float64{"loop_guard_beacon": 2},
+	},
+	{
+		name: "a failed revert alerts: the job's return is held back from the revert only", local: true,
+		conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n  - 'salt/job/*/ret/*': alert.sls\n",
+		steps: []step{
+			beaconStep(0, "web1"),
+			retStep(time.Second, "J1", "web1", false),  // the revert failed: alert
+			retStep(time.Second, "900", "web2", false), // another failure: alert
+		},
+		want: map[string]int{"revert": 1, "alert": 2},
+	},
+	{
+		name: "a minion restarted twice a minute apart: two highstates",
+		conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
+		steps: []step{
+			startStep(0, "web1"), retStep(20*time.Second, "J1", "web1", true),
+			startStep(40*time.Second, "web1"), retStep(20*time.Second, "J2", "web1", true),
+		},
+		want: map[string]int{"highstate": 2},
+		long: true,
+	},
+	{
+		name: "a highstate that restarts the minion: one",
+		conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
+		steps: []step{
+			startStep(0, "web1"),
+			startStep(2*time.Second, "web1"), // the highstate restarted it: held
+			retStep(time.Second, "J1", "web1", true),
+		},
+		want: map[string]int{"highstate": 1},
+		held: map[string]float64{"loop_guard_minion_start": 1},
+	},
+	{
+		name: "a highstate that restarts the minion, guard: minion: one", local: true,
+		conf: "reactor:\n  - 'salt/minion/*/start':\n      sls: highstate.sls\n      guard: minion\n",
+		steps: []step{
+			startStep(0, "web1"),
+			startStep(2*time.Second, "web1"),
+			retStep(time.Second, "J1", "web1", true),
+		},
+		want: map[string]int{"highstate": 1},
+		held: map[string]float64{"loop_guard_minion": 1},
+	},
+	{
+		name: "per-minion streams are never thinned while their jobs run",
+		conf: "reactor:\n  - 'myco/step': step.sls\n",
+		steps: func() []step {
+			var s []step
+			for i := range 5 {
+				for _, m := range []string{"web1", "web2", "web3"} {
+					s = append(s, step{time.Duration(i) * 10 * time.Millisecond, "myco/step", `{"id": "` + m + `"}`})
+				}
+			}
+			return s
+		}(),
+		want: map[string]int{"step": 15},
+	},
+	{
+		name: "a reaction that fires its own trigger stops at the hop limit; another rule on the tag still reacts",
+		conf: "reactor:\n  - 'myco/loop': loop.sls\n  - 'myco/loop': watch.sls\n",
+		steps: func() []step {
+			var s []step
+			for range 5 { // the master sends each fired event back, without a header
+				s = append(s, step{10 * time.Millisecond, "myco/loop", `{"id": "web1"}`})
+			}
+			return s
+		}(),
+		want: map[string]int{"again": 4, "watch": 5},
+		held: map[string]float64{"hop_limit": 1},
+	},
+	{
+		name: "the revert through state.orchestrate: held while the orchestration runs and settles",
+		conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': orch.sls\n",
+		steps: []step{
+			beaconStep(0, "web1"),                    // genuine: orchestrate J1 (its sub-job is not seen)
+			beaconStep(500*time.Millisecond, "web1"), // the sub-job's write: held (guard: minion for orchestration)
+			{time.Second, "salt/run/J1/ret", `{"fun": "runner.state.orchestrate", "jid": "J1", "success": true, "user": "salt"}`},
+			beaconStep(800*time.Millisecond, "web1"), // late: held (settling)
+			beaconStep(3*time.Second, "web1"),        // a genuine second change
+		},
+		want: map[string]int{"orch": 2},
+		held: map[string]float64{"loop_guard_minion": 2},
+	},
+	{
+		name: "guard: off reverts the revert's own beacon", local: true,
+		conf:  "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file':\n      sls: revert.sls\n      guard: off\n",
+		steps: []step{beaconStep(0, "web1"), beaconStep(200*time.Millisecond, "web1")},
+		want:  map[string]int{"revert": 2},
+	},
+}
+
+// TestLoopGuardScenariosReplicas runs the matrix's scenarios of seconds on
+// three replicas sharing the loop guard's state (a key-value bucket on an
+// embedded server), each event on the next replica in turn as a shared
+// consumer hands them out: the counts are one daemon's.
+func TestLoopGuardScenariosReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real time: seconds per scenario")
+	}
+	for _, c := range loopGuardScenarios {
+		if c.long || c.local {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			srv, _ := natstest.Start(t)
+			drv := &saltDriver{noJID: c.noJID}
+			var ms []*Metrics
+			var rs []*Reactor
+			var handled sync.WaitGroup
+			ctx := context.Background()
+			for range 3 {
+				st, watch := natstest.SharedState(t, srv)
+				g := guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute, Shared: st})
+				watch(g.ApplyShared)
+				m := NewMetrics(prometheus.NewRegistry())
+				d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 4, Block: true, Metrics: m, Guard: g,
+					OnDone: func(Delivery) { handled.Done() }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Start(ctx)
+				ms, rs = append(ms, m), append(rs, d)
+			}
+			for i, s := range c.steps {
+				time.Sleep(s.after)
+				handled.Add(1)
+				rs[i%len(rs)].Submit(ctx, Delivery{Body: s.body()})
+				handled.Wait()
+				// What the replica wrote reaches the others within
+				// milliseconds; the bridge's events come further apart.
+				time.Sleep(20 * time.Millisecond)
+			}
+			for _, d := range rs {
+				if err := d.Stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.check(t, drv, ms)
 		})
 	}
 }

@@ -102,14 +102,14 @@ func TestLoopGuardJobTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})
 		now := time.Now()
-		g.Started("ev-1", "f.sls", "r", "jid1", []string{"web1"}, now)
+		g.Started("ev-1", guard.Reaction{Rule: "f.sls", ID: "r"}, "jid1", []string{"web1"}, now)
 		if _, phase, held := beaconHeld(g, "f.sls", "r", "web1", now.Add(59*time.Second)); !held || phase != "job running" {
 			t.Fatalf("held=%v phase=%q before the timeout", held, phase)
 		}
 		if _, _, held := beaconHeld(g, "f.sls", "r", "web1", now.Add(61*time.Second)); held {
 			t.Fatal("still held after the job timeout")
 		}
-		want := []guard.Expired{{SLS: "f.sls", ID: "r", Minion: "web1", JID: "jid1", EventID: "ev-1"}}
+		want := []guard.Expired{{Rule: "f.sls", ID: "r", Minion: "web1", JID: "jid1", EventID: "ev-1"}}
 		if got := g.TakeExpired(now.Add(61 * time.Second)); !reflect.DeepEqual(got, want) {
 			t.Fatalf("expired %+v, want %+v (with the id of the event that started the job)", got, want)
 		}
@@ -237,7 +237,7 @@ func TestReturnBeforeStarted(t *testing.T) {
 	g := guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Hour})
 	now := time.Now()
 	g.Returned("jid9", "db1", now)
-	g.Started("", "f.sls", "r", "jid9", []string{"db1", "db2"}, now)
+	g.Started("", guard.Reaction{Rule: "f.sls", ID: "r"}, "jid9", []string{"db1", "db2"}, now)
 	if _, phase, held := beaconHeld(g, "f.sls", "r", "db1", now.Add(500*time.Millisecond)); !held || phase != "settling" {
 		t.Fatalf("db1: held=%v phase=%q, want settling", held, phase)
 	}
@@ -259,8 +259,8 @@ func TestGuardMergedJobEarlyReturns(t *testing.T) {
 	const jid = "20261123000000000001"
 	g.Returned(jid, "m1", now)
 	g.Returned(jid, "m2", now)
-	g.Started("", "r.sls", "highstate", jid, []string{"m1"}, now)
-	g.Started("", "r.sls", "highstate", jid, []string{"m2"}, now)
+	g.Started("", guard.Reaction{Rule: "r.sls", ID: "highstate"}, jid, []string{"m1"}, now)
+	g.Started("", guard.Reaction{Rule: "r.sls", ID: "highstate"}, jid, []string{"m2"}, now)
 	for _, m := range []string{"m1", "m2"} {
 		_, phase, held := beaconHeld(g, "r.sls", "highstate", m, now)
 		if !held || phase != "settling" {
@@ -401,6 +401,6 @@ func TestReloadKeepsRuleState(t *testing.T) {
 // beaconHeld reports whether reaction (sls, id) is held back from a beacon
 // of minion at, with the jid and the phase.
 func beaconHeld(g *guard.Guard, sls, id, minion string, at time.Time) (jid, phase string, ok bool) {
-	h, ok := g.Held(guard.Reaction{SLS: sls, ID: id}, guard.ModeBeacons, guard.EventOf("salt/beacon/"+minion+"/inotify//etc/important_file", minion, at))
+	h, ok := g.Held(guard.Reaction{Rule: sls, ID: id}, guard.ModeBeacons, guard.EventOf("salt/beacon/"+minion+"/inotify//etc/important_file", minion, at))
 	return h.JID, h.Phase, ok
 }

@@ -274,9 +274,9 @@ func (d *Reactor) Start(ctx context.Context) {
 					}
 				}
 				for _, x := range d.opts.Guard.TakeExpired(now) {
-					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "file", x.SLS)
-					d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, File: x.SLS, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
-						Detail: "minion did not return within the job timeout"})
+					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "rule_id", x.Rule)
+					d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
+						Detail: "minion did not return within the job timeout (rule " + x.Rule + ")"})
 				}
 			}
 		}
@@ -770,6 +770,16 @@ func ruleFor(ev *inflight, res *engine.Result, sls string) *config.Rule {
 	return nil
 }
 
+// ruleID is the stable ID of the rule whose file gave the reaction of file
+// sls (the loop guard's name for the reaction, the same on replicas whose
+// paths differ); the file itself when no rule is known.
+func ruleID(ev *inflight, res *engine.Result, sls string) string {
+	if r := ruleFor(ev, res, sls); r != nil {
+		return r.ID
+	}
+	return "file:" + sls
+}
+
 // guardMode is the loop guard's mode for reaction c: its rule's guard
 // option, else guard.ModeFor's default for its kind.
 func guardMode(ev *inflight, res *engine.Result, c *event.Chunk) string {
@@ -791,7 +801,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	if ev.dl.MsgID != "" {
 		a.Key = ev.dl.MsgID + "/" + sls + "/" + id
 	}
-	reaction := guard.Reaction{SLS: sls, ID: id}
+	reaction := guard.Reaction{Rule: ruleID(ev, res, sls), ID: id}
 	if ev.overHops && reaction == ev.firedBy {
 		m.Suppressed.WithLabelValues("hop_limit").Inc()
 		d.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction held back: hop limit reached (the event is the reaction's own, fired again too many times in a row)",
@@ -801,7 +811,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 		return
 	}
 	if h, held := g.Held(reaction, guardMode(ev, res, c), ev.gev); held {
-		d.heldBack(ev, res, reaction, h)
+		d.heldBack(ev, res, sls, reaction, h)
 		return
 	}
 	start := time.Now()
@@ -827,7 +837,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	} else {
 		m.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
 		targets := targetsOf(c, r, ev.minion)
-		g.Started(ev.id, sls, id, r.JID, targets, time.Now())
+		g.Started(ev.id, reaction, r.JID, targets, time.Now())
 		if t := firedTag(c); t != "" {
 			// One event per target for local event.send, one for a runner.
 			n := 1
@@ -858,12 +868,12 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 // from ev: the metric's reason and the line name the evidence. The line
 // is limited per reaction, minion and evidence, so the first of a new
 // kind always shows.
-func (d *Reactor) heldBack(ev *inflight, res *engine.Result, r guard.Reaction, h guard.Hold) {
+func (d *Reactor) heldBack(ev *inflight, res *engine.Result, sls string, r guard.Reaction, h guard.Hold) {
 	d.opts.Metrics.Suppressed.WithLabelValues("loop_guard_" + h.Evidence).Inc()
 	detail := "loop guard: " + heldDetail(h)
-	d.noisy(slog.LevelInfo, r.SLS+"\x00"+r.ID+"\x00"+ev.minion+"\x00"+h.Evidence, "reaction held back by the loop guard: the event is its own consequence",
-		"event_id", ev.id, "tag", ev.tag, "id", r.ID, "file", r.SLS, "minion", ev.minion, "evidence", h.Evidence, "jid", h.JID, "phase", h.Phase, "detail", detail)
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: d.ruleOf(ev, res, r.SLS), File: r.SLS, ReactionID: r.ID, JID: h.JID, Minion: ev.minion,
+	d.noisy(slog.LevelInfo, r.Rule+"\x00"+r.ID+"\x00"+ev.minion+"\x00"+h.Evidence, "reaction held back by the loop guard: the event is its own consequence",
+		"event_id", ev.id, "tag", ev.tag, "id", r.ID, "file", sls, "rule_id", r.Rule, "minion", ev.minion, "evidence", h.Evidence, "jid", h.JID, "phase", h.Phase, "detail", detail)
+	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: d.ruleOf(ev, res, sls), File: sls, ReactionID: r.ID, JID: h.JID, Minion: ev.minion,
 		Detail: detail})
 }
 

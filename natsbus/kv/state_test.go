@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
+	"github.com/reactord/reactord/natsbus/kv"
 )
 
 // TestStateNeedsJetStream: a server without JetStream answers at once
@@ -27,7 +28,7 @@ func TestStateNeedsJetStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	if _, err := Open(ctx, c, StateOptions{}); !errors.Is(err, ErrStateUnsupported) {
+	if _, err := kv.Open(ctx, c, kv.StateOptions{}); !errors.Is(err, kv.ErrStateUnsupported) {
 		t.Fatalf("err %v, want ErrStateUnsupported", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -44,7 +45,7 @@ func TestStateResendsFailedWrites(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := Open(ctx, c, StateOptions{Resend: func(key string) bool { return key[0] == 'j' }})
+	s, err := kv.Open(ctx, c, kv.StateOptions{Resend: func(key string) bool { return key[0] == 'j' }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestStateResendsFailedWrites(t *testing.T) {
 	s.Put("j.b", []byte("new"), time.Minute)
 	s.Put("x.c", []byte("dropped"), time.Minute)
 	time.Sleep(1500 * time.Millisecond)
-	again, err := Open(ctx, c, StateOptions{})
+	again, err := kv.Open(ctx, c, kv.StateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestStateResendsFailedWrites(t *testing.T) {
 func TestCopiesClaim(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx := context.Background()
-	k, err := OpenCopies(ctx, c, CopiesOptions{Window: 2 * time.Second})
+	k, err := kv.OpenCopies(ctx, c, kv.CopiesOptions{Window: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
