@@ -182,6 +182,10 @@ api_logfile: %[4]s/log/api
 	writeFile(t, filepath.Join(dir, "srv/salt/fail.sls"), "always_fails:\n  test.fail_without_changes:\n    - name: this state always fails\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/maintain_important_file.sls"),
 		"revert_important_file:\n  file.managed:\n    - name: {{ salt['config.get']('reactord_watch_file') }}\n    - contents: known content\n")
+	// The same revert through an orchestration, which the master runs as a
+	// runner job with a minion job of its own.
+	writeFile(t, filepath.Join(dir, "srv/salt/orch/revert.sls"),
+		"revert_through_orchestration:\n  salt.state:\n    - tgt: {{ pillar['target'] }}\n    - sls: maintain_important_file\n")
 	// web1's beacon pauses during state runs (Salt's own protection);
 	// web2's does not, so its revert's own write comes back as a beacon
 	// event, which only reactord's loop guard stops.
@@ -330,23 +334,31 @@ type reactord struct {
 func startReactord(t *testing.T, e *saltEnv, driver string, extra ...string) *reactord {
 	t.Helper()
 	root, _ := filepath.Abs("../..")
+	return startReactordWith(t, e, driver, root+"/examples/reactor/revert-on-inotify/revert.sls", extra...)
+}
+
+// startReactordWith is startReactord with another reaction file for the
+// watched file's beacon.
+func startReactordWith(t *testing.T, e *saltEnv, driver, revert string, extra ...string) *reactord {
+	t.Helper()
+	root, _ := filepath.Abs("../..")
 	r := &reactord{t: t, data: t.TempDir(), eventCh: make(chan struct{}, 1)}
 	r.conf = filepath.Join(r.data, "reactor.conf")
 	watchGlob := filepath.Join(e.dir, "watch", "*", "important_file")
 	writeFile(t, r.conf, fmt.Sprintf(`reactor:
   - 'salt/beacon/*/inotify/%s':
-    - %[2]s/examples/reactor/revert-on-inotify/revert.sls
+    - %[3]s
   - 'salt/minion/*/start':
     - %[2]s/examples/reactor/start-on-minion-start/highstate.sls
   - 'salt/auth':
     - %[2]s/examples/reactor/accept-pending-keys/accept.sls
   - 'salt/job/*/ret/*':
     - %[2]s/examples/reactor/alert-on-failed-job/alert.sls
-`, watchGlob, root))
+`, watchGlob, root, revert))
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	r.url = "nats://" + listen
 	r.http = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	args := []string{"-c", r.conf, "--listen", listen, "--data-dir", r.data, "--driver", driver, "--settle", "3s", "--http", r.http}
+	args := []string{"-c", r.conf, "--listen", listen, "--data-dir", r.data, "--driver", driver, "--http", r.http}
 	switch driver {
 	case "exec":
 		args = append(args, "--salt-bin", e.bin("salt"), "--salt-run-bin", e.bin("salt-run"), "--salt-call-bin", e.bin("salt-call"), "--salt-config-dir", e.etc)

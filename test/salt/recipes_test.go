@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -44,46 +45,7 @@ func testRecipes(t *testing.T, driver string) {
 	r := startReactord(t, e, driver)
 	e.startMinions()
 
-	// accept-pending-keys: the minions' keys go pending; reactord accepts
-	// them for real.
-	waitFor(t, 90*time.Second, "web1 and web2 accepted by the reactor", func() error {
-		out, err := e.salt("salt-key", "-L", "--out", "json")
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		var keys map[string][]string
-		if err := json.Unmarshal([]byte(out), &keys); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		if len(keys["minions"]) != 2 {
-			return fmt.Errorf("salt-key -L: %s", out)
-		}
-		return nil
-	})
-	if n := len(r.seen(func(ev event.Event) bool { return ev.Tag == "salt/auth" && ev.Data["act"] == "pend" })); n == 0 {
-		t.Error("no pending salt/auth event reached the bus")
-	}
-	t.Logf("%s: keys accepted by the reactor", driver)
-
-	// start-on-minion-start: each minion's start runs a real state.apply,
-	// which returns; the ledger shows event → dispatch → return.
-	var jid string
-	for _, id := range []string{"web1", "web2"} {
-		waitFor(t, 90*time.Second, "highstate of "+id, func() error {
-			news := r.seen(isJobNew("state.apply", id, ""))
-			if len(news) == 0 {
-				return fmt.Errorf("no state.apply job for %s", id)
-			}
-			j := fmt.Sprint(news[0].Data["jid"])
-			if len(r.seen(tagIs("salt/job/"+j+"/ret/"+id))) == 0 {
-				return fmt.Errorf("job %s has not returned", j)
-			}
-			if id == "web1" {
-				jid = j
-			}
-			return nil
-		})
-	}
+	jid := acceptedAndStarted(t, e, r, driver)
 	waitFor(t, 30*time.Second, "reactord trace "+jid, func() error {
 		out, err := r.cli([]string{"trace"}, jid)
 		if err != nil {
@@ -111,7 +73,7 @@ func testRecipes(t *testing.T, driver string) {
 	// the loop guard.
 	time.Sleep(4 * time.Second) // past the highstate's settle window
 	for _, id := range []string{"web1", "web2"} {
-		revertsOf(t, e, r, driver, id)
+		revertsOf(t, e, r, driver, id, "state.apply")
 	}
 
 	// alert-on-failed-job: each failing state job → its alert event
@@ -164,6 +126,53 @@ func testRecipes(t *testing.T, driver string) {
 	}
 }
 
+// acceptedAndStarted waits for the accept-pending-keys and
+// start-on-minion-start recipes: the minions' keys go pending and reactord
+// accepts them, then each minion's start runs a real state.apply, which
+// returns. It returns web1's highstate jid.
+func acceptedAndStarted(t *testing.T, e *saltEnv, r *reactord, driver string) string {
+	t.Helper()
+	waitFor(t, 90*time.Second, "web1 and web2 accepted by the reactor", func() error {
+		out, err := e.salt("salt-key", "-L", "--out", "json")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		var keys map[string][]string
+		if err := json.Unmarshal([]byte(out), &keys); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if len(keys["minions"]) != 2 {
+			return fmt.Errorf("salt-key -L: %s", out)
+		}
+		return nil
+	})
+	if n := len(r.seen(func(ev event.Event) bool { return ev.Tag == "salt/auth" && ev.Data["act"] == "pend" })); n == 0 {
+		t.Error("no pending salt/auth event reached the bus")
+	}
+	t.Logf("%s: keys accepted by the reactor", driver)
+
+	// start-on-minion-start: each minion's start runs a real state.apply,
+	// which returns; the ledger shows event → dispatch → return.
+	var jid string
+	for _, id := range []string{"web1", "web2"} {
+		waitFor(t, 90*time.Second, "highstate of "+id, func() error {
+			news := r.seen(isJobNew("state.apply", id, ""))
+			if len(news) == 0 {
+				return fmt.Errorf("no state.apply job for %s", id)
+			}
+			j := fmt.Sprint(news[0].Data["jid"])
+			if len(r.seen(tagIs("salt/job/"+j+"/ret/"+id))) == 0 {
+				return fmt.Errorf("job %s has not returned", j)
+			}
+			if id == "web1" {
+				jid = j
+			}
+			return nil
+		})
+	}
+	return jid
+}
+
 // compareLookup checks `reactord jobs lookup JID --out json` against
 // `salt-run jobs.lookup_jid JID --out json`.
 func compareLookup(t *testing.T, e *saltEnv, r *reactord, jid string) {
@@ -195,11 +204,15 @@ func compareLookup(t *testing.T, e *saltEnv, r *reactord, jid string) {
 // revertsOf makes three genuine changes to id's watched file, the third
 // 3s after the second revert's return, and checks that each gives exactly
 // one revert.
-func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id string) {
+func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id, fun string) {
 	t.Helper()
-	reverts := isJobNew("state.apply", id, "maintain_important_file")
-	const suppressions = `reactord_suppressed_total{reason="loop_guard_beacon"}`
-	suppressedBefore := r.metric(suppressions)
+	reverts := isJobNew(fun, id, "maintain_important_file")
+	// A beacon is held back on its own evidence, or, for an
+	// orchestration, as an event of the minion it runs on.
+	suppressions := func() int {
+		return r.metric(`reactord_suppressed_total{reason="loop_guard_beacon"}`) + r.metric(`reactord_suppressed_total{reason="loop_guard_minion"}`)
+	}
+	suppressedBefore := suppressions()
 	for change := 1; change <= 3; change++ {
 		f, err := os.OpenFile(e.watch[id], os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
@@ -239,12 +252,34 @@ func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id string) {
 		}
 	}
 	beacons := r.seen(func(ev event.Event) bool { return strings.HasPrefix(ev.Tag, "salt/beacon/"+id+"/inotify/") })
-	suppressed := r.metric(suppressions) - suppressedBefore
+	suppressed := suppressions() - suppressedBefore
 	t.Logf("%s: %s: 3 genuine changes → %d beacon events → 3 reverts, %d suppressed by the loop guard", driver, id, len(beacons), suppressed)
 	if len(beacons) > 3 && suppressed < len(beacons)-3 {
 		t.Errorf("%s: %d beacon events gave 3 reverts, but only %d loop_guard suppressions were counted", id, len(beacons), suppressed)
 	}
 	if id == "web2" && len(beacons) < 4 {
 		t.Errorf("web2's beacon (disable_during_state_run False) fired %d times: the revert's own write did not come back, the guard was not tested", len(beacons))
+	}
+}
+
+// TestOrchestratedRevertOnRealSalt runs the revert through
+// state.orchestrate: a runner reaction whose minion job the master starts
+// itself, which the loop guard cannot link to the reaction, so it holds
+// the reaction back from the event's minion while the orchestration runs
+// and settles (guard: minion, the default for orchestration). Each genuine
+// change on web2 (whose beacon Salt does not pause) gives one revert, the
+// third 3s after the second orchestration's return included.
+func TestOrchestratedRevertOnRealSalt(t *testing.T) {
+	for _, driver := range []string{"exec", "saltapi"} {
+		t.Run(driver, func(t *testing.T) {
+			e := startSalt(t)
+			orch := filepath.Join(t.TempDir(), "orch.sls")
+			writeFile(t, orch, "revert_through_orchestration:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.revert\n      - pillar:\n          target: {{ .data.id }}\n")
+			r := startReactordWith(t, e, driver, orch)
+			e.startMinions()
+			acceptedAndStarted(t, e, r, driver)
+			time.Sleep(4 * time.Second) // past the highstate's settle window
+			revertsOf(t, e, r, driver, "web2", "state.sls")
+		})
 	}
 }
