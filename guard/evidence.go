@@ -96,36 +96,51 @@ type Hold struct {
 	Phase string
 }
 
-// held is Guard.Held's job-linked part.
+// held is Guard.Held's job-linked part. A minion's start it holds back
+// ends the job on that minion, as its return would (a restarted minion
+// never returns the job it was running): the next start is genuine.
 func (j *jobs) held(r Reaction, mode string, ev Event) (Hold, bool) {
+	h, ok, restarted := j.weigh(r, mode, ev)
+	if restarted != "" {
+		j.ret(restarted, ev.Minion, ev.At)
+	}
+	return h, ok
+}
+
+// weigh is held's look at the evidence, under the lock; restarted is the
+// jid a start of the minion ends.
+func (j *jobs) weigh(r Reaction, mode string, ev Event) (h Hold, ok bool, restarted string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if ev.JID != "" {
 		for _, k := range j.byJID[ev.JID] {
 			if k.rule == r.Rule && k.id == r.ID {
-				return Hold{Evidence: EvidenceJob, JID: ev.JID, Phase: j.entries[k].phase()}, true
+				return Hold{Evidence: EvidenceJob, JID: ev.JID, Phase: j.entries[k].phase()}, true, ""
 			}
 		}
 	}
 	if ev.Minion == "" {
-		return Hold{}, false
+		return Hold{}, false, ""
 	}
 	e := j.entries[jobKey{r.Rule, r.ID, ev.Minion}]
 	if e == nil || !ev.At.Before(e.until) {
-		return Hold{}, false
+		return Hold{}, false, ""
 	}
-	h := Hold{JID: e.jid, Phase: e.phase()}
+	h = Hold{JID: e.jid, Phase: e.phase()}
 	switch {
+	case ev.Start && !e.returned && e.jid != "":
+		h.Evidence, restarted = EvidenceMinionStart, e.jid
+		if mode == ModeMinion {
+			h.Evidence = EvidenceMinion
+		}
 	case mode == ModeMinion:
 		h.Evidence = EvidenceMinion
 	case ev.Beacon:
 		h.Evidence = EvidenceBeacon
-	case ev.Start && !e.returned:
-		h.Evidence = EvidenceMinionStart
 	default:
-		return Hold{}, false
+		return Hold{}, false, ""
 	}
-	return h, true
+	return h, true, restarted
 }
 
 // phase is "job running" before the job returned, then "settling".

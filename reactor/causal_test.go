@@ -216,6 +216,18 @@ var loopGuardScenarios = []scenario{
 		held: map[string]float64{"loop_guard_minion_start": 1},
 	},
 	{
+		name: "a highstate that restarts the minion and never returns; a genuine restart a minute later: two",
+		conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
+		steps: []step{
+			startStep(0, "web1"),
+			startStep(2*time.Second, "web1"), // the highstate restarted it, killing the job: held
+			startStep(time.Minute, "web1"),   // a genuine restart: J1 will never return
+		},
+		want: map[string]int{"highstate": 2},
+		held: map[string]float64{"loop_guard_minion_start": 1},
+		long: true,
+	},
+	{
 		name: "a highstate that restarts the minion, guard: minion: one", local: true,
 		conf: "reactor:\n  - 'salt/minion/*/start':\n      sls: highstate.sls\n      guard: minion\n",
 		steps: []step{
