@@ -242,3 +242,30 @@ func TestMinionOf(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeIntegerRefused: an integer beyond Python's 4,300 digits makes
+// the envelope malformed at once, as Python's json.loads refuses it,
+// instead of costing seconds of CPU each time a template prints it.
+func TestHugeIntegerRefused(t *testing.T) {
+	for _, c := range []struct {
+		digits int
+		neg    bool
+		ok     bool
+	}{{4300, false, true}, {4300, true, true}, {4301, false, false}, {1000000, true, false}} {
+		n := strings.Repeat("7", c.digits)
+		if c.neg {
+			n = "-" + n
+		}
+		line := []byte(`{"tag": "myco/n", "data": {"id": "web1", "n": ` + n + `}}`)
+		_, _, err := SplitEnvelope(line)
+		if (err == nil) != c.ok {
+			t.Errorf("%d digits (negative %v): %v, want ok=%v", c.digits, c.neg, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "4300 digits") {
+			t.Errorf("%d digits: error %q does not name the limit", c.digits, err)
+		}
+		if _, err := Decode(line); (err == nil) != c.ok {
+			t.Errorf("Decode, %d digits: %v, want ok=%v", c.digits, err, c.ok)
+		}
+	}
+}

@@ -342,6 +342,12 @@ func (s *scanner) literal(word string, v any) (any, error) {
 	return v, nil
 }
 
+// MaxIntDigits is the most digits an integer in an event may have: Python
+// (and so Salt, whose json.loads and str() raise ValueError past it)
+// refuses int↔str conversions beyond 4,300 digits, and converting a
+// longer one costs seconds of CPU.
+const MaxIntDigits = 4300
+
 // number scans a JSON number with the grammar's exact rules.
 func (s *scanner) number() (any, error) {
 	start := s.i
@@ -389,6 +395,15 @@ func (s *scanner) number() (any, error) {
 		}
 	}
 	s.i = i
+	if digits := i - start; isInt && digits > MaxIntDigits {
+		if s.b[start] == '-' {
+			digits--
+		}
+		if digits > MaxIntDigits {
+			s.i = start
+			return nil, s.errorf("an integer of %d digits: over the limit of %d digits for integer string conversion (Python's, so Salt's)", digits, MaxIntDigits)
+		}
+	}
 	text := string(s.b[start:i])
 	if isInt {
 		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
