@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -45,8 +44,8 @@ func (d *Daemon) openDataDir(context.Context) error {
 		// The clients look for the NATS token in the same place.
 		d.dataDir = natsbus.DefaultDataDir()
 	}
-	if err := os.MkdirAll(d.dataDir, 0o750); err != nil {
-		return configErr(fmt.Errorf("--data-dir: %w", err))
+	if err := natsbus.EnsurePrivateDir(d.dataDir); err != nil {
+		return configErr(fmt.Errorf("--data-dir %s: %w", d.dataDir, err))
 	}
 	return nil
 }

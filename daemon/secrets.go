@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/reactord/reactord/natsbus"
 )
 
 // Secrets (passwords, tokens, store URLs holding a password) can be given
@@ -44,7 +47,17 @@ var ErrEmptySecret = errors.New("the file is empty")
 // ReadSecretFile reads a secret from a file: its content without the
 // trailing newline (or CRLF). An empty file is an error, since it stands
 // for a secret forgotten.
+//
+// A file another local user could have written (owned by a user other
+// than this one or root, or writable by its group or others) is refused,
+// as ssh refuses such a key; a symbolic link is followed (mounted secrets
+// are links) and its target checked.
 func ReadSecretFile(path string) (string, error) {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		if err := natsbus.CheckPrivate(target); err != nil {
+			return "", fmt.Errorf("secret file: %w", err)
+		}
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading secret: %w", err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/reactord/reactord/internal/testfiles"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // TestSecretValuePrecedence: the flag's value wins, then its file, then
@@ -51,6 +52,18 @@ func TestReadSecretFile(t *testing.T) {
 	}
 	if _, err := ReadSecretFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
+	}
+	// A file another local user could have written is refused; a link to
+	// a private file (a mounted secret) is followed.
+	if _, err := ReadSecretFile(testfiles.Secret(t, "s3cret\n", 0o622)); !errors.Is(err, natsbus.ErrNotPrivate) {
+		t.Errorf("a file others can write: %v, want ErrNotPrivate", err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(testfiles.Secret(t, "s3cret\n", 0o600), link); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadSecretFile(link); err != nil || got != "s3cret" {
+		t.Errorf("a link to a private file: %q, %v", got, err)
 	}
 }
 

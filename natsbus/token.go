@@ -30,12 +30,13 @@ const (
 )
 
 // DefaultDataDir is the daemon's data directory when none is configured:
-// the user cache directory's reactord folder (under the temporary directory
-// when there is no cache directory).
+// the user cache directory's reactord folder; without one (no HOME), a
+// folder of this user's own in the temporary directory, reactord-UID,
+// which EnsurePrivateDir refuses when another user made it first.
 func DefaultDataDir() string {
 	base, err := os.UserCacheDir()
 	if err != nil {
-		base = os.TempDir()
+		return filepath.Join(os.TempDir(), fmt.Sprintf("reactord-%d", os.Getuid()))
 	}
 	return filepath.Join(base, "reactord")
 }
@@ -99,7 +100,14 @@ func EnsureToken(dir string) (token string, created, worldReadable bool, err err
 	return tok, true, false, nil
 }
 
+// readToken reads a token file, refusing one another local user could
+// have planted or changed, or in such a directory (CheckPrivate).
 func readToken(path string) (token string, worldReadable bool, err error) {
+	for _, p := range []string{filepath.Dir(path), path} {
+		if err := CheckPrivate(p); err != nil {
+			return "", false, fmt.Errorf("NATS token: %w", err)
+		}
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", false, fmt.Errorf("NATS token: %w", err)
@@ -144,6 +152,9 @@ func LocalToken(natsURL string, dirs ...string) (token, file string) {
 			continue
 		}
 		seen[dir] = true
+		if CheckPrivate(filepath.Join(dir, AddrFileName)) != nil {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(dir, AddrFileName))
 		if err != nil || !urlsAt(natsURL, strings.TrimSpace(string(b))) {
 			continue

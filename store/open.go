@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -219,6 +221,9 @@ func openSQLite(ctx context.Context, rest string) (*sqlStore, error) {
 			query.Add(d.key, d.v) // _pragma may come several times
 		}
 	}
+	if err := privateFile(path); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", path+"?"+query.Encode())
 	if err != nil {
 		return nil, err
@@ -413,6 +418,36 @@ func (s *sqlStore) createSchema(ctx context.Context, stmts []string) error {
 	for _, st := range stmts {
 		if _, err := s.db.ExecContext(ctx, st); err != nil {
 			return fmt.Errorf("create schema: %w", err)
+		}
+	}
+	return nil
+}
+
+// privateFile creates the database file path with mode 0600 when it is
+// missing, and takes its group's and others' rights away when it exists:
+// it holds every archived event and job return (their secrets too), and
+// SQLite gives its -wal and -shm files the database file's mode.
+func privateFile(path string) error {
+	if path == ":memory:" || strings.HasPrefix(path, "file:") || strings.Contains(path, "mode=memory") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(st.Mode().Perm() & 0o700); err != nil {
+			return fmt.Errorf("making %s private: %w", path, err)
+		}
+		for _, side := range []string{"-wal", "-shm"} {
+			if err := os.Chmod(path+side, st.Mode().Perm()&0o700); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("making %s private: %w", path+side, err)
+			}
 		}
 	}
 	return nil

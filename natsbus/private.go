@@ -1,0 +1,64 @@
+package natsbus
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// ErrNotPrivate marks a data directory, token or address file another
+// local user could have planted or could change: owned by a user other
+// than this one or root, writable by its group or others, or a symbolic
+// link. It is refused, as ssh refuses such a key.
+var ErrNotPrivate = errors.New("not private")
+
+// CheckPrivate refuses path when another local user could have planted
+// it or could change it (ErrNotPrivate); a missing path is fs.ErrNotExist.
+func CheckPrivate(path string) error {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link: %w", path, ErrNotPrivate)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if uid := int(sys.Uid); uid != os.Getuid() && uid != 0 {
+			return fmt.Errorf("%s belongs to user %d, not to this user (%d) or root: %w", path, uid, os.Getuid(), ErrNotPrivate)
+		}
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by its group or others (mode %04o; chmod go-w it): %w", path, st.Mode().Perm(), ErrNotPrivate)
+	}
+	return nil
+}
+
+// EnsurePrivateDir creates dir (mode 0700) when it is missing, refuses
+// it when it is not private (CheckPrivate), and takes others' read and
+// search rights away when this user owns it: a data directory holds the
+// NATS token and every event in the audit store. Its group's read and
+// search rights stay, so an operator can give a group of read-only
+// tools the token (chmod g+rx DIR, g+r DIR/nats.token).
+func EnsurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := CheckPrivate(dir); err != nil {
+		return err
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == os.Getuid() && st.Mode().Perm()&0o007 != 0 {
+		if err := os.Chmod(dir, st.Mode().Perm()&0o770); err != nil {
+			return fmt.Errorf("making %s private: %w", dir, err)
+		}
+	}
+	return nil
+}
