@@ -269,3 +269,27 @@ func TestHugeIntegerRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateKeysLastWins: a key given twice means its last value
+// everywhere, as Python's json (and so Salt) reads it: the event's minion
+// (lanes, the loop guard, partitions) agrees with what templates see.
+func TestDuplicateKeysLastWins(t *testing.T) {
+	line := []byte(`{"tag": "myco/x", "data": {"id": "a", "n": 1, "id": "b"}}`)
+	tag, raw, err := SplitEnvelope(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := MinionOf(tag, raw); m != "b" {
+		t.Errorf("MinionOf = %q, want b (the last id)", m)
+	}
+	ev, err := Decode(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Data["id"] != "b" {
+		t.Errorf("decoded id = %v, want b", ev.Data["id"])
+	}
+	if m := MinionOf("myco/x", []byte(`{"id": "a\u0062"}`)); m != "ab" {
+		t.Errorf("an escaped id: %q, want ab", m)
+	}
+}

@@ -24,48 +24,19 @@ func MinionOf(tag string, rawData []byte) string {
 }
 
 // topLevelString finds a top-level string member of a JSON object without
-// decoding the rest; "" when absent, not a string, or malformed.
+// decoding the rest: the last one when the key repeats, as Python's json
+// (and so Salt, and the templates) read it; "" when absent, not a string,
+// or malformed.
 func topLevelString(raw []byte, key string) string {
-	s := &scanner{b: raw}
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
+	var v [1][]byte
+	if !Members(raw, []string{key}, v[:]) || len(v[0]) == 0 || v[0][0] != '"' {
 		return ""
 	}
-	s.i++
-	for {
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return ""
-		}
-		k, err := s.str()
-		if err != nil {
-			return ""
-		}
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return ""
-		}
-		s.i++
-		s.ws()
-		if k == key {
-			if s.i < len(s.b) && s.b[s.i] == '"' {
-				v, err := s.str()
-				if err != nil {
-					return ""
-				}
-				return v
-			}
-			return ""
-		}
-		if err := s.skip(); err != nil {
-			return ""
-		}
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ',' {
-			return ""
-		}
-		s.i++
+	s, err := (&scanner{b: v[0]}).str()
+	if err != nil {
+		return ""
 	}
+	return s
 }
 
 // Members finds the top-level members of the JSON object raw named in keys
