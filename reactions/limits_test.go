@@ -134,3 +134,51 @@ func TestRenderLimitsDefaults(t *testing.T) {
 		t.Errorf("CurrentLimits() = %+v, want %+v", got, want)
 	}
 }
+
+// TestSizedFunctionsBounded: every template function that builds a value
+// whose size comes from a number is refused, with its position, before it
+// allocates, when event data asks for more than 1 MiB (a count of
+// 8,000,000,000 ended the process with Go's out-of-memory error, and
+// JetStream redelivered the event to every start after); the CPU-heavy
+// crypto functions are gone.
+func TestSizedFunctionsBounded(t *testing.T) {
+	huge := map[string]any{"n": int64(8000000000), "neg": int64(-5), "far": int64(-9000000000000000000), "s": "y\ny"}
+	for _, c := range []struct {
+		name, call string
+		want       string // "" renders
+	}{
+		{"indent", `{{ indent (int .data.n) "y" }}`, "indent: 8000000000"},
+		{"nindent", `{{ nindent (int .data.n) .data.s }}`, "nindent: 8000000000"},
+		{"indent negative", `{{ indent (int .data.neg) "y" }}`, "indent: -5"},
+		{"repeat overflowing count×length", `{{ repeat 4611686018427387904 "yy" }}`, "repeat: 4611686018427387904"},
+		{"randAlphaNum", `{{ randAlphaNum (int .data.n) }}`, "randAlphaNum: 8000000000"},
+		{"randAscii", `{{ randAscii (int .data.n) }}`, "randAscii: 8000000000"},
+		{"randBytes", `{{ randBytes (int .data.n) }}`, "randBytes: 8000000000"},
+		{"untilStep overflowing its bounds", `{{ untilStep (int .data.far) 9000000000000000000 1 }}`, "untilStep: more than"},
+		{"genPrivateKey", `{{ genPrivateKey "rsa" }}`, `function "genPrivateKey" not defined`},
+		{"bcrypt", `{{ bcrypt "x" }}`, `function "bcrypt" not defined`},
+		{"derivePassword", `{{ derivePassword 1 "long" "pw" "user" "site" }}`, `function "derivePassword" not defined`},
+		{"indent within the bound", `{{ indent 4 .data.s }}`, ""},
+		{"randAlpha within the bound", `{{ randAlpha 16 | len }}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := ParseFile("/srv/reactor/sized.sls", []byte("x:\n  local.test.arg:\n    - args:\n      - '"+c.call+"'\n"))
+			if c.want != "" && err != nil {
+				if !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("parse: %v, want %q", err, c.want)
+				}
+				return // an undefined function is refused when the file loads
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Render("t", huge)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused within the bound: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "/srv/reactor/sized.sls:4:")):
+				t.Fatalf("got %v, want a positioned error with %q", err, c.want)
+			}
+		})
+	}
+}

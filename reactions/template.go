@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"sort"
@@ -70,9 +71,14 @@ var jsonEncoders = func() map[string]func(any) (string, error) {
 // jsonRecorderPrefix starts the name of a JSON encoder's recorder.
 const jsonRecorderPrefix = "__rd_j_"
 
-// removedFuncs are sprig functions that reach outside the template: the
-// reactor's environment and DNS. Event data must not be able to read either.
-var removedFuncs = []string{"env", "expandenv", "getHostByName"}
+// removedFuncs are sprig functions that reach outside the template (the
+// reactor's environment and DNS: event data must not be able to read
+// either), and those that cost seconds of CPU per call whatever the event
+// (key and certificate generation, bcrypt, scrypt): one event calling them
+// would hold up its lane.
+var removedFuncs = []string{"env", "expandenv", "getHostByName",
+	"genPrivateKey", "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey",
+	"bcrypt", "htpasswd", "derivePassword"}
 
 // sentinel marks where a printed value stands in rendered text. It is a run
 // of ASCII letters, random per process, followed by the value's index and an
@@ -120,16 +126,42 @@ var baseFuncs = func() template.FuncMap {
 	}
 	untilStep := fm["untilStep"].(func(int, int, int) []int)
 	fm["untilStep"] = func(start, stop, step int) ([]int, error) {
-		if step == 0 || (stop-start)/step > maxRange {
+		// In floats: stop-start overflows an int for far-apart bounds.
+		if step == 0 || math.Abs((float64(stop)-float64(start))/float64(step)) > maxRange {
 			return nil, fmt.Errorf("untilStep: more than %d items", maxRange)
 		}
 		return untilStep(start, stop, step), nil
 	}
 	fm["repeat"] = func(count int, s string) (string, error) {
-		if count < 0 || count*len(s) > maxRepeat {
-			return "", fmt.Errorf("repeat: result longer than %d bytes", maxRepeat)
+		if err := boundedSize("repeat", count, len(s)); err != nil {
+			return "", err
 		}
 		return strings.Repeat(s, count), nil
+	}
+	for _, name := range []string{"indent", "nindent"} {
+		indent := fm[name].(func(int, string) string)
+		fm[name] = func(spaces int, s string) (string, error) {
+			if err := boundedSize(name, spaces, strings.Count(s, "\n")+1); err != nil {
+				return "", err
+			}
+			return indent(spaces, s), nil
+		}
+	}
+	for _, name := range []string{"randAlphaNum", "randAlpha", "randAscii", "randNumeric"} {
+		random := fm[name].(func(int) string)
+		fm[name] = func(count int) (string, error) {
+			if err := boundedSize(name, count, 1); err != nil {
+				return "", err
+			}
+			return random(count), nil
+		}
+	}
+	randBytes := fm["randBytes"].(func(int) (string, error))
+	fm["randBytes"] = func(count int) (string, error) {
+		if err := boundedSize("randBytes", count, 2); err != nil {
+			return "", err
+		}
+		return randBytes(count)
 	}
 	delete(fm, "seq")              // a shell seq(1) clone with no bound on its output
 	for name, f := range pyFuncs { // Python/Jinja semantics (pyfuncs.go)
@@ -137,6 +169,17 @@ var baseFuncs = func() template.FuncMap {
 	}
 	return fm
 }()
+
+// boundedSize refuses a count that would make fn build more than
+// maxRepeat bytes, unit bytes each, before it allocates them (a count
+// from event data could ask for gigabytes: Go's out-of-memory error ends
+// the process, and the event would end the next one too).
+func boundedSize(fn string, count, unit int) error {
+	if count < 0 || (unit > 0 && count > maxRepeat/unit) {
+		return fmt.Errorf("%s: %d would build more than %d bytes", fn, count, maxRepeat)
+	}
+	return nil
+}
 
 // Bounds on template functions driven by numbers.
 const (
