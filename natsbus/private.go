@@ -16,7 +16,11 @@ var ErrNotPrivate = errors.New("not private")
 
 // CheckPrivate refuses path when another local user could have planted
 // it or could change it (ErrNotPrivate); a missing path is fs.ErrNotExist.
-func CheckPrivate(path string) error {
+func CheckPrivate(path string) error { return checkFile(path, true) }
+
+// checkFile is CheckPrivate; without owner, a file of any owner passes
+// (the packaged service's data directory, which belongs to its user).
+func checkFile(path string, owner bool) error {
 	st, err := os.Lstat(path)
 	if err != nil {
 		return err
@@ -24,7 +28,7 @@ func CheckPrivate(path string) error {
 	if st.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("%s is a symbolic link: %w", path, ErrNotPrivate)
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && owner {
 		if uid := int(sys.Uid); uid != os.Getuid() && uid != 0 {
 			return fmt.Errorf("%s belongs to user %d, not to this user (%d) or root: %w", path, uid, os.Getuid(), ErrNotPrivate)
 		}

@@ -58,7 +58,7 @@ func TokenFile(dir string) string { return filepath.Join(dir, TokenFileName) }
 // worldReadable.
 func EnsureToken(dir string) (token string, created, worldReadable bool, err error) {
 	path := TokenFile(dir)
-	if tok, wr, err := readToken(path); err == nil {
+	if tok, wr, err := readToken(path, true); err == nil {
 		return tok, false, wr, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", false, false, err
@@ -92,7 +92,7 @@ func EnsureToken(dir string) (token string, created, worldReadable bool, err err
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Another daemon won the race: use its token.
-			tok, wr, err := readToken(path)
+			tok, wr, err := readToken(path, true)
 			return tok, false, wr, err
 		}
 		return "", false, false, fmt.Errorf("NATS token: %w", err)
@@ -101,10 +101,13 @@ func EnsureToken(dir string) (token string, created, worldReadable bool, err err
 }
 
 // readToken reads a token file, refusing one another local user could
-// have planted or changed, or in such a directory (CheckPrivate).
-func readToken(path string) (token string, worldReadable bool, err error) {
+// have planted or changed, or in such a directory (CheckPrivate); without
+// owner, one belonging to any user passes (a client reading the packaged
+// service's token, which belongs to the service's user), unless its group
+// or others can write it.
+func readToken(path string, owner bool) (token string, worldReadable bool, err error) {
 	for _, p := range []string{filepath.Dir(path), path} {
-		if err := CheckPrivate(p); err != nil {
+		if err := checkFile(p, owner); err != nil {
 			return "", false, fmt.Errorf("NATS token: %w", err)
 		}
 	}
@@ -152,14 +155,17 @@ func LocalToken(natsURL string, dirs ...string) (token, file string) {
 			continue
 		}
 		seen[dir] = true
-		if CheckPrivate(filepath.Join(dir, AddrFileName)) != nil {
+		// The packaged service's files belong to its user: a client
+		// takes them when nobody else could have written them.
+		owner := filepath.Clean(dir) != SystemDataDir
+		if checkFile(filepath.Join(dir, AddrFileName), owner) != nil {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, AddrFileName))
 		if err != nil || !urlsAt(natsURL, strings.TrimSpace(string(b))) {
 			continue
 		}
-		tok, _, err := readToken(TokenFile(dir))
+		tok, _, err := readToken(TokenFile(dir), owner)
 		if err != nil {
 			continue
 		}
