@@ -44,8 +44,12 @@ func (d *Daemon) openDataDir(context.Context) error {
 		// The clients look for the NATS token in the same place.
 		d.dataDir = natsbus.DefaultDataDir()
 	}
-	if err := natsbus.EnsurePrivateDir(d.dataDir); err != nil {
+	open, err := natsbus.EnsurePrivateDir(d.dataDir)
+	if err != nil {
 		return configErr(fmt.Errorf("--data-dir %s: %w", d.dataDir, err))
+	}
+	if open {
+		d.log.Warn("the data directory can be listed by other users (its files are 0600); chmod o-rwx it, or StateDirectoryMode=0700 in the unit", "data_dir", d.dataDir)
 	}
 	return nil
 }

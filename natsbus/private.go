@@ -39,30 +39,27 @@ func checkFile(path string, owner bool) error {
 	return nil
 }
 
-// EnsurePrivateDir creates dir (mode 0700) when it is missing, refuses
-// it when it is not private (CheckPrivate), and takes others' read and
-// search rights away when this user owns it: a data directory holds the
-// NATS token and every event in the audit store. Its group's read and
-// search rights stay, so an operator can give a group of read-only
-// tools the token (chmod g+rx DIR, g+r DIR/nats.token).
-func EnsurePrivateDir(dir string) error {
+// EnsurePrivateDir creates dir (mode 0700) when it is missing and refuses
+// it when it is not private (CheckPrivate): a data directory holds the
+// NATS token and every event in the audit store. An existing one is not
+// changed (it may be a directory of the system's): open reports that
+// others may list it, for a warning; the files reactord writes in it are
+// 0600 whatever the directory. Its group's rights are the operator's to
+// give, so a group of read-only tools can have the token (chmod g+rx
+// DIR, g+r DIR/nats.token).
+func EnsurePrivateDir(dir string) (open bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return false, err
 	}
 	if err := CheckPrivate(dir); err != nil {
-		return err
+		return false, err
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
+		return false, fmt.Errorf("%s is not a directory", dir)
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == os.Getuid() && st.Mode().Perm()&0o007 != 0 {
-		if err := os.Chmod(dir, st.Mode().Perm()&0o770); err != nil {
-			return fmt.Errorf("making %s private: %w", dir, err)
-		}
-	}
-	return nil
+	return st.Mode().Perm()&0o007 != 0, nil
 }

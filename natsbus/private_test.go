@@ -58,15 +58,16 @@ func TestCheckPrivate(t *testing.T) {
 	}
 }
 
-// TestPrivateDataDir: a data directory is made 0700, others' rights on
-// one of this user's are taken away, and one another user made first (the shared
+// TestPrivateDataDir: a data directory is made 0700, one others can list
+// is reported (not changed: it may be the system's), and one another user
+// made first (the shared
 // temporary directory's reactord folder) is refused, with the token it
 // holds: that user would choose the token.
 func TestPrivateDataDir(t *testing.T) {
 	base := t.TempDir()
 	fresh := filepath.Join(base, "fresh")
-	if err := EnsurePrivateDir(fresh); err != nil {
-		t.Fatal(err)
+	if open, err := EnsurePrivateDir(fresh); err != nil || open {
+		t.Fatalf("new data dir: open %v, %v", open, err)
 	}
 	if st, _ := os.Stat(fresh); st.Mode().Perm() != 0o700 {
 		t.Errorf("new data dir mode %04o, want 0700", st.Mode().Perm())
@@ -75,11 +76,11 @@ func TestPrivateDataDir(t *testing.T) {
 	if err := os.Mkdir(loose, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsurePrivateDir(loose); err != nil {
-		t.Fatal(err)
+	if open, err := EnsurePrivateDir(loose); err != nil || !open {
+		t.Fatalf("0755 data dir: open %v, %v; want it reported open", open, err)
 	}
-	if st, _ := os.Stat(loose); st.Mode().Perm() != 0o750 {
-		t.Errorf("0755 data dir left at %04o, want 0750 (others' rights taken, the group's kept)", st.Mode().Perm())
+	if st, _ := os.Stat(loose); st.Mode().Perm() != 0o755 {
+		t.Errorf("0755 data dir changed to %04o: an existing directory is not changed", st.Mode().Perm())
 	}
 	planted := filepath.Join(base, "planted")
 	if err := os.Mkdir(planted, 0o755); err != nil {
@@ -93,7 +94,7 @@ func TestPrivateDataDir(t *testing.T) {
 	}
 	asNobody(t, TokenFile(planted))
 	asNobody(t, planted)
-	if err := EnsurePrivateDir(planted); !errors.Is(err, ErrNotPrivate) {
+	if _, err := EnsurePrivateDir(planted); !errors.Is(err, ErrNotPrivate) {
 		t.Errorf("another user's data dir: %v, want ErrNotPrivate", err)
 	}
 	if _, _, _, err := EnsureToken(planted); !errors.Is(err, ErrNotPrivate) {
