@@ -214,3 +214,76 @@ func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
 	}
 	t.Logf("hop limit: %d event.send runs; %s", countLines(t, calls), suppressionLines(scrape(t, p)))
 }
+
+// TestLoopGuardKeepsGenuineEvents: with the exec driver and stand-in
+// salt and salt-run programs whose jobs never return, nothing genuine is
+// held back: four failed jobs reactord did not start, three of them on
+// one minion within a second, give four alerts, and fifteen custom events
+// of three minions, each reaction targeting its own minion while its
+// earlier jobs still run, give fifteen jobs (issue 21's alert and
+// per-minion cases).
+func TestLoopGuardKeepsGenuineEvents(t *testing.T) {
+	srv, c := natsServer(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "reactor.conf")
+	alert, _ := filepath.Abs("../../examples/reactor/alert-on-failed-job/alert.sls")
+	step := filepath.Join(dir, "step.sls")
+	if err := os.WriteFile(step, []byte("step:\n  local.cmd.run:\n    - tgt: {{ .data.id }}\n    - args:\n      - cmd: 'true'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'salt/job/*/ret/*': "+alert+"\n  - 'myco/step': "+step+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	salt, saltRun := filepath.Join(dir, "salt"), filepath.Join(dir, "salt-run")
+	calls := filepath.Join(dir, "calls")
+	standIn(t, salt, fmt.Sprintf(`# Stand-in for salt --async: a job that never returns.
+echo "salt $*" >> %[1]q
+echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
+`, calls))
+	standIn(t, saltRun, fmt.Sprintf(`# Stand-in for salt-run --async: a runner job that never returns.
+echo "salt-run $*" >> %[1]q
+echo "[WARNING ] Running in asynchronous mode. This execution is running under tag salt/run/$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)" >&2
+`, calls))
+	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--salt-run-bin", saltRun)
+	publish := func(tag, data string) {
+		t.Helper()
+		if err := c.Publish(tag, []byte(`{"tag": "`+tag+`", "data": `+data+`}`), natsbus.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, id := range []string{"web1", "web1", "web1", "web2"} {
+		jid := fmt.Sprintf("2026112607000000000%d", i)
+		publish("salt/job/"+jid+"/ret/"+id, fmt.Sprintf(`{"id": %q, "jid": %q, "fun": "state.apply", "success": false, "retcode": 2}`, id, jid))
+		time.Sleep(200 * time.Millisecond)
+	}
+	for range 5 {
+		for _, id := range []string{"web1", "web2", "web3"} {
+			publish("myco/step", `{"id": "`+id+`"}`)
+		}
+	}
+	checkFor(t, 30*time.Second, func() error {
+		b, _ := os.ReadFile(calls)
+		runs, jobs := 0, 0
+		for _, l := range strings.Split(string(b), "\n") {
+			// The exec driver merges reactions that differ only in their
+			// minion into one list target: count the minions.
+			if rest, ok := strings.CutPrefix(l, "salt --async "); ok {
+				f := strings.Fields(strings.TrimPrefix(strings.TrimPrefix(rest, "-L "), "-- "))
+				jobs += strings.Count(f[0], ",") + 1
+			} else if strings.HasPrefix(l, "salt-run ") {
+				runs++
+			}
+		}
+		if runs != 4 || jobs != 15 {
+			return fmt.Errorf("%d alerts (salt-run), %d step reactions (salt); want 4 and 15:\n%s", runs, jobs, b)
+		}
+		return nil
+	})
+	metrics := scrape(t, p)
+	for _, reason := range []string{"loop_guard_job", "loop_guard_beacon", "loop_guard_minion_start", "loop_guard_minion"} {
+		if got := metricValue(t, metrics, `reactord_suppressed_total{reason="`+reason+`"}`); got != "0" {
+			t.Errorf("%s suppressions %s, want 0: a genuine event was held back", reason, got)
+		}
+	}
+	t.Logf("genuine events: %s", suppressionLines(metrics))
+}
