@@ -127,7 +127,7 @@ func Defaults() Options {
 		Queue:        1024,
 		DrainTimeout: 10 * time.Second,
 		DeadLetter:   "reactord.deadletter",
-		AckWait:      30 * time.Second,
+		AckWait:      10 * time.Second,
 		DedupeWindow: 2 * time.Minute,
 		ReloadSettle: defaultReloadSettle,
 		StoreSpool:   1 << 30,
@@ -155,7 +155,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Queue, "queue", o.Queue, "events queued per lane")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long SIGTERM waits for in-flight events")
 	fs.StringVar(&o.DeadLetter, "dead-letter", o.DeadLetter, "subject receiving reactions that failed after retries")
-	fs.DurationVar(&o.AckWait, "ack-wait", o.AckWait, "JetStream: redeliver an event not acknowledged within this time")
+	fs.DurationVar(&o.AckWait, "ack-wait", o.AckWait, "JetStream: redeliver an event not acknowledged within this time (what a crashed daemon held comes back after it; longer work sends progress acknowledgements)")
 	fs.IntVar(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "JetStream: servers of the NATS cluster that keep the event stream (default 1 for a new stream; a value given here or in the file is applied to an existing stream too, and logged)")
 	fs.DurationVar(&o.DedupeMasters, "dedupe-masters", o.DedupeMasters, "JetStream: treat events with the same tag and data (but _stamp) whose masters stamped them at most this far apart as one, the first copy taken reacting (multi-master pairs, each with its bridge; e.g. 2s; 0: off)")
 	fs.DurationVar(&o.DedupeWindow, "dedupe-window", o.DedupeWindow, "JetStream: the stream's duplicate window for the bridge's Nats-Msg-Id (one master emission); applied to an existing stream too")

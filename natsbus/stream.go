@@ -42,7 +42,9 @@ type StreamOptions struct {
 	// MaxAckPending bounds unacknowledged messages per consumer.
 	MaxAckPending int
 	// AckWait is how long a delivered message may stay unacknowledged
-	// before redelivery (default 30s).
+	// before redelivery (default 10s): how long the events a crashed
+	// daemon held wait before another replica, or its successor, takes
+	// them; progress acknowledgements keep longer work from redelivery.
 	AckWait time.Duration
 	// Duplicates is the de-duplication window for Nats-Msg-Id: a message
 	// whose id the stream stored less than this long ago is dropped. It
@@ -95,7 +97,7 @@ func (o *StreamOptions) Defaults() {
 		o.MaxAckPending = 4096
 	}
 	if o.AckWait <= 0 {
-		o.AckWait = 30 * time.Second
+		o.AckWait = 10 * time.Second
 	}
 	if o.Duplicates <= 0 {
 		o.Duplicates = 2 * time.Minute
