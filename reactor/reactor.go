@@ -749,45 +749,34 @@ func (d *Reactor) ledgerResult(ev *inflight, rules []config.Rule, res *engine.Re
 	}
 }
 
-// ruleOf is the glob of the rule whose file gave the reaction of file
-// sls.
-func (d *Reactor) ruleOf(ev *inflight, res *engine.Result, sls string) string {
-	if r := ruleFor(ev, res, sls); r != nil {
-		return r.Glob
-	}
-	return ""
+// chunkRule is what dispatch needs of the rule whose file gave a
+// reaction, looked up once per reaction.
+type chunkRule struct {
+	// glob is the rule's glob, for the ledger ("" when no rule is known).
+	glob string
+	// reaction is the loop guard's name for the reaction: the rule's stable
+	// ID (the same on replicas whose paths differ; the file itself when no
+	// rule is known) and the reaction's ID.
+	reaction guard.Reaction
+	// mode is the loop guard's mode: the rule's guard option, else
+	// guard.ModeFor's default for the reaction's kind.
+	mode string
 }
 
-// ruleFor is the rule whose file gave the reaction of file sls.
-func ruleFor(ev *inflight, res *engine.Result, sls string) *config.Rule {
+// ruleOf finds the rule whose file gave reaction c.
+func ruleOf(ev *inflight, res *engine.Result, c *event.Chunk) chunkRule {
+	sls := c.Str("__sls__")
+	cr := chunkRule{reaction: guard.Reaction{Rule: "file:" + sls, ID: c.Str("__id__")}}
+	option := ""
 	for _, f := range res.Files {
-		if f.Path == sls {
-			if rules := ev.eng.Config().Rules; f.Rule < len(rules) {
-				return &rules[f.Rule]
-			}
+		if rules := ev.eng.Config().Rules; f.Path == sls && f.Rule < len(rules) {
+			r := &rules[f.Rule]
+			cr.glob, cr.reaction.Rule, option = r.Glob, r.ID, r.Options.Guard
+			break
 		}
 	}
-	return nil
-}
-
-// ruleID is the stable ID of the rule whose file gave the reaction of file
-// sls (the loop guard's name for the reaction, the same on replicas whose
-// paths differ); the file itself when no rule is known.
-func ruleID(ev *inflight, res *engine.Result, sls string) string {
-	if r := ruleFor(ev, res, sls); r != nil {
-		return r.ID
-	}
-	return "file:" + sls
-}
-
-// guardMode is the loop guard's mode for reaction c: its rule's guard
-// option, else guard.ModeFor's default for its kind.
-func guardMode(ev *inflight, res *engine.Result, c *event.Chunk) string {
-	option := ""
-	if r := ruleFor(ev, res, c.Str("__sls__")); r != nil {
-		option = r.Options.Guard
-	}
-	return guard.ModeFor(option, c.Str("state"), c.Str("fun"))
+	cr.mode = guard.ModeFor(option, c.Str("state"), c.Str("fun"))
+	return cr
 }
 
 // dispatch runs one reaction (low chunk) of the event through the driver,
@@ -801,17 +790,18 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	if ev.dl.MsgID != "" {
 		a.Key = ev.dl.MsgID + "/" + sls + "/" + id
 	}
-	reaction := guard.Reaction{Rule: ruleID(ev, res, sls), ID: id}
+	rule := ruleOf(ev, res, c)
+	reaction := rule.reaction
 	if ev.overHops && reaction == ev.firedBy {
 		m.Suppressed.WithLabelValues("hop_limit").Inc()
 		d.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction held back: hop limit reached (the event is the reaction's own, fired again too many times in a row)",
 			"event_id", ev.id, "tag", tag, "id", id, "file", sls, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: d.ruleOf(ev, res, sls), File: sls, ReactionID: id, Minion: ev.minion,
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion,
 			Detail: fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, d.opts.MaxHops)})
 		return
 	}
-	if h, held := g.Held(reaction, guardMode(ev, res, c), ev.gev); held {
-		d.heldBack(ev, res, sls, reaction, h)
+	if h, held := g.Held(reaction, rule.mode, ev.gev); held {
+		d.heldBack(ev, sls, rule, h)
 		return
 	}
 	start := time.Now()
@@ -829,7 +819,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	if err != nil {
 		m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
 		d.noisy(slog.LevelError, sls+"\x00"+id+"\x00"+drv.Name(), "reaction failed", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: d.ruleOf(ev, res, sls), File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
 		if d.opts.DeadLetter != nil && ctx.Err() == nil {
 			m.DeadLetters.Inc()
 			d.opts.DeadLetter(a, err)
@@ -856,7 +846,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 			level = slog.LevelDebug
 		}
 		d.opts.Log.Log(ctx, level, "reaction dispatched", "event_id", ev.id, "tag", tag, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", ev.dl.Hop)
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: d.ruleOf(ev, res, sls), File: sls, ReactionID: id, JID: r.JID, Minion: strings.Join(targets, ","),
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: rule.glob, File: sls, ReactionID: id, JID: r.JID, Minion: strings.Join(targets, ","),
 			Detail: fmt.Sprintf("%s %s %s", drv.Name(), c.Str("state"), c.Str("fun"))})
 	}
 	if d.opts.OnDispatch != nil {
@@ -868,12 +858,13 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 // from ev: the metric's reason and the line name the evidence. The line
 // is limited per reaction, minion and evidence, so the first of a new
 // kind always shows.
-func (d *Reactor) heldBack(ev *inflight, res *engine.Result, sls string, r guard.Reaction, h guard.Hold) {
+func (d *Reactor) heldBack(ev *inflight, sls string, rule chunkRule, h guard.Hold) {
+	r := rule.reaction
 	d.opts.Metrics.Suppressed.WithLabelValues("loop_guard_" + h.Evidence).Inc()
 	detail := "loop guard: " + heldDetail(h)
 	d.noisy(slog.LevelInfo, r.Rule+"\x00"+r.ID+"\x00"+ev.minion+"\x00"+h.Evidence, "reaction held back by the loop guard: the event is its own consequence",
 		"event_id", ev.id, "tag", ev.tag, "id", r.ID, "file", sls, "rule_id", r.Rule, "minion", ev.minion, "evidence", h.Evidence, "jid", h.JID, "phase", h.Phase, "detail", detail)
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: d.ruleOf(ev, res, sls), File: sls, ReactionID: r.ID, JID: h.JID, Minion: ev.minion,
+	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: r.ID, JID: h.JID, Minion: ev.minion,
 		Detail: detail})
 }
 
