@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
@@ -89,20 +90,8 @@ var (
 	given   = map[string]bool{}
 )
 
-func natsServer(t *testing.T) (*embedded.Server, *natsbus.Conn) {
-	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return srv, c
-}
+// natsServer runs an embedded server and connects to it (natstest.Start).
+func natsServer(t *testing.T) (*embedded.Server, *natsbus.Conn) { t.Helper(); return natstest.Start(t) }
 
 type proc struct {
 	http   string // the --http address
