@@ -682,41 +682,46 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 			}
 			rule.Options.LiteralTarget = &b
 		case "throttle":
-			if vn.Kind != yaml11.MappingNode {
-				l.errorf(file, vn, "throttle must be a mapping {count: N, per: DURATION, key: EXPR}")
-				continue
-			}
-			for j := 0; j+1 < len(vn.Content); j += 2 {
-				tk, tv := vn.Content[j], vn.Content[j+1]
-				switch tk.Text {
-				case "count":
-					c, ok := yaml11.Resolve(tv.Text).(int64)
-					if !ok || c < 1 || tv.Kind != yaml11.ScalarNode {
-						l.errorf(file, tv, "throttle count must be a positive integer")
-						continue
-					}
-					rule.Options.ThrottleCount = int(c)
-				case "per":
-					rule.Options.ThrottlePer = dur(tv, "throttle per")
-				case "key":
-					if s, ok := scalarString(tv); ok && s != "" {
-						rule.Options.Key, rule.Options.KeyPos = s, nodePos(file, tv)
-					} else {
-						l.errorf(file, tv, "throttle key must be an expression")
-					}
-				default:
-					l.errorf(file, tk, "unknown throttle option %q (known: count, per, key)", tk.Text)
-				}
-			}
-			if rule.Options.ThrottleCount == 0 || rule.Options.ThrottlePer == 0 {
-				l.errorf(file, vn, "throttle needs count and per")
-			}
+			l.throttleOption(file, vn, rule, dur)
 		default:
 			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, key, guard, literal_target)", kn.Text)
 		}
 	}
 	if !haveSLS {
 		l.errorf(file, n, "a rule with options needs sls: the reaction file(s)")
+	}
+}
+
+// throttleOption reads a rule's throttle: {count: N, per: DURATION, key: EXPR}.
+func (l *loader) throttleOption(file string, vn *yaml11.Node, rule *Rule, dur func(*yaml11.Node, string) time.Duration) {
+	if vn.Kind != yaml11.MappingNode {
+		l.errorf(file, vn, "throttle must be a mapping {count: N, per: DURATION, key: EXPR}")
+		return
+	}
+	for j := 0; j+1 < len(vn.Content); j += 2 {
+		tk, tv := vn.Content[j], vn.Content[j+1]
+		switch tk.Text {
+		case "count":
+			c, ok := yaml11.Resolve(tv.Text).(int64)
+			if !ok || c < 1 || tv.Kind != yaml11.ScalarNode {
+				l.errorf(file, tv, "throttle count must be a positive integer")
+				continue
+			}
+			rule.Options.ThrottleCount = int(c)
+		case "per":
+			rule.Options.ThrottlePer = dur(tv, "throttle per")
+		case "key":
+			if s, ok := scalarString(tv); ok && s != "" {
+				rule.Options.Key, rule.Options.KeyPos = s, nodePos(file, tv)
+			} else {
+				l.errorf(file, tv, "throttle key must be an expression")
+			}
+		default:
+			l.errorf(file, tk, "unknown throttle option %q (known: count, per, key)", tk.Text)
+		}
+	}
+	if rule.Options.ThrottleCount == 0 || rule.Options.ThrottlePer == 0 {
+		l.errorf(file, vn, "throttle needs count and per")
 	}
 }
 
