@@ -35,13 +35,20 @@ func (s *saltDriver) Do(_ context.Context, a actions.Action) (actions.Result, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
-	jid := fmt.Sprintf("J%d", s.n)
+	jid := jidN(s.n)
 	if s.noJID {
 		jid = ""
 	}
 	s.calls = append(s.calls, a.Chunk.Str("__id__")+" "+jid)
 	return actions.Result{JID: jid}, nil
 }
+
+// jidN is the n-th job ID the scenarios' master hands out, shaped as
+// Salt's (the exec driver reads only digits from salt-run's output).
+func jidN(n int) string { return fmt.Sprintf("20261126%012d", n) }
+
+// j1 and j2 are the first two jobs a scenario's reactions start.
+var j1, j2 = jidN(1), jidN(2)
 
 // count returns how many dispatches reaction id had.
 func (s *saltDriver) count(id string) int {
@@ -177,7 +184,7 @@ var loopGuardScenarios = []scenario{
 		steps: []step{
 			beaconStep(0, "web1"),                             // genuine: revert J1
 			beaconStep(200*time.Millisecond, "web1"),          // the state run rewrites the file: held (running)
-			retStep(300*time.Millisecond, "J1", "web1", true), // J1 returns
+			retStep(300*time.Millisecond, j1, "web1", true), // the revert returns
 			beaconStep(860*time.Millisecond, "web1"),          // the beacon reports the job's change late: held (settling)
 			beaconStep(2140*time.Millisecond, "web1"),         // 3s after the return: a genuine second change
 		},
@@ -189,7 +196,7 @@ var loopGuardScenarios = []scenario{
 		conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n  - 'salt/job/*/ret/*': alert.sls\n",
 		steps: []step{
 			beaconStep(0, "web1"),
-			retStep(time.Second, "J1", "web1", false),  // the revert failed: alert
+			retStep(time.Second, j1, "web1", false),  // the revert failed: alert
 			retStep(time.Second, "900", "web2", false), // another failure: alert
 		},
 		want: map[string]int{"revert": 1, "alert": 2},
@@ -198,8 +205,8 @@ var loopGuardScenarios = []scenario{
 		name: "a minion restarted twice a minute apart: two highstates",
 		conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
 		steps: []step{
-			startStep(0, "web1"), retStep(20*time.Second, "J1", "web1", true),
-			startStep(40*time.Second, "web1"), retStep(20*time.Second, "J2", "web1", true),
+			startStep(0, "web1"), retStep(20*time.Second, j1, "web1", true),
+			startStep(40*time.Second, "web1"), retStep(20*time.Second, j2, "web1", true),
 		},
 		want: map[string]int{"highstate": 2},
 		long: true,
@@ -210,7 +217,7 @@ var loopGuardScenarios = []scenario{
 		steps: []step{
 			startStep(0, "web1"),
 			startStep(2*time.Second, "web1"), // the highstate restarted it: held
-			retStep(time.Second, "J1", "web1", true),
+			retStep(time.Second, j1, "web1", true),
 		},
 		want: map[string]int{"highstate": 1},
 		held: map[string]float64{"loop_guard_minion_start": 1},
@@ -233,7 +240,7 @@ var loopGuardScenarios = []scenario{
 		steps: []step{
 			startStep(0, "web1"),
 			startStep(2*time.Second, "web1"),
-			retStep(time.Second, "J1", "web1", true),
+			retStep(time.Second, j1, "web1", true),
 		},
 		want: map[string]int{"highstate": 1},
 		held: map[string]float64{"loop_guard_minion": 1},
@@ -271,7 +278,7 @@ var loopGuardScenarios = []scenario{
 		steps: []step{
 			beaconStep(0, "web1"),                    // genuine: orchestrate J1 (its sub-job is not seen)
 			beaconStep(500*time.Millisecond, "web1"), // the sub-job's write: held (guard: minion for orchestration)
-			{time.Second, "salt/run/J1/ret", `{"fun": "runner.state.orchestrate", "jid": "J1", "success": true, "user": "salt"}`},
+			{time.Second, "salt/run/" + j1 + "/ret", `{"fun": "runner.state.orchestrate", "jid": "` + j1 + `", "success": true, "user": "salt"}`},
 			beaconStep(800*time.Millisecond, "web1"), // late: held (settling)
 			beaconStep(3*time.Second, "web1"),        // a genuine second change
 		},
