@@ -182,11 +182,11 @@ var loopGuardScenarios = []scenario{
 		name: "revert: its own beacons held, a second change 3s after the return reverted",
 		conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n",
 		steps: []step{
-			beaconStep(0, "web1"),                             // genuine: revert J1
-			beaconStep(200*time.Millisecond, "web1"),          // the state run rewrites the file: held (running)
+			beaconStep(0, "web1"),                           // genuine: revert J1
+			beaconStep(200*time.Millisecond, "web1"),        // the state run rewrites the file: held (running)
 			retStep(300*time.Millisecond, j1, "web1", true), // the revert returns
-			beaconStep(860*time.Millisecond, "web1"),          // the beacon reports the job's change late: held (settling)
-			beaconStep(2140*time.Millisecond, "web1"),         // 3s after the return: a genuine second change
+			beaconStep(860*time.Millisecond, "web1"),        // the beacon reports the job's change late: held (settling)
+			beaconStep(2140*time.Millisecond, "web1"),       // 3s after the return: a genuine second change
 		},
 		want: map[string]int{"revert": 2},
 		held: map[string]float64{"loop_guard_beacon": 2},
@@ -196,7 +196,7 @@ var loopGuardScenarios = []scenario{
 		conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n  - 'salt/job/*/ret/*': alert.sls\n",
 		steps: []step{
 			beaconStep(0, "web1"),
-			retStep(time.Second, j1, "web1", false),  // the revert failed: alert
+			retStep(time.Second, j1, "web1", false),    // the revert failed: alert
 			retStep(time.Second, "900", "web2", false), // another failure: alert
 		},
 		want: map[string]int{"revert": 1, "alert": 2},
