@@ -256,6 +256,29 @@ func (e *saltEnv) stopMinions() {
 	}
 }
 
+// restartMinion stops minion id (SIGTERM to its process group, so the
+// jobs it runs die with it) and starts it again.
+func (e *saltEnv) restartMinion(id string) {
+	e.t.Helper()
+	for i, m := range e.minions {
+		if m != id || i >= len(e.minionP) {
+			continue
+		}
+		cmd := e.minionP[i]
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-e.exited[cmd]:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-e.exited[cmd]
+		}
+		e.start("salt-minion", "-c", filepath.Join(e.dir, "minions", id, "etc"), "-l", "error")
+		e.minionP[i] = e.procs[len(e.procs)-1]
+		return
+	}
+	e.t.Fatalf("no running minion %s", id)
+}
+
 // start runs a Salt program in its own process group, killed at cleanup.
 func (e *saltEnv) start(name string, args ...string) {
 	e.t.Helper()
@@ -341,6 +364,13 @@ func startReactord(t *testing.T, e *saltEnv, driver string, extra ...string) *re
 // watched file's beacon.
 func startReactordWith(t *testing.T, e *saltEnv, driver, revert string, extra ...string) *reactord {
 	t.Helper()
+	return startReactordRules(t, e, driver, revert, "", extra...)
+}
+
+// startReactordRules is startReactordWith with more rules appended to the
+// reactor: list (YAML list items, indented two spaces).
+func startReactordRules(t *testing.T, e *saltEnv, driver, revert, rules string, extra ...string) *reactord {
+	t.Helper()
 	root, _ := filepath.Abs("../..")
 	r := &reactord{t: t, data: t.TempDir(), eventCh: make(chan struct{}, 1)}
 	r.conf = filepath.Join(r.data, "reactor.conf")
@@ -354,7 +384,7 @@ func startReactordWith(t *testing.T, e *saltEnv, driver, revert string, extra ..
     - %[2]s/examples/reactor/accept-pending-keys/accept.sls
   - 'salt/job/*/ret/*':
     - %[2]s/examples/reactor/alert-on-failed-job/alert.sls
-`, watchGlob, root, revert))
+%[4]s`, watchGlob, root, revert, rules))
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	r.url = "nats://" + listen
 	r.http = fmt.Sprintf("127.0.0.1:%d", freePort(t))
