@@ -65,7 +65,8 @@ func newSpool(dir string, memLimit, diskLimit int64) (*spool, error) {
 	if dir == "" || diskLimit <= 0 {
 		return s, nil
 	}
-	disk, restored, torn, err := diskspool.Open(dir, spoolName, diskspool.Options{Limit: diskLimit})
+	// Synced: what the spool holds, the master no longer does.
+	disk, restored, torn, err := diskspool.Open(dir, spoolName, diskspool.Options{Limit: diskLimit, Sync: true})
 	if err != nil {
 		return nil, err
 	}

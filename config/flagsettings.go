@@ -58,6 +58,7 @@ var flagSettings = map[string]settingKind{
 	"max_payload":        kindPositive,
 	"jetstream":          kindBool,
 	"ack_wait":           kindDuration,
+	"jetstream_sync":     kindDuration,
 	"dedupe_window":      kindDuration,
 	"stream_replicas":    kindCount,
 	"partitions":         kindCount,

@@ -60,8 +60,12 @@ type Options struct {
 	// the JetStream stream and consumer.
 	AckWait        time.Duration
 	StreamReplicas int
-	DedupeMasters  time.Duration
-	DedupeWindow   time.Duration
+	// JetStreamSync is how long the embedded server may keep an
+	// acknowledged write before flushing it to disk; zero flushes each
+	// write before acknowledging it.
+	JetStreamSync time.Duration
+	DedupeMasters time.Duration
+	DedupeWindow  time.Duration
 	// ReloadSettle is how long changed configuration files must stay
 	// unchanged before they are reloaded.
 	ReloadSettle time.Duration
@@ -156,6 +160,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long SIGTERM waits for in-flight events")
 	fs.StringVar(&o.DeadLetter, "dead-letter", o.DeadLetter, "subject receiving reactions that failed after retries")
 	fs.DurationVar(&o.AckWait, "ack-wait", o.AckWait, "JetStream: redeliver an event not acknowledged within this time (what a crashed daemon held comes back after it; longer work sends progress acknowledgements)")
+	fs.DurationVar(&o.JetStreamSync, "jetstream-sync", o.JetStreamSync, "embedded server: how long JetStream may keep an acknowledged event before flushing it to disk (0: flush each write before acknowledging it, so an acknowledged event survives a power failure; NATS's own default is 2m, many times faster on slow disks, and loses up to that much acknowledged work when the machine crashes)")
 	fs.IntVar(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "JetStream: servers of the NATS cluster that keep the event stream (default 1 for a new stream; a value given here or in the file is applied to an existing stream too, and logged)")
 	fs.DurationVar(&o.DedupeMasters, "dedupe-masters", o.DedupeMasters, "JetStream: treat events with the same tag and data (but _stamp) whose masters stamped them at most this far apart as one, the first copy taken reacting (multi-master pairs, each with its bridge; e.g. 2s; 0: off)")
 	fs.DurationVar(&o.DedupeWindow, "dedupe-window", o.DedupeWindow, "JetStream: the stream's duplicate window for the bridge's Nats-Msg-Id (one master emission); applied to an existing stream too")

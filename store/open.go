@@ -179,7 +179,8 @@ var postgresSchema = []string{
 }
 
 // sqliteDefaults are the driver parameters a sqlite URL gets unless it sets
-// them (under any of their names): WAL, a busy timeout, transactions
+// them (under any of their names): WAL, synchronous FULL (a commit is on
+// disk before the event it archives is acknowledged), a busy timeout, transactions
 // that take the write lock when they begin, so that two writers wait for
 // each other instead of failing to upgrade their locks, and temporary
 // files in memory (the statement journals of the writer's multi-row
@@ -191,7 +192,7 @@ var sqliteDefaults = []struct {
 }{
 	{[]string{"_busy_timeout", "_timeout", "pragma:busy_timeout"}, "_busy_timeout", "10000"},
 	{[]string{"_journal_mode", "_journal", "pragma:journal_mode"}, "_journal_mode", "WAL"},
-	{[]string{"_synchronous", "_sync", "pragma:synchronous"}, "_synchronous", "NORMAL"},
+	{[]string{"_synchronous", "_sync", "pragma:synchronous"}, "_synchronous", "FULL"},
 	{[]string{"_txlock"}, "_txlock", "immediate"},
 	{[]string{"pragma:temp_store"}, "_pragma", "temp_store(memory)"},
 }

@@ -166,7 +166,7 @@ func TestMySQLConfig(t *testing.T) {
 	}
 }
 
-// TestSQLiteDefaults: a sqlite URL gets WAL, synchronous NORMAL and
+// TestSQLiteDefaults: a sqlite URL gets WAL, synchronous FULL and
 // temporary files in memory unless it says otherwise, and the defaults
 // never displace a pragma of its own.
 func TestSQLiteDefaults(t *testing.T) {
@@ -176,7 +176,8 @@ func TestSQLiteDefaults(t *testing.T) {
 		query string
 		want  map[string]string
 	}{
-		{"", map[string]string{"journal_mode": "wal", "synchronous": "1", "temp_store": "2", "foreign_keys": "0"}},
+		{"", map[string]string{"journal_mode": "wal", "synchronous": "2", "temp_store": "2", "foreign_keys": "0"}},
+		{"?_pragma=synchronous(normal)", map[string]string{"journal_mode": "wal", "synchronous": "1"}},
 		{"?_pragma=foreign_keys(1)", map[string]string{"temp_store": "2", "foreign_keys": "1"}},
 		{"?_pragma=temp_store(file)&_pragma=synchronous(full)", map[string]string{"temp_store": "1", "synchronous": "2"}},
 	} {

@@ -34,6 +34,11 @@ type Options struct {
 	Name string
 	// Cluster, when set, makes the server a node of a NATS cluster.
 	Cluster *ClusterOptions
+	// SyncInterval is how long JetStream may keep an acknowledged write
+	// before it flushes it to disk. Zero (the default) flushes every
+	// write before acknowledging it, so that what the server acknowledged
+	// survives a crash of the machine; NATS's own default is two minutes.
+	SyncInterval time.Duration
 }
 
 // ClusterOptions make the embedded server one node of a NATS cluster
@@ -101,6 +106,8 @@ func Start(opts Options) (*Server, error) {
 		ServerName: cmp.Or(opts.Name, "reactord-embedded"),
 		// Token authentication (empty: none).
 		Authorization: opts.Token,
+		SyncInterval:  opts.SyncInterval,
+		SyncAlways:    opts.SyncInterval <= 0,
 	}
 	if c := opts.Cluster; c != nil {
 		chost, cport, err := net.SplitHostPort(c.Listen)
