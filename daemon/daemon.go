@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,7 +94,8 @@ type Daemon struct {
 	runCtx context.Context
 	cancel context.CancelFunc
 
-	shared bool
+	shared    atomic.Bool
+	sharedErr atomic.Pointer[error] // the last failure to open it, until it opened
 
 	hup <-chan os.Signal
 
@@ -222,7 +224,7 @@ func (d *Daemon) HTTPAddr() string { return d.httpAddr }
 
 // SharedState reports whether the loop guard's state is the replicas'
 // shared bucket (false: this process's memory).
-func (d *Daemon) SharedState() bool { return d.shared }
+func (d *Daemon) SharedState() bool { return d.shared.Load() }
 
 // JetStream reports whether the daemon consumes the event stream.
 func (d *Daemon) JetStream() bool { return d.jetstream }

@@ -16,6 +16,7 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/redact"
+	"github.com/reactord/reactord/internal/retry"
 	"github.com/reactord/reactord/matchers"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/consume"
@@ -64,7 +65,7 @@ func (d *Daemon) startNATS(context.Context) error {
 		return nil
 	}
 	srv, token, err := startEmbedded(d.log, embedded.Options{Listen: d.opts.Listen, DataDir: filepath.Join(d.dataDir, "jetstream"),
-		ListenFlag: "--listen", MaxPayload: d.opts.MaxPayload}, d.dataDir, d.opts.ListenOpen)
+		ListenFlag: "--listen", MaxPayload: d.opts.MaxPayload, SyncInterval: d.opts.JetStreamSync}, d.dataDir, d.opts.ListenOpen)
 	if err != nil {
 		return configErr(err)
 	}
@@ -257,32 +258,80 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 	if !d.opts.SharedState {
 		return nil
 	}
-	shared, err := d.loadSharedState(ctx, gopts)
-	if err != nil {
+	err := d.attachSharedState(ctx, d.guard, sharedOpenTimeout)
+	switch {
+	case err == nil:
+		d.shared.Store(true)
+	case errors.Is(err, kv.ErrStateUnsupported):
 		d.log.Warn("shared state unavailable: the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it)", "err", err)
-		return nil
+	default:
+		// A cluster still electing, a bucket whose replicas cannot be
+		// placed yet: keep trying in the background, and say so on
+		// /healthz until it works.
+		d.log.Warn("shared state not available yet: the loop guard, throttle and debounce count in this replica alone until it is; retrying in the background (/healthz answers 503 meanwhile; check the NATS cluster's JetStream, e.g. nats server report jetstream)",
+			"bucket", kv.DefaultStateBucket, "err", err)
+		d.sharedErr.Store(&err)
+		go d.retrySharedState(d.guard)
 	}
-	d.guard, d.shared = shared, true
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_shared_state_up",
+		Help: "1 while the loop guard, throttle and debounce share their state with the other replicas (--shared-state)."},
+		func() float64 { return b2f(d.shared.Load()) }))
+	d.addHealth("shared state", func() error {
+		if p := d.sharedErr.Load(); p != nil && !d.shared.Load() {
+			return fmt.Errorf("shared state: not available, retrying: %w", *p)
+		}
+		return nil
+	})
 	return nil
 }
 
-// loadSharedState opens the shared state bucket and returns a guard
-// backed by it, loaded with what the bucket holds; the bucket's watch
-// lasts until Stop.
-func (d *Daemon) loadSharedState(ctx context.Context, o guard.Options) (*guard.Guard, error) {
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// sharedOpenTimeout bounds one attempt to open the shared state bucket
+// (the start waits for one, then goes on without it); attempts in the
+// background come at most sharedRetryMax apart, so the bucket is shared
+// within about half a minute of the cluster answering again.
+const (
+	sharedOpenTimeout = 10 * time.Second
+	sharedRetryMax    = 20 * time.Second
+)
+
+// attachSharedState opens the shared state bucket, makes g share its
+// state through it and loads what the bucket holds into g; the bucket's
+// watch lasts until Stop.
+func (d *Daemon) attachSharedState(ctx context.Context, g *guard.Guard, timeout time.Duration) error {
+	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	state, err := kv.Open(lctx, d.conn, kv.StateOptions{Replicas: d.opts.StreamReplicas, Logger: d.log, Resend: guard.ResendShared})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	o.Shared = state
-	g := guard.New(o)
+	g.AttachShared(state)
 	if err := state.Watch(lctx, d.runCtx, func(e kv.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
-		return nil, err
+		return err
 	}
-	d.log.Info("shared state loaded: the loop guard, throttle and debounce are the replicas' together", "bucket", "REACTORD_GUARD")
-	return g, nil
+	d.log.Info("shared state loaded: the loop guard, throttle and debounce are the replicas' together", "bucket", kv.DefaultStateBucket)
+	return nil
+}
+
+// retrySharedState tries to open the shared state bucket, with backoff,
+// until it can or the daemon stops.
+func (d *Daemon) retrySharedState(g *guard.Guard) {
+	start := time.Now()
+	b := retry.Backoff{Min: time.Second, Max: sharedRetryMax, Jitter: 0.5}
+	for attempt := 0; ; attempt++ {
+		select {
+		case <-d.runCtx.Done():
+			return
+		case <-time.After(b.Delay(attempt + 1)):
+		}
+		err := d.attachSharedState(d.runCtx, g, sharedOpenTimeout)
+		if err == nil {
+			d.shared.Store(true)
+			d.log.Info("shared state available again: this replica's loop guard, throttle and debounce now share the others' state", "after", time.Since(start).Round(time.Second))
+			return
+		}
+		d.sharedErr.Store(&err)
+		d.log.Debug("shared state still not available", "err", err)
+	}
 }
 
 // openCopies opens the multi-master copies bucket (--dedupe-masters).

@@ -49,7 +49,7 @@ func (d *debounces) hold(rule, key string, body []byte, hop int, quiet time.Dura
 	st.last, st.hop, st.let = body, hop, let
 	st.gen++
 	gen := st.gen
-	if d.sh != nil {
+	if d.sh.on() {
 		st.tok, st.seen = d.sh.token(), false
 	}
 	tok := st.tok
@@ -71,7 +71,7 @@ func (d *debounces) hold(rule, key string, body []byte, hop int, quiet time.Dura
 		fire(last, h, l)
 	})
 	d.mu.Unlock()
-	if d.sh != nil {
+	if d.sh.on() {
 		d.sh.put(sharedKey(kindDebounce, rule, key), debounceRecord{origin: origin{d.sh.origin}, Rule: rule, Key: key, Tok: tok}, quiet+time.Minute)
 	}
 	if replaced != nil {

@@ -158,6 +158,15 @@ func (g *Guard) StopTimers() int {
 	return g.debounces.stop()
 }
 
+// AttachShared makes the guard share its state through st from now on:
+// a guard made without Options.Shared (the bucket could not be opened at
+// start) joins the other replicas once it can. What it decided alone
+// until then stays its own; the caller then hands the bucket's entries
+// to ApplyShared, as at start.
+func (g *Guard) AttachShared(st SharedState) {
+	g.sh.state.CompareAndSwap(nil, &stateRef{st})
+}
+
 // FlushShared writes the job returns gathered for the shared state now
 // (the daemon calls it when it stops).
 func (g *Guard) FlushShared() { g.jobs.flush() }
@@ -184,7 +193,7 @@ func (g *Guard) HopOf(tag string, now time.Time) Fired {
 // rule and key). The guard's own records come back too and change
 // nothing.
 func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
-	if g.sh == nil || len(key) < 2 || key[1] != '.' {
+	if !g.sh.on() || len(key) < 2 || key[1] != '.' {
 		return
 	}
 	kind := key[0]

@@ -46,7 +46,7 @@ func newHops(sh *shared) *hops {
 // expectEvent is Guard.ExpectEvent.
 func (h *hops) expectEvent(tag string, f Fired, now time.Time) {
 	e := expectedEvent{Fired: f, until: now.Add(expectKeep)}
-	if h.sh != nil {
+	if h.sh.on() {
 		e.key = sharedKey(kindExpected, tag) + "." + h.sh.token()
 	}
 	h.mu.Lock()
@@ -89,8 +89,10 @@ func (h *hops) hopOf(tag string, now time.Time) Fired {
 		}
 	}
 	h.mu.Unlock()
-	for _, k := range used {
-		h.sh.state.Delete(k, expectKeep)
+	if st := h.sh.st(); st != nil {
+		for _, k := range used {
+			st.Delete(k, expectKeep)
+		}
 	}
 	return fired
 }

@@ -96,7 +96,7 @@ func (j *jobs) start(eventID string, r Reaction, jid string, targets []string, n
 	j.mu.Lock()
 	j.started(eventID, r, jid, targets, now, true)
 	j.mu.Unlock()
-	if j.sh != nil && len(targets) > 0 {
+	if j.sh.on() && len(targets) > 0 {
 		j.sh.put(sharedKey(kindJob, jid, r.Rule, r.ID), jobRecord{origin: origin{j.sh.origin}, JID: jid, Rule: r.Rule, ID: r.ID, Targets: targets, Event: eventID, At: now.UnixNano()},
 			j.timeout+j.settle+time.Minute)
 	}
@@ -168,7 +168,7 @@ func (j *jobs) ret(jid, minion string, now time.Time) bool {
 	j.mu.Lock()
 	found := j.returned(jid, minion, now)
 	j.mu.Unlock()
-	if j.sh != nil {
+	if j.sh.on() {
 		// Another replica may have started the job and not told this
 		// one yet: the return is shared either way, briefly when no job
 		// is known for it.
@@ -227,7 +227,7 @@ func (j *jobs) shareReturn(r sharedReturn, ttl time.Duration) {
 
 // flush writes the job returns gathered for the shared state now.
 func (j *jobs) flush() {
-	if j.sh == nil {
+	if !j.sh.on() {
 		return
 	}
 	j.returnsMu.Lock()
@@ -246,14 +246,14 @@ func (j *jobs) flush() {
 // replica died is reported by another, once).
 func (j *jobs) expire(now time.Time) []Expired {
 	out, remote := j.expired(now)
-	if j.sh == nil {
+	if !j.sh.on() {
 		return out
 	}
 	all := append(out, remote...)
 	out = out[:0:0]
 	for i, x := range all {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		claimed, err := j.sh.state.Update(ctx, sharedKey(kindTimeout, x.JID, x.Minion, x.Rule, x.ID), j.timeout, func(old []byte) ([]byte, bool) {
+		claimed, err := j.sh.st().Update(ctx, sharedKey(kindTimeout, x.JID, x.Minion, x.Rule, x.ID), j.timeout, func(old []byte) ([]byte, bool) {
 			if old != nil {
 				return nil, false
 			}

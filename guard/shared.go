@@ -104,22 +104,38 @@ type debounceRecord struct {
 }
 
 // shared is the guard's side of the shared state: who this replica is in
-// the records it writes, and how it writes them. A nil *shared (no
-// shared state) writes nothing.
+// the records it writes, and how it writes them. Until a state is
+// attached (New's Options.Shared, or Guard.AttachShared once the bucket
+// could be opened) it writes nothing.
 type shared struct {
-	state  SharedState
+	state  atomic.Pointer[stateRef]
 	origin string
 	seq    atomic.Uint64
 }
 
+// stateRef holds a SharedState for atomic.Pointer.
+type stateRef struct{ SharedState }
+
 func newShared(st SharedState) *shared {
-	if st == nil {
-		return nil
-	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &shared{state: st, origin: hex.EncodeToString(b[:])}
+	s := &shared{origin: hex.EncodeToString(b[:])}
+	if st != nil {
+		s.state.Store(&stateRef{st})
+	}
+	return s
 }
+
+// st returns the attached state, nil before one is.
+func (s *shared) st() SharedState {
+	if r := s.state.Load(); r != nil {
+		return r.SharedState
+	}
+	return nil
+}
+
+// on reports whether a state is attached.
+func (s *shared) on() bool { return s.state.Load() != nil }
 
 // token returns a name unique to this replica and write: its origin and
 // a sequence number.
@@ -129,14 +145,15 @@ func (s *shared) token() string {
 
 // put writes rec, a record of this replica, under key for ttl.
 func (s *shared) put(key string, rec any, ttl time.Duration) {
-	if s == nil {
+	st := s.st()
+	if st == nil {
 		return
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return
 	}
-	s.state.Put(key, b, ttl)
+	st.Put(key, b, ttl)
 }
 
 // own reports whether key names a record of this replica (r and e keys

@@ -279,9 +279,9 @@ func TestThrottleWaitsForSharedState(t *testing.T) {
 		t.Fatal("the first reaction was refused")
 	}
 	b := newGuard(Options{SharedWait: 5 * time.Second})
-	fl := &flakyState{SharedState: b.sh.state}
+	fl := &flakyState{SharedState: b.sh.st()}
 	fl.fail.Store(3)
-	b.sh.state = fl
+	b.sh.state.Store(&stateRef{fl})
 	if !b.Throttle("r0", "web1", 2, time.Hour, time.Now()) {
 		t.Fatal("the second reaction was refused")
 	}
@@ -313,8 +313,8 @@ func TestSharedReturnsGathered(t *testing.T) {
 	newGuard := sharedGuards(t)
 	o := Options{Settle: time.Minute, JobTimeout: time.Minute}
 	a, b := newGuard(o), newGuard(o)
-	counter := &countingState{SharedState: b.sh.state}
-	b.sh.state = counter
+	counter := &countingState{SharedState: b.sh.st()}
+	b.sh.state.Store(&stateRef{counter})
 	const n = 1200
 	now := time.Now()
 	for i := range n {
@@ -361,4 +361,32 @@ func (g *Guard) counts() guardCounts {
 func beaconHeld(g *Guard, minion string) (jid, phase string, ok bool) {
 	h, ok := g.Held(Reaction{"revert.sls", "revert"}, ModeBeacons, EventOf("salt/beacon/"+minion+"/inotify//etc/important_file", minion, time.Now()))
 	return h.JID, h.Phase, ok
+}
+
+// TestAttachSharedLate: a replica that started without the bucket counts
+// alone, and once attached shares what the others hold and writes what
+// it does from then on.
+func TestAttachSharedLate(t *testing.T) {
+	srv, _ := natstest.Start(t)
+	st, watch := natstest.SharedState(t, srv)
+	a := New(Options{Shared: st})
+	watch(a.ApplyShared)
+	a.Started("ev-1", Reaction{"revert.sls", "revert"}, "jid1", []string{"web1"}, time.Now())
+
+	late := New(Options{})
+	if _, _, held := beaconHeld(late, "web1"); held {
+		t.Fatal("a replica without shared state knows another's job")
+	}
+	if !late.Throttle("r0", "web2", 1, time.Hour, time.Now()) {
+		t.Fatal("the alone replica refused the first reaction")
+	}
+	st2, watch2 := natstest.SharedState(t, srv)
+	late.AttachShared(st2)
+	watch2(late.ApplyShared)
+	eventually(t, "the other replica's job on the late one", func() bool { _, _, held := beaconHeld(late, "web1"); return held })
+	late.Started("ev-2", Reaction{"revert.sls", "revert"}, "jid2", []string{"web3"}, time.Now())
+	eventually(t, "the late replica's job on the other", func() bool { _, _, held := beaconHeld(a, "web3"); return held })
+	if !late.Throttle("r0", "web4", 1, time.Hour, time.Now()) || a.Throttle("r0", "web4", 1, time.Hour, time.Now()) {
+		t.Error("a throttle taken on the attached replica is not shared")
+	}
 }

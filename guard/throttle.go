@@ -66,7 +66,7 @@ func (t *throttles) allow(rule, key string, count int, per time.Duration, now ti
 		t.mu.Unlock()
 		return false
 	}
-	if t.sh == nil || time.Now().UnixNano() < t.down.Load() {
+	if !t.sh.on() || time.Now().UnixNano() < t.down.Load() {
 		t.counts[k] = append(live, now)
 		t.deadlines.push(now.Add(per), throttleDeadline{k, per})
 		t.mu.Unlock()
@@ -115,7 +115,7 @@ func (t *throttles) update(key string, ttl time.Duration, fn func(old []byte) ([
 		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
 		defer tcancel()
 		var err error
-		ok, err = t.sh.state.Update(tctx, key, ttl, fn)
+		ok, err = t.sh.st().Update(tctx, key, ttl, fn)
 		return err
 	}, nil)
 	return ok && err == nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -475,4 +476,86 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 		t.Fatalf("reactions per minion, want 3 each: %v (by replica %v)", wrong, ce.byOrigin)
 	}
 	t.Logf("killed n%d (the bucket's leader) after the first round; %d events of %d minions: 3 reactions each (by replica %v)", victim+1, minions*rounds, minions, ce.byOrigin)
+}
+
+// stop kills node i with SIGKILL.
+func (c *natsCluster) stop(t *testing.T, i int) {
+	t.Helper()
+	_ = c.cmds[i].Process.Kill()
+	_ = c.cmds[i].Wait()
+}
+
+// restart starts node i again, with its ports and store, after stop.
+func (c *natsCluster) restart(t *testing.T, i int) {
+	t.Helper()
+	old := c.cmds[i]
+	cmd := exec.Command(old.Path, old.Args[1:]...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() && out.Len() > 0 {
+			t.Logf("natsnode %s (restarted):\n%s", cmd.Args[2], out.String())
+		}
+	})
+	c.cmds[i] = cmd
+}
+
+// TestSharedStateArrivesLate: a replica that starts while its cluster
+// cannot hold the shared state bucket (two of three nodes down, so
+// JetStream has no quorum) starts anyway, counting alone: it says so once
+// in its log, /healthz answers 503 naming the shared state and
+// reactord_shared_state_up is 0. When the nodes are back it opens the
+// bucket by itself, in the background: /healthz 200, the gauge 1 and a
+// log line (issue 22, item 7).
+func TestSharedStateArrivesLate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a NATS cluster of three processes")
+	}
+	c := startCluster(t)
+	c.stop(t, 1)
+	c.stop(t, 2)
+	conf := copyExampleConfig(t)
+	p := launchDaemon(t, "-c", conf, "--nats", c.urls[0], "--jetstream=false", "--stream-replicas", "3")
+	checkFor(t, 60*time.Second, func() error {
+		resp, err := http.Get("http://" + p.http + "/healthz")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "shared state") {
+			return fmt.Errorf("/healthz %d %q, want 503 naming the shared state", resp.StatusCode, body)
+		}
+		return nil
+	})
+	if !strings.Contains(p.logs(), "shared state not available yet") {
+		t.Fatalf("the start does not say the shared state is missing:\n%s", p.logs())
+	}
+	if got := metricValue(t, scrape(t, p), "reactord_shared_state_up"); got != "0" {
+		t.Fatalf("reactord_shared_state_up = %s while the bucket cannot be opened", got)
+	}
+	down := time.Now()
+	c.restart(t, 1)
+	c.restart(t, 2)
+	checkFor(t, 90*time.Second, func() error {
+		if code := healthCode(p, "/healthz"); code != http.StatusOK {
+			return fmt.Errorf("/healthz %d", code)
+		}
+		if got := metricValue(t, scrape(t, p), "reactord_shared_state_up"); got != "1" {
+			return fmt.Errorf("reactord_shared_state_up = %s", got)
+		}
+		return nil
+	})
+	if !strings.Contains(p.logs(), "shared state available again") {
+		t.Errorf("the recovery is not logged:\n%s", p.logs())
+	}
+	if n := strings.Count(p.logs(), "shared state not available yet"); n != 1 {
+		t.Errorf("the outage was logged %d times, want once", n)
+	}
+	t.Logf("shared state attached %s after the nodes were restarted", time.Since(down).Round(time.Second))
 }

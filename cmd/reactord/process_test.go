@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,6 +119,20 @@ func (p *proc) logs() string {
 // startDaemon runs reactord with args and waits for /healthz.
 func startDaemon(t *testing.T, args ...string) *proc {
 	t.Helper()
+	p := launchDaemon(t, args...)
+	checkFor(t, 20*time.Second, func() error {
+		if code := healthCode(p, "/healthz"); code != 200 {
+			return fmt.Errorf("healthz %d", code)
+		}
+		return nil
+	})
+	return p
+}
+
+// launchDaemon starts reactord with args (a data directory and --http
+// added) without waiting for it to be healthy.
+func launchDaemon(t *testing.T, args ...string) *proc {
+	t.Helper()
 	httpAddr := freeAddr(t)
 	if !containsArg(args, "--data-dir") {
 		args = append(args, "--data-dir", t.TempDir())
@@ -149,17 +162,6 @@ func startDaemon(t *testing.T, args ...string) *proc {
 		if t.Failed() {
 			t.Logf("reactord %v logs:\n%s", args, p.logs())
 		}
-	})
-	checkFor(t, 20*time.Second, func() error {
-		resp, err := http.Get("http://" + httpAddr + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("healthz %d", resp.StatusCode)
-		}
-		return nil
 	})
 	return p
 }

@@ -82,11 +82,15 @@ type pendingWrite struct {
 // no JetStream or is older than 2.11 (no per-message TTL).
 var ErrStateUnsupported = errors.New("the NATS server cannot keep the shared state (needs JetStream, server 2.11 or later)")
 
+// DefaultStateBucket is the shared state bucket's name unless
+// StateOptions.Bucket names another.
+const DefaultStateBucket = "REACTORD_GUARD"
+
 // State creates (or updates) the shared state bucket.
 func Open(ctx context.Context, c *natsbus.Conn, o StateOptions) (*State, error) {
 	js := c.JetStream()
 	if o.Bucket == "" {
-		o.Bucket = "REACTORD_GUARD"
+		o.Bucket = DefaultStateBucket
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
