@@ -100,6 +100,11 @@ func (p *AckedPublisher) Publish(tag string, body []byte, meta Meta) error {
 	}
 	msg := &nats.Msg{Subject: Subject(p.c.prefix, tag), Data: body, Header: meta.header()}
 	fut, err := p.js.PublishMsgAsync(msg)
+	for errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		// The server acknowledges slower than we publish (it flushes each
+		// write to disk): each try waited for room; wait on.
+		fut, err = p.js.PublishMsgAsync(msg)
+	}
 	if err != nil {
 		return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
 	}
