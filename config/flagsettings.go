@@ -64,6 +64,7 @@ var flagSettings = map[string]settingKind{
 	"partitions":         kindCount,
 	"dedupe_masters":     kindDuration,
 	"dead_letter":        kindString,
+	"parked_subject":     kindString,
 	// the daemon
 	"http":          kindString,
 	"queue":         kindCount,

@@ -56,6 +56,9 @@ type Options struct {
 	DrainTimeout time.Duration
 	// DeadLetter is the subject of reactions that failed for good.
 	DeadLetter string
+	// ParkedSubject receives events parked because the daemon kept dying
+	// on them (JetStream).
+	ParkedSubject string
 	// AckWait, StreamReplicas, DedupeMasters and DedupeWindow configure
 	// the JetStream stream and consumer.
 	AckWait        time.Duration
@@ -126,18 +129,19 @@ type Hooks struct {
 // embedded server, the store under the data directory) are settled by New.
 func Defaults() Options {
 	return Options{
-		Listen:       "127.0.0.1:4222",
-		MaxPayload:   embedded.DefaultMaxPayload,
-		Queue:        1024,
-		DrainTimeout: 10 * time.Second,
-		DeadLetter:   "reactord.deadletter",
-		AckWait:      10 * time.Second,
-		DedupeWindow: 2 * time.Minute,
-		ReloadSettle: defaultReloadSettle,
-		StoreSpool:   1 << 30,
-		MasterID:     store.DefaultMasterID(),
-		SharedState:  true,
-		Drivers:      DefaultDriverOptions(),
+		Listen:        "127.0.0.1:4222",
+		MaxPayload:    embedded.DefaultMaxPayload,
+		Queue:         1024,
+		DrainTimeout:  10 * time.Second,
+		DeadLetter:    "reactord.deadletter",
+		ParkedSubject: "reactord.parked",
+		AckWait:       10 * time.Second,
+		DedupeWindow:  2 * time.Minute,
+		ReloadSettle:  defaultReloadSettle,
+		StoreSpool:    1 << 30,
+		MasterID:      store.DefaultMasterID(),
+		SharedState:   true,
+		Drivers:       DefaultDriverOptions(),
 	}
 }
 
@@ -159,6 +163,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Queue, "queue", o.Queue, "events queued per lane")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long SIGTERM waits for in-flight events")
 	fs.StringVar(&o.DeadLetter, "dead-letter", o.DeadLetter, "subject receiving reactions that failed after retries")
+	fs.StringVar(&o.ParkedSubject, "parked-subject", o.ParkedSubject, "JetStream: subject receiving an event the daemon died on three times while handling it, which is then acknowledged and not handled again (reactord_events_parked_total; the ledger says so)")
 	fs.DurationVar(&o.AckWait, "ack-wait", o.AckWait, "JetStream: redeliver an event not acknowledged within this time (what a crashed daemon held comes back after it; longer work sends progress acknowledgements)")
 	fs.DurationVar(&o.JetStreamSync, "jetstream-sync", o.JetStreamSync, "embedded server: how long JetStream may keep an acknowledged event before flushing it to disk (0: flush each write before acknowledging it, so an acknowledged event survives a power failure; NATS's own default is 2m, many times faster on slow disks, and loses up to that much acknowledged work when the machine crashes)")
 	fs.IntVar(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "JetStream: servers of the NATS cluster that keep the event stream (default 1 for a new stream; a value given here or in the file is applied to an existing stream too, and logged)")

@@ -15,6 +15,7 @@ import (
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
+	"github.com/reactord/reactord/internal/poison"
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/internal/retry"
 	"github.com/reactord/reactord/matchers"
@@ -356,16 +357,43 @@ func (d *Daemon) openCopies(ctx context.Context) error {
 	return nil
 }
 
+// openJournal opens the poison-event journal under the data directory
+// (JetStream only: core NATS does not redeliver what a crash lost): an
+// event in hand at poison.DefaultThreshold crashes of the daemon is parked
+// on --parked-subject instead of handled again. A journal that cannot be
+// opened is logged, and the daemon goes on without it.
+func (d *Daemon) openJournal(ro *reactor.Options) {
+	j, left, err := poison.Open(filepath.Join(d.dataDir, "poison"), poison.DefaultThreshold)
+	if err != nil {
+		d.log.Warn("poison-event journal unavailable: an event the daemon dies on will be redelivered after every restart", "err", err)
+		return
+	}
+	if len(left) > 0 {
+		d.log.Warn("the last run ended while handling events; each is parked if the daemon dies on it again "+fmt.Sprint(poison.DefaultThreshold)+" times in all",
+			"stream_sequences", left)
+	}
+	subject := d.opts.ParkedSubject
+	ro.Journal = j
+	ro.Park = func(dl reactor.Delivery, crashes int) {
+		_ = d.conn.PublishRaw(subject, dl.Body, natsbus.Meta{Cause: fmt.Sprintf("parked after %d crashes (stream sequence %d)", crashes, dl.Seq)})
+	}
+	d.push("poison-event journal", func(context.Context) error { return j.Close() })
+}
+
 // startPipeline starts the lanes. Its teardown drains them within the
 // drain timeout, then hands the partitions over.
 func (d *Daemon) startPipeline(context.Context) error {
 	deadLetter := d.opts.DeadLetter
-	p, err := reactor.New(d.eng, reactor.Options{
+	ro := reactor.Options{
 		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, Block: d.jetstream, Log: d.log, Metrics: d.metrics,
 		Guard: d.guard, MaxHops: d.opts.MaxHops, Archive: d.archive, Copy: d.copyOf,
 		DeadLetter: func(a actions.Action, cause error) { d.conn.DeadLetter(deadLetter, a, cause) },
 		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone,
-	})
+	}
+	if d.jetstream {
+		d.openJournal(&ro)
+	}
+	p, err := reactor.New(d.eng, ro)
 	if err != nil {
 		return configErr(err)
 	}

@@ -28,9 +28,12 @@ type Metrics struct {
 	Actions        *prometheus.CounterVec
 	ActionDuration *prometheus.HistogramVec
 	DeadLetters    prometheus.Counter
-	ReloadOK       prometheus.Gauge
-	QueueDepth     prometheus.Gauge
-	Latency        prometheus.Histogram
+	// Parked counts events parked because the daemon kept dying on them
+	// (Options.Journal).
+	Parked     prometheus.Counter
+	ReloadOK   prometheus.Gauge
+	QueueDepth prometheus.Gauge
+	Latency    prometheus.Histogram
 	// SentLatency is the time from an event's publisher stamp (the
 	// Reactord-Sent header, which reactord-bench's publisher sets) to the
 	// event being handled; events without the stamp are not counted.
@@ -81,8 +84,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ActionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "reactord_action_duration_seconds", Help: "Time to dispatch one reaction.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"driver"}),
 		DeadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_dead_letters_total", Help: "Reactions given up after retries and sent to the dead-letter subject."}),
-		ReloadOK:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_config_last_reload_successful", Help: "1 if the last configuration (re)load succeeded."}),
-		QueueDepth:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_queue_depth", Help: "Events waiting in lane queues."}),
+		Parked: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_events_parked_total",
+			Help: "Events not handled because the daemon died while handling them several times; each is published to the parked subject (--parked-subject) and in the ledger."}),
+		ReloadOK:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_config_last_reload_successful", Help: "1 if the last configuration (re)load succeeded."}),
+		QueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_queue_depth", Help: "Events waiting in lane queues."}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 		SentLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_sent_latency_seconds",
@@ -92,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
 	m.Dropped.WithLabelValues(DropSlowConsumer)
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.ReloadOK, m.QueueDepth, m.Latency, m.SentLatency)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.Latency, m.SentLatency)
 		RegisterRuntimeMetrics(reg)
 	}
 	return m

@@ -130,6 +130,23 @@ type Options struct {
 	// {reason="master_copy"}. seq is the event's stream sequence. When it
 	// fails, a JetStream event is left for redelivery; a core one goes on.
 	Copy func(ctx context.Context, tag string, raw []byte, seq uint64) (bool, error)
+	// Journal, when set, records the stream sequence of the event each
+	// lane handles, so that an event the process keeps dying on is found
+	// (internal/poison); Park then takes such an event instead of the
+	// pipeline, and it is acknowledged.
+	Journal Journal
+	// Park receives a poisoned event (with the crashes it caused), to keep
+	// it where an operator can look at it; it must not fail.
+	Park func(dl Delivery, crashes int)
+}
+
+// Journal remembers which events were in hand when the process died
+// (poison.Journal).
+type Journal interface {
+	Begin(lane int, seq uint64)
+	End(lane int, seq uint64)
+	Crashes(seq uint64) (int, bool)
+	Parked(seq uint64)
 }
 
 // Reactor runs the pipeline for live events: ordered per minion, parallel
@@ -145,6 +162,10 @@ type Reactor struct {
 	quit    chan struct{}
 	once    sync.Once
 	depth   atomic.Int64
+
+	// suspectMu lets one suspect of a crash be in hand at a time
+	// (handleIn).
+	suspectMu sync.Mutex
 
 	// ids gives each event its id, with or without an Archive.
 	ids eventIDs
@@ -281,7 +302,7 @@ func (d *Reactor) Start(ctx context.Context) {
 			}
 		}
 	}()
-	for _, ch := range d.lanes {
+	for lane, ch := range d.lanes {
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
@@ -289,14 +310,14 @@ func (d *Reactor) Start(ctx context.Context) {
 				select {
 				case dl := <-ch:
 					d.opts.Metrics.QueueDepth.Set(float64(d.depth.Add(-1)))
-					d.handle(ctx, dl)
+					d.handleIn(ctx, lane, dl)
 				case <-d.quit:
 					// Drain what was queued before the stop.
 					for {
 						select {
 						case dl := <-ch:
 							d.opts.Metrics.QueueDepth.Set(float64(d.depth.Add(-1)))
-							d.handle(ctx, dl)
+							d.handleIn(ctx, lane, dl)
 						default:
 							return
 						}
@@ -475,6 +496,52 @@ type inflight struct {
 	// happened to a reaction of it), so that only the events `reactord
 	// trace` has something to say about get an id row.
 	archived, ledgered bool
+}
+
+// handleIn handles dl on lane, in the journal (Options.Journal) while it
+// does; an event the process died on Threshold times is parked instead.
+// A suspect (an event in hand at an earlier crash) is handled while no
+// other suspect is, so that a crash counts against the one that caused
+// it, not against the innocent events in hand beside it: an innocent is
+// in hand at one crash at most before it is a suspect, and then handled
+// alone, and cleared.
+func (d *Reactor) handleIn(ctx context.Context, lane int, dl Delivery) {
+	j := d.opts.Journal
+	if j == nil || dl.Seq == 0 {
+		d.handle(ctx, dl)
+		return
+	}
+	n, poisoned := j.Crashes(dl.Seq)
+	if poisoned {
+		d.park(dl, n)
+		return
+	}
+	if n > 0 {
+		d.suspectMu.Lock()
+		defer d.suspectMu.Unlock()
+	}
+	j.Begin(lane, dl.Seq)
+	d.handle(ctx, dl)
+	j.End(lane, dl.Seq)
+}
+
+// park hands a poisoned event to Options.Park and acknowledges it, so
+// that the events behind it flow.
+func (d *Reactor) park(dl Delivery, crashes int) {
+	if dl.id == "" {
+		dl.id = d.ids.next()
+	}
+	d.opts.Metrics.Events.Inc()
+	d.opts.Metrics.Parked.Inc()
+	d.opts.Log.Error("event parked: the daemon died while handling it; it is not handled again (counted in reactord_events_parked_total)",
+		"event_id", dl.id, "seq", dl.Seq, "tag", dl.tag, "crashes", crashes, "bytes", len(dl.Body))
+	if d.opts.Park != nil {
+		d.opts.Park(dl, crashes)
+	}
+	ev := &inflight{dl: dl, id: dl.id, tag: dl.tag}
+	d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Detail: fmt.Sprintf("parked after %d crashes of the daemon while handling it (stream sequence %d)", crashes, dl.Seq)})
+	d.opts.Journal.Parked(dl.Seq)
+	d.settle(dl, false)
 }
 
 // handle takes one event through the pipeline: decode, archive, loop
