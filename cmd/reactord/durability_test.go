@@ -192,17 +192,29 @@ func healthCode(p *proc, path string) int {
 	return resp.StatusCode
 }
 
-// TestStoreOutageJetStream: with MariaDB cut off, the JetStream daemon
-// goes on reacting (the records go to the disk spool, events are
-// acknowledged), logs the outage once, and writes everything once the
-// database is back; a stop while it is down keeps the records on disk and
-// the next start writes them. A daemon started while the database is down
-// reacts too.
+// TestStoreOutageJetStream: with MariaDB or PostgreSQL cut off mid-stream
+// (through a TCP proxy, never stopping the machine's server), the
+// JetStream daemon goes on reacting (the records go to the disk spool,
+// events are acknowledged), logs the outage once, and writes everything
+// once the database is back; a stop while it is down keeps the records on
+// disk and the next start writes them. A daemon started while the
+// database is down reacts too. Nothing acknowledged is lost.
 func TestStoreOutageJetStream(t *testing.T) {
-	base := os.Getenv("REACTORD_TEST_MYSQL_URL")
-	if base == "" {
-		t.Skip("REACTORD_TEST_MYSQL_URL not set (e.g. mysql://root@127.0.0.1:3306/test): no MariaDB to cut off")
+	for _, db := range []struct{ name, env, example string }{
+		{"mariadb", "REACTORD_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"},
+		{"postgres", "REACTORD_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"},
+	} {
+		t.Run(db.name, func(t *testing.T) {
+			base := os.Getenv(db.env)
+			if base == "" {
+				t.Skipf("%s not set (e.g. %s): no database to cut off", db.env, db.example)
+			}
+			storeOutage(t, base)
+		})
 	}
+}
+
+func storeOutage(t *testing.T, base string) {
 	hostStart := strings.Index(base, "@") + 1
 	hostEnd := hostStart + strings.Index(base[hostStart:], "/")
 	proxy := startProxy(t, base[hostStart:hostEnd])
