@@ -66,13 +66,19 @@ func (d *Daemon) startNATS(context.Context) error {
 		return nil
 	}
 	srv, token, err := startEmbedded(d.log, embedded.Options{Listen: d.opts.Listen, DataDir: filepath.Join(d.dataDir, "jetstream"),
-		ListenFlag: "--listen", MaxPayload: d.opts.MaxPayload, SyncInterval: d.opts.JetStreamSync}, d.dataDir, d.opts.ListenOpen)
+		ListenFlag: "--listen", MaxPayload: d.opts.MaxPayload, SyncInterval: d.opts.JetStreamSync, Log: d.log}, d.dataDir, d.opts.ListenOpen)
 	if err != nil {
 		return configErr(err)
 	}
 	d.srv, d.token, d.natsURL = srv, token, srv.ClientURL()
 	d.push("embedded NATS server", func(context.Context) error { srv.Shutdown(); return nil })
 	d.log.Info("embedded NATS server started", "url", d.natsURL, "data_dir", d.dataDir)
+	w := &jetStreamWatch{srv: srv, dir: filepath.Join(d.dataDir, "jetstream"), log: d.log, every: 2 * time.Second}
+	go w.run(d.runCtx)
+	d.addHealth("embedded JetStream", w.health)
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_jetstream_up",
+		Help: "1 while JetStream runs on the embedded NATS server (it stops by itself when its disk is full; reactord restarts it once there is room)."},
+		func() float64 { return b2f(!w.down.Load()) }))
 	return nil
 }
 

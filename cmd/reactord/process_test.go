@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -133,16 +134,17 @@ func startDaemon(t *testing.T, args ...string) *proc {
 // added) without waiting for it to be healthy.
 func launchDaemon(t *testing.T, args ...string) *proc {
 	t.Helper()
-	httpAddr := freeAddr(t)
 	if !containsArg(args, "--data-dir") {
 		args = append(args, "--data-dir", t.TempDir())
 	}
-	cmd := exec.Command(binPath, append(args, "--http", httpAddr)...)
+	// Port 0, read back from the log: a port picked here and freed could
+	// be taken by the embedded server's own random port meanwhile.
+	cmd := exec.Command(binPath, append(args, "--http", "127.0.0.1:0")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{http: httpAddr, cmd: cmd, stderr: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, stderr: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
 	// Wait returns once stderr is copied to its end, so the last lines (a
 	// stop's report) are in p.logs() when done says the process ended;
 	// at most WaitDelay after it, should a child of reactord keep the
@@ -163,6 +165,20 @@ func launchDaemon(t *testing.T, args ...string) *proc {
 			t.Logf("reactord %v logs:\n%s", args, p.logs())
 		}
 	})
+	servingAt := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`)
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := servingAt.FindStringSubmatch(p.logs()); m != nil {
+			p.http = m[1]
+			return p
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err // for the caller
+			return p
+		default:
+		}
+	}
+	t.Fatalf("reactord %v did not serve /metrics within 60s:\n%s", args, p.logs())
 	return p
 }
 

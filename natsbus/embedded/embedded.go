@@ -4,14 +4,18 @@ package embedded
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/reactord/reactord/internal/ratelog"
 )
 
 // Options configure the embedded NATS natsserver.
@@ -39,6 +43,9 @@ type Options struct {
 	// write before acknowledging it, so that what the server acknowledged
 	// survives a crash of the machine; NATS's own default is two minutes.
 	SyncInterval time.Duration
+	// Log, when set, receives the server's warnings and errors (each
+	// kind at most once a minute); its notices go out at debug level.
+	Log *slog.Logger
 }
 
 // ClusterOptions make the embedded server one node of a NATS cluster
@@ -59,7 +66,9 @@ const DefaultMaxPayload = 8 << 20
 
 // Server is an in-process NATS natsserver.
 type Server struct {
-	srv *natsserver.Server
+	srv         *natsserver.Server
+	opts        *natsserver.Options
+	writeFailed atomic.Bool
 }
 
 // ErrAddrInUse reports that the embedded server's address is taken.
@@ -99,7 +108,9 @@ func Start(opts Options) (*Server, error) {
 		MaxPending: max(int64(opts.MaxPayload)*8, 64<<20),
 		Host:       host,
 		Port:       port,
-		NoLog:      true,
+		// The log is read for write errors (WriteFailed) even when it
+		// goes nowhere.
+		NoLog:      false,
 		NoSigs:     true,
 		JetStream:  opts.DataDir != "",
 		StoreDir:   opts.DataDir,
@@ -124,12 +135,18 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
+	e := &Server{srv: srv, opts: so}
+	log := slog.New(slog.DiscardHandler)
+	if opts.Log != nil {
+		log = opts.Log.With("component", "nats-server")
+	}
+	srv.SetLoggerV2(&serverLog{log: log, limit: ratelog.NewKeyed(time.Minute, 256), writeFailed: &e.writeFailed}, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("embedded NATS server on %s did not start within 10s", opts.Listen)
 	}
-	return &Server{srv: srv}, nil
+	return e, nil
 }
 
 func flagName(o Options) string {
@@ -148,6 +165,74 @@ func (e *Server) Addr() string {
 		return a.String()
 	}
 	return ""
+}
+
+// JetStreamEnabled reports whether JetStream runs on the server: the
+// server turns it off by itself when its disk is full.
+func (e *Server) JetStreamEnabled() bool { return e.srv.JetStreamEnabled() }
+
+// WriteFailed reports that JetStream failed to write a stream to disk
+// since it last started (a full disk): the stream then refuses every
+// message until JetStream restarts, whatever space comes back. The NATS
+// server says so only in its log, which is how it is noticed.
+func (e *Server) WriteFailed() bool { return e.writeFailed.Load() }
+
+// RestartJetStream stops JetStream if it runs and starts it again with the
+// server's own settings, as the NATS server does on a configuration
+// reload: the streams are read back from disk, and one that failed to
+// write takes messages again.
+func (e *Server) RestartJetStream() error {
+	if e.srv.JetStreamEnabled() {
+		if err := e.srv.ShutdownJetStream(); err != nil {
+			return fmt.Errorf("stopping JetStream: %w", err)
+		}
+	}
+	e.writeFailed.Store(false)
+	o := e.opts
+	err := e.srv.EnableJetStream(&natsserver.JetStreamConfig{StoreDir: o.StoreDir, SyncInterval: o.SyncInterval, SyncAlways: o.SyncAlways,
+		MaxMemory: o.JetStreamMaxMemory, MaxStore: o.JetStreamMaxStore, Domain: o.JetStreamDomain, Strict: !o.NoJetStreamStrict})
+	if err != nil {
+		_ = e.srv.DisableJetStream()
+		return fmt.Errorf("restarting JetStream: %w", err)
+	}
+	return nil
+}
+
+// serverLog hands the NATS server's log lines to slog, and notes the
+// write errors that leave a stream refusing messages.
+type serverLog struct {
+	log         *slog.Logger
+	limit       *ratelog.Keyed
+	writeFailed *atomic.Bool
+}
+
+func (l *serverLog) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Warnf(format string, v ...any)   { l.emit(slog.LevelWarn, format, v) }
+func (l *serverLog) Errorf(format string, v ...any) {
+	// The stream's and the file store's own lines (formats, not the
+	// values in them): "JetStream stream '%s > %s' critical write error:
+	// %v", "Filestore [%s] Critical write error: %v".
+	if strings.Contains(strings.ToLower(format), "critical write error") {
+		l.writeFailed.Store(true)
+	}
+	l.emit(slog.LevelError, format, v)
+}
+func (l *serverLog) Fatalf(format string, v ...any) { l.emit(slog.LevelError, format, v) }
+func (l *serverLog) Debugf(string, ...any)          {}
+func (l *serverLog) Tracef(string, ...any)          {}
+
+// emit logs one line per format a minute, however often the server
+// repeats it (once per message, when its disk is full).
+func (l *serverLog) emit(level slog.Level, format string, v []any) {
+	n, ok := l.limit.Tick(format)
+	if !ok {
+		return
+	}
+	var args []any
+	if n > 1 {
+		args = append(args, "occurrences_since_last_line", n)
+	}
+	l.log.Log(context.Background(), level, fmt.Sprintf(format, v...), args...)
 }
 
 // Shutdown stops the server and waits for it. It is safe to call twice.

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/natsbus"
+)
+
+// tmpfs mounts a tmpfs of size MiB for the test, or skips.
+func tmpfs(t *testing.T, mib int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm,mode=0700", mib), "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s): the full-disk test needs root and mount", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// fill writes a file on dir's file system until it is full.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return path
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFullDiskRecovers: the daemon on its embedded server, its data
+// directory on a 64 MiB tmpfs filled while events flow. JetStream stops
+// (the NATS server turns it off when a write fails): reactord says so once
+// in its log, /healthz answers 503 and reactord_jetstream_up is 0. When the
+// space comes back it restarts JetStream by itself: /healthz 200 again and
+// every event published afterwards is reacted to; nothing the stream
+// acknowledged is lost (issue 22, item 1).
+func TestFullDiskRecovers(t *testing.T) {
+	fs := tmpfs(t, 64)
+	data := filepath.Join(fs, "data")
+	conf := copyExampleConfig(t)
+	listen := freeAddr(t)
+	p := startDaemon(t, "-c", conf, "--listen", listen, "--data-dir", data, "--driver", "nats", "--exec-subject", "test.exec.")
+	token, err := os.ReadFile(natsbus.TokenFile(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: "nats://" + listen, Name: "test", Token: strings.TrimSpace(string(token))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ce := collect(t, c, "test.exec.")
+	run := fmt.Sprintf("d%d", time.Now().UnixNano())
+	acked := map[string]bool{}
+	publish := func(from, to int) (failed int) {
+		for i := from; i < to; i++ {
+			id := fmt.Sprintf("%s-%d", run, i)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{})
+			cancel()
+			if err != nil {
+				failed++
+				continue
+			}
+			acked[id] = true
+		}
+		return failed
+	}
+	reacted := func() error {
+		ce.mu.Lock()
+		defer ce.mu.Unlock()
+		for id := range acked {
+			if ce.byMinion[id] == 0 {
+				return fmt.Errorf("%s acknowledged by the stream but not reacted to (%d acknowledged)", id, len(acked))
+			}
+		}
+		return nil
+	}
+	if n := publish(0, 100); n > 0 {
+		t.Fatalf("%d of 100 events refused before the disk was full", n)
+	}
+	checkFor(t, 20*time.Second, reacted)
+
+	filler := fill(t, fs)
+	failed := publish(100, 120)
+	checkFor(t, 30*time.Second, func() error {
+		if code := healthCode(p, "/healthz"); code != http.StatusServiceUnavailable {
+			return fmt.Errorf("/healthz %d with the disk full", code)
+		}
+		return nil
+	})
+	if got := metricValue(t, scrape(t, p), "reactord_jetstream_up"); got != "0" {
+		t.Errorf("reactord_jetstream_up = %s with JetStream stopped", got)
+	}
+	if !strings.Contains(p.logs(), "JetStream stopped on the embedded NATS server") {
+		t.Fatalf("the stop is not logged:\n%s", lastLines(p.logs(), 15))
+	}
+	t.Logf("disk full: %d of 20 events refused by the stream", failed)
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	checkFor(t, 60*time.Second, func() error {
+		if code := healthCode(p, "/healthz"); code != http.StatusOK {
+			return fmt.Errorf("/healthz %d after the space came back", code)
+		}
+		return nil
+	})
+	back := time.Since(freed)
+	if n := publish(200, 400); n > 0 {
+		t.Fatalf("%d of 200 events refused after the space came back", n)
+	}
+	checkFor(t, 60*time.Second, reacted)
+	if n := strings.Count(p.logs(), "JetStream stopped on the embedded NATS server"); n != 1 {
+		t.Errorf("the stop was logged %d times, want once", n)
+	}
+	if !strings.Contains(p.logs(), "JetStream runs again") {
+		t.Errorf("the recovery is not logged")
+	}
+	t.Logf("healthy again %s after the space came back; %d acknowledged events, all reacted to", back.Round(time.Second), len(acked))
+}
