@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	diskspool "github.com/reactord/reactord/internal/spool"
 )
@@ -148,6 +149,11 @@ func (s *spool) push(it item) (string, error) {
 	switch err := s.disk.Append(encodeItem(it)); {
 	case errors.Is(err, diskspool.ErrFull):
 		return "", nil
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		// The file system is full: this event is dropped (Append
+		// wrote none of it), the file stays in use for when there is
+		// room again.
+		return "", err
 	case err != nil:
 		s.diskErr = err
 		return "", err

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -186,5 +188,59 @@ func TestSpoolMovesLegacyFile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, legacySpoolFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("legacy file left: %v", err)
+	}
+}
+
+// TestSpoolDiskFullThenRoom: on a full file system the spool drops the
+// event it cannot write, with the error, and writes to the disk again once
+// there is room; what it held is kept, in order. Needs root to mount a
+// tmpfs; skips otherwise.
+func TestSpoolDiskFullThenRoom(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	// Events of 16 KiB: each needs pages of its own.
+	it := func(i int) item {
+		return item{tag: fmt.Sprintf("t/%d", i), body: []byte(strings.Repeat("b", 16<<10)), msgID: fmt.Sprint(i)}
+	}
+	s, err := newSpool(filepath.Join(dir, "spool"), 0, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if w, err := s.push(it(0)); w != "disk" || err != nil {
+		t.Fatalf("first push: %q, %v", w, err)
+	}
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	w, err := s.push(it(1))
+	if w != "" || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("push on a full disk: %q, %v; want a drop with ENOSPC", w, err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.push(it(2)); w != "disk" || err != nil {
+		t.Fatalf("push once there is room: %q, %v", w, err)
+	}
+	for _, want := range []string{"t/0", "t/2"} {
+		got, ok := s.pop(context.Background())
+		if !ok || got.tag != want {
+			t.Fatalf("popped %q, want %q", got.tag, want)
+		}
 	}
 }
