@@ -6,13 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/synctest"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
-	"github.com/reactord/reactord/guard"
 )
 
 // execMaster writes stand-ins for salt and salt-run that start no job but
@@ -75,23 +71,7 @@ func TestLoopGuardScenariosExec(t *testing.T) {
 					t.Fatal(err)
 				}
 				drv := &countingDriver{Driver: ex}
-				m := NewMetrics(prometheus.NewRegistry())
-				d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 4, Block: true, Metrics: m,
-					Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute})})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx := context.Background()
-				d.Start(ctx)
-				for _, s := range c.steps {
-					time.Sleep(s.after)
-					d.Submit(ctx, Delivery{Body: s.body()})
-					synctest.Wait()
-				}
-				if err := d.Stop(ctx); err != nil {
-					t.Fatal(err)
-				}
-				c.check(t, &drv.saltDriver, []*Metrics{m})
+				c.run(t, drv, &drv.saltDriver)
 			})
 		})
 	}

@@ -97,26 +97,34 @@ func TestLoopGuardScenarios(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				drv := &saltDriver{noJID: c.noJID}
-				m := NewMetrics(prometheus.NewRegistry())
-				d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 4, Block: true, Metrics: m,
-					Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute})})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx := context.Background()
-				d.Start(ctx)
-				for _, s := range c.steps {
-					time.Sleep(s.after)
-					d.Submit(ctx, Delivery{Body: s.body()})
-					synctest.Wait()
-				}
-				if err := d.Stop(ctx); err != nil {
-					t.Fatal(err)
-				}
-				c.check(t, drv, []*Metrics{m})
+				c.run(t, drv, drv)
 			})
 		})
 	}
+}
+
+// run plays the scenario through one daemon dispatching with drv, on the
+// fake clock of the synctest bubble it runs in, and checks the
+// dispatches that calls recorded.
+func (c scenario) run(t *testing.T, drv actions.Driver, calls *saltDriver) {
+	t.Helper()
+	m := NewMetrics(prometheus.NewRegistry())
+	d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 4, Block: true, Metrics: m,
+		Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.Start(ctx)
+	for _, s := range c.steps {
+		time.Sleep(s.after)
+		d.Submit(ctx, Delivery{Body: s.body()})
+		synctest.Wait()
+	}
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.check(t, calls, []*Metrics{m})
 }
 
 // scenario is one row of the loop guard's matrix.

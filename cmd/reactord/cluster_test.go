@@ -64,23 +64,10 @@ func startCluster(t *testing.T) *natsCluster {
 	}
 	for i := range 3 {
 		cp, hp := port(), port()
-		cmd := exec.Command(natsNodeBin, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
-			"-cluster", strconv.Itoa(clusterPorts[i]), "-routes", strings.Join(routes, ","), "-store", t.TempDir())
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() && out.Len() > 0 {
-				t.Logf("natsnode %s:\n%s", cmd.Args[2], out.String())
-			}
-		})
+		c.cmds = append(c.cmds, startNode(t, natsNodeBin, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
+			"-cluster", strconv.Itoa(clusterPorts[i]), "-routes", strings.Join(routes, ","), "-store", t.TempDir()))
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", cp))
 		c.https = append(c.https, fmt.Sprintf("127.0.0.1:%d", hp))
-		c.cmds = append(c.cmds, cmd)
 	}
 	nc, err := nats.Connect(strings.Join(c.urls, ","), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
 	if err != nil {
@@ -489,7 +476,14 @@ func (c *natsCluster) stop(t *testing.T, i int) {
 func (c *natsCluster) restart(t *testing.T, i int) {
 	t.Helper()
 	old := c.cmds[i]
-	cmd := exec.Command(old.Path, old.Args[1:]...)
+	c.cmds[i] = startNode(t, old.Path, old.Args[1:]...)
+}
+
+// startNode starts a natsnode process, killed at the end of the test
+// (its output logged if the test failed).
+func startNode(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -499,10 +493,10 @@ func (c *natsCluster) restart(t *testing.T, i int) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() && out.Len() > 0 {
-			t.Logf("natsnode %s (restarted):\n%s", cmd.Args[2], out.String())
+			t.Logf("natsnode %s:\n%s", cmd.Args[2], out.String())
 		}
 	})
-	c.cmds[i] = cmd
+	return cmd
 }
 
 // TestSharedStateArrivesLate: a replica that starts while its cluster

@@ -63,15 +63,7 @@ func TestFullDiskRecovers(t *testing.T) {
 	conf := copyExampleConfig(t)
 	listen := freeAddr(t)
 	p := startDaemon(t, "-c", conf, "--listen", listen, "--data-dir", data, "--driver", "nats", "--exec-subject", "test.exec.")
-	token, err := os.ReadFile(natsbus.TokenFile(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := natsbus.Connect(natsbus.ConnOptions{URL: "nats://" + listen, Name: "test", Token: strings.TrimSpace(string(token))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := embeddedClient(t, data, listen)
 	ce := collect(t, c, "test.exec.")
 	run := fmt.Sprintf("d%d", time.Now().UnixNano())
 	acked := map[string]bool{}

@@ -13,6 +13,23 @@ import (
 	"github.com/reactord/reactord/natsbus"
 )
 
+// embeddedClient connects to the embedded server of the daemon with data
+// directory data, listening on listen, with its token; the connection
+// reconnects by itself when the daemon (and its server) restarts.
+func embeddedClient(t *testing.T, data, listen string) *natsbus.Conn {
+	t.Helper()
+	token, err := os.ReadFile(natsbus.TokenFile(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: "nats://" + listen, Name: "test", Token: strings.TrimSpace(string(token))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // TestSIGKILLOnDefaultsRecoversPromptly: the daemon on its defaults (the
 // embedded server, JetStream, the store, the loop guard) with the exec
 // driver, its stand-in salt taking 50ms a job, is SIGKILLed in the middle
@@ -38,15 +55,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 	listen := freeAddr(t)
 	args := []string{"-c", conf, "--listen", listen, "--data-dir", data, "--driver", "exec", "--salt-bin", salt}
 	victim := startDaemon(t, args...)
-	token, err := os.ReadFile(natsbus.TokenFile(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := natsbus.Connect(natsbus.ConnOptions{URL: "nats://" + listen, Name: "test", Token: strings.TrimSpace(string(token))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := embeddedClient(t, data, listen)
 	const n = 300
 	for i := range n {
 		id := fmt.Sprintf("k%d", i)
