@@ -315,6 +315,12 @@ func (d *Daemon) attachSharedState(ctx context.Context, g *guard.Guard, timeout 
 	if err := state.Watch(lctx, d.runCtx, func(e kv.StateEntry) { g.ApplyShared(e.Key, e.Value, e.Deleted) }); err != nil {
 		return err
 	}
+	probe := newWriteProbe(state, d.log)
+	go probe.run(d.runCtx)
+	d.addHealth("JetStream writes", probe.health)
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_jetstream_writable",
+		Help: "0 while the NATS server refuses the daemon's heartbeat writes (its disk full, a stream damaged); --shared-state only."},
+		func() float64 { return b2f(!probe.failing.Load()) }))
 	d.log.Info("shared state loaded: the loop guard, throttle and debounce are the replicas' together", "bucket", kv.DefaultStateBucket)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // tmpfs mounts a tmpfs of size MiB for the test, or skips.
@@ -134,4 +135,78 @@ func TestFullDiskRecovers(t *testing.T) {
 		t.Errorf("the recovery is not logged")
 	}
 	t.Logf("healthy again %s after the space came back; %d acknowledged events, all reacted to", back.Round(time.Second), len(acked))
+}
+
+// TestFullDiskExternalNATS: a daemon on an external NATS server whose
+// store fills up notices it through its heartbeat writes: one log line,
+// /healthz 503 and reactord_jetstream_writable 0. The server's streams
+// keep refusing writes after the space came back, until its JetStream
+// restarts (the server's operator's move; here the test's): then the
+// daemon is healthy again and events flow (issue 22, item 1).
+func TestFullDiskExternalNATS(t *testing.T) {
+	fs := tmpfs(t, 64)
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: filepath.Join(fs, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ce := collect(t, c, "test.exec.")
+	conf := copyExampleConfig(t)
+	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--driver", "nats", "--exec-subject", "test.exec.")
+	filler := fill(t, fs)
+	checkFor(t, 45*time.Second, func() error {
+		if code := healthCode(p, "/healthz"); code != http.StatusServiceUnavailable {
+			return fmt.Errorf("/healthz %d with the server's disk full", code)
+		}
+		return nil
+	})
+	if got := metricValue(t, scrape(t, p), "reactord_jetstream_writable"); got != "0" {
+		t.Errorf("reactord_jetstream_writable = %s", got)
+	}
+	if n := strings.Count(p.logs(), "JetStream refuses writes"); n != 1 {
+		t.Errorf("the refusal was logged %d times, want once:\n%s", n, lastLines(p.logs(), 10))
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.RestartJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 45*time.Second, func() error {
+		if code := healthCode(p, "/healthz"); code != http.StatusOK {
+			return fmt.Errorf("/healthz %d after the server's JetStream restarted", code)
+		}
+		return nil
+	})
+	run := fmt.Sprintf("x%d", time.Now().UnixNano())
+	checkFor(t, 30*time.Second, func() error {
+		for i := range 20 {
+			id := fmt.Sprintf("%s-%d", run, i)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id})
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	checkFor(t, 30*time.Second, func() error {
+		ce.mu.Lock()
+		defer ce.mu.Unlock()
+		for i := range 20 {
+			if id := fmt.Sprintf("%s-%d", run, i); ce.byMinion[id] == 0 {
+				return fmt.Errorf("%s not reacted to", id)
+			}
+		}
+		return nil
+	})
+	if !strings.Contains(p.logs(), "JetStream takes writes again") {
+		t.Error("the recovery is not logged")
+	}
 }
