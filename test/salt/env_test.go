@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -94,15 +95,61 @@ func (e *saltEnv) restartMaster() {
 
 func (e *saltEnv) bin(name string) string { return filepath.Join(saltBinDir, name) }
 
+// freePort returns a port nothing listens on, never the same twice in one
+// run: the kernel may hand a port just closed out again, and two roles
+// (the master's publish and return ports, salt-api, reactord) must not
+// share one.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !given[port] {
+			given[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
+
+// keepLogs copies the log files under root (the master's, salt-api's,
+// the minions', and what each program printed) into a new directory it
+// returns.
+func keepLogs(root string) (string, error) {
+	kept, err := os.MkdirTemp("", "reactord-e2e-salt-logs-")
+	if err != nil {
+		return "", err
+	}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		if !strings.HasPrefix(rel, "log"+string(filepath.Separator)) && filepath.Base(rel) != "log" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		dst := filepath.Join(kept, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	return kept, err
+}
+
+var (
+	givenMu sync.Mutex
+	given   = map[int]bool{}
+)
 
 func writeFile(t *testing.T, path, text string) {
 	t.Helper()
@@ -134,7 +181,15 @@ func startSalt(t *testing.T, opts ...saltOptions) *saltEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			// Keep what Salt logged, for the failure's reader.
+			if kept, err := keepLogs(dir); err == nil {
+				t.Logf("Salt's logs kept in %s", kept)
+			}
+		}
+		os.RemoveAll(dir)
+	})
 	var o saltOptions
 	if len(opts) > 0 {
 		o = opts[0]
@@ -224,12 +279,13 @@ beacons:
 	}
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
-	e.waitFor(30*time.Second, "the master's event socket", func() error {
+	e.waitFor(90*time.Second, "the master's event socket", func() error {
 		_, err := os.Stat(filepath.Join(e.sockDir, "master_event_pub.ipc"))
 		return err
 	})
 	e.start("salt-api", "-c", e.etc, "-l", "error")
-	e.waitFor(30*time.Second, "salt-api", func() error {
+	// salt-api takes long to start on a loaded machine.
+	e.waitFor(120*time.Second, "salt-api", func() error {
 		resp, err := http.Get(e.apiURL + "/")
 		if err != nil {
 			return err
