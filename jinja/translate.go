@@ -419,6 +419,17 @@ func (t *translator) forStmt(out *strings.Builder, n *For) {
 }
 
 func (t *translator) do(out *strings.Builder, n *Do) {
+	if s, p, ok := saltRef(n.X); ok {
+		root := s
+		if i := strings.IndexAny(s, ".[("); i >= 0 {
+			root = s[:i]
+		}
+		if t.scope.lookup(root) == nil && !t.assigned[root] {
+			// {% do salt.log.error(...) %}, {% do salt['event.send'](...) %}
+			t.refuse(p, "{% do "+s+" %}", salts[root])
+			return
+		}
+	}
 	c, ok := n.X.(*Call)
 	var a *Attr
 	if ok {
