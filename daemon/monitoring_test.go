@@ -1,0 +1,140 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.yaml.in/yaml/v3"
+)
+
+const (
+	alertRules = "../examples/monitoring/reactord-alerts.yml"
+	dashboard  = "../examples/monitoring/reactord-dashboard.json"
+)
+
+// exported returns the names of the metrics reg describes (vectors with
+// no series yet included).
+func exported(reg *prometheus.Registry) []string {
+	ch := make(chan *prometheus.Desc)
+	go func() { reg.Describe(ch); close(ch) }()
+	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
+	var names []string
+	for d := range ch {
+		if m := fq.FindStringSubmatch(d.String()); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+// runningDaemon starts a daemon with o until the test ends and returns
+// its metric names.
+func runningDaemon(t *testing.T, o Options) []string {
+	t.Helper()
+	d, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	return exported(d.Registry())
+}
+
+// TestMonitoringNamesExportedMetrics: every metric the shipped alerting
+// rules and Grafana dashboard name is one the daemon (shared consumer or
+// partitions) or the bridge exports, so neither silently watches nothing.
+func TestMonitoringNamesExportedMetrics(t *testing.T) {
+	have := map[string]bool{}
+	for _, n := range runningDaemon(t, testOptions(t)) {
+		have[n] = true
+	}
+	po := testOptions(t)
+	po.Partitions = 2
+	for _, n := range runningDaemon(t, po) {
+		have[n] = true
+	}
+	bo := bridgeOptions(t)
+	bo.Registry = prometheus.NewRegistry()
+	b, err := NewBridge(context.Background(), bo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	for _, n := range exported(bo.Registry) {
+		have[n] = true
+	}
+
+	var exprs []string
+	raw, err := os.ReadFile(alertRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert, Expr string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Alert+": "+r.Expr)
+		}
+	}
+	raw, err = os.ReadFile(dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, p.Title+": "+tg.Expr)
+		}
+	}
+	if len(exprs) < 20 {
+		t.Fatalf("only %d expressions read from the rules and the dashboard", len(exprs))
+	}
+	metric := regexp.MustCompile(`\breactord_[a-z0-9_]+`)
+	var missing []string
+	for _, e := range exprs {
+		for _, name := range metric.FindAllString(e, -1) {
+			base := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if b, ok := strings.CutSuffix(name, suffix); ok && have[b] {
+					base = b
+				}
+			}
+			if !have[base] {
+				missing = append(missing, name+" (in "+e+")")
+			}
+		}
+	}
+	slices.Sort(missing)
+	for _, m := range slices.Compact(missing) {
+		t.Errorf("not exported: %s", m)
+	}
+}
