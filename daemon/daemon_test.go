@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,48 @@ func TestSettingsRefused(t *testing.T) {
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New: %v, want a configuration error with %q", err, c.want)
 		}
+	}
+}
+
+// TestNotifiesSystemd: under systemd's Type=notify ($NOTIFY_SOCKET) the
+// daemon says READY=1 once it takes events, and STOPPING=1 when it stops.
+func TestNotifiesSystemd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	d, err := New(context.Background(), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	read := func() string {
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		buf := make([]byte, 256)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification: %v", err)
+		}
+		return string(buf[:n])
+	}
+	if got := read(); got != "READY=1" {
+		t.Fatalf("first notification %q, want READY=1", got)
+	}
+	select {
+	case <-d.Ready():
+	default:
+		t.Fatal("READY=1 came before the daemon was ready")
+	}
+	cancel()
+	if got := read(); got != "STOPPING=1" {
+		t.Fatalf("notification at stop %q, want STOPPING=1", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

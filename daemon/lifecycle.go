@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -74,6 +76,7 @@ func (l *lifecycle) push(part string, fn func(ctx context.Context) error) {
 func (l *lifecycle) stop(ctx context.Context) error {
 	l.stopOnce.Do(func() {
 		l.ready.Store(false)
+		_, _ = sd.SdNotify(false, sd.SdNotifyStopping)
 		var errs []error
 		for i := len(l.teardown) - 1; i >= 0; i-- {
 			t := l.teardown[i]
@@ -91,6 +94,9 @@ func (l *lifecycle) stop(ctx context.Context) error {
 func (l *lifecycle) markReady() {
 	l.ready.Store(true)
 	l.readyOnce.Do(func() { close(l.readyCh) })
+	// Under systemd's Type=notify the unit is started now: the consumers
+	// are subscribed (no-op without $NOTIFY_SOCKET).
+	_, _ = sd.SdNotify(false, sd.SdNotifyReady)
 }
 
 // Ready is closed once the process takes events.
