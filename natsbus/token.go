@@ -174,6 +174,27 @@ func LocalToken(natsURL string, dirs ...string) (token, file string) {
 	return "", ""
 }
 
+// LocalAddr returns the address the embedded server of a local daemon
+// recorded (RecordAddr) in the first of dirs holding one this user may
+// trust (as LocalToken checks it), and that directory; "" when none does.
+func LocalAddr(dirs ...string) (addr, dir string) {
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		owner := filepath.Clean(d) != SystemDataDir
+		path := filepath.Join(d, AddrFileName)
+		if checkFile(path, owner) != nil {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if a := strings.TrimSpace(string(b)); err == nil && a != "" {
+			return a, d
+		}
+	}
+	return "", ""
+}
+
 // urlsAt reports whether every URL of the list points to addr, a server's
 // listen address.
 func urlsAt(list, addr string) bool {

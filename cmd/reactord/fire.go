@@ -40,8 +40,8 @@ errors.`, stderr)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if nf.URL == "" {
-		fmt.Fprintln(stderr, "fire: need --nats URL")
+	if _, ok := nf.findServer(); !ok {
+		fmt.Fprintln(stderr, "fire: "+noServer)
 		return exitUsage
 	}
 	if (*file == "") == (fs.NArg() == 0) || fs.NArg() > 2 {
@@ -258,8 +258,12 @@ pretty event, an "event_id" member in JSON.`, stderr)
 	if *since != "" {
 		return cmdStoredEvents(ctx, storeURL, *since, fs.Arg(0), *count, format, stdout, stderr)
 	}
-	if nf.URL == "" || fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "events: need --nats URL [GLOB]")
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "events: need at most one GLOB")
+		return exitUsage
+	}
+	if _, ok := nf.findServer(storeURL.dataDir); !ok {
+		fmt.Fprintln(stderr, "events: "+noServer)
 		return exitUsage
 	}
 	var glob *matchers.Glob

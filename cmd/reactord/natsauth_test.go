@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -293,5 +294,67 @@ func TestSaltAPIURLRedacted(t *testing.T) {
 	code, _, errOut = runCmd(t, "", "bridge", "--salt-api", bad, "--saltapi-token", "t", "--nats", srv.ClientURL(), "--data-dir", t.TempDir())
 	if code != exitUsage || strings.Contains(errOut, "S3cretPw") || !strings.Contains(errOut, "salt:xxxxx@") {
 		t.Fatalf("bridge: exit %d, %s", code, errOut)
+	}
+}
+
+// TestClientsFindTheLocalDaemon: fire and events need no --nats beside a
+// daemon on its embedded server: they take $NATS_URL, else the address the
+// daemon recorded in its (default) data directory, with its token; flags
+// may follow the tag and data. Without either they say what they need.
+func TestClientsFindTheLocalDaemon(t *testing.T) {
+	cache := t.TempDir()
+	data := filepath.Join(cache, "reactord")
+	conf := copyExampleConfig(t)
+	listen := freeAddr(t)
+	p := startDaemon(t, "-c", conf, "--dry-run", "--listen", listen, "--data-dir", data)
+	env := []string{"XDG_CACHE_HOME=" + cache, "NATS_URL="}
+	fire := func(env []string, id string, args ...string) {
+		t.Helper()
+		args = append([]string{"fire", "salt/minion/" + id + "/start", `{"id": "` + id + `"}`}, args...)
+		if code, _, errOut := runBin(t, env, args...); code != exitOK {
+			t.Fatalf("fire %v: exit %d, %s", args, code, errOut)
+		}
+		if tag := readReaction(t, p); tag != "salt/minion/"+id+"/start" {
+			t.Fatalf("reaction to %s", tag)
+		}
+	}
+	fire(env, "web1") // the address in the default data directory
+	// $NATS_URL, with the token found for its address.
+	fire([]string{"XDG_CACHE_HOME=" + cache, "NATS_URL=nats://" + listen}, "web2")
+	// Flags after the tag and the data.
+	fire([]string{"NATS_URL="}, "web3", "--nats", "nats://"+listen, "--nats-token-file", filepath.Join(data, "nats.token"))
+	// events finds it too.
+	cmd := exec.Command(binPath, "events", "--count", "1", "salt/minion/*/start")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, _ = io.Copy(io.Discard, out); done <- cmd.Wait() }()
+	deadline := time.After(20 * time.Second)
+	for stop := false; !stop; {
+		fire(env, "web4")
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("events: %v: %s", err, errb.String())
+			}
+			stop = true
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatalf("events without --nats saw nothing: %s", errb.String())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	// Nowhere to go: a clear error, not a connection to a default address.
+	code, _, errOut := runBin(t, []string{"XDG_CACHE_HOME=" + t.TempDir(), "NATS_URL="}, "fire", "x/y", "{}")
+	if code != exitUsage || !strings.Contains(errOut, "need --nats URL: no $NATS_URL") {
+		t.Fatalf("fire with no server known: exit %d, %s", code, errOut)
 	}
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/natsbus"
@@ -13,11 +16,34 @@ type natsFlags struct{ daemon.NATSOptions }
 
 // natsClientUsage is the --nats help of the commands that connect to a
 // server and never start one.
-const natsClientUsage = "NATS URL(s) to connect to (required; the daemon's embedded server listens on nats://127.0.0.1:4222 by default)"
+const natsClientUsage = "NATS URL(s) to connect to (default: $NATS_URL, else the embedded server of the daemon whose data directory records its address)"
 
 // register adds the connection flags; urlUsage is the help of --nats, which
 // says what an empty URL does for this command.
 func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) { n.Flags(fs, urlUsage) }
+
+// findServer fills in --nats when it was not given: $NATS_URL (as the nats
+// CLI reads it), else the address the embedded server of a local daemon
+// recorded in its data directory (dataDirs, then the default ones). It
+// reports false when there is none; where says where the URL came from.
+func (n *natsFlags) findServer(dataDirs ...string) (where string, ok bool) {
+	if n.URL != "" {
+		return "--nats", true
+	}
+	if u := strings.TrimSpace(os.Getenv("NATS_URL")); u != "" {
+		n.URL = u
+		return "$NATS_URL", true
+	}
+	dirs := append(append([]string{}, dataDirs...), natsbus.DefaultDataDir(), natsbus.SystemDataDir)
+	if addr, dir := natsbus.LocalAddr(dirs...); addr != "" {
+		n.URL = "nats://" + addr
+		return filepath.Join(dir, natsbus.AddrFileName), true
+	}
+	return "", false
+}
+
+// noServer is the error of a command that found no server to connect to.
+const noServer = "need --nats URL: no $NATS_URL, and no local daemon recorded its address in its data directory (" + natsbus.AddrFileName + ")"
 
 // options returns the connection options (see daemon.NATSOptions.ConnOptions).
 func (n *natsFlags) options(name string, dataDirs ...string) (natsbus.ConnOptions, error) {

@@ -72,24 +72,54 @@ func PrintFlags(fs *flag.FlagSet) {
 }
 
 // ParseFlags parses args and reports whether to go on; code is the exit
-// code when not.
+// code when not. Flags may come anywhere among the arguments (`fire TAG
+// JSON --nats URL`), up to a "--" after which everything is an argument;
+// a lone "-" (standard input) is an argument. A flag error prints the
+// error and one line saying where the help is; asked-for help prints it
+// all, to stdout.
 func ParseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (ok bool, code int) {
-	// Asked-for help goes to stdout, once (Parse prints it itself).
+	help := false
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
 		if IsHelpArg(a) {
 			fs.SetOutput(stdout)
+			help = true
 			break
 		}
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, ExitOK
+	full := fs.Usage
+	fs.Usage = func() {
+		if help {
+			full()
+			return
 		}
-		return false, ExitUsage
+		fmt.Fprintf(fs.Output(), "Run 'reactord %s --help' for the flags.\n", helpName(fs.Name()))
 	}
+	defer func() { fs.Usage = full }()
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return false, ExitOK
+			}
+			return false, ExitUsage
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			// Parse stopped at "--": the rest are arguments.
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Leave the arguments where fs.Args finds them.
+	_ = fs.Parse(append([]string{"--"}, positional...))
 	if err := CheckFlagValues(fs); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), line)
