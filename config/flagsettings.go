@@ -67,6 +67,7 @@ var flagSettings = map[string]settingKind{
 	"parked_subject":     kindString,
 	// the daemon
 	"http":          kindString,
+	"log_format":    kindString,
 	"queue":         kindCount,
 	"drain_timeout": kindPositiveDuration,
 	"reload_settle": kindDuration,

@@ -39,6 +39,9 @@ type BridgeOptions struct {
 	Registry *prometheus.Registry
 	// Log receives the bridge's lines; nil discards them.
 	Log *slog.Logger
+	// LogLevel and LogFormat are what the command line asked of the
+	// bridge's log (see Options); its caller builds Log from them.
+	LogLevel, LogFormat string
 }
 
 // BridgeSaltAPI are the salt-api settings of the bridge's /events source.
@@ -67,6 +70,8 @@ func (o *BridgeOptions) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SaltAPI.TokenFile, "saltapi-token-file", o.SaltAPI.TokenFile, "file holding the session token")
 	fs.StringVar(&o.SaltAPI.CA, "saltapi-ca", o.SaltAPI.CA, "CA file for salt-api's certificate")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory of the disk spool; default: the user cache directory's reactord-bridge folder")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "least severe level logged: debug, info, warning, error or quiet (default: info)")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log line format: text (key=value) or json (one object a line) (default: text)")
 	fs.Int64Var(&o.SpoolMemory, "spool-memory", o.SpoolMemory, "bytes of events held in memory while NATS cannot take them")
 	fs.Int64Var(&o.SpoolDisk, "spool-disk", o.SpoolDisk, "further bytes held on disk under --data-dir (0: no disk spool)")
 	fs.StringVar(&o.HTTP, "http", o.HTTP, "serve /metrics and /healthz on this address")

@@ -177,12 +177,15 @@ func (d *Daemon) settle() error {
 			return fmt.Errorf("--log-level: %w", err)
 		}
 	}
+	if err := CheckLogFormat(o.LogFormat); err != nil {
+		return err
+	}
 	if o.KeepJobs == 0 {
 		o.KeepJobs = defaultKeepJobs
 	}
 	d.log = o.Log
 	if d.log == nil {
-		d.log = NewLogger(o.Stderr, o.LogLevel, o.Verbose)
+		d.log = NewLogger(o.Stderr, o.LogLevel, o.LogFormat, o.Verbose)
 	}
 	d.reg = o.Registry
 	if d.reg == nil {
@@ -191,9 +194,9 @@ func (d *Daemon) settle() error {
 	return nil
 }
 
-// NewLogger returns the daemon's text logger on w (stderr when nil) at a
-// Salt log level name; verbose is debug.
-func NewLogger(w io.Writer, level string, verbose bool) *slog.Logger {
+// NewLogger returns the daemon's logger on w (stderr when nil) at a Salt
+// log level name, in format "text" (or "") or "json"; verbose is debug.
+func NewLogger(w io.Writer, level, format string, verbose bool) *slog.Logger {
 	if w == nil {
 		w = os.Stderr
 	}
@@ -202,7 +205,20 @@ func NewLogger(w io.Writer, level string, verbose bool) *slog.Logger {
 	if verbose {
 		l = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	ho := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// CheckLogFormat refuses a --log-format other than text and json.
+func CheckLogFormat(format string) error {
+	switch format {
+	case "", "text", "json":
+		return nil
+	}
+	return fmt.Errorf("--log-format %q: want text or json", format)
 }
 
 // Log returns the daemon's logger.

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"path/filepath"
@@ -167,5 +169,21 @@ func TestNotifiesSystemd(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLogFormatJSON: --log-format json writes one JSON object a line, at
+// the level asked for.
+func TestLogFormatJSON(t *testing.T) {
+	var buf bytes.Buffer
+	log := NewLogger(&buf, "warning", "json", false)
+	log.Info("not shown")
+	log.Warn("shown", "minion", "web1")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("not one JSON line: %q: %v", buf.String(), err)
+	}
+	if line["msg"] != "shown" || line["minion"] != "web1" || line["level"] != "WARN" {
+		t.Fatalf("line %v", line)
 	}
 }

@@ -91,7 +91,10 @@ type Options struct {
 	ArchiveTags string
 	// LogLevel is a Salt log level name; Verbose is "debug".
 	LogLevel string
-	Verbose  bool
+	// LogFormat is "text" (the default: logfmt, key=value) or "json" (one
+	// JSON object a line, for log shippers).
+	LogFormat string
+	Verbose   bool
 	// Jinja loads reaction files in Salt's default renderer as Jinja.
 	Jinja bool
 
@@ -185,6 +188,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	o.Drivers.Flags(fs)
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "least severe level logged: debug, info, warning, error or quiet (Salt's names: all, garbage, trace, profile, critical too) (default: info)")
 	fs.BoolVar(&o.Verbose, "v", o.Verbose, "debug logging (--log-level debug)")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log line format: text (key=value) or json (one object a line) (default: text)")
 	fs.BoolVar(&o.Jinja, "jinja", o.Jinja, "load reaction files in Salt's default renderer (no shebang, #!jinja|yaml) as Salt's Jinja, converting them at load; #!gotmpl|yaml and #!yaml files stay as they are (also jinja: true in the reactord: section)")
 }
 

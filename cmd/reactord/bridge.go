@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/daemon"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +37,17 @@ interrupted.`, stderr)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	o.Log = slog.New(slog.NewTextHandler(stderr, nil))
+	if o.LogLevel != "" {
+		if _, err := config.ParseLogLevel(o.LogLevel); err != nil {
+			fmt.Fprintf(stderr, "bridge: --log-level: %v\n", err)
+			return exitUsage
+		}
+	}
+	if err := daemon.CheckLogFormat(o.LogFormat); err != nil {
+		fmt.Fprintf(stderr, "bridge: %v\n", err)
+		return exitUsage
+	}
+	o.Log = daemon.NewLogger(stderr, o.LogLevel, o.LogFormat, false)
 	o.Registry = prometheus.NewRegistry()
 	registerBuildInfo(o.Registry)
 	b, err := daemon.NewBridge(ctx, o)

@@ -89,6 +89,8 @@ func TestInvalidFlagValues(t *testing.T) {
 		{[]string{"-c", conf, "--keep-jobs", "-24h"}, "--keep-jobs: must not be negative"},
 		{[]string{"-c", conf, "--job-timeout", "-1m"}, "--job-timeout: must not be negative"},
 		{[]string{"-c", conf, "--max-hops", "-3"}, "--max-hops: must not be negative"},
+		{[]string{"-c", conf, "--log-format", "xml"}, `--log-format "xml": want text or json`},
+		{[]string{"bridge", "--log-format", "xml"}, `--log-format "xml": want text or json`},
 		{[]string{"-c", conf, "--max-payload", "0"}, "--max-payload: must be more than 0"},
 		{[]string{"-c", conf, "--store-spool", "-1"}, "--store-spool: must not be negative"},
 		{[]string{"-c", conf, "--exec-timeout", "-1s"}, "--exec-timeout: must not be negative"},
