@@ -260,7 +260,9 @@ func nodePos(file string, n *yaml11.Node) Pos {
 	return Pos{File: file, Line: max(n.Line, 1), Col: max(n.Column, 1)}
 }
 
-// Load reads a configuration file or a master.d directory. A file's
+// Load reads a configuration file, a master.d directory, or Salt's
+// configuration directory (the one `salt-master -c DIR` takes: it holds a
+// `master` file and no *.conf, and stands for DIR/master). A file's
 // `master.d/*.conf` (Salt's default_include) and `include:` files are merged
 // as Salt merges them: reactor lists from included files concatenate in
 // sorted file order without repeating equal entries, and replace a reactor
@@ -279,10 +281,16 @@ func Load(path string) (*Config, error) {
 	// with a top-level update: a reactor list from the include group
 	// replaces master.d's, which replaces the main file's.
 	var groups [][]*doc
+	if st.IsDir() && len(confGlob(filepath.Join(path, "*.conf"))) == 0 {
+		// Salt's -c names the configuration directory: its master file.
+		if m, err := os.Stat(filepath.Join(path, "master")); err == nil && !m.IsDir() {
+			path, st = filepath.Join(path, "master"), m
+		}
+	}
 	if st.IsDir() {
 		files := confGlob(filepath.Join(path, "*.conf"))
 		if len(files) == 0 {
-			return nil, fmt.Errorf("reading configuration: %s holds no *.conf file", path)
+			return nil, fmt.Errorf("reading configuration: %s holds no *.conf file and no Salt master file (give -c a master configuration file, Salt's configuration directory, or a master.d-style directory of *.conf files)", path)
 		}
 		var g []*doc
 		for _, f := range files {

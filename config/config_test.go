@@ -316,3 +316,25 @@ func TestAllErrorsAtOnce(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestLoadSaltConfigDir: -c takes Salt's configuration directory (as
+// salt-master -c does): its master file, with master.d; a directory with
+// neither *.conf nor master says what -c wants.
+func TestLoadSaltConfigDir(t *testing.T) {
+	dir := write(t, map[string]string{
+		"salt/master":                "interface: 127.0.0.1\n",
+		"salt/master.d/reactor.conf": "reactor:\n  - 'salt/minion/*/start': /srv/reactor/start.sls\n",
+		"empty/README":               "",
+	})
+	cfg, err := Load(filepath.Join(dir, "salt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := globs(cfg); !reflect.DeepEqual(got, []string{"salt/minion/*/start=/srv/reactor/start.sls"}) {
+		t.Fatalf("rules %v", got)
+	}
+	_, err = Load(filepath.Join(dir, "empty"))
+	if err == nil || !strings.Contains(err.Error(), "Salt's configuration directory") {
+		t.Fatalf("an empty directory: %v", err)
+	}
+}
