@@ -76,6 +76,7 @@ func Check(path string, jinja bool) CheckReport {
 	lib.Frontend = frontend(cfg.Settings.Jinja)
 	seen := map[string]bool{}
 	for _, r := range cfg.Rules {
+		rep.Problems = append(rep.Problems, tagProblems(r)...)
 		for _, sls := range r.SLS {
 			var paths []string
 			if sls.Pattern != "" {
