@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -199,6 +200,9 @@ var logLevels = map[string]string{
 	"error": "error", "critical": "error",
 	"quiet": "quiet",
 }
+
+// DriverNames are the drivers reactord knows (the daemon's --driver).
+var DriverNames = []string{"dryrun", "saltapi", "exec", "nats", "null"}
 
 // logLevelNames lists the accepted log_level values, Salt's order.
 const logLevelNames = "all, garbage, trace, debug, profile, info, warning, error, critical, quiet"
@@ -855,6 +859,15 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			cfg.Settings.NATS = str()
 		case "driver":
 			cfg.Settings.Driver = str()
+			if d := cfg.Settings.Driver; !slices.Contains(DriverNames, d) {
+				why := ""
+				for _, k := range DriverNames {
+					if strings.HasPrefix(d, k) || strings.HasPrefix(k, d) {
+						why = fmt.Sprintf(" (did you mean %s?)", k)
+					}
+				}
+				l.errorf(file, vn, "reactord.driver %q is not a driver: want one of %s%s", d, strings.Join(DriverNames, ", "), why)
+			}
 		case "data_dir":
 			cfg.Settings.DataDir = str()
 		case "log_level":

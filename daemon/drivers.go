@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
 	"github.com/reactord/reactord/actions/natsdriver"
 	"github.com/reactord/reactord/actions/saltapi"
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -106,7 +108,8 @@ func (f *DriverOptions) Driver(name string, stdout io.Writer, conn *natsbus.Conn
 		api, err := saltapi.New(saltapi.Config{URL: f.APIURL, Username: f.APIUser, Password: pw, EAuth: f.APIEAuth, Token: tok, CAFile: f.APICA, InsecureSkipVerify: f.APIInsecure,
 			MaxInFlight: f.APIMaxInFlight, MaxBatch: f.APIMaxBatch, MaxMerge: f.APIMaxMerge})
 		if err != nil {
-			return nil, fmt.Errorf("--driver saltapi: %w", err)
+			return nil, fmt.Errorf("--driver saltapi: %w (set --saltapi-url URL, and --saltapi-user, --saltapi-eauth and --saltapi-password-file or $%s, or --saltapi-token-file; or saltapi_url, saltapi_user, saltapi_eauth, saltapi_password_file in the reactord: section)",
+				err, EnvName("saltapi-password"))
 		}
 		// salt-api cannot run caller reactions: salt-call runs them here.
 		call, err := f.Exec()
@@ -118,5 +121,5 @@ func (f *DriverOptions) Driver(name string, stdout io.Writer, conn *natsbus.Conn
 		}
 		return api, nil
 	}
-	return nil, fmt.Errorf("--driver %q: %w (known: dryrun, saltapi, exec, nats, null)", name, ErrUnknownDriver)
+	return nil, fmt.Errorf("--driver %q: %w (known: %s)", name, ErrUnknownDriver, strings.Join(config.DriverNames, ", "))
 }
