@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,17 +14,37 @@ import (
 	"github.com/reactord/reactord/event"
 )
 
+// isJobNew matches the publish of a job running fun on tgt: alone, or
+// among others when the exec driver merged reactions into one list
+// target (two minions starting at once give one state.apply of both).
 func isJobNew(fun, tgt, argContains string) func(event.Event) bool {
 	return func(ev event.Event) bool {
 		if !strings.HasPrefix(ev.Tag, "salt/job/") || !strings.HasSuffix(ev.Tag, "/new") {
 			return false
 		}
-		if ev.Data["fun"] != fun || fmt.Sprint(ev.Data["tgt"]) != tgt {
+		if ev.Data["fun"] != fun || !targets(ev.Data["tgt"], tgt) {
 			return false
 		}
 		arg, _ := json.Marshal(ev.Data["arg"])
 		return argContains == "" || strings.Contains(string(arg), argContains)
 	}
+}
+
+// targets reports whether a job's tgt (a name, a comma-separated list or a
+// list) names id.
+func targets(tgt any, id string) bool {
+	switch t := tgt.(type) {
+	case []any:
+		for _, x := range t {
+			if fmt.Sprint(x) == id {
+				return true
+			}
+		}
+		return false
+	case string:
+		return t == id || slices.Contains(strings.Split(t, ","), id)
+	}
+	return false
 }
 
 func tagIs(tag string) func(event.Event) bool {
