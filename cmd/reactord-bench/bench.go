@@ -125,6 +125,7 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	noGuard := fs.Bool("no-loop-guard", false, "turn the job-linked loop guard off, as the daemon's flag")
 	sharedState := fs.Bool("shared-state", true, "keep the loop guard's state in the REACTORD_GUARD JetStream bucket, as the daemon's default; false: in memory")
 	queue := fs.Int("queue", 1024, "events queued per lane (the daemon's default)")
+	jsSync := fs.Duration("jetstream-sync", 0, "the embedded server's --jetstream-sync: 0 (the daemon's default) flushes each write before acknowledging it; 2m is NATS's own default")
 	replicas := fs.Int("replicas", 0, "run this many daemons as processes of their own (reactord run with the null driver, each with its own --data-dir and store), reading their /metrics; 0: the daemon in this process")
 	cluster := fs.Int("cluster", 0, "with --replicas: run a NATS cluster of this many nodes, each a process, with the event stream on min(N, 3) of them (--stream-replicas); 0: one NATS server in this process")
 	partitions := fs.Int("partitions", 0, "with --replicas: the daemons' --partitions")
@@ -198,6 +199,7 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	opts.Driver, opts.Workers, opts.Queue = "null", *lanes, *queue
 	opts.JetStream = daemon.AutoBool{Given: true, Value: *js}
 	opts.Store, opts.NoLoopGuard, opts.SharedState = *storeURL, *noGuard, *sharedState
+	opts.JetStreamSync = *jsSync
 	storeName := "none"
 	if *storeURL != "none" {
 		storeName = "sqlite" // the daemon's default: SQLite under its data directory
