@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,11 +94,19 @@ func settingsStore(s config.Settings) (string, error) {
 	return u, nil
 }
 
-// openStore opens the store src stands for.
+// openStore opens the store src stands for. A SQLite store that does not
+// exist is an error naming where it looked, not a new empty database
+// that answers "nothing recorded" (the commands only read).
 func openStore(ctx context.Context, src *storeSource) (store.Store, error) {
 	url, err := src.resolve()
 	if err != nil {
 		return nil, err
+	}
+	if rest, ok := strings.CutPrefix(url, "sqlite://"); ok {
+		path, _, _ := strings.Cut(rest, "?")
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no audit store at %s: give the daemon's --data-dir (or -c CONF, or --store URL)", path)
+		}
 	}
 	return store.Open(ctx, url)
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,6 +33,7 @@ func TestStoreReadersFindTheStore(t *testing.T) {
 		"store_file.conf": "reactor: []\nreactord:\n  store_file: " + urlFile + "\n",
 	})
 	empty := "sqlite://" + filepath.Join(t.TempDir(), "empty.db")
+	archive(t, empty, nil) // a store with nothing in it
 	for _, where := range [][]string{
 		{"--data-dir", dataDir},
 		{"-c", filepath.Join(confs, "data_dir.conf")},
@@ -63,6 +66,19 @@ func TestStoreReadersFindTheStore(t *testing.T) {
 				t.Errorf("jobs list --store EMPTY %v: exit %d\n%s", where, code, out)
 			}
 		})
+	}
+
+	// A data directory without a store is an error naming where it
+	// looked, not an empty database created to say "nothing recorded".
+	nowhere := filepath.Join(t.TempDir(), "not-the-data-dir")
+	for _, cmd := range [][]string{{"jobs", "list"}, {"trace", jid}, {"events", "--since", "1h"}} {
+		code, _, errOut := runCmd(t, "", append(cmd, "--data-dir", nowhere)...)
+		if code != exitUsage || !strings.Contains(errOut, "no audit store at "+filepath.Join(nowhere, "reactord.db")) {
+			t.Errorf("%v on a wrong data dir: exit %d\n%s", cmd, code, errOut)
+		}
+	}
+	if _, err := os.Stat(nowhere); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("reading a wrong data dir created it: %v", err)
 	}
 
 	// A configuration that does not load is an error naming it.
