@@ -19,7 +19,7 @@ import (
 )
 
 func cmdExplain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("explain", "reactord explain -c CONF --event FILE|- [--saltapi-url URL]",
+	fs := newFlags("explain", "reactord explain -c CONF (--tag TAG [--data JSON|@FILE] | --event FILE|-) [--saltapi-url URL]",
 		`Explains what reactord does with one event: the pre-filters, each rule
 matched or not and why (glob, when condition), each file rendered or its
 error with position, reaction IDs a later file overwrote, Salt's verify_high,
@@ -27,6 +27,8 @@ the loop guard, throttle and debounce that would apply, and the exact call
 each driver would make for each reaction. Exit 0, or 1 when the event's
 reactions have errors, 2 on bad input.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
+	tag := fs.String("tag", "", "event tag (as render takes it)")
+	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
 	evFile := fs.String("event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
 	jinja := jinjaFlag(fs)
 	df := daemon.DefaultDriverOptions()
@@ -34,11 +36,11 @@ reactions have errors, 2 on bad input.`, stderr)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if *conf == "" || *evFile == "" {
-		fmt.Fprintln(stderr, "explain: need -c CONF and --event FILE")
+	if *conf == "" || (*tag == "") == (*evFile == "") || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "explain: need -c CONF and exactly one of --tag or --event FILE")
 		return exitUsage
 	}
-	ev, err := readEvent("", "", *evFile, stdin)
+	ev, err := readEvent(*tag, *data, *evFile, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "explain: %v\n", err)
 		return exitUsage

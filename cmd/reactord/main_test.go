@@ -282,6 +282,11 @@ func TestExplain(t *testing.T) {
 			t.Errorf("explain output lacks %q\n%s", want, out)
 		}
 	}
+	// --tag and --data, as render takes them, explain the same event.
+	_, outTag, _ := runCmd(t, "", "explain", "-c", filepath.Join(dir, "reactor.conf"), "--tag", "salt/beacon/web1/inotify/etc", "--data", `{"id": "web1", "change": "IN_MODIFY"}`)
+	if outTag != out {
+		t.Errorf("explain --tag --data differs from --event:\n%s\nvs\n%s", outTag, out)
+	}
 	// Each rule is named by its stable id, the key of its throttle state.
 	if !regexp.MustCompile(`#0 "salt/beacon/\*/inotify/\*" \([^)]*, id (r[0-9a-f]{12})\): matched\n(?s:.*)counted under rule id r[0-9a-f]{12}\n`).MatchString(out) {
 		t.Errorf("explain does not name rule #0 and its throttle by the rule's id:\n%s", out)
