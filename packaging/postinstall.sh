@@ -1,7 +1,8 @@
 #!/bin/sh
 # reactord's package: the system user the units run as, and its private
 # data directory. The units are not enabled: the configuration in
-# /etc/reactord/reactord.conf has no rules until you give it some.
+# /etc/reactord/reactord.conf has no rules until you give it some, and the
+# daemon's unit needs salt-api's credentials (see the unit).
 set -e
 if ! getent passwd reactord >/dev/null; then
   useradd --system --home-dir /var/lib/reactord --no-create-home \
