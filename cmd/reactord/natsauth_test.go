@@ -264,20 +264,19 @@ func TestSecretFilesAndEnvProcesses(t *testing.T) {
 	})
 
 	t.Run("store", func(t *testing.T) {
-		db := filepath.Join(t.TempDir(), "from-file.db")
-		if code, _, errOut := runCmd(t, "", "jobs", "list", "--store-file", testfiles.Secret(t, "sqlite://"+db+"\n", 0o600)); code != exitOK {
-			t.Fatalf("jobs list --store-file: exit %d, %s", code, errOut)
+		// Each store holds the recorded jobs: listing them proves the
+		// command opened the store the secret names.
+		const jid = "20261123102304655343"
+		db := "sqlite://" + filepath.Join(t.TempDir(), "from-file.db")
+		archive(t, db, readRecordedEvents(t))
+		if code, out, errOut := runCmd(t, "", "jobs", "list", "--store-file", testfiles.Secret(t, db+"\n", 0o600)); code != exitOK || !strings.Contains(out, jid+":") {
+			t.Fatalf("jobs list --store-file: exit %d, %s%s", code, out, errOut)
 		}
-		if _, err := os.Stat(db); err != nil {
-			t.Fatalf("--store-file's database not opened: %v", err)
-		}
-		envDB := filepath.Join(t.TempDir(), "from-env.db")
-		t.Setenv("REACTORD_STORE", "sqlite://"+envDB)
-		if code, _, errOut := runCmd(t, "", "jobs", "list"); code != exitOK {
-			t.Fatalf("jobs list with $REACTORD_STORE: exit %d, %s", code, errOut)
-		}
-		if _, err := os.Stat(envDB); err != nil {
-			t.Fatalf("$REACTORD_STORE's database not opened: %v", err)
+		envDB := "sqlite://" + filepath.Join(t.TempDir(), "from-env.db")
+		archive(t, envDB, readRecordedEvents(t))
+		t.Setenv("REACTORD_STORE", envDB)
+		if code, out, errOut := runCmd(t, "", "jobs", "list"); code != exitOK || !strings.Contains(out, jid+":") {
+			t.Fatalf("jobs list with $REACTORD_STORE: exit %d, %s%s", code, out, errOut)
 		}
 	})
 }
