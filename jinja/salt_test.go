@@ -49,8 +49,8 @@ type saltOutcome struct {
 // give Salt's chunks yet, with the reason. Each is counted and reported; a
 // case listed here that matches fails the test, so the list stays true.
 var knownDifferences = map[string]string{
-	// On purpose (README, "Event data cannot change a reaction's
-	// structure"): a printed value is one scalar, so a quote in it cannot
+	// On purpose (docs/reaction-files.md, "Event data cannot change a
+	// reaction's structure"): a printed value is one scalar, so a quote in it cannot
 	// end the scalar. Salt's YAML fails, or takes a new shape.
 	"quote_breakout/quote":        "by design: a quote in a value does not end Salt's quoted scalar (Salt: YAML error)",
 	"quote_breakout/dict repr":    "by design: a quote in a value does not end Salt's quoted scalar (Salt: YAML error)",

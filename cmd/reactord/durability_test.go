@@ -21,7 +21,7 @@ import (
 	"github.com/reactord/reactord/store"
 )
 
-// These tests hold the README's "Guarantees" to real processes: the daemon
+// These tests hold docs/guarantees.md to real processes: the daemon
 // killed with SIGKILL mid-burst, the audit database cut off and back, a
 // stop while it is down.
 

@@ -1,7 +1,7 @@
 // Package salt_test runs reactord against a real Salt master, two minions
 // and salt-api, started from the Salt on PATH (or in $SALT_BIN_DIR) in a
-// temporary directory. Without Salt it skips with one line. See the README,
-// "Proven on a real Salt master".
+// temporary directory. Without Salt it skips with one line. See
+// docs/salt-compatibility.md, "Proven on a real Salt master".
 package salt_test
 
 import (
