@@ -31,16 +31,19 @@ type jetStreamWatch struct {
 	tried time.Time // the last failed restart; run's goroutine only
 }
 
-func (w *jetStreamWatch) run(ctx context.Context) {
-	t := time.NewTicker(w.every)
+func (w *jetStreamWatch) run(ctx context.Context) { tick(ctx, w.every, w.check) }
+
+// tick calls f with the time every d until ctx ends.
+func tick(ctx context.Context, d time.Duration, f func(now time.Time)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			f(now)
 		}
-		w.check(time.Now())
 	}
 }
 

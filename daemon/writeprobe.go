@@ -56,16 +56,7 @@ func sanitizeKey(s string) string {
 }
 
 func (p *writeProbe) run(ctx context.Context) {
-	t := time.NewTicker(p.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p.beat(ctx, time.Now())
-	}
+	tick(ctx, p.every, func(now time.Time) { p.beat(ctx, now) })
 }
 
 // beat writes one heartbeat.
