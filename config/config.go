@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/internal/position"
+	"github.com/reactord/reactord/internal/suggest"
 	"github.com/reactord/reactord/internal/yaml11"
 )
 
@@ -204,6 +205,19 @@ var logLevels = map[string]string{
 // DriverNames are the drivers reactord knows (the daemon's --driver).
 var DriverNames = []string{"dryrun", "saltapi", "exec", "nats", "null"}
 
+// checkDriver refuses a driver name reactord does not know, naming the
+// likely one.
+func (l *loader) checkDriver(file string, vn *yaml11.Node, d string) {
+	if slices.Contains(DriverNames, d) {
+		return
+	}
+	why := ""
+	if near := suggest.Closest(d, DriverNames); near != "" {
+		why = fmt.Sprintf(" (did you mean %s?)", near)
+	}
+	l.errorf(file, vn, "reactord.driver %q is not a driver: want one of %s%s", d, strings.Join(DriverNames, ", "), why)
+}
+
 // logLevelNames lists the accepted log_level values, Salt's order.
 const logLevelNames = "all, garbage, trace, debug, profile, info, warning, error, critical, quiet"
 
@@ -285,15 +299,13 @@ func Load(path string) (*Config, error) {
 	// with a top-level update: a reactor list from the include group
 	// replaces master.d's, which replaces the main file's.
 	var groups [][]*doc
-	if st.IsDir() && len(confGlob(filepath.Join(path, "*.conf"))) == 0 {
-		// Salt's -c names the configuration directory: its master file.
-		if m, err := os.Stat(filepath.Join(path, "master")); err == nil && !m.IsDir() {
-			path, st = filepath.Join(path, "master"), m
-		}
-	}
 	if st.IsDir() {
 		files := confGlob(filepath.Join(path, "*.conf"))
 		if len(files) == 0 {
+			// Salt's -c names the configuration directory: its master file.
+			if m, err := os.Stat(filepath.Join(path, "master")); err == nil && !m.IsDir() {
+				return Load(filepath.Join(path, "master"))
+			}
 			return nil, fmt.Errorf("reading configuration: %s holds no *.conf file and no Salt master file (give -c a master configuration file, Salt's configuration directory, or a master.d-style directory of *.conf files)", path)
 		}
 		var g []*doc
@@ -306,41 +318,7 @@ func Load(path string) (*Config, error) {
 	} else {
 		main = l.parse(path)
 		if main != nil {
-			dir := filepath.Dir(path)
-			mainAbs, _ := filepath.Abs(path)
-			seen := map[string]bool{mainAbs: true}
-			load := func(pats []string) []*doc {
-				var g []*doc
-				for _, p := range pats {
-					for _, f := range confGlob(p) {
-						abs, _ := filepath.Abs(f)
-						if seen[abs] {
-							continue
-						}
-						seen[abs] = true
-						if d := l.parse(f); d != nil {
-							g = append(g, d)
-						}
-					}
-				}
-				return g
-			}
-			groups = append(groups, load([]string{filepath.Join(dir, "master.d", "*.conf")}))
-			var pats []string
-			if inc := lookup(main.root, "include"); inc != nil {
-				for _, s := range l.stringList(main.path, inc, "include") {
-					if strings.HasPrefix(s, "~/") {
-						if home, err := os.UserHomeDir(); err == nil {
-							s = filepath.Join(home, s[2:])
-						}
-					}
-					if !filepath.IsAbs(s) {
-						s = filepath.Join(dir, s)
-					}
-					pats = append(pats, s)
-				}
-			}
-			groups = append(groups, load(pats))
+			groups = l.includes(main, path)
 		}
 	}
 	cfg := &Config{FileRoots: map[string][]string{}}
@@ -395,6 +373,47 @@ func Load(path string) (*Config, error) {
 		return cfg, errors.Join(l.errs...)
 	}
 	return cfg, nil
+}
+
+// includes reads what the main configuration file at path brings in, as
+// Salt does: its master.d/*.conf (default_include), then its include:
+// files, each group in sorted file order, no file twice.
+func (l *loader) includes(main *doc, path string) [][]*doc {
+	dir := filepath.Dir(path)
+	mainAbs, _ := filepath.Abs(path)
+	seen := map[string]bool{mainAbs: true}
+	load := func(pats []string) []*doc {
+		var g []*doc
+		for _, p := range pats {
+			for _, f := range confGlob(p) {
+				abs, _ := filepath.Abs(f)
+				if seen[abs] {
+					continue
+				}
+				seen[abs] = true
+				if d := l.parse(f); d != nil {
+					g = append(g, d)
+				}
+			}
+		}
+		return g
+	}
+	groups := [][]*doc{load([]string{filepath.Join(dir, "master.d", "*.conf")})}
+	var pats []string
+	if inc := lookup(main.root, "include"); inc != nil {
+		for _, s := range l.stringList(main.path, inc, "include") {
+			if strings.HasPrefix(s, "~/") {
+				if home, err := os.UserHomeDir(); err == nil {
+					s = filepath.Join(home, s[2:])
+				}
+			}
+			if !filepath.IsAbs(s) {
+				s = filepath.Join(dir, s)
+			}
+			pats = append(pats, s)
+		}
+	}
+	return append(groups, load(pats))
 }
 
 func (l *loader) parse(path string) *doc {
@@ -859,15 +878,7 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			cfg.Settings.NATS = str()
 		case "driver":
 			cfg.Settings.Driver = str()
-			if d := cfg.Settings.Driver; !slices.Contains(DriverNames, d) {
-				why := ""
-				for _, k := range DriverNames {
-					if strings.HasPrefix(d, k) || strings.HasPrefix(k, d) {
-						why = fmt.Sprintf(" (did you mean %s?)", k)
-					}
-				}
-				l.errorf(file, vn, "reactord.driver %q is not a driver: want one of %s%s", d, strings.Join(DriverNames, ", "), why)
-			}
+			l.checkDriver(file, vn, cfg.Settings.Driver)
 		case "data_dir":
 			cfg.Settings.DataDir = str()
 		case "log_level":

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/internal/suggest"
 )
 
 // saltTagFamilies are the second parts of the tags Salt's master, minions
@@ -35,7 +36,7 @@ func tagProblems(r config.Rule) []error {
 	family := segs[1]
 	if !slices.Contains(saltTagFamilies, family) {
 		why := fmt.Sprintf("Salt has no salt/%s/ tags", family)
-		if near := closest(family, saltTagFamilies); near != "" {
+		if near := suggest.Closest(family, saltTagFamilies); near != "" {
 			why += fmt.Sprintf(" (did you mean salt/%s/?)", near)
 		}
 		return never(why)
@@ -43,7 +44,7 @@ func tagProblems(r config.Rule) []error {
 	switch {
 	case family == "job" && len(segs) >= 4 && !hasMagic(segs[3]) && !slices.Contains(jobTagKinds, segs[3]):
 		why := fmt.Sprintf("a job's events are salt/job/<jid>/new, /ret/<minion> and /prog/<minion>/<n>, not /%s", segs[3])
-		if near := closest(segs[3], jobTagKinds); near != "" {
+		if near := suggest.Closest(segs[3], jobTagKinds); near != "" {
 			why += fmt.Sprintf(" (did you mean /%s?)", near)
 		}
 		return never(why)
@@ -55,35 +56,3 @@ func tagProblems(r config.Rule) []error {
 
 // hasMagic reports whether s holds a glob character.
 func hasMagic(s string) bool { return strings.ContainsAny(s, "*?[") }
-
-// closest returns the word of words within two edits of w, if one is.
-func closest(w string, words []string) string {
-	best, bestD := "", 3
-	for _, c := range words {
-		if d := editDistance(w, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}
