@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // tmpfs mounts a tmpfs of size MiB for the test, or skips.
@@ -145,16 +145,7 @@ func TestFullDiskRecovers(t *testing.T) {
 // daemon is healthy again and events flow (issue 22, item 1).
 func TestFullDiskExternalNATS(t *testing.T) {
 	fs := tmpfs(t, 64)
-	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: filepath.Join(fs, "js")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	srv, c := natstest.StartIn(t, filepath.Join(fs, "js"))
 	ce := collect(t, c, "test.exec.")
 	conf := copyExampleConfig(t)
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--driver", "nats", "--exec-subject", "test.exec.")

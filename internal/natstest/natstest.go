@@ -16,7 +16,14 @@ import (
 // temporary directory, connects to it, and stops both when the test ends.
 func Start(t testing.TB) (*embedded.Server, *natsbus.Conn) {
 	t.Helper()
-	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	return StartIn(t, t.TempDir())
+}
+
+// StartIn is Start with JetStream's store in dir (a small file system, to
+// fill it).
+func StartIn(t testing.TB, dir string) (*embedded.Server, *natsbus.Conn) {
+	t.Helper()
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
