@@ -33,18 +33,7 @@ func TestRunReactsAndStops(t *testing.T) {
 	o := testOptions(t)
 	out := &syncbuf.Buffer{}
 	o.Stdout = out
-	d, err := New(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	d, stop := runDaemon(t, o)
 	if err := d.Health(); err != nil {
 		t.Fatalf("health after start: %v", err)
 	}
@@ -67,8 +56,7 @@ func TestRunReactsAndStops(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("Run returned %v", err)
 	}
 	if err := d.Health(); err == nil {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +38,14 @@ func exported(reg *prometheus.Registry) []string {
 // its metric names.
 func runningDaemon(t *testing.T, o Options) []string {
 	t.Helper()
+	d, _ := runDaemon(t, o)
+	return exported(d.Registry())
+}
+
+// runDaemon builds a daemon with o and runs it until it is ready; stop
+// ends Run and returns its error (at the end of the test if not before).
+func runDaemon(t *testing.T, o Options) (d *Daemon, stop func() error) {
+	t.Helper()
 	d, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -44,13 +53,17 @@ func runningDaemon(t *testing.T, o Options) []string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	var runErr error
+	stop = func() error { once.Do(func() { cancel(); runErr = <-done }); return runErr }
+	t.Cleanup(func() { _ = stop() })
 	select {
 	case <-d.Ready():
 	case err := <-done:
+		once.Do(func() { cancel(); runErr = err }) // Run has returned: nothing to wait for
 		t.Fatalf("Run: %v", err)
 	}
-	return exported(d.Registry())
+	return d, stop
 }
 
 // TestMonitoringNamesExportedMetrics: every metric the shipped alerting
