@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/internal/freeport"
 	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
@@ -64,31 +64,12 @@ func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
 	t.Fatalf("condition not met after %v: %v", timeout, err)
 }
 
+// freeAddr returns 127.0.0.1:PORT with a port no other role of the test
+// process got (freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	givenMu.Lock()
-	defer givenMu.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		// The kernel may hand a port just closed out again: two
-		// addresses for one daemon (--listen, --http) must differ.
-		if !given[addr] {
-			given[addr] = true
-			return addr
-		}
-	}
+	return fmt.Sprintf("127.0.0.1:%d", freeport.Port(t))
 }
-
-// given are the addresses freeAddr handed out in this test process.
-var (
-	givenMu sync.Mutex
-	given   = map[string]bool{}
-)
 
 // natsServer runs an embedded server and connects to it (natstest.Start).
 func natsServer(t *testing.T) (*embedded.Server, *natsbus.Conn) { t.Helper(); return natstest.Start(t) }

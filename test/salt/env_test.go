@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/freeport"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -96,26 +97,8 @@ func (e *saltEnv) restartMaster() {
 func (e *saltEnv) bin(name string) string { return filepath.Join(saltBinDir, name) }
 
 // freePort returns a port nothing listens on, never the same twice in one
-// run: the kernel may hand a port just closed out again, and two roles
-// (the master's publish and return ports, salt-api, reactord) must not
-// share one.
-func freePort(t *testing.T) int {
-	t.Helper()
-	givenMu.Lock()
-	defer givenMu.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !given[port] {
-			given[port] = true
-			return port
-		}
-	}
-}
+// run (the master's publish and return ports, salt-api, reactord).
+func freePort(t *testing.T) int { t.Helper(); return freeport.Port(t) }
 
 // keepLogs copies the log files under root (the master's, salt-api's,
 // the minions', and what each program printed) into a new directory it
@@ -145,11 +128,6 @@ func keepLogs(root string) (string, error) {
 	})
 	return kept, err
 }
-
-var (
-	givenMu sync.Mutex
-	given   = map[int]bool{}
-)
 
 func writeFile(t *testing.T, path, text string) {
 	t.Helper()
