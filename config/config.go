@@ -183,12 +183,29 @@ type Settings struct {
 	MaxHops    int
 	// LiteralTarget is the default of the rules' literal_target option.
 	LiteralTarget bool
-	// Jinja loads reaction files in Salt's default renderer (no shebang,
-	// #!jinja|yaml) as Salt's Jinja, converting them at load (--jinja).
-	Jinja bool
+	// Renderer is how reaction files without a shebang, or with Salt's
+	// Jinja one, are read: RendererAuto (""), RendererJinja or
+	// RendererGotmpl (--renderer; jinja: true is RendererJinja).
+	Renderer string
 	// Flags are the other daemon flags the section sets, by flag name.
 	Flags map[string]FlagSetting
 }
+
+// Renderer modes (Settings.Renderer).
+const (
+	// RendererAuto chooses each file's renderer as Salt does: its #!
+	// line, else Salt's default jinja|yaml; a file without a shebang
+	// that is unmistakably a Go template is read as one.
+	RendererAuto = "auto"
+	// RendererJinja reads every file without a shebang as Salt's Jinja.
+	RendererJinja = "jinja"
+	// RendererGotmpl reads every file without a shebang, or with Salt's
+	// Jinja one, as a Go template (reactord's earlier default).
+	RendererGotmpl = "gotmpl"
+)
+
+// Renderers lists the renderer modes.
+var Renderers = []string{RendererAuto, RendererJinja, RendererGotmpl}
 
 // logLevels maps Salt's log levels, and reactord's warn, to the levels
 // reactord logs at. reactord has no trace, garbage or profile messages:
@@ -944,10 +961,20 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 		case "jinja":
 			b, ok := yaml11.Resolve(vn.Text).(bool)
 			if vn.Kind != yaml11.ScalarNode || !ok {
-				l.errorf(file, vn, "reactord.jinja must be true or false")
+				l.errorf(file, vn, "reactord.jinja must be true or false (renderer: jinja says the same)")
 				continue
 			}
-			cfg.Settings.Jinja = b
+			cfg.Settings.Renderer = RendererGotmpl
+			if b {
+				cfg.Settings.Renderer = RendererJinja
+			}
+		case "renderer":
+			v, ok := scalarString(vn)
+			if !ok || !slices.Contains(Renderers, v) {
+				l.errorf(file, vn, "reactord.renderer must be one of %s", strings.Join(Renderers, ", "))
+				continue
+			}
+			cfg.Settings.Renderer = v
 		default:
 			if !l.flagSetting(cfg, file, k, kn, vn) {
 				l.errorf(file, kn, "unknown reactord setting %q (known: %s)", kn.Text, strings.Join(SettingKeys(), ", "))

@@ -42,7 +42,7 @@ const (
 // flagSettings are the reactord: keys that stand for a daemon flag, with
 // the values the flag accepts. The others (nats, driver, data_dir,
 // log_level, workers, settle, job_timeout, max_hops, store, store_file,
-// keep_jobs, literal_target, jinja) have fields of their own in Settings.
+// keep_jobs, literal_target, jinja, renderer) have fields of their own in Settings.
 var flagSettings = map[string]settingKind{
 	// NATS
 	"nats_token_file":    kindPath,
@@ -100,7 +100,7 @@ var flagSettings = map[string]settingKind{
 }
 
 // typedSettings are the keys with a field of their own in Settings.
-var typedSettings = []string{"nats", "driver", "data_dir", "log_level", "workers", "settle", "job_timeout", "max_hops", "store", "store_file", "keep_jobs", "literal_target", "jinja"}
+var typedSettings = []string{"nats", "driver", "data_dir", "log_level", "workers", "settle", "job_timeout", "max_hops", "store", "store_file", "keep_jobs", "literal_target", "jinja", "renderer"}
 
 // secretSettings are keys that would keep a secret in clear in the
 // configuration: only their _file form is accepted.

@@ -117,9 +117,7 @@ func FileValues(s config.Settings) map[string]config.FlagSetting {
 	if s.JobTimeout != 0 {
 		set("job-timeout", s.JobTimeout.String())
 	}
-	if s.Jinja {
-		set("jinja", "true")
-	}
+	set("renderer", s.Renderer)
 	return out
 }
 

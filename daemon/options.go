@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,8 +98,11 @@ type Options struct {
 	// JSON object a line, for log shippers).
 	LogFormat string
 	Verbose   bool
-	// Jinja loads reaction files in Salt's default renderer as Jinja.
-	Jinja bool
+	// Renderer is how reaction files without a shebang, or with Salt's
+	// Jinja one, are read (config.Renderers; "" is auto). Jinja is the
+	// older --jinja, the same as Renderer "jinja".
+	Renderer RendererMode
+	Jinja    bool
 
 	// Loaded is the configuration Config names, when the caller loaded
 	// it already (to merge its reactord: section); nil: New loads it.
@@ -189,7 +195,38 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "least severe level logged: debug, info, warning, error or quiet (Salt's names: all, garbage, trace, profile, critical too) (default: info)")
 	fs.BoolVar(&o.Verbose, "v", o.Verbose, "debug logging (--log-level debug)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log line format: text (key=value) or json (one object a line) (default: text)")
-	fs.BoolVar(&o.Jinja, "jinja", o.Jinja, "load reaction files in Salt's default renderer (no shebang, #!jinja|yaml) as Salt's Jinja, converting them at load; #!gotmpl|yaml and #!yaml files stay as they are (also jinja: true in the reactord: section)")
+	RendererFlags(fs, &o.Renderer, &o.Jinja)
+}
+
+// RendererFlags registers --renderer and the older --jinja on a command
+// that loads reaction files.
+func RendererFlags(fs *flag.FlagSet, mode *RendererMode, jinja *bool) {
+	fs.Var(mode, "renderer", "how reaction files without a shebang (or with Salt's #!jinja|yaml) are read: auto (as Salt does: Jinja, unless the file is unmistakably a Go template), jinja, or gotmpl (every one a Go template); #!gotmpl|yaml and #!yaml always win (default: auto)")
+	fs.BoolVar(jinja, "jinja", *jinja, "the same as --renderer jinja")
+}
+
+// RendererMode is the value of --renderer: one of config.Renderers.
+type RendererMode string
+
+// String returns the mode.
+func (m *RendererMode) String() string { return string(*m) }
+
+// Set accepts one of config.Renderers.
+func (m *RendererMode) Set(s string) error {
+	if !slices.Contains(config.Renderers, s) {
+		return fmt.Errorf("want one of %s", strings.Join(config.Renderers, ", "))
+	}
+	*m = RendererMode(s)
+	return nil
+}
+
+// Effective is the mode a --renderer and a --jinja given together mean
+// (--renderer wins), "" when neither was given: the configuration's.
+func (m RendererMode) Effective(jinja bool) string {
+	if m == "" && jinja {
+		return config.RendererJinja
+	}
+	return string(m)
 }
 
 // AutoBool is a boolean setting whose default depends on other settings:

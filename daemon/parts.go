@@ -140,7 +140,9 @@ func (d *Daemon) buildEngine(context.Context) error {
 			return configErr(&LoadError{err})
 		}
 	}
-	cfg.Settings.Jinja = d.opts.Jinja
+	if r := d.opts.Renderer.Effective(d.opts.Jinja); r != "" {
+		cfg.Settings.Renderer = r
+	}
 	d.cfg = cfg
 	d.logProblems()
 	eng, err := engine.New(cfg, d.log)
@@ -156,7 +158,7 @@ func (d *Daemon) buildEngine(context.Context) error {
 // that do not load or match no file, no rules at all. The daemon runs with
 // what loads; each of these lines says what does not.
 func (d *Daemon) logProblems() {
-	for _, p := range engine.Check(d.opts.Config, d.opts.Jinja).Problems {
+	for _, p := range engine.Check(d.opts.Config, d.opts.Renderer.Effective(d.opts.Jinja)).Problems {
 		d.log.Warn("configuration problem (run reactord check -c CONF for all of them)", "problem", p.Error())
 	}
 }
@@ -527,7 +529,9 @@ func (d *Daemon) consumePartitioned(so natsbus.StreamOptions) (*consume.Partitio
 // reloader reloads the configuration into the pipeline.
 func (d *Daemon) reloader() *reloader {
 	return newReloader(d.opts.Config, d.cfg, d.opts.ReloadSettle, d.log, func(ncfg *config.Config) error {
-		ncfg.Settings.Jinja = d.opts.Jinja // the reactord: section is read at start
+		if r := d.opts.Renderer.Effective(d.opts.Jinja); r != "" {
+			ncfg.Settings.Renderer = r // the reactord: section is read at start
+		}
 		neng, err := engine.New(ncfg, d.log)
 		if err != nil {
 			return err

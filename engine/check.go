@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -27,9 +28,25 @@ type CheckReport struct {
 	Problems []error
 	// Rules and Files count the rules and distinct reaction files checked.
 	Rules, Files int
-	// Converted lists the reaction files converted from Salt's Jinja at
-	// load (jinja on); the ones that could not be are in Problems.
-	Converted []string
+	// Loaded lists the reaction files that load, with how each is read;
+	// the ones that do not are in Problems and Broken.
+	Loaded []LoadedFile
+	// Broken lists the errors of the reaction files that exist but cannot
+	// load (a template or Jinja that does not parse): the daemon does not
+	// start with them. They are in Problems too.
+	Broken []error
+}
+
+// LoadedFile is one reaction file that loads.
+type LoadedFile struct {
+	Path string
+	// Renderer is how it is read: "jinja (Salt's default)", "gotmpl
+	// (detected)", "yaml (#!yaml)", ...
+	Renderer string
+	// SaltCalls counts its uses of Salt's render-time names (salt, pillar,
+	// grains, opts): it loads, and each event whose rendering reaches one
+	// fails.
+	SaltCalls int
 }
 
 // Check validates a configuration without an event: the configuration and
@@ -37,7 +54,7 @@ type CheckReport struct {
 // full compilation of files that print nothing from the event. With jinja
 // (or jinja: true in the configuration) reaction files in Salt's default
 // renderer are converted from Jinja, as the daemon would.
-func Check(path string, jinja bool) CheckReport {
+func Check(path string, renderer string) CheckReport {
 	var rep CheckReport
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -46,7 +63,9 @@ func Check(path string, jinja bool) CheckReport {
 	if cfg == nil {
 		return rep
 	}
-	cfg.Settings.Jinja = cfg.Settings.Jinja || jinja
+	if renderer != "" {
+		cfg.Settings.Renderer = renderer
+	}
 	rep.Config = cfg
 	rep.Problems = append(rep.Problems, cfg.Warnings...)
 	if _, err := New(cfg, nil); err != nil {
@@ -73,7 +92,7 @@ func Check(path string, jinja bool) CheckReport {
 			Msg: "no reactor rules: nothing will react (want a top-level reactor: list of {tag glob: SLS paths} entries)"})
 	}
 	lib := reactions.NewLibrary()
-	lib.Frontend = frontend(cfg.Settings.Jinja)
+	lib.Frontend = frontend(cfg.Settings.Renderer)
 	seen := map[string]bool{}
 	for _, r := range cfg.Rules {
 		rep.Problems = append(rep.Problems, tagProblems(r)...)
@@ -94,18 +113,25 @@ func Check(path string, jinja bool) CheckReport {
 				rep.Files++
 				f, err := lib.File(p)
 				if err != nil {
-					rep.Problems = append(rep.Problems, flatten(err)...)
+					errs := flatten(err)
+					rep.Problems = append(rep.Problems, errs...)
+					if !missing(err) {
+						rep.Broken = append(rep.Broken, errs...)
+					}
 					continue
 				}
-				if f.Translated {
-					rep.Converted = append(rep.Converted, p)
-				}
+				rep.Loaded = append(rep.Loaded, LoadedFile{Path: p, Renderer: f.Renderer, SaltCalls: f.SaltCalls})
 				rep.Problems = append(rep.Problems, checkStatic(f)...)
 			}
 		}
 	}
 	return rep
 }
+
+// missing reports whether a file's load error is that it is not there
+// (Salt renders nothing for it, and says so per event): a warning, not a
+// broken file.
+func missing(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 // checkStatic compiles a file that does not depend on the event (it prints
 // no value) exactly as an event would, and validates its chunks.

@@ -89,7 +89,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
 			e.keys[i] = x
 		}
 	}
-	e.lib.Frontend = frontend(cfg.Settings.Jinja)
+	e.lib.Frontend = frontend(cfg.Settings.Renderer)
 	e.table = matchers.NewTable(globs)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -6,20 +6,46 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/jinja"
 	"github.com/reactord/reactord/reactions"
 )
 
-// frontend is the reaction files' front end for a configuration: with
-// jinja on (--jinja, or jinja: true in the reactord: section) Salt's Jinja
-// files are converted at load; without it a file that looks like Jinja is
-// refused with one line that says so.
-func frontend(jinjaOn bool) reactions.Frontend {
-	if jinjaOn {
-		return convertJinja
+// frontend is the reaction files' front end for a renderer mode
+// (config.Settings.Renderer; "" is config.RendererAuto).
+func frontend(mode string) reactions.Frontend {
+	return func(path string, src []byte) (reactions.Loaded, error) { return load(mode, path, src) }
+}
+
+// load chooses a file's renderer and converts it from Jinja when that is
+// what it is.
+func load(mode, path string, src []byte) (reactions.Loaded, error) {
+	pipe, shebang := renderer(src)
+	switch pipe {
+	case "yaml":
+		return reactions.Loaded{Src: src, Renderer: "yaml (#!yaml)"}, nil
+	case "gotmpl|yaml", "gotmpl":
+		return reactions.Loaded{Src: src, Renderer: "gotmpl (#!" + pipe + ")"}, nil
+	case "", "jinja|yaml", "jinja", "yaml|jinja":
+	default:
+		return reactions.Loaded{Src: src, Renderer: pipe}, nil // ParseFile refuses it
 	}
-	return refuseJinja
+	var how string
+	switch {
+	case mode == config.RendererGotmpl:
+		return refuseJinja(path, src)
+	case mode == config.RendererJinja:
+		how = "jinja (renderer: jinja)"
+	case shebang:
+		how = "jinja (#!" + pipe + ")"
+	default:
+		if _, _, _, isJinja := jinjaMark(src); !isJinja && looksGoTemplate(src) {
+			return reactions.Loaded{Src: src, Renderer: "gotmpl (detected)"}, nil
+		}
+		how = "jinja (Salt's default)"
+	}
+	return convertJinja(path, src, how)
 }
 
 // renderer returns a file's renderer pipeline from its shebang line, with
@@ -32,61 +58,48 @@ func renderer(src []byte) (string, bool) {
 	return strings.ReplaceAll(strings.TrimSpace(string(first[2:])), " ", ""), true
 }
 
-// convertJinja converts a file in Salt's default renderer (no shebang,
-// #!jinja|yaml) into a Go template; #!gotmpl|yaml and #!yaml files are
-// left alone. A file without a shebang keeps its line numbers: the
-// converted template's shebang is dropped, since a Go template is what
-// reactord reads a file without one as.
-func convertJinja(path string, src []byte) ([]byte, bool, error) {
-	pipe, shebang := renderer(src)
-	switch pipe {
-	case "gotmpl|yaml", "gotmpl", "yaml":
-		return src, false, nil
-	}
-	out, err := jinja.Convert(path, src)
-	if errors.Is(err, jinja.ErrNotJinja) {
-		return src, false, nil
-	}
+// convertJinja converts a file in Salt's Jinja into a Go template, keeping
+// its line numbers: the converted template's shebang is dropped for a file
+// without one, since a Go template is what reactord compiles. A use of
+// Salt's render-time names (salt, pillar, grains, opts) does not refuse
+// the file: rendering fails where it reaches one.
+func convertJinja(path string, src []byte, how string) (reactions.Loaded, error) {
+	_, shebang := renderer(src)
+	out, calls, err := jinja.ConvertWith(path, src, jinja.Options{DeferSalt: true, KeepLines: true})
 	if err != nil {
 		var errs jinja.Errors
 		if errors.As(err, &errs) {
 			hint := ""
-			if !shebang && looksGoTemplate(src) {
-				hint = " (this file looks like a Go template: start it with #!gotmpl|yaml, which --jinja leaves as it is)"
+			if looksGoTemplate(src) {
+				hint = " (this file looks like a Go template: start it with #!gotmpl|yaml)"
 			}
 			list := make([]error, len(errs))
 			for i, e := range errs {
 				list[i] = &reactions.PosError{Pos: position.Pos{File: path, Line: e.Pos.Line, Col: e.Pos.Col},
-					Msg: fmt.Sprintf("cannot convert from Jinja: %s: %s%s", e.Construct, e.Why, hint), Err: e}
+					Msg: fmt.Sprintf("cannot load as Jinja (%s): %s: %s%s", how, e.Construct, e.Why, hint), Err: e}
 			}
-			return nil, false, errors.Join(list...)
+			return reactions.Loaded{}, errors.Join(list...)
 		}
-		return nil, false, err
+		return reactions.Loaded{}, err
 	}
 	if !shebang {
 		_, out, _ = bytes.Cut(out, []byte("\n"))
 	}
-	return out, true, nil
+	return reactions.Loaded{Src: out, Translated: true, Renderer: how, SaltCalls: calls}, nil
 }
 
-// refuseJinja leaves every file as it is, except one in Salt's default
-// renderer that uses Jinja: a statement or comment tag ({% %}, {# #}), or
-// a {{ }} that reads data, tag, salt, pillar, grains or opts the Jinja way.
-// That one is refused with an error naming --jinja and convert, rather than
-// the Go template parser's puzzling one.
-func refuseJinja(path string, src []byte) ([]byte, bool, error) {
-	pipe, _ := renderer(src)
-	switch pipe {
-	case "", "jinja|yaml", "jinja", "yaml|jinja":
-	default:
-		return src, false, nil
-	}
+// refuseJinja (renderer: gotmpl) leaves every file as it is, except one
+// that uses Jinja: a statement or comment tag ({% %}, {# #}), or a {{ }}
+// that reads data, tag, salt, pillar, grains or opts the Jinja way. That
+// one is refused with an error that says so, rather than the Go template
+// parser's puzzling one.
+func refuseJinja(path string, src []byte) (reactions.Loaded, error) {
 	line, col, what, ok := jinjaMark(src)
 	if !ok {
-		return src, false, nil
+		return reactions.Loaded{Src: src, Renderer: "gotmpl (renderer: gotmpl)"}, nil
 	}
-	return nil, false, &reactions.PosError{Pos: position.Pos{File: path, Line: line, Col: col}, Msg: fmt.Sprintf(
-		"this looks like a Salt Jinja reaction file (%s); reactord renders Go templates: run with --jinja (or jinja: true in the reactord: section) to load Jinja files as they are, or translate it once with `reactord convert -w %s` (a Go template that means it literally: start it with #!gotmpl|yaml)", what, path)}
+	return reactions.Loaded{}, &reactions.PosError{Pos: position.Pos{File: path, Line: line, Col: col}, Msg: fmt.Sprintf(
+		"this looks like a Salt Jinja reaction file (%s), and renderer: gotmpl reads it as a Go template: remove that setting (or --renderer gotmpl) to load Jinja files as Salt does, or translate it once with `reactord convert -w %s`", what, path)}
 }
 
 // jinjaMark finds the first Jinja construct of a source: a statement or

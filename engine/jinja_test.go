@@ -49,15 +49,15 @@ accept_{{ data['id'] }}:
 	"missing.sls":  "# comment\nrun:\n  local.test.ping:\n    - tgt: {{ data['nope'] }}\n",
 }
 
-func writeJinjaConf(t *testing.T, jinja bool) string {
+func writeJinjaConf(t *testing.T, section string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{}
 	for name, src := range jinjaFiles {
 		files[name] = strings.ReplaceAll(src, "{{DIR}}", dir)
 	}
-	if jinja {
-		files["reactor.conf"] += "reactord:\n  jinja: true\n"
+	if section != "" {
+		files["reactor.conf"] += "reactord:\n  " + section + "\n"
 	}
 	for name, src := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
@@ -67,73 +67,113 @@ func writeJinjaConf(t *testing.T, jinja bool) string {
 	return filepath.Join(dir, "reactor.conf")
 }
 
-func TestJinjaLoading(t *testing.T) {
-	conf := writeJinjaConf(t, true)
-	rep := Check(conf, false)
-	if rep.Config == nil || !rep.Config.Settings.Jinja {
-		t.Fatalf("jinja: true not read: %v", rep.Problems)
-	}
-	var converted []string
-	for _, p := range rep.Converted {
-		converted = append(converted, filepath.Base(p))
-	}
-	if got := strings.Join(converted, " "); got != "plain.sls bang.sls spaced.sls missing.sls" {
-		t.Errorf("converted = %s", got)
-	}
-	probs := joinErrs(rep.Problems)
-	for _, want := range []string{
-		"pillar.sls:3:15: cannot convert from Jinja: salt['pillar.get']",
-		"gonobang.sls:3:15: cannot convert from Jinja:",
-		"this file looks like a Go template: start it with #!gotmpl|yaml",
-	} {
-		if !strings.Contains(probs, want) {
-			t.Errorf("check problems lack %q:\n%s", want, probs)
+// renderers lists each loaded file's base name and renderer, with its
+// Salt calls.
+func renderers(rep CheckReport) string {
+	var out []string
+	for _, f := range rep.Loaded {
+		s := filepath.Base(f.Path) + "=" + f.Renderer
+		if f.SaltCalls > 0 {
+			s += fmt.Sprintf(" +%d salt", f.SaltCalls)
 		}
+		out = append(out, s)
 	}
-	if len(rep.Problems) != 2 {
-		t.Errorf("want 2 problems (pillar.sls, gonobang.sls), got:\n%s", probs)
-	}
+	return strings.Join(out, "; ")
+}
 
-	eng := MustNew(rep.Config, nil)
+// TestRendererChosenAsSaltDoes loads the same files by default (auto),
+// with jinja: true and with renderer: gotmpl, and checks which renderer
+// each got, what is broken, and what events render.
+func TestRendererChosenAsSaltDoes(t *testing.T) {
 	for _, tc := range []struct {
-		tag, data string
-		want      string // the chunks' state.fun tgt/match, or "error: ..."
-	}{
-		{"plain/x", `{"act": "pend", "id": "web1"}`, `wheel key.accept match="web1"`},
-		{"plain/x", `{"act": "pend", "id": "db1"}`, ""},
-		{"bang/x", `{"id": "m1", "fun": "state.apply", "arg": "nginx"}`, `local state.apply tgt="m1" arg=["nginx"]`},
-		{"bang/x", `{"id": "m1", "arg": 1.5}`, `local test.ping tgt="m1" arg=[1.5]`},
-		{"spaced/x", `{"a": 1.0, "b": [1, "x"]}`, `runner state.orchestrate args=[{"mods":"orch.x"},{"pillar":{"a":1.0,"b":[1,"x"]}}]`},
-		{"gotmpl/x", `{"id": "m2"}`, `local test.ping tgt="m2"`},
-		{"yaml/x", `{"id": "m2"}`, `local test.ping tgt="{{ data.id }}"`},
-		{"pillar/x", `{}`, "cannot convert from Jinja"},
-		// The missing key is on line 4 of the Jinja file, and the error says so.
-		{"missing/x", `{"id": "m1"}`, "missing.sls:4:19: data['nope'] is undefined: 'dict object' has no attribute 'nope' (Salt's StrictUndefined fails the file too); for a key an event may lack, use data.get('nope', default) or test 'nope' in data"},
-	} {
-		data, err := event.DecodeData([]byte(tc.data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := eng.Process(context.Background(), event.Event{Tag: tc.tag, Data: data})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := summarize(res.Chunks)
-		if errs := res.Errors(); len(errs) > 0 {
-			got = "error: " + joinErrs(errs)
-		}
-		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
-			t.Errorf("%s %s: got %q, want %q", tc.tag, tc.data, got, tc.want)
-		}
+		name, section, check string
+		renderers            string
+		broken               []string // positions and wording of the files that do not load
+		events               map[string]string
+	}{{
+		name: "auto",
+		renderers: "plain.sls=jinja (Salt's default); bang.sls=jinja (#!jinja|yaml); spaced.sls=jinja (#!jinja|yaml); " +
+			"gotmpl.sls=gotmpl (#!gotmpl|yaml); static.sls=yaml (#!yaml); pillar.sls=jinja (Salt's default) +1 salt; " +
+			"gonobang.sls=gotmpl (detected); missing.sls=jinja (Salt's default)",
+		events: map[string]string{
+			"gonobang/x": `local test.ping tgt="m2"`,
+			"pillar/x":   "pillar.sls:3:15: salt['pillar.get'](...): calls Salt while rendering; reactord renders without Salt",
+		},
+	}, {
+		name: "jinja: true", section: "jinja: true",
+		renderers: "plain.sls=jinja (renderer: jinja); bang.sls=jinja (renderer: jinja); spaced.sls=jinja (renderer: jinja); " +
+			"gotmpl.sls=gotmpl (#!gotmpl|yaml); static.sls=yaml (#!yaml); pillar.sls=jinja (renderer: jinja) +1 salt; missing.sls=jinja (renderer: jinja)",
+		broken: []string{"gonobang.sls:3:15: cannot load as Jinja (jinja (renderer: jinja)): ", "this file looks like a Go template: start it with #!gotmpl|yaml"},
+		events: map[string]string{"gonobang/x": "gonobang.sls:3:15: cannot load as Jinja"},
+	}, {
+		name: "renderer: jinja, check --renderer auto", section: "renderer: jinja", check: "auto",
+		renderers: "plain.sls=jinja (Salt's default); bang.sls=jinja (#!jinja|yaml); spaced.sls=jinja (#!jinja|yaml); " +
+			"gotmpl.sls=gotmpl (#!gotmpl|yaml); static.sls=yaml (#!yaml); pillar.sls=jinja (Salt's default) +1 salt; " +
+			"gonobang.sls=gotmpl (detected); missing.sls=jinja (Salt's default)",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Check(writeJinjaConf(t, tc.section), tc.check)
+			if rep.Config == nil {
+				t.Fatalf("configuration refused: %v", rep.Problems)
+			}
+			if got := renderers(rep); got != tc.renderers {
+				t.Errorf("renderers:\n got %s\nwant %s", got, tc.renderers)
+			}
+			broken := joinErrs(rep.Broken)
+			for _, want := range tc.broken {
+				if !strings.Contains(broken, want) {
+					t.Errorf("broken lacks %q:\n%s", want, broken)
+				}
+			}
+			if len(tc.broken) == 0 && broken != "" {
+				t.Errorf("broken files: %s", broken)
+			}
+			if len(rep.Problems) != len(rep.Broken) {
+				t.Errorf("problems beyond the broken files: %s", joinErrs(rep.Problems))
+			}
+			eng := MustNew(rep.Config, nil)
+			events := map[string]string{
+				"plain/x":   `wheel key.accept match="web1"`,
+				"bang/x":    `local state.apply tgt="m1" arg=["nginx"]`,
+				"spaced/x":  `runner state.orchestrate args=[{"mods":"orch.x"},{"pillar":{"a":1.0,"b":[1,"x"]}}]`,
+				"gotmpl/x":  `local test.ping tgt="m2"`,
+				"yaml/x":    `local test.ping tgt="{{ data.id }}"`,
+				"missing/x": "missing.sls:4:19: data['nope'] is undefined: 'dict object' has no attribute 'nope' (Salt's StrictUndefined fails the file too); for a key an event may lack, use data.get('nope', default) or test 'nope' in data",
+			}
+			data := map[string]string{"plain/x": `{"act": "pend", "id": "web1"}`, "bang/x": `{"id": "m1", "fun": "state.apply", "arg": "nginx"}`,
+				"spaced/x": `{"a": 1.0, "b": [1, "x"]}`}
+			for tag, want := range tc.events {
+				events[tag] = want
+			}
+			for tag, want := range events {
+				d := data[tag]
+				if d == "" {
+					d = `{"id": "m2"}`
+				}
+				dec, err := event.DecodeData([]byte(d))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := eng.Process(context.Background(), event.Event{Tag: tag, Data: dec})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := summarize(res.Chunks)
+				if errs := res.Errors(); len(errs) > 0 {
+					got = "error: " + joinErrs(errs)
+				}
+				if !strings.Contains(got, want) {
+					t.Errorf("%s: got %q, want %q", tag, got, want)
+				}
+			}
+		})
 	}
 }
 
-func TestJinjaWithoutFlagSaysSo(t *testing.T) {
-	conf := writeJinjaConf(t, false)
-	rep := Check(conf, false)
-	if len(rep.Converted) != 0 {
-		t.Errorf("converted without jinja: %v", rep.Converted)
-	}
+// TestRendererGotmplSaysSo: with renderer: gotmpl, a Jinja file is refused
+// with one line that names the setting, and Go templates load.
+func TestRendererGotmplSaysSo(t *testing.T) {
+	rep := Check(writeJinjaConf(t, "renderer: gotmpl"), "")
 	probs := joinErrs(rep.Problems)
 	for _, f := range []string{"plain.sls:1:1", "bang.sls:2:1", "spaced.sls:6:17", "pillar.sls:3:12", "missing.sls:4:12"} {
 		line := ""
@@ -146,14 +186,13 @@ func TestJinjaWithoutFlagSaysSo(t *testing.T) {
 			t.Errorf("no Jinja line for %s in:\n%s", f, probs)
 			continue
 		}
-		if !strings.Contains(line, "--jinja") || !strings.Contains(line, "reactord convert -w") {
-			t.Errorf("line does not name --jinja and convert: %s", line)
+		if !strings.Contains(line, "renderer: gotmpl") || !strings.Contains(line, "reactord convert -w") {
+			t.Errorf("line does not name the setting and convert: %s", line)
 		}
 	}
-	if len(rep.Problems) != 5 {
-		t.Errorf("want one problem per Jinja file (5), got:\n%s", probs)
+	if len(rep.Problems) != 5 || len(rep.Broken) != 5 {
+		t.Errorf("want one problem per Jinja file (5), all broken, got %d broken:\n%s", len(rep.Broken), probs)
 	}
-	// Go templates, with or without a shebang, and plain YAML still load.
 	eng := MustNew(rep.Config, nil)
 	for _, tag := range []string{"gotmpl/x", "gonobang/x", "yaml/x"} {
 		res, err := eng.Process(context.Background(), event.Event{Tag: tag, Data: map[string]any{"id": "m3"}})
@@ -188,7 +227,7 @@ func TestJinjaMarks(t *testing.T) {
 		}
 	}
 	// An explicit Go template shebang is never taken for Jinja.
-	if _, _, err := refuseJinja("x.sls", []byte("#!gotmpl|yaml\na: '{% raw %}'\n")); err != nil {
+	if _, err := load("gotmpl", "x.sls", []byte("#!gotmpl|yaml\na: '{% raw %}'\n")); err != nil {
 		t.Errorf("#!gotmpl|yaml refused: %v", err)
 	}
 }
@@ -216,4 +255,71 @@ func summarize(chunks []*event.Chunk) string {
 		lines = append(lines, l)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestJinjaInJinjaTerms renders Salt Jinja files (loaded by default) whose
+// rendering fails, and checks each error names the line of the Jinja file
+// and speaks Jinja, not the Go template it became; and that constructs
+// once refused now load.
+func TestJinjaInJinjaTerms(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, data string
+		want            string // an error's text, or the rendered chunks (parts split by NUL)
+	}{
+		{"after a multi-line comment", "{#\n  a\n  b\n#}\nr:\n  local.test.ping:\n    - tgt: {{ data.x.y }}\n", `{"x": 5}`,
+			"f.sls:7:19: data['x'] has no attribute 'y': it is not a dict"},
+		{"after a multi-line tag", "{% if data.x\n   and data.x > 1 %}\nr:\n  local.test.ping:\n    - tgt: {{ data.l[0] }}\n{% endif %}\n", `{"x": 5, "l": 3}`,
+			"f.sls:5:15: 'int object' has no element 0"},
+		{"after whitespace control", "{%- set v = data.get('vals') -%}\n\n\n{%- if v %}\nr:\n  local.test.ping:\n    - tgt: {{ v[3] }}\n{% endif %}\n", `{"vals": [1]}`,
+			"f.sls:7:15: 'list object' has no element 3"},
+		{"a set variable's attribute", "{% set m = data.m %}\nr:\n  local.test.ping:\n    - tgt: {{ m.k }}\n", `{"m": "s"}`,
+			"f.sls:4:\x00'str object' has no attribute 'k'"},
+		{"salt.log in a do", "{% do salt.log.error('seen') %}\nr:\n  local.test.ping:\n    - tgt: x\n", `{}`,
+			"f.sls:1:\x00{% do salt.log.error(...) %}: calls Salt while rendering; reactord renders without Salt"},
+		{"pprint in a branch not taken", "{% if data.never is defined %}\nx: {{ data|pprint }}\n{% endif %}\nr:\n  local.test.ping:\n    - tgt: {{ data.id }}\n", `{"id": "w1"}`,
+			`local test.ping tgt="w1"`},
+		{"pprint", "r:\n  local.test.arg:\n    - tgt: w\n    - arg:\n      - {{ data.d|pprint }}\n", `{"d": {"b": 1, "a": null}}`,
+			`local test.arg tgt="w" arg=[{"a":"None","b":1}]`},
+		{"is defined on an index", "r:\n  local.test.arg:\n    - tgt: w\n    - arg:\n      - {{ data.l[1] is defined }}\n      - {{ data.l[5] is defined }}\n      - {{ data.l[9]|default('d') }}\n", `{"l": [1, 2]}`,
+			`local test.arg tgt="w" arg=[true,false,"d"]`},
+		{"a block scalar before a final -#}", "r:\n  local.test.arg:\n    - tgt: w\n    - arg:\n      - |\n        x\n{#- c -#}\n", `{}`,
+			`local test.arg tgt="w" arg=["x\n"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			conf := filepath.Join(dir, "reactor.conf")
+			if err := os.WriteFile(conf, []byte("reactor:\n  - 'x/*':\n    - "+dir+"/f.sls\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "f.sls"), []byte(tc.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rep := Check(conf, "")
+			if len(rep.Problems) > 0 {
+				t.Fatalf("check: %s", joinErrs(rep.Problems))
+			}
+			data, err := event.DecodeData([]byte(tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := MustNew(rep.Config, nil).Process(context.Background(), event.Event{Tag: "x/y", Data: data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := summarize(res.Chunks)
+			if errs := res.Errors(); len(errs) > 0 {
+				got = joinErrs(errs)
+			}
+			for _, part := range strings.Split(tc.want, "\x00") {
+				if !strings.Contains(got, part) {
+					t.Errorf("got  %q\nwant %q", got, part)
+				}
+			}
+			for _, goSpeak := range []string{"executing", "error calling", "<", "$_", "interface {}"} {
+				if strings.Contains(got, goSpeak) {
+					t.Errorf("error speaks Go (%q): %s", goSpeak, got)
+				}
+			}
+		})
+	}
 }

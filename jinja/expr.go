@@ -23,14 +23,14 @@ func call(fn string, args ...string) string {
 
 // salts are the names Salt's renderer provides that reactord does not.
 var salts = map[string]string{
-	"salt":       "calls Salt at render time; reactord renders without Salt",
-	"__salt__":   "calls Salt at render time; reactord renders without Salt",
-	"pillar":     "reads pillar at render time; reactord has no pillar",
-	"__pillar__": "reads pillar at render time; reactord has no pillar",
-	"grains":     "reads the master's grains at render time; reactord has no grains",
-	"__grains__": "reads the master's grains at render time; reactord has no grains",
-	"opts":       "reads the master's configuration at render time; reactord has no opts",
-	"__opts__":   "reads the master's configuration at render time; reactord has no opts",
+	"salt":       "calls Salt while rendering; reactord renders without Salt",
+	"__salt__":   "calls Salt while rendering; reactord renders without Salt",
+	"pillar":     "reads pillar while rendering; reactord has no pillar",
+	"__pillar__": "reads pillar while rendering; reactord has no pillar",
+	"grains":     "reads the master's grains while rendering; reactord has no grains",
+	"__grains__": "reads the master's grains while rendering; reactord has no grains",
+	"opts":       "reads the master's configuration while rendering; reactord has no opts",
+	"__opts__":   "reads the master's configuration while rendering; reactord has no opts",
 }
 
 // saltRef renders a reference into a Salt global as written, for errors.
@@ -109,7 +109,7 @@ func (t *translator) expr(x Expr) gx {
 		}
 		// A variable the file sets (env, sls, ...) shadows Salt's name.
 		if t.scope.lookup(root) == nil && !t.assigned[root] {
-			return t.refuse(p, s, salts[root])
+			return t.salt(p, s, salts[root])
 		}
 	}
 	switch x := x.(type) {
@@ -433,7 +433,7 @@ var simpleFilters = map[string]struct {
 	"first": {"pyFirst", false}, "last": {"pyLast", false},
 	"unique": {"pyUnique", true}, "lower": {"pyLower", false}, "upper": {"pyUpper", false},
 	"string": {"pyStr", false}, "int": {"pyInt", false}, "float": {"pyFloat", false},
-	"load_json": {"loadJson", false}, "trim": {"pyStrip", false},
+	"load_json": {"loadJson", false}, "trim": {"pyStrip", false}, "pprint": {"pyPprint", false},
 }
 
 func (t *translator) filter(f *Filter) gx {
@@ -557,6 +557,7 @@ func (t *translator) defaulted(x Expr, d string) gx {
 				return gx{s: call("getOr", t.expr(x.X).s, lit(l.V).s, d)}
 			}
 		}
+		return gx{s: call("pyIndexOr", t.expr(x.X).s, t.expr(x.Key).s, d)}
 	case *Name:
 		v := t.scope.lookup(x.Name)
 		switch {
@@ -584,6 +585,8 @@ func (t *translator) definedTest(x Expr) gx {
 				return gx{s: call("hasKey", t.expr(x.X).s, lit(l.V).s), boolean: true}
 			}
 		}
+		// x[0], x[i]: defined when Jinja's getitem finds an element.
+		return gx{s: call("pyHasIndex", t.expr(x.X).s, t.expr(x.Key).s), boolean: true}
 	case *Name:
 		v := t.scope.lookup(x.Name)
 		switch {

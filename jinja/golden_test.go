@@ -68,7 +68,7 @@ func splitGolden(t *testing.T, s string) (in, want, kind string) {
 // stubFuncs declares the helper names so that outputs parse.
 func stubFuncs() template.FuncMap {
 	fm := template.FuncMap{}
-	for _, n := range strings.Fields(`pyEq pyNe pyLt pyLe pyGt pyGe pyIn pyTruth pyStr pyRepr pyAdd pyConcat getOr pyLength pyJoin pyFirst pyLast pyUnique pySplit pySlice pyReplace pyLower pyUpper pyStrip startsWith endsWith pyItems pyKeys pyValues jsonEncode tojsonEncode yamlDquote yamlSquote yamlEncode loadJson regexSearch pyNone pyChars pySub pyMul pyDiv pyFloorDiv pyMod pyNeg pyInt pyFloat pyRound pyPercent pyFormat pyIs pyIndex pySliceStep pyOrdered pyMap pySelectAttr pyRejectAttr regexMatchPy
+	for _, n := range strings.Fields(`pyEq pyNe pyLt pyLe pyGt pyGe pyIn pyTruth pyStr pyRepr pyAdd pyConcat getOr pyLength pyJoin pyFirst pyLast pyUnique pySplit pySlice pyReplace pyLower pyUpper pyStrip startsWith endsWith pyItems pyKeys pyValues jsonEncode tojsonEncode yamlDquote yamlSquote yamlEncode loadJson regexSearch pyNone pyChars pySub pyMul pyDiv pyFloorDiv pyMod pyNeg pyInt pyFloat pyRound pyPercent pyFormat pyIs pyIndex pySliceStep pyOrdered pyMap pySelectAttr pyRejectAttr regexMatchPy pyValue pyPprint pyHasIndex pyIndexOr saltCall
 		hasKey fail list dict append concat set kindIs ternary until untilStep add sub mul subf mulf int float64`) {
 		fm[n] = func(...any) any { return nil }
 	}

@@ -74,6 +74,13 @@ type (
 		P Pos
 		X Expr
 	}
+	// Pad stands for N newlines of the source that render nothing: in a
+	// comment, inside a tag, or removed by whitespace control. Only
+	// parse with keepLines makes it.
+	Pad struct {
+		P Pos
+		N int
+	}
 	// LoopControl is {% break %} or {% continue %}.
 	LoopControl struct {
 		P    Pos
@@ -173,6 +180,7 @@ func (n *Set) Position() Pos         { return n.P }
 func (n *For) Position() Pos         { return n.P }
 func (n *Do) Position() Pos          { return n.P }
 func (n *LoopControl) Position() Pos { return n.P }
+func (n *Pad) Position() Pos         { return n.P }
 func (n *Lit) Position() Pos         { return n.P }
 func (n *Name) Position() Pos        { return n.P }
 func (n *List) Position() Pos        { return n.P }
@@ -217,6 +225,7 @@ const (
 	tFloat
 	tOp
 	tEOF
+	tPad // newlines that render nothing (keepLines)
 )
 
 type token struct {
@@ -232,6 +241,15 @@ type lexer struct {
 	line int
 	col  int
 	toks []token
+	// keepLines adds a tPad token for the newlines that render nothing.
+	keepLines bool
+}
+
+// pad records n newlines that render nothing, at p (keepLines).
+func (l *lexer) pad(p Pos, n int) {
+	if l.keepLines && n > 0 {
+		l.toks = append(l.toks, token{kind: tPad, v: n, pos: p})
+	}
 }
 
 func (l *lexer) pos() Pos { return Pos{l.line, l.col} }
@@ -249,23 +267,29 @@ func (l *lexer) advance(n int) {
 }
 
 // lex splits src into tokens, applying whitespace control to text.
-func lex(src string) ([]token, *Error) {
-	l := &lexer{src: src, line: 1, col: 1}
+func lex(src string, keepLines bool) ([]token, *Error) {
+	l := &lexer{src: src, line: 1, col: 1, keepLines: keepLines}
 	stripNext := false
 	for l.i < len(l.src) {
 		start := l.pos()
 		j := nextTag(l.src, l.i)
 		text := l.src[l.i:j]
 		if stripNext {
-			text = strings.TrimLeftFunc(text, unicode.IsSpace)
+			trimmed := strings.TrimLeftFunc(text, unicode.IsSpace)
+			l.pad(start, strings.Count(text[:len(text)-len(trimmed)], "\n"))
+			text = trimmed
 			stripNext = false
 		}
+		rightPad := 0
 		if j < len(l.src) && j+2 < len(l.src) && l.src[j+2] == '-' {
-			text = strings.TrimRightFunc(text, unicode.IsSpace)
+			trimmed := strings.TrimRightFunc(text, unicode.IsSpace)
+			rightPad = strings.Count(text[len(trimmed):], "\n")
+			text = trimmed
 		}
 		if text != "" {
 			l.toks = append(l.toks, token{kind: tText, s: text, pos: start})
 		}
+		l.pad(start, rightPad)
 		l.advance(j - l.i)
 		if l.i >= len(l.src) {
 			break
@@ -286,6 +310,7 @@ func lex(src string) ([]token, *Error) {
 				stripNext = true
 			}
 			l.advance(k + 2)
+			l.pad(tagPos, l.line-tagPos.Line)
 			continue
 		case "{{":
 			l.toks = append(l.toks, token{kind: tVarBegin, pos: tagPos})
@@ -296,6 +321,7 @@ func lex(src string) ([]token, *Error) {
 		if err != nil {
 			return nil, err
 		}
+		l.pad(tagPos, l.line-tagPos.Line)
 		stripNext = strip
 	}
 	l.toks = append(l.toks, token{kind: tEOF, pos: l.pos()})

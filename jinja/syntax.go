@@ -8,8 +8,12 @@ import (
 // Parse parses a Jinja template. Syntax errors stop the parse; statements
 // that the translator cannot support (macro, import, include, ...) are
 // collected and parsing goes on, so every such problem is reported.
-func Parse(file, src string) ([]Node, []*Error) {
-	toks, lerr := lex(src)
+func Parse(file, src string) ([]Node, []*Error) { return parse(file, src, false) }
+
+// parse is Parse, with Pad nodes for the newlines that render nothing
+// when keepLines is set.
+func parse(file, src string, keepLines bool) ([]Node, []*Error) {
+	toks, lerr := lex(src, keepLines)
 	if lerr != nil {
 		lerr.File = file
 		return nil, []*Error{lerr}
@@ -143,6 +147,9 @@ func (p *parser) body(ends []string) []Node {
 		case tText:
 			p.next()
 			nodes = append(nodes, &Text{P: t.pos, S: t.s})
+		case tPad:
+			p.next()
+			nodes = append(nodes, &Pad{P: t.pos, N: t.v.(int)})
 		case tVarBegin:
 			p.next()
 			x := p.expr()

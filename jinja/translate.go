@@ -31,6 +31,34 @@ const Shebang = "#!gotmpl|yaml"
 // faithfully returns Errors, listing every problem; a file that is not
 // Jinja returns an error wrapping ErrNotJinja.
 func Convert(file string, src []byte) ([]byte, error) {
+	out, _, err := ConvertWith(file, src, Options{MarkWhole: true})
+	return out, err
+}
+
+// Options tune ConvertWith for a file loaded at start rather than written
+// out by `reactord convert`.
+type Options struct {
+	// DeferSalt turns each use of Salt's render-time names (salt, pillar,
+	// grains, opts) into a call that fails when rendering reaches it,
+	// naming the use, instead of refusing the whole file: the file loads,
+	// and only the events whose rendering calls Salt fail.
+	DeferSalt bool
+	// KeepLines pads the translation with empty Go template comments
+	// wherever Jinja dropped newlines (comments, tags spanning lines,
+	// whitespace control), so that each action stands on the line of the
+	// Jinja it came from and render errors name the right line.
+	KeepLines bool
+	// MarkWhole pipes a value printed as a whole plain YAML value, that
+	// may be a map or list, through pyValue: Salt's loader reads such a
+	// value back as the structure its repr spells, and a Go template
+	// prints text unless told (a file converted at load has that reading
+	// as a whole, reactions.File.Translated).
+	MarkWhole bool
+}
+
+// ConvertWith is Convert with options. It also returns how many uses of
+// Salt's render-time names it deferred (Options.DeferSalt).
+func ConvertWith(file string, src []byte, o Options) ([]byte, int, error) {
 	text := string(src)
 	body := text
 	line := 1
@@ -40,22 +68,30 @@ func Convert(file string, src []byte) ([]byte, error) {
 		switch pipeline {
 		case "jinja|yaml", "jinja", "yaml|jinja", "":
 		case "yaml", "gotmpl|yaml", "gotmpl":
-			return nil, fmt.Errorf("%s: renderer %q: %w", file, pipeline, ErrNotJinja)
+			return nil, 0, fmt.Errorf("%s: renderer %q: %w", file, pipeline, ErrNotJinja)
 		default:
 			why := "only Jinja (#!jinja|yaml) reaction files can be converted"
 			if strings.HasPrefix(pipeline, "py") {
 				why = "a Python reaction file runs code at render time; it has no Go template equivalent"
 			}
-			return nil, Errors{errorAt(file, Pos{1, 1}, first, why)}
+			return nil, 0, Errors{errorAt(file, Pos{1, 1}, first, why)}
 		}
 		body = rest
 		line = 2
 	}
-	nodes, perrs := Parse(file, body)
+	// Jinja drops the source's final newline (keep_trailing_newline is
+	// off) and Salt's renderer adds one back to the output when the file
+	// ended with one: so whitespace control before the end cannot eat it.
+	trailing := ""
+	if strings.HasSuffix(body, "\n") {
+		body = strings.TrimSuffix(strings.TrimSuffix(body, "\n"), "\r")
+		trailing = "\n"
+	}
+	nodes, perrs := parse(file, body, o.KeepLines)
 	for _, e := range perrs {
 		e.Pos.Line += line - 1
 	}
-	t := &translator{file: file, lineOff: line - 1, assigned: map[string]bool{}}
+	t := &translator{file: file, lineOff: line - 1, assigned: map[string]bool{}, deferSalt: o.DeferSalt, markWhole: o.MarkWhole}
 	collectAssigned(nodes, t.assigned)
 	t.litDicts = literalDicts(nodes)
 	if nodes != nil {
@@ -68,9 +104,9 @@ func Convert(file string, src []byte) ([]byte, error) {
 			a, b := errs[i].Pos, errs[j].Pos
 			return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
 		})
-		return nil, errs
+		return nil, 0, errs
 	}
-	return []byte(Shebang + "\n" + t.out.String()), nil
+	return []byte(Shebang + "\n" + t.out.String() + trailing), t.saltUses, nil
 }
 
 type variable struct {
@@ -117,12 +153,28 @@ type translator struct {
 	// changed: their key order is the literal's (see orderedName).
 	litDicts map[string][]string
 	assigned map[string]bool
+	// deferSalt and saltUses: Options.DeferSalt, and the uses deferred.
+	deferSalt bool
+	saltUses  int
+	// markWhole is Options.MarkWhole; whole is set while an output that
+	// stands as a whole value is translated.
+	markWhole, whole bool
 }
 
 func (t *translator) refuse(p Pos, construct, why string) gx {
 	p.Line += t.lineOff
 	t.errs = append(t.errs, errorAt(t.file, p, construct, why))
 	return gx{s: `""`}
+}
+
+// salt translates a use of one of Salt's render-time names: a refusal, or
+// with deferSalt a call that fails when rendering reaches it.
+func (t *translator) salt(p Pos, construct, why string) gx {
+	if !t.deferSalt {
+		return t.refuse(p, construct, why)
+	}
+	t.saltUses++
+	return gx{s: call("saltCall", strconv.Quote(construct+": "+why))}
 }
 
 func (t *translator) tmp(prefix string) string {
@@ -193,9 +245,57 @@ func alwaysSets(nodes []Node, name string) bool {
 }
 
 func (t *translator) body(out *strings.Builder, nodes []Node) {
-	for _, n := range nodes {
+	for i, n := range nodes {
+		t.whole = t.markWhole && wholeValue(out.String(), nodes[i+1:])
 		t.node(out, n)
+		t.whole = false
 	}
+}
+
+// wholeValue reports whether an output between the text written so far
+// and the nodes after it is a whole plain YAML value: after "key: " or
+// "- " on its line, and before the end of the line.
+func wholeValue(before string, after []Node) bool {
+	line := before[strings.LastIndexByte(before, '\n')+1:]
+	if !strings.HasSuffix(line, ": ") && !strings.HasSuffix(line, "- ") {
+		return false
+	}
+	for _, n := range after {
+		switch n := n.(type) {
+		case *Pad:
+			continue
+		case *Text:
+			rest := strings.TrimLeft(n.S, " \t")
+			return rest == "" || rest[0] == '\n' || rest[0] == '\r' || rest[0] == '#'
+		}
+		return false
+	}
+	return true
+}
+
+// stringFilters are the filters whose result is always a string or a
+// number: a whole value printed through one is never a structure.
+var stringFilters = map[string]bool{"string": true, "lower": true, "upper": true, "trim": true, "replace": true, "join": true,
+	"format": true, "int": true, "float": true, "length": true, "count": true, "json": true, "tojson": true, "yaml": true,
+	"yaml_dquote": true, "yaml_squote": true, "yaml_encode": true, "quote": true, "capitalize": true, "title": true}
+
+// mayBeStructure reports whether a printed expression can be a map or
+// list, which Salt's loader reads back as one from its repr.
+func mayBeStructure(x Expr, g gx) bool {
+	if g.boolean {
+		return false
+	}
+	switch x := x.(type) {
+	case *Lit:
+		return false
+	case *Binary:
+		return x.Op == "+" || x.Op == "*"
+	case *Filter:
+		return !stringFilters[x.Name]
+	case *Unary:
+		return false
+	}
+	return true
 }
 
 // stmt translates an expression for one statement, returning the prelude
@@ -218,6 +318,8 @@ func (t *translator) node(out *strings.Builder, n Node) {
 	switch n := n.(type) {
 	case *Text:
 		out.WriteString(n.S)
+	case *Pad:
+		out.WriteString("{{/*" + strings.Repeat("\n", n.N) + "*/}}")
 	case *Output:
 		if l, ok := n.X.(*Lit); ok {
 			if s, ok := l.V.(string); ok && !strings.Contains(s, "{{") {
@@ -235,6 +337,11 @@ func (t *translator) node(out *strings.Builder, n Node) {
 		out.WriteString(pre)
 		if o, ok := t.orderedName(n.X); ok {
 			g.s = o
+		}
+		if t.whole && mayBeStructure(n.X, g) {
+			// Salt's loader reads a map or list printed whole back
+			// as the structure; a Go template prints text unless told.
+			g.s += " | pyValue"
 		}
 		fmt.Fprintf(out, "{{ %s }}", g.s)
 	case *Set:
@@ -426,7 +533,10 @@ func (t *translator) do(out *strings.Builder, n *Do) {
 		}
 		if t.scope.lookup(root) == nil && !t.assigned[root] {
 			// {% do salt.log.error(...) %}, {% do salt['event.send'](...) %}
-			t.refuse(p, "{% do "+s+" %}", salts[root])
+			g := t.salt(p, "{% do "+s+" %}", salts[root])
+			if t.deferSalt {
+				fmt.Fprintf(out, "{{ if %s }}{{ end }}", g.s)
+			}
 			return
 		}
 	}

@@ -42,8 +42,15 @@ type File struct {
 	// is. Source is then the Go template it became.
 	Translated bool
 	Source     []byte
-	tmpl       *Template
-	static     []byte // a #!yaml file: no template
+	// Renderer says how the file is read, as a front end named it (for
+	// check): "jinja (Salt's default)", "gotmpl (detected)", ...
+	Renderer string
+	// SaltCalls counts the uses of Salt's render-time names (salt,
+	// pillar, grains, opts) the file loaded with: rendering fails where
+	// it reaches one.
+	SaltCalls int
+	tmpl      *Template
+	static    []byte // a #!yaml file: no template
 
 	mu        sync.RWMutex
 	skels     map[string]skelResult
@@ -159,7 +166,7 @@ func (f *File) Render(tag string, data map[string]any) ([]Reaction, error) {
 	}
 	if err != nil {
 		if f.Translated {
-			err = jinjaMissingKey(err)
+			err = jinjaExecError(jinjaMissingKey(err))
 		}
 		return nil, err
 	}
@@ -195,6 +202,53 @@ func jinjaMissingKey(err error) error {
 	msg := fmt.Sprintf("%s[%s] is undefined: 'dict object' has no attribute %s (Salt's StrictUndefined fails the file too); for a key an event may lack, use %s.get(%s, default) or test %s in %s",
 		expr, pyQuote(m[2]), pyQuote(m[2]), expr, pyQuote(m[2]), pyQuote(m[2]), expr)
 	return &PosError{Pos: position.Pos{File: pe.File, Line: pe.Line, Col: pe.Col}, Msg: msg, Err: pe.Err}
+}
+
+// goExec matches text/template's execution error, after the position:
+// `executing "NAME" at <ACTION>: MSG`.
+var goExec = regexp.MustCompile(`^executing "[^"]*" at <(.*?)>: (.*)$`)
+
+// goNoField matches the error of a field read on a value that is not a
+// map: `can't evaluate field y in type interface {}`.
+var goNoField = regexp.MustCompile(`^can't evaluate field (\S+) in type (.*)$`)
+
+// goTypes names Go's types in an error as Jinja names them.
+var goTypes = map[string]string{"string": "str", "int64": "int", "int": "int", "float64": "float", "bool": "bool", "[]interface {}": "list"}
+
+// jinjaExecError rewrites the other execution errors of a file converted
+// from Jinja without what the conversion generated: the file's name again
+// and the Go action are left out, and a helper's error ("error calling
+// pyIndex: TypeError: ...") keeps only its Python message.
+func jinjaExecError(err error) error {
+	var pe *PosError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	m := goExec.FindStringSubmatch(pe.Msg)
+	if m == nil {
+		return err
+	}
+	msg := m[2]
+	if _, rest, ok := strings.Cut(msg, "error calling "); ok && strings.HasPrefix(msg, "error calling ") {
+		if _, after, ok := strings.Cut(rest, ": "); ok {
+			msg = after
+		}
+	} else if f := goNoField.FindStringSubmatch(msg); f != nil {
+		if py, ok := goTypes[f[2]]; ok {
+			msg = fmt.Sprintf("'%s object' has no attribute %s", py, pyQuote(f[1]))
+		} else {
+			fields := strings.Split(strings.TrimPrefix(strings.TrimPrefix(m[1], "$"), "."), ".")
+			expr := fields[0]
+			for _, k := range fields[1:] {
+				if k == f[1] {
+					break
+				}
+				expr += fmt.Sprintf("[%s]", pyQuote(k))
+			}
+			msg = fmt.Sprintf("%s has no attribute %s: it is not a dict", expr, pyQuote(f[1]))
+		}
+	}
+	return &PosError{Pos: pe.Pos, Msg: msg, Err: pe.Err}
 }
 
 // pyQuote spells a string as Python's repr does for plain text.
@@ -450,11 +504,23 @@ type globEntry struct {
 }
 
 // Frontend prepares a reaction file's source for ParseFile. It returns the
-// source to compile and whether it translated it (src unchanged and false
-// for a file it leaves alone), or an error that refuses the file; the error
-// should name the file and position its problem. The Jinja front end that
-// converts Salt's Jinja reaction files at load is one.
-type Frontend func(path string, src []byte) (out []byte, translated bool, err error)
+// source to compile and how it read it, or an error that refuses the file;
+// the error should name the file and position its problem. The front end
+// that chooses each file's renderer as Salt does and converts Salt's Jinja
+// files at load is one.
+type Frontend func(path string, src []byte) (Loaded, error)
+
+// Loaded is what a Frontend made of a file's source.
+type Loaded struct {
+	// Src is the source to compile.
+	Src []byte
+	// Translated is set when Src is a translation (from Jinja), not the
+	// file as written.
+	Translated bool
+	// Renderer and SaltCalls are copied to the File.
+	Renderer  string
+	SaltCalls int
+}
 
 // NewLibrary returns an empty library.
 func NewLibrary() *Library {
@@ -543,15 +609,18 @@ func (l *Library) load(path string, prev *fileState) *fileState {
 	if err != nil {
 		return &fileState{err: fmt.Errorf("reading %s: %w", path, err)}
 	}
-	translated := false
+	ld := Loaded{Src: src}
 	if l.Frontend != nil {
-		if src, translated, err = l.Frontend(path, src); err != nil {
+		if ld, err = l.Frontend(path, src); err != nil {
 			return &fileState{mtime: fi.ModTime(), size: fi.Size(), err: err}
 		}
 	}
-	f, err := ParseFile(path, src)
-	if f != nil && translated {
-		f.Translated, f.Source = true, src
+	f, err := ParseFile(path, ld.Src)
+	if f != nil {
+		f.Renderer, f.SaltCalls = ld.Renderer, ld.SaltCalls
+		if ld.Translated {
+			f.Translated, f.Source = true, ld.Src
+		}
 	}
 	return &fileState{mtime: fi.ModTime(), size: fi.Size(), file: f, err: err}
 }

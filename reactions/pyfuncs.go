@@ -60,6 +60,38 @@ const (
 	maxItems = 1000000
 )
 
+// pyPrinted is a value a Go template converted from Jinja prints as a
+// whole plain YAML value (pyValue): a map or list there becomes the
+// structure Salt's loader reads from its repr, as in a file converted at
+// load; anywhere else it prints as its text.
+type pyPrinted struct {
+	v    any
+	text string // the text printed, when it is not printText(v) (pprint)
+}
+
+// String is the value's text, as Jinja prints it.
+func (p pyPrinted) String() string {
+	if p.text != "" {
+		return p.text
+	}
+	return printText(p.v)
+}
+
+// pyValue marks a map or list printed whole (see pyPrinted); other values
+// pass through.
+func pyValue(v any) any {
+	switch v.(type) {
+	case []any, *event.Map, map[string]any, pyTuple:
+		return pyPrinted{v: v}
+	}
+	return v
+}
+
+// saltCall stands for a use of Salt's render-time names (salt, pillar,
+// grains, opts) in a file converted from Jinja: reactord renders without
+// Salt, so rendering fails here, with msg naming the use and its line.
+func saltCall(msg string) (any, error) { return nil, errors.New(msg) }
+
 // pyFuncs are the helpers, by template name.
 var pyFuncs = map[string]any{
 	"pyEq":         pyEq,
@@ -75,6 +107,8 @@ var pyFuncs = map[string]any{
 	"pyAdd":        pyAdd,
 	"pyConcat":     pyConcat,
 	"getOr":        getOr,
+	"saltCall":     saltCall,
+	"pyValue":      pyValue,
 	"pyLength":     pyLength,
 	"pyJoin":       pyJoinFn,
 	"pyFirst":      pyFirst,

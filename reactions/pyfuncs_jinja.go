@@ -38,6 +38,9 @@ var jinjaFuncs = map[string]any{
 	"pyFormat":    pyFormat,
 	"pyIs":        pyIs,
 	"pyIndex":     pyIndex,
+	"pyPprint":    pyPprint,
+	"pyHasIndex":  pyHasIndex,
+	"pyIndexOr":   pyIndexOr,
 	"pyOrdered":   pyOrdered,
 	"pySliceStep": pySliceStep,
 	"pySort":      jinjaSort,
@@ -710,8 +713,10 @@ func pyIs(name string, v any, args ...any) (bool, error) {
 	return false, fmt.Errorf("no test named '%s'", name)
 }
 
-// pyIndex is Python's v[k]: a list's or tuple's item (negative k counts
+// pyIndex is Jinja's v[k]: a list's or tuple's item (negative k counts
 // from the end), a string's character (by code point), a dict's value.
+// What Python refuses is undefined in Jinja, and an error under Salt's
+// StrictUndefined, worded as Jinja words it.
 func pyIndex(v, k any) (any, error) {
 	if d, ok := asDict(v); ok {
 		s, isStr := k.(string)
@@ -719,29 +724,63 @@ func pyIndex(v, k any) (any, error) {
 			if e, ok := d.get(s); ok {
 				return e, nil
 			}
+			return nil, fmt.Errorf("%s is undefined: 'dict object' has no attribute %s", reprOf(k), reprOf(k))
 		}
-		return nil, fmt.Errorf("%s is undefined: 'dict object' has no attribute %s", reprOf(k), reprOf(k))
+		return nil, noElement(v, k)
+	}
+	if _, isStr := k.(string); isStr {
+		return nil, fmt.Errorf("%s has no attribute %s", jinjaTypeRepr(v), reprOf(k))
 	}
 	n, ok := toNum(k)
 	if !ok || n.isFloat {
-		return nil, fmt.Errorf("TypeError: indices must be integers or slices, not %s", pyTypeName(k))
+		return nil, noElement(v, k)
 	}
 	if s, ok := v.(string); ok {
 		rs := []rune(s)
 		i, err := seqIndex(len(rs), n)
 		if err != nil {
-			return nil, errors.New("IndexError: string index out of range")
+			return nil, noElement(v, k)
 		}
 		return string(rs[i]), nil
 	}
 	if items, _, ok := asList(v); ok {
 		i, err := seqIndex(len(items), n)
 		if err != nil {
-			return nil, err
+			return nil, noElement(v, k)
 		}
 		return items[i], nil
 	}
-	return nil, fmt.Errorf("TypeError: '%s' object is not subscriptable", pyTypeName(v))
+	return nil, noElement(v, k)
+}
+
+// pyHasIndex is Jinja's v[k] is defined, for a key that is not a string
+// literal: whether v[k] finds an element.
+func pyHasIndex(v, k any) bool {
+	_, err := pyIndex(v, k)
+	return err == nil
+}
+
+// pyIndexOr is v[k]|default(d): v[k], or d where Jinja finds no element.
+func pyIndexOr(v, k, d any) any {
+	if e, err := pyIndex(v, k); err == nil {
+		return e
+	}
+	return d
+}
+
+// noElement is StrictUndefined's error for v[k] that Jinja made
+// undefined: "'int object' has no element 0".
+func noElement(v, k any) error {
+	return fmt.Errorf("%s has no element %s", jinjaTypeRepr(v), reprOf(k))
+}
+
+// jinjaTypeRepr is Jinja's object_type_repr as StrictUndefined quotes it:
+// 'int object', 'None'.
+func jinjaTypeRepr(v any) string {
+	if v == nil {
+		return "'None'"
+	}
+	return "'" + pyTypeName(v) + " object'"
 }
 
 func seqIndex(length int, n pyNum) (int, error) {

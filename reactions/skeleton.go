@@ -437,6 +437,11 @@ func (m *materializer) whole(ref int) (any, error) {
 	switch v := r.v.(type) {
 	case string:
 		return typedText(trimPlain(v)), nil
+	case pyPrinted:
+		if s, ok := reprAsYAML(v.v); ok {
+			return s, nil
+		}
+		return printText(v.v), nil
 	case yamlQuoted:
 		// yamlDquote/yamlSquote: Salt's loader reads the quoted scalar.
 		return v.val, nil

@@ -29,7 +29,7 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
 	evsFile := fs.String("events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
-	jinja := jinjaFlag(fs)
+	renderer := rendererFlag(fs)
 	rules := fs.Bool("rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob, reaction files and loop guard")
 	settings := fs.Bool("settings", false, "print the daemon's settings as `reactord run -c CONF` would merge them (flag, environment, reactord: section, default), with where each came from")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
@@ -45,7 +45,7 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			return code
 		}
 	}
-	rep := engine.Check(*conf, *jinja)
+	rep := engine.Check(*conf, renderer())
 	if *rules && rep.Config != nil {
 		for _, r := range rep.Config.Rules {
 			refs := make([]string, len(r.SLS))
@@ -58,8 +58,17 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	for _, p := range rep.Problems {
 		fmt.Fprintln(stderr, p)
 	}
-	for _, p := range rep.Converted {
-		fmt.Fprintf(stdout, "%s: converted from Jinja\n", p)
+	salty := 0
+	for _, f := range rep.Loaded {
+		line := fmt.Sprintf("%s: %s", f.Path, f.Renderer)
+		if f.SaltCalls > 0 {
+			salty++
+			line += fmt.Sprintf("; calls Salt while rendering (%d use(s) of salt, pillar, grains or opts): it loads, and each event whose rendering reaches one fails", f.SaltCalls)
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	if salty > 0 {
+		fmt.Fprintf(stdout, "%d reaction file(s) call Salt while rendering: reactord renders without Salt\n", salty)
 	}
 	problems := len(rep.Problems)
 	if *evFile != "" && rep.Config != nil {

@@ -68,9 +68,14 @@ some were refused, 2 on bad usage or an unreadable file.`, stderr)
 		out, err := jinja.Convert(path, src)
 		var errs jinja.Errors
 		switch {
-		case errors.Is(err, jinja.ErrNotJinja):
+		case errors.Is(err, jinja.ErrNotJinja) && *write:
 			fmt.Fprintf(stderr, "%s: skipped: not a Jinja file\n", path)
 			continue
+		case errors.Is(err, jinja.ErrNotJinja):
+			// Printed as it is, so that convert FILE > NEW always
+			// leaves a file reactord reads as FILE meant.
+			out = src
+			fmt.Fprintf(stderr, "%s: not a Jinja file: printed as it is\n", path)
 		case errors.As(err, &errs):
 			fmt.Fprintf(stderr, "%s: refused: %d problem(s)\n", path, len(errs))
 			for _, e := range errs {
@@ -91,7 +96,9 @@ some were refused, 2 on bad usage or an unreadable file.`, stderr)
 				fmt.Fprintf(stderr, "convert: %v\n", err)
 				return exitUsage
 			}
-			fmt.Fprintf(stderr, "%s: converted\n", path)
+			if err == nil {
+				fmt.Fprintf(stderr, "%s: converted\n", path)
+			}
 			continue
 		}
 		if err := rewrite(path, src, out); err != nil {

@@ -26,7 +26,7 @@ func TestConvertCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := "#!gotmpl|yaml\n{{ if (pyEq .data.act \"accept\") }}\naccept:\n  wheel.key.accept:\n    - match: {{ .data.id }}\n{{ end }}\n"
+	want := "#!gotmpl|yaml\n{{ if (pyEq .data.act \"accept\") }}\naccept:\n  wheel.key.accept:\n    - match: {{ .data.id | pyValue }}\n{{ end }}\n"
 
 	code, out, errOut := runCmd(t, "", "convert", good)
 	if code != 0 || out != want || !strings.Contains(errOut, "good.sls: converted") {
@@ -55,6 +55,17 @@ func TestConvertCLI(t *testing.T) {
 		t.Error("refused bad.sls got a .orig")
 	}
 
+	// A file that is not Jinja prints as it is: convert FILE > NEW never
+	// leaves NEW empty.
+	plain := filepath.Join(t.TempDir(), "plain.sls")
+	plainSrc := "#!yaml\nr:\n  local.test.ping:\n    - tgt: '*'\n"
+	if err := os.WriteFile(plain, []byte(plainSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCmd(t, "", "convert", plain); code != 0 || out != plainSrc || !strings.Contains(errOut, "not a Jinja file: printed as it is") {
+		t.Errorf("convert of a #!yaml file: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
 	if code, _, _ := runCmd(t, "", "convert"); code != 2 {
 		t.Errorf("convert without files: code %d, want 2", code)
 	}
@@ -63,11 +74,12 @@ func TestConvertCLI(t *testing.T) {
 	}
 }
 
-// TestJinjaFlag checks --jinja on check, render, replay and explain: Salt's
-// Jinja files load as they are, check says which it converted, and without
-// the flag the same configuration fails with one line per file naming
-// --jinja and convert.
-func TestJinjaFlag(t *testing.T) {
+// TestRendererFlag checks --renderer (and --jinja) on check, render,
+// replay and explain: Salt's Jinja files load as they are by default and
+// with --jinja, check says how it read each file, and with --renderer
+// gotmpl the same configuration fails with one line per file naming the
+// setting and convert.
+func TestRendererFlag(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'salt/auth':\n    - accept.sls\n  - 'salt/minion/*/start':\n    - start.sls\n",
 		"accept.sls":   "{% if data['act'] == 'pend' and data['id'].startswith('web') %}\naccept_{{ data['id'] }}:\n  wheel.key.accept:\n    - match: {{ data['id'] }}\n{% endif %}\n",
@@ -80,8 +92,16 @@ func TestJinjaFlag(t *testing.T) {
 	accept := filepath.Join(dir, "accept.sls")
 
 	code, out, errOut := runCmd(t, "", "check", "--jinja", "-c", conf)
-	if code != exitOK || !strings.Contains(out, accept+": converted from Jinja") || strings.Contains(out, "start.sls") {
+	if code != exitOK || !strings.Contains(out, accept+": jinja (renderer: jinja)\n") || !strings.Contains(out, "start.sls: gotmpl (#!gotmpl|yaml)\n") {
 		t.Errorf("check --jinja: %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "", "check", "-c", conf)
+	if code != exitOK || !strings.Contains(out, accept+": jinja (Salt's default)\n") {
+		t.Errorf("check: %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "", "render", "-c", conf, "--event", ev)
+	if code != exitOK || !strings.Contains(out, `"match": "web4"`) {
+		t.Errorf("render: %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = runCmd(t, "", "render", "--jinja", "-c", conf, "--event", ev)
 	if code != exitOK || !strings.Contains(out, `"__id__": "accept_web4"`) || !strings.Contains(out, `"match": "web4"`) {
@@ -96,22 +116,28 @@ func TestJinjaFlag(t *testing.T) {
 		t.Errorf("explain --jinja: %d\n%s%s", code, out, errOut)
 	}
 
-	// Without --jinja: one line, positioned, naming --jinja and convert.
-	for _, args := range [][]string{{"check", "-c", conf}, {"render", "-c", conf, "--event", ev}} {
+	// With --renderer gotmpl: one line, positioned, naming the setting
+	// and convert.
+	for _, args := range [][]string{{"check", "--renderer", "gotmpl", "-c", conf}, {"render", "--renderer", "gotmpl", "-c", conf, "--event", ev}} {
 		code, _, errOut = runCmd(t, "", args...)
 		want := accept + ":1:1: this looks like a Salt Jinja reaction file (a {% if %} tag)"
-		if code != exitFound || strings.Count(errOut, want) != 1 || !strings.Contains(errOut, "--jinja") || !strings.Contains(errOut, "reactord convert -w "+accept) {
-			t.Errorf("%s without --jinja: %d\n%s", args[0], code, errOut)
+		if code != exitFound || strings.Count(errOut, want) != 1 || !strings.Contains(errOut, "renderer: gotmpl") || !strings.Contains(errOut, "reactord convert -w "+accept) {
+			t.Errorf("%s --renderer gotmpl: %d\n%s", args[0], code, errOut)
 		}
 	}
-
-	// jinja: true in the reactord: section does what --jinja does.
-	if err := os.WriteFile(conf, []byte("reactor:\n  - 'salt/auth':\n    - accept.sls\nreactord:\n  jinja: true\n"), 0o644); err != nil {
-		t.Fatal(err)
+	if code, _, errOut = runCmd(t, "", "check", "--renderer", "mako", "-c", conf); code != exitUsage || !strings.Contains(errOut, "want one of auto, jinja, gotmpl") {
+		t.Errorf("check --renderer mako: %d\n%s", code, errOut)
 	}
-	code, out, errOut = runCmd(t, "", "render", "-c", conf, "--event", ev)
-	if code != exitOK || !strings.Contains(out, `"match": "web4"`) {
-		t.Errorf("render with jinja: true: %d\n%s%s", code, out, errOut)
+
+	// renderer: gotmpl in the reactord: section does what the flag does,
+	// and jinja: true what --jinja does.
+	for section, want := range map[string]int{"renderer: gotmpl": exitFound, "jinja: true": exitOK} {
+		if err := os.WriteFile(conf, []byte("reactor:\n  - 'salt/auth':\n    - accept.sls\nreactord:\n  "+section+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errOut = runCmd(t, "", "render", "-c", conf, "--event", ev); code != want {
+			t.Errorf("render with %s: %d\n%s%s", section, code, out, errOut)
+		}
 	}
 }
 

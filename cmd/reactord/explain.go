@@ -30,7 +30,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	tag := fs.String("tag", "", "event tag (as render takes it)")
 	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
 	evFile := fs.String("event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
-	jinja := jinjaFlag(fs)
+	renderer := rendererFlag(fs)
 	df := daemon.DefaultDriverOptions()
 	df.Flags(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
@@ -45,7 +45,7 @@ reactions have errors, 2 on bad input.`, stderr)
 		fmt.Fprintf(stderr, "explain: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(*conf, stderr, false, *jinja)
+	eng, code := loadEngine(*conf, stderr, false, renderer())
 	if eng == nil {
 		return code
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
 )
@@ -27,7 +28,7 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
 	evFile := fs.String("event", "", "file holding one event {\"tag\": ..., \"data\": {...}}, or - for stdin")
 	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
-	jinja := jinjaFlag(fs)
+	renderer := rendererFlag(fs)
 	showText := fs.Bool("show-text", false, "print to stderr, before the chunks, the text each matched file renders to (the YAML Salt would load), numbered by line")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -42,7 +43,7 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(*conf, stderr, *verbose, *jinja)
+	eng, code := loadEngine(*conf, stderr, *verbose, renderer())
 	if eng == nil {
 		return code
 	}
@@ -155,13 +156,15 @@ func readEvent(tag, data, file string, stdin io.Reader) (event.Event, error) {
 
 // loadEngine loads the configuration; on failure it prints every error and
 // returns a nil engine and the exit code.
-func loadEngine(path string, stderr io.Writer, verbose, jinja bool) (*engine.Engine, int) {
+func loadEngine(path string, stderr io.Writer, verbose bool, renderer string) (*engine.Engine, int) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		printErrors(stderr, err)
 		return nil, exitUsage
 	}
-	cfg.Settings.Jinja = cfg.Settings.Jinja || jinja
+	if renderer != "" {
+		cfg.Settings.Renderer = renderer
+	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
@@ -173,7 +176,12 @@ func loadEngine(path string, stderr io.Writer, verbose, jinja bool) (*engine.Eng
 	return eng, exitOK
 }
 
-// jinjaFlag registers --jinja on a command that loads reaction files.
-func jinjaFlag(fs *flag.FlagSet) *bool {
-	return fs.Bool("jinja", false, "load reaction files in Salt's default renderer (no shebang, #!jinja|yaml) as Salt's Jinja, converting them at load; #!gotmpl|yaml and #!yaml files stay as they are (also jinja: true in the reactord: section)")
+// rendererFlag registers --renderer (and --jinja) on a command that loads
+// reaction files; the function it returns gives the mode they chose, ""
+// for the configuration's.
+func rendererFlag(fs *flag.FlagSet) func() string {
+	var mode daemon.RendererMode
+	var jinja bool
+	daemon.RendererFlags(fs, &mode, &jinja)
+	return func() string { return mode.Effective(jinja) }
 }

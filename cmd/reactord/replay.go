@@ -29,7 +29,7 @@ Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, s
 	quiet := fs.Bool("quiet", false, "print no reactions, only errors and the summary")
 	workers := fs.Int("workers", 0, "events rendered in parallel (default 0: one per CPU; replay dispatches nothing, so it needs no more, unlike the daemon's lanes)")
 	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
-	jinja := jinjaFlag(fs)
+	renderer := rendererFlag(fs)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -53,7 +53,7 @@ Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, s
 		defer f.Close()
 		in = f
 	}
-	eng, code := loadEngine(*conf, stderr, *verbose, *jinja)
+	eng, code := loadEngine(*conf, stderr, *verbose, renderer())
 	if eng == nil {
 		return code
 	}

@@ -22,7 +22,7 @@ const dropIn = "../master.d/reactord.conf"
 // file whose own reactor: list it replaces, as in Salt.
 func TestMasterDDropIn(t *testing.T) {
 	t.Run("alone", func(t *testing.T) {
-		if rep := engine.Check(filepath.Dir(dropIn), false); len(rep.Problems) > 0 || rep.Rules != 4 {
+		if rep := engine.Check(filepath.Dir(dropIn), ""); len(rep.Problems) > 0 || rep.Rules != 4 {
 			t.Fatalf("reactord check -c examples/master.d: %d rules, problems %v", rep.Rules, rep.Problems)
 		}
 		cfg, err := config.Load(filepath.Dir(dropIn))
@@ -50,7 +50,7 @@ func TestMasterDDropIn(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "master"), []byte(master), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if rep := engine.Check(filepath.Join(dir, "master"), false); len(rep.Problems) > 0 || rep.Rules != 4 {
+		if rep := engine.Check(filepath.Join(dir, "master"), ""); len(rep.Problems) > 0 || rep.Rules != 4 {
 			t.Fatalf("reactord check -c master: %d rules, problems %v", rep.Rules, rep.Problems)
 		}
 		cfg, err := config.Load(filepath.Join(dir, "master"))

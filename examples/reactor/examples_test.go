@@ -33,7 +33,7 @@ func TestRecipes(t *testing.T) {
 		recipe := filepath.Dir(conf)
 		t.Run(recipe, func(t *testing.T) {
 			abs, _ := filepath.Abs(recipe)
-			if rep := engine.Check(conf, false); len(rep.Problems) > 0 {
+			if rep := engine.Check(conf, ""); len(rep.Problems) > 0 {
 				t.Fatalf("reactord check: %v", rep.Problems)
 			}
 			cfg, err := config.Load(conf)

@@ -1,3 +1,4 @@
+#!gotmpl|yaml
 {{- if and (not (dig "success" true .data)) (ne (dig "fun" "" .data) "saltutil.find_job") }}
 notify_failure:
   runner.event.send:

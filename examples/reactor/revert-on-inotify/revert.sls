@@ -1,3 +1,4 @@
+#!gotmpl|yaml
 {{- /*
   Current Salt (2016.11 and later) sends the beacon's data flat:
     {"id": "web1", "path": "/etc/important_file", "change": "IN_MODIFY", "_stamp": ...}
