@@ -80,6 +80,13 @@ type Describer interface {
 	Describe(a Action) (string, error)
 }
 
+// Prober is implemented by drivers that can check, before any reaction,
+// that what they drive answers and takes their credentials (salt-api's
+// login): check and the daemon's start ask, and /healthz reports it.
+type Prober interface {
+	Probe(ctx context.Context) error
+}
+
 // AllDone returns a context that is canceled once every one of ctxs has
 // ended (or when the returned cancel is called): for work done on behalf of
 // several callers, which must go on while any of them still waits.

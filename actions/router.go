@@ -45,4 +45,15 @@ func (r Router) Close(ctx context.Context) error {
 	return err
 }
 
+// Probe implements Prober: it probes each driver that can be probed.
+func (r Router) Probe(ctx context.Context) error {
+	var err error
+	for _, d := range []Driver{r.Primary, r.Fallback} {
+		if p, ok := d.(Prober); ok {
+			err = errors.Join(err, p.Probe(ctx))
+		}
+	}
+	return err
+}
+
 var _ Driver = Router{}

@@ -33,7 +33,7 @@ import (
 // emits), relative to the package directory; testdataFile keeps three of
 // its lines.
 const (
-	catalogueFile = "../testdata/events/catalogue.jsonl"
+	catalogueFile = "../engine/samples/catalogue.jsonl"
 	testdataFile  = "testdata/events.jsonl"
 )
 

@@ -73,6 +73,7 @@ var flagSettings = map[string]settingKind{
 	"reload_settle": kindDuration,
 	"no_loop_guard": kindBool,
 	"shared_state":  kindBool,
+	"start_broken":  kindBool,
 	// the audit store
 	"store_spool":  kindCount,
 	"master_id":    kindString,

@@ -85,6 +85,7 @@ type Daemon struct {
 	guard       *guard.Guard
 	copyOf      func(context.Context, string, []byte, uint64) (bool, error)
 	pipe        *reactor.Reactor
+	running     atomic.Pointer[reactor.Reactor] // pipe, once started, for metrics read meanwhile
 	httpAddr    string
 	sub         natsbus.Subscription
 	partitioned *consume.Partitioned
@@ -94,7 +95,10 @@ type Daemon struct {
 	runCtx context.Context
 	cancel context.CancelFunc
 
-	shared    atomic.Bool
+	shared atomic.Bool
+	// broken counts the problems of reaction files that do not load
+	// (--start-broken).
+	broken    atomic.Int64
 	sharedErr atomic.Pointer[error] // the last failure to open it, until it opened
 
 	hup <-chan os.Signal
@@ -124,11 +128,11 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 func (d *Daemon) startOrder() []part {
 	return []part{
 		{"signals", d.startSignals},
+		{"engine", d.buildEngine},
 		{"data directory", d.openDataDir},
 		{"embedded NATS server", d.startNATS},
 		{"NATS connection", d.connect},
 		{"driver", d.openDriver},
-		{"engine", d.buildEngine},
 		{"audit store", d.openStore},
 		{"loop guard", d.openGuard},
 		{"multi-master copies", d.openCopies},

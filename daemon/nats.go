@@ -102,7 +102,10 @@ func startEmbedded(log *slog.Logger, so embedded.Options, dataDir string, open b
 	if !open {
 		tok, created, exposed, err := natsbus.EnsureToken(dataDir)
 		if err != nil {
-			return nil, "", fmt.Errorf("%w (--listen-open runs the server without authentication)", err)
+			if errors.Is(err, fs.ErrPermission) {
+				return nil, "", fmt.Errorf("%w: this user cannot keep the embedded server's token in --data-dir %s; run reactord as the user that owns it (the packages' reactord user), or give --data-dir a directory this user can write", err, dataDir)
+			}
+			return nil, "", fmt.Errorf("the embedded server's token in --data-dir %s: %w", dataDir, err)
 		}
 		if created {
 			log.Info("created the embedded NATS server's token; clients run by a user who can read it use it by themselves", "token_file", tokenFile)

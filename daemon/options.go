@@ -103,6 +103,9 @@ type Options struct {
 	// older --jinja, the same as Renderer "jinja".
 	Renderer RendererMode
 	Jinja    bool
+	// StartBroken starts the daemon even when reaction files do not load
+	// (by default such a start is refused with every problem).
+	StartBroken bool
 
 	// Loaded is the configuration Config names, when the caller loaded
 	// it already (to merge its reactord: section); nil: New loads it.
@@ -196,6 +199,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Verbose, "v", o.Verbose, "debug logging (--log-level debug)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log line format: text (key=value) or json (one object a line) (default: text)")
 	RendererFlags(fs, &o.Renderer, &o.Jinja)
+	fs.BoolVar(&o.StartBroken, "start-broken", o.StartBroken, "start (and reload) even when reaction files do not load: each event they match fails, /healthz answers 503 naming them and reactord_reaction_files_broken counts their problems (default: refuse the start, or keep the previous configuration on a reload, printing every problem)")
 }
 
 // RendererFlags registers --renderer and the older --jinja on a command

@@ -127,11 +127,18 @@ func (d *Daemon) openDriver(context.Context) error {
 		return drv.Close(cctx)
 	})
 	reactor.RegisterDriverMetrics(d.reg, drv)
+	if p, ok := drv.(actions.Prober); ok && !d.opts.DryRun {
+		dp := &driverProbe{p: p, name: drv.Name(), log: d.log, every: 30 * time.Second}
+		dp.probe(d.runCtx)
+		go dp.run(d.runCtx)
+		d.addHealth("driver", dp.health)
+	}
 	return nil
 }
 
 // buildEngine loads the configuration (unless the caller did) and
-// compiles its rules.
+// compiles its rules. Reaction files that do not load refuse the start
+// with every problem, unless --start-broken.
 func (d *Daemon) buildEngine(context.Context) error {
 	cfg := d.opts.Loaded
 	if cfg == nil {
@@ -144,23 +151,54 @@ func (d *Daemon) buildEngine(context.Context) error {
 		cfg.Settings.Renderer = r
 	}
 	d.cfg = cfg
-	d.logProblems()
+	rep, err := d.checkFiles(cfg)
+	if err != nil {
+		return configErr(&LoadError{err})
+	}
+	d.logProblems(rep)
 	eng, err := engine.New(cfg, d.log)
 	if err != nil {
 		return configErr(&LoadError{err})
 	}
 	d.eng = eng
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_reaction_files_broken",
+		Help: "Reaction files that do not load: their problems found at start or reload with --start-broken (without it they refuse the start and the reload), and the files whose last change did not load, which react with their previous version."},
+		func() float64 {
+			n := d.broken.Load()
+			if p := d.running.Load(); p != nil {
+				n += int64(p.Engine().StaleFiles())
+			}
+			return float64(n)
+		}))
+	d.addHealth("reaction files", func() error {
+		if n := d.broken.Load(); n > 0 {
+			return fmt.Errorf("reaction files: %d problem(s) in files that do not load (started with --start-broken); reactord check -c %s lists them", n, d.opts.Config)
+		}
+		return nil
+	})
 	return nil
 }
 
-// logProblems logs, at start and after each reload, every problem `check`
-// would report without an event: configuration warnings, reaction files
-// that do not load or match no file, no rules at all. The daemon runs with
-// what loads; each of these lines says what does not.
-func (d *Daemon) logProblems() {
-	for _, p := range engine.Check(d.opts.Config, d.opts.Renderer.Effective(d.opts.Jinja)).Problems {
+// checkFiles checks a configuration as `check` does, without an event, at
+// start and on each reload. Reaction files that exist but do not load are
+// an error listing each of their problems, unless --start-broken; every
+// other problem (configuration warnings, files that match nothing, no
+// rules at all) is logged, and the daemon runs with what loads.
+func (d *Daemon) checkFiles(cfg *config.Config) (engine.CheckReport, error) {
+	rep := engine.CheckLoaded(cfg)
+	if len(rep.Broken) > 0 && !d.opts.StartBroken {
+		return rep, errors.Join(append(rep.Broken, fmt.Errorf("%d problem(s) in reaction files that do not load: fix them (reactord check -c %s lists every problem), or run with --start-broken to react with the files that load", len(rep.Broken), d.opts.Config))...)
+	}
+	return rep, nil
+}
+
+// logProblems logs each problem of a configuration taken (at start or on
+// a reload) and counts those of files that do not load.
+func (d *Daemon) logProblems(rep engine.CheckReport) {
+	for _, p := range rep.Problems {
 		d.log.Warn("configuration problem (run reactord check -c CONF for all of them)", "problem", p.Error())
 	}
+	d.broken.Store(int64(len(rep.Broken)))
 }
 
 // storeURL is the audit store's URL: --store, --store-file or
@@ -412,6 +450,7 @@ func (d *Daemon) startPipeline(context.Context) error {
 		return configErr(err)
 	}
 	d.pipe = p
+	d.running.Store(p)
 	p.Start(d.runCtx)
 	d.push("pipeline", func(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
@@ -532,6 +571,10 @@ func (d *Daemon) reloader() *reloader {
 		if r := d.opts.Renderer.Effective(d.opts.Jinja); r != "" {
 			ncfg.Settings.Renderer = r // the reactord: section is read at start
 		}
+		rep, err := d.checkFiles(ncfg)
+		if err != nil {
+			return err
+		}
 		neng, err := engine.New(ncfg, d.log)
 		if err != nil {
 			return err
@@ -539,7 +582,7 @@ func (d *Daemon) reloader() *reloader {
 		if err := d.pipe.Reload(neng); err != nil {
 			return err
 		}
-		d.logProblems()
+		d.logProblems(rep)
 		return nil
 	}, func(ok bool) { d.metrics.ReloadOK.Set(b2f(ok)) })
 }

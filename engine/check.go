@@ -51,22 +51,29 @@ type LoadedFile struct {
 
 // Check validates a configuration without an event: the configuration and
 // its schema, every SLS reference, every reaction file's template, and the
-// full compilation of files that print nothing from the event. With jinja
-// (or jinja: true in the configuration) reaction files in Salt's default
-// renderer are converted from Jinja, as the daemon would.
+// full compilation of files that print nothing from the event. renderer,
+// unless "", overrides the configuration's (--renderer): reaction files
+// are read as the daemon would read them.
 func Check(path string, renderer string) CheckReport {
-	var rep CheckReport
 	cfg, err := config.Load(path)
-	if err != nil {
-		rep.Problems = append(rep.Problems, flatten(err)...)
-	}
 	if cfg == nil {
-		return rep
+		return CheckReport{Problems: flatten(err)}
 	}
 	if renderer != "" {
 		cfg.Settings.Renderer = renderer
 	}
-	rep.Config = cfg
+	return checkLoaded(cfg, err)
+}
+
+// CheckLoaded is Check of a configuration already loaded (a reload's).
+func CheckLoaded(cfg *config.Config) CheckReport { return checkLoaded(cfg, nil) }
+
+// checkLoaded checks cfg; loadErr is what loading it reported.
+func checkLoaded(cfg *config.Config, loadErr error) CheckReport {
+	rep := CheckReport{Config: cfg}
+	if loadErr != nil {
+		rep.Problems = flatten(loadErr)
+	}
 	rep.Problems = append(rep.Problems, cfg.Warnings...)
 	if _, err := New(cfg, nil); err != nil {
 		rep.Problems = append(rep.Problems, flatten(err)...)
@@ -123,6 +130,11 @@ func Check(path string, renderer string) CheckReport {
 				rep.Loaded = append(rep.Loaded, LoadedFile{Path: p, Renderer: f.Renderer, SaltCalls: f.SaltCalls})
 				rep.Problems = append(rep.Problems, checkStatic(f)...)
 			}
+		}
+	}
+	if rep.Config != nil {
+		if eng, err := New(cfg, nil); err == nil {
+			rep.Problems = append(rep.Problems, sampleProblems(context.Background(), eng, rep.Problems)...)
 		}
 	}
 	return rep

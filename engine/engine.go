@@ -90,12 +90,20 @@ func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
 		}
 	}
 	e.lib.Frontend = frontend(cfg.Settings.Renderer)
+	e.lib.KeepLastGood = true
+	e.lib.OnStale = func(path string, err error) {
+		e.log.Error("a reaction file changed and does not load: its previous version goes on reacting until it is fixed (reactord check -c CONF)", "file", path, "err", err.Error())
+	}
 	e.table = matchers.NewTable(globs)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return e, nil
 }
+
+// StaleFiles counts the reaction files whose change did not load, served
+// from their previous version.
+func (e *Engine) StaleFiles() int { return len(e.lib.Stale()) }
 
 func exprError(p config.Pos, what string, err error) error {
 	var ee *matchers.ExprError

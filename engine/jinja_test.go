@@ -323,3 +323,38 @@ func TestJinjaInJinjaTerms(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckRendersSampleEvents: check renders each file with the sample
+// events of reactord's catalogue its rule matches, and reports what the
+// file's shape makes fail (mis-indented rendered YAML, a reaction Salt
+// refuses), not what depends on the event's data.
+func TestCheckRendersSampleEvents(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"reactor.conf": "reactor:\n  - 'salt/minion/*/start':\n    - " + dir + "/indent.sls\n    - " + dir + "/data.sls\n  - 'salt/auth':\n    - " + dir + "/verify.sls\n",
+		"indent.sls":   "r:\n  local.test.ping:\n    - tgt: {{ data.id }}\n   - arg: [1]\n",
+		"data.sls":     "{% if data.nokey == 1 %}\nr:\n  local.test.ping:\n    - tgt: x\n{% endif %}\n",
+		"verify.sls":   "{{ data.id }}: 5\n",
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := Check(filepath.Join(dir, "reactor.conf"), "")
+	probs := joinErrs(rep.Problems)
+	for _, want := range []string{
+		"indent.sls:4:", "(rendered with the sample salt/minion/web1/start event of reactord's catalogue)",
+		"verify.sls", "(rendered with the sample salt/auth event of reactord's catalogue)",
+	} {
+		if !strings.Contains(probs, want) {
+			t.Errorf("problems lack %q:\n%s", want, probs)
+		}
+	}
+	if strings.Contains(probs, "data.sls") || len(rep.Problems) != 2 {
+		t.Errorf("want 2 problems (indent.sls, verify.sls), not the one that depends on data:\n%s", probs)
+	}
+	if len(rep.Broken) != 0 {
+		t.Errorf("sample problems counted as broken files: %v", rep.Broken)
+	}
+}

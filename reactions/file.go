@@ -477,6 +477,12 @@ type Library struct {
 	// (once per change on disk, not per event). Set it before the first
 	// File call.
 	Frontend Frontend
+	// KeepLastGood keeps serving a file's last version that compiled when
+	// a change to it does not compile (a file removed is not kept): a
+	// broken edit never stops a rule that worked. OnStale, when set, is
+	// told of each such change, once. Set both before the first File call.
+	KeepLastGood bool
+	OnStale      func(path string, err error)
 
 	mu    sync.RWMutex
 	files map[string]*fileEntry
@@ -495,6 +501,9 @@ type fileState struct {
 	size  int64
 	file  *File
 	err   error
+	// stale is the error of the file on disk when file is its last
+	// version that compiled (KeepLastGood).
+	stale error
 }
 
 type globEntry struct {
@@ -584,10 +593,31 @@ func (l *Library) File(path string) (*File, error) {
 		return st.file, st.err
 	}
 	defer e.checking.Store(false)
-	st = l.load(path, st)
+	nst := l.load(path, st)
+	if l.KeepLastGood && nst.err != nil && st.file != nil && !nst.mtime.IsZero() {
+		nst = &fileState{mtime: nst.mtime, size: nst.size, file: st.file, stale: nst.err}
+		if l.OnStale != nil {
+			l.OnStale(path, nst.stale)
+		}
+	}
+	st = nst
 	e.state.Store(st)
 	e.checked.Store(time.Now().UnixNano())
 	return st.file, st.err
+}
+
+// Stale lists the files served from their last version that compiled
+// (KeepLastGood), with the error of the version on disk.
+func (l *Library) Stale() map[string]error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := map[string]error{}
+	for path, e := range l.files {
+		if st := e.state.Load(); st != nil && st.stale != nil {
+			out[path] = st.stale
+		}
+	}
+	return out
 }
 
 // load stats path and compiles it unless it is unchanged from prev.

@@ -17,7 +17,7 @@ import (
 
 // catalogue is the event catalogue (one event of each shape Salt emits),
 // relative to this package.
-const catalogue = "../testdata/events/catalogue.jsonl"
+const catalogue = "../engine/samples/catalogue.jsonl"
 
 // at is one violation a bad example must produce: its pointer and a
 // fragment of its message.

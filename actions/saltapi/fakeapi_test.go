@@ -137,6 +137,11 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 }
 
 func (f *fakeSalt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/" {
+		// rest_cherrypy's index answers without a token.
+		answer(w, http.StatusOK, map[string]any{"return": "Welcome", "clients": []string{"local", "local_async", "runner", "runner_async", "wheel", "wheel_async"}})
+		return
+	}
 	if r.Method != http.MethodPost {
 		httpError(w, http.StatusMethodNotAllowed, "only POST is spoken here")
 		return

@@ -25,6 +25,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -401,6 +402,36 @@ func (d *Driver) run(ctx context.Context, body []byte) ([]byte, error) {
 }
 
 func (d *Driver) canLogin() bool { return d.username != "" }
+
+// Probe implements actions.Prober: with credentials it logs in (the
+// session serves the reactions that follow, and a later probe reuses it
+// until it is due for renewal); with a token only, it checks that salt-api
+// answers (GET /).
+func (d *Driver) Probe(ctx context.Context) error {
+	if d.canLogin() {
+		if _, err := d.token(ctx); err != nil {
+			return fmt.Errorf("salt-api %s: %w", d.base, err)
+		}
+		return nil
+	}
+	reqCtx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, d.base+"/", nil)
+	if err != nil {
+		return fmt.Errorf("salt-api %s: %w", d.base, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("salt-api %s does not answer: %w", d.base, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("salt-api %s: GET / answered %s", d.base, resp.Status)
+	}
+	return nil
+}
 
 // token returns a usable session token, logging in when there is none or
 // the current one is due for renewal.

@@ -743,3 +743,42 @@ func TestRequestTimeoutIsRetryable(t *testing.T) {
 		t.Fatalf("caller deadline: %v (retryable %v)", err, actions.IsRetryable(err))
 	}
 }
+
+// TestProbe: Probe logs in with credentials (once: later probes and
+// reactions reuse the session), names a refused login, a salt-api that
+// does not answer, and with a token only checks that salt-api answers.
+func TestProbe(t *testing.T) {
+	fake := newFakeSalt()
+	srv := fake.start(t)
+	d := newDriver(t, credentials(srv.URL))
+	for range 2 {
+		if err := d.Probe(context.Background()); err != nil {
+			t.Fatalf("Probe: %v", err)
+		}
+	}
+	if _, err := d.Do(context.Background(), actions.Action{Chunk: reaction("local", "ping", "test.ping", "tgt", "*")}); err != nil {
+		t.Fatal(err)
+	}
+	if st := fake.stats(); st.logins != 1 {
+		t.Errorf("logins %d, want 1 for two probes and a reaction", st.logins)
+	}
+
+	bad := credentials(srv.URL)
+	bad.Password = "nope"
+	if err := newDriver(t, bad).Probe(context.Background()); err == nil || !strings.Contains(err.Error(), `login as "saltdev" with eauth "pam" refused`) {
+		t.Errorf("Probe with a wrong password: %v", err)
+	}
+
+	if err := newDriver(t, saltapi.Config{URL: srv.URL, Token: "abc"}).Probe(context.Background()); err != nil {
+		t.Errorf("Probe with a token: %v", err)
+	}
+
+	down := httptest.NewServer(http.NotFoundHandler())
+	url := down.URL
+	down.Close()
+	for _, cfg := range []saltapi.Config{credentials(url), {URL: url, Token: "abc"}} {
+		if err := newDriver(t, cfg).Probe(context.Background()); err == nil || !strings.Contains(err.Error(), url) {
+			t.Errorf("Probe of a salt-api that is down: %v", err)
+		}
+	}
+}

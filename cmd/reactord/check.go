@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 )
@@ -16,8 +21,12 @@ func cmdCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		`Validates everything that can be checked without an event: the
 configuration (against schemas/reactor-config.json and Salt's rules), every
 SLS reference (it must name at least one file), every reaction file (it must
-parse as a template), and every file without template actions (compiled in
-full). With --event, the event is also rendered; with --events FILE, every
+parse as a template), every file without template actions (compiled in
+full), and every file rendered with each sample event of reactord's
+catalogue of Salt's event shapes that its rule matches (what the file's
+shape makes fail is reported, not what depends on the event's data). It
+prints how each file is read (jinja, gotmpl, yaml, and why). With --event,
+the event is also rendered; with --events FILE, every
 event of a recording (JSON {"tag","data"} or state.event lines, what replay
 reads — e.g. from reactord events --out json) is rendered and every reaction
 it gives is validated against the low chunk schema, so what only an event
@@ -31,6 +40,8 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	evsFile := fs.String("events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
 	renderer := rendererFlag(fs)
 	rules := fs.Bool("rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob, reaction files and loop guard")
+	out := fs.String("out", "text", `text (problems on stderr, one a line, as file:line:col: message) or json (one object on stdout: ok, rules, files, loaded files and their renderers, problems with file, line, col and message)`)
+	offline := fs.Bool("offline", false, "do not contact the driver's salt-api (by default, with driver: saltapi configured, check logs in to it)")
 	settings := fs.Bool("settings", false, "print the daemon's settings as `reactord run -c CONF` would merge them (flag, environment, reactord: section, default), with where each came from")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -45,8 +56,12 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			return code
 		}
 	}
+	if *out != "text" && *out != "json" {
+		fmt.Fprintf(stderr, "check: --out %q: want text or json\n", *out)
+		return exitUsage
+	}
 	rep := engine.Check(*conf, renderer())
-	if *rules && rep.Config != nil {
+	if *rules && rep.Config != nil && *out == "text" {
 		for _, r := range rep.Config.Rules {
 			refs := make([]string, len(r.SLS))
 			for i, s := range r.SLS {
@@ -55,11 +70,90 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s) guard: %s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r))
 		}
 	}
-	for _, p := range rep.Problems {
+	res := checkResult{Rules: rep.Rules, Files: rep.Files, Loaded: []loadedJSON{}, problems: rep.Problems}
+	for _, f := range rep.Loaded {
+		res.Loaded = append(res.Loaded, loadedJSON{Path: f.Path, Renderer: f.Renderer, SaltCalls: f.SaltCalls})
+	}
+	if rep.Config != nil && !*offline {
+		note, err := probeDriver(ctx, *conf)
+		res.Driver = note
+		if err != nil {
+			res.problems = append(res.problems, err)
+		}
+	}
+	if rep.Config != nil && (*evFile != "" || *evsFile != "") {
+		if code := res.renderEvents(ctx, rep, *evFile, *evsFile, stdin, stderr); code != exitOK {
+			return code
+		}
+	}
+	if *out == "json" {
+		return res.printJSON(stdout)
+	}
+	return res.printText(stdout, stderr)
+}
+
+// checkResult is what check found, printed as text or JSON.
+type checkResult struct {
+	Rules  int          `json:"rules"`
+	Files  int          `json:"files"`
+	Loaded []loadedJSON `json:"loaded"`
+	// Driver says what the driver's probe found ("" without one).
+	Driver string `json:"driver,omitempty"`
+	// Events notes each event rendered (--event, --events).
+	Events   []string `json:"events,omitempty"`
+	problems []error
+}
+
+// loadedJSON is one reaction file that loads, and how it is read.
+type loadedJSON struct {
+	Path      string `json:"path"`
+	Renderer  string `json:"renderer"`
+	SaltCalls int    `json:"salt_calls,omitempty"`
+}
+
+// renderEvents renders --event and every event of --events, adding their
+// problems; it returns a usage exit code when an event cannot be read.
+func (r *checkResult) renderEvents(ctx context.Context, rep engine.CheckReport, evFile, evsFile string, stdin io.Reader, stderr io.Writer) int {
+	if evFile != "" {
+		ev, err := readEvent("", "", evFile, stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "check: %v\n", err)
+			return exitUsage
+		}
+		res, err := engine.MustNew(rep.Config, nil).Process(ctx, ev)
+		if err != nil {
+			fmt.Fprintf(stderr, "check: %v\n", err)
+			return exitUsage
+		}
+		r.problems = append(r.problems, res.Errors()...)
+		r.Events = append(r.Events, fmt.Sprintf("event %s: %d reaction(s)", res.Tag, len(res.Chunks)))
+	}
+	if evsFile != "" {
+		var in io.Reader = stdin
+		if evsFile != "-" {
+			f, err := os.Open(evsFile)
+			if err != nil {
+				fmt.Fprintf(stderr, "check: --events: %v\n", err)
+				return exitUsage
+			}
+			defer f.Close()
+			in = f
+		}
+		n, probs := engine.CheckEvents(ctx, engine.MustNew(rep.Config, nil), in)
+		r.problems = append(r.problems, probs...)
+		r.Events = append(r.Events, fmt.Sprintf("%d event(s) rendered", n))
+	}
+	return exitOK
+}
+
+// printText prints the problems on stderr, one a line, and the rest on
+// stdout; it returns the exit code.
+func (r *checkResult) printText(stdout, stderr io.Writer) int {
+	for _, p := range r.problems {
 		fmt.Fprintln(stderr, p)
 	}
 	salty := 0
-	for _, f := range rep.Loaded {
+	for _, f := range r.Loaded {
 		line := fmt.Sprintf("%s: %s", f.Path, f.Renderer)
 		if f.SaltCalls > 0 {
 			salty++
@@ -70,48 +164,83 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	if salty > 0 {
 		fmt.Fprintf(stdout, "%d reaction file(s) call Salt while rendering: reactord renders without Salt\n", salty)
 	}
-	problems := len(rep.Problems)
-	if *evFile != "" && rep.Config != nil {
-		ev, err := readEvent("", "", *evFile, stdin)
-		if err != nil {
-			fmt.Fprintf(stderr, "check: %v\n", err)
-			return exitUsage
-		}
-		res, err := engine.MustNew(rep.Config, nil).Process(ctx, ev)
-		if err != nil {
-			fmt.Fprintf(stderr, "check: %v\n", err)
-			return exitUsage
-		}
-		for _, e := range res.Errors() {
-			fmt.Fprintln(stderr, e)
-			problems++
-		}
-		fmt.Fprintf(stdout, "event %s: %d reaction(s)\n", res.Tag, len(res.Chunks))
+	if r.Driver != "" {
+		fmt.Fprintln(stdout, r.Driver)
 	}
-	if *evsFile != "" && rep.Config != nil {
-		var in io.Reader = stdin
-		if *evsFile != "-" {
-			f, err := os.Open(*evsFile)
-			if err != nil {
-				fmt.Fprintf(stderr, "check: --events: %v\n", err)
-				return exitUsage
-			}
-			defer f.Close()
-			in = f
-		}
-		n, probs := engine.CheckEvents(ctx, engine.MustNew(rep.Config, nil), in)
-		for _, p := range probs {
-			fmt.Fprintln(stderr, p)
-		}
-		problems += len(probs)
-		fmt.Fprintf(stdout, "%d event(s) rendered\n", n)
+	for _, e := range r.Events {
+		fmt.Fprintln(stdout, e)
 	}
-	if problems > 0 {
-		fmt.Fprintf(stdout, "%d problem(s) found\n", problems)
+	if len(r.problems) > 0 {
+		fmt.Fprintf(stdout, "%d problem(s) found\n", len(r.problems))
 		return exitFound
 	}
-	fmt.Fprintf(stdout, "ok: %d rule(s), %d reaction file(s)\n", rep.Rules, rep.Files)
+	fmt.Fprintf(stdout, "ok: %d rule(s), %d reaction file(s)\n", r.Rules, r.Files)
 	return exitOK
+}
+
+// problemPos splits "FILE:LINE:COL: message".
+var problemPos = regexp.MustCompile(`^(.+?):(\d+):(\d+): `)
+
+// printJSON prints one JSON object: {"ok", "rules", "files", "loaded",
+// "problems": [{"file", "line", "col", "message"}], ...}; it returns the
+// exit code.
+func (r *checkResult) printJSON(stdout io.Writer) int {
+	type problem struct {
+		File    string `json:"file,omitempty"`
+		Line    int    `json:"line,omitempty"`
+		Col     int    `json:"col,omitempty"`
+		Message string `json:"message"`
+	}
+	probs := make([]problem, 0, len(r.problems))
+	for _, e := range r.problems {
+		for _, text := range strings.Split(e.Error(), "\n") {
+			p := problem{Message: text}
+			if m := problemPos.FindStringSubmatch(text); m != nil {
+				p.File, p.Message = m[1], text[len(m[0]):]
+				p.Line, _ = strconv.Atoi(m[2])
+				p.Col, _ = strconv.Atoi(m[3])
+			}
+			probs = append(probs, p)
+		}
+	}
+	b, _ := json.MarshalIndent(struct {
+		OK bool `json:"ok"`
+		*checkResult
+		Problems []problem `json:"problems"`
+	}{len(probs) == 0, r, probs}, "", "  ")
+	fmt.Fprintf(stdout, "%s\n", b)
+	if len(probs) > 0 {
+		return exitFound
+	}
+	return exitOK
+}
+
+// probeDriver, when the configuration (its reactord: section, flags'
+// environment variables) chooses the saltapi driver, checks that salt-api
+// answers and the credentials log in, as the daemon does at start. It
+// returns what it found ("" without a driver to probe), and the problem.
+func probeDriver(ctx context.Context, conf string) (string, error) {
+	opts, _, _, code := mergedOptions([]string{"-c", conf}, io.Discard, io.Discard)
+	if code != exitOK || opts.Driver != "saltapi" {
+		return "", nil
+	}
+	drv, err := opts.Drivers.Driver(opts.Driver, nil, nil)
+	if err == nil {
+		defer drv.Close(ctx)
+		if p, ok := drv.(actions.Prober); ok {
+			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			err = p.Probe(pctx)
+			cancel()
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("driver saltapi: %w (check --offline skips this)", err)
+	}
+	what := "answers"
+	if opts.Drivers.APIUser != "" {
+		what = "answers and the credentials log in"
+	}
+	return fmt.Sprintf("driver saltapi: %s %s", opts.Drivers.APIURL, what), nil
 }
 
 // printSettings prints the daemon's settings for conf, merged as

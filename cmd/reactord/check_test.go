@@ -1,9 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestCheckEvents: check --events renders a recording's events and reports
@@ -66,8 +72,10 @@ func TestCheckNoRules(t *testing.T) {
 	}
 }
 
-// TestDaemonLogsFilesThatDoNotLoad: the daemon runs with what loads and
-// logs, at start, every problem check would report.
+// TestDaemonLogsFilesThatDoNotLoad: a reaction file that does not load
+// stops the start, positioned, with exit code 2; with --start-broken the
+// daemon runs with what loads and logs, at start, every problem check
+// would report.
 func TestDaemonLogsFilesThatDoNotLoad(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'a/*': missing.sls\n  - 'b/*': broken.sls\n  - 'c/*': ok.sls\n",
@@ -75,11 +83,102 @@ func TestDaemonLogsFilesThatDoNotLoad(t *testing.T) {
 		"ok.sls":       "z:\n  local.test.ping:\n    - tgt: web1\n",
 	})
 	srv, _ := natsServer(t)
-	p := startDaemon(t, "-c", filepath.Join(dir, "reactor.conf"), "--nats", srv.ClientURL(), "--driver", "null", "--store", "none")
+	code, _, errOut := runCmd(t, "", "-c", filepath.Join(dir, "reactor.conf"), "--nats", srv.ClientURL(), "--driver", "null", "--store", "none")
+	if code != exitUsage || !strings.Contains(errOut, filepath.Join(dir, "broken.sls")+":4:1: unclosed action") || !strings.Contains(errOut, "--start-broken") {
+		t.Errorf("start with a broken file: exit %d\n%s", code, errOut)
+	}
+	p := launchDaemon(t, "-c", filepath.Join(dir, "reactor.conf"), "--nats", srv.ClientURL(), "--driver", "null", "--store", "none", "--start-broken")
+	// Started, and /healthz says what does not load.
+	checkFor(t, 20*time.Second, func() error {
+		if code := healthCode(p, "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(p.logs(), "reactord ready") {
+			return fmt.Errorf("healthz %d", code)
+		}
+		return nil
+	})
 	logs := p.logs()
 	for _, want := range []string{"SLS missing.sls matches no file", filepath.Join(dir, "broken.sls") + ":4:1: unclosed action"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("start logs lack %q:\n%s", want, logs)
 		}
+	}
+}
+
+// TestCheckLogsInToSaltAPI: with driver: saltapi configured, check logs in
+// to salt-api (a real HTTP server here) and reports a refused login as a
+// problem; --offline does not contact it.
+func TestCheckLogsInToSaltAPI(t *testing.T) {
+	var logins atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var creds map[string]string
+		if r.URL.Path != "/login" || json.NewDecoder(r.Body).Decode(&creds) != nil {
+			http.NotFound(w, r)
+			return
+		}
+		logins.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if creds["password"] != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"status": 401, "return": "Could not authenticate using provided credentials"}`)
+			return
+		}
+		fmt.Fprint(w, `{"return": [{"token": "t0k", "start": 1, "expire": 43201, "user": "reactord", "eauth": "pam"}]}`)
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		password, flag string
+		code           int
+		want           string
+		logins         int64
+	}{
+		{"s3cret", "", exitOK, "driver saltapi: " + srv.URL + " answers and the credentials log in", 1},
+		{"wrong", "", exitFound, `driver saltapi: salt-api ` + srv.URL + `: login as "reactord" with eauth "pam" refused`, 1},
+		{"wrong", "--offline", exitOK, "ok: 1 rule(s)", 0},
+	} {
+		logins.Store(0)
+		dir := writeFiles(t, map[string]string{
+			"reactor.conf": "reactor:\n  - 'x/*': x.sls\nreactord:\n  driver: saltapi\n  saltapi_url: " + srv.URL + "\n  saltapi_user: reactord\n  saltapi_eauth: pam\n  saltapi_password_file: pw\n",
+			"x.sls":        "#!yaml\nx:\n  local.test.ping:\n    - tgt: a\n",
+			"pw":           tc.password + "\n",
+		})
+		args := []string{"check", "-c", filepath.Join(dir, "reactor.conf")}
+		if tc.flag != "" {
+			args = append(args, tc.flag)
+		}
+		code, out, errOut := runCmd(t, "", args...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) || logins.Load() != tc.logins {
+			t.Errorf("check (password %s %s): exit %d, %d login(s), want %d and %q\n%s%s", tc.password, tc.flag, code, logins.Load(), tc.code, tc.want, out, errOut)
+		}
+	}
+}
+
+// TestCheckOutJSON: check --out json prints one object with how each file
+// is read and each problem split into file, line, col and message.
+func TestCheckOutJSON(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf": "reactor:\n  - 'a/*': a.sls\n  - 'b/*': b.sls\n",
+		"a.sls":        "r:\n  local.test.ping:\n    - tgt: {{ data['id'] }}\n",
+		"b.sls":        "{% if data.x %}\nr: 1\n",
+	})
+	code, out, errOut := runCmd(t, "", "check", "-c", filepath.Join(dir, "reactor.conf"), "--out", "json", "--renderer", "auto")
+	var got struct {
+		OK     bool `json:"ok"`
+		Loaded []struct {
+			Path, Renderer string
+		} `json:"loaded"`
+		Problems []struct {
+			File      string
+			Line, Col int
+			Message   string
+		} `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
+	}
+	if code != exitFound || errOut != "" || got.OK || len(got.Loaded) != 1 || got.Loaded[0].Renderer != "jinja (Salt's default)" ||
+		len(got.Problems) != 1 || got.Problems[0].File != filepath.Join(dir, "b.sls") || got.Problems[0].Line == 0 || !strings.Contains(got.Problems[0].Message, "endif") {
+		t.Errorf("exit %d, %+v\nstderr: %s", code, got, errOut)
+	}
+	if code, out, _ := runCmd(t, "", "version", "--out", "json"); code != exitOK || !strings.Contains(out, `"go_version":"go1.`) {
+		t.Errorf("version --out json: %d %s", code, out)
 	}
 }

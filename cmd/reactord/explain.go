@@ -31,6 +31,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
 	evFile := fs.String("event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
 	renderer := rendererFlag(fs)
+	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
 	df := daemon.DefaultDriverOptions()
 	df.Flags(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
@@ -45,7 +46,7 @@ reactions have errors, 2 on bad input.`, stderr)
 		fmt.Fprintf(stderr, "explain: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(*conf, stderr, false, renderer())
+	eng, code := loadEngine(*conf, stderr, *verbose, renderer())
 	if eng == nil {
 		return code
 	}

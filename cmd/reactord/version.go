@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -61,7 +62,8 @@ func (b buildInfo) String() string {
 
 // cmdVersion prints the version line (reactord version, reactord --version).
 func cmdVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("version", "reactord version", "Prints reactord's version, the commit it was built from and the Go version that built it.", stderr)
+	fs := newFlags("version", "reactord version [--out json]", "Prints reactord's version, the commit it was built from and the Go version that built it.", stderr)
+	out := fs.String("out", "text", `text, or json: {"version", "commit", "go_version"}`)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -69,7 +71,17 @@ func cmdVersion(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "version: takes no arguments")
 		return exitUsage
 	}
-	fmt.Fprintln(stdout, readBuildInfo())
+	bi := readBuildInfo()
+	switch *out {
+	case "text":
+		fmt.Fprintln(stdout, bi)
+	case "json":
+		b, _ := json.Marshal(map[string]string{"version": bi.Version, "commit": bi.Commit, "go_version": bi.GoVersion})
+		fmt.Fprintf(stdout, "%s\n", b)
+	default:
+		fmt.Fprintf(stderr, "version: --out %q: want text or json\n", *out)
+		return exitUsage
+	}
 	return exitOK
 }
 
