@@ -45,7 +45,7 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	publishAndWait := func(step string) {
 		t.Helper()
 		want := got.Load() + 1
-		wait.For(t, 10*time.Second, func() error {
+		wait.For(t, 30*time.Second, func() error {
 			seq++
 			// Published until one arrives: while the stream is missing
 			// the publish fails or lands nowhere.
