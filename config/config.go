@@ -220,7 +220,7 @@ var logLevels = map[string]string{
 }
 
 // DriverNames are the drivers reactord knows (the daemon's --driver).
-var DriverNames = []string{"dryrun", "saltapi", "exec", "nats", "null"}
+var DriverNames = []string{"dryrun", "saltapi", "master", "exec", "nats", "null"}
 
 // checkDriver refuses a driver name reactord does not know, naming the
 // likely one.

@@ -263,7 +263,7 @@ func TestErrors(t *testing.T) {
 		{"unknown setting", "reactord:\n  workerz: 2\n", 2, 3, "unknown reactord setting \"workerz\"", false},
 		{"bad log level", "reactord:\n  log_level: loud\n", 2, 14, "log_level must be one of all, garbage, trace, debug, profile, info, warning, error, critical, quiet (Salt's levels; warn is warning), not \"loud\"", false},
 		{"bad workers", "reactord:\n  workers: -1\n", 2, 12, "workers must be a positive integer", false},
-		{"unknown driver", "reactord:\n  driver: saltapii\n", 2, 11, `reactord.driver "saltapii" is not a driver: want one of dryrun, saltapi, exec, nats, null (did you mean saltapi?)`, false},
+		{"unknown driver", "reactord:\n  driver: saltapii\n", 2, 11, `reactord.driver "saltapii" is not a driver: want one of dryrun, saltapi, master, exec, nats, null (did you mean saltapi?)`, false},
 		// The values the daemon's flags refuse are refused here too, with
 		// their position (issue 10 #14).
 		{"zero workers", "reactord:\n  workers: 0\n", 2, 12, "workers must be a positive integer", false},

@@ -98,6 +98,10 @@ var flagSettings = map[string]settingKind{
 	"exec_kill_grace":       kindDuration,
 	"exec_max_procs":        kindCount,
 	"exec_coalesce":         kindCount,
+	"master_uri":            kindString,
+	"master_key_file":       kindPath,
+	"master_user":           kindString,
+	"master_sockets":        kindCount,
 }
 
 // typedSettings are the keys with a field of their own in Settings.

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	osuser "os/user"
 	"strings"
 	"time"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
+	"github.com/reactord/reactord/actions/masterdriver"
 	"github.com/reactord/reactord/actions/natsdriver"
 	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/config"
@@ -31,6 +33,9 @@ type DriverOptions struct {
 	ExecTimeout, KillGrace           time.Duration
 	SaltConfigDir                    string
 	ExecMaxProcs, ExecCoalesce       int
+	// the master driver
+	MasterURI, MasterKeyFile, MasterUser string
+	MasterSockets                        int
 }
 
 // DefaultDriverOptions returns the drivers' defaults.
@@ -40,6 +45,7 @@ func DefaultDriverOptions() DriverOptions {
 		APIMaxInFlight: saltapi.DefaultMaxInFlight, APIMaxBatch: saltapi.DefaultMaxBatch, APIMaxMerge: saltapi.DefaultMaxMerge,
 		SaltBin: "salt", SaltRunBin: "salt-run", SaltCallBin: "salt-call",
 		ExecTimeout: 30 * time.Second, KillGrace: 5 * time.Second, ExecCoalesce: execdriver.DefaultMaxCoalesce,
+		MasterSockets: 8,
 	}
 }
 
@@ -65,7 +71,41 @@ func (f *DriverOptions) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&f.APIMaxBatch, "saltapi-max-batch", f.APIMaxBatch, "saltapi driver: reactions waiting for a request slot are sent together, up to this many in one POST (1: never)")
 	fs.IntVar(&f.APIMaxMerge, "saltapi-merge", f.APIMaxMerge, "saltapi driver: waiting local reactions that differ only in their literal minion target become one job with a list target, up to this many (1: never)")
 	fs.IntVar(&f.ExecMaxProcs, "exec-max-procs", f.ExecMaxProcs, "exec driver: salt/salt-run programs running at once (default: the CPU count, 2 to 8)")
+	fs.StringVar(&f.MasterURI, "master-uri", f.MasterURI, "master driver: the master's request server, tcp://HOST:PORT (default: interface and ret_port of the master configuration in --salt-config-dir, /etc/salt)")
+	fs.StringVar(&f.MasterKeyFile, "master-key-file", f.MasterKeyFile, "master driver: the key file the salt command reads (default: CACHEDIR/.USER_key of the master configuration)")
+	fs.StringVar(&f.MasterUser, "master-user", f.MasterUser, "master driver: the user jobs are published as, whose key file is read: root, the master's user, or a user in the master's publisher_acl (default: the user reactord runs as)")
+	fs.IntVar(&f.MasterSockets, "master-sockets", f.MasterSockets, "master driver: requests to the master in flight at once (one REQ socket each)")
 	fs.IntVar(&f.ExecCoalesce, "exec-coalesce", f.ExecCoalesce, "exec driver: waiting local reactions that differ only in their literal minion target share one salt -L run, up to this many (1: never)")
+}
+
+// master returns the master driver, with the exec driver's salt-call for
+// caller reactions and salt-run for wheel ones (the master's wheel clear
+// function holds a master worker until it returns).
+func (f *DriverOptions) master() (actions.Driver, error) {
+	dir := f.SaltConfigDir
+	if dir == "" {
+		dir = "/etc/salt"
+	}
+	mc, err := masterdriver.ReadMasterConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--driver master: %w (--salt-config-dir names Salt's configuration directory)", err)
+	}
+	user := f.MasterUser
+	if user == "" {
+		user = "root"
+		if u, err := osuser.Current(); err == nil {
+			user = u.Username
+		}
+	}
+	m, err := masterdriver.New(masterdriver.Config{Master: mc, User: user, KeyFile: f.MasterKeyFile, URI: f.MasterURI, Sockets: f.MasterSockets})
+	if err != nil {
+		return nil, fmt.Errorf("--driver master: %w", err)
+	}
+	exec, err := f.Exec()
+	if err != nil {
+		return nil, err
+	}
+	return actions.Router{Primary: m, Fallback: exec}, nil
 }
 
 // ErrUnknownDriver reports a driver name that is none of the drivers.
@@ -96,6 +136,8 @@ func (f *DriverOptions) Driver(name string, stdout io.Writer, conn *natsbus.Conn
 		return natsdriver.New(conn, f.ExecSubject, fmt.Sprintf("reactord-%d", os.Getpid())), nil
 	case "exec":
 		return f.Exec()
+	case "master":
+		return f.master()
 	case "saltapi":
 		pw, err := SecretValue(f.APIPassword, EnvName("saltapi-password"), f.APIPasswordFile)
 		if err != nil {

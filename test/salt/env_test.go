@@ -426,6 +426,8 @@ func startReactordRules(t *testing.T, e *saltEnv, driver, revert, rules string, 
 	switch driver {
 	case "exec":
 		args = append(args, "--salt-bin", e.bin("salt"), "--salt-run-bin", e.bin("salt-run"), "--salt-call-bin", e.bin("salt-call"), "--salt-config-dir", e.etc)
+	case "master":
+		args = append(args, "--salt-config-dir", e.etc, "--salt-run-bin", e.bin("salt-run"), "--salt-call-bin", e.bin("salt-call"))
 	case "saltapi":
 		args = append(args, "--saltapi-url", e.apiURL, "--saltapi-user", "root", "--saltapi-password", "x", "--saltapi-eauth", "auto",
 			"--salt-call-bin", e.bin("salt-call"))

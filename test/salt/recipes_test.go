@@ -53,10 +53,10 @@ func tagIs(tag string) func(event.Event) bool {
 
 // TestRecipesOnRealSalt runs the four recipes of examples/reactor against a
 // real master, two minions and salt-api, through the exec driver (Salt's
-// own CLIs) and the saltapi driver, with the native bridge reading the
-// master's event socket.
+// own CLIs), the saltapi driver and the master driver (the master's request
+// channel), with the native bridge reading the master's event socket.
 func TestRecipesOnRealSalt(t *testing.T) {
-	for _, driver := range []string{"exec", "saltapi"} {
+	for _, driver := range []string{"exec", "saltapi", "master"} {
 		t.Run(driver, func(t *testing.T) { testRecipes(t, driver) })
 	}
 }
@@ -291,7 +291,7 @@ func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id, fun string) {
 // change on web2 (whose beacon Salt does not pause) gives one revert, the
 // third 3s after the second orchestration's return included.
 func TestOrchestratedRevertOnRealSalt(t *testing.T) {
-	for _, driver := range []string{"exec", "saltapi"} {
+	for _, driver := range []string{"exec", "saltapi", "master"} {
 		t.Run(driver, func(t *testing.T) {
 			e := startSalt(t)
 			orch := filepath.Join(t.TempDir(), "orch.sls")

@@ -20,8 +20,8 @@ import (
 
 // TestStorm measures, side by side in one run on the same machine, how fast
 // state.apply jobs reach a real master when a storm of minion start events
-// hits its bus: Salt's own reactor, reactord's saltapi driver and its exec
-// driver, each on a fresh master with the same minions. Set
+// hits its bus: Salt's own reactor, reactord's master, saltapi and exec
+// drivers, each on a fresh master with the same minions. Set
 // REACTORD_E2E_STORM to the number of events (e.g. 1000); it takes minutes.
 //
 // The events are pushed into the master's own bus through its
@@ -48,7 +48,7 @@ func TestStorm(t *testing.T) {
 		seconds, jps, mjobps float64
 	}
 	var results []result
-	contenders := []string{"salt-reactor", "reactord-saltapi", "reactord-saltapi-no-merge", "reactord-exec", "reactord-exec-1proc", "reactord-saltapi-guard-on"}
+	contenders := []string{"salt-reactor", "reactord-master", "reactord-saltapi", "reactord-saltapi-no-merge", "reactord-exec", "reactord-exec-1proc", "reactord-saltapi-guard-on"}
 	if only := os.Getenv("REACTORD_E2E_STORM_ONLY"); only != "" {
 		contenders = strings.Split(only, ",")
 	}
@@ -96,6 +96,10 @@ func TestStorm(t *testing.T) {
 				startReactord(t, e, "exec", "--no-loop-guard", "--exec-max-procs", "1")
 			case "reactord-saltapi-guard-on":
 				startReactord(t, e, "saltapi")
+			case "reactord-master":
+				startReactord(t, e, "master", "--no-loop-guard")
+			case "reactord-master-guard-on":
+				startReactord(t, e, "master")
 			}
 			time.Sleep(5 * time.Second) // let the start-up settle
 			jobs := countJobs(t, e.sockDir)
