@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ type OutboxStats struct {
 	// Truncated counts events published with values cut to fit the
 	// server's max payload.
 	Truncated atomic.Int64
+	// TrimmedBySalt counts events that arrived with values Salt's master
+	// replaced with VALUE_TRIMMED (an event over its max_event_size).
+	TrimmedBySalt atomic.Int64
 	// Dropped counts events refused because the spool was full.
 	Dropped atomic.Int64
 	// Unpublishable counts events that could not be made to fit.
@@ -74,6 +78,10 @@ type OutboxStats struct {
 	// Spooled counts events that went to the disk spool.
 	Spooled atomic.Int64
 }
+
+// valueTrimmed is what Salt's master puts in place of the values of an
+// event over its max_event_size (salt.utils.dicttrim).
+var valueTrimmed = []byte(`"VALUE_TRIMMED"`)
 
 // Outbox carries events from a bridge to NATS without ever making the bridge
 // wait: Offer puts an event in a bounded spool (memory, then disk) and Run
@@ -89,6 +97,7 @@ type Outbox struct {
 	stats    OutboxStats
 	dropLog  *ratelog.Every
 	cutLog   *ratelog.Every
+	trimLog  *ratelog.Every
 	failLog  *ratelog.Every
 	closeMu  sync.Mutex
 	closed   bool
@@ -133,7 +142,7 @@ func NewOutbox(cfg OutboxConfig, pub Publisher) (*Outbox, error) {
 	}
 	o := &Outbox{
 		pub: pub, spool: sp, log: log, minDelay: cfg.MinBackoff, maxDelay: cfg.MaxBackoff,
-		dropLog: ratelog.New(cfg.LogInterval), cutLog: ratelog.New(cfg.LogInterval), failLog: ratelog.New(cfg.LogInterval),
+		dropLog: ratelog.New(cfg.LogInterval), cutLog: ratelog.New(cfg.LogInterval), trimLog: ratelog.New(cfg.LogInterval), failLog: ratelog.New(cfg.LogInterval),
 	}
 	o.healthy.Store(true)
 	return o, nil
@@ -192,6 +201,13 @@ func (o *Outbox) Run(ctx context.Context) error {
 // (false: the event is still to be published).
 func (o *Outbox) publish(ctx context.Context, it item) bool {
 	body := it.body
+	if bytes.Contains(body, valueTrimmed) {
+		o.stats.TrimmedBySalt.Add(1)
+		if n, ok := o.trimLog.Tick(); ok {
+			o.log.Warn("event arrived trimmed by the Salt master: values over its max_event_size (1 MiB by default) read VALUE_TRIMMED; the master's job cache keeps whole job returns; raise max_event_size in the master's configuration to get them whole",
+				"tag", it.tag, "trimmed_since_last_log", n)
+		}
+	}
 	if lim, ok := o.pub.(PayloadLimiter); ok {
 		if max := lim.MaxPayload() - headerReserve; max > 0 && len(body) > max {
 			out, cuts, err := event.Fit(body, max)

@@ -244,7 +244,7 @@ func (b *Bridge) Summary() map[string]int64 {
 	st := b.src.Stats()
 	mem, disk, _ := b.src.Outbox().Pending()
 	return map[string]int64{"received": st.Received.Load(), "published": st.Published.Load(),
-		"dropped": st.Dropped.Load(), "truncated": st.Truncated.Load(), "malformed": st.Malformed.Load(),
+		"dropped": st.Dropped.Load(), "truncated": st.Truncated.Load(), "trimmed_by_salt": st.TrimmedBySalt.Load(), "malformed": st.Malformed.Load(),
 		"reconnects": st.Reconnects.Load(), "held": int64(mem + disk)}
 }
 
@@ -263,6 +263,7 @@ func registerBridgeMetrics(reg *prometheus.Registry, src eventSource) {
 	counter("reactord_bridge_events_dropped_total", "Events dropped because the spool was full.", st.Dropped.Load)
 	counter("reactord_bridge_events_unpublishable_total", "Events that could not be cut to fit the NATS max payload.", st.Unpublishable.Load)
 	counter("reactord_events_truncated_total", "Events published with values cut to fit the NATS max payload.", st.Truncated.Load)
+	counter("reactord_events_trimmed_by_salt_total", "Events that arrived with values the Salt master replaced with VALUE_TRIMMED (over its max_event_size).", st.TrimmedBySalt.Load)
 	counter("reactord_bridge_malformed_total", "Events read but not understood (not a Salt event, invalid data).", st.Malformed.Load)
 	counter("reactord_bridge_reconnects_total", "Reconnections to the master's bus.", st.Reconnects.Load)
 	counter("reactord_bridge_publish_errors_total", "Failed publish attempts (each retried).", st.PublishErrors.Load)

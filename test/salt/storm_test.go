@@ -23,6 +23,9 @@ import (
 // hits its bus: Salt's own reactor, reactord's master, saltapi and exec
 // drivers, each on a fresh master with the same minions. Set
 // REACTORD_E2E_STORM to the number of events (e.g. 1000); it takes minutes.
+// REACTORD_E2E_STORM_MINIONS spreads them over that many minions (10 by
+// default); REACTORD_E2E_STORM_ONLY lists the contenders, in order (a name
+// twice runs twice: alternate pairs to see the machine's drift).
 //
 // The events are pushed into the master's own bus through its
 // master_event_pull.ipc socket, exactly as Salt's fire_event does, so every
@@ -39,7 +42,11 @@ func TestStorm(t *testing.T) {
 		t.Skip("set REACTORD_E2E_STORM=N to measure a storm of N minion start events")
 	}
 	minions := []string{}
-	for i := 1; i <= 10; i++ {
+	spread := 10
+	if m, _ := strconv.Atoi(os.Getenv("REACTORD_E2E_STORM_MINIONS")); m > 0 {
+		spread = m
+	}
+	for i := 1; i <= spread; i++ {
 		minions = append(minions, fmt.Sprintf("web%d", i))
 	}
 	type result struct {
