@@ -151,8 +151,13 @@ type Stats struct {
 	// Received counts events read from the stream, including malformed and
 	// truncated ones.
 	Received atomic.Int64
-	// Reconnects counts connection attempts after the first one.
+	// Reconnects counts reconnections: connections made after the first
+	// one (not the attempts that failed).
 	Reconnects atomic.Int64
+	// BlindNanos adds up the time the native bridge spent disconnected
+	// from the master's bus after its first connection: events published
+	// then were not seen.
+	BlindNanos atomic.Int64
 	// Malformed counts events that could not be turned into an envelope:
 	// data that is not a JSON object with an object "data", a missing tag,
 	// an event cut off by the end of the stream, an oversized line.
@@ -178,9 +183,10 @@ type Bridge struct {
 	up      atomic.Bool
 
 	// Owned by the goroutine running Run.
-	token       string
-	tokenFresh  bool          // token comes from a login not yet used for a connection
-	serverRetry time.Duration // last "retry:" value salt-api sent
+	token         string
+	tokenFresh    bool          // token comes from a login not yet used for a connection
+	connectedOnce bool          // a session reached the stream: the next one is a reconnection
+	serverRetry   time.Duration // last "retry:" value salt-api sent
 }
 
 var (
@@ -327,10 +333,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer stop()
 
 	failures := 0 // consecutive attempts that did not connect
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			b.stats.Reconnects.Add(1)
-		}
+	for {
 		connected, err := b.session(ctx)
 		if ctx.Err() != nil {
 			b.log.Info("bridge stopped", "url", b.eventsURL)
@@ -416,6 +419,10 @@ func (b *Bridge) session(ctx context.Context) (connected bool, err error) {
 	}
 	b.tokenFresh = false
 	b.log.Info("connected to salt-api event stream", "url", b.eventsURL)
+	if b.connectedOnce {
+		b.stats.Reconnects.Add(1)
+	}
+	b.connectedOnce = true
 	b.up.Store(true)
 	defer b.up.Store(false)
 	return true, b.consume(ctx, resp.Body)

@@ -30,7 +30,8 @@ type MasterConfig struct {
 	// SockDir is the master's sock_dir (default DefaultSockDir).
 	SockDir string
 	// MinBackoff and MaxBackoff space reconnection attempts (defaults
-	// 100ms and 2s: while disconnected the bridge sees nothing, so it
+	// 50ms and 250ms: while disconnected the bridge sees nothing, and
+	// dialling a socket that is not there yet costs nothing, so it
 	// retries often).
 	MinBackoff, MaxBackoff time.Duration
 	// LogInterval spaces repeated warnings (default DefaultLogInterval).
@@ -73,10 +74,10 @@ func NewMasterBus(cfg MasterConfig, pub Publisher) (*MasterBus, error) {
 		cfg.SockDir = DefaultSockDir
 	}
 	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = 100 * time.Millisecond
+		cfg.MinBackoff = 50 * time.Millisecond
 	}
 	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 2 * time.Second
+		cfg.MaxBackoff = 250 * time.Millisecond
 	}
 	if cfg.MinBackoff > cfg.MaxBackoff {
 		return nil, fmt.Errorf("bridge: MinBackoff %v exceeds MaxBackoff %v", cfg.MinBackoff, cfg.MaxBackoff)
@@ -129,10 +130,7 @@ func (m *MasterBus) Run(ctx context.Context) error {
 	delay := retry.Backoff{Min: m.minDelay, Max: m.maxDelay}
 	var lost time.Time // when the last connection ended; zero before the first
 	failing := false
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			m.stats.Reconnects.Add(1)
-		}
+	for {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", m.path)
 		if ctx.Err() != nil {
 			if conn != nil {
@@ -158,8 +156,11 @@ func (m *MasterBus) Run(ctx context.Context) error {
 		if lost.IsZero() {
 			m.log.Info("connected to the master's event bus")
 		} else {
-			m.log.Warn("reconnected to the master's event bus; events published while disconnected were not seen",
-				"blind_for", time.Since(lost).Round(time.Millisecond))
+			blind := time.Since(lost)
+			m.stats.Reconnects.Add(1)
+			m.stats.BlindNanos.Add(int64(blind))
+			m.log.Warn("reconnected to the master's event bus; events published while disconnected were not seen (the job returns of that window are in the master's job cache: salt-run jobs.list_jobs, jobs.lookup_jid)",
+				"blind_for", blind.Round(time.Millisecond), "from", lost.UTC().Format(time.RFC3339Nano), "to", time.Now().UTC().Format(time.RFC3339Nano))
 		}
 		m.up.Store(true)
 		err = m.consume(ctx, conn)

@@ -265,7 +265,10 @@ func registerBridgeMetrics(reg *prometheus.Registry, src eventSource) {
 	counter("reactord_events_truncated_total", "Events published with values cut to fit the NATS max payload.", st.Truncated.Load)
 	counter("reactord_events_trimmed_by_salt_total", "Events that arrived with values the Salt master replaced with VALUE_TRIMMED (over its max_event_size).", st.TrimmedBySalt.Load)
 	counter("reactord_bridge_malformed_total", "Events read but not understood (not a Salt event, invalid data).", st.Malformed.Load)
-	counter("reactord_bridge_reconnects_total", "Reconnections to the master's bus.", st.Reconnects.Load)
+	counter("reactord_bridge_reconnects_total", "Reconnections to the event source (the master's bus, or salt-api's stream) after the first connection.", st.Reconnects.Load)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_bridge_blind_seconds_total",
+		Help: "Time the native bridge spent disconnected from the master's bus after its first connection: events published then were not seen."},
+		func() float64 { return float64(st.BlindNanos.Load()) / 1e9 }))
 	counter("reactord_bridge_publish_errors_total", "Failed publish attempts (each retried).", st.PublishErrors.Load)
 	counter("reactord_bridge_spooled_total", "Events that went to the disk spool.", st.Spooled.Load)
 	gauge("reactord_bridge_spool_events", "Events waiting for NATS, in memory and on disk.", func() float64 {
