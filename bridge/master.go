@@ -30,9 +30,10 @@ type MasterConfig struct {
 	// SockDir is the master's sock_dir (default DefaultSockDir).
 	SockDir string
 	// MinBackoff and MaxBackoff space reconnection attempts (defaults
-	// 50ms and 250ms: while disconnected the bridge sees nothing, and
+	// 10ms and 250ms: while disconnected the bridge sees nothing, and
 	// dialling a socket that is not there yet costs nothing, so it
-	// retries often).
+	// retries often). On Linux it also watches sock_dir and dials as soon
+	// as the master creates its socket.
 	MinBackoff, MaxBackoff time.Duration
 	// LogInterval spaces repeated warnings (default DefaultLogInterval).
 	LogInterval time.Duration
@@ -74,7 +75,7 @@ func NewMasterBus(cfg MasterConfig, pub Publisher) (*MasterBus, error) {
 		cfg.SockDir = DefaultSockDir
 	}
 	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = 50 * time.Millisecond
+		cfg.MinBackoff = 10 * time.Millisecond
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 250 * time.Millisecond
@@ -130,6 +131,7 @@ func (m *MasterBus) Run(ctx context.Context) error {
 	delay := retry.Backoff{Min: m.minDelay, Max: m.maxDelay}
 	var lost time.Time // when the last connection ended; zero before the first
 	failing := false
+	watch := newSockWatch(filepath.Dir(m.path)) // nil: retry on the timer alone
 	for {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", m.path)
 		if ctx.Err() != nil {
@@ -145,7 +147,8 @@ func (m *MasterBus) Run(ctx context.Context) error {
 				m.log.Error("cannot connect to the master's event bus; retrying (is the master running, and is --sock-dir its sock_dir?)",
 					"error", err, "retry_every", m.maxDelay)
 			}
-			if !retry.Sleep(ctx, delay.Next()) {
+			if !watch.wait(ctx, delay.Next()) {
+				watch.close()
 				m.log.Info("bridge stopped")
 				return nil
 			}
@@ -153,6 +156,8 @@ func (m *MasterBus) Run(ctx context.Context) error {
 		}
 		failing = false
 		delay.Reset()
+		watch.close()
+		watch = nil
 		if lost.IsZero() {
 			m.log.Info("connected to the master's event bus")
 		} else {
@@ -166,6 +171,8 @@ func (m *MasterBus) Run(ctx context.Context) error {
 		err = m.consume(ctx, conn)
 		m.up.Store(false)
 		lost = time.Now()
+		// Watch for the master's new socket before the first dial.
+		watch = newSockWatch(filepath.Dir(m.path))
 		if ctx.Err() != nil {
 			m.log.Info("bridge stopped")
 			return nil
