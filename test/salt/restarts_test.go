@@ -12,7 +12,8 @@ import (
 
 // TestRestartsAndLoopsOnRealSalt runs the loop guard's scenarios of minion
 // restarts and of a reaction that fires its own trigger on a real master,
-// through the exec driver:
+// through the exec driver and the master driver (its runner reactions go
+// through the master's runner clear function):
 //
 //   - web1 restarted twice after its highstate returned → two more
 //     highstates (genuine starts are never held back);
@@ -24,6 +25,12 @@ import (
 //   - a reaction that sends its own trigger through the master → stopped
 //     at --max-hops, once.
 func TestRestartsAndLoopsOnRealSalt(t *testing.T) {
+	for _, driver := range []string{"exec", "master"} {
+		t.Run(driver, func(t *testing.T) { testRestartsAndLoops(t, driver) })
+	}
+}
+
+func testRestartsAndLoops(t *testing.T, driver string) {
 	e := startSalt(t)
 	// Every highstate takes a few seconds, so a restart can land inside one.
 	writeFile(t, filepath.Join(e.dir, "srv/salt/top.sls"), "base:\n  '*':\n    - trivial\n    - slow\n")
@@ -31,10 +38,10 @@ func TestRestartsAndLoopsOnRealSalt(t *testing.T) {
 	loop := filepath.Join(t.TempDir(), "loop.sls")
 	writeFile(t, loop, "again:\n  runner.event.send:\n    - args:\n      - tag: myco/loop\n      - data: {n: 1}\n")
 	root, _ := filepath.Abs("../..")
-	r := startReactordRules(t, e, "exec", root+"/examples/reactor/revert-on-inotify/revert.sls",
+	r := startReactordRules(t, e, driver, root+"/examples/reactor/revert-on-inotify/revert.sls",
 		"  - 'myco/loop':\n    - "+loop+"\n", "--max-hops", "3")
 	e.startMinions()
-	acceptedAndStarted(t, e, r, "exec")
+	acceptedAndStarted(t, e, r, driver)
 
 	highstates := isJobNew("state.apply", "web1", "")
 	returned := func(j string) func() error {
