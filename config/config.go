@@ -958,29 +958,37 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 				continue
 			}
 			cfg.Settings.LiteralTarget = b
-		case "jinja":
-			b, ok := yaml11.Resolve(vn.Text).(bool)
-			if vn.Kind != yaml11.ScalarNode || !ok {
-				l.errorf(file, vn, "reactord.jinja must be true or false (renderer: jinja says the same)")
-				continue
-			}
-			cfg.Settings.Renderer = RendererGotmpl
-			if b {
-				cfg.Settings.Renderer = RendererJinja
-			}
-		case "renderer":
-			v, ok := scalarString(vn)
-			if !ok || !slices.Contains(Renderers, v) {
-				l.errorf(file, vn, "reactord.renderer must be one of %s", strings.Join(Renderers, ", "))
-				continue
-			}
-			cfg.Settings.Renderer = v
+		case "jinja", "renderer":
+			l.renderer(cfg, file, k, vn)
 		default:
 			if !l.flagSetting(cfg, file, k, kn, vn) {
 				l.errorf(file, kn, "unknown reactord setting %q (known: %s)", kn.Text, strings.Join(SettingKeys(), ", "))
 			}
 		}
 	}
+}
+
+// renderer reads renderer: (one of Renderers) or its older spelling
+// jinja: (true is jinja, false gotmpl).
+func (l *loader) renderer(cfg *Config, file, key string, vn *yaml11.Node) {
+	if key == "jinja" {
+		b, ok := yaml11.Resolve(vn.Text).(bool)
+		if vn.Kind != yaml11.ScalarNode || !ok {
+			l.errorf(file, vn, "reactord.jinja must be true or false (renderer: jinja says the same)")
+			return
+		}
+		cfg.Settings.Renderer = RendererGotmpl
+		if b {
+			cfg.Settings.Renderer = RendererJinja
+		}
+		return
+	}
+	v, ok := scalarString(vn)
+	if !ok || !slices.Contains(Renderers, v) {
+		l.errorf(file, vn, "reactord.renderer must be one of %s", strings.Join(Renderers, ", "))
+		return
+	}
+	cfg.Settings.Renderer = v
 }
 
 // resolveSLS turns each SLS reference into a local path pattern.

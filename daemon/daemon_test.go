@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/internal/syncbuf"
-	"github.com/reactord/reactord/natsbus"
 )
 
 const exampleConf = "../reactor.conf.example"
@@ -37,25 +36,8 @@ func TestRunReactsAndStops(t *testing.T) {
 	if err := d.Health(); err != nil {
 		t.Fatalf("health after start: %v", err)
 	}
-	token, err := ReadSecretFile(natsbus.TokenFile(d.DataDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := natsbus.Connect(natsbus.ConnOptions{URL: d.NATSURL(), Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Publish("salt/minion/web1/start", []byte(`{"tag": "salt/minion/web1/start", "data": {"id": "web1"}}`), natsbus.Meta{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), `"tgt":"web1"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reaction printed: %q", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	publish(t, d, "salt/minion/web1/start", `{"id": "web1"}`)
+	waitFor(t, out, `"tgt":"web1"`)
 	if err := stop(); err != nil {
 		t.Fatalf("Run returned %v", err)
 	}

@@ -195,13 +195,20 @@ func jinjaMissingKey(err error) error {
 	if idx < 1 {
 		return err
 	}
-	expr := fields[0]
-	for _, f := range fields[1:idx] {
-		expr += fmt.Sprintf("[%s]", pyQuote(f))
-	}
+	expr := jinjaPath(fields[:idx])
 	msg := fmt.Sprintf("%s[%s] is undefined: 'dict object' has no attribute %s (Salt's StrictUndefined fails the file too); for a key an event may lack, use %s.get(%s, default) or test %s in %s",
 		expr, pyQuote(m[2]), pyQuote(m[2]), expr, pyQuote(m[2]), pyQuote(m[2]), expr)
 	return &PosError{Pos: position.Pos{File: pe.File, Line: pe.Line, Col: pe.Col}, Msg: msg, Err: pe.Err}
+}
+
+// jinjaPath spells a Go template field chain (data, x, y) as the Jinja
+// expression that reads it: data['x']['y'].
+func jinjaPath(fields []string) string {
+	expr := fields[0]
+	for _, f := range fields[1:] {
+		expr += fmt.Sprintf("[%s]", pyQuote(f))
+	}
+	return expr
 }
 
 // goExec matches text/template's execution error, after the position:
@@ -238,13 +245,10 @@ func jinjaExecError(err error) error {
 			msg = fmt.Sprintf("'%s object' has no attribute %s", py, pyQuote(f[1]))
 		} else {
 			fields := strings.Split(strings.TrimPrefix(strings.TrimPrefix(m[1], "$"), "."), ".")
-			expr := fields[0]
-			for _, k := range fields[1:] {
-				if k == f[1] {
-					break
-				}
-				expr += fmt.Sprintf("[%s]", pyQuote(k))
+			if i := slices.Index(fields, f[1]); i > 0 {
+				fields = fields[:i]
 			}
+			expr := jinjaPath(fields)
 			msg = fmt.Sprintf("%s has no attribute %s: it is not a dict", expr, pyQuote(f[1]))
 		}
 	}
