@@ -132,6 +132,7 @@ func (m *MasterBus) Run(ctx context.Context) error {
 	var lost time.Time // when the last connection ended; zero before the first
 	failing := false
 	watch := newSockWatch(filepath.Dir(m.path)) // nil: retry on the timer alone
+	defer func() { watch.close() }()
 	for {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", m.path)
 		if ctx.Err() != nil {
@@ -148,7 +149,6 @@ func (m *MasterBus) Run(ctx context.Context) error {
 					"error", err, "retry_every", m.maxDelay)
 			}
 			if !watch.wait(ctx, delay.Next()) {
-				watch.close()
 				m.log.Info("bridge stopped")
 				return nil
 			}
@@ -171,6 +171,10 @@ func (m *MasterBus) Run(ctx context.Context) error {
 		err = m.consume(ctx, conn)
 		m.up.Store(false)
 		lost = time.Now()
+		if ctx.Err() != nil {
+			m.log.Info("bridge stopped")
+			return nil
+		}
 		// Watch for the master's new socket before the first dial.
 		watch = newSockWatch(filepath.Dir(m.path))
 		if ctx.Err() != nil {

@@ -59,7 +59,7 @@ func TestBrokenFilesRefuseStart(t *testing.T) {
 	out := &syncbuf.Buffer{}
 	o.Stdout = out
 	d, _ := runDaemon(t, o)
-	if err := d.Health(); err == nil || !strings.Contains(err.Error(), "reaction files: 1 problem(s)") {
+	if err := d.Health(); err == nil || !strings.Contains(err.Error(), "reaction files that do not load: "+bad) {
 		t.Errorf("health with a broken file: %v", err)
 	}
 	if n := brokenMetric(t, d); n != 1 {
@@ -67,6 +67,18 @@ func TestBrokenFilesRefuseStart(t *testing.T) {
 	}
 	publish(t, d, "salt/minion/web1/start", `{"id": "web1"}`)
 	waitFor(t, out, `"tgt":"web1"`)
+
+	// Fixed on disk: healthy again, without a reload.
+	if err := os.WriteFile(bad, []byte("#!yaml\nr:\n  local.test.ping:\n    - tgt: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d.Health() != nil || brokenMetric(t, d) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("still unhealthy after the fix: %v", d.Health())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestReloadKeepsConfigurationWhenFilesBreak: an edit that breaks a

@@ -95,10 +95,7 @@ type Daemon struct {
 	runCtx context.Context
 	cancel context.CancelFunc
 
-	shared atomic.Bool
-	// broken counts the problems of reaction files that do not load
-	// (--start-broken).
-	broken    atomic.Int64
+	shared    atomic.Bool
 	sharedErr atomic.Pointer[error] // the last failure to open it, until it opened
 
 	hup <-chan os.Signal

@@ -224,10 +224,12 @@ func (m *RendererMode) Set(s string) error {
 	return nil
 }
 
-// Effective is the mode a --renderer and a --jinja given together mean
-// (--renderer wins), "" when neither was given: the configuration's.
+// Effective is the mode a --renderer and a --jinja mean: --jinja (given on
+// the command line or as $REACTORD_JINJA) is jinja whatever the renderer
+// merged from the configuration; "" when neither was given: the
+// configuration's.
 func (m RendererMode) Effective(jinja bool) string {
-	if m == "" && jinja {
+	if jinja {
 		return config.RendererJinja
 	}
 	return string(m)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -162,21 +163,30 @@ func (d *Daemon) buildEngine(context.Context) error {
 	}
 	d.eng = eng
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_reaction_files_broken",
-		Help: "Reaction files that do not load: their problems found at start or reload with --start-broken (without it they refuse the start and the reload), and the files whose last change did not load, which react with their previous version."},
-		func() float64 {
-			n := d.broken.Load()
-			if p := d.running.Load(); p != nil {
-				n += int64(p.Engine().StaleFiles())
-			}
-			return float64(n)
-		}))
+		Help: "Reaction files that do not load (with --start-broken; without it they refuse the start and the reload), and those whose last change did not load, which react with their previous version."},
+		func() float64 { return float64(len(d.brokenFiles())) }))
 	d.addHealth("reaction files", func() error {
-		if n := d.broken.Load(); n > 0 {
-			return fmt.Errorf("reaction files: %d problem(s) in files that do not load (started with --start-broken); reactord check -c %s lists them", n, d.opts.Config)
+		broken := d.brokenFiles()
+		if len(broken) == 0 {
+			return nil
 		}
-		return nil
+		names := make([]string, 0, len(broken))
+		for p := range broken {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("reaction files that do not load: %s (reactord check -c %s says why)", strings.Join(names, ", "), d.opts.Config)
 	})
 	return nil
+}
+
+// brokenFiles are the reaction files that do not load, as the running
+// engine finds them now (before the pipeline runs: the start's engine).
+func (d *Daemon) brokenFiles() map[string]error {
+	if p := d.running.Load(); p != nil {
+		return p.Engine().BrokenFiles()
+	}
+	return d.eng.BrokenFiles()
 }
 
 // checkFiles checks a configuration as `check` does, without an event, at
@@ -193,12 +203,11 @@ func (d *Daemon) checkFiles(cfg *config.Config) (engine.CheckReport, error) {
 }
 
 // logProblems logs each problem of a configuration taken (at start or on
-// a reload) and counts those of files that do not load.
+// a reload).
 func (d *Daemon) logProblems(rep engine.CheckReport) {
 	for _, p := range rep.Problems {
 		d.log.Warn("configuration problem (run reactord check -c CONF for all of them)", "problem", p.Error())
 	}
-	d.broken.Store(int64(len(rep.Broken)))
 }
 
 // storeURL is the audit store's URL: --store, --store-file or

@@ -101,9 +101,26 @@ func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
 	return e, nil
 }
 
-// StaleFiles counts the reaction files whose change did not load, served
-// from their previous version.
-func (e *Engine) StaleFiles() int { return len(e.lib.Stale()) }
+// BrokenFiles lists, by path, the reaction files of the rules that do not
+// load now (not those missing: Salt renders nothing for those), and those
+// whose last change did not load, served from their previous version. The
+// files are looked at on disk at most once a second.
+func (e *Engine) BrokenFiles() map[string]error {
+	out := e.lib.Stale()
+	for _, r := range e.cfg.Rules {
+		for _, sls := range r.SLS {
+			if sls.Pattern == "" {
+				continue
+			}
+			for _, p := range e.lib.Glob(sls.Pattern) {
+				if _, err := e.lib.File(p); err != nil && !missing(err) {
+					out[p] = err
+				}
+			}
+		}
+	}
+	return out
+}
 
 func exprError(p config.Pos, what string, err error) error {
 	var ee *matchers.ExprError

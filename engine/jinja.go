@@ -146,7 +146,9 @@ func firstWord(s string) string {
 }
 
 // looksGoTemplate reports whether a source uses Go template syntax: an
-// action that starts with a dot, a $variable or a Go keyword.
+// action that starts with a dot, a $variable, a Go keyword or a comment,
+// or that reads .data or .tag as an argument ({{ dig "id" "" .data }},
+// {{ index .data "id" }}): none of them is Jinja.
 func looksGoTemplate(src []byte) bool {
 	s := string(src)
 	for {
@@ -155,8 +157,17 @@ func looksGoTemplate(src []byte) bool {
 			return false
 		}
 		rest := strings.TrimLeft(strings.TrimPrefix(s[i+2:], "-"), " \t")
-		for _, p := range []string{".", "$", "if ", "range ", "end", "with ", "else", "toJson ", "pyStr "} {
+		for _, p := range []string{".", "$", "/*", "if ", "range ", "end", "with ", "else", "toJson ", "pyStr "} {
 			if strings.HasPrefix(rest, p) {
+				return true
+			}
+		}
+		action := rest
+		if j := strings.Index(action, "}}"); j >= 0 {
+			action = action[:j]
+		}
+		for _, p := range []string{" .data", "(.data", " .tag", "(.tag", " $"} {
+			if strings.Contains(action, p) {
 				return true
 			}
 		}

@@ -358,3 +358,25 @@ func TestCheckRendersSampleEvents(t *testing.T) {
 		t.Errorf("sample problems counted as broken files: %v", rep.Broken)
 	}
 }
+
+// TestGoTemplatesDetected: files without a shebang written as Go templates
+// in reactord's own idioms are read as Go templates, not refused as broken
+// Jinja.
+func TestGoTemplatesDetected(t *testing.T) {
+	for _, src := range []string{
+		"r:\n  local.test.ping:\n    - tgt: {{ dig \"id\" \"\" .data }}\n",
+		"r:\n  local.test.ping:\n    - tgt: {{ index .data \"id\" }}\n",
+		"{{- /* a Go comment */ -}}\nr:\n  local.test.ping:\n    - tgt: web1\n",
+		"r:\n  local.test.ping:\n    - tgt: {{ printf \"%s\" .data.id }}\n",
+	} {
+		ld, err := load("", "f.sls", []byte(src))
+		if err != nil || ld.Renderer != "gotmpl (detected)" {
+			t.Errorf("%q: %q, %v", src, ld.Renderer, err)
+		}
+	}
+	for _, src := range []string{"a: {{ data.id }}\n", "a: {{ data|json }}\n", "a: 1\n"} {
+		if ld, err := load("", "f.sls", []byte(src)); err != nil || ld.Renderer != "jinja (Salt's default)" {
+			t.Errorf("%q: %q, %v", src, ld.Renderer, err)
+		}
+	}
+}

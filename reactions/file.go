@@ -87,7 +87,7 @@ func ParseFile(path string, src []byte) (*File, error) {
 	text := string(src)
 	if strings.HasPrefix(text, "#!") {
 		first, _, _ := strings.Cut(text, "\n")
-		pipeline := strings.TrimSpace(strings.TrimPrefix(first, "#!"))
+		pipeline := strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(first, "#!")), " ", "")
 		switch pipeline {
 		case "yaml":
 			return &File{Path: path, static: src, skels: map[string]skelResult{}}, nil

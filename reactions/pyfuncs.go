@@ -183,6 +183,11 @@ func asString(v any) (string, bool) {
 		return x, true
 	case yamlQuoted:
 		return x.text, true
+	case pyPrinted:
+		// pprint's text: a string to the filters and tests after it.
+		if x.text != "" {
+			return x.text, true
+		}
 	}
 	return "", false
 }

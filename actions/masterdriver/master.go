@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -223,16 +224,43 @@ func (d *Driver) nodegroup(name string, seen map[string]bool) (string, bool) {
 	seen[name] = true
 	defer delete(seen, name)
 	words := strings.Fields(def)
+	nested := false
 	for i, w := range words {
 		if strings.HasPrefix(w, "N@") && len(w) > 2 {
 			inner, ok := d.nodegroup(w[2:], seen)
 			if !ok {
 				return "", false
 			}
-			words[i] = "( " + inner + " )"
+			words[i], nested = "( "+inner+" )", true
+		}
+	}
+	if !nested {
+		if joined, ok := nodegroupList(words); ok {
+			return joined, true
 		}
 	}
 	return strings.Join(words, " "), true
+}
+
+// nodegroupList is salt.utils.minions._nodegroup_regex: a nodegroup of
+// plain words (no operator, no X@ matcher, no wildcard) is a list of
+// minions (L@a,b), or an expression (E@...) when a word holds a regular
+// expression's bracket or escape.
+func nodegroupList(words []string) (string, bool) {
+	for _, w := range words {
+		switch {
+		case w == "and" || w == "or" || w == "not" || w == "(" || w == ")":
+			return "", false
+		case strings.Contains(w, "*"), len(w) > 1 && w[1] == '@' && w[0] >= 'A' && w[0] <= 'Z':
+			return "", false
+		}
+	}
+	for _, w := range words {
+		if strings.ContainsAny(w, "([{\\?}])") {
+			return "E@" + strings.Join(words, ","), true
+		}
+	}
+	return "L@" + strings.Join(words, ","), true
 }
 
 // publish publishes a local job and returns its jid and the minions the
@@ -243,26 +271,9 @@ func (d *Driver) publish(ctx context.Context, call actions.Call) (actions.Result
 	if err != nil {
 		return actions.Result{}, err
 	}
-	reply, err := d.request(ctx, load)
+	reply, err := d.requestKeyed(ctx, load, key)
 	if err != nil {
 		return actions.Result{}, err
-	}
-	if refusedKey(reply) {
-		// The master writes a new key for its local users each time it
-		// starts: read it again and retry once, as the salt command does
-		// on an empty answer.
-		nkey, rerr := d.readKey()
-		if rerr != nil || nkey == key {
-			if err := replyError(reply); err != nil {
-				return actions.Result{}, fmt.Errorf("%w (the key in %s is the one the master refused: is this user allowed to publish, publisher_acl?)", err, d.cfg.KeyFile)
-			}
-			return actions.Result{}, errors.New("master driver: the master refused the publish (no answer): is the key file current, and is this user allowed to publish (publisher_acl)?")
-		}
-		d.setKey(nkey)
-		load["key"] = nkey
-		if reply, err = d.request(ctx, load); err != nil {
-			return actions.Result{}, err
-		}
 	}
 	if err := replyError(reply); err != nil {
 		return actions.Result{}, err
@@ -294,8 +305,9 @@ func (d *Driver) runner(ctx context.Context, call actions.Call) (actions.Result,
 			low[k] = plain(v)
 		}
 	}
-	load := map[string]any{"cmd": "runner", "fun": call.Fun, "kwarg": low, "key": d.currentKey(), "user": d.cfg.User}
-	reply, err := d.request(ctx, load)
+	key := d.currentKey()
+	load := map[string]any{"cmd": "runner", "fun": call.Fun, "kwarg": low, "key": key, "user": d.cfg.User}
+	reply, err := d.requestKeyed(ctx, load, key)
 	if err != nil {
 		return actions.Result{}, err
 	}
@@ -319,6 +331,27 @@ func (d *Driver) setKey(k string) {
 	d.mu.Lock()
 	d.key = k
 	d.mu.Unlock()
+}
+
+// requestKeyed sends a load authenticated by key; when the master does not
+// take the key (it writes a new one each time it starts), it reads the key
+// file again and, if the key changed, sends the load once more, as the
+// salt command does.
+func (d *Driver) requestKeyed(ctx context.Context, load map[string]any, key string) (map[string]any, error) {
+	reply, err := d.request(ctx, load)
+	if err != nil || !refusedKey(reply) {
+		return reply, err
+	}
+	nkey, rerr := d.readKey()
+	if rerr != nil || nkey == key {
+		if err := replyError(reply); err != nil {
+			return nil, fmt.Errorf("%w (the key in %s is the one the master refused: is this user allowed to publish, publisher_acl?)", err, d.cfg.KeyFile)
+		}
+		return nil, errors.New("master driver: the master refused the request (no answer): is the key file current, and is this user allowed to publish (publisher_acl)?")
+	}
+	d.setKey(nkey)
+	load["key"] = nkey
+	return d.request(ctx, load)
 }
 
 // request sends one clear load and returns the decoded answer.
@@ -363,7 +396,7 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 	}
 	if s.sock == nil {
 		sctx, stop := context.WithCancel(context.Background())
-		sock := zmq4.NewReq(sctx, zmq4.WithDialerRetry(250*time.Millisecond), zmq4.WithDialerTimeout(5*time.Second), zmq4.WithTimeout(d.cfg.Timeout))
+		sock := zmq4.NewReq(sctx, zmq4.WithDialerRetry(250*time.Millisecond), zmq4.WithDialerMaxRetries(2), zmq4.WithDialerTimeout(2*time.Second), zmq4.WithTimeout(d.cfg.Timeout))
 		if err := sock.Dial(d.uri); err != nil {
 			stop()
 			return nil, actions.Retryable(fmt.Errorf("master driver: connecting to the master at %s: %w", d.uri, err))
@@ -379,14 +412,15 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() { m, err := s.sock.Recv(); ch <- result{m, err} }()
+	sock := s.sock // reset may clear s.sock while Recv waits
+	go func() { m, err := sock.Recv(); ch <- result{m, err} }()
 	timer := time.NewTimer(d.cfg.Timeout)
 	defer timer.Stop()
 	select {
 	case r := <-ch:
 		if r.err != nil {
 			s.reset()
-			return nil, actions.Retryable(fmt.Errorf("master driver: reading the answer from %s: %w", d.uri, r.err))
+			return nil, fmt.Errorf("master driver: reading the answer from %s: %w: outcome unknown (the request went out; not sent again)", d.uri, r.err)
 		}
 		if len(r.msg.Frames) == 0 {
 			return nil, nil
@@ -400,7 +434,7 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 		return nil, fmt.Errorf("master driver: no answer from the master at %s within %s: outcome unknown (the job may have been published; not sent again)", d.uri, d.cfg.Timeout)
 	case <-ctx.Done():
 		s.reset()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("master driver: %w before the master answered: outcome unknown (the request went out; not sent again)", ctx.Err())
 	}
 }
 
@@ -413,32 +447,22 @@ func (s *reqSocket) reset() {
 	s.sock, s.stop = nil, nil
 }
 
-// Probe implements actions.Prober: it reads the key file again and asks
-// the master for the minions a target matches (a publish of nothing
-// would run a job; test.ping to no minion is what `salt` would do, so the
-// probe only connects and checks the key is readable).
+// Probe implements actions.Prober: the key file must be readable (its
+// key is taken, as the master may have written a new one) and the
+// master's request port must take a connection. It sends the master
+// nothing: a probe must not publish.
 func (d *Driver) Probe(ctx context.Context) error {
-	if _, err := d.readKey(); err != nil {
+	key, err := d.readKey()
+	if err != nil {
 		return err
 	}
-	var s *reqSocket
-	select {
-	case s = <-d.pool:
-	case <-ctx.Done():
-		return ctx.Err()
+	d.setKey(key)
+	addr := strings.TrimPrefix(d.uri, "tcp://")
+	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("master driver: the master's request server %s does not answer: %w", d.uri, err)
 	}
-	defer func() { d.pool <- s }()
-	if s.sock != nil {
-		return nil
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	sock := zmq4.NewReq(sctx, zmq4.WithDialerTimeout(5*time.Second), zmq4.WithTimeout(d.cfg.Timeout))
-	if err := sock.Dial(d.uri); err != nil {
-		stop()
-		return fmt.Errorf("master driver: connecting to the master at %s: %w", d.uri, err)
-	}
-	s.sock, s.ctx, s.stop = sock, sctx, stop
-	return nil
+	return c.Close()
 }
 
 // Close implements actions.Driver: it closes every socket.
@@ -488,7 +512,8 @@ func refusedKey(reply map[string]any) bool {
 		return true
 	}
 	e, _ := reply["error"].(map[string]any)
-	return e != nil && e["name"] == "AuthenticationError"
+	name, _ := e["name"].(string)
+	return strings.HasSuffix(name, "AuthenticationError") // publish: AuthenticationError; runner: UserAuthenticationError
 }
 
 // plain turns event values into what msgpack encodes as Salt expects:

@@ -82,7 +82,7 @@ func keyDir(t *testing.T, key string) MasterConfig {
 		t.Fatal(err)
 	}
 	return MasterConfig{Interface: "127.0.0.1", RetPort: 4506, CacheDir: dir, User: "root",
-		Nodegroups: map[string]string{"web": "web* or G@role:web", "edge": "N@web and not db1"}, ExtJobCache: "mysql"}
+		Nodegroups: map[string]string{"web": "web* or G@role:web", "edge": "N@web and not db1", "pair": "web1 web2", "rx": "web[12] db3"}, ExtJobCache: "mysql"}
 }
 
 func chunk(t *testing.T, js string) *event.Chunk {
@@ -166,6 +166,16 @@ func TestPublishAsTheSaltCommand(t *testing.T) {
 	if got := srv.requests()[2]["tgt"]; got != "( ( web* or G@role:web ) and not db1 ) or web9" {
 		t.Errorf("compound with nodegroups: %q", got)
 	}
+	// Nodegroups of plain names are lists (or expressions), as
+	// salt.utils.minions._nodegroup_regex makes them.
+	for i, c := range []struct{ ng, want string }{{"pair", "L@web1,web2"}, {"rx", "E@web[12],db3"}} {
+		if _, err := d.Do(ctx, actions.Action{Chunk: chunk(t, `{"state": "local", "fun": "test.ping", "tgt": "`+c.ng+`", "tgt_type": "nodegroup"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.requests()[3+i]["tgt"]; got != c.want {
+			t.Errorf("nodegroup %s: %q, want %q", c.ng, got, c.want)
+		}
+	}
 	if d.Supports("wheel") || d.Supports("caller") || !d.Supports("runner") {
 		t.Error("Supports: want local and runner only")
 	}
@@ -188,7 +198,7 @@ func TestKeyRereadOnEmptyAnswer(t *testing.T) {
 	}
 	defer d.Close(context.Background())
 	a := actions.Action{Chunk: chunk(t, `{"state": "local", "fun": "test.ping", "tgt": "web1"}`)}
-	if _, err := d.Do(context.Background(), a); err == nil || !strings.Contains(err.Error(), "refused the publish") {
+	if _, err := d.Do(context.Background(), a); err == nil || !strings.Contains(err.Error(), "refused the request") {
 		t.Fatalf("with the old key still on disk: %v", err)
 	}
 	if err := os.Chmod(filepath.Join(mc.CacheDir, ".root_key"), 0o600); err != nil {
@@ -351,6 +361,10 @@ func TestRecordedMasters(t *testing.T) {
 			d.setKey("stale")
 			if _, err := d.Do(ctx, actions.Action{Chunk: chunk(t, `{"state": "local", "fun": "test.ping", "tgt": "*"}`)}); err != nil {
 				t.Errorf("the key on disk was not read again: %v", err)
+			}
+			d.setKey("stale")
+			if res, err := d.Do(ctx, actions.Action{Chunk: chunk(t, `{"state": "runner", "fun": "test.arg", "arg": ["a"], "kwarg": {"k": "v"}}`)}); err != nil || res.JID == "" {
+				t.Errorf("a runner after the master's key changed: %+v, %v", res, err)
 			}
 			// A key the master does not take, and the same on disk.
 			keyFile := filepath.Join(mc.CacheDir, ".root_key")

@@ -403,17 +403,11 @@ func (d *Driver) run(ctx context.Context, body []byte) ([]byte, error) {
 
 func (d *Driver) canLogin() bool { return d.username != "" }
 
-// Probe implements actions.Prober: with credentials it logs in (the
-// session serves the reactions that follow, and a later probe reuses it
-// until it is due for renewal); with a token only, it checks that salt-api
-// answers (GET /).
+// Probe implements actions.Prober: salt-api must answer (GET /, each
+// time), and with credentials the login must be taken (the session serves
+// the reactions that follow; a later probe reuses it until it is due for
+// renewal).
 func (d *Driver) Probe(ctx context.Context) error {
-	if d.canLogin() {
-		if _, err := d.token(ctx); err != nil {
-			return fmt.Errorf("salt-api %s: %w", d.base, err)
-		}
-		return nil
-	}
 	reqCtx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, d.base+"/", nil)
@@ -425,10 +419,15 @@ func (d *Driver) Probe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("salt-api %s does not answer: %w", d.base, err)
 	}
-	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		return fmt.Errorf("salt-api %s: GET / answered %s", d.base, resp.Status)
+	}
+	if d.canLogin() {
+		if _, err := d.token(ctx); err != nil {
+			return fmt.Errorf("salt-api %s: %w", d.base, err)
+		}
 	}
 	return nil
 }
