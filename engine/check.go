@@ -75,7 +75,8 @@ func checkLoaded(cfg *config.Config, loadErr error) CheckReport {
 		rep.Problems = flatten(loadErr)
 	}
 	rep.Problems = append(rep.Problems, cfg.Warnings...)
-	if _, err := New(cfg, nil); err != nil {
+	eng, err := New(cfg, nil)
+	if err != nil {
 		rep.Problems = append(rep.Problems, flatten(err)...)
 		rep.Config = nil
 	}
@@ -98,8 +99,15 @@ func checkLoaded(cfg *config.Config, loadErr error) CheckReport {
 		rep.Problems = append(rep.Problems, &config.Error{Pos: config.Pos{File: cfg.Files[0], Line: 1, Col: 1},
 			Msg: "no reactor rules: nothing will react (want a top-level reactor: list of {tag glob: SLS paths} entries)"})
 	}
-	lib := reactions.NewLibrary()
-	lib.Frontend = frontend(cfg.Settings.Renderer)
+	// The engine's library: the sample events below render the files
+	// loaded here, not a second copy of them.
+	var lib *reactions.Library
+	if eng != nil {
+		lib = eng.lib
+	} else {
+		lib = reactions.NewLibrary()
+		lib.Frontend = frontend(cfg.Settings.Renderer)
+	}
 	seen := map[string]bool{}
 	for _, r := range cfg.Rules {
 		rep.Problems = append(rep.Problems, tagProblems(r)...)
@@ -132,10 +140,8 @@ func checkLoaded(cfg *config.Config, loadErr error) CheckReport {
 			}
 		}
 	}
-	if rep.Config != nil {
-		if eng, err := New(cfg, nil); err == nil {
-			rep.Problems = append(rep.Problems, sampleProblems(context.Background(), eng, rep.Problems)...)
-		}
+	if eng != nil {
+		rep.Problems = append(rep.Problems, sampleProblems(context.Background(), eng, rep.Problems)...)
 	}
 	return rep
 }
