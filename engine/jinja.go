@@ -8,6 +8,7 @@ import (
 
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/internal/position"
+	"github.com/reactord/reactord/internal/shebang"
 	"github.com/reactord/reactord/jinja"
 	"github.com/reactord/reactord/reactions"
 )
@@ -21,7 +22,7 @@ func frontend(mode string) reactions.Frontend {
 // load chooses a file's renderer and converts it from Jinja when that is
 // what it is.
 func load(mode, path string, src []byte) (reactions.Loaded, error) {
-	pipe, shebang := renderer(src)
+	pipe, hasShebang := shebang.Pipeline(string(src))
 	switch pipe {
 	case "yaml":
 		return reactions.Loaded{Src: src, Renderer: "yaml (#!yaml)"}, nil
@@ -37,7 +38,7 @@ func load(mode, path string, src []byte) (reactions.Loaded, error) {
 		return refuseJinja(path, src)
 	case mode == config.RendererJinja:
 		how = "jinja (renderer: jinja)"
-	case shebang:
+	case hasShebang:
 		how = "jinja (#!" + pipe + ")"
 	default:
 		if _, _, _, isJinja := jinjaMark(src); !isJinja && looksGoTemplate(src) {
@@ -48,23 +49,13 @@ func load(mode, path string, src []byte) (reactions.Loaded, error) {
 	return convertJinja(path, src, how)
 }
 
-// renderer returns a file's renderer pipeline from its shebang line, with
-// blanks removed ("" when it has none).
-func renderer(src []byte) (string, bool) {
-	if !bytes.HasPrefix(src, []byte("#!")) {
-		return "", false
-	}
-	first, _, _ := bytes.Cut(src, []byte("\n"))
-	return strings.ReplaceAll(strings.TrimSpace(string(first[2:])), " ", ""), true
-}
-
 // convertJinja converts a file in Salt's Jinja into a Go template, keeping
 // its line numbers: the converted template's shebang is dropped for a file
 // without one, since a Go template is what reactord compiles. A use of
 // Salt's render-time names (salt, pillar, grains, opts) does not refuse
 // the file: rendering fails where it reaches one.
 func convertJinja(path string, src []byte, how string) (reactions.Loaded, error) {
-	_, shebang := renderer(src)
+	_, hasShebang := shebang.Pipeline(string(src))
 	out, calls, err := jinja.ConvertWith(path, src, jinja.Options{DeferSalt: true, KeepLines: true})
 	if err != nil {
 		var errs jinja.Errors
@@ -82,7 +73,7 @@ func convertJinja(path string, src []byte, how string) (reactions.Loaded, error)
 		}
 		return reactions.Loaded{}, err
 	}
-	if !shebang {
+	if !hasShebang {
 		_, out, _ = bytes.Cut(out, []byte("\n"))
 	}
 	return reactions.Loaded{Src: out, Translated: true, Renderer: how, SaltCalls: calls}, nil

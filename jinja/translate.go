@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/reactord/reactord/internal/shebang"
 )
 
 // ErrNotJinja is returned by Convert for a file that is not a Jinja
@@ -62,9 +64,8 @@ func ConvertWith(file string, src []byte, o Options) ([]byte, int, error) {
 	text := string(src)
 	body := text
 	line := 1
-	if strings.HasPrefix(text, "#!") {
+	if pipeline, ok := shebang.Pipeline(text); ok {
 		first, rest, _ := strings.Cut(text, "\n")
-		pipeline := strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(first, "#!")), " ", "")
 		switch pipeline {
 		case "jinja|yaml", "jinja", "yaml|jinja", "":
 		case "yaml", "gotmpl|yaml", "gotmpl":

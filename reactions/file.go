@@ -16,6 +16,7 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/position"
+	"github.com/reactord/reactord/internal/shebang"
 	"github.com/reactord/reactord/internal/yaml11"
 )
 
@@ -85,9 +86,7 @@ type Reaction struct {
 // template; any other renderer is an error.
 func ParseFile(path string, src []byte) (*File, error) {
 	text := string(src)
-	if strings.HasPrefix(text, "#!") {
-		first, _, _ := strings.Cut(text, "\n")
-		pipeline := strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(first, "#!")), " ", "")
+	if pipeline, ok := shebang.Pipeline(text); ok {
 		switch pipeline {
 		case "yaml":
 			return &File{Path: path, static: src, skels: map[string]skelResult{}}, nil
