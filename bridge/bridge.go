@@ -144,8 +144,8 @@ type Config struct {
 
 // Stats are the bridge's running counters: the source's, and its outbox's
 // (Published, Dropped, ...). Once every received event has been handled,
-// Received == Published + Dropped + Unpublishable + Malformed + the events
-// still waiting in the outbox.
+// Received + Recovered == Published + Dropped + Unpublishable + Malformed +
+// the events still waiting in the outbox.
 type Stats struct {
 	*OutboxStats
 	// Received counts events read from the stream, including malformed and
@@ -158,6 +158,9 @@ type Stats struct {
 	// from the master's bus after its first connection: events published
 	// then were not seen.
 	BlindNanos atomic.Int64
+	// Recovered counts job returns the native bridge rebuilt from the
+	// master's job cache after a reconnection (MasterConfig.JobCache).
+	Recovered atomic.Int64
 	// Malformed counts events that could not be turned into an envelope:
 	// data that is not a JSON object with an object "data", a missing tag,
 	// an event cut off by the end of the stream, an oversized line.

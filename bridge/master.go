@@ -8,7 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,7 +45,22 @@ type MasterConfig struct {
 	// Outbox configures the spool that holds events while NATS cannot
 	// take them (its Logger defaults to Logger).
 	Outbox OutboxConfig
+	// JobCache is the master's job cache (cachedir/jobs with
+	// master_job_cache local_cache; DefaultJobCache for Salt's defaults);
+	// "" turns recovery off. After a reconnection the bridge publishes the
+	// job returns the master stored while the bridge was disconnected
+	// (rebuilt from the cache, marked with RecoveredKey) and that it had
+	// not read from the bus.
+	JobCache string
+	// RecoverDelay is how long after a reconnection the job cache is read
+	// (default 1s: the master fires a return and then writes it).
+	RecoverDelay time.Duration
 }
+
+// recoverMargin widens the window read from the job cache on both sides:
+// the returns read from the bus in it are skipped, so a wider window costs
+// a few file reads, a narrower one could miss a return.
+const recoverMargin = 2 * time.Second
 
 // MasterBus reads a Salt master's event bus directly from its publisher
 // socket (sock_dir/master_event_pub.ipc, both the Salt 3006 and 3007
@@ -66,6 +84,11 @@ type MasterBus struct {
 	stats    Stats
 	up       atomic.Bool
 	running  atomic.Bool
+
+	jobCache     string
+	recoverDelay time.Duration
+	seen         seenReturns
+	recovering   sync.WaitGroup
 }
 
 // NewMasterBus prepares a bridge from the master bus in cfg.SockDir to pub.
@@ -86,6 +109,9 @@ func NewMasterBus(cfg MasterConfig, pub Publisher) (*MasterBus, error) {
 	if cfg.LogInterval <= 0 {
 		cfg.LogInterval = DefaultLogInterval
 	}
+	if cfg.RecoverDelay <= 0 {
+		cfg.RecoverDelay = time.Second
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -104,6 +130,9 @@ func NewMasterBus(cfg MasterConfig, pub Publisher) (*MasterBus, error) {
 		minDelay: cfg.MinBackoff,
 		maxDelay: cfg.MaxBackoff,
 		badLog:   ratelog.New(cfg.LogInterval),
+
+		jobCache:     cfg.JobCache,
+		recoverDelay: cfg.RecoverDelay,
 	}
 	m.stats.OutboxStats = out.Stats()
 	return m, nil
@@ -127,6 +156,13 @@ func (m *MasterBus) Run(ctx context.Context) error {
 	defer m.running.Store(false)
 	stop := runOutbox(ctx, m.out)
 	defer stop()
+	defer m.recovering.Wait()
+	if m.jobCache != "" {
+		if _, err := os.ReadDir(m.jobCache); err != nil {
+			m.log.Warn("cannot read the master's job cache: job returns fired while the bridge is disconnected will not be recovered (--job-cache: the master's cachedir/jobs; master_job_cache local_cache)",
+				"job_cache", m.jobCache, "error", err)
+		}
+	}
 
 	delay := retry.Backoff{Min: m.minDelay, Max: m.maxDelay}
 	var lost time.Time // when the last connection ended; zero before the first
@@ -164,8 +200,16 @@ func (m *MasterBus) Run(ctx context.Context) error {
 			blind := time.Since(lost)
 			m.stats.Reconnects.Add(1)
 			m.stats.BlindNanos.Add(int64(blind))
-			m.log.Warn("reconnected to the master's event bus; events published while disconnected were not seen (the job returns of that window are in the master's job cache: salt-run jobs.list_jobs, jobs.lookup_jid)",
+			hint := "(the job returns of that window are in the master's job cache: salt-run jobs.list_jobs, jobs.lookup_jid)"
+			if m.jobCache != "" {
+				hint = "(job returns of that window are recovered from the master's job cache)"
+			}
+			m.log.Warn("reconnected to the master's event bus; events published while disconnected were not seen "+hint,
 				"blind_for", blind.Round(time.Millisecond), "from", lost.UTC().Format(time.RFC3339Nano), "to", time.Now().UTC().Format(time.RFC3339Nano))
+			if m.jobCache != "" {
+				m.recovering.Add(1)
+				go m.recoverReturns(ctx, lost, time.Now())
+			}
 		}
 		m.up.Store(true)
 		err = m.consume(ctx, conn)
@@ -213,7 +257,42 @@ func (m *MasterBus) consume(ctx context.Context, conn net.Conn) error {
 			m.bad(body, err)
 			continue
 		}
+		if key := returnKey(tag); key != "" && m.jobCache != "" {
+			m.seen.add(key, time.Now())
+		}
 		m.out.Offer(tag, encodeEnvelope(tag, data), receiptID(tag, data))
+	}
+}
+
+// recoverReturns publishes the job returns the master stored between lost
+// and back (widened by recoverMargin) that the bridge did not read from
+// the bus, once the master has had RecoverDelay to write them.
+func (m *MasterBus) recoverReturns(ctx context.Context, lost, back time.Time) {
+	defer m.recovering.Done()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(m.recoverDelay):
+	}
+	from, to := lost.Add(-recoverMargin), back.Add(recoverMargin)
+	found, unreadable, err := jobCacheReturns(ctx, m.jobCache, from, to, m.seen.has)
+	if err != nil && ctx.Err() == nil {
+		m.log.Error("cannot recover the job returns fired while disconnected", "job_cache", m.jobCache, "error", err)
+		return
+	}
+	slices.SortFunc(found, func(a, b recoveredReturn) int { return a.at.Compare(b.at) })
+	n := 0
+	for _, r := range found {
+		if m.seen.has(returnKey(r.tag)) { // read from the bus meanwhile
+			continue
+		}
+		n++
+		m.stats.Recovered.Add(1)
+		m.out.Offer(r.tag, encodeEnvelope(r.tag, r.data), receiptID(r.tag, r.data))
+	}
+	if n > 0 || unreadable > 0 {
+		m.log.Warn("recovered job returns fired while disconnected from the master's job cache", "returns", n,
+			"unreadable", unreadable, "from", from.UTC().Format(time.RFC3339Nano), "to", to.UTC().Format(time.RFC3339Nano))
 	}
 }
 

@@ -24,6 +24,10 @@ type BridgeOptions struct {
 	// SockDir is the master's sock_dir, holding master_event_pub.ipc,
 	// read unless SaltAPI.URL is set.
 	SockDir string
+	// JobCache is the master's job cache (cachedir/jobs), read after a
+	// reconnection to recover the job returns of the blind window; ""
+	// turns that off.
+	JobCache string
 	// SaltAPI, when its URL is set, reads salt-api's /events instead.
 	SaltAPI BridgeSaltAPI
 	// DataDir holds the disk spool; "" is the user cache directory's
@@ -53,7 +57,7 @@ type BridgeSaltAPI struct {
 
 // DefaultBridgeOptions returns the bridge's defaults.
 func DefaultBridgeOptions() BridgeOptions {
-	return BridgeOptions{NATS: NATSOptions{URL: "nats://127.0.0.1:4222"}, SockDir: bridge.DefaultSockDir, SaltAPI: BridgeSaltAPI{EAuth: "auto"},
+	return BridgeOptions{NATS: NATSOptions{URL: "nats://127.0.0.1:4222"}, SockDir: bridge.DefaultSockDir, JobCache: bridge.DefaultJobCache, SaltAPI: BridgeSaltAPI{EAuth: "auto"},
 		SpoolMemory: bridge.DefaultSpoolMemory, SpoolDisk: bridge.DefaultSpoolDisk}
 }
 
@@ -61,6 +65,7 @@ func DefaultBridgeOptions() BridgeOptions {
 func (o *BridgeOptions) Flags(fs *flag.FlagSet) {
 	o.NATS.Flags(fs, "NATS URL(s) to publish to (the daemon's embedded server listens on 127.0.0.1:4222 by default)")
 	fs.StringVar(&o.SockDir, "sock-dir", o.SockDir, "the master's sock_dir, holding master_event_pub.ipc")
+	fs.StringVar(&o.JobCache, "job-cache", o.JobCache, "the master's job cache (cachedir/jobs), read after a reconnection to publish the job returns the bridge did not see (\"\": off)")
 	fs.StringVar(&o.SaltAPI.URL, "saltapi-url", o.SaltAPI.URL, "read salt-api's /events at this base URL instead of the socket")
 	fs.StringVar(&o.SaltAPI.User, "saltapi-user", o.SaltAPI.User, "eauth user (with --saltapi-url)")
 	fs.StringVar(&o.SaltAPI.Password, "saltapi-password", o.SaltAPI.Password, "eauth password (shows in ps: prefer --saltapi-password-file or $"+EnvName("saltapi-password")+")")
@@ -190,7 +195,7 @@ func (b *Bridge) openSource(context.Context) error {
 		}
 		b.src = src
 	} else {
-		src, err := bridge.NewMasterBus(bridge.MasterConfig{SockDir: o.SockDir, Logger: b.log, Outbox: outCfg}, b.conn)
+		src, err := bridge.NewMasterBus(bridge.MasterConfig{SockDir: o.SockDir, JobCache: o.JobCache, Logger: b.log, Outbox: outCfg}, b.conn)
 		if err != nil {
 			return configErr(err)
 		}
@@ -245,7 +250,7 @@ func (b *Bridge) Summary() map[string]int64 {
 	mem, disk, _ := b.src.Outbox().Pending()
 	return map[string]int64{"received": st.Received.Load(), "published": st.Published.Load(),
 		"dropped": st.Dropped.Load(), "truncated": st.Truncated.Load(), "trimmed_by_salt": st.TrimmedBySalt.Load(), "malformed": st.Malformed.Load(),
-		"reconnects": st.Reconnects.Load(), "held": int64(mem + disk)}
+		"reconnects": st.Reconnects.Load(), "recovered": st.Recovered.Load(), "held": int64(mem + disk)}
 }
 
 // registerBridgeMetrics exports the bridge's counters and the Go
@@ -269,6 +274,7 @@ func registerBridgeMetrics(reg *prometheus.Registry, src eventSource) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_bridge_blind_seconds_total",
 		Help: "Time the native bridge spent disconnected from the master's bus after its first connection: events published then were not seen."},
 		func() float64 { return float64(st.BlindNanos.Load()) / 1e9 }))
+	counter("reactord_bridge_returns_recovered_total", "Job returns fired while the native bridge was disconnected, rebuilt from the master's job cache and published.", st.Recovered.Load)
 	counter("reactord_bridge_publish_errors_total", "Failed publish attempts (each retried).", st.PublishErrors.Load)
 	counter("reactord_bridge_spooled_total", "Events that went to the disk spool.", st.Spooled.Load)
 	gauge("reactord_bridge_spool_events", "Events waiting for NATS, in memory and on disk.", func() float64 {
