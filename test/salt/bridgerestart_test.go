@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -131,4 +133,163 @@ func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
 	if len(missed) > 0 {
 		t.Errorf("the bridge missed %d events the master published", len(missed))
 	}
+}
+
+// busProxy stands between the bridge and the master's event socket, so a
+// test can cut the bridge off while the master runs on.
+type busProxy struct {
+	t      *testing.T
+	dir    string // the sock_dir the bridge reads
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func startBusProxy(t *testing.T, sockDir string) *busProxy {
+	dir, err := os.MkdirTemp("", "rsp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := &busProxy{t: t, dir: dir, target: filepath.Join(sockDir, "master_event_pub.ipc")}
+	p.open()
+	t.Cleanup(p.cut)
+	return p
+}
+
+// open listens for the bridge and forwards the master's bus to it.
+func (p *busProxy) open() {
+	ln, err := net.Listen("unix", filepath.Join(p.dir, "master_event_pub.ipc"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("unix", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+// cut closes the socket and every connection: the bridge is blind.
+func (p *busProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestBridgeRecoversReturnsFromJobCache cuts the native bridge off a real
+// master's bus while jobs run: the returns the master stored meanwhile
+// reach NATS once each from its job cache, marked recovered, and a
+// return the bridge read live is not published twice.
+func TestBridgeRecoversReturnsFromJobCache(t *testing.T) {
+	e := startSalt(t)
+	proxy := startBusProxy(t, e.sockDir)
+	e.bridgeSockDir = proxy.dir
+	r := startReactord(t, e, "dryrun")
+	e.startMinions()
+	waitFor(t, 120*time.Second, "minion keys", func() error {
+		o, err := e.salt("salt-key", "-l", "pre", "--out", "json")
+		if err != nil || strings.Count(o, "web") < 2 {
+			return fmt.Errorf("pending: %s %v", o, err)
+		}
+		return nil
+	})
+	if o, err := e.salt("salt-key", "-A", "-y"); err != nil {
+		t.Fatalf("salt-key -A: %v %s", err, o)
+	}
+	returns := func(jid string) []event.Event {
+		return r.seen(func(ev event.Event) bool { return strings.HasPrefix(ev.Tag, "salt/job/"+jid+"/ret/") })
+	}
+	waitFor(t, 120*time.Second, "the minions to answer", func() error {
+		out, err := e.salt("salt", "--out", "json", "--static", "*", "test.ping")
+		if err != nil || strings.Count(out, "true") < 2 {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	live, err := e.salt("salt", "--async", "*", "test.ping")
+	liveJID := jidOf(t, live, err)
+	waitFor(t, 60*time.Second, "the live returns", func() error {
+		if n := len(returns(liveJID)); n != 2 {
+			return fmt.Errorf("%d returns", n)
+		}
+		return nil
+	})
+
+	proxy.cut()
+	var jids []string
+	for range 3 {
+		out, err := e.salt("salt", "--async", "*", "test.arg", "a", "k=v")
+		jids = append(jids, jidOf(t, out, err))
+	}
+	e.waitFor(60*time.Second, "the returns in the job cache", func() error {
+		for _, jid := range jids {
+			out, err := e.salt("salt-run", "--out", "json", "jobs.lookup_jid", jid)
+			if err != nil || !strings.Contains(out, "web1") || !strings.Contains(out, "web2") {
+				return fmt.Errorf("%s: %v %s", jid, err, out)
+			}
+		}
+		return nil
+	})
+	proxy.open()
+	waitFor(t, 60*time.Second, "the recovered returns", func() error {
+		for _, jid := range jids {
+			if n := len(returns(jid)); n != 2 {
+				return fmt.Errorf("job %s: %d returns", jid, n)
+			}
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // anything published twice arrives
+	for _, jid := range jids {
+		evs := returns(jid)
+		if len(evs) != 2 {
+			t.Errorf("job %s: %d returns, want 2", jid, len(evs))
+		}
+		for _, ev := range evs {
+			d := ev.Data
+			if d["_recovered"] != "job_cache" || d["fun"] != "test.arg" || d["success"] != true || d["cmd"] != "_return" {
+				t.Errorf("%s: %s", ev.Tag, ev.Data)
+			}
+		}
+	}
+	if n := len(returns(liveJID)); n != 2 {
+		t.Errorf("the live job's returns reached NATS %d times, want 2", n)
+	}
+	if !strings.Contains(r.log(), "recovered job returns fired while disconnected") {
+		t.Errorf("no recovery logged:\n%s", r.log())
+	}
+}
+
+// jidOf reads the job id `salt --async` printed.
+func jidOf(t *testing.T, out string, err error) string {
+	t.Helper()
+	_, jid, ok := strings.Cut(out, "job ID: ")
+	if err != nil || !ok {
+		t.Fatalf("salt --async: %v: %s", err, out)
+	}
+	return strings.TrimSpace(jid)
 }

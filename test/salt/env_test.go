@@ -65,12 +65,15 @@ type saltEnv struct {
 	dir     string // root_dir
 	etc     string // the master's config dir (-c)
 	sockDir string
-	apiURL  string
-	watch   map[string]string // minion → its inotify-watched file
-	procs   []*exec.Cmd
-	minionP []*exec.Cmd
-	master  *exec.Cmd
-	exited  map[*exec.Cmd]chan struct{} // closed when the process was reaped
+	// bridgeSockDir, when set, is the sock_dir the bridge reads instead of
+	// sockDir (a proxy the test can cut).
+	bridgeSockDir string
+	apiURL        string
+	watch         map[string]string // minion → its inotify-watched file
+	procs         []*exec.Cmd
+	minionP       []*exec.Cmd
+	master        *exec.Cmd
+	exited        map[*exec.Cmd]chan struct{} // closed when the process was reaped
 }
 
 // restartMaster stops the master and starts it again.
@@ -443,7 +446,7 @@ func startReactordRules(t *testing.T, e *saltEnv, driver, revert, rules string, 
 	// The embedded server wants the token the daemon keeps in its data
 	// directory.
 	tokenFile := natsbus.TokenFile(r.data)
-	r.run("bridge", "--sock-dir", e.sockDir, "--nats", r.url, "--nats-token-file", tokenFile, "--data-dir", filepath.Join(r.data, "bridge"))
+	r.run("bridge", "--sock-dir", cmp.Or(e.bridgeSockDir, e.sockDir), "--job-cache", filepath.Join(e.dir, "cache", "master", "jobs"), "--nats", r.url, "--nats-token-file", tokenFile, "--data-dir", filepath.Join(r.data, "bridge"))
 	token, err := os.ReadFile(tokenFile)
 	if err != nil {
 		t.Fatal(err)
