@@ -99,6 +99,8 @@ func TestStorm(t *testing.T) {
 				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1")
 			case "reactord-exec":
 				startReactord(t, e, "exec", "--no-loop-guard")
+			case "reactord-saltapi-no-merge-inflight4", "reactord-saltapi-no-merge-inflight8", "reactord-saltapi-no-merge-inflight16":
+				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1", "--saltapi-max-in-flight", strings.TrimPrefix(contender, "reactord-saltapi-no-merge-inflight"))
 			case "reactord-exec-1proc":
 				startReactord(t, e, "exec", "--no-loop-guard", "--exec-max-procs", "1")
 			case "reactord-saltapi-guard-on":
