@@ -54,6 +54,9 @@ func TestStorm(t *testing.T) {
 		jobs, minionJobs     int
 		seconds, jps, mjobps float64
 	}
+	// REACTORD_E2E_STORM_KIND=runner reacts to myco/storm/<id> events with
+	// runner.test.arg instead (counted from salt/run/<jid>/new).
+	runner := os.Getenv("REACTORD_E2E_STORM_KIND") == "runner"
 	var results []result
 	contenders := []string{"salt-reactor", "reactord-master", "reactord-saltapi", "reactord-saltapi-no-merge", "reactord-exec", "reactord-exec-1proc", "reactord-saltapi-guard-on"}
 	if only := os.Getenv("REACTORD_E2E_STORM_ONLY"); only != "" {
@@ -63,10 +66,15 @@ func TestStorm(t *testing.T) {
 		t.Run(contender, func(t *testing.T) {
 			extra := ""
 			dir := t.TempDir()
+			runnerSLS, runnerRule := filepath.Join(dir, "runner.sls"), ""
+			if runner {
+				writeFile(t, runnerSLS, "storm_runner:\n  runner.test.arg:\n    - id: {{ data['id'] }}\n")
+				runnerRule = "  - 'myco/storm/*':\n    - " + runnerSLS + "\n"
+			}
 			if contender == "salt-reactor" {
 				sls := filepath.Join(dir, "highstate.sls")
 				writeFile(t, sls, "highstate_on_start:\n  local.state.apply:\n    - tgt: {{ data['id'] }}\n")
-				extra = "reactor:\n  - 'salt/minion/*/start':\n    - " + sls + "\n"
+				extra = "reactor:\n  - 'salt/minion/*/start':\n    - " + sls + "\n" + runnerRule
 			}
 			e := startSalt(t, saltOptions{minions: minions, masterExtra: extra, minionExtra: ""})
 			e.startMinions()
@@ -106,14 +114,15 @@ func TestStorm(t *testing.T) {
 			case "reactord-saltapi-guard-on":
 				startReactord(t, e, "saltapi")
 			case "reactord-master":
-				startReactord(t, e, "master", "--no-loop-guard")
+				root, _ := filepath.Abs("../..")
+				startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard")
 			case "reactord-master-guard-on":
 				startReactord(t, e, "master")
 			}
 			time.Sleep(5 * time.Second) // let the start-up settle
-			jobs := countJobs(t, e.sockDir)
+			jobs := countJobs(t, e.sockDir, runner)
 			start := time.Now()
-			pushStarts(t, e.sockDir, minions, n)
+			pushStarts(t, e.sockDir, minions, n, runner)
 			pushed := time.Since(start)
 			jobs.waitQuiet(n, 15*time.Second)
 			j, mj, last := jobs.totals()
@@ -123,21 +132,26 @@ func TestStorm(t *testing.T) {
 				r.jps, r.mjobps = float64(j)/secs, float64(mj)/secs
 			}
 			results = append(results, r)
-			t.Logf("%s: %d events pushed in %v; %d state.apply jobs (%d minion jobs) in %.1fs: %.1f jobs/s, %.1f minion jobs/s",
+			t.Logf("%s: %d events pushed in %v; %d state.apply (or runner) jobs (%d minion jobs) in %.1fs: %.1f jobs/s, %.1f minion jobs/s",
 				contender, n, pushed.Round(time.Millisecond), j, mj, secs, r.jps, r.mjobps)
 		})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "storm of %d salt/minion/*/start events over %d minions:\n", n, len(minions))
+	what := "salt/minion/*/start events, local.state.apply"
+	if runner {
+		what = "myco/storm/* events, runner.test.arg"
+	}
+	fmt.Fprintf(&b, "storm of %d %s, over %d minions:\n", n, what, len(minions))
 	for _, r := range results {
 		fmt.Fprintf(&b, "  %-26s %5d jobs %5d minion jobs %6.1fs %6.1f jobs/s %6.1f minion jobs/s\n", r.name, r.jobs, r.minionJobs, r.seconds, r.jps, r.mjobps)
 	}
 	t.Log("\n" + b.String())
 }
 
-// pushStarts fires n salt/minion/<id>/start events into the master's bus
-// through master_event_pull.ipc, round robin over minions.
-func pushStarts(t *testing.T, sockDir string, minions []string, n int) {
+// pushStarts fires n salt/minion/<id>/start events (myco/storm/<id> with
+// runner) into the master's bus through master_event_pull.ipc, round robin
+// over minions.
+func pushStarts(t *testing.T, sockDir string, minions []string, n int, runner bool) {
 	t.Helper()
 	c, err := net.Dial("unix", filepath.Join(sockDir, "master_event_pull.ipc"))
 	if err != nil {
@@ -148,6 +162,9 @@ func pushStarts(t *testing.T, sockDir string, minions []string, n int) {
 	for i := range n {
 		id := minions[i%len(minions)]
 		tag := "salt/minion/" + id + "/start"
+		if runner {
+			tag = "myco/storm/" + id
+		}
 		data, err := msgpack.Marshal(map[string]any{
 			"id": id, "cmd": "_minion_event", "pretag": nil, "tag": tag,
 			"data":   fmt.Sprintf("Minion %s started at storm %d", id, i),
@@ -166,7 +183,8 @@ func pushStarts(t *testing.T, sockDir string, minions []string, n int) {
 	time.Sleep(100 * time.Millisecond) // let the master read before closing
 }
 
-// jobCounter counts state.apply job publishes on the master's bus.
+// jobCounter counts state.apply job publishes on the master's bus (with
+// runner, runner.test.arg runs).
 type jobCounter struct {
 	mu         sync.Mutex
 	jobs       int
@@ -174,7 +192,7 @@ type jobCounter struct {
 	last       time.Time
 }
 
-func countJobs(t *testing.T, sockDir string) *jobCounter {
+func countJobs(t *testing.T, sockDir string, runner bool) *jobCounter {
 	t.Helper()
 	c, err := net.Dial("unix", filepath.Join(sockDir, "master_event_pub.ipc"))
 	if err != nil {
@@ -191,17 +209,24 @@ func countJobs(t *testing.T, sockDir string) *jobCounter {
 			}
 			body, _ := frame["body"].([]byte)
 			tag, packed, ok := bytes.Cut(body, []byte("\n\n"))
-			if !ok || !bytes.HasPrefix(tag, []byte("salt/job/")) || !bytes.HasSuffix(tag, []byte("/new")) {
+			prefix, fun := "salt/job/", "state.apply"
+			if runner {
+				prefix, fun = "salt/run/", "runner.test.arg"
+			}
+			if !ok || !bytes.HasPrefix(tag, []byte(prefix)) || !bytes.HasSuffix(tag, []byte("/new")) {
 				continue
 			}
 			var data map[string]any
 			if err := msgpack.Unmarshal(packed, &data); err != nil {
 				continue
 			}
-			if data["fun"] != "state.apply" {
+			if data["fun"] != fun {
 				continue
 			}
 			ms, _ := data["minions"].([]any)
+			if runner {
+				ms = []any{nil}
+			}
 			jc.mu.Lock()
 			jc.jobs++
 			jc.minionJobs += len(ms)
