@@ -129,6 +129,13 @@ type RuleOptions struct {
 	// GuardBeacons (the default, ""), GuardMinion or GuardOff.
 	Guard    string
 	GuardPos Pos
+	// From narrows or widens the events the rule reacts to by who sent
+	// them: "" (the default) refuses forged minion events (a tag naming
+	// another minion, a family only the master fires), FromMaster takes
+	// only events no minion sent, FromMinion only events a minion sent
+	// (forged ones refused), FromAny every event.
+	From    string
+	FromPos Pos
 	// LiteralTarget, when true, refuses a reaction whose tgt holds a value
 	// printed from event data with characters that widen a target (glob,
 	// compound, range, list or regex syntax); nil means the reactord-wide
@@ -148,6 +155,16 @@ const (
 	GuardMinion = "minion"
 	// GuardOff leaves the rule's reactions to the hop limit alone.
 	GuardOff = "off"
+)
+
+// A rule's from option.
+const (
+	// FromMaster reacts only to events no minion sent.
+	FromMaster = "master"
+	// FromMinion reacts only to events a minion sent, not forged.
+	FromMinion = "minion"
+	// FromAny reacts to every event, forged minion events included.
+	FromAny = "any"
 )
 
 // SLS is one reaction file reference of a rule.
@@ -729,10 +746,18 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 				continue
 			}
 			rule.Options.LiteralTarget = &b
+		case "from":
+			if s, ok := str(); ok {
+				if s != FromMaster && s != FromMinion && s != FromAny {
+					l.errorf(file, vn, "from must be %s (events no minion sent), %s (events a minion sent, forged ones refused) or %s (every event, forged minion events included); without it forged minion events are refused", FromMaster, FromMinion, FromAny)
+					continue
+				}
+				rule.Options.From, rule.Options.FromPos = s, nodePos(file, vn)
+			}
 		case "throttle":
 			l.throttleOption(file, vn, rule, dur)
 		default:
-			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, key, guard, literal_target)", kn.Text)
+			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, key, guard, literal_target, from)", kn.Text)
 		}
 	}
 	if !haveSLS {

@@ -243,8 +243,11 @@ type Result struct {
 	// Rules are the indices of matching rules, in configuration order.
 	Rules []int
 	// Notes explain matching rules that did not react (condition false,
-	// throttled, debounced).
+	// throttled, debounced, refused by who sent the event).
 	Notes []RuleNote
+	// Forged is set when a rule refused the event as forged by the minion
+	// that sent it (see OriginOf): why.
+	Forged string
 	// Files lists each file rendered (or missing) in order.
 	Files []FileResult
 	// Overwritten lists reaction IDs replaced by a later file.
@@ -358,9 +361,19 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 	}
 	e.stats.Matched.Add(1)
 	var high reactions.High
+	origin := OriginOf(tag, d)
 	for _, ri := range res.Rules {
 		rule := &e.cfg.Rules[ri]
 		if opts.OnlyRule != "" && rule.ID != opts.OnlyRule {
+			continue
+		}
+		if ok, why := origin.admits(rule.Options.From); !ok {
+			res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: why})
+			if origin.Forged != "" && res.Forged == "" {
+				res.Forged = origin.Forged
+				e.noisy(log, slog.LevelWarn, "forged\x00"+origin.Minion+"\x00"+origin.Family,
+					"forged event: no reaction (a rule's from: any accepts it)", "tag", tag, "minion", origin.Minion, "why", origin.Forged)
+			}
 			continue
 		}
 		if w := e.when[ri]; w != nil {

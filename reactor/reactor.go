@@ -756,6 +756,9 @@ func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 	if n := len(res.Errors()); n > 0 {
 		m.RenderErrors.Add(float64(n))
 	}
+	if res.Forged != "" {
+		m.Suppressed.WithLabelValues("forged_event").Inc()
+	}
 	if res.Skipped != "" {
 		reason := "reactor_user"
 		if res.Skipped == engine.SkipManageTag {

@@ -67,7 +67,11 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			for i, s := range r.SLS {
 				refs[i] = s.Ref
 			}
-			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s) guard: %s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r))
+			from := ""
+			if r.Options.From != "" {
+				from = " from: " + r.Options.From
+			}
+			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s) guard: %s%s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r), from)
 		}
 	}
 	res := checkResult{Rules: rep.Rules, Files: rep.Files, Loaded: []loadedJSON{}, problems: rep.Problems}

@@ -80,6 +80,14 @@ func explainRules(w io.Writer, ev event.Event, rules []config.Rule, res *engine.
 	} else {
 		fmt.Fprintf(w, "  pre-filters: passed (data.user is not \"Reactor\", not a salt/reactors/manage request)\n")
 	}
+	switch o := engine.OriginOf(ev.Tag, ev.Data); {
+	case o.Forged != "":
+		fmt.Fprintf(w, "  origin: forged? %s (rules without from: any do not react)\n", o.Forged)
+	case o.Minion != "":
+		fmt.Fprintf(w, "  origin: sent by minion %s (data.cmd _minion_event; the master verified the id)\n", o.Minion)
+	default:
+		fmt.Fprintf(w, "  origin: the master (or a batched minion event, which carries no sender)\n")
+	}
 	fmt.Fprintf(w, "rules\n")
 	matched := map[int]bool{}
 	for _, r := range res.Rules {
@@ -119,6 +127,7 @@ func explainRules(w io.Writer, ev event.Event, rules []config.Rule, res *engine.
 			fmt.Fprintf(w, "      debounce (applied by the daemon): reacts once, with the last event, after %s without a new one per %s, held under rule id %s\n", o.Debounce, key, r.ID)
 		}
 		fmt.Fprintf(w, "      guard: %s\n", guardMode(r))
+		fmt.Fprintf(w, "      from: %s\n", fromMode(r))
 	}
 }
 
@@ -234,3 +243,16 @@ func or(a, b string) string {
 }
 
 func must(v any, _ bool) any { return v }
+
+// fromMode says which senders' events a rule reacts to.
+func fromMode(r config.Rule) string {
+	switch r.Options.From {
+	case config.FromAny:
+		return "any (forged minion events included)"
+	case config.FromMaster:
+		return "master (events no minion sent)"
+	case config.FromMinion:
+		return "minion (events a minion sent, forged ones refused)"
+	}
+	return "default (forged minion events refused: a tag naming another minion, or a family only the master fires)"
+}

@@ -300,6 +300,18 @@ func TestExplain(t *testing.T) {
 	if !strings.Contains(out, "not reacting: when: `data.change == \"IN_MODIFY\"` is false") {
 		t.Errorf("false condition not explained:\n%s", out)
 	}
+	// A minion's event naming another minion is explained as forged.
+	_, out, _ = runCmd(t, "", "explain", "-c", filepath.Join(dir, "reactor.conf"), "--tag", "salt/beacon/web1/inotify/etc",
+		"--data", `{"id": "web2", "cmd": "_minion_event", "change": "IN_MODIFY"}`)
+	for _, want := range []string{
+		"origin: forged? minion web2 sent an event naming minion web1",
+		"not reacting: forged event: minion web2 sent an event naming minion web1 (from: any on the rule accepts it)",
+		"from: default (forged minion events refused",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("forged event: explain output lacks %q\n%s", want, out)
+		}
+	}
 }
 
 // TestCheckRules: check --rules prints each rule's stable id and its loop
@@ -307,7 +319,7 @@ func TestExplain(t *testing.T) {
 // is an error at its position.
 func TestCheckRules(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
-		"reactor.conf": "reactor:\n  - 'salt/minion/*/start': [start.sls]\n  - 'salt/beacon/*/inotify/*':\n      id: revert\n      sls: start.sls\n      guard: minion\n",
+		"reactor.conf": "reactor:\n  - 'salt/minion/*/start': [start.sls]\n  - 'salt/beacon/*/inotify/*':\n      id: revert\n      sls: start.sls\n      guard: minion\n      from: minion\n",
 		"start.sls":    "hs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",
 		"bad.conf":     "reactor:\n  - 'a/*':\n      sls: start.sls\n      guard: always\n",
 	})
@@ -316,7 +328,7 @@ func TestCheckRules(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
 	if !regexp.MustCompile(`(?m)^rule r[0-9a-f]{12}: salt/minion/\*/start -> start\.sls \(.*\) guard: beacons$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^rule revert: salt/beacon/\*/inotify/\* -> start\.sls \(.*\) guard: minion$`).MatchString(out) {
+		!regexp.MustCompile(`(?m)^rule revert: salt/beacon/\*/inotify/\* -> start\.sls \(.*\) guard: minion from: minion$`).MatchString(out) {
 		t.Fatalf("check --rules:\n%s", out)
 	}
 	code, out, errOut = runCmd(t, "", "check", "-c", filepath.Join(dir, "bad.conf"))

@@ -65,6 +65,9 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
+	if res.Forged != "" {
+		fmt.Fprintf(stderr, "%s: forged event: %s; rules without from: any do not react (see reactord explain)\n", res.Tag, res.Forged)
+	}
 	for _, e := range res.Errors() {
 		fmt.Fprintln(stderr, e)
 		code = exitFound

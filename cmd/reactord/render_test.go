@@ -47,3 +47,20 @@ func TestRenderShowText(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderSaysForged: render of a forged minion event prints no
+// reaction and says why on stderr.
+func TestRenderSaysForged(t *testing.T) {
+	code, out, errOut := runCmd(t, "", "render", "-c", "../../reactor.conf.example", "--tag", "salt/minion/web1/start",
+		"--data", `{"id": "web2", "cmd": "_minion_event"}`)
+	if code != exitOK || strings.TrimSpace(out) != "[]" ||
+		!strings.Contains(errOut, "salt/minion/web1/start: forged event: minion web2 sent an event naming minion web1") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	// The genuine event renders.
+	code, out, _ = runCmd(t, "", "render", "-c", "../../reactor.conf.example", "--tag", "salt/minion/web1/start",
+		"--data", `{"id": "web1", "cmd": "_minion_event"}`)
+	if code != exitOK || !strings.Contains(out, `"tgt": "web1"`) {
+		t.Errorf("genuine start: exit %d\n%s", code, out)
+	}
+}
