@@ -125,6 +125,12 @@ type RuleOptions struct {
 	ThrottlePer   time.Duration
 	// Debounce reacts once, with the last event, after this quiet period.
 	Debounce time.Duration
+	// Concurrency bounds the rule's reactions in flight per key (0: no
+	// bound): a reaction is in flight until every target of its jobs
+	// returned or the job timeout passed; the events past the bound wait,
+	// in order, unacknowledged.
+	Concurrency    int
+	ConcurrencyPos Pos
 	// Guard is the loop guard's evidence for the rule's reactions:
 	// GuardBeacons (the default, ""), GuardMinion or GuardOff.
 	Guard    string
@@ -726,6 +732,13 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 			}
 		case "debounce":
 			rule.Options.Debounce = dur(vn, "debounce")
+		case "concurrency":
+			c, ok := yaml11.Resolve(vn.Text).(int64)
+			if vn.Kind != yaml11.ScalarNode || !ok || c < 1 || c > 1<<20 {
+				l.errorf(file, vn, "concurrency must be a positive integer: the reactions of the rule in flight at once per key")
+				continue
+			}
+			rule.Options.Concurrency, rule.Options.ConcurrencyPos = int(c), nodePos(file, vn)
 		case "guard":
 			if b, isBool := yaml11.Resolve(vn.Text).(bool); vn.Kind == yaml11.ScalarNode && isBool && !b && vn.Style == yaml11.Plain {
 				// YAML 1.1 reads a bare off (no, false) as false.
@@ -757,11 +770,14 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 		case "throttle":
 			l.throttleOption(file, vn, rule, dur)
 		default:
-			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, key, guard, literal_target, from)", kn.Text)
+			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, concurrency, key, guard, literal_target, from)", kn.Text)
 		}
 	}
 	if !haveSLS {
 		l.errorf(file, n, "a rule with options needs sls: the reaction file(s)")
+	}
+	if rule.Options.Concurrency > 0 && rule.Options.Debounce > 0 {
+		l.errs = append(l.errs, &Error{Pos: rule.Options.ConcurrencyPos, Msg: "concurrency and debounce do not go together on one rule: debounce already reacts once per key"})
 	}
 }
 

@@ -389,7 +389,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 				continue
 			}
 		}
-		if opts.Gate != nil && opts.OnlyRule == "" && (rule.Options.ThrottleCount > 0 || rule.Options.Debounce > 0) {
+		if opts.Gate != nil && opts.OnlyRule == "" && (rule.Options.ThrottleCount > 0 || rule.Options.Debounce > 0 || rule.Options.Concurrency > 0) {
 			key := event.MinionOf(tag, raw)
 			if key == "" {
 				key, _ = d["id"].(string)

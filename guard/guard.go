@@ -79,6 +79,9 @@ func New(o Options) *Guard {
 // job returned.
 func (g *Guard) Settle() time.Duration { return g.opts.Settle }
 
+// JobTimeout is how long the guard waits for a job's returns.
+func (g *Guard) JobTimeout() time.Duration { return g.opts.JobTimeout }
+
 // Held reports whether reaction r must not run for ev, and on which
 // evidence. An event is held back only from the reaction that caused it,
 // on evidence (mode ModeBeacons, the default):

@@ -33,7 +33,10 @@ type Metrics struct {
 	Parked     prometheus.Counter
 	ReloadOK   prometheus.Gauge
 	QueueDepth prometheus.Gauge
-	Latency    prometheus.Histogram
+	// ConcurrencyQueued is the number of events waiting for a slot of a
+	// rule's concurrency limit.
+	ConcurrencyQueued prometheus.Gauge
+	Latency           prometheus.Histogram
 	// SentLatency is the time from an event's publisher stamp (the
 	// Reactord-Sent header, which reactord-bench's publisher sets) to the
 	// event being handled; events without the stamp are not counted.
@@ -88,6 +91,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Events not handled because the daemon died while handling them several times; each is published to the parked subject (--parked-subject) and in the ledger."}),
 		ReloadOK:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_config_last_reload_successful", Help: "1 if the last configuration (re)load succeeded."}),
 		QueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_queue_depth", Help: "Events waiting in lane queues."}),
+		ConcurrencyQueued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_concurrency_queued",
+			Help: "Events waiting, unacknowledged, for a slot of a rule's concurrency limit."}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 		SentLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_sent_latency_seconds",
@@ -97,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
 	m.Dropped.WithLabelValues(DropSlowConsumer)
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.Latency, m.SentLatency)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Latency, m.SentLatency)
 		RegisterRuntimeMetrics(reg)
 	}
 	return m

@@ -184,6 +184,10 @@ type Reactor struct {
 	// abandoned: left unacknowledged for redelivery (JetStream) or lost
 	// (core NATS).
 	debounceReturned, debounceLost atomic.Int64
+	// limits applies the rules' concurrency option; queuedReturned and
+	// queuedLost count, at a stop, the events it still queued.
+	limits                     *limits
+	queuedReturned, queuedLost atomic.Int64
 }
 
 // eventIDs makes event ids, unique per daemon run: the run's start time in
@@ -232,7 +236,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	opts.Retry.Driver = opts.Driver
 	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
-		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024)}
+		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), limits: newLimits(opts.Guard.JobTimeout())}
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
@@ -294,6 +298,7 @@ func (d *Reactor) Start(ctx context.Context) {
 						d.opts.Log.Info("reactions dispatched in the last minute (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
 					}
 				}
+				d.limits.expire(now)
 				for _, x := range d.opts.Guard.TakeExpired(now) {
 					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "rule_id", x.Rule)
 					d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
@@ -430,6 +435,13 @@ func (d *Reactor) Stop(ctx context.Context) error {
 		err = fmt.Errorf("stopping: %d event(s) still in flight: %w", d.depth.Load(), ctx.Err())
 	}
 	d.opts.Guard.StopTimers()
+	d.limits.stop()
+	if n := d.queuedReturned.Swap(0); n > 0 {
+		d.opts.Log.Info("stopping: events queued by a rule's concurrency limit left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
+	}
+	if n := d.queuedLost.Swap(0); n > 0 {
+		d.opts.Log.Warn("stopping: events queued by a rule's concurrency limit dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
+	}
 	if n := d.dispatched.Swap(0); n > 0 && d.opts.Archive != nil {
 		d.opts.Log.Info("reactions dispatched since the last count (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
 	}
@@ -491,6 +503,9 @@ type inflight struct {
 	// hold, set when a debounce holds the event, delays its
 	// acknowledgement until the debounce fired.
 	hold *eventHold
+	// slots are the rules (their ids) whose concurrency limit gave the
+	// event a slot; finish gives back those with no job in flight.
+	slots []string
 	// archived is set when the event itself is to be archived; finish
 	// adds its record, with its id when ledgered is set (something
 	// happened to a reaction of it), so that only the events `reactord
@@ -580,6 +595,12 @@ func (d *Reactor) handle(ctx context.Context, dl Delivery) {
 func (d *Reactor) finish(ctx context.Context, ev *inflight) {
 	if ctx.Err() != nil {
 		ev.nak = true // cancelled mid-way: leave the event for redelivery
+	}
+	if ev.dl.OnlyRule != "" {
+		ev.slots = append(ev.slots, ev.dl.OnlyRule)
+	}
+	if len(ev.slots) > 0 {
+		d.limits.ended(ev.id, ev.slots)
 	}
 	if ev.archived && !(ev.nak && ev.dl.Redelivers) { // a refused event is archived when it comes back
 		id := ""
@@ -713,6 +734,9 @@ func (d *Reactor) checkHops(ev *inflight) bool {
 	}
 	ev.gev, ev.firedBy = guard.EventOf(ev.tag, ev.minion, ev.received), fired.By
 	if jt, ok := event.ParseJobTag(ev.tag); ok {
+		if id, ok := jt.Return(); ok {
+			d.limits.returned(jt.JID, id)
+		}
 		if id, ok := jt.Return(); ok && g.Returned(jt.JID, id, ev.received) {
 			d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
 			d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
@@ -898,6 +922,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 		m.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
 		targets := targetsOf(c, r, ev.minion)
 		g.Started(ev.id, reaction, r.JID, targets, time.Now())
+		d.limits.started(ev.id, reaction.Rule, r.JID, targets, time.Now())
 		if t := firedTag(c); t != "" {
 			// One event per target for local event.send, one for a runner.
 			n := 1
@@ -953,6 +978,43 @@ func heldDetail(h guard.Hold) string {
 	return h.Evidence
 }
 
+// concurrency gives the event a slot of the rule (id) for key, or queues
+// it, unacknowledged, until one of the rule's reactions in flight for key
+// is done; it then comes back for this rule alone, in the order queued.
+func (d *Reactor) concurrency(ctx context.Context, ev *inflight, glob, id, key, tag string, max int) (bool, string) {
+	hold := d.holdFor(ev)
+	js := ev.dl.Redelivers
+	body, hop := ev.dl.Body, ev.dl.Hop
+	let := func(abandon bool) {
+		if abandon && d.stopped.Load() {
+			if js {
+				d.queuedReturned.Add(1)
+			} else {
+				d.queuedLost.Add(1)
+			}
+		}
+		hold.let(abandon)
+	}
+	ok, place := d.limits.acquire(ev.id, id, key, max, func() {
+		d.opts.Metrics.ConcurrencyQueued.Dec()
+		again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: id, Redelivers: js, id: ev.id,
+			Settle: func(o Outcome) { let(o != Ack) }}
+		d.Submit(ctx, again) // a refused one is settled: let(true)
+	}, func() {
+		d.opts.Metrics.ConcurrencyQueued.Dec()
+		let(true)
+	})
+	if ok {
+		hold.let(false) // not held: the slot is the event's own
+		ev.slots = append(ev.slots, id)
+		return true, ""
+	}
+	d.opts.Metrics.ConcurrencyQueued.Inc()
+	d.noisy(slog.LevelInfo, "concurrency\x00"+id+"\x00"+key, "event queued: the rule's concurrency limit is reached for its key; it reacts, in order, when one of the reactions in flight is done",
+		"event_id", ev.id, "tag", tag, "rule", glob, "key", key, "limit", max, "place", place)
+	return false, fmt.Sprintf("concurrency: %d reactions in flight for key %q; queued (place %d)", max, key, place)
+}
+
 // ledger writes one ledger entry about ev, whose id and tag it fills in;
 // without an Archive it does nothing.
 func (d *Reactor) ledger(ev *inflight, e store.LedgerEntry) {
@@ -1004,6 +1066,9 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight) engine.Gate {
 			d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
 			d.noisy(slog.LevelWarn, eng.Config().Rules[rule].Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", tag, "rule", eng.Config().Rules[rule].Glob, "key", key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
 			return false, fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, key)
+		}
+		if o.Concurrency > 0 {
+			return d.concurrency(ctx, ev, eng.Config().Rules[rule].Glob, id, key, tag, o.Concurrency)
 		}
 		return true, ""
 	}

@@ -126,6 +126,9 @@ func explainRules(w io.Writer, ev event.Event, rules []config.Rule, res *engine.
 		if o.Debounce > 0 {
 			fmt.Fprintf(w, "      debounce (applied by the daemon): reacts once, with the last event, after %s without a new one per %s, held under rule id %s\n", o.Debounce, key, r.ID)
 		}
+		if o.Concurrency > 0 {
+			fmt.Fprintf(w, "      concurrency (applied by the daemon): at most %d reactions in flight per %s (until every target of their jobs returned, or the job timeout); more wait, in order, unacknowledged\n", o.Concurrency, key)
+		}
 		fmt.Fprintf(w, "      guard: %s\n", guardMode(r))
 		fmt.Fprintf(w, "      from: %s\n", fromMode(r))
 	}
