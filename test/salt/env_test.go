@@ -356,6 +356,15 @@ func (e *saltEnv) salt(name string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// saltAs runs a Salt CLI with another configuration directory (a
+// minion's, for salt-call).
+func (e *saltEnv) saltAs(name, confDir string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, e.bin(name), append([]string{"-c", confDir}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
 func (e *saltEnv) waitFor(d time.Duration, what string, f func() error) {
 	e.t.Helper()
 	waitFor(e.t, d, what, f)

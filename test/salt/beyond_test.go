@@ -1,0 +1,125 @@
+package salt_test
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/reactord/reactord/bridge"
+	"github.com/reactord/reactord/event"
+)
+
+// TestBeyondSaltOnRealSalt runs reactord's own rule options on a real
+// master through the master driver:
+//
+//   - concurrency: 1 over the whole estate: four events, each a 2 s
+//     test.sleep on web1 or web2, run one at a time: no job is published
+//     before the one before it returned;
+//   - provenance: web2 sends salt/minion/web1/start through the master
+//     (salt-call event.send): no highstate of web1; its own start does
+//     highstate web2.
+func TestBeyondSaltOnRealSalt(t *testing.T) {
+	e := startSalt(t)
+	dir := t.TempDir()
+	sleep := filepath.Join(dir, "sleep.sls")
+	writeFile(t, sleep, "#!gotmpl|yaml\nsleep_{{ .data.n }}:\n  local.test.sleep:\n    - tgt: {{ .data.id }}\n    - args:\n      - length: 2\n")
+	root, _ := filepath.Abs("../..")
+	r := startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", "  - 'myco/deploy/*':\n      sls: "+sleep+"\n      concurrency: 1\n      key: '\"all\"'\n")
+	e.startMinions()
+	waitFor(t, 120*time.Second, "minion keys accepted by the reactor", func() error {
+		out, err := e.salt("salt", "--out", "json", "--static", "*", "test.ping")
+		if err != nil || strings.Count(out, "true") < 2 {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+
+	// Concurrency: four deploys pushed at once into the master's bus.
+	c, err := net.Dial("unix", filepath.Join(e.sockDir, "master_event_pull.ipc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"web1", "web2", "web1", "web2"} {
+		data, _ := msgpack.Marshal(map[string]any{"id": id, "n": i, "_stamp": time.Now().UTC().Format("2006-01-02T15:04:05.000000")})
+		if _, err := c.Write(bridge.SaltFrame("myco/deploy/"+id, data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	sleeps := func() []event.Event {
+		jids := map[string]bool{}
+		return r.seen(func(ev event.Event) bool {
+			jt, ok := event.ParseJobTag(ev.Tag)
+			if !ok {
+				return false
+			}
+			if strings.HasSuffix(ev.Tag, "/new") && ev.Data["fun"] == "test.sleep" {
+				jids[jt.JID] = true
+				return true
+			}
+			_, isRet := jt.Return()
+			return isRet && jids[jt.JID]
+		})
+	}
+	waitFor(t, 90*time.Second, "four sleeps to run and return", func() error {
+		if n := len(sleeps()); n != 8 {
+			return fmt.Errorf("%d job events", n)
+		}
+		return nil
+	})
+	var order []string
+	inFlight := 0
+	for _, ev := range sleeps() {
+		if strings.HasSuffix(ev.Tag, "/new") {
+			inFlight++
+			order = append(order, fmt.Sprint(ev.Data["tgt"]))
+		} else {
+			inFlight--
+		}
+		if inFlight > 1 {
+			t.Errorf("two test.sleep jobs in flight at once: %v", sleeps())
+			break
+		}
+	}
+	// Lanes handle different minions side by side: the queue's order is
+	// the order the events reached the rule, not necessarily the bus's.
+	if strings.Count(fmt.Sprint(order), "web1") != 2 || strings.Count(fmt.Sprint(order), "web2") != 2 {
+		t.Errorf("jobs ran for %v, want two for web1 and two for web2", order)
+	}
+	if !strings.Contains(r.log(), "event queued: the rule's concurrency limit is reached for its key") {
+		t.Errorf("no event queued in the log:\n%s", r.log())
+	}
+
+	// Provenance: web2 claims web1's start, then sends its own.
+	highstates := func(id string) int {
+		return len(r.seen(func(ev event.Event) bool {
+			return strings.HasSuffix(ev.Tag, "/new") && ev.Data["fun"] == "state.apply" && fmt.Sprint(ev.Data["tgt"]) == id
+		}))
+	}
+	before1, before2 := highstates("web1"), highstates("web2")
+	minionConf := filepath.Join(e.dir, "minions", "web2", "etc")
+	for _, tag := range []string{"salt/minion/web1/start", "salt/minion/web2/start"} {
+		if out, err := e.saltAs("salt-call", minionConf, "event.send", tag); err != nil {
+			t.Fatalf("salt-call event.send %s: %v %s", tag, err, out)
+		}
+	}
+	waitFor(t, 60*time.Second, "web2's own start to highstate web2", func() error {
+		if highstates("web2") <= before2 {
+			return fmt.Errorf("no highstate of web2")
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	if n := highstates("web1"); n != before1 {
+		t.Errorf("web2's forged start of web1 highstated web1 (%d → %d)", before1, n)
+	}
+	if !strings.Contains(r.log(), "forged event: no reaction") {
+		t.Errorf("the forged event is not in the log:\n%s", r.log())
+	}
+}
