@@ -131,6 +131,9 @@ type RuleOptions struct {
 	// in order, unacknowledged.
 	Concurrency    int
 	ConcurrencyPos Pos
+	// Retry runs a local reaction's job again on the minions where it
+	// failed (Retry.Attempts 0: never).
+	Retry Retry
 	// Guard is the loop guard's evidence for the rule's reactions:
 	// GuardBeacons (the default, ""), GuardMinion or GuardOff.
 	Guard    string
@@ -162,6 +165,20 @@ const (
 	// GuardOff leaves the rule's reactions to the hop limit alone.
 	GuardOff = "off"
 )
+
+// Retry is a rule's retry option: {attempts: N, backoff: DURATION, on:
+// [failed, no_return]}.
+type Retry struct {
+	// Attempts is how many times a job is run again at most.
+	Attempts int
+	// Backoff is the wait before the first retry, doubled for each next.
+	Backoff time.Duration
+	// OnFailed retries minions whose return says the job failed
+	// (success false or a non-zero retcode); OnNoReturn those that did
+	// not return within the job timeout.
+	OnFailed, OnNoReturn bool
+	Pos                  Pos
+}
 
 // A rule's from option.
 const (
@@ -769,8 +786,10 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 			}
 		case "throttle":
 			l.throttleOption(file, vn, rule, dur)
+		case "retry":
+			l.retryOption(file, vn, rule, dur)
 		default:
-			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, concurrency, key, guard, literal_target, from)", kn.Text)
+			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, concurrency, retry, key, guard, literal_target, from)", kn.Text)
 		}
 	}
 	if !haveSLS {
@@ -779,6 +798,53 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 	if rule.Options.Concurrency > 0 && rule.Options.Debounce > 0 {
 		l.errs = append(l.errs, &Error{Pos: rule.Options.ConcurrencyPos, Msg: "concurrency and debounce do not go together on one rule: debounce already reacts once per key"})
 	}
+}
+
+// retryOption reads a rule's retry: {attempts: N, backoff: DURATION, on:
+// [failed, no_return]}.
+func (l *loader) retryOption(file string, vn *yaml11.Node, rule *Rule, dur func(*yaml11.Node, string) time.Duration) {
+	if vn.Kind != yaml11.MappingNode {
+		l.errorf(file, vn, "retry must be a mapping {attempts: N, backoff: DURATION, on: [failed, no_return]}")
+		return
+	}
+	r := Retry{Backoff: 10 * time.Second, OnFailed: true, Pos: nodePos(file, vn)}
+	for j := 0; j+1 < len(vn.Content); j += 2 {
+		tk, tv := vn.Content[j], vn.Content[j+1]
+		switch tk.Text {
+		case "attempts":
+			c, ok := yaml11.Resolve(tv.Text).(int64)
+			if !ok || c < 1 || c > 100 || tv.Kind != yaml11.ScalarNode {
+				l.errorf(file, tv, "retry attempts must be an integer from 1 to 100: how many times a job runs again at most")
+				continue
+			}
+			r.Attempts = int(c)
+		case "backoff":
+			r.Backoff = dur(tv, "retry backoff")
+		case "on":
+			r.OnFailed = false
+			items := tv.Content
+			if tv.Kind == yaml11.ScalarNode {
+				items = []*yaml11.Node{tv}
+			}
+			for _, it := range items {
+				switch it.Text {
+				case "failed":
+					r.OnFailed = true
+				case "no_return":
+					r.OnNoReturn = true
+				default:
+					l.errorf(file, it, "retry on %q: known are failed (the return says success false or a non-zero retcode) and no_return (no return within the job timeout)", it.Text)
+				}
+			}
+		default:
+			l.errorf(file, tk, "unknown retry option %q (known: attempts, backoff, on)", tk.Text)
+		}
+	}
+	if r.Attempts == 0 {
+		l.errorf(file, vn, "retry needs attempts")
+		return
+	}
+	rule.Options.Retry = r
 }
 
 // throttleOption reads a rule's throttle: {count: N, per: DURATION, key: EXPR}.

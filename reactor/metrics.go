@@ -36,7 +36,10 @@ type Metrics struct {
 	// ConcurrencyQueued is the number of events waiting for a slot of a
 	// rule's concurrency limit.
 	ConcurrencyQueued prometheus.Gauge
-	Latency           prometheus.Histogram
+	// Retries counts the retry option's work, by outcome: retried (a job
+	// run again), succeeded (a retry with no failure left), gave_up.
+	Retries *prometheus.CounterVec
+	Latency prometheus.Histogram
 	// SentLatency is the time from an event's publisher stamp (the
 	// Reactord-Sent header, which reactord-bench's publisher sets) to the
 	// event being handled; events without the stamp are not counted.
@@ -93,6 +96,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		QueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_queue_depth", Help: "Events waiting in lane queues."}),
 		ConcurrencyQueued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_concurrency_queued",
 			Help: "Events waiting, unacknowledged, for a slot of a rule's concurrency limit."}),
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_retries_total",
+			Help: "A rule's retry option at work, by outcome: retried (a job run again on the minions where it failed), succeeded (a retry left no failure), gave_up (failures left after the last attempt)."}, []string{"outcome"}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 		SentLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_sent_latency_seconds",
@@ -102,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
 	m.Dropped.WithLabelValues(DropSlowConsumer)
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Latency, m.SentLatency)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Retries, m.Latency, m.SentLatency)
 		RegisterRuntimeMetrics(reg)
 	}
 	return m

@@ -188,6 +188,8 @@ type Reactor struct {
 	// queuedLost count, at a stop, the events it still queued.
 	limits                     *limits
 	queuedReturned, queuedLost atomic.Int64
+	// retries applies the rules' retry option.
+	retries *retries
 }
 
 // eventIDs makes event ids, unique per daemon run: the run's start time in
@@ -237,6 +239,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
 		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), limits: newLimits(opts.Guard.JobTimeout())}
+	d.retries = newRetries(d, opts.Guard.JobTimeout())
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
@@ -299,6 +302,7 @@ func (d *Reactor) Start(ctx context.Context) {
 					}
 				}
 				d.limits.expire(now)
+				d.retries.expire(ctx, now)
 				for _, x := range d.opts.Guard.TakeExpired(now) {
 					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "rule_id", x.Rule)
 					d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
@@ -436,6 +440,9 @@ func (d *Reactor) Stop(ctx context.Context) error {
 	}
 	d.opts.Guard.StopTimers()
 	d.limits.stop()
+	if n := d.retries.stop(); n > 0 {
+		d.opts.Log.Info("stopping: reactions waiting for a retry or for their job's returns left their events unacknowledged (core NATS mode drops them); JetStream redelivers them", "reactions", n)
+	}
 	if n := d.queuedReturned.Swap(0); n > 0 {
 		d.opts.Log.Info("stopping: events queued by a rule's concurrency limit left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
 	}
@@ -577,7 +584,7 @@ func (d *Reactor) handle(ctx context.Context, dl Delivery) {
 	}
 	defer d.finish(ctx, ev)
 	d.opts.Metrics.Events.Inc()
-	if !d.decode(ev) || !d.firstCopy(ctx, ev) || !d.archive(ev) || !d.checkHops(ev) {
+	if !d.decode(ev) || !d.firstCopy(ctx, ev) || !d.archive(ev) || !d.checkHops(ctx, ev) {
 		return
 	}
 	res := d.react(ctx, ev)
@@ -725,7 +732,7 @@ func (d *Reactor) archive(ev *inflight) bool {
 // holds its job's reactions for the settle window, and an event that
 // reactions caused more than MaxHops times in a row is suppressed
 // (false).
-func (d *Reactor) checkHops(ev *inflight) bool {
+func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 	g := d.opts.Guard
 	// An expected event is used up either way; a hop header wins.
 	fired := g.HopOf(ev.tag, ev.received)
@@ -736,6 +743,9 @@ func (d *Reactor) checkHops(ev *inflight) bool {
 	if jt, ok := event.ParseJobTag(ev.tag); ok {
 		if id, ok := jt.Return(); ok {
 			d.limits.returned(jt.JID, id)
+			if d.retries.tracks(jt.JID) {
+				d.retries.returned(ctx, jt.JID, id, returnFailed(ev.raw))
+			}
 		}
 		if id, ok := jt.Return(); ok && g.Returned(jt.JID, id, ev.received) {
 			d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
@@ -855,6 +865,8 @@ type chunkRule struct {
 	// mode is the loop guard's mode: the rule's guard option, else
 	// guard.ModeFor's default for the reaction's kind.
 	mode string
+	// retry is the rule's retry option.
+	retry config.Retry
 }
 
 // ruleOf finds the rule whose file gave reaction c.
@@ -865,7 +877,7 @@ func ruleOf(ev *inflight, res *engine.Result, c *event.Chunk) chunkRule {
 	for _, f := range res.Files {
 		if rules := ev.eng.Config().Rules; f.Path == sls && f.Rule < len(rules) {
 			r := &rules[f.Rule]
-			cr.glob, cr.reaction.Rule, option = r.Glob, r.ID, r.Options.Guard
+			cr.glob, cr.reaction.Rule, option, cr.retry = r.Glob, r.ID, r.Options.Guard, r.Options.Retry
 			break
 		}
 	}
@@ -923,6 +935,9 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 		targets := targetsOf(c, r, ev.minion)
 		g.Started(ev.id, reaction, r.JID, targets, time.Now())
 		d.limits.started(ev.id, reaction.Rule, r.JID, targets, time.Now())
+		if rule.retry.Attempts > 0 && c.Str("state") == "local" && r.JID != "" && len(targets) > 0 {
+			d.retries.track(ev, c, rule, r.JID, targets, 0, d.holdFor(ev), time.Now())
+		}
 		if t := firedTag(c); t != "" {
 			// One event per target for local event.send, one for a runner.
 			n := 1

@@ -129,6 +129,17 @@ func explainRules(w io.Writer, ev event.Event, rules []config.Rule, res *engine.
 		if o.Concurrency > 0 {
 			fmt.Fprintf(w, "      concurrency (applied by the daemon): at most %d reactions in flight per %s (until every target of their jobs returned, or the job timeout); more wait, in order, unacknowledged\n", o.Concurrency, key)
 		}
+		if rt := o.Retry; rt.Attempts > 0 {
+			var on []string
+			if rt.OnFailed {
+				on = append(on, "failed")
+			}
+			if rt.OnNoReturn {
+				on = append(on, "no_return")
+			}
+			fmt.Fprintf(w, "      retry (applied by the daemon): local jobs run again on the minions where they %s, up to %d times, %s apart (doubled each time)\n",
+				strings.Join(on, " or "), rt.Attempts, rt.Backoff)
+		}
 		fmt.Fprintf(w, "      guard: %s\n", guardMode(r))
 		fmt.Fprintf(w, "      from: %s\n", fromMode(r))
 	}

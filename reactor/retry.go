@@ -1,0 +1,230 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/store"
+)
+
+// retries applies the rules' retry option to local reactions: once every
+// target of a job returned (or the job timeout passed), the minions where
+// it failed get the job again, after the backoff, up to the attempts. The
+// event stays unacknowledged until its jobs are through, so a stop or a
+// crash leaves it to JetStream's redelivery.
+type retries struct {
+	d       *Reactor
+	mu      sync.Mutex
+	jobs    map[string]*retryJob // by jid
+	timers  map[*retryJob]*time.Timer
+	timeout time.Duration
+	stopped bool
+}
+
+// retryJob is one run (first or retry) of a reaction's job.
+type retryJob struct {
+	ev       *inflight
+	hold     *eventHold
+	chunk    *event.Chunk
+	rule     chunkRule
+	opts     config.Retry
+	attempt  int // 0 for the reaction's own job
+	jid      string
+	waiting  map[string]bool
+	failed   []string
+	deadline time.Time
+}
+
+func newRetries(d *Reactor, timeout time.Duration) *retries {
+	return &retries{d: d, jobs: map[string]*retryJob{}, timers: map[*retryJob]*time.Timer{}, timeout: timeout}
+}
+
+// track follows a job a reaction of a rule with the retry option started.
+func (r *retries) track(ev *inflight, c *event.Chunk, rule chunkRule, jid string, targets []string, attempt int, hold *eventHold, now time.Time) {
+	j := &retryJob{ev: ev, hold: hold, chunk: c, rule: rule, opts: rule.retry, attempt: attempt, jid: jid,
+		waiting: map[string]bool{}, deadline: now.Add(r.timeout)}
+	for _, t := range targets {
+		j.waiting[t] = true
+	}
+	r.mu.Lock()
+	r.jobs[jid] = j
+	r.mu.Unlock()
+}
+
+// tracks reports whether jid is a job retries follow (a cheap test before
+// the return's data is decoded).
+func (r *retries) tracks(jid string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.jobs[jid]
+	return ok
+}
+
+// returned records a minion's return of jid, failed or not.
+func (r *retries) returned(ctx context.Context, jid, minion string, failed bool) {
+	r.mu.Lock()
+	j := r.jobs[jid]
+	if j == nil || !j.waiting[minion] {
+		r.mu.Unlock()
+		return
+	}
+	delete(j.waiting, minion)
+	if failed && j.opts.OnFailed {
+		j.failed = append(j.failed, minion)
+	}
+	done := len(j.waiting) == 0
+	if done {
+		delete(r.jobs, jid)
+	}
+	r.mu.Unlock()
+	if done {
+		r.resolve(ctx, j)
+	}
+}
+
+// expire ends the jobs past the job timeout: the minions that did not
+// return count as failed with on: [no_return].
+func (r *retries) expire(ctx context.Context, now time.Time) {
+	r.mu.Lock()
+	var due []*retryJob
+	for jid, j := range r.jobs {
+		if now.After(j.deadline) {
+			delete(r.jobs, jid)
+			if j.opts.OnNoReturn {
+				for m := range j.waiting {
+					j.failed = append(j.failed, m)
+				}
+			}
+			due = append(due, j)
+		}
+	}
+	r.mu.Unlock()
+	for _, j := range due {
+		r.resolve(ctx, j)
+	}
+}
+
+// resolve retries the job's failed minions after the backoff, or lets the
+// event go when none failed or the attempts are used up.
+func (r *retries) resolve(ctx context.Context, j *retryJob) {
+	d := r.d
+	slices.Sort(j.failed)
+	if len(j.failed) == 0 {
+		if j.attempt > 0 {
+			d.opts.Metrics.Retries.WithLabelValues("succeeded").Inc()
+			d.opts.Log.Info("retried reaction succeeded", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"), "jid", j.jid, "attempt", j.attempt)
+		}
+		j.hold.let(false)
+		return
+	}
+	if j.attempt >= j.opts.Attempts {
+		d.opts.Metrics.Retries.WithLabelValues("gave_up").Inc()
+		d.opts.Log.Warn("reaction failed on minions after its last retry; giving up", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
+			"jid", j.jid, "minions", j.failed, "attempts", j.opts.Attempts)
+		d.ledger(j.ev, store.LedgerEntry{Stage: store.StageFailed, Rule: j.rule.glob, File: j.chunk.Str("__sls__"), ReactionID: j.chunk.Str("__id__"), JID: j.jid,
+			Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry: still failed after %d attempts", j.opts.Attempts)})
+		j.hold.let(false)
+		return
+	}
+	wait := j.opts.Backoff << j.attempt
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		j.hold.let(true)
+		return
+	}
+	r.timers[j] = time.AfterFunc(wait, func() {
+		r.mu.Lock()
+		_, pending := r.timers[j]
+		delete(r.timers, j)
+		r.mu.Unlock()
+		if pending {
+			r.again(ctx, j)
+		}
+	})
+	r.mu.Unlock()
+	d.opts.Log.Info("reaction failed on minions; retrying them", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
+		"jid", j.jid, "minions", j.failed, "attempt", j.attempt+1, "of", j.opts.Attempts, "in", wait.String())
+}
+
+// again runs the job once more on the minions where it failed.
+func (r *retries) again(ctx context.Context, j *retryJob) {
+	d := r.d
+	c := j.chunk.Clone()
+	c.Set("tgt", strings.Join(j.failed, ","))
+	c.Set("tgt_type", "list")
+	a := actions.Action{Tag: j.ev.tag, Chunk: c, Hop: j.ev.dl.Hop}
+	if j.ev.dl.MsgID != "" {
+		a.Key = fmt.Sprintf("%s/%s/%s/retry%d", j.ev.dl.MsgID, c.Str("__sls__"), c.Str("__id__"), j.attempt+1)
+	}
+	d.opts.Metrics.Retries.WithLabelValues("retried").Inc()
+	res, err := d.opts.Retry.Do(ctx, a)
+	next := &retryJob{ev: j.ev, hold: j.hold, chunk: j.chunk, rule: j.rule, opts: j.opts, attempt: j.attempt + 1}
+	if err != nil {
+		d.opts.Log.Error("retry of a reaction failed to dispatch", "event_id", j.ev.id, "tag", j.ev.tag, "id", c.Str("__id__"), "attempt", next.attempt, "err", err)
+		next.jid, next.failed = j.jid, j.failed
+		r.resolve(ctx, next)
+		return
+	}
+	now := time.Now()
+	d.opts.Guard.Started(j.ev.id, j.rule.reaction, res.JID, j.failed, now)
+	d.ledger(j.ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: j.rule.glob, File: c.Str("__sls__"), ReactionID: c.Str("__id__"), JID: res.JID,
+		Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry %d of %d (job %s failed there): %s %s %s", next.attempt, j.opts.Attempts, j.jid, d.opts.Driver.Name(), c.Str("state"), c.Str("fun"))})
+	if res.JID == "" {
+		// Nothing to follow: the retry is the last word.
+		j.hold.let(false)
+		return
+	}
+	r.track(j.ev, j.chunk, j.rule, res.JID, j.failed, next.attempt, j.hold, now)
+}
+
+// stop cancels the retries waiting for their backoff and lets their
+// events go for redelivery; jobs still running are let go too. It returns
+// how many events it gave back.
+func (r *retries) stop() int {
+	r.mu.Lock()
+	r.stopped = true
+	var holds []*eventHold
+	for j, t := range r.timers {
+		t.Stop()
+		holds = append(holds, j.hold)
+	}
+	clear(r.timers)
+	for jid, j := range r.jobs {
+		holds = append(holds, j.hold)
+		delete(r.jobs, jid)
+	}
+	r.mu.Unlock()
+	for _, h := range holds {
+		h.let(true)
+	}
+	return len(holds)
+}
+
+// returnFailed reads a job return's data: whether the job failed there
+// (success false, or a non-zero retcode).
+func returnFailed(raw []byte) bool {
+	data, err := event.DecodeData(raw)
+	if err != nil {
+		return true
+	}
+	if s, ok := data["success"].(bool); ok && !s {
+		return true
+	}
+	switch rc := data["retcode"].(type) {
+	case float64:
+		return rc != 0
+	case int64:
+		return rc != 0
+	case int:
+		return rc != 0
+	}
+	return false
+}

@@ -1,0 +1,124 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/guard"
+)
+
+// tgtDriver answers every dispatch with a new jid and records its target.
+type tgtDriver struct {
+	mu    sync.Mutex
+	n     int
+	calls []string
+}
+
+func (j *tgtDriver) Name() string              { return "tgt" }
+func (j *tgtDriver) Supports(string) bool      { return true }
+func (*tgtDriver) Close(context.Context) error { return nil }
+
+func (j *tgtDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.n++
+	j.calls = append(j.calls, fmt.Sprintf("%s %s:%s", a.Chunk.Str("fun"), a.Chunk.Str("tgt_type"), a.Chunk.Str("tgt")))
+	return actions.Result{JID: fmt.Sprintf("2026%016d", j.n)}, nil
+}
+
+func (j *tgtDriver) snapshot() string { j.mu.Lock(); defer j.mu.Unlock(); return fmt.Sprint(j.calls) }
+
+func jobRetOK(jid, id string, ok bool) []byte {
+	rc := 0
+	if !ok {
+		rc = 2
+	}
+	return []byte(fmt.Sprintf(`{"tag": "salt/job/%s/ret/%s", "data": {"id": "%s", "jid": "%s", "fun": "state.apply", "success": %v, "retcode": %d}}`, jid, id, id, jid, ok, rc))
+}
+
+// TestRetryFailedMinions: a job that fails on one of its two minions runs
+// again there alone after the backoff, doubled for the next attempt; a
+// minion that does not return counts with on: [no_return]; after the
+// last attempt the reaction gives up, and only then is the event
+// acknowledged. A retry that succeeds ends it early.
+func TestRetryFailedMinions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := engineWith(t, "reactor:\n  - 'myco/deploy':\n      sls: d.sls\n      retry: {attempts: 2, backoff: 10s, on: [failed, no_return]}\n",
+			map[string]string{"d.sls": "#!yaml\ndeploy:\n  local.state.apply:\n    - tgt: web1,web2\n    - tgt_type: list\n"})
+		drv := &tgtDriver{}
+		m := NewMetrics(prometheus.NewRegistry())
+		d, err := New(eng, Options{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		d.Start(ctx)
+		var mu sync.Mutex
+		var outcome Outcome
+		submit := func(b []byte, settle func(Outcome)) { d.Submit(ctx, Delivery{Body: b, Redelivers: true, Settle: settle}); synctest.Wait() }
+		jid := func(n int) string { return fmt.Sprintf("2026%016d", n) }
+
+		submit([]byte(`{"tag": "myco/deploy", "data": {}}`), func(o Outcome) { mu.Lock(); outcome = o; mu.Unlock() })
+		submit(jobRetOK(jid(1), "web1", true), nil)
+		submit(jobRetOK(jid(1), "web2", false), nil)
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if got := drv.snapshot(); got != "[state.apply list:web1,web2]" {
+			t.Fatalf("before the backoff: %s", got)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := drv.snapshot(); got != "[state.apply list:web1,web2 state.apply list:web2]" {
+			t.Fatalf("after the backoff: %s, want web2 alone again", got)
+		}
+		submit(jobRetOK(jid(2), "web2", false), nil) // fails again: next in 20s
+		time.Sleep(19 * time.Second)
+		synctest.Wait()
+		if n := testutil.ToFloat64(m.Retries.WithLabelValues("retried")); n != 1 {
+			t.Fatalf("retried %v before the doubled backoff, want 1", n)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := drv.snapshot(); got != "[state.apply list:web1,web2 state.apply list:web2 state.apply list:web2]" {
+			t.Fatalf("second retry: %s", got)
+		}
+		mu.Lock()
+		if outcome != 0 {
+			t.Errorf("the event was settled (%v) while its retries ran", outcome)
+		}
+		mu.Unlock()
+		// The last retry never returns: no_return, and no attempt left.
+		time.Sleep(62 * time.Second)
+		synctest.Wait()
+		if n := testutil.ToFloat64(m.Retries.WithLabelValues("gave_up")); n != 1 {
+			t.Errorf("gave_up = %v, want 1", n)
+		}
+		mu.Lock()
+		if outcome != Ack {
+			t.Errorf("the event settled %v after the reaction gave up, want Ack", outcome)
+		}
+		mu.Unlock()
+
+		// A retry that succeeds ends it.
+		submit([]byte(`{"tag": "myco/deploy", "data": {}}`), nil)
+		submit(jobRetOK(jid(4), "web1", false), nil)
+		submit(jobRetOK(jid(4), "web2", true), nil)
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		submit(jobRetOK(jid(5), "web1", true), nil)
+		if n := testutil.ToFloat64(m.Retries.WithLabelValues("succeeded")); n != 1 {
+			t.Errorf("succeeded = %v, want 1 (calls %s)", n, drv.snapshot())
+		}
+		if err := d.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
