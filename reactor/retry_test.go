@@ -63,7 +63,10 @@ func TestRetryFailedMinions(t *testing.T) {
 		d.Start(ctx)
 		var mu sync.Mutex
 		var outcome Outcome
-		submit := func(b []byte, settle func(Outcome)) { d.Submit(ctx, Delivery{Body: b, Redelivers: true, Settle: settle}); synctest.Wait() }
+		submit := func(b []byte, settle func(Outcome)) {
+			d.Submit(ctx, Delivery{Body: b, Redelivers: true, Settle: settle})
+			synctest.Wait()
+		}
 		jid := func(n int) string { return fmt.Sprintf("2026%016d", n) }
 
 		submit([]byte(`{"tag": "myco/deploy", "data": {}}`), func(o Outcome) { mu.Lock(); outcome = o; mu.Unlock() })
