@@ -134,6 +134,9 @@ type RuleOptions struct {
 	// Retry runs a local reaction's job again on the minions where it
 	// failed (Retry.Attempts 0: never).
 	Retry Retry
+	// Collect gathers the rule's events and reacts once for them
+	// (Collect.Within 0: not).
+	Collect Collect
 	// Guard is the loop guard's evidence for the rule's reactions:
 	// GuardBeacons (the default, ""), GuardMinion or GuardOff.
 	Guard    string
@@ -179,6 +182,24 @@ type Retry struct {
 	OnFailed, OnNoReturn bool
 	Pos                  Pos
 }
+
+// Collect is a rule's collect option: {within: DURATION, quiet: DURATION,
+// key: EXPR, max: N}.
+type Collect struct {
+	// Within is the window, from a key's first event, after which the
+	// rule reacts once with every event gathered.
+	Within time.Duration
+	// Quiet, when set, reacts earlier, once no event came for it.
+	Quiet time.Duration
+	// Max bounds the events gathered (default 1000); later ones are
+	// left out, counted and logged. Without a key (the rule's key
+	// option) a rule's events all go to one collection.
+	Max int
+	Pos Pos
+}
+
+// DefaultCollectMax bounds a collection without max.
+const DefaultCollectMax = 1000
 
 // A rule's from option.
 const (
@@ -788,16 +809,68 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 			l.throttleOption(file, vn, rule, dur)
 		case "retry":
 			l.retryOption(file, vn, rule, dur)
+		case "collect":
+			l.collectOption(file, vn, rule, dur)
 		default:
-			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, concurrency, retry, key, guard, literal_target, from)", kn.Text)
+			l.errorf(file, kn, "unknown rule option %q (known: sls, id, when, throttle, debounce, concurrency, retry, collect, key, guard, literal_target, from)", kn.Text)
 		}
 	}
 	if !haveSLS {
 		l.errorf(file, n, "a rule with options needs sls: the reaction file(s)")
 	}
+	if c := rule.Options.Collect; c.Within > 0 && (rule.Options.Debounce > 0 || rule.Options.Concurrency > 0) {
+		l.errs = append(l.errs, &Error{Pos: c.Pos, Msg: "collect does not go with debounce or concurrency on one rule: it already reacts once per collection"})
+	}
 	if rule.Options.Concurrency > 0 && rule.Options.Debounce > 0 {
 		l.errs = append(l.errs, &Error{Pos: rule.Options.ConcurrencyPos, Msg: "concurrency and debounce do not go together on one rule: debounce already reacts once per key"})
 	}
+}
+
+// collectOption reads a rule's collect: {within: DURATION, quiet:
+// DURATION, key: EXPR, max: N}.
+func (l *loader) collectOption(file string, vn *yaml11.Node, rule *Rule, dur func(*yaml11.Node, string) time.Duration) {
+	if vn.Kind != yaml11.MappingNode {
+		l.errorf(file, vn, "collect must be a mapping {within: DURATION, quiet: DURATION, key: EXPR, max: N}")
+		return
+	}
+	c := Collect{Max: DefaultCollectMax, Pos: nodePos(file, vn)}
+	for j := 0; j+1 < len(vn.Content); j += 2 {
+		tk, tv := vn.Content[j], vn.Content[j+1]
+		switch tk.Text {
+		case "within":
+			c.Within = dur(tv, "collect within")
+		case "quiet":
+			c.Quiet = dur(tv, "collect quiet")
+		case "max":
+			n, ok := yaml11.Resolve(tv.Text).(int64)
+			if !ok || n < 1 || n > 100000 || tv.Kind != yaml11.ScalarNode {
+				l.errorf(file, tv, "collect max must be an integer from 1 to 100000")
+				continue
+			}
+			c.Max = int(n)
+		case "key":
+			if s, ok := scalarString(tv); ok && s != "" {
+				if rule.Options.Key != "" && rule.Options.Key != s {
+					l.errorf(file, tv, "collect key differs from the rule's key option: give one")
+					continue
+				}
+				rule.Options.Key, rule.Options.KeyPos = s, nodePos(file, tv)
+			} else {
+				l.errorf(file, tv, "collect key must be an expression")
+			}
+		default:
+			l.errorf(file, tk, "unknown collect option %q (known: within, quiet, key, max)", tk.Text)
+		}
+	}
+	if c.Within == 0 {
+		l.errorf(file, vn, "collect needs within: the window, from the first event, after which the rule reacts once")
+		return
+	}
+	if c.Quiet >= c.Within {
+		l.errorf(file, vn, "collect quiet must be shorter than within")
+		return
+	}
+	rule.Options.Collect = c
 }
 
 // retryOption reads a rule's retry: {attempts: N, backoff: DURATION, on:

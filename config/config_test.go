@@ -261,6 +261,8 @@ func TestErrors(t *testing.T) {
 		{"concurrency with debounce", "reactor:\n  - 'a': {sls: a.sls, debounce: 5s, concurrency: 2}\n", 2, 50, "concurrency and debounce do not go together", false},
 		{"retry without attempts", "reactor:\n  - 'a': {sls: a.sls, retry: {backoff: 5s}}\n", 2, 30, "retry needs attempts", false},
 		{"retry on what", "reactor:\n  - 'a': {sls: a.sls, retry: {attempts: 2, on: [failure]}}\n", 2, 49, "retry on \"failure\"", false},
+		{"collect without within", "reactor:\n  - 'a': {sls: a.sls, collect: {quiet: 5s}}\n", 2, 32, "collect needs within", false},
+		{"collect with debounce", "reactor:\n  - 'a': {sls: a.sls, debounce: 5s, collect: {within: 30s}}\n", 2, 46, "collect does not go with debounce", false},
 		{"bad from", "reactor:\n  - 'a': {sls: a.sls, from: minions}\n", 2, 29, "from must be master", false},
 		{"throttle without per", "reactor:\n  - 'a':\n      sls: a.sls\n      throttle: {count: 2}\n", 4, 17, "throttle needs count and per", false},
 		{"bad settle", "reactord:\n  settle: 5\n", 2, 11, "settle must be a positive duration", false},

@@ -209,6 +209,10 @@ type Options struct {
 	// EventID, when set, is added as event_id to every line the engine
 	// logs about the event (the daemon's event ids).
 	EventID string
+	// Collected, when set, are the events a rule's collect option gathered
+	// ({"tag", "data"} maps, in order; the event processed is the last):
+	// the files render with them as events.
+	Collected []any
 }
 
 // RuleNote says why a matching rule did not react.
@@ -389,7 +393,7 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 				continue
 			}
 		}
-		if opts.Gate != nil && opts.OnlyRule == "" && (rule.Options.ThrottleCount > 0 || rule.Options.Debounce > 0 || rule.Options.Concurrency > 0) {
+		if opts.Gate != nil && opts.OnlyRule == "" && (rule.Options.ThrottleCount > 0 || rule.Options.Debounce > 0 || rule.Options.Concurrency > 0 || rule.Options.Collect.Within > 0) {
 			key := event.MinionOf(tag, raw)
 			if key == "" {
 				key, _ = d["id"].(string)
@@ -425,7 +429,15 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 				f, err := e.lib.File(p)
 				if err == nil {
 					var rs []reactions.Reaction
-					rs, err = f.Render(tag, d)
+					switch {
+					case opts.Collected != nil:
+						rs, err = f.RenderCollected(tag, d, opts.Collected)
+					case rule.Options.Collect.Within > 0:
+						// render, check, explain: a collection of this one event.
+						rs, err = f.RenderCollected(tag, d, []any{map[string]any{"tag": tag, "data": d}})
+					default:
+						rs, err = f.Render(tag, d)
+					}
 					rs, refused = e.knownTypes(log, tag, rule, fr, rs)
 					if e.literal[ri] {
 						var more []FileResult

@@ -288,6 +288,14 @@ func (t *translator) name(n *Name) gx {
 			return gx{s: "$.tag"}
 		}
 		return gx{s: ".tag"}
+	case "events":
+		// reactord's collect option: every event gathered (absent
+		// otherwise, an empty list then).
+		root := "."
+		if t.inRange > 0 {
+			root = "$"
+		}
+		return gx{s: call("default", call("list"), call("index", root, `"events"`))}
 	case "saltenv":
 		// Salt's reactor renders with compile_template's defaults.
 		return gx{s: `"base"`}

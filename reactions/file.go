@@ -140,7 +140,18 @@ func (f *File) skeleton(text []byte) (*skeleton, error) {
 // Render renders the file for one event and returns its reactions after
 // pad_funcs, in file order. Any error drops the whole file, as in Salt.
 func (f *File) Render(tag string, data map[string]any) ([]Reaction, error) {
-	ctx := map[string]any{"tag": tag, "data": data}
+	return f.render(map[string]any{"tag": tag, "data": data})
+}
+
+// RenderCollected renders the file for events a rule's collect option
+// gathered: tag and data are the last event's, and events (a list of
+// {"tag", "data"} maps, in the order they came) all of them, as `.events`
+// in a Go template and `events` in Jinja.
+func (f *File) RenderCollected(tag string, data map[string]any, events []any) ([]Reaction, error) {
+	return f.render(map[string]any{"tag": tag, "data": data, "events": events})
+}
+
+func (f *File) render(ctx map[string]any) ([]Reaction, error) {
 	lim := CurrentLimits()
 	var out []Reaction
 	use := func(text []byte, vals []recorded) error {

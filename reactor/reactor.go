@@ -66,6 +66,9 @@ type Delivery struct {
 
 	// id is the event's id, given by Submit.
 	id string
+	// collected are the events a rule's collect option gathered, for
+	// the rule (OnlyRule) to react to once.
+	collected []any
 	// tag and raw are the envelope, split by Submit (once per event);
 	// split is set once they are.
 	tag   string
@@ -190,6 +193,8 @@ type Reactor struct {
 	queuedReturned, queuedLost atomic.Int64
 	// retries applies the rules' retry option.
 	retries *retries
+	// collects applies the rules' collect option.
+	collects *collects
 }
 
 // eventIDs makes event ids, unique per daemon run: the run's start time in
@@ -240,6 +245,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
 		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), limits: newLimits(opts.Guard.JobTimeout())}
 	d.retries = newRetries(d, opts.Guard.JobTimeout())
+	d.collects = newCollects()
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
@@ -440,6 +446,9 @@ func (d *Reactor) Stop(ctx context.Context) error {
 	}
 	d.opts.Guard.StopTimers()
 	d.limits.stop()
+	if n := d.collects.stop(); n > 0 {
+		d.opts.Log.Info("stopping: events gathered by a rule's collect option left unacknowledged (core NATS mode drops them); JetStream redelivers them", "events", n)
+	}
 	if n := d.retries.stop(); n > 0 {
 		d.opts.Log.Info("stopping: reactions waiting for a retry or for their job's returns left their events unacknowledged (core NATS mode drops them); JetStream redelivers them", "reactions", n)
 	}
@@ -775,7 +784,7 @@ func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 	m := d.opts.Metrics
 	eng := d.eng.Load()
 	ev.eng = eng
-	res, err := eng.ProcessEnvelope(ctx, ev.tag, ev.raw, engine.Options{Gate: d.gate(ctx, ev), OnlyRule: ev.dl.OnlyRule, EventID: ev.id})
+	res, err := eng.ProcessEnvelope(ctx, ev.tag, ev.raw, engine.Options{Gate: d.gate(ctx, ev), OnlyRule: ev.dl.OnlyRule, EventID: ev.id, Collected: ev.dl.collected})
 	if err != nil {
 		m.Malformed.Inc()
 		return nil
@@ -1084,6 +1093,12 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight) engine.Gate {
 		}
 		if o.Concurrency > 0 {
 			return d.concurrency(ctx, ev, eng.Config().Rules[rule].Glob, id, key, tag, o.Concurrency)
+		}
+		if o.Collect.Within > 0 {
+			if o.Key == "" {
+				key = "" // one collection for the rule
+			}
+			return d.collect(ctx, ev, eng.Config().Rules[rule].Glob, id, key, tag, o.Collect)
 		}
 		return true, ""
 	}

@@ -129,6 +129,18 @@ func explainRules(w io.Writer, ev event.Event, rules []config.Rule, res *engine.
 		if o.Concurrency > 0 {
 			fmt.Fprintf(w, "      concurrency (applied by the daemon): at most %d reactions in flight per %s (until every target of their jobs returned, or the job timeout); more wait, in order, unacknowledged\n", o.Concurrency, key)
 		}
+		if c := o.Collect; c.Within > 0 {
+			per := "one collection for the rule"
+			if o.Key != "" {
+				per = "per " + key
+			}
+			quiet := ""
+			if c.Quiet > 0 {
+				quiet = fmt.Sprintf(", or once %s passed without one", c.Quiet)
+			}
+			fmt.Fprintf(w, "      collect (applied by the daemon): gathers up to %d events, %s, and reacts once %s after the first%s, with all of them as events (rendered here with this event alone)\n",
+				c.Max, per, c.Within, quiet)
+		}
 		if rt := o.Retry; rt.Attempts > 0 {
 			var on []string
 			if rt.OnFailed {

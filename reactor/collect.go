@@ -1,0 +1,163 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/event"
+)
+
+// collects applies the rules' collect option: a rule's events are gathered
+// per key for a window from the first (or until a quiet period passed),
+// then the rule reacts once, for the last event, with all of them as
+// events. Each event gathered stays unacknowledged until that reaction was
+// handled, so a stop or a crash leaves them to JetStream's redelivery.
+type collects struct {
+	mu      sync.Mutex
+	groups  map[ruleKey]*collection
+	stopped bool
+}
+
+// collection is one rule and key's events gathered so far.
+type collection struct {
+	bodies   [][]byte
+	lets     []func(abandon bool)
+	hop      int
+	lastID   string
+	js       bool
+	left     int // events left out past max
+	deadline *time.Timer
+	quiet    *time.Timer
+	gen      int
+}
+
+func newCollects() *collects { return &collects{groups: map[ruleKey]*collection{}} }
+
+// add gathers an event; fire is called once with the collection when its
+// window or quiet period ends. It reports false when the collection was
+// full (max) and the event left out.
+func (c *collects) add(rule, key string, opts config.Collect, body []byte, hop int, eventID string, js bool, let func(bool), fire func(*collection)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := ruleKey{rule, key}
+	g := c.groups[k]
+	if g == nil {
+		g = &collection{}
+		c.groups[k] = g
+		g.deadline = time.AfterFunc(opts.Within, func() { c.take(k, g, -1, fire) })
+	}
+	if opts.Quiet > 0 {
+		// Any event of the key, one left out too, means it is not quiet.
+		g.gen++
+		gen := g.gen
+		if g.quiet != nil {
+			g.quiet.Stop()
+		}
+		g.quiet = time.AfterFunc(opts.Quiet, func() { c.take(k, g, gen, fire) })
+	}
+	if len(g.bodies) >= opts.Max {
+		g.left++
+		return false
+	}
+	g.bodies = append(g.bodies, body)
+	g.lets = append(g.lets, let)
+	g.hop = max(g.hop, hop)
+	g.lastID, g.js = eventID, js
+	return true
+}
+
+// take ends the collection g of k and fires it, unless it was taken
+// already, or (gen >= 0, its quiet timer) a newer event came since.
+func (c *collects) take(k ruleKey, g *collection, gen int, fire func(*collection)) {
+	c.mu.Lock()
+	if c.groups[k] != g || (gen >= 0 && g.gen != gen) {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.groups, k)
+	g.deadline.Stop()
+	if g.quiet != nil {
+		g.quiet.Stop()
+	}
+	c.mu.Unlock()
+	fire(g)
+}
+
+// let ends every event of the collection.
+func (g *collection) let(abandon bool) {
+	for _, l := range g.lets {
+		l(abandon)
+	}
+}
+
+// events are the collection's events as {"tag", "data"} maps, in order.
+func (g *collection) events() []any {
+	out := make([]any, 0, len(g.bodies))
+	for _, b := range g.bodies {
+		tag, raw, err := event.SplitEnvelope(b)
+		if err != nil {
+			continue
+		}
+		data, err := event.DecodeData(raw)
+		if err != nil {
+			continue
+		}
+		out = append(out, map[string]any{"tag": tag, "data": data})
+	}
+	return out
+}
+
+// stop gives every collection's events back unhandled and returns how
+// many events that was.
+func (c *collects) stop() int {
+	c.mu.Lock()
+	c.stopped = true
+	var gs []*collection
+	for k, g := range c.groups {
+		g.deadline.Stop()
+		if g.quiet != nil {
+			g.quiet.Stop()
+		}
+		gs = append(gs, g)
+		delete(c.groups, k)
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, g := range gs {
+		n += len(g.lets)
+		g.let(true)
+	}
+	return n
+}
+
+// collect gathers the event for the rule (id) and key, held
+// unacknowledged; the rule reacts once when the collection ends.
+func (d *Reactor) collect(ctx context.Context, ev *inflight, glob, id, key, tag string, opts config.Collect) (bool, string) {
+	hold := d.holdFor(ev)
+	let := func(abandon bool) {
+		if abandon && d.stopped.Load() && !ev.dl.Redelivers {
+			d.queuedLost.Add(1)
+		}
+		hold.let(abandon)
+	}
+	added := d.collects.add(id, key, opts, ev.dl.Body, ev.dl.Hop, ev.id, ev.dl.Redelivers, let, func(g *collection) {
+		if g.left > 0 {
+			d.opts.Log.Warn("collection ended with events left out past its max", "rule", glob, "key", key, "max", opts.Max, "left_out", g.left)
+		}
+		again := Delivery{Body: g.bodies[len(g.bodies)-1], Received: time.Now(), Hop: g.hop, OnlyRule: id, Redelivers: g.js, id: g.lastID,
+			collected: g.events(), Settle: func(o Outcome) { g.let(o != Ack) }}
+		d.opts.Log.Info("collection ended: the rule reacts once for its events", "rule", glob, "key", key, "events", len(g.bodies))
+		d.Submit(ctx, again) // a refused one is settled: g.let(true)
+	})
+	if !added {
+		hold.let(false)
+		d.opts.Metrics.Suppressed.WithLabelValues("collect_full").Inc()
+		d.noisy(slog.LevelWarn, "collect\x00"+id+"\x00"+key, "event left out of a full collection (collect max)", "event_id", ev.id, "tag", tag, "rule", glob, "key", key, "max", opts.Max)
+		return false, fmt.Sprintf("collect: the collection for key %q is full (max %d); left out", key, opts.Max)
+	}
+	return false, fmt.Sprintf("collect: gathered for key %q; the rule reacts once when the collection ends (within %s)", key, opts.Within)
+}

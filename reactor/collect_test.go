@@ -1,0 +1,133 @@
+package reactor
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/guard"
+)
+
+// chunkDriver records each reaction's chunk as JSON.
+type chunkDriver struct {
+	mu     sync.Mutex
+	chunks []string
+}
+
+func (c *chunkDriver) Name() string              { return "chunks" }
+func (c *chunkDriver) Supports(string) bool      { return true }
+func (*chunkDriver) Close(context.Context) error { return nil }
+
+func (c *chunkDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
+	b, _ := json.Marshal(a.Chunk)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.chunks = append(c.chunks, string(b))
+	return actions.Result{}, nil
+}
+
+func (c *chunkDriver) snapshot() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.chunks...)
+}
+
+// TestCollectReactsOnce: minion starts gathered by collect react once,
+// after the quiet period, with every event (a Go template's .events and a
+// Jinja file's events); each event stays unacknowledged until then. Past
+// max an event is left out, counted; the window ends a collection that
+// never goes quiet; a stop gives the gathered events back for redelivery.
+func TestCollectReactsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := engineWith(t, `reactor:
+  - 'salt/minion/*/start':
+      sls: go.sls
+      collect: {within: 30s, quiet: 10s, max: 4}
+  - 'salt/minion/*/start':
+      sls: jinja.sls
+      collect: {within: 30s, quiet: 10s, max: 4}
+`, map[string]string{
+			"go.sls":    "#!gotmpl|yaml\norch_go:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.new\n      - pillar: {minions: \"{{ range $i, $e := .events }}{{ if $i }},{{ end }}{{ $e.data.id }}{{ end }}\", last: \"{{ .data.id }}\"}\n",
+			"jinja.sls": "orch_jinja:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.new\n      - pillar: {minions: \"{% for e in events %}{{ e.data.id }}{% if not loop.last %},{% endif %}{% endfor %}\", n: {{ events|length }}}\n",
+		})
+		drv := &chunkDriver{}
+		m := NewMetrics(prometheus.NewRegistry())
+		d, err := New(eng, Options{Driver: drv, Lanes: 2, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		d.Start(ctx)
+		var mu sync.Mutex
+		outcomes := map[string]Outcome{}
+		start := func(id string) {
+			d.Submit(ctx, Delivery{Body: []byte(`{"tag": "salt/minion/` + id + `/start", "data": {"id": "` + id + `"}}`), Redelivers: true,
+				Settle: func(o Outcome) { mu.Lock(); outcomes[id] = o; mu.Unlock() }})
+			synctest.Wait()
+		}
+		outcome := func(id string) Outcome { mu.Lock(); defer mu.Unlock(); return outcomes[id] }
+
+		for _, id := range []string{"web1", "web2", "web3"} {
+			start(id)
+			time.Sleep(time.Second)
+		}
+		time.Sleep(8 * time.Second)
+		synctest.Wait()
+		if n := len(drv.snapshot()); n != 0 || outcome("web1") != 0 {
+			t.Fatalf("before the quiet period ended: %d reactions, web1 settled %v", n, outcome("web1"))
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		got := drv.snapshot()
+		want := []string{
+			`"__id__":"orch_go","args":[{"mods":"orch.new"},{"pillar":{"minions":"web1,web2,web3","last":"web3"}}]`,
+			`"__id__":"orch_jinja","args":[{"mods":"orch.new"},{"pillar":{"minions":"web1,web2,web3","n":3}}]`,
+		}
+		if len(got) != 2 {
+			t.Fatalf("%d reactions after the quiet period, want one per rule: %v", len(got), got)
+		}
+		for i, w := range want {
+			if !slices.ContainsFunc(got, func(c string) bool { return strings.Contains(c, w) }) {
+				t.Errorf("reaction %d: none of %v holds %s", i, got, w)
+			}
+		}
+		for _, id := range []string{"web1", "web2", "web3"} {
+			if outcome(id) != Ack {
+				t.Errorf("%s settled %v after the reaction, want Ack", id, outcome(id))
+			}
+		}
+
+		// Never quiet: the window ends it, with max 4 of the 6 events.
+		for i := range 6 {
+			start("db" + string(rune('1'+i)))
+			time.Sleep(5 * time.Second)
+		}
+		synctest.Wait()
+		if n := len(drv.snapshot()); n != 4 {
+			t.Fatalf("%d reactions, want 2 more once the 30s window ended", n)
+		}
+		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("collect_full")); v != 4 {
+			t.Errorf("collect_full = %v, want 4 (db5 and db6, for each rule)", v)
+		}
+		if outcome("db6") != Ack {
+			t.Errorf("db6, left out, settled %v, want Ack", outcome("db6"))
+		}
+		// A stop gives a gathered event back.
+		start("app1")
+		if err := d.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if outcome("app1") != Retry {
+			t.Errorf("app1 gathered at the stop settled %v, want Retry", outcome("app1"))
+		}
+	})
+}
