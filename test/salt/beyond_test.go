@@ -22,14 +22,24 @@ import (
 //     before the one before it returned;
 //   - provenance: web2 sends salt/minion/web1/start through the master
 //     (salt-call event.send): no highstate of web1; its own start does
-//     highstate web2.
+//     highstate web2;
+//   - retry: a state that fails on web1 runs 1 + 2 times, then gives up;
+//   - collect: three events within the window make one job with all
+//     three.
 func TestBeyondSaltOnRealSalt(t *testing.T) {
 	e := startSalt(t)
 	dir := t.TempDir()
 	sleep := filepath.Join(dir, "sleep.sls")
 	writeFile(t, sleep, "#!gotmpl|yaml\nsleep_{{ .data.n }}:\n  local.test.sleep:\n    - tgt: {{ .data.id }}\n    - args:\n      - length: 2\n")
 	root, _ := filepath.Abs("../..")
-	r := startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", "  - 'myco/deploy/*':\n      sls: "+sleep+"\n      concurrency: 1\n      key: '\"all\"'\n")
+	flaky := filepath.Join(dir, "flaky.sls")
+	writeFile(t, flaky, "#!yaml\nflaky:\n  local.state.single:\n    - tgt: web1\n    - args:\n      - fun: test.fail_without_changes\n      - name: flaky\n")
+	batch := filepath.Join(dir, "batch.sls")
+	writeFile(t, batch, "batch:\n  local.test.arg:\n    - tgt: web2\n    - arg:\n      - \"{% for e in events %}{{ e.data.id }} {% endfor %}\"\n")
+	r := startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls",
+		"  - 'myco/deploy/*':\n      sls: "+sleep+"\n      concurrency: 1\n      key: '\"all\"'\n"+
+			"  - 'myco/flaky':\n      sls: "+flaky+"\n      retry: {attempts: 2, backoff: 1s}\n"+
+			"  - 'myco/batch/*':\n      sls: "+batch+"\n      collect: {within: 4s}\n")
 	e.startMinions()
 	waitFor(t, 120*time.Second, "minion keys accepted by the reactor", func() error {
 		out, err := e.salt("salt", "--out", "json", "--static", "*", "test.ping")
@@ -94,6 +104,53 @@ func TestBeyondSaltOnRealSalt(t *testing.T) {
 	}
 	if !strings.Contains(r.log(), "event queued: the rule's concurrency limit is reached for its key") {
 		t.Errorf("no event queued in the log:\n%s", r.log())
+	}
+
+	// Retry and collect: one failing state, three batch events.
+	push := func(tag string, data map[string]any) {
+		c, err := net.Dial("unix", filepath.Join(e.sockDir, "master_event_pull.ipc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		data["_stamp"] = time.Now().UTC().Format("2006-01-02T15:04:05.000000")
+		b, _ := msgpack.Marshal(data)
+		if _, err := c.Write(bridge.SaltFrame(tag, b)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	jobsOf := func(fun string) []event.Event {
+		return r.seen(func(ev event.Event) bool { return strings.HasSuffix(ev.Tag, "/new") && ev.Data["fun"] == fun })
+	}
+	push("myco/flaky", map[string]any{"n": 1})
+	for _, id := range []string{"b1", "b2", "b3"} {
+		push("myco/batch/"+id, map[string]any{"id": id})
+	}
+	waitFor(t, 90*time.Second, "the failing state to run three times and give up", func() error {
+		if n := len(jobsOf("state.single")); n != 3 || !strings.Contains(r.log(), "giving up") {
+			return fmt.Errorf("%d state.single jobs", n)
+		}
+		return nil
+	})
+	waitFor(t, 30*time.Second, "the collected batch", func() error {
+		if n := len(jobsOf("test.arg")); n != 1 {
+			return fmt.Errorf("%d test.arg jobs", n)
+		}
+		return nil
+	})
+	time.Sleep(5 * time.Second) // nothing more comes
+	if n := len(jobsOf("state.single")); n != 3 {
+		t.Errorf("%d state.single jobs, want 1 + 2 retries", n)
+	}
+	arg := fmt.Sprint(jobsOf("test.arg")[0].Data["arg"])
+	for _, id := range []string{"b1", "b2", "b3"} {
+		if !strings.Contains(arg, id) {
+			t.Errorf("the collected job's arg %s lacks %s", arg, id)
+		}
+	}
+	if n := len(jobsOf("test.arg")); n != 1 {
+		t.Errorf("%d test.arg jobs, want one for the collection", n)
 	}
 
 	// Provenance: web2 claims web1's start, then sends its own.
