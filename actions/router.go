@@ -56,4 +56,18 @@ func (r Router) Probe(ctx context.Context) error {
 	return err
 }
 
+// SaltCall runs an execution function on the master through the first
+// driver that can (reactions.SaltCaller).
+func (r Router) SaltCall(ctx context.Context, fun string, args []any, kwargs map[string]any) (any, error) {
+	type saltCaller interface {
+		SaltCall(ctx context.Context, fun string, args []any, kwargs map[string]any) (any, error)
+	}
+	for _, d := range []Driver{r.Primary, r.Fallback} {
+		if c, ok := d.(saltCaller); ok {
+			return c.SaltCall(ctx, fun, args, kwargs)
+		}
+	}
+	return nil, errors.New("no driver here runs Salt functions (saltapi and exec do)")
+}
+
 var _ Driver = Router{}

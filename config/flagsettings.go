@@ -102,6 +102,7 @@ var flagSettings = map[string]settingKind{
 	"master_key_file":       kindPath,
 	"master_user":           kindString,
 	"master_sockets":        kindCount,
+	"salt_calls":            kindString,
 }
 
 // typedSettings are the keys with a field of their own in Settings.

@@ -32,6 +32,7 @@ import (
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/consume"
 	"github.com/reactord/reactord/natsbus/embedded"
+	"github.com/reactord/reactord/reactions"
 	"github.com/reactord/reactord/reactor"
 )
 
@@ -80,6 +81,7 @@ type Daemon struct {
 	conn        *natsbus.Conn
 	drv         actions.Driver
 	eng         *engine.Engine
+	saltCalls   *reactions.SaltCalls
 	metrics     *reactor.Metrics
 	archive     *reactor.Archive
 	guard       *guard.Guard

@@ -43,6 +43,9 @@ type Options struct {
 	HTTP string
 	// DryRun is Driver "dryrun".
 	DryRun bool
+	// SaltCalls is what reaction files may call while rendering
+	// (--salt-calls: read-only, off, or function globs).
+	SaltCalls string
 	// Driver names the driver (default dryrun); Drivers configure them.
 	Driver  string
 	Drivers DriverOptions
@@ -142,6 +145,7 @@ type Hooks struct {
 func Defaults() Options {
 	return Options{
 		Listen:        "127.0.0.1:4222",
+		SaltCalls:     SaltCallsDefault,
 		MaxPayload:    embedded.DefaultMaxPayload,
 		Queue:         1024,
 		DrainTimeout:  10 * time.Second,
@@ -167,7 +171,8 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxPayload, "max-payload", o.MaxPayload, "largest message the embedded NATS server accepts, in bytes (NATS's own default is 1 MB; a highstate return is often bigger)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "data directory (embedded JetStream); default: the user cache directory's reactord folder")
 	fs.StringVar(&o.HTTP, "http", o.HTTP, "serve /metrics and /healthz on this address")
-	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "execute nothing; print each reaction as a JSON line (same as --driver dryrun)")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "execute nothing; print each reaction as a JSON line (same as --driver dryrun); with --saltapi-url, reaction files' read-only Salt calls still run (--salt-calls off: not)")
+	SaltCallsFlag(fs, &o.SaltCalls)
 	fs.StringVar(&o.Driver, "driver", o.Driver, "driver: dryrun, saltapi, exec, nats, null (dispatches nothing: benchmarks) (default: dryrun)")
 	fs.Var(&o.JetStream, "jetstream", "consume a JetStream stream with a shared durable consumer (ack after dispatch; a burst waits on disk, nothing is dropped) instead of a core queue group; default: true with the embedded server, false with --nats URL (--jetstream=false: core)")
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "JetStream: split the stream into this many partitions by minion, each handled by one replica at a time, so one minion's events are handled in order across replicas and through a replica's death (every replica must give the same number; about the number of replicas; 0: one shared consumer, no order across replicas)")

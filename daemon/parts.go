@@ -127,6 +127,23 @@ func (d *Daemon) openDriver(context.Context) error {
 		defer cancel()
 		return drv.Close(cctx)
 	})
+	caller := drv
+	if d.opts.DryRun && d.opts.Drivers.APIURL != "" && d.opts.SaltCalls != "off" {
+		// --dry-run executes nothing, but the files' read-only Salt calls
+		// run for real, as explain's do.
+		api, err := d.opts.Drivers.Driver("saltapi", d.opts.Stdout, d.conn)
+		if err != nil {
+			return configErr(err)
+		}
+		caller = api
+		d.push("salt calls' driver", func(ctx context.Context) error { return api.Close(ctx) })
+	}
+	sc, err := NewSaltCalls(d.opts.SaltCalls, caller, d.log)
+	if err != nil {
+		return configErr(err)
+	}
+	d.saltCalls = sc
+	d.eng.SetSaltCalls(sc)
 	reactor.RegisterDriverMetrics(d.reg, drv)
 	if p, ok := drv.(actions.Prober); ok && !d.opts.DryRun {
 		dp := &driverProbe{p: p, name: drv.Name(), log: d.log, every: 30 * time.Second}
@@ -588,6 +605,7 @@ func (d *Daemon) reloader() *reloader {
 		if err != nil {
 			return err
 		}
+		neng.SetSaltCalls(d.saltCalls)
 		if err := d.pipe.Reload(neng); err != nil {
 			return err
 		}

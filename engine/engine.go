@@ -45,6 +45,8 @@ type Engine struct {
 	// limit keeps lines that could repeat once per event to one a
 	// minute per message and key.
 	limit *ratelog.Keyed
+	// saltCalls serves the files' Salt calls while rendering (nil: none).
+	saltCalls atomic.Pointer[reactions.SaltCalls]
 
 	stats Stats
 }
@@ -263,7 +265,19 @@ type Result struct {
 	VerifyErrors []error
 	// Chunks are the low chunks in execution order.
 	Chunks []*event.Chunk
+	// SaltCalls are the Salt calls files made while rendering.
+	SaltCalls []FileSaltCalls
 }
+
+// FileSaltCalls are the Salt calls one file made while rendering.
+type FileSaltCalls struct {
+	Path  string
+	Calls []reactions.SaltCallRecord
+}
+
+// SetSaltCalls lets reaction files call Salt while rendering through c
+// (nil: they cannot; their renders fail naming the call).
+func (e *Engine) SetSaltCalls(c *reactions.SaltCalls) { e.saltCalls.Store(c) }
 
 // Errors returns every error of the result: file errors then verify errors.
 func (r *Result) Errors() []error {
@@ -429,14 +443,17 @@ func (e *Engine) process(ctx context.Context, tag string, data func() (map[strin
 				f, err := e.lib.File(p)
 				if err == nil {
 					var rs []reactions.Reaction
-					switch {
-					case opts.Collected != nil:
-						rs, err = f.RenderCollected(tag, d, opts.Collected)
-					case rule.Options.Collect.Within > 0:
+					ro := reactions.RenderOptions{Events: opts.Collected}
+					if ro.Events == nil && rule.Options.Collect.Within > 0 {
 						// render, check, explain: a collection of this one event.
-						rs, err = f.RenderCollected(tag, d, []any{map[string]any{"tag": tag, "data": d}})
-					default:
-						rs, err = f.Render(tag, d)
+						ro.Events = []any{map[string]any{"tag": tag, "data": d}}
+					}
+					if f.SaltCalls > 0 {
+						ro.Salt = e.saltCalls.Load().Session(ctx)
+					}
+					rs, err = f.RenderWith(tag, d, ro)
+					if calls := ro.Salt.Calls(); len(calls) > 0 {
+						res.SaltCalls = append(res.SaltCalls, FileSaltCalls{Path: p, Calls: calls})
 					}
 					rs, refused = e.knownTypes(log, tag, rule, fr, rs)
 					if e.literal[ri] {

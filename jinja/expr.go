@@ -33,6 +33,42 @@ var salts = map[string]string{
 	"__opts__":   "reads the master's configuration while rendering; reactord has no opts",
 }
 
+// saltFunction is the function a call into salt names: salt['mod.fun'],
+// salt.mod.fun, __salt__['mod.fun'].
+func saltFunction(fn Expr) (string, bool) {
+	switch x := fn.(type) {
+	case *Index:
+		n, isName := x.X.(*Name)
+		l, isLit := x.Key.(*Lit)
+		if isName && isLit && (n.Name == "salt" || n.Name == "__salt__") {
+			if s, ok := l.V.(string); ok && strings.Count(s, ".") >= 1 {
+				return s, true
+			}
+		}
+	case *Attr:
+		if m, ok := x.X.(*Attr); ok {
+			if n, ok := m.X.(*Name); ok && (n.Name == "salt" || n.Name == "__salt__") {
+				return m.Name + "." + x.Name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// saltFn translates a call of a Salt function (see reactions.SaltCalls).
+func (t *translator) saltFn(c *Call, fun string) gx {
+	t.saltUses++
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		args[i] = t.expr(a).s
+	}
+	var kw []string
+	for _, k := range c.Kwargs {
+		kw = append(kw, strconv.Quote(k.Name), t.expr(k.X).s)
+	}
+	return gx{s: call("saltFn", "$", strconv.Quote(fun), call("list", args...), call("dict", kw...))}
+}
+
 // saltRef renders a reference into a Salt global as written, for errors.
 func saltRef(x Expr) (string, Pos, bool) {
 	switch x := x.(type) {
@@ -109,6 +145,11 @@ func (t *translator) expr(x Expr) gx {
 		}
 		// A variable the file sets (env, sls, ...) shadows Salt's name.
 		if t.scope.lookup(root) == nil && !t.assigned[root] {
+			if c, isCall := x.(*Call); isCall && t.deferSalt {
+				if fun, ok := saltFunction(c.Fn); ok {
+					return t.saltFn(c, fun)
+				}
+			}
 			return t.salt(p, s, salts[root])
 		}
 	}

@@ -534,6 +534,12 @@ func (t *translator) do(out *strings.Builder, n *Do) {
 		}
 		if t.scope.lookup(root) == nil && !t.assigned[root] {
 			// {% do salt.log.error(...) %}, {% do salt['event.send'](...) %}
+			if c, isCall := n.X.(*Call); isCall && t.deferSalt {
+				if fun, ok := saltFunction(c.Fn); ok {
+					fmt.Fprintf(out, "{{ if %s }}{{ end }}", t.saltFn(c, fun).s)
+					return
+				}
+			}
 			g := t.salt(p, "{% do "+s+" %}", salts[root])
 			if t.deferSalt {
 				fmt.Fprintf(out, "{{ if %s }}{{ end }}", g.s)

@@ -143,12 +143,26 @@ func (f *File) Render(tag string, data map[string]any) ([]Reaction, error) {
 	return f.render(map[string]any{"tag": tag, "data": data})
 }
 
-// RenderCollected renders the file for events a rule's collect option
-// gathered: tag and data are the last event's, and events (a list of
-// {"tag", "data"} maps, in the order they came) all of them, as `.events`
-// in a Go template and `events` in Jinja.
-func (f *File) RenderCollected(tag string, data map[string]any, events []any) ([]Reaction, error) {
-	return f.render(map[string]any{"tag": tag, "data": data, "events": events})
+// RenderOptions are what a render may see beyond its event.
+type RenderOptions struct {
+	// Events, when set, are the events a rule's collect option gathered
+	// ({"tag", "data"} maps, in the order they came; tag and data are the
+	// last one's): `.events` in a Go template, `events` in Jinja.
+	Events []any
+	// Salt, when set, serves the file's salt['mod.fun'](...) calls.
+	Salt *SaltSession
+}
+
+// RenderWith renders the file for one event with o.
+func (f *File) RenderWith(tag string, data map[string]any, o RenderOptions) ([]Reaction, error) {
+	ctx := map[string]any{"tag": tag, "data": data}
+	if o.Events != nil {
+		ctx["events"] = o.Events
+	}
+	if o.Salt != nil {
+		ctx[saltSessionKey] = o.Salt
+	}
+	return f.render(ctx)
 }
 
 func (f *File) render(ctx map[string]any) ([]Reaction, error) {

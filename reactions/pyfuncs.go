@@ -108,6 +108,7 @@ var pyFuncs = map[string]any{
 	"pyConcat":     pyConcat,
 	"getOr":        getOr,
 	"saltCall":     saltCall,
+	"saltFn":       saltFn,
 	"pyValue":      pyValue,
 	"pyLength":     pyLength,
 	"pyJoin":       pyJoinFn,

@@ -54,6 +54,7 @@
 package execdriver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -64,6 +65,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -702,3 +704,58 @@ func shellQuote(s string) string {
 }
 
 var _ actions.Describer = (*Driver)(nil)
+
+// SaltCall runs an execution function on the master for a reaction file
+// that calls Salt while rendering: `salt-run --out json salt.cmd FUN
+// ARG... KEY=VALUE...`, arguments that are not strings written as JSON
+// (which Salt's command line reads as YAML), answered with the function's
+// return.
+func (d *Driver) SaltCall(ctx context.Context, fun string, args []any, kwargs map[string]any) (any, error) {
+	if !funPattern.MatchString(fun) {
+		return nil, fmt.Errorf("exec: salt.cmd: %q is not a function name", fun)
+	}
+	if d.saltRun.err != nil {
+		return nil, fmt.Errorf("exec: salt.cmd %s: %w", fun, d.saltRun.err)
+	}
+	cli := []string{"--out", "json"}
+	cli = append(cli, d.extra...)
+	cli = append(cli, "--", "salt.cmd", fun)
+	word := func(v any) (string, error) {
+		if s, ok := v.(string); ok {
+			b, err := json.Marshal(s) // quoted: the CLI must not read "yes" or "1" as YAML
+			return string(b), err
+		}
+		b, err := json.Marshal(v)
+		return string(b), err
+	}
+	for _, a := range args {
+		w, err := word(a)
+		if err != nil {
+			return nil, fmt.Errorf("exec: salt.cmd %s: %w", fun, err)
+		}
+		cli = append(cli, w)
+	}
+	keys := make([]string, 0, len(kwargs))
+	for k := range kwargs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		w, err := word(kwargs[k])
+		if err != nil {
+			return nil, fmt.Errorf("exec: salt.cmd %s: %w", fun, err)
+		}
+		cli = append(cli, k+"="+w)
+	}
+	o := d.run(ctx, d.saltRun.path, cli)
+	if o.err != nil || o.stop != stopNone {
+		return nil, fmt.Errorf("exec: salt-run salt.cmd %s: %v %s", fun, cmp.Or(o.ctxErr, o.err, errors.New("stopped")), bytes.TrimSpace(o.stderr))
+	}
+	dec := json.NewDecoder(bytes.NewReader(o.stdout))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("exec: salt-run salt.cmd %s: output is not JSON: %.200q", fun, o.stdout)
+	}
+	return event.NormalizeNumbers(v), nil
+}

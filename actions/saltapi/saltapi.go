@@ -19,10 +19,12 @@
 package saltapi
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +37,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/redact"
 )
 
@@ -528,3 +531,38 @@ func transportError(ctx context.Context, err error) error {
 }
 
 var _ actions.Driver = (*Driver)(nil)
+
+// SaltCall runs an execution function on the master for a reaction file
+// that calls Salt while rendering (reactions.SaltCaller), as Salt's
+// reactor does: salt-api's synchronous runner client with salt.cmd,
+// answered with the function's return.
+func (d *Driver) SaltCall(ctx context.Context, fun string, args []any, kwargs map[string]any) (any, error) {
+	if args == nil {
+		args = []any{}
+	}
+	if kwargs == nil {
+		kwargs = map[string]any{}
+	}
+	low := []map[string]any{{"client": "runner", "fun": "salt.cmd", "arg": append([]any{fun}, args...), "kwarg": kwargs}}
+	body, err := json.Marshal(low)
+	if err != nil {
+		return nil, fmt.Errorf("saltapi: salt.cmd %s: encoding: %w", fun, err)
+	}
+	raw, err := d.run(ctx, body)
+	if err != nil {
+		return nil, fmt.Errorf("saltapi: salt.cmd %s: %w", fun, err)
+	}
+	var out struct {
+		Return []any `json:"return"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil || len(out.Return) != 1 {
+		return nil, fmt.Errorf("saltapi: salt.cmd %s: unexpected answer %.200q", fun, raw)
+	}
+	v := event.NormalizeNumbers(out.Return[0])
+	if s, ok := v.(string); ok && (strings.HasPrefix(s, "Exception occurred in runner") || strings.Contains(s, "is not available")) {
+		return nil, fmt.Errorf("saltapi: salt.cmd %s: %s", fun, firstLine(s))
+	}
+	return v, nil
+}

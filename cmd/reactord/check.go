@@ -161,12 +161,12 @@ func (r *checkResult) printText(stdout, stderr io.Writer) int {
 		line := fmt.Sprintf("%s: %s", f.Path, f.Renderer)
 		if f.SaltCalls > 0 {
 			salty++
-			line += fmt.Sprintf("; calls Salt while rendering (%d use(s) of salt, pillar, grains or opts): it loads, and each event whose rendering reaches one fails", f.SaltCalls)
+			line += fmt.Sprintf("; calls Salt while rendering (%d use(s)): salt['mod.fun'](...) runs on the master through the driver, if --salt-calls allows it; pillar, grains and opts fail the render of an event that reaches them", f.SaltCalls)
 		}
 		fmt.Fprintln(stdout, line)
 	}
 	if salty > 0 {
-		fmt.Fprintf(stdout, "%d reaction file(s) call Salt while rendering: reactord renders without Salt\n", salty)
+		fmt.Fprintf(stdout, "%d reaction file(s) call Salt while rendering: their salt['mod.fun'](...) calls run on the master through the saltapi, exec or master driver (--salt-calls: read-only functions by default)\n", salty)
 	}
 	if r.Driver != "" {
 		fmt.Fprintln(stdout, r.Driver)

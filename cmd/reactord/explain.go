@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -34,6 +36,8 @@ reactions have errors, 2 on bad input.`, stderr)
 	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
 	df := daemon.DefaultDriverOptions()
 	df.Flags(fs)
+	saltCalls := daemon.SaltCallsDefault
+	daemon.SaltCallsFlag(fs, &saltCalls)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -50,6 +54,21 @@ reactions have errors, 2 on bad input.`, stderr)
 	if eng == nil {
 		return code
 	}
+	if df.APIURL != "" && saltCalls != "off" {
+		// The files' allowed Salt calls run for real, through salt-api.
+		api, err := df.Driver("saltapi", stdout, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "explain: %v\n", err)
+			return exitUsage
+		}
+		defer api.Close(context.WithoutCancel(ctx))
+		sc, err := daemon.NewSaltCalls(saltCalls, api, slog.New(slog.NewTextHandler(stderr, nil)))
+		if err != nil {
+			fmt.Fprintf(stderr, "explain: %v\n", err)
+			return exitUsage
+		}
+		eng.SetSaltCalls(sc)
+	}
 	w := &strings.Builder{}
 	fmt.Fprintf(w, "event %s\n", ev.Tag)
 	res, err := eng.Process(ctx, ev)
@@ -59,6 +78,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	}
 	explainRules(w, ev, eng.Config().Rules, res)
 	explainFiles(w, res)
+	explainSaltCalls(w, res)
 	apiURL := df.APIURL
 	if apiURL == "" {
 		apiURL = "https://salt-api:8000"
@@ -281,4 +301,30 @@ func fromMode(r config.Rule) string {
 		return "minion (events a minion sent, forged ones refused)"
 	}
 	return "default (forged minion events refused: a tag naming another minion, or a family only the master fires)"
+}
+
+// explainSaltCalls writes each Salt call a file made while rendering and
+// its answer.
+func explainSaltCalls(w io.Writer, res *engine.Result) {
+	if len(res.SaltCalls) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "salt calls (run on the master while rendering)\n")
+	for _, f := range res.SaltCalls {
+		for _, c := range f.Calls {
+			args, _ := json.Marshal(c.Args)
+			answer := ""
+			if c.Err != "" {
+				answer = "error: " + c.Err
+			} else {
+				b, _ := json.Marshal(c.Result)
+				answer = string(b)
+			}
+			cached := ""
+			if c.Cached {
+				cached = ", cached"
+			}
+			fmt.Fprintf(w, "  %s: salt['%s'](%s) -> %s (%s%s)\n", f.Path, c.Fun, strings.Trim(string(args), "[]"), answer, c.Took.Round(time.Millisecond), cached)
+		}
+	}
 }

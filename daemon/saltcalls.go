@@ -1,0 +1,59 @@
+package daemon
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/reactions"
+)
+
+// SaltCallsDefault is --salt-calls' default: the read-only functions.
+const SaltCallsDefault = "read-only"
+
+// SaltCallsFlag registers --salt-calls on a command.
+func SaltCallsFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "salt-calls", *p, "what reaction files may call while rendering (salt['mod.fun'](...), through the driver, as Salt's reactor does): read-only (pillar.get, grains.get, config.get, file.file_exists, mine.get, ...), off, or function globs joined by commas (read-only may be one of them); each render has 5s for its calls, answers are kept 10s")
+}
+
+// ParseSaltCalls reads a --salt-calls value: the allowed function globs
+// (nil for off).
+func ParseSaltCalls(spec string) ([]string, error) {
+	var allow []string
+	for _, w := range strings.Split(spec, ",") {
+		switch w = strings.TrimSpace(w); {
+		case w == "" || w == "off":
+			if spec = strings.TrimSpace(spec); spec == "off" || spec == "" {
+				return nil, nil
+			}
+		case w == SaltCallsDefault:
+			allow = append(allow, reactions.ReadOnlySaltCalls...)
+		default:
+			if _, err := path.Match(w, "x.y"); err != nil || !strings.Contains(w, ".") && w != "*" {
+				return nil, fmt.Errorf("--salt-calls: %q is not a function glob (mod.fun, mod.*, read-only or off)", w)
+			}
+			allow = append(allow, w)
+		}
+	}
+	slices.Sort(allow)
+	return slices.Compact(allow), nil
+}
+
+// NewSaltCalls returns what serves reaction files' Salt calls: drv when it
+// runs Salt functions (saltapi, exec, master through its exec driver);
+// otherwise calls fail, naming why. nil when spec is off.
+func NewSaltCalls(spec string, drv actions.Driver, log *slog.Logger) (*reactions.SaltCalls, error) {
+	allow, err := ParseSaltCalls(spec)
+	if err != nil || allow == nil {
+		return nil, err
+	}
+	c := &reactions.SaltCalls{Allow: allow, Log: log}
+	if sc, ok := drv.(reactions.SaltCaller); ok {
+		c.Caller = sc
+	}
+	return c, nil
+}

@@ -1,0 +1,217 @@
+package reactions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SaltCaller runs a Salt execution function on the master, as Salt's
+// reactor runs salt['mod.fun'](...) while rendering a reaction file (the
+// drivers that reach the master implement it: runner salt.cmd).
+type SaltCaller interface {
+	SaltCall(ctx context.Context, fun string, args []any, kwargs map[string]any) (any, error)
+}
+
+// ReadOnlySaltCalls are the functions a reaction file may call while
+// rendering by default: they read and change nothing.
+var ReadOnlySaltCalls = []string{
+	"pillar.get", "pillar.item", "pillar.items", "pillar.raw", "pillar.keys",
+	"grains.get", "grains.item", "grains.items", "grains.ls",
+	"config.get", "config.option", "config.items",
+	"file.file_exists", "file.directory_exists", "file.is_link", "file.stats", "file.get_hash",
+	"mine.get", "test.ping", "test.echo", "test.version",
+	"network.ip_addrs", "network.interfaces", "dnsutil.A", "dnsutil.AAAA",
+	"match.glob", "match.compound", "match.list",
+}
+
+// Defaults of SaltCalls.
+const (
+	DefaultSaltCallBudget = 5 * time.Second
+	DefaultSaltCallCache  = 10 * time.Second
+)
+
+// SaltCalls lets reaction files call Salt while rendering: the functions
+// Allow names (path.Match globs, "pillar.*"), through Caller, within
+// Budget for one file's render, answers kept for CacheFor. salt.log.*
+// writes to Log. The zero Allow allows nothing.
+type SaltCalls struct {
+	Caller   SaltCaller
+	Allow    []string
+	Budget   time.Duration
+	CacheFor time.Duration
+	Log      *slog.Logger
+
+	mu    sync.Mutex
+	cache map[string]cachedCall
+}
+
+type cachedCall struct {
+	v   any
+	at  time.Time
+	err error
+}
+
+// SaltCallRecord is one call a render made, for explain and the log.
+type SaltCallRecord struct {
+	Fun    string         `json:"fun"`
+	Args   []any          `json:"args,omitempty"`
+	Kwargs map[string]any `json:"kwargs,omitempty"`
+	Result any            `json:"result,omitempty"`
+	Err    string         `json:"error,omitempty"`
+	Cached bool           `json:"cached,omitempty"`
+	Took   time.Duration  `json:"took"`
+}
+
+// SaltSession is one render's use of SaltCalls: its deadline and the calls
+// it made.
+type SaltSession struct {
+	c        *SaltCalls
+	ctx      context.Context
+	deadline time.Time
+	mu       sync.Mutex
+	calls    []SaltCallRecord
+}
+
+// Session starts one render's calls; nil SaltCalls give a nil session
+// (every call then fails, naming why).
+func (c *SaltCalls) Session(ctx context.Context) *SaltSession {
+	if c == nil {
+		return nil
+	}
+	b := c.Budget
+	if b <= 0 {
+		b = DefaultSaltCallBudget
+	}
+	return &SaltSession{c: c, ctx: ctx, deadline: time.Now().Add(b)}
+}
+
+// Calls returns the calls the render made.
+func (s *SaltSession) Calls() []SaltCallRecord {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]SaltCallRecord(nil), s.calls...)
+}
+
+// Allowed reports whether fun may be called.
+func (c *SaltCalls) Allowed(fun string) bool {
+	for _, p := range c.Allow {
+		if ok, _ := path.Match(p, fun); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// saltSessionKey is where a render's SaltSession sits in the template's
+// root data.
+const saltSessionKey = "__salt_session__"
+
+// errNoSaltCaller explains a Salt call without a caller.
+var errNoSaltCaller = errors.New("calls Salt while rendering, and no driver that reaches the master is configured (--driver saltapi, exec or master; the dry-run printer and --salt-calls off call nothing)")
+
+// saltFn is a reaction file's salt['fun'](args, kwargs): see SaltCalls.
+func saltFn(root map[string]any, fun string, args []any, kwargs map[string]any) (any, error) {
+	s, _ := root[saltSessionKey].(*SaltSession)
+	what := fmt.Sprintf("salt['%s'](...)", fun)
+	if lvl, ok := strings.CutPrefix(fun, "log."); ok {
+		return "", saltLog(s, lvl, args)
+	}
+	if s == nil || s.c.Caller == nil {
+		return nil, fmt.Errorf("%s: %w", what, errNoSaltCaller)
+	}
+	if !s.c.Allowed(fun) {
+		return nil, fmt.Errorf("%s: not allowed while rendering (--salt-calls: read-only functions by default; name it there to allow it)", what)
+	}
+	key, _ := json.Marshal([]any{fun, args, kwargs})
+	rec := SaltCallRecord{Fun: fun, Args: args, Kwargs: kwargs}
+	start := time.Now()
+	v, err, cached := s.c.cached(string(key), start)
+	if !cached {
+		left := time.Until(s.deadline)
+		if left <= 0 {
+			return nil, fmt.Errorf("%s: the render's time budget for Salt calls (%s) is used up", what, s.c.budget())
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, left)
+		v, err = s.c.Caller.SaltCall(ctx, fun, args, kwargs)
+		cancel()
+		s.c.keep(string(key), v, err, start)
+	}
+	rec.Result, rec.Cached, rec.Took = v, cached, time.Since(start)
+	if err != nil {
+		rec.Err = err.Error()
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, rec)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
+}
+
+func (c *SaltCalls) budget() time.Duration {
+	if c.Budget <= 0 {
+		return DefaultSaltCallBudget
+	}
+	return c.Budget
+}
+
+func (c *SaltCalls) cached(key string, now time.Time) (any, error, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.cache[key]
+	ttl := c.CacheFor
+	if ttl == 0 {
+		ttl = DefaultSaltCallCache
+	}
+	if !ok || now.Sub(e.at) > ttl {
+		return nil, nil, false
+	}
+	return e.v, e.err, true
+}
+
+func (c *SaltCalls) keep(key string, v any, err error, now time.Time) {
+	if c.CacheFor < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cache == nil || len(c.cache) > 10000 {
+		c.cache = map[string]cachedCall{}
+	}
+	c.cache[key] = cachedCall{v: v, err: err, at: now}
+}
+
+// saltLog is salt.log.<level>(msg, ...): a line in reactord's log.
+func saltLog(s *SaltSession, level string, args []any) error {
+	lv := map[string]slog.Level{"debug": slog.LevelDebug, "trace": slog.LevelDebug, "info": slog.LevelInfo,
+		"warning": slog.LevelWarn, "warn": slog.LevelWarn, "error": slog.LevelError, "critical": slog.LevelError, "exception": slog.LevelError}
+	l, ok := lv[level]
+	if !ok {
+		return fmt.Errorf("salt.log.%s: no such level (debug, info, warning, error, critical)", level)
+	}
+	parts := make([]string, len(args))
+	for i, a := range args {
+		parts[i] = fmt.Sprint(a)
+	}
+	log := slog.Default()
+	if s != nil && s.c.Log != nil {
+		log = s.c.Log
+	}
+	ctx := context.Background()
+	if s != nil {
+		ctx = s.ctx
+	}
+	log.Log(ctx, l, strings.Join(parts, " "), "source", "reaction file (salt.log."+level+")")
+	return nil
+}

@@ -1,0 +1,87 @@
+package reactions
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingCaller answers fun's name and its first argument, after delay,
+// counting the calls (the real callers, salt-api and salt-run, are tested
+// against a real master in test/salt).
+type countingCaller struct {
+	n     atomic.Int32
+	delay time.Duration
+}
+
+func (c *countingCaller) SaltCall(ctx context.Context, fun string, args []any, _ map[string]any) (any, error) {
+	c.n.Add(1)
+	select {
+	case <-time.After(c.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return fun + ":" + toString(args), nil
+}
+
+func toString(args []any) string {
+	var b strings.Builder
+	for _, a := range args {
+		b.WriteString(" ")
+		b.WriteString(strOf(a))
+	}
+	return b.String()
+}
+
+func TestSaltCalls(t *testing.T) {
+	var logs bytes.Buffer
+	caller := &countingCaller{}
+	sc := &SaltCalls{Caller: caller, Allow: []string{"pillar.*", "test.echo"}, Budget: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	root := func(s *SaltSession) map[string]any { return map[string]any{saltSessionKey: s} }
+
+	s := sc.Session(context.Background())
+	v, err := saltFn(root(s), "pillar.get", []any{"roles"}, nil)
+	if err != nil || v != "pillar.get: roles" {
+		t.Fatalf("pillar.get: %v, %v", v, err)
+	}
+	// The same call again is answered from the cache.
+	if _, err := saltFn(root(s), "pillar.get", []any{"roles"}, nil); err != nil || caller.n.Load() != 1 {
+		t.Errorf("second call: %v, %d calls made", err, caller.n.Load())
+	}
+	if calls := s.Calls(); len(calls) != 2 || calls[0].Cached || !calls[1].Cached || calls[0].Result != "pillar.get: roles" {
+		t.Errorf("records: %+v", calls)
+	}
+	// Not allowed: refused without a call, naming the flag.
+	if _, err := saltFn(root(s), "cmd.run", []any{"id"}, nil); err == nil || !strings.Contains(err.Error(), "salt['cmd.run'](...): not allowed while rendering (--salt-calls") {
+		t.Errorf("cmd.run: %v", err)
+	}
+	// salt.log goes to the log, needs no caller and no allow.
+	if _, err := saltFn(root(s), "log.warning", []any{"hello", "there"}, nil); err != nil || !strings.Contains(logs.String(), `level=WARN msg="hello there"`) {
+		t.Errorf("log.warning: %v\n%s", err, logs.String())
+	}
+	// The render's budget bounds the calls' time.
+	caller.delay = 150 * time.Millisecond
+	s = sc.Session(context.Background())
+	if _, err := saltFn(root(s), "test.echo", []any{"a"}, nil); err != nil {
+		t.Fatalf("first slow call: %v", err)
+	}
+	_, err = saltFn(root(s), "test.echo", []any{"b"}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second slow call past the budget: %v", err)
+	}
+	if _, err := saltFn(root(s), "test.echo", []any{"c"}, nil); err == nil || !strings.Contains(err.Error(), "time budget for Salt calls (200ms) is used up") {
+		t.Errorf("third call: %v", err)
+	}
+	// Without a caller (the dry-run printer), a call fails saying so.
+	if _, err := saltFn(root((&SaltCalls{Allow: []string{"*"}}).Session(context.Background())), "test.echo", nil, nil); !errors.Is(err, errNoSaltCaller) {
+		t.Errorf("no caller: %v", err)
+	}
+	if _, err := saltFn(map[string]any{}, "pillar.get", nil, nil); !errors.Is(err, errNoSaltCaller) {
+		t.Errorf("no session: %v", err)
+	}
+}
