@@ -92,7 +92,11 @@ func ParseFile(path string, src []byte) (*File, error) {
 			return &File{Path: path, static: src, skels: map[string]skelResult{}}, nil
 		case "jinja|yaml", "gotmpl|yaml", "jinja", "gotmpl", "yaml|jinja", "":
 		default:
-			return nil, &PosError{Pos: position.Pos{File: path, Line: 1, Col: 1}, Msg: fmt.Sprintf("renderer pipeline %q is not supported: reactord renders Go templates to YAML (#!gotmpl|yaml) or plain YAML (#!yaml)", pipeline)}
+			why := ""
+			if strings.HasPrefix(pipeline, "py") || strings.HasPrefix(pipeline, "pyobjects") {
+				why = " (a #!py file is Python run inside Salt's master; reactord runs no Python: rewrite it as Jinja, calling Salt with salt['mod.fun'](...))"
+			}
+			return nil, &PosError{Pos: position.Pos{File: path, Line: 1, Col: 1}, Msg: fmt.Sprintf("renderer pipeline %q is not supported: reactord renders Salt's Jinja (#!jinja|yaml, the default), Go templates (#!gotmpl|yaml) and plain YAML (#!yaml)%s", pipeline, why)}
 		}
 	}
 	t, err := ParseTemplate(path, text)

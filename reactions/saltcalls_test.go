@@ -85,3 +85,13 @@ func TestSaltCalls(t *testing.T) {
 		t.Errorf("no session: %v", err)
 	}
 }
+
+// TestPyFilesRefused: a #!py file does not load, with a message that says
+// why and what to write instead.
+func TestPyFilesRefused(t *testing.T) {
+	_, err := ParseFile("p.sls", []byte("#!py\ndef run():\n    return {}\n"))
+	if err == nil || !strings.Contains(err.Error(), "p.sls:1:1: renderer pipeline \"py\" is not supported") ||
+		!strings.Contains(err.Error(), "reactord runs no Python: rewrite it as Jinja, calling Salt with salt['mod.fun'](...)") {
+		t.Errorf("ParseFile(#!py): %v", err)
+	}
+}
