@@ -256,3 +256,43 @@ func TestReplicasHopLimit(t *testing.T) {
 		t.Fatalf("%d event.send runs, want 4 (the genuine event and 3 hops)", n)
 	}
 }
+
+// TestReplicasCollectByPartition: with --partitions a minion's events go
+// to one replica, so a collect keyed by the minion gathers all of them
+// there: three replicas, three minions, three events each, three
+// reactions, each with its minion's three events.
+func TestReplicasCollectByPartition(t *testing.T) {
+	srv, c := natsServer(t)
+	dir := t.TempDir()
+	sls := filepath.Join(dir, "batch.sls")
+	if err := os.WriteFile(sls, []byte("#!gotmpl|yaml\nbatch:\n  local.test.ping:\n    - tgt: {{ .data.id }}-{{ len .events }}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "reactor.conf")
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/ping':\n      sls: "+sls+"\n      collect: {within: 3s, key: data.id}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ce := collect(t, c, "test.exec.")
+	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--no-loop-guard",
+		"--jetstream", "--partitions", "3")
+	for range 3 {
+		for _, id := range []string{"web1", "web2", "web3"} {
+			ping(t, c, id)
+		}
+	}
+	checkFor(t, 30*time.Second, func() error {
+		if total, _, _, _ := ce.snapshot(); total != 3 {
+			return fmt.Errorf("%d reactions, want 3", total)
+		}
+		return nil
+	})
+	time.Sleep(3500 * time.Millisecond) // nothing more comes
+	ce.mu.Lock()
+	got := fmt.Sprint(ce.byMinion)
+	ce.mu.Unlock()
+	if got != "map[web1-3:1 web2-3:1 web3-3:1]" {
+		t.Fatalf("reactions by target: %s, want one per minion with its 3 events", got)
+	}
+	t.Logf("collect keyed by minion, 3 replicas, --partitions 3: 9 events, reactions %s, by replica %v", got, func() map[string]int { _, _, o, _ := ce.snapshot(); return o }())
+	stopAll(t, ps)
+}
