@@ -2,44 +2,14 @@ package reactor
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/reactord/reactord/actions"
-	"github.com/reactord/reactord/guard"
 )
-
-// chunkDriver records each reaction's chunk as JSON.
-type chunkDriver struct {
-	mu     sync.Mutex
-	chunks []string
-}
-
-func (c *chunkDriver) Name() string              { return "chunks" }
-func (c *chunkDriver) Supports(string) bool      { return true }
-func (*chunkDriver) Close(context.Context) error { return nil }
-
-func (c *chunkDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
-	b, _ := json.Marshal(a.Chunk)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.chunks = append(c.chunks, string(b))
-	return actions.Result{}, nil
-}
-
-func (c *chunkDriver) snapshot() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.chunks...)
-}
 
 // TestCollectReactsOnce: minion starts gathered by collect react once,
 // after the quiet period, with every event (a Go template's .events and a
@@ -59,22 +29,12 @@ func TestCollectReactsOnce(t *testing.T) {
 			"go.sls":    "#!gotmpl|yaml\norch_go:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.new\n      - pillar: {minions: \"{{ range $i, $e := .events }}{{ if $i }},{{ end }}{{ $e.data.id }}{{ end }}\", last: \"{{ .data.id }}\"}\n",
 			"jinja.sls": "orch_jinja:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.new\n      - pillar: {minions: \"{% for e in events %}{{ e.data.id }}{% if not loop.last %},{% endif %}{% endfor %}\", n: {{ events|length }}}\n",
 		})
-		drv := &chunkDriver{}
-		m := NewMetrics(prometheus.NewRegistry())
-		d, err := New(eng, Options{Driver: drv, Lanes: 2, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})})
-		if err != nil {
-			t.Fatal(err)
-		}
+		drv := &recDriver{}
+		d, m := optionsReactor(t, eng, drv, 2)
 		ctx := context.Background()
-		d.Start(ctx)
-		var mu sync.Mutex
-		outcomes := map[string]Outcome{}
-		start := func(id string) {
-			d.Submit(ctx, Delivery{Body: []byte(`{"tag": "salt/minion/` + id + `/start", "data": {"id": "` + id + `"}}`), Redelivers: true,
-				Settle: func(o Outcome) { mu.Lock(); outcomes[id] = o; mu.Unlock() }})
-			synctest.Wait()
-		}
-		outcome := func(id string) Outcome { mu.Lock(); defer mu.Unlock(); return outcomes[id] }
+		var st settled
+		start := func(id string) { minionStart(d, &st, id) }
+		outcome := st.of
 
 		for _, id := range []string{"web1", "web2", "web3"} {
 			start(id)
@@ -82,12 +42,12 @@ func TestCollectReactsOnce(t *testing.T) {
 		}
 		time.Sleep(8 * time.Second)
 		synctest.Wait()
-		if n := len(drv.snapshot()); n != 0 || outcome("web1") != 0 {
+		if n := len(drv.json()); n != 0 || outcome("web1") != 0 {
 			t.Fatalf("before the quiet period ended: %d reactions, web1 settled %v", n, outcome("web1"))
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		got := drv.snapshot()
+		got := drv.json()
 		want := []string{
 			`"__id__":"orch_go","args":[{"mods":"orch.new"},{"pillar":{"minions":"web1,web2,web3","last":"web3"}}]`,
 			`"__id__":"orch_jinja","args":[{"mods":"orch.new"},{"pillar":{"minions":"web1,web2,web3","n":3}}]`,
@@ -112,7 +72,7 @@ func TestCollectReactsOnce(t *testing.T) {
 			time.Sleep(5 * time.Second)
 		}
 		synctest.Wait()
-		if n := len(drv.snapshot()); n != 4 {
+		if n := len(drv.json()); n != 4 {
 			t.Fatalf("%d reactions, want 2 more once the 30s window ended", n)
 		}
 		if v := testutil.ToFloat64(m.Suppressed.WithLabelValues("collect_full")); v != 4 {

@@ -2,6 +2,7 @@ package reactor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,8 +12,106 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/guard"
 )
+
+// recDriver answers every dispatch with a new jid and records its chunk
+// (the rule options' tests).
+type recDriver struct {
+	mu     sync.Mutex
+	chunks []*event.Chunk
+}
+
+func (r *recDriver) Name() string              { return "rec" }
+func (r *recDriver) Supports(string) bool      { return true }
+func (*recDriver) Close(context.Context) error { return nil }
+
+func (r *recDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.chunks = append(r.chunks, a.Chunk)
+	return actions.Result{JID: fmt.Sprintf("2026%016d", len(r.chunks))}, nil
+}
+
+// targets lists each dispatch as "fun tgt_type:tgt".
+func (r *recDriver) targets() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.chunks {
+		out = append(out, fmt.Sprintf("%s %s:%s", c.Str("fun"), c.Str("tgt_type"), c.Str("tgt")))
+	}
+	return fmt.Sprint(out)
+}
+
+// field lists a key of each dispatch's chunk.
+func (r *recDriver) field(k string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.chunks {
+		out = append(out, c.Str(k))
+	}
+	return out
+}
+
+// json lists each dispatch's chunk as JSON.
+func (r *recDriver) json() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.chunks {
+		b, _ := json.Marshal(c)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// optionsReactor starts a reactor for eng with drv on lanes, with a loop
+// guard (settle 1s, job timeout 1m), inside the test's bubble.
+func optionsReactor(t *testing.T, eng *engine.Engine, drv actions.Driver, lanes int) (*Reactor, *Metrics) {
+	t.Helper()
+	m := NewMetrics(prometheus.NewRegistry())
+	d, err := New(eng, Options{Driver: drv, Lanes: lanes, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(context.Background())
+	return d, m
+}
+
+// settled keeps each delivery's outcome by a name.
+type settled struct {
+	mu sync.Mutex
+	m  map[string]Outcome
+}
+
+func (s *settled) by(name string) func(Outcome) {
+	return func(o Outcome) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.m == nil {
+			s.m = map[string]Outcome{}
+		}
+		s.m[name] = o
+	}
+}
+
+func (s *settled) of(name string) Outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[name]
+}
+
+// minionStart submits salt/minion/<id>/start, redeliverable, settled
+// into s under id, and waits for the reactor to be idle.
+func minionStart(d *Reactor, s *settled, id string) {
+	d.Submit(context.Background(), Delivery{Body: []byte(`{"tag": "salt/minion/` + id + `/start", "data": {"id": "` + id + `"}}`), Redelivers: true, Settle: s.by(id)})
+	synctest.Wait()
+}
 
 // TestConcurrencyQueuesInOrder: a rule with concurrency 2 (one key for the
 // whole estate) runs two highstates at once; the other starts wait,
@@ -22,33 +121,17 @@ func TestConcurrencyQueuesInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := engineWith(t, "reactor:\n  - 'salt/minion/*/start':\n      sls: hs.sls\n      concurrency: 2\n      key: '\"estate\"'\n",
 			map[string]string{"hs.sls": "#!gotmpl|yaml\nhs_{{ .data.id }}:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n"})
-		drv := &jidDriver{}
-		m := NewMetrics(prometheus.NewRegistry())
-		d, err := New(eng, Options{Driver: drv, Lanes: 2, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})})
-		if err != nil {
-			t.Fatal(err)
-		}
+		drv := &recDriver{}
+		d, m := optionsReactor(t, eng, drv, 2)
 		ctx := context.Background()
-		d.Start(ctx)
-		var mu sync.Mutex
-		outcomes := map[string]Outcome{}
-		submit := func(id string) {
-			d.Submit(ctx, Delivery{Body: []byte(`{"tag": "salt/minion/` + id + `/start", "data": {"id": "` + id + `"}}`), Redelivers: true,
-				Settle: func(o Outcome) { mu.Lock(); outcomes[id] = o; mu.Unlock() }})
-			synctest.Wait()
-		}
+		var st settled
+		submit := func(id string) { minionStart(d, &st, id) }
 		ret := func(jid, id string) {
 			d.Submit(ctx, Delivery{Body: jobRet(jid, id)})
 			synctest.Wait()
 		}
-		dispatched := func() string {
-			var ids []string
-			for _, c := range drv.snapshot() {
-				ids = append(ids, c[len(c)-4:])
-			}
-			return fmt.Sprint(ids)
-		}
-		settled := func(id string) Outcome { mu.Lock(); defer mu.Unlock(); return outcomes[id] }
+		dispatched := func() string { return fmt.Sprint(drv.field("tgt")) }
+		settled := st.of
 
 		for i := 1; i <= 5; i++ {
 			submit(fmt.Sprintf("web%d", i))

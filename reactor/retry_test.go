@@ -8,33 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/reactord/reactord/actions"
-	"github.com/reactord/reactord/guard"
 )
-
-// tgtDriver answers every dispatch with a new jid and records its target.
-type tgtDriver struct {
-	mu    sync.Mutex
-	n     int
-	calls []string
-}
-
-func (j *tgtDriver) Name() string              { return "tgt" }
-func (j *tgtDriver) Supports(string) bool      { return true }
-func (*tgtDriver) Close(context.Context) error { return nil }
-
-func (j *tgtDriver) Do(_ context.Context, a actions.Action) (actions.Result, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.n++
-	j.calls = append(j.calls, fmt.Sprintf("%s %s:%s", a.Chunk.Str("fun"), a.Chunk.Str("tgt_type"), a.Chunk.Str("tgt")))
-	return actions.Result{JID: fmt.Sprintf("2026%016d", j.n)}, nil
-}
-
-func (j *tgtDriver) snapshot() string { j.mu.Lock(); defer j.mu.Unlock(); return fmt.Sprint(j.calls) }
 
 func jobRetOK(jid, id string, ok bool) []byte {
 	rc := 0
@@ -53,14 +28,9 @@ func TestRetryFailedMinions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		eng := engineWith(t, "reactor:\n  - 'myco/deploy':\n      sls: d.sls\n      retry: {attempts: 2, backoff: 10s, on: [failed, no_return]}\n",
 			map[string]string{"d.sls": "#!yaml\ndeploy:\n  local.state.apply:\n    - tgt: web1,web2\n    - tgt_type: list\n"})
-		drv := &tgtDriver{}
-		m := NewMetrics(prometheus.NewRegistry())
-		d, err := New(eng, Options{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})})
-		if err != nil {
-			t.Fatal(err)
-		}
+		drv := &recDriver{}
+		d, m := optionsReactor(t, eng, drv, 1)
 		ctx := context.Background()
-		d.Start(ctx)
 		var mu sync.Mutex
 		var outcome Outcome
 		submit := func(b []byte, settle func(Outcome)) {
@@ -74,12 +44,12 @@ func TestRetryFailedMinions(t *testing.T) {
 		submit(jobRetOK(jid(1), "web2", false), nil)
 		time.Sleep(9 * time.Second)
 		synctest.Wait()
-		if got := drv.snapshot(); got != "[state.apply list:web1,web2]" {
+		if got := drv.targets(); got != "[state.apply list:web1,web2]" {
 			t.Fatalf("before the backoff: %s", got)
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if got := drv.snapshot(); got != "[state.apply list:web1,web2 state.apply list:web2]" {
+		if got := drv.targets(); got != "[state.apply list:web1,web2 state.apply list:web2]" {
 			t.Fatalf("after the backoff: %s, want web2 alone again", got)
 		}
 		submit(jobRetOK(jid(2), "web2", false), nil) // fails again: next in 20s
@@ -90,7 +60,7 @@ func TestRetryFailedMinions(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if got := drv.snapshot(); got != "[state.apply list:web1,web2 state.apply list:web2 state.apply list:web2]" {
+		if got := drv.targets(); got != "[state.apply list:web1,web2 state.apply list:web2 state.apply list:web2]" {
 			t.Fatalf("second retry: %s", got)
 		}
 		mu.Lock()
@@ -118,7 +88,7 @@ func TestRetryFailedMinions(t *testing.T) {
 		synctest.Wait()
 		submit(jobRetOK(jid(5), "web1", true), nil)
 		if n := testutil.ToFloat64(m.Retries.WithLabelValues("succeeded")); n != 1 {
-			t.Errorf("succeeded = %v, want 1 (calls %s)", n, drv.snapshot())
+			t.Errorf("succeeded = %v, want 1 (calls %s)", n, drv.targets())
 		}
 		if err := d.Stop(ctx); err != nil {
 			t.Fatal(err)
