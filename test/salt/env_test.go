@@ -76,23 +76,38 @@ type saltEnv struct {
 	exited        map[*exec.Cmd]chan struct{} // closed when the process was reaped
 }
 
-// restartMaster stops the master and starts it again.
+// stopGroup ends a Salt program and every process of its group: SIGTERM,
+// and SIGKILL for what is left after grace (the process itself, or a
+// worker that outlived it: on a loaded machine a master's MWorkerQueue
+// sometimes ignores the SIGTERM its parent relays). It reports whether
+// SIGKILL was needed.
+func stopGroup(pid int, done <-chan struct{}, grace time.Duration) (killed bool) {
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		killed = true
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-done
+	}
+	deadline := time.Now().Add(grace)
+	for syscall.Kill(-pid, 0) == nil {
+		if time.Now().After(deadline) {
+			killed = true
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			deadline = time.Now().Add(grace)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return killed
+}
+
+// restartMaster stops the master (and its workers) and starts it again.
 func (e *saltEnv) restartMaster() {
 	e.t.Helper()
-	_ = syscall.Kill(-e.master.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-e.exited[e.master]:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-e.master.Process.Pid, syscall.SIGKILL)
-		<-e.exited[e.master]
+	if stopGroup(e.master.Process.Pid, e.exited[e.master], 30*time.Second) {
+		e.t.Logf("the master's processes needed SIGKILL to stop")
 	}
-	// Its worker processes leave with it.
-	e.waitFor(30*time.Second, "the master's processes to stop", func() error {
-		if err := syscall.Kill(-e.master.Process.Pid, 0); err == nil {
-			return fmt.Errorf("still running")
-		}
-		return nil
-	})
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
 }
@@ -337,13 +352,7 @@ func (e *saltEnv) start(name string, args ...string) {
 	}
 	e.exited[cmd] = done
 	e.t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		stopGroup(cmd.Process.Pid, done, 10*time.Second)
 		logf.Close()
 	})
 }
