@@ -42,8 +42,9 @@ const (
 // what the master stored (see MasterConfig.JobCache).
 const RecoveredKey = "_recovered"
 
-// jidPattern is a Salt job id: its start time, %Y%m%d%H%M%S%f.
-var jidPattern = regexp.MustCompile(`^[0-9]{20}$`)
+// jidPattern is a Salt job id: its start time, %Y%m%d%H%M%S%f, and with
+// the master's unique_jid an underscore and its process id.
+var jidPattern = regexp.MustCompile(`^[0-9]{20}(_[0-9]+)?$`)
 
 // seenReturns remembers the job returns (job id and minion) the bridge
 // read from the bus in the last seenReturnsKeep, so that a recovery from

@@ -52,8 +52,9 @@ type MasterConfig struct {
 	// (rebuilt from the cache, marked with RecoveredKey) and that it had
 	// not read from the bus.
 	JobCache string
-	// RecoverDelay is how long after a reconnection the job cache is read
-	// (default 1s: the master fires a return and then writes it).
+	// RecoverDelay is how long after the recovery window's end (the
+	// reconnection and a 2 s margin) the job cache is read (default 1s:
+	// the master fires a return and then writes it).
 	RecoverDelay time.Duration
 }
 
@@ -269,12 +270,14 @@ func (m *MasterBus) consume(ctx context.Context, conn net.Conn) error {
 // the bus, once the master has had RecoverDelay to write them.
 func (m *MasterBus) recoverReturns(ctx context.Context, lost, back time.Time) {
 	defer m.recovering.Done()
+	from, to := lost.Add(-recoverMargin), back.Add(recoverMargin)
+	// The window's end must have passed, and the master had RecoverDelay
+	// to write what it fired by then.
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(m.recoverDelay):
+	case <-time.After(time.Until(to) + m.recoverDelay):
 	}
-	from, to := lost.Add(-recoverMargin), back.Add(recoverMargin)
 	found, unreadable, err := jobCacheReturns(ctx, m.jobCache, from, to, m.seen.has)
 	if err != nil && ctx.Err() == nil {
 		m.log.Error("cannot recover the job returns fired while disconnected", "job_cache", m.jobCache, "error", err)
@@ -287,6 +290,7 @@ func (m *MasterBus) recoverReturns(ctx context.Context, lost, back time.Time) {
 			continue
 		}
 		n++
+		m.seen.add(returnKey(r.tag), time.Now()) // a next window overlapping this one skips it
 		m.stats.Recovered.Add(1)
 		m.out.Offer(r.tag, encodeEnvelope(r.tag, r.data), receiptID(r.tag, r.data))
 	}

@@ -45,6 +45,16 @@ func OriginOf(tag string, data map[string]any) Origin {
 		return o
 	}
 	o.Minion = id
+	if rest, ok := strings.CutPrefix(tag, "salt/job/"); ok {
+		// A state run's progress (state_events: true): the minion sends
+		// salt/job/<jid>/prog/<its id>/<n> itself.
+		if parts := strings.Split(rest, "/"); len(parts) >= 3 && parts[1] == "prog" {
+			if parts[2] != id {
+				o.Forged = "minion " + id + " sent an event naming minion " + parts[2]
+			}
+			return o
+		}
+	}
 	for _, f := range masterOnlyFamilies {
 		if tag == f || strings.HasPrefix(tag, f+"/") {
 			o.Forged = "minion " + id + " sent a " + f + " event, which only the master fires"

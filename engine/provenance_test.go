@@ -37,6 +37,8 @@ func TestOriginOf(t *testing.T) {
 		{"another minion's start", "salt/minion/web1/start", minionSent("web2", "salt/minion/web1/start"), "web2", "minion web2 sent an event naming minion web1"},
 		{"another minion's beacon", "salt/beacon/web1/inotify//etc/x", minionSent("web2", ""), "web2", "minion web2 sent an event naming minion web1"},
 		{"a job return it never ran", "salt/job/20261126150000000000/ret/web2", minionSent("web2", ""), "web2", "minion web2 sent a salt/job event, which only the master fires"},
+		{"its own state progress", "salt/job/20261126150000000000/prog/web2/0", minionSent("web2", ""), "web2", ""},
+		{"another's state progress", "salt/job/20261126150000000000/prog/web1/0", minionSent("web2", ""), "web2", "minion web2 sent an event naming minion web1"},
 		{"salt/auth", "salt/auth", minionSent("web2", ""), "web2", "minion web2 sent a salt/auth event, which only the master fires"},
 		{"a key event", "salt/key", minionSent("web2", ""), "web2", "minion web2 sent a salt/key event, which only the master fires"},
 		{"a runner's", "salt/run/20261126150000000000/new", minionSent("web2", ""), "web2", "minion web2 sent a salt/run event, which only the master fires"},

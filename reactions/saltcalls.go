@@ -53,9 +53,8 @@ type SaltCalls struct {
 }
 
 type cachedCall struct {
-	v   any
-	at  time.Time
-	err error
+	v  any
+	at time.Time
 }
 
 // SaltCallRecord is one call a render made, for explain and the log.
@@ -135,7 +134,8 @@ func saltFn(root map[string]any, fun string, args []any, kwargs map[string]any) 
 	key, _ := json.Marshal([]any{fun, args, kwargs})
 	rec := SaltCallRecord{Fun: fun, Args: args, Kwargs: kwargs}
 	start := time.Now()
-	v, err, cached := s.c.cached(string(key), start)
+	v, cached := s.c.cached(string(key), start)
+	var err error
 	if !cached {
 		left := time.Until(s.deadline)
 		if left <= 0 {
@@ -144,7 +144,9 @@ func saltFn(root map[string]any, fun string, args []any, kwargs map[string]any) 
 		ctx, cancel := context.WithTimeout(s.ctx, left)
 		v, err = s.c.Caller.SaltCall(ctx, fun, args, kwargs)
 		cancel()
-		s.c.keep(string(key), v, err, start)
+		if err == nil { // a failure is asked again next time
+			s.c.keep(string(key), v, start)
+		}
 	}
 	rec.Result, rec.Cached, rec.Took = v, cached, time.Since(start)
 	if err != nil {
@@ -166,7 +168,7 @@ func (c *SaltCalls) budget() time.Duration {
 	return c.Budget
 }
 
-func (c *SaltCalls) cached(key string, now time.Time) (any, error, bool) {
+func (c *SaltCalls) cached(key string, now time.Time) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.cache[key]
@@ -175,12 +177,12 @@ func (c *SaltCalls) cached(key string, now time.Time) (any, error, bool) {
 		ttl = DefaultSaltCallCache
 	}
 	if !ok || now.Sub(e.at) > ttl {
-		return nil, nil, false
+		return nil, false
 	}
-	return e.v, e.err, true
+	return e.v, true
 }
 
-func (c *SaltCalls) keep(key string, v any, err error, now time.Time) {
+func (c *SaltCalls) keep(key string, v any, now time.Time) {
 	if c.CacheFor < 0 {
 		return
 	}
@@ -189,7 +191,7 @@ func (c *SaltCalls) keep(key string, v any, err error, now time.Time) {
 	if c.cache == nil || len(c.cache) > 10000 {
 		c.cache = map[string]cachedCall{}
 	}
-	c.cache[key] = cachedCall{v: v, err: err, at: now}
+	c.cache[key] = cachedCall{v: v, at: now}
 }
 
 // saltLog is salt.log.<level>(msg, ...): a line in reactord's log.

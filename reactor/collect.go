@@ -17,9 +17,8 @@ import (
 // events. Each event gathered stays unacknowledged until that reaction was
 // handled, so a stop or a crash leaves them to JetStream's redelivery.
 type collects struct {
-	mu      sync.Mutex
-	groups  map[ruleKey]*collection
-	stopped bool
+	mu     sync.Mutex
+	groups map[ruleKey]*collection
 }
 
 // collection is one rule and key's events gathered so far.
@@ -115,7 +114,6 @@ func (g *collection) events() []any {
 // many events that was.
 func (c *collects) stop() int {
 	c.mu.Lock()
-	c.stopped = true
 	var gs []*collection
 	for k, g := range c.groups {
 		g.deadline.Stop()
@@ -140,7 +138,7 @@ func (d *Reactor) collect(ctx context.Context, ev *inflight, glob, id, key, tag 
 	hold := d.holdFor(ev)
 	let := func(abandon bool) {
 		if abandon && d.stopped.Load() && !ev.dl.Redelivers {
-			d.queuedLost.Add(1)
+			d.collectLost.Add(1)
 		}
 		hold.let(abandon)
 	}

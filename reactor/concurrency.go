@@ -16,8 +16,9 @@ type limits struct {
 	mu      sync.Mutex
 	keys    map[ruleKey]*limitKey
 	slots   map[slotID]*slot
-	jobs    map[string]*limitJob // by jid
+	jobs    map[string][]*limitJob // by jid: reactions merged into one job share it
 	timeout time.Duration
+	early   *earlyReturns
 }
 
 type ruleKey struct{ rule, key string }
@@ -54,8 +55,8 @@ type limitJob struct {
 	deadline time.Time
 }
 
-func newLimits(timeout time.Duration) *limits {
-	return &limits{keys: map[ruleKey]*limitKey{}, slots: map[slotID]*slot{}, jobs: map[string]*limitJob{}, timeout: timeout}
+func newLimits(timeout time.Duration, early *earlyReturns) *limits {
+	return &limits{keys: map[ruleKey]*limitKey{}, slots: map[slotID]*slot{}, jobs: map[string][]*limitJob{}, timeout: timeout, early: early}
 }
 
 // acquire gives the event a slot of rule and key when fewer than max are
@@ -85,35 +86,52 @@ func (l *limits) acquire(event, rule, key string, max int, release, abandon func
 
 // started links a job to the event's slot in rule, if it has one: the
 // slot stays taken until every target returned or the timeout passed.
+// Returns that came before count.
 func (l *limits) started(event, rule, jid string, targets []string, now time.Time) {
+	early := l.early.of(jid)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	id := slotID{event, rule}
 	s := l.slots[id]
 	if s == nil || jid == "" || len(targets) == 0 {
+		l.mu.Unlock()
 		return
 	}
 	j := &limitJob{slot: id, waiting: map[string]bool{}, deadline: now.Add(l.timeout)}
 	for _, t := range targets {
-		j.waiting[t] = true
+		if _, came := early[t]; !came {
+			j.waiting[t] = true
+		}
 	}
-	s.jobs++
-	l.jobs[jid] = j
+	var next []*queued
+	if len(j.waiting) == 0 {
+		s.jobs++
+		next = l.jobDone(id)
+	} else {
+		s.jobs++
+		l.jobs[jid] = append(l.jobs[jid], j)
+	}
+	l.mu.Unlock()
+	release(next)
 }
 
 // returned records a minion's return of jid.
 func (l *limits) returned(jid, minion string) {
 	l.mu.Lock()
-	j := l.jobs[jid]
-	if j == nil || !j.waiting[minion] {
-		l.mu.Unlock()
-		return
-	}
-	delete(j.waiting, minion)
+	js := l.jobs[jid]
 	var next []*queued
-	if len(j.waiting) == 0 {
+	kept := js[:0]
+	for _, j := range js {
+		delete(j.waiting, minion)
+		if len(j.waiting) == 0 {
+			next = append(next, l.jobDone(j.slot)...)
+			continue
+		}
+		kept = append(kept, j)
+	}
+	if len(kept) == 0 {
 		delete(l.jobs, jid)
-		next = l.jobDone(j.slot)
+	} else {
+		l.jobs[jid] = kept
 	}
 	l.mu.Unlock()
 	release(next)
@@ -141,10 +159,19 @@ func (l *limits) ended(event string, rules []string) {
 func (l *limits) expire(now time.Time) {
 	l.mu.Lock()
 	var next []*queued
-	for jid, j := range l.jobs {
-		if now.After(j.deadline) {
+	for jid, js := range l.jobs {
+		kept := js[:0]
+		for _, j := range js {
+			if now.After(j.deadline) {
+				next = append(next, l.jobDone(j.slot)...)
+				continue
+			}
+			kept = append(kept, j)
+		}
+		if len(kept) == 0 {
 			delete(l.jobs, jid)
-			next = append(next, l.jobDone(j.slot)...)
+		} else {
+			l.jobs[jid] = kept
 		}
 	}
 	l.mu.Unlock()
@@ -206,8 +233,11 @@ func (l *limits) stop() int {
 	return len(all)
 }
 
+// release hands the freed slots to their queued events, each from a
+// goroutine of its own: resubmitting may block on a full lane, and the
+// caller may be that lane.
 func release(qs []*queued) {
 	for _, q := range qs {
-		q.release()
+		go q.release()
 	}
 }

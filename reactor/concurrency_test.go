@@ -179,3 +179,65 @@ func TestConcurrencyQueuesInOrder(t *testing.T) {
 		}
 	})
 }
+
+// sameJIDDriver answers every dispatch with one jid, the way the exec and
+// saltapi drivers give reactions merged into one job the same jid, and
+// the dispatch's own target as its minions.
+type sameJIDDriver struct{ recDriver }
+
+func (s *sameJIDDriver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+	_, _ = s.recDriver.Do(ctx, a)
+	return actions.Result{JID: "20260000000000000001", Minions: []string{a.Chunk.Str("tgt")}}, nil
+}
+
+// TestConcurrencySharedJobAndEarlyReturns: reactions sharing one jid each
+// keep their own place until their own minion returned; a return handled
+// before the dispatch that started its job counts.
+func TestConcurrencySharedJobAndEarlyReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := engineWith(t, "reactor:\n  - 'salt/minion/*/start':\n      sls: hs.sls\n      concurrency: 1\n",
+			map[string]string{"hs.sls": "#!gotmpl|yaml\nhs_{{ .data.id }}:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n"})
+		drv := &sameJIDDriver{}
+		d, _ := optionsReactor(t, eng, drv, 2)
+		var st settled
+		ret := func(id string) {
+			d.Submit(context.Background(), Delivery{Body: jobRet("20260000000000000001", id)})
+			synctest.Wait()
+		}
+		for _, id := range []string{"web1", "web2", "web1", "web2"} {
+			minionStart(d, &st, id)
+		}
+		if got := fmt.Sprint(drv.field("tgt")); got != "[web1 web2]" {
+			t.Fatalf("dispatched %s, want web1 and web2 (one place per minion)", got)
+		}
+		ret("web2")
+		if got := fmt.Sprint(drv.field("tgt")); got != "[web1 web2 web2]" {
+			t.Fatalf("after web2 returned: %s, want web2's second start", got)
+		}
+		ret("web1")
+		if got := fmt.Sprint(drv.field("tgt")); got != "[web1 web2 web2 web1]" {
+			t.Fatalf("after web1 returned: %s, want web1's second start (its place was not lost to the shared jid)", got)
+		}
+		if err := d.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		eng := engineWith(t, "reactor:\n  - 'salt/minion/*/start':\n      sls: hs.sls\n      concurrency: 1\n      key: '\"all\"'\n",
+			map[string]string{"hs.sls": "#!gotmpl|yaml\nhs_{{ .data.id }}:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n"})
+		drv := &recDriver{}
+		d, _ := optionsReactor(t, eng, drv, 2)
+		var st settled
+		// The return of the job web1's start is about to start comes first.
+		d.Submit(context.Background(), Delivery{Body: jobRet(fmt.Sprintf("2026%016d", 1), "web1")})
+		synctest.Wait()
+		minionStart(d, &st, "web1")
+		minionStart(d, &st, "web2")
+		if got := fmt.Sprint(drv.field("tgt")); got != "[web1 web2]" {
+			t.Fatalf("dispatched %s: web1's job had returned already, so web2 must not wait", got)
+		}
+		if err := d.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

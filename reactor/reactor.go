@@ -191,8 +191,14 @@ type Reactor struct {
 	// queuedLost count, at a stop, the events it still queued.
 	limits                     *limits
 	queuedReturned, queuedLost atomic.Int64
+	// collectLost counts, at a stop in core NATS mode, the events a
+	// collect option gathered (dropped: nothing redelivers them).
+	collectLost atomic.Int64
 	// retries applies the rules' retry option.
 	retries *retries
+	// early keeps the job returns neither limits nor retries followed
+	// yet, while a rule has either option.
+	early *earlyReturns
 	// collects applies the rules' collect option.
 	collects *collects
 }
@@ -243,8 +249,9 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	opts.Retry.Driver = opts.Driver
 	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
-		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), limits: newLimits(opts.Guard.JobTimeout())}
-	d.retries = newRetries(d, opts.Guard.JobTimeout())
+		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), early: &earlyReturns{}}
+	d.limits = newLimits(opts.Guard.JobTimeout(), d.early)
+	d.retries = newRetries(d, opts.Guard.JobTimeout(), d.early)
 	d.collects = newCollects()
 	d.eng.Store(eng)
 	d.lanes = make([]chan Delivery, opts.Lanes)
@@ -447,7 +454,10 @@ func (d *Reactor) Stop(ctx context.Context) error {
 	d.opts.Guard.StopTimers()
 	d.limits.stop()
 	if n := d.collects.stop(); n > 0 {
-		d.opts.Log.Info("stopping: events gathered by a rule's collect option left unacknowledged (core NATS mode drops them); JetStream redelivers them", "events", n)
+		d.opts.Log.Info("stopping: events gathered by a rule's collect option left unacknowledged; JetStream redelivers them", "events", n)
+	}
+	if n := d.collectLost.Swap(0); n > 0 {
+		d.opts.Log.Warn("stopping: events gathered by a rule's collect option dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
 	}
 	if n := d.retries.stop(); n > 0 {
 		d.opts.Log.Info("stopping: reactions waiting for a retry or for their job's returns left their events unacknowledged (core NATS mode drops them); JetStream redelivers them", "reactions", n)
@@ -750,11 +760,13 @@ func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 	}
 	ev.gev, ev.firedBy = guard.EventOf(ev.tag, ev.minion, ev.received), fired.By
 	if jt, ok := event.ParseJobTag(ev.tag); ok {
-		if id, ok := jt.Return(); ok {
+		if id, ok := jt.Return(); ok && jobOptions(d.eng.Load()) {
+			failed := returnFailed(ev.raw)
+			// Kept for a slot or retry that starts following the job
+			// after its return (another lane dispatched it).
+			d.early.add(jt.JID, id, failed, ev.received)
 			d.limits.returned(jt.JID, id)
-			if d.retries.tracks(jt.JID) {
-				d.retries.returned(ctx, jt.JID, id, returnFailed(ev.raw))
-			}
+			d.retries.returned(ctx, jt.JID, id, failed)
 		}
 		if id, ok := jt.Return(); ok && g.Returned(jt.JID, id, ev.received) {
 			d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
@@ -945,7 +957,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 		g.Started(ev.id, reaction, r.JID, targets, time.Now())
 		d.limits.started(ev.id, reaction.Rule, r.JID, targets, time.Now())
 		if rule.retry.Attempts > 0 && c.Str("state") == "local" && r.JID != "" && len(targets) > 0 {
-			d.retries.track(ev, c, rule, r.JID, targets, 0, d.holdFor(ev), time.Now())
+			d.retries.track(ctx, ev, c, rule, r.JID, targets, 0, d.holdFor(ev), time.Now())
 		}
 		if t := firedTag(c); t != "" {
 			// One event per target for local event.send, one for a runner.
@@ -1002,6 +1014,17 @@ func heldDetail(h guard.Hold) string {
 	return h.Evidence
 }
 
+// jobOptions reports whether a rule of eng follows its jobs' returns
+// (concurrency, retry).
+func jobOptions(eng *engine.Engine) bool {
+	for _, r := range eng.Config().Rules {
+		if r.Options.Concurrency > 0 || r.Options.Retry.Attempts > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // concurrency gives the event a slot of the rule (id) for key, or queues
 // it, unacknowledged, until one of the rule's reactions in flight for key
 // is done; it then comes back for this rule alone, in the order queued.
@@ -1023,7 +1046,9 @@ func (d *Reactor) concurrency(ctx context.Context, ev *inflight, glob, id, key, 
 		d.opts.Metrics.ConcurrencyQueued.Dec()
 		again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: id, Redelivers: js, id: ev.id,
 			Settle: func(o Outcome) { let(o != Ack) }}
-		d.Submit(ctx, again) // a refused one is settled: let(true)
+		if !d.Submit(ctx, again) { // a refused one is settled: let(true)
+			d.limits.ended(ev.id, []string{id}) // and gives its slot back
+		}
 	}, func() {
 		d.opts.Metrics.ConcurrencyQueued.Dec()
 		let(true)

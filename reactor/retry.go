@@ -22,11 +22,15 @@ import (
 type retries struct {
 	d       *Reactor
 	mu      sync.Mutex
-	jobs    map[string]*retryJob // by jid
+	jobs    map[string][]*retryJob // by jid: reactions merged into one job share it
 	timers  map[*retryJob]*time.Timer
 	timeout time.Duration
 	stopped bool
+	early   *earlyReturns
 }
+
+// maxRetryBackoff bounds the wait before a retry, however many attempts.
+const maxRetryBackoff = time.Hour
 
 // retryJob is one run (first or retry) of a reaction's job.
 type retryJob struct {
@@ -42,49 +46,66 @@ type retryJob struct {
 	deadline time.Time
 }
 
-func newRetries(d *Reactor, timeout time.Duration) *retries {
-	return &retries{d: d, jobs: map[string]*retryJob{}, timers: map[*retryJob]*time.Timer{}, timeout: timeout}
+func newRetries(d *Reactor, timeout time.Duration, early *earlyReturns) *retries {
+	return &retries{d: d, jobs: map[string][]*retryJob{}, timers: map[*retryJob]*time.Timer{}, timeout: timeout, early: early}
 }
 
-// track follows a job a reaction of a rule with the retry option started.
-func (r *retries) track(ev *inflight, c *event.Chunk, rule chunkRule, jid string, targets []string, attempt int, hold *eventHold, now time.Time) {
+// track follows a job a reaction of a rule with the retry option started;
+// returns that came before count.
+func (r *retries) track(ctx context.Context, ev *inflight, c *event.Chunk, rule chunkRule, jid string, targets []string, attempt int, hold *eventHold, now time.Time) {
 	j := &retryJob{ev: ev, hold: hold, chunk: c, rule: rule, opts: rule.retry, attempt: attempt, jid: jid,
 		waiting: map[string]bool{}, deadline: now.Add(r.timeout)}
+	early := r.early.of(jid)
 	for _, t := range targets {
-		j.waiting[t] = true
+		failed, came := early[t]
+		switch {
+		case !came:
+			j.waiting[t] = true
+		case failed && j.opts.OnFailed:
+			j.failed = append(j.failed, t)
+		}
 	}
 	r.mu.Lock()
-	r.jobs[jid] = j
+	if r.stopped {
+		r.mu.Unlock()
+		hold.let(true)
+		return
+	}
+	if len(j.waiting) > 0 {
+		r.jobs[jid] = append(r.jobs[jid], j)
+	}
 	r.mu.Unlock()
-}
-
-// tracks reports whether jid is a job retries follow (a cheap test before
-// the return's data is decoded).
-func (r *retries) tracks(jid string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.jobs[jid]
-	return ok
+	if len(j.waiting) == 0 {
+		r.resolve(ctx, j)
+	}
 }
 
 // returned records a minion's return of jid, failed or not.
 func (r *retries) returned(ctx context.Context, jid, minion string, failed bool) {
 	r.mu.Lock()
-	j := r.jobs[jid]
-	if j == nil || !j.waiting[minion] {
-		r.mu.Unlock()
-		return
+	js := r.jobs[jid]
+	var done []*retryJob
+	kept := js[:0]
+	for _, j := range js {
+		if j.waiting[minion] {
+			delete(j.waiting, minion)
+			if failed && j.opts.OnFailed {
+				j.failed = append(j.failed, minion)
+			}
+		}
+		if len(j.waiting) == 0 {
+			done = append(done, j)
+			continue
+		}
+		kept = append(kept, j)
 	}
-	delete(j.waiting, minion)
-	if failed && j.opts.OnFailed {
-		j.failed = append(j.failed, minion)
-	}
-	done := len(j.waiting) == 0
-	if done {
+	if len(kept) == 0 {
 		delete(r.jobs, jid)
+	} else {
+		r.jobs[jid] = kept
 	}
 	r.mu.Unlock()
-	if done {
+	for _, j := range done {
 		r.resolve(ctx, j)
 	}
 }
@@ -94,15 +115,24 @@ func (r *retries) returned(ctx context.Context, jid, minion string, failed bool)
 func (r *retries) expire(ctx context.Context, now time.Time) {
 	r.mu.Lock()
 	var due []*retryJob
-	for jid, j := range r.jobs {
-		if now.After(j.deadline) {
-			delete(r.jobs, jid)
+	for jid, js := range r.jobs {
+		kept := js[:0]
+		for _, j := range js {
+			if !now.After(j.deadline) {
+				kept = append(kept, j)
+				continue
+			}
 			if j.opts.OnNoReturn {
 				for m := range j.waiting {
 					j.failed = append(j.failed, m)
 				}
 			}
 			due = append(due, j)
+		}
+		if len(kept) == 0 {
+			delete(r.jobs, jid)
+		} else {
+			r.jobs[jid] = kept
 		}
 	}
 	r.mu.Unlock()
@@ -133,7 +163,7 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 		j.hold.let(false)
 		return
 	}
-	wait := j.opts.Backoff << j.attempt
+	wait := min(j.opts.Backoff<<min(j.attempt, 20), maxRetryBackoff)
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
@@ -182,7 +212,7 @@ func (r *retries) again(ctx context.Context, j *retryJob) {
 		j.hold.let(false)
 		return
 	}
-	r.track(j.ev, j.chunk, j.rule, res.JID, j.failed, next.attempt, j.hold, now)
+	r.track(ctx, j.ev, j.chunk, j.rule, res.JID, j.failed, next.attempt, j.hold, now)
 }
 
 // stop cancels the retries waiting for their backoff and lets their
@@ -197,8 +227,10 @@ func (r *retries) stop() int {
 		holds = append(holds, j.hold)
 	}
 	clear(r.timers)
-	for jid, j := range r.jobs {
-		holds = append(holds, j.hold)
+	for jid, js := range r.jobs {
+		for _, j := range js {
+			holds = append(holds, j.hold)
+		}
 		delete(r.jobs, jid)
 	}
 	r.mu.Unlock()

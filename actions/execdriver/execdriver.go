@@ -722,6 +722,12 @@ func (d *Driver) SaltCall(ctx context.Context, fun string, args []any, kwargs ma
 	cli = append(cli, "--", "salt.cmd", fun)
 	word := func(v any) (string, error) {
 		if s, ok := v.(string); ok {
+			if strings.Contains(s, "#") {
+				// Salt keeps an argument with a # as written when YAML
+				// reads it as a string (salt.utils.args.yamlify_arg):
+				// quotes would stay.
+				return s, nil
+			}
 			b, err := json.Marshal(s) // quoted: the CLI must not read "yes" or "1" as YAML
 			return string(b), err
 		}
@@ -756,6 +762,9 @@ func (d *Driver) SaltCall(ctx context.Context, fun string, args []any, kwargs ma
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("exec: salt-run salt.cmd %s: output is not JSON: %.200q", fun, o.stdout)
+	}
+	if s, ok := v.(string); ok && (strings.HasPrefix(s, "Exception occurred in runner") || strings.HasPrefix(s, "'"+fun+"' is not available")) {
+		return nil, fmt.Errorf("exec: salt-run salt.cmd %s: %s", fun, strings.SplitN(s, "\n", 2)[0])
 	}
 	return event.NormalizeNumbers(v), nil
 }

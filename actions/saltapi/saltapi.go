@@ -561,7 +561,7 @@ func (d *Driver) SaltCall(ctx context.Context, fun string, args []any, kwargs ma
 		return nil, fmt.Errorf("saltapi: salt.cmd %s: unexpected answer %.200q", fun, raw)
 	}
 	v := event.NormalizeNumbers(out.Return[0])
-	if s, ok := v.(string); ok && (strings.HasPrefix(s, "Exception occurred in runner") || strings.Contains(s, "is not available")) {
+	if s, ok := v.(string); ok && (strings.HasPrefix(s, "Exception occurred in runner") || strings.HasPrefix(s, "'"+fun+"' is not available")) {
 		return nil, fmt.Errorf("saltapi: salt.cmd %s: %s", fun, firstLine(s))
 	}
 	return v, nil
