@@ -1,6 +1,7 @@
 package reactor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,10 +71,12 @@ type Delivery struct {
 	// the rule (OnlyRule) to react to once.
 	collected []any
 	// tag and raw are the envelope, split by Submit (once per event);
-	// split is set once they are.
-	tag   string
-	raw   []byte
-	split bool
+	// split is set once they are; minion is the event's minion
+	// (event.MinionOf), found then too.
+	tag    string
+	raw    []byte
+	split  bool
+	minion string
 }
 
 // Outcome is how a delivery ends (Delivery.Settle).
@@ -386,7 +389,8 @@ func (d *Reactor) submit(ctx context.Context, dl Delivery) bool {
 		dl.settle(Ack)
 		return true
 	}
-	lane := d.lanes[maphash.String(d.seed, laneKey(tag, raw))%uint64(len(d.lanes))]
+	dl.minion = event.MinionOf(tag, raw)
+	lane := d.lanes[maphash.String(d.seed, cmp.Or(dl.minion, tag))%uint64(len(d.lanes))]
 	if d.opts.Block {
 		select {
 		case lane <- dl:
@@ -683,7 +687,7 @@ func (d *Reactor) decode(ev *inflight) bool {
 		d.opts.Metrics.Malformed.Inc()
 		return false
 	}
-	ev.tag, ev.raw, ev.minion = tag, raw, event.MinionOf(tag, raw)
+	ev.tag, ev.raw, ev.minion = tag, raw, ev.dl.minion // found once, by submit
 	if ev.debug {
 		d.opts.Log.Debug("event received", "event_id", ev.id, "tag", tag, "minion", ev.minion, "hop", ev.dl.Hop, "bytes", len(ev.dl.Body))
 	}
