@@ -33,6 +33,14 @@ var salts = map[string]string{
 	"__opts__":   "reads the master's configuration while rendering; reactord has no opts",
 }
 
+// saltDicts are Salt's render-time dicts, with the Salt call that gives
+// each as the master has it (its grains, its pillar, its configuration).
+var saltDicts = map[string]string{
+	"grains": "grains.items", "__grains__": "grains.items",
+	"pillar": "pillar.items", "__pillar__": "pillar.items",
+	"opts": "config.items", "__opts__": "config.items",
+}
+
 // saltFunction is the function a call into salt names: salt['mod.fun'],
 // salt.mod.fun, __salt__['mod.fun'].
 func saltFunction(fn Expr) (string, bool) {
@@ -150,7 +158,11 @@ func (t *translator) expr(x Expr) gx {
 					return t.saltFn(c, fun)
 				}
 			}
-			return t.salt(p, s, salts[root])
+			if _, dict := saltDicts[root]; !dict || !t.deferSalt {
+				return t.salt(p, s, salts[root])
+			}
+			// grains, pillar, opts: the dict a Salt call gives, read as
+			// any dict is (see name).
 		}
 	}
 	switch x := x.(type) {
@@ -320,6 +332,10 @@ func (t *translator) name(n *Name) gx {
 			return gx{s: call("and", call("or", v.flag, call("fail", strconv.Quote(msg))), v.goName)}
 		}
 		return gx{s: v.goName}
+	}
+	if fun, ok := saltDicts[n.Name]; ok && t.deferSalt && !t.assigned[n.Name] {
+		t.saltUses++
+		return gx{s: call("saltFn", "$", strconv.Quote(fun), call("list"), call("dict"))}
 	}
 	switch n.Name {
 	case "data":

@@ -28,7 +28,16 @@ var ReadOnlySaltCalls = []string{
 	"file.file_exists", "file.directory_exists", "file.is_link", "file.stats", "file.get_hash",
 	"mine.get", "test.ping", "test.echo", "test.version",
 	"network.ip_addrs", "network.interfaces", "dnsutil.A", "dnsutil.AAAA",
-	"match.glob", "match.compound", "match.list",
+	"match.glob", "match.compound", "match.list", "environ.get",
+	// saltutil.runner and saltutil.wheel are allowed per runner or wheel
+	// function: SALTUTIL_FUN:NAME.
+	"saltutil.runner:jobs.list_jobs", "saltutil.runner:jobs.list_job", "saltutil.runner:jobs.lookup_jid",
+	"saltutil.runner:jobs.print_job", "saltutil.runner:jobs.exit_success",
+	"saltutil.runner:manage.up", "saltutil.runner:manage.down", "saltutil.runner:manage.status",
+	"saltutil.runner:manage.present", "saltutil.runner:manage.not_present", "saltutil.runner:manage.alived",
+	"saltutil.runner:manage.not_alived", "saltutil.runner:manage.list_state",
+	"saltutil.runner:pillar.show_pillar", "saltutil.runner:cache.grains", "saltutil.runner:cache.pillar",
+	"saltutil.runner:cache.mine", "saltutil.wheel:key.list_all", "saltutil.wheel:key.finger",
 }
 
 // Defaults of SaltCalls.
@@ -101,6 +110,23 @@ func (s *SaltSession) Calls() []SaltCallRecord {
 	return append([]SaltCallRecord(nil), s.calls...)
 }
 
+// AllowedCall reports whether fun may be called with args: saltutil.runner
+// and saltutil.wheel by the function they run (SALTUTIL_FUN:NAME), the
+// others by their name.
+func (c *SaltCalls) AllowedCall(fun string, args []any, kwargs map[string]any) bool {
+	if c.Allowed(fun) {
+		return true
+	}
+	if fun != "saltutil.runner" && fun != "saltutil.wheel" {
+		return false
+	}
+	name, _ := kwargs["name"].(string)
+	if len(args) > 0 {
+		name, _ = args[0].(string)
+	}
+	return name != "" && c.Allowed(fun+":"+name)
+}
+
 // Allowed reports whether fun may be called.
 func (c *SaltCalls) Allowed(fun string) bool {
 	for _, p := range c.Allow {
@@ -128,7 +154,7 @@ func saltFn(root map[string]any, fun string, args []any, kwargs map[string]any) 
 	if s == nil || s.c.Caller == nil {
 		return nil, fmt.Errorf("%s: %w", what, errNoSaltCaller)
 	}
-	if !s.c.Allowed(fun) {
+	if !s.c.AllowedCall(fun, args, kwargs) {
 		return nil, fmt.Errorf("%s: not allowed while rendering (--salt-calls: read-only functions by default; name it there to allow it)", what)
 	}
 	key, _ := json.Marshal([]any{fun, args, kwargs})

@@ -95,3 +95,28 @@ func TestPyFilesRefused(t *testing.T) {
 		t.Errorf("ParseFile(#!py): %v", err)
 	}
 }
+
+// TestSaltCallsRunnerAllowList: saltutil.runner and saltutil.wheel are
+// allowed by the function they run.
+func TestSaltCallsRunnerAllowList(t *testing.T) {
+	c := &SaltCalls{Allow: ReadOnlySaltCalls}
+	for _, tc := range []struct {
+		fun    string
+		args   []any
+		kwargs map[string]any
+		want   bool
+	}{
+		{"saltutil.runner", []any{"jobs.list_jobs"}, nil, true},
+		{"saltutil.runner", nil, map[string]any{"name": "manage.up"}, true},
+		{"saltutil.runner", []any{"state.orchestrate", "orch.x"}, nil, false},
+		{"saltutil.runner", nil, nil, false},
+		{"saltutil.wheel", []any{"key.list_all"}, nil, true},
+		{"saltutil.wheel", []any{"key.delete", "web1"}, nil, false},
+		{"environ.get", []any{"HOME"}, nil, true},
+		{"cmd.run", []any{"id"}, nil, false},
+	} {
+		if got := c.AllowedCall(tc.fun, tc.args, tc.kwargs); got != tc.want {
+			t.Errorf("AllowedCall(%s, %v, %v) = %v, want %v", tc.fun, tc.args, tc.kwargs, got, tc.want)
+		}
+	}
+}

@@ -161,7 +161,7 @@ func (r *checkResult) printText(stdout, stderr io.Writer) int {
 		line := fmt.Sprintf("%s: %s", f.Path, f.Renderer)
 		if f.SaltCalls > 0 {
 			salty++
-			line += fmt.Sprintf("; calls Salt while rendering (%d use(s)): salt['mod.fun'](...) runs on the master through the driver, if --salt-calls allows it; pillar, grains and opts fail the render of an event that reaches them", f.SaltCalls)
+			line += fmt.Sprintf("; calls Salt while rendering (%d use(s)): salt['mod.fun'](...), grains, pillar and opts run on the master through the driver, if --salt-calls allows it", f.SaltCalls)
 		}
 		fmt.Fprintln(stdout, line)
 	}

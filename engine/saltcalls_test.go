@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/reactions"
+)
+
+// masterCaller answers as a master would: its grains, its configuration
+// and salt.cmd functions (the real callers run on real masters in
+// test/salt).
+type masterCaller struct{ calls []string }
+
+func (m *masterCaller) SaltCall(_ context.Context, fun string, args []any, _ map[string]any) (any, error) {
+	m.calls = append(m.calls, fun)
+	switch fun {
+	case "grains.items":
+		return map[string]any{"id": "master1", "roles": []any{"salt"}}, nil
+	case "config.items":
+		return map[string]any{"master_id": "m1"}, nil
+	case "saltutil.runner":
+		return []any{"web1", "web2"}, nil
+	}
+	return nil, nil
+}
+
+// TestSaltDictsAndRunners: a Salt Jinja file reading grains and opts as
+// dicts and calling saltutil.runner renders through the engine's Salt
+// calls; grains is asked once per render; without a caller the render
+// fails naming the call.
+func TestSaltDictsAndRunners(t *testing.T) {
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "reactor.conf"), "reactor:\n  - 'x/*':\n    - "+dir+"/f.sls\n")
+	writeTestFile(t, filepath.Join(dir, "f.sls"), `{% set up = salt['saltutil.runner']('manage.up') %}
+r:
+  local.test.arg:
+    - tgt: {{ grains['id'] }}
+    - arg:
+      - {{ grains.get('roles')[0] }}
+      - {{ opts['master_id'] }}
+      - {{ up|length }}
+`)
+	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := MustNew(cfg, nil)
+	ev := event.Event{Tag: "x/y", Data: map[string]any{"id": "web1"}}
+	res, err := eng.Process(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := res.Errors(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "f.sls:1:") || !strings.Contains(errs[0].Error(), "no driver that reaches the master") {
+		t.Fatalf("without a caller: %v", errs)
+	}
+	mc := &masterCaller{}
+	eng.SetSaltCalls(&reactions.SaltCalls{Caller: mc, Allow: reactions.ReadOnlySaltCalls})
+	res, err = eng.Process(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summarize(res.Chunks); got != `local test.arg tgt="master1" arg=["salt","m1",2]` || len(res.Errors()) > 0 {
+		t.Fatalf("rendered %s, errors %v", got, res.Errors())
+	}
+	if strings.Join(mc.calls, " ") != "saltutil.runner grains.items config.items" {
+		t.Errorf("calls %v, want grains.items asked once", mc.calls)
+	}
+}
