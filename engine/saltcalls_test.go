@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +70,45 @@ r:
 	}
 	if strings.Join(mc.calls, " ") != "saltutil.runner grains.items config.items" {
 		t.Errorf("calls %v, want grains.items asked once", mc.calls)
+	}
+}
+
+// failingCaller fails every call the way a salt-run that printed a
+// traceback does.
+type failingCaller struct{}
+
+func (failingCaller) SaltCall(context.Context, string, []any, map[string]any) (any, error) {
+	return nil, errors.New("salt-run salt.cmd pillar.get: context deadline exceeded\nTraceback (most recent call last):\n  File x")
+}
+
+// TestSaltCallErrorsSpeakJinja: a failed Salt call and a key missing from
+// the master's grains are reported as Jinja would, at their line.
+func TestSaltCallErrorsSpeakJinja(t *testing.T) {
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "reactor.conf"), "reactor:\n  - 'x/*':\n    - "+dir+"/f.sls\n  - 'y/*':\n    - "+dir+"/g.sls\n")
+	writeTestFile(t, filepath.Join(dir, "f.sls"), "r:\n  local.test.arg:\n    - tgt: w\n    - arg:\n      - {{ salt['pillar.get']('minions', pillarenv=salt['environ.get']('P')) }}\n")
+	writeTestFile(t, filepath.Join(dir, "g.sls"), "{% if grains['node_type'] != 'ns' %}\nr:\n  local.test.ping:\n    - tgt: w\n{% endif %}\n")
+	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := MustNew(cfg, nil)
+	eng.SetSaltCalls(&reactions.SaltCalls{Caller: failingCaller{}, Allow: reactions.ReadOnlySaltCalls})
+	res, _ := eng.Process(context.Background(), event.Event{Tag: "x/1", Data: map[string]any{}})
+	if errs := res.Errors(); len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), filepath.Join(dir, "f.sls")+":5:") ||
+		!strings.Contains(errs[0].Error(), "salt['environ.get'](...): salt-run salt.cmd pillar.get: context deadline exceeded") {
+		t.Errorf("failed call: %v", errs)
+	}
+	eng.SetSaltCalls(&reactions.SaltCalls{Caller: &masterCaller{}, Allow: reactions.ReadOnlySaltCalls})
+	res, _ = eng.Process(context.Background(), event.Event{Tag: "y/1", Data: map[string]any{}})
+	if errs := res.Errors(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "g.sls:1:") || !strings.Contains(errs[0].Error(), "node_type") {
+		t.Errorf("missing grain: %v", errs)
+	}
+	for _, e := range res.Errors() {
+		for _, goSpeak := range []string{"executing", "error calling", "map has no entry", "<"} {
+			if strings.Contains(e.Error(), goSpeak) {
+				t.Errorf("error speaks Go (%q): %s", goSpeak, e)
+			}
+		}
 	}
 }

@@ -63,6 +63,26 @@ func saltFunction(fn Expr) (string, bool) {
 	return "", false
 }
 
+// hasSaltCall reports whether x reads the result of a Salt function call
+// (salt['mine.get'](...).values(), salt.saltutil.runner(...)['k']).
+func hasSaltCall(x Expr) bool {
+	for {
+		switch v := x.(type) {
+		case *Call:
+			if _, ok := saltFunction(v.Fn); ok {
+				return true
+			}
+			x = v.Fn
+		case *Attr:
+			x = v.X
+		case *Index:
+			x = v.X
+		default:
+			return false
+		}
+	}
+}
+
 // saltFn translates a call of a Salt function (see reactions.SaltCalls).
 func (t *translator) saltFn(c *Call, fun string) gx {
 	t.saltUses++
@@ -158,7 +178,8 @@ func (t *translator) expr(x Expr) gx {
 					return t.saltFn(c, fun)
 				}
 			}
-			if _, dict := saltDicts[root]; !dict || !t.deferSalt {
+			_, dict := saltDicts[root]
+			if !t.deferSalt || !dict && !hasSaltCall(x) {
 				return t.salt(p, s, salts[root])
 			}
 			// grains, pillar, opts: the dict a Salt call gives, read as
@@ -421,6 +442,9 @@ var methods = map[string]struct {
 }
 
 func (t *translator) call(c *Call) gx {
+	if fun, ok := saltFunction(c.Fn); ok && t.deferSalt {
+		return t.saltFn(c, fun)
+	}
 	switch fn := c.Fn.(type) {
 	case *Attr:
 		if len(c.Kwargs) > 0 {

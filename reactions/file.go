@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -241,7 +242,7 @@ func jinjaPath(fields []string) string {
 
 // goExec matches text/template's execution error, after the position:
 // `executing "NAME" at <ACTION>: MSG`.
-var goExec = regexp.MustCompile(`^executing "[^"]*" at <(.*?)>: (.*)$`)
+var goExec = regexp.MustCompile(`(?s)^executing "[^"]*" at <(.*?)>: (.*)$`)
 
 // goNoField matches the error of a field read on a value that is not a
 // map: `can't evaluate field y in type interface {}`.
@@ -268,6 +269,13 @@ func jinjaExecError(err error) error {
 		if _, after, ok := strings.Cut(rest, ": "); ok {
 			msg = after
 		}
+	} else if k, ok := strings.CutPrefix(msg, "map has no entry for key "); ok {
+		// A dict that is not the event's (a Salt call's answer: grains,
+		// pillar, opts) read with a key it lacks: StrictUndefined's words.
+		if u, err := strconv.Unquote(k); err == nil {
+			k = u
+		}
+		msg = fmt.Sprintf("'dict object' has no attribute %s", pyQuote(k))
 	} else if f := goNoField.FindStringSubmatch(msg); f != nil {
 		if py, ok := goTypes[f[2]]; ok {
 			msg = fmt.Sprintf("'%s object' has no attribute %s", py, pyQuote(f[1]))

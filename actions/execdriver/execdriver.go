@@ -755,7 +755,7 @@ func (d *Driver) SaltCall(ctx context.Context, fun string, args []any, kwargs ma
 	}
 	o := d.run(ctx, d.saltRun.path, cli)
 	if o.err != nil || o.stop != stopNone {
-		return nil, fmt.Errorf("exec: salt-run salt.cmd %s: %v %s", fun, cmp.Or(o.ctxErr, o.err, errors.New("stopped")), bytes.TrimSpace(o.stderr))
+		return nil, fmt.Errorf("exec: salt-run salt.cmd %s: %v%s", fun, cmp.Or(o.ctxErr, o.err, errors.New("stopped")), lastLine(o.stderr))
 	}
 	dec := json.NewDecoder(bytes.NewReader(o.stdout))
 	dec.UseNumber()
@@ -767,4 +767,14 @@ func (d *Driver) SaltCall(ctx context.Context, fun string, args []any, kwargs ma
 		return nil, fmt.Errorf("exec: salt-run salt.cmd %s: %s", fun, strings.SplitN(s, "\n", 2)[0])
 	}
 	return event.NormalizeNumbers(v), nil
+}
+
+// lastLine is ": " and the last non-empty line of out (a traceback's
+// error), or "".
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if l := strings.TrimSpace(lines[len(lines)-1]); l != "" {
+		return ": " + l
+	}
+	return ""
 }
