@@ -276,6 +276,8 @@ func TestJinjaInJinjaTerms(t *testing.T) {
 			"f.sls:4:\x00'str object' has no attribute 'k'"},
 		{"salt.log in a do", "{% do salt.log.error('seen') %}\nr:\n  local.test.ping:\n    - tgt: x\n", `{}`,
 			`local test.ping tgt="x"`}, // the line goes to reactord's log (reactions/TestSaltCalls)
+		{"Salt's compare_lists and Jinja's random filters", "{% set a = ['x','y']|compare_lists(['y','z']) %}\nr:\n  local.test.arg:\n    - tgt: {{ ['w1']|random }}\n    - arg:\n      - {{ a['new'] }}\n      - {{ a['old'] }}\n      - {{ ['q']|compare_lists(['q'])|length }}\n", `{}`,
+			`local test.arg tgt="w1" arg=[["z"],["x"],0]`},
 		{"pprint in a branch not taken", "{% if data.never is defined %}\nx: {{ data|pprint }}\n{% endif %}\nr:\n  local.test.ping:\n    - tgt: {{ data.id }}\n", `{"id": "w1"}`,
 			`local test.ping tgt="w1"`},
 		{"pprint", "r:\n  local.test.arg:\n    - tgt: w\n    - arg:\n      - {{ data.d|pprint }}\n", `{"d": {"b": 1, "a": null}}`,

@@ -523,6 +523,7 @@ var simpleFilters = map[string]struct {
 	"unique": {"pyUnique", true}, "lower": {"pyLower", false}, "upper": {"pyUpper", false},
 	"string": {"pyStr", false}, "int": {"pyInt", false}, "float": {"pyFloat", false},
 	"load_json": {"loadJson", false}, "trim": {"pyStrip", false}, "pprint": {"pyPprint", false},
+	"random": {"pyRandom", false},
 }
 
 func (t *translator) filter(f *Filter) gx {
@@ -553,6 +554,12 @@ func (t *translator) filter(f *Filter) gx {
 		return true
 	}
 	switch f.Name {
+	case "compare_lists":
+		// Salt's filter (salt.utils.data.compare_lists): old|compare_lists(new).
+		if !argN(1, 1) {
+			return gx{s: `""`}
+		}
+		return gx{s: call("pyCompareLists", t.expr(f.X).s, args[0])}
 	case "default", "d":
 		if !argN(0, 2) {
 			return gx{s: `""`}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"reflect"
 	"regexp"
 	"sort"
@@ -94,49 +95,51 @@ func saltCall(msg string) (any, error) { return nil, errors.New(msg) }
 
 // pyFuncs are the helpers, by template name.
 var pyFuncs = map[string]any{
-	"pyEq":         pyEq,
-	"pyNe":         pyNe,
-	"pyLt":         pyLt,
-	"pyLe":         pyLe,
-	"pyGt":         pyGt,
-	"pyGe":         pyGe,
-	"pyIn":         pyIn,
-	"pyTruth":      pyTruth,
-	"pyStr":        strOf,
-	"pyRepr":       reprOf,
-	"pyAdd":        pyAdd,
-	"pyConcat":     pyConcat,
-	"getOr":        getOr,
-	"saltCall":     saltCall,
-	"saltFn":       saltFn,
-	"pyValue":      pyValue,
-	"pyLength":     pyLength,
-	"pyJoin":       pyJoinFn,
-	"pyFirst":      pyFirst,
-	"pyLast":       pyLast,
-	"pyUnique":     pyUnique,
-	"pySplit":      pySplitFn,
-	"pySlice":      pySlice,
-	"pyReplace":    pyReplace,
-	"pyLower":      pyLower,
-	"pyUpper":      pyUpper,
-	"pyStrip":      pyStrip,
-	"startsWith":   startsWith,
-	"endsWith":     endsWith,
-	"pyItems":      pyItems,
-	"pyKeys":       pyKeys,
-	"pyValues":     pyValues,
-	"jsonEncode":   jsonEncode,
-	"tojsonEncode": tojsonEncode,
-	"yamlDquote":   yamlDquote,
-	"yamlSquote":   yamlSquote,
-	"yamlEncode":   yamlEncode,
-	"loadJson":     loadJSON,
-	"regexSearch":  regexSearch,
-	"regexMatchPy": regexMatchPy,
-	"pyMap":        pyMap,
-	"pySelectAttr": pySelectAttr,
-	"pyRejectAttr": pyRejectAttr,
+	"pyEq":           pyEq,
+	"pyNe":           pyNe,
+	"pyLt":           pyLt,
+	"pyLe":           pyLe,
+	"pyGt":           pyGt,
+	"pyGe":           pyGe,
+	"pyIn":           pyIn,
+	"pyTruth":        pyTruth,
+	"pyStr":          strOf,
+	"pyRepr":         reprOf,
+	"pyAdd":          pyAdd,
+	"pyConcat":       pyConcat,
+	"getOr":          getOr,
+	"saltCall":       saltCall,
+	"saltFn":         saltFn,
+	"pyRandom":       pyRandom,
+	"pyCompareLists": pyCompareLists,
+	"pyValue":        pyValue,
+	"pyLength":       pyLength,
+	"pyJoin":         pyJoinFn,
+	"pyFirst":        pyFirst,
+	"pyLast":         pyLast,
+	"pyUnique":       pyUnique,
+	"pySplit":        pySplitFn,
+	"pySlice":        pySlice,
+	"pyReplace":      pyReplace,
+	"pyLower":        pyLower,
+	"pyUpper":        pyUpper,
+	"pyStrip":        pyStrip,
+	"startsWith":     startsWith,
+	"endsWith":       endsWith,
+	"pyItems":        pyItems,
+	"pyKeys":         pyKeys,
+	"pyValues":       pyValues,
+	"jsonEncode":     jsonEncode,
+	"tojsonEncode":   tojsonEncode,
+	"yamlDquote":     yamlDquote,
+	"yamlSquote":     yamlSquote,
+	"yamlEncode":     yamlEncode,
+	"loadJson":       loadJSON,
+	"regexSearch":    regexSearch,
+	"regexMatchPy":   regexMatchPy,
+	"pyMap":          pyMap,
+	"pySelectAttr":   pySelectAttr,
+	"pyRejectAttr":   pyRejectAttr,
 }
 
 // ---- types ----
@@ -1662,4 +1665,52 @@ func runTest(v any, found bool, attr string, test []any) (bool, error) {
 		return m != nil, err
 	}
 	return false, fmt.Errorf("TemplateRuntimeError: No test named '%s'", name)
+}
+
+// pyRandom is Jinja's random filter: an element of a sequence (a
+// character of a string), chosen at random.
+func pyRandom(seq any) (any, error) {
+	items, err := iterate(seq)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return nil, errors.New("no random element in an empty sequence")
+	}
+	return items[rand.IntN(len(items))], nil
+}
+
+// pyCompareLists is Salt's compare_lists filter: {"new": the items of new
+// not in old, "old": the items of old not in new}, each key only when it
+// has items.
+func pyCompareLists(old, new any) (map[string]any, error) {
+	o, err := iterate(old)
+	if err != nil {
+		return nil, err
+	}
+	n, err := iterate(new)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	diff := func(key string, from, in []any) error {
+		for _, item := range from {
+			found, err := pyIn(item, in)
+			if err != nil {
+				return err
+			}
+			if !found {
+				l, _ := out[key].([]any)
+				out[key] = append(l, item)
+			}
+		}
+		return nil
+	}
+	if err := diff("new", n, o); err != nil {
+		return nil, err
+	}
+	if err := diff("old", o, n); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
