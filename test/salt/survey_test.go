@@ -96,15 +96,24 @@ func TestSurveyOnRealSalt(t *testing.T) {
 		saltJobs := jobs(m)
 		m = fire(fmt.Sprintf("survey/rd/%d", i), data)
 		rdJobs := jobs(m)
+		why := ""
+		if b, err := os.ReadFile(filepath.Join(e.dir, "log", "master")); err == nil {
+			if lines := grepLines(string(b), filepath.Base(f)); len(lines) > 0 {
+				why = "; Salt logged: " + lines[len(lines)-1]
+			}
+		}
+		if lines := grepLines(r.log(), filepath.Base(f)); len(lines) > 0 {
+			why += "; reactord logged: " + lines[len(lines)-1]
+		}
 		switch {
 		case slices.Equal(saltJobs, rdJobs) && len(saltJobs) == 0:
 			nothing++
-			t.Logf("%s: neither published a job", filepath.Base(f))
+			t.Logf("%s: neither published a job%s", filepath.Base(f), why)
 		case slices.Equal(saltJobs, rdJobs):
 			same++
 			t.Logf("%s: the same %d job(s)", filepath.Base(f), len(saltJobs))
 		default:
-			t.Errorf("%s: Salt published %v\nreactord published %v", filepath.Base(f), saltJobs, rdJobs)
+			t.Errorf("%s: Salt published %v\nreactord published %v%s", filepath.Base(f), saltJobs, rdJobs, why)
 		}
 	}
 	t.Logf("%d files: %d published the same jobs, %d published none in both, %d differ", len(files), same, nothing, len(files)-same-nothing)
