@@ -21,7 +21,8 @@ import (
 // Set REACTORD_E2E_SURVEY to the folder: each NAME.sls, with NAME.event.json
 // ({"data": {...}}) beside it or {"id": "web1"} as data; nothing of the
 // folder is part of the repository. REACTORD_E2E_SURVEY_CALLS sets
-// reactord's --salt-calls (default read-only).
+// reactord's --salt-calls (default read-only); REACTORD_E2E_SURVEY_WAIT how
+// long each event's jobs are waited for (default 5s).
 func TestSurveyOnRealSalt(t *testing.T) {
 	dir := os.Getenv("REACTORD_E2E_SURVEY")
 	if dir == "" {
@@ -71,13 +72,17 @@ func TestSurveyOnRealSalt(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
+	wait := 5 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("REACTORD_E2E_SURVEY_WAIT")); err == nil {
+		wait = d
+	}
 	fire := func(tag string, data map[string]any) int {
 		mark := len(r.seen(func(event.Event) bool { return true }))
 		b, _ := json.Marshal(data)
 		if out, err := e.salt("salt-run", "event.send", tag, string(b)); err != nil {
 			t.Fatalf("event.send %s: %v %s", tag, err, out)
 		}
-		time.Sleep(5 * time.Second)
+		time.Sleep(wait)
 		return mark
 	}
 	same, nothing := 0, 0
