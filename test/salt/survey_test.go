@@ -54,10 +54,21 @@ func TestSurveyOnRealSalt(t *testing.T) {
 	})
 	jobs := func(since int) []string {
 		var out []string
+		runs := map[string]bool{}
 		evs := r.seen(func(event.Event) bool { return true })
 		for _, ev := range evs[since:] {
-			if !strings.HasSuffix(ev.Tag, "/new") || !(strings.HasPrefix(ev.Tag, "salt/job/") || strings.HasPrefix(ev.Tag, "salt/run/")) {
+			// A job's publish (salt/job/<jid>/new); a runner's start, or
+			// its return when the master fired no start for it (its
+			// runner clear function does not for every runner).
+			jt, ok := event.ParseJobTag(ev.Tag)
+			if !ok || !strings.HasSuffix(ev.Tag, "/new") && !(strings.HasPrefix(ev.Tag, "salt/run/") && strings.HasSuffix(ev.Tag, "/ret")) {
 				continue
+			}
+			if strings.HasPrefix(ev.Tag, "salt/run/") {
+				if runs[jt.JID] {
+					continue
+				}
+				runs[jt.JID] = true
 			}
 			fun := fmt.Sprint(ev.Data["fun"])
 			if fun == "saltutil.find_job" || fun == "runner.jobs.list_jobs" || fun == "runner.salt.cmd" {
