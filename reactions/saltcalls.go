@@ -42,7 +42,7 @@ var ReadOnlySaltCalls = []string{
 
 // Defaults of SaltCalls.
 const (
-	DefaultSaltCallBudget = 15 * time.Second
+	DefaultSaltCallBudget = 30 * time.Second
 	DefaultSaltCallCache  = 10 * time.Second
 )
 
