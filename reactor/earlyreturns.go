@@ -1,6 +1,7 @@
 package reactor
 
 import (
+	"maps"
 	"sync"
 	"time"
 )
@@ -48,9 +49,9 @@ func (e *earlyReturns) add(jid, minion string, failed bool, now time.Time) {
 	e.order = e.order[n:]
 }
 
-// of returns the returns recorded for jid (minion → failed).
+// of returns a copy of the returns recorded for jid (minion → failed).
 func (e *earlyReturns) of(jid string) map[string]bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.byJID[jid]
+	return maps.Clone(e.byJID[jid])
 }
