@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 )
@@ -67,11 +68,7 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			for i, s := range r.SLS {
 				refs[i] = s.Ref
 			}
-			from := ""
-			if r.Options.From != "" {
-				from = " from: " + r.Options.From
-			}
-			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s) guard: %s%s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r), from)
+			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s) guard: %s%s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r), ruleOptionsText(r.Options))
 		}
 	}
 	res := checkResult{Rules: rep.Rules, Files: rep.Files, Loaded: []loadedJSON{}, problems: rep.Problems}
@@ -258,4 +255,23 @@ func printSettings(conf string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "setting --%s = %q (%s; key %s, $%s)\n", s.Flag, s.Value, s.Source, s.Key, s.Env)
 	}
 	return exitOK
+}
+
+// ruleOptionsText lists the options of a rule that change which events
+// react and how often, for check --rules ("" when none).
+func ruleOptionsText(o config.RuleOptions) string {
+	var b strings.Builder
+	if o.From != "" {
+		fmt.Fprintf(&b, " from: %s", o.From)
+	}
+	if o.Concurrency > 0 {
+		fmt.Fprintf(&b, " concurrency: %d", o.Concurrency)
+	}
+	if o.Retry.Attempts > 0 {
+		fmt.Fprintf(&b, " retry: %d every %s+", o.Retry.Attempts, o.Retry.Backoff)
+	}
+	if o.Collect.Within > 0 {
+		fmt.Fprintf(&b, " collect: within %s, max %d", o.Collect.Within, o.Collect.Max)
+	}
+	return b.String()
 }

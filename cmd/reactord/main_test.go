@@ -319,7 +319,7 @@ func TestExplain(t *testing.T) {
 // is an error at its position.
 func TestCheckRules(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
-		"reactor.conf": "reactor:\n  - 'salt/minion/*/start': [start.sls]\n  - 'salt/beacon/*/inotify/*':\n      id: revert\n      sls: start.sls\n      guard: minion\n      from: minion\n",
+		"reactor.conf": "reactor:\n  - 'salt/minion/*/start': [start.sls]\n  - 'salt/beacon/*/inotify/*':\n      id: revert\n      sls: start.sls\n      guard: minion\n      from: minion\n      concurrency: 5\n      retry: {attempts: 2, backoff: 30s}\n",
 		"start.sls":    "hs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",
 		"bad.conf":     "reactor:\n  - 'a/*':\n      sls: start.sls\n      guard: always\n",
 	})
@@ -328,7 +328,7 @@ func TestCheckRules(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
 	if !regexp.MustCompile(`(?m)^rule r[0-9a-f]{12}: salt/minion/\*/start -> start\.sls \(.*\) guard: beacons$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^rule revert: salt/beacon/\*/inotify/\* -> start\.sls \(.*\) guard: minion from: minion$`).MatchString(out) {
+		!regexp.MustCompile(`(?m)^rule revert: salt/beacon/\*/inotify/\* -> start\.sls \(.*\) guard: minion from: minion concurrency: 5 retry: 2 every 30s\+$`).MatchString(out) {
 		t.Fatalf("check --rules:\n%s", out)
 	}
 	code, out, errOut = runCmd(t, "", "check", "-c", filepath.Join(dir, "bad.conf"))
