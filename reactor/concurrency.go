@@ -114,6 +114,23 @@ func (l *limits) started(event, rule, jid string, targets []string, now time.Tim
 	release(next)
 }
 
+// hold keeps the event's slot in rule taken while something outside its
+// jobs (a retry waiting for its backoff) belongs to it; unhold lets go.
+func (l *limits) hold(event, rule string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.slots[slotID{event, rule}]; s != nil {
+		s.jobs++
+	}
+}
+
+func (l *limits) unhold(event, rule string) {
+	l.mu.Lock()
+	next := l.jobDone(slotID{event, rule})
+	l.mu.Unlock()
+	release(next)
+}
+
 // returned records a minion's return of jid.
 func (l *limits) returned(jid, minion string) {
 	l.mu.Lock()

@@ -317,8 +317,8 @@ func (d *Reactor) Start(ctx context.Context) {
 						d.opts.Log.Info("reactions dispatched in the last minute (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
 					}
 				}
-				d.limits.expire(now)
 				d.retries.expire(ctx, now)
+				d.limits.expire(now)
 				for _, x := range d.opts.Guard.TakeExpired(now) {
 					d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "rule_id", x.Rule)
 					d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
@@ -769,8 +769,10 @@ func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 			// Kept for a slot or retry that starts following the job
 			// after its return (another lane dispatched it).
 			d.early.add(jt.JID, id, failed, ev.received)
-			d.limits.returned(jt.JID, id)
+			// Retries first: a retry it schedules keeps the concurrency
+			// place the job's return would otherwise free.
 			d.retries.returned(ctx, jt.JID, id, failed)
+			d.limits.returned(jt.JID, id)
 		}
 		if id, ok := jt.Return(); ok && g.Returned(jt.JID, id, ev.received) {
 			d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())

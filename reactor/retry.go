@@ -170,6 +170,8 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 		j.hold.let(true)
 		return
 	}
+	// The retry keeps the reaction's concurrency place until it is done.
+	d.limits.hold(j.ev.id, j.rule.reaction.Rule)
 	r.timers[j] = time.AfterFunc(wait, func() {
 		r.mu.Lock()
 		_, pending := r.timers[j]
@@ -196,6 +198,8 @@ func (r *retries) again(ctx context.Context, j *retryJob) {
 	}
 	d.opts.Metrics.Retries.WithLabelValues("retried").Inc()
 	res, err := d.opts.Retry.Do(ctx, a)
+	// Its place passes to the retry's job (or to the next retry).
+	defer d.limits.unhold(j.ev.id, j.rule.reaction.Rule)
 	next := &retryJob{ev: j.ev, hold: j.hold, chunk: j.chunk, rule: j.rule, opts: j.opts, attempt: j.attempt + 1}
 	if err != nil {
 		d.opts.Log.Error("retry of a reaction failed to dispatch", "event_id", j.ev.id, "tag", j.ev.tag, "id", c.Str("__id__"), "attempt", next.attempt, "err", err)
@@ -205,6 +209,7 @@ func (r *retries) again(ctx context.Context, j *retryJob) {
 	}
 	now := time.Now()
 	d.opts.Guard.Started(j.ev.id, j.rule.reaction, res.JID, j.failed, now)
+	d.limits.started(j.ev.id, j.rule.reaction.Rule, res.JID, j.failed, now)
 	d.ledger(j.ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: j.rule.glob, File: c.Str("__sls__"), ReactionID: c.Str("__id__"), JID: res.JID,
 		Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry %d of %d (job %s failed there): %s %s %s", next.attempt, j.opts.Attempts, j.jid, d.opts.Driver.Name(), c.Str("state"), c.Str("fun"))})
 	if res.JID == "" {

@@ -95,3 +95,38 @@ func TestRetryFailedMinions(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryKeepsConcurrencyPlace: with concurrency 1, a reaction whose job
+// failed keeps its place through its retry: the next event waits until the
+// retry's job returned.
+func TestRetryKeepsConcurrencyPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := engineWith(t, "reactor:\n  - 'salt/minion/*/start':\n      sls: hs.sls\n      concurrency: 1\n      key: '\"all\"'\n      retry: {attempts: 1, backoff: 10s}\n",
+			map[string]string{"hs.sls": "#!gotmpl|yaml\nhs_{{ .data.id }}:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n"})
+		drv := &recDriver{}
+		d, _ := optionsReactor(t, eng, drv, 2)
+		var st settled
+		ret := func(n int, id string, ok bool) {
+			d.Submit(context.Background(), Delivery{Body: jobRetOK(fmt.Sprintf("2026%016d", n), id, ok)})
+			synctest.Wait()
+		}
+		minionStart(d, &st, "web1")
+		minionStart(d, &st, "web2") // queued behind web1
+		ret(1, "web1", false)       // fails: a retry in 10s keeps the place
+		if got := fmt.Sprint(drv.field("tgt")); got != "[web1]" {
+			t.Fatalf("after web1 failed: %s, want web2 still waiting for web1's retry", got)
+		}
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		if got := fmt.Sprint(drv.field("tgt")); got != "[web1 web1]" {
+			t.Fatalf("after the backoff: %s, want web1's retry alone", got)
+		}
+		ret(2, "web1", true)
+		if got := fmt.Sprint(drv.field("tgt")); got != "[web1 web1 web2]" {
+			t.Fatalf("after the retry returned: %s, want web2 now", got)
+		}
+		if err := d.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
