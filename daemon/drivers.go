@@ -147,7 +147,11 @@ func (f *DriverOptions) Driver(name string, stdout io.Writer, conn *natsbus.Conn
 		if err != nil {
 			return nil, fmt.Errorf("--saltapi-token-file: %w", err)
 		}
-		api, err := saltapi.New(saltapi.Config{URL: f.APIURL, Username: f.APIUser, Password: pw, EAuth: f.APIEAuth, Token: tok, CAFile: f.APICA, InsecureSkipVerify: f.APIInsecure,
+		eauth := f.APIEAuth
+		if eauth == "auto" && f.APIUser == "" && pw == "" {
+			eauth = "" // the default backend is no credential: a token alone logs in nothing
+		}
+		api, err := saltapi.New(saltapi.Config{URL: f.APIURL, Username: f.APIUser, Password: pw, EAuth: eauth, Token: tok, CAFile: f.APICA, InsecureSkipVerify: f.APIInsecure,
 			MaxInFlight: f.APIMaxInFlight, MaxBatch: f.APIMaxBatch, MaxMerge: f.APIMaxMerge})
 		if err != nil {
 			return nil, fmt.Errorf("--driver saltapi: %w (set --saltapi-url URL, and --saltapi-user, --saltapi-eauth and --saltapi-password-file or $%s, or --saltapi-token-file; or saltapi_url, saltapi_user, saltapi_eauth, saltapi_password_file in the reactord: section)",

@@ -187,3 +187,44 @@ func TestCheckOutJSON(t *testing.T) {
 		t.Errorf("version --out json: %d %s", code, out)
 	}
 }
+
+// TestExplainRunsSaltCalls: with --saltapi-url, explain runs a Jinja
+// file's allowed Salt calls through salt-api (a real HTTP server here,
+// answering as rest_cherrypy's runner client does) and lists each call
+// and its answer; --salt-calls off calls nothing.
+func TestExplainRunsSaltCalls(t *testing.T) {
+	var posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var low []map[string]any
+		if r.Method != http.MethodPost || r.Header.Get("X-Auth-Token") != "t0k" || json.NewDecoder(r.Body).Decode(&low) != nil || len(low) != 1 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		posts.Add(1)
+		args, _ := low[0]["arg"].([]any)
+		if low[0]["client"] != "runner" || low[0]["fun"] != "salt.cmd" || len(args) != 2 || args[0] != "config.get" {
+			http.Error(w, "unexpected lowstate", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"return": ["127.0.0.1"]}`)
+	}))
+	defer srv.Close()
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf": "reactor:\n  - 'x/*': x.sls\n",
+		"x.sls":        "{% set iface = salt['config.get']('interface') %}\nx:\n  local.test.arg:\n    - tgt: {{ data['id'] }}\n    - arg:\n      - {{ iface }}\n",
+	})
+	args := []string{"explain", "-c", filepath.Join(dir, "reactor.conf"), "--tag", "x/1", "--data", `{"id": "web1"}`, "--saltapi-url", srv.URL, "--saltapi-token", "t0k"}
+	code, out, errOut := runCmd(t, "", args...)
+	if code != exitOK || !strings.Contains(out, "salt calls (run on the master while rendering)") ||
+		!strings.Contains(out, `x.sls: salt['config.get']("interface") -> "127.0.0.1"`) || !strings.Contains(out, `"arg":["127.0.0.1"]`) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if posts.Load() != 1 {
+		t.Errorf("%d calls to salt-api, want 1", posts.Load())
+	}
+	code, out, _ = runCmd(t, "", append(args, "--salt-calls", "off")...)
+	if code != exitFound || !strings.Contains(out, "no driver that reaches the master") || posts.Load() != 1 {
+		t.Errorf("--salt-calls off: exit %d, %d calls\n%s", code, posts.Load(), out)
+	}
+}
