@@ -112,3 +112,39 @@ func TestSaltCallErrorsSpeakJinja(t *testing.T) {
 		}
 	}
 }
+
+// TestSaltDictsAsJinjaSeesThem: grains is always defined (and kept by
+// default), a file changing its copy of it changes no other render's, and
+// a missing data['data'] is still worded for the event.
+func TestSaltDictsAsJinjaSeesThem(t *testing.T) {
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "reactor.conf"), "reactor:\n  - 'x/*':\n    - "+dir+"/f.sls\n  - 'y/*':\n    - "+dir+"/g.sls\n")
+	writeTestFile(t, filepath.Join(dir, "f.sls"), `{% set g = grains|default({}) %}{% do g.update({'id': 'changed'}) %}
+r:
+  local.test.arg:
+    - tgt: {{ grains['id'] }}
+    - arg:
+      - {{ grains is defined }}
+      - {{ g['id'] }}
+`)
+	writeTestFile(t, filepath.Join(dir, "g.sls"), "r:\n  local.test.arg:\n    - tgt: {{ data['data']['x'] }}\n")
+	cfg, err := config.Load(filepath.Join(dir, "reactor.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := MustNew(cfg, nil)
+	eng.SetSaltCalls(&reactions.SaltCalls{Caller: &masterCaller{}, Allow: reactions.ReadOnlySaltCalls})
+	for range 2 { // the second render is answered from the cache
+		res, err := eng.Process(context.Background(), event.Event{Tag: "x/1", Data: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := summarize(res.Chunks); got != `local test.arg tgt="master1" arg=[true,"changed"]` {
+			t.Fatalf("rendered %s, errors %v", got, res.Errors())
+		}
+	}
+	res, _ := eng.Process(context.Background(), event.Event{Tag: "y/1", Data: map[string]any{}})
+	if errs := res.Errors(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "data['data'] is undefined: 'dict object' has no attribute 'data'") {
+		t.Errorf("missing data['data']: %v", errs)
+	}
+}

@@ -63,6 +63,13 @@ func saltFunction(fn Expr) (string, bool) {
 	return "", false
 }
 
+// saltDict reports whether name is one of Salt's render-time dicts the
+// file does not shadow (see saltDicts), which is always defined.
+func (t *translator) saltDict(name string) bool {
+	_, ok := saltDicts[name]
+	return ok && t.deferSalt && !t.assigned[name] && t.scope.lookup(name) == nil
+}
+
 // hasSaltCall reports whether x reads the result of a Salt function call
 // (salt['mine.get'](...).values(), salt.saltutil.runner(...)['k']).
 func hasSaltCall(x Expr) bool {
@@ -659,7 +666,7 @@ func (t *translator) defaulted(x Expr, d string) gx {
 		switch {
 		case v != nil && v.maybe:
 			return gx{s: call("ternary", v.goName, d, v.flag)}
-		case v != nil, x.Name == "data", x.Name == "tag":
+		case v != nil, x.Name == "data", x.Name == "tag", t.saltDict(x.Name):
 			return t.expr(x)
 		default:
 			return gx{s: d}
@@ -688,7 +695,7 @@ func (t *translator) definedTest(x Expr) gx {
 		switch {
 		case v != nil && v.maybe:
 			return gx{s: v.flag, boolean: true}
-		case v != nil, x.Name == "data", x.Name == "tag":
+		case v != nil, x.Name == "data", x.Name == "tag", t.saltDict(x.Name):
 			return gx{s: "true", boolean: true}
 		default:
 			if _, ok := salts[x.Name]; ok && !t.assigned[x.Name] {

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,7 +204,7 @@ func (f *File) render(ctx map[string]any) ([]Reaction, error) {
 // goMissingKey matches a missing-key error of a template, with the hint
 // missingKeyHint gives: `executing "NAME" at <.data.a.b>: map has no
 // entry for key "b"; ...`.
-var goMissingKey = regexp.MustCompile(`^executing "[^"]*" at <\.([A-Za-z0-9_.]+)>: map has no entry for key "([^"]*)"`)
+var goMissingKey = regexp.MustCompile(`^executing "[^"]*" at <\$?\.([A-Za-z0-9_.]+)>: map has no entry for key "([^"]*)"`)
 
 // jinjaMissingKey rewrites the missing-key error of a file converted from
 // Jinja in the terms of the file its author wrote: Jinja's message under
@@ -220,7 +219,13 @@ func jinjaMissingKey(err error) error {
 		return err
 	}
 	fields := strings.Split(m[1], ".")
-	idx := slices.Index(fields, m[2])
+	idx := -1 // the key read, the last one of that name past the root (as missingKeyHint reads it)
+	for i := len(fields) - 1; i >= 1; i-- {
+		if fields[i] == m[2] {
+			idx = i
+			break
+		}
+	}
 	if idx < 1 {
 		return err
 	}
@@ -239,6 +244,9 @@ func jinjaPath(fields []string) string {
 	}
 	return expr
 }
+
+// goNoEntry is text/template's whole message for a key a map lacks.
+var goNoEntry = regexp.MustCompile(`^map has no entry for key "([^"]*)"$`)
 
 // goExec matches text/template's execution error, after the position:
 // `executing "NAME" at <ACTION>: MSG`.
@@ -269,13 +277,10 @@ func jinjaExecError(err error) error {
 		if _, after, ok := strings.Cut(rest, ": "); ok {
 			msg = after
 		}
-	} else if k, ok := strings.CutPrefix(msg, "map has no entry for key "); ok {
+	} else if k := goNoEntry.FindStringSubmatch(msg); k != nil {
 		// A dict that is not the event's (a Salt call's answer: grains,
 		// pillar, opts) read with a key it lacks: StrictUndefined's words.
-		if u, err := strconv.Unquote(k); err == nil {
-			k = u
-		}
-		msg = fmt.Sprintf("'dict object' has no attribute %s", pyQuote(k))
+		msg = fmt.Sprintf("'dict object' has no attribute %s", pyQuote(k[1]))
 	} else if f := goNoField.FindStringSubmatch(msg); f != nil {
 		if py, ok := goTypes[f[2]]; ok {
 			msg = fmt.Sprintf("'%s object' has no attribute %s", py, pyQuote(f[1]))

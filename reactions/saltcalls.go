@@ -174,6 +174,7 @@ func saltFn(root map[string]any, fun string, args []any, kwargs map[string]any) 
 			s.c.keep(string(key), v, start)
 		}
 	}
+	v = deepCopy(v) // the cache keeps its own: a file may change its copy ({% do g.update(...) %})
 	rec.Result, rec.Cached, rec.Took = v, cached, time.Since(start)
 	if err != nil {
 		rec.Err = err.Error()
@@ -242,4 +243,23 @@ func saltLog(s *SaltSession, level string, args []any) error {
 	}
 	log.Log(ctx, l, strings.Join(parts, " "), "source", "reaction file (salt.log."+level+")")
 	return nil
+}
+
+// deepCopy copies the maps and lists of a decoded answer.
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = deepCopy(e)
+		}
+		return out
+	}
+	return v
 }

@@ -88,8 +88,10 @@ func (l *limits) acquire(event, rule, key string, max int, release, abandon func
 // slot stays taken until every target returned or the timeout passed.
 // Returns that came before count.
 func (l *limits) started(event, rule, jid string, targets []string, now time.Time) {
-	early := l.early.of(jid)
 	l.mu.Lock()
+	// Read under l.mu: a return handled meanwhile is either among these or
+	// finds the job below (its lane adds it here before it asks limits).
+	early := l.early.of(jid)
 	id := slotID{event, rule}
 	s := l.slots[id]
 	if s == nil || jid == "" || len(targets) == 0 {

@@ -960,10 +960,11 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	} else {
 		m.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
 		targets := targetsOf(c, r, ev.minion)
-		g.Started(ev.id, reaction, r.JID, targets, time.Now())
-		d.limits.started(ev.id, reaction.Rule, r.JID, targets, time.Now())
+		now := time.Now()
+		g.Started(ev.id, reaction, r.JID, targets, now)
+		d.limits.started(ev.id, reaction.Rule, r.JID, targets, now)
 		if rule.retry.Attempts > 0 && c.Str("state") == "local" && r.JID != "" && len(targets) > 0 {
-			d.retries.track(ctx, ev, c, rule, r.JID, targets, 0, d.holdFor(ev), time.Now())
+			d.retries.track(ctx, ev, c, rule, r.JID, targets, 0, d.holdFor(ev), now)
 		}
 		if t := firedTag(c); t != "" {
 			// One event per target for local event.send, one for a runner.

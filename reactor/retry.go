@@ -55,6 +55,9 @@ func newRetries(d *Reactor, timeout time.Duration, early *earlyReturns) *retries
 func (r *retries) track(ctx context.Context, ev *inflight, c *event.Chunk, rule chunkRule, jid string, targets []string, attempt int, hold *eventHold, now time.Time) {
 	j := &retryJob{ev: ev, hold: hold, chunk: c, rule: rule, opts: rule.retry, attempt: attempt, jid: jid,
 		waiting: map[string]bool{}, deadline: now.Add(r.timeout)}
+	r.mu.Lock()
+	// Read under r.mu: a return handled meanwhile is either among these or
+	// finds the job below (its lane adds it here before it asks retries).
 	early := r.early.of(jid)
 	for _, t := range targets {
 		failed, came := early[t]
@@ -65,7 +68,6 @@ func (r *retries) track(ctx context.Context, ev *inflight, c *event.Chunk, rule 
 			j.failed = append(j.failed, t)
 		}
 	}
-	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
 		hold.let(true)
