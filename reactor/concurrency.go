@@ -138,20 +138,14 @@ func (l *limits) returned(jid, minion string) {
 	l.mu.Lock()
 	js := l.jobs[jid]
 	var next []*queued
-	kept := js[:0]
-	for _, j := range js {
+	filterJobs(l.jobs, jid, js, func(j *limitJob) bool {
 		delete(j.waiting, minion)
 		if len(j.waiting) == 0 {
 			next = append(next, l.jobDone(j.slot)...)
-			continue
+			return false
 		}
-		kept = append(kept, j)
-	}
-	if len(kept) == 0 {
-		delete(l.jobs, jid)
-	} else {
-		l.jobs[jid] = kept
-	}
+		return true
+	})
 	l.mu.Unlock()
 	release(next)
 }
@@ -179,19 +173,13 @@ func (l *limits) expire(now time.Time) {
 	l.mu.Lock()
 	var next []*queued
 	for jid, js := range l.jobs {
-		kept := js[:0]
-		for _, j := range js {
+		filterJobs(l.jobs, jid, js, func(j *limitJob) bool {
 			if now.After(j.deadline) {
 				next = append(next, l.jobDone(j.slot)...)
-				continue
+				return false
 			}
-			kept = append(kept, j)
-		}
-		if len(kept) == 0 {
-			delete(l.jobs, jid)
-		} else {
-			l.jobs[jid] = kept
-		}
+			return true
+		})
 	}
 	l.mu.Unlock()
 	release(next)

@@ -55,3 +55,20 @@ func (e *earlyReturns) of(jid string) map[string]bool {
 	defer e.mu.Unlock()
 	return maps.Clone(e.byJID[jid])
 }
+
+// filterJobs keeps in m[jid] the jobs of js keep reports true for (in
+// place), deleting the key when none is left: how concurrency slots and
+// retries drop the jobs a return or the timeout ended.
+func filterJobs[J any](m map[string][]J, jid string, js []J, keep func(J) bool) {
+	kept := js[:0]
+	for _, j := range js {
+		if keep(j) {
+			kept = append(kept, j)
+		}
+	}
+	if len(kept) == 0 {
+		delete(m, jid)
+	} else {
+		m[jid] = kept
+	}
+}

@@ -87,8 +87,7 @@ func (r *retries) returned(ctx context.Context, jid, minion string, failed bool)
 	r.mu.Lock()
 	js := r.jobs[jid]
 	var done []*retryJob
-	kept := js[:0]
-	for _, j := range js {
+	filterJobs(r.jobs, jid, js, func(j *retryJob) bool {
 		if j.waiting[minion] {
 			delete(j.waiting, minion)
 			if failed && j.opts.OnFailed {
@@ -97,15 +96,10 @@ func (r *retries) returned(ctx context.Context, jid, minion string, failed bool)
 		}
 		if len(j.waiting) == 0 {
 			done = append(done, j)
-			continue
+			return false
 		}
-		kept = append(kept, j)
-	}
-	if len(kept) == 0 {
-		delete(r.jobs, jid)
-	} else {
-		r.jobs[jid] = kept
-	}
+		return true
+	})
 	r.mu.Unlock()
 	for _, j := range done {
 		r.resolve(ctx, j)
@@ -118,11 +112,9 @@ func (r *retries) expire(ctx context.Context, now time.Time) {
 	r.mu.Lock()
 	var due []*retryJob
 	for jid, js := range r.jobs {
-		kept := js[:0]
-		for _, j := range js {
+		filterJobs(r.jobs, jid, js, func(j *retryJob) bool {
 			if !now.After(j.deadline) {
-				kept = append(kept, j)
-				continue
+				return true
 			}
 			if j.opts.OnNoReturn {
 				for m := range j.waiting {
@@ -130,12 +122,8 @@ func (r *retries) expire(ctx context.Context, now time.Time) {
 				}
 			}
 			due = append(due, j)
-		}
-		if len(kept) == 0 {
-			delete(r.jobs, jid)
-		} else {
-			r.jobs[jid] = kept
-		}
+			return false
+		})
 	}
 	r.mu.Unlock()
 	for _, j := range due {
