@@ -799,11 +799,7 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 			rule.Options.LiteralTarget = &b
 		case "from":
 			if s, ok := str(); ok {
-				if s != FromMaster && s != FromMinion && s != FromAny {
-					l.errorf(file, vn, "from must be %s (events no minion sent), %s (events a minion sent, forged ones refused) or %s (every event, forged minion events included); without it forged minion events are refused", FromMaster, FromMinion, FromAny)
-					continue
-				}
-				rule.Options.From, rule.Options.FromPos = s, nodePos(file, vn)
+				l.fromOption(file, vn, s, rule)
 			}
 		case "throttle":
 			l.throttleOption(file, vn, rule, dur)
@@ -824,6 +820,15 @@ func (l *loader) ruleOptions(file string, n *yaml11.Node, rule *Rule) {
 	if rule.Options.Concurrency > 0 && rule.Options.Debounce > 0 {
 		l.errs = append(l.errs, &Error{Pos: rule.Options.ConcurrencyPos, Msg: "concurrency and debounce do not go together on one rule: debounce already reacts once per key"})
 	}
+}
+
+// fromOption reads a rule's from: master, minion or any.
+func (l *loader) fromOption(file string, vn *yaml11.Node, s string, rule *Rule) {
+	if s != FromMaster && s != FromMinion && s != FromAny {
+		l.errorf(file, vn, "from must be %s (events no minion sent), %s (events a minion sent, forged ones refused) or %s (every event, forged minion events included); without it forged minion events are refused", FromMaster, FromMinion, FromAny)
+		return
+	}
+	rule.Options.From, rule.Options.FromPos = s, nodePos(file, vn)
 }
 
 // collectOption reads a rule's collect: {within: DURATION, quiet:
