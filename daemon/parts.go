@@ -576,12 +576,12 @@ func (d *Daemon) handle(m *natsbus.Message) {
 // of the daemon's lanes) and registers the ownership metrics.
 func (d *Daemon) consumePartitioned(so natsbus.StreamOptions) (*consume.Partitioned, error) {
 	changes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_partition_changes_total",
-		Help: "Changes of partition ownership in this replica: acquired, released (handed over), lost (lease not renewed), resync (reset to the acknowledgement floor)."}, []string{"change"})
-	for _, c := range []string{"acquired", "released", "lost", "resync"} {
+		Help: "Changes of partition ownership in this replica: acquired, released (handed over), lost (lease not renewed), resync (reset to the acknowledgement floor), drained (a partition of a former number emptied and deleted)."}, []string{"change"})
+	for _, c := range []string{"acquired", "released", "lost", "resync", "drained"} {
 		changes.WithLabelValues(c)
 	}
 	d.reg.MustRegister(changes)
-	p, err := consume.NewPartitioned(d.runCtx, d.conn, consume.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions, Key: reactor.OrderKey,
+	p, err := consume.NewPartitioned(d.runCtx, d.conn, consume.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions,
 		OnChange: func(change string, _ int) { changes.WithLabelValues(change).Inc() }}, d.handle)
 	if err != nil {
 		return nil, err

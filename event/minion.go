@@ -112,3 +112,25 @@ func Members(raw []byte, keys []string, out [][]byte) bool {
 		s.i++
 	}
 }
+
+// OrderKey returns the key an event is ordered by: its minion (MinionOf),
+// else its tag. Events of one key are handled one at a time, in order: on
+// one lane of a daemon, and with --partitions on one partition of the
+// stream, whose publishers put a hash of the key into the subject.
+func OrderKey(tag string, rawData []byte) string {
+	if id := MinionOf(tag, rawData); id != "" {
+		return id
+	}
+	return tag
+}
+
+// EnvelopeOrderKey is OrderKey of a JSON envelope (`{"tag", "data"}`);
+// fallback (the tag the envelope is published under) when the envelope is
+// malformed.
+func EnvelopeOrderKey(body []byte, fallback string) string {
+	tag, raw, err := SplitEnvelope(body)
+	if err != nil {
+		return fallback
+	}
+	return OrderKey(tag, raw)
+}

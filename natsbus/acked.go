@@ -98,7 +98,7 @@ func (p *AckedPublisher) Publish(tag string, body []byte, meta Meta) error {
 	if meta.MsgID == "" {
 		meta.MsgID = p.idBase + strconv.FormatUint(p.seq, 10)
 	}
-	msg := &nats.Msg{Subject: Subject(p.c.prefix, tag), Data: body, Header: meta.header()}
+	msg := &nats.Msg{Subject: p.c.streamSubject(tag, body, meta), Data: body, Header: meta.header()}
 	fut, err := p.js.PublishMsgAsync(msg)
 	for errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
 		// The server acknowledges slower than we publish (it flushes each

@@ -249,3 +249,7 @@ func (c *Conn) NATS() *nats.Conn { return c.nc }
 
 // JetStream returns the connection's JetStream context.
 func (c *Conn) JetStream() jetstream.JetStream { return c.js }
+
+// Prefix is the subject prefix of the events (DefaultPrefix unless the
+// connection was made with another).
+func (c *Conn) Prefix() string { return c.prefix }

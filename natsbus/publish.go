@@ -29,6 +29,19 @@ type Meta struct {
 	Cause  string
 	MsgID  string
 	Sent   time.Time
+	// Key is the event's ordering key for a JetStream publish (see
+	// KeyedSubject); empty: event.EnvelopeOrderKey of the body.
+	Key string
+}
+
+// streamSubject is the subject of an event published to JetStream: keyed
+// by meta.Key, else by the envelope's ordering key.
+func (c *Conn) streamSubject(tag string, body []byte, meta Meta) string {
+	key := meta.Key
+	if key == "" {
+		key = event.EnvelopeOrderKey(body, tag)
+	}
+	return KeyedSubject(c.prefix, tag, key)
 }
 
 func (m Meta) header() nats.Header {
@@ -70,20 +83,22 @@ func (c *Conn) Publish(tag string, body []byte, meta Meta) error {
 	return nil
 }
 
-// PublishStream sends one event to JetStream and waits for the stream's
-// acknowledgement; meta.MsgID de-duplicates.
+// PublishStream sends one event to JetStream, on its keyed subject (see
+// KeyedSubject), and waits for the stream's acknowledgement; meta.MsgID
+// de-duplicates.
 func (c *Conn) PublishStream(ctx context.Context, tag string, body []byte, meta Meta) error {
-	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
+	msg := &nats.Msg{Subject: c.streamSubject(tag, body, meta), Data: body, Header: meta.header()}
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
 	}
 	return nil
 }
 
-// PublishStreamAsync sends one event to JetStream without waiting for its
+// PublishStreamAsync sends one event to JetStream, on its keyed subject,
+// without waiting for its
 // acknowledgement; Flush or PublishAsyncComplete waits for them.
 func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
-	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
+	msg := &nats.Msg{Subject: c.streamSubject(tag, body, meta), Data: body, Header: meta.header()}
 	for {
 		_, err := c.js.PublishMsgAsync(msg)
 		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {

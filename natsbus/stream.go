@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -55,7 +56,7 @@ type StreamOptions struct {
 	Duplicates time.Duration
 	// MaxAge bounds how long the stream keeps an event not acknowledged
 	// (default 24h). A new stream is a work queue (an event leaves it once
-	// the shared consumer acknowledged it), or with Partitioned keeps an
+	// the shared consumer acknowledged it), or with Partitions keeps an
 	// event until every partition's consumer acknowledged it (interest
 	// retention): either way the server's disk and memory hold the
 	// backlog, not a day of traffic (the audit store is the record).
@@ -75,11 +76,14 @@ type StreamOptions struct {
 	// CheckEvery is how often Consume checks that its stream and consumer
 	// still exist (default 5s).
 	CheckEvery time.Duration
-	// Partitioned is set when partition consumers read the stream
-	// (ConsumePartitioned): EnsureStream then creates a new stream with
-	// interest retention, which allows several consumers, and refuses a
-	// work-queue stream.
-	Partitioned bool
+	// Partitions, when above 0, is the number of partitions whose
+	// consumers read the stream (consume.NewPartitioned): EnsureStream
+	// then creates a new stream with interest retention, which allows
+	// several consumers, refuses a work-queue stream, and sets the
+	// stream's subject transform to this number (PartitionTransform), so
+	// that the server stores each keyed event under its partition's
+	// subject.
+	Partitions int
 	// Logger receives Consume's reports (a lost stream or consumer); nil
 	// discards them.
 	Logger *slog.Logger
@@ -127,25 +131,26 @@ func (o *StreamOptions) SharedConsumer() jetstream.ConsumerConfig {
 var ErrWorkQueueStream = errors.New("the stream is a work queue (made for one shared consumer): partitions need a stream with interest retention; stop the replicas once it is drained, delete it (nats stream rm) and start them with partitions, which create it so")
 
 // EnsureStream creates the event stream when it is absent (see MaxAge and
-// Partitioned for its retention: a work queue keeps events until a
+// Partitions for its retention: a work queue keeps events until a
 // consumer takes them; with interest retention, ConsumePartitioned
 // creates its consumers right after). It sets an
 // existing stream's duplicate window and replicas to o.Duplicates and
 // o.Replicas when those are set and differ (its other settings are left
-// alone); a change of replicas is logged to o.Logger.
+// alone); a change of replicas is logged to o.Logger. With o.Partitions it
+// sets the stream's subject transform to that number of partitions.
 func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	window, replicas := o.Duplicates, o.Replicas
 	o.Defaults()
 	s, err := c.js.Stream(ctx, o.Stream)
 	if err == nil {
-		if window <= 0 && replicas <= 0 && !o.Partitioned {
+		if window <= 0 && replicas <= 0 && o.Partitions <= 0 {
 			return nil
 		}
 		info, err := s.Info(ctx)
 		if err != nil {
 			return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
 		}
-		if o.Partitioned && info.Config.Retention == jetstream.WorkQueuePolicy {
+		if o.Partitions > 0 && info.Config.Retention == jetstream.WorkQueuePolicy {
 			return fmt.Errorf("stream %s: %w", o.Stream, ErrWorkQueueStream)
 		}
 		cfg := info.Config
@@ -155,12 +160,26 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		if replicas > 0 {
 			cfg.Replicas = replicas
 		}
-		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) {
+		if o.Partitions > 0 {
+			t := PartitionTransform(c.prefix, o.Partitions)
+			cfg.SubjectTransform = &t
+			if !slices.Contains(cfg.Subjects, PartitionPrefix(c.prefix)+">") {
+				cfg.Subjects = append(slices.Clone(cfg.Subjects), PartitionPrefix(c.prefix)+">")
+			}
+		}
+		sameTransform := (cfg.SubjectTransform == nil) == (info.Config.SubjectTransform == nil) &&
+			(cfg.SubjectTransform == nil || *cfg.SubjectTransform == *info.Config.SubjectTransform) &&
+			len(cfg.Subjects) == len(info.Config.Subjects)
+		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) && sameTransform {
 			return nil
 		}
 		if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("updating stream %s (duplicate window %v, was %v; replicas %d, was %d): %w",
-				o.Stream, cfg.Duplicates, info.Config.Duplicates, cfg.Replicas, max(info.Config.Replicas, 1), err)
+			return fmt.Errorf("updating stream %s (duplicate window %v, was %v; replicas %d, was %d; partitions %d): %w",
+				o.Stream, cfg.Duplicates, info.Config.Duplicates, cfg.Replicas, max(info.Config.Replicas, 1), o.Partitions, err)
+		}
+		if !sameTransform && o.Logger != nil {
+			o.Logger.Info("JetStream stream now stores keyed events under the subjects of their partition", "stream", o.Stream, "partitions", o.Partitions,
+				"from", cfg.SubjectTransform.Source, "to", cfg.SubjectTransform.Destination)
 		}
 		if cfg.Replicas != max(info.Config.Replicas, 1) && o.Logger != nil {
 			o.Logger.Warn("JetStream stream replicas changed", "stream", o.Stream, "replicas", cfg.Replicas, "was", max(info.Config.Replicas, 1))
@@ -170,19 +189,24 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
 	}
-	retention := jetstream.WorkQueuePolicy
-	if o.Partitioned {
-		retention = jetstream.InterestPolicy
-	}
-	_, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:       o.Stream,
 		Subjects:   []string{c.prefix + ">"},
-		Retention:  retention,
+		Retention:  jetstream.WorkQueuePolicy,
 		Storage:    jetstream.FileStorage,
 		Duplicates: o.Duplicates,
 		MaxAge:     o.MaxAge,
 		Replicas:   max(o.Replicas, 1),
-	})
+	}
+	if o.Partitions > 0 {
+		t := PartitionTransform(c.prefix, o.Partitions)
+		cfg.Retention, cfg.SubjectTransform = jetstream.InterestPolicy, &t
+		// The partitions' subjects are the stream's too: else the server
+		// takes the plain lane's filter (the event prefix) for the whole
+		// stream and keeps every partitioned event for it.
+		cfg.Subjects = append(cfg.Subjects, PartitionPrefix(c.prefix)+">")
+	}
+	_, err = c.js.CreateStream(ctx, cfg)
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return fmt.Errorf("creating stream %s: %w", o.Stream, err)
 	}

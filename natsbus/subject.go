@@ -9,10 +9,15 @@ package natsbus
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // DefaultPrefix is the subject prefix of Salt events.
@@ -104,11 +109,18 @@ func plainByte(c byte) bool {
 // ErrNotEventSubject reports a subject outside the event prefix.
 var ErrNotEventSubject = errors.New("subject is not an event subject")
 
-// Tag maps a subject made by Subject back to the tag.
+// Tag maps a subject made by Subject or KeyedSubject back to the tag.
 func Tag(prefix, subject string) (string, error) {
 	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok || rest == "" {
 		return "", fmt.Errorf("%q: %w", subject, ErrNotEventSubject)
+	}
+	if k, ok := strings.CutPrefix(rest, keyMark+"."); ok {
+		// A keyed subject: the key's hash token, then the tag's.
+		_, rest, ok = strings.Cut(k, ".")
+		if !ok || rest == "" {
+			return "", fmt.Errorf("%q: %w", subject, ErrNotEventSubject)
+		}
 	}
 	if i := strings.LastIndexByte(rest, '.'); strings.HasPrefix(rest[i+1:], cutMark) {
 		return "", fmt.Errorf("%q: %w", subject, ErrCutSubject)
@@ -153,4 +165,73 @@ func unhex(c byte) (byte, bool) {
 		return c - 'A' + 10, true
 	}
 	return 0, false
+}
+
+// Partition keys in subjects.
+//
+// An event published to JetStream carries a hash of its ordering key (its
+// minion, else its tag: event.OrderKey) in its subject, right after the
+// prefix: `salt.evt.%K.<8 hex digits>.<tag tokens>`. `%K` is a token
+// Subject never writes, so the two forms cannot be confused, and
+// `salt.evt.>` still selects every event. With --partitions the stream
+// maps these subjects, as it stores them, to partition subjects outside
+// the event prefix — `salt.evt-part.<N>.<partition>.<hash>.<tag tokens>`,
+// the partition chosen by the server's own deterministic partition()
+// mapping of the hash — so that each partition's consumer filters to its
+// own subject and receives only its events. Events published without the
+// key (core NATS, older bridges, other tools) keep their subject and are
+// read through a lane of their own.
+
+// keyMark is the token that announces a key hash in an event subject.
+const keyMark = "%K"
+
+// KeyToken is the subject token of an ordering key: FNV-1a (32 bits) of
+// the key in 8 lower-case hex digits, fixed-width whatever the key holds
+// (minion ids hold dots).
+func KeyToken(key string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], h.Sum32())
+	return hex.EncodeToString(b[:])
+}
+
+// KeyedSubject maps a Salt tag to its subject under prefix with the hash
+// of key (see KeyToken) before the tag's tokens.
+func KeyedSubject(prefix, tag, key string) string {
+	return Subject(prefix+keyMark+"."+KeyToken(key)+".", tag)
+}
+
+// PartitionPrefix is where a stream with partitions stores keyed events:
+// the event prefix's last token with "-part" added (`salt.evt-part.`),
+// outside the event prefix, so that the subjects left under it are those
+// of events published without a key.
+func PartitionPrefix(prefix string) string {
+	return strings.TrimSuffix(prefix, ".") + "-part."
+}
+
+// PartitionTransform is the stream's subject transform for n partitions:
+// keyed subjects are stored as PartitionPrefix.<n>.<partition>.<hash>.<tag>.
+func PartitionTransform(prefix string, n int) jetstream.SubjectTransformConfig {
+	ns := strconv.Itoa(n)
+	return jetstream.SubjectTransformConfig{
+		Source:      prefix + keyMark + ".*.>",
+		Destination: PartitionPrefix(prefix) + ns + ".{{partition(" + ns + ",1)}}.{{wildcard(1)}}.>",
+	}
+}
+
+// PartitionFilter is the subject filter of partition i of n (see
+// PartitionTransform).
+func PartitionFilter(prefix string, n, i int) string {
+	return PartitionPrefix(prefix) + strconv.Itoa(n) + "." + strconv.Itoa(i) + ".>"
+}
+
+// PartitionOf returns the partition among n of events with ordering key
+// key: the partition the stream's transform stores them under (the
+// server's partition() is FNV-1a of the hash token, modulo n). Every
+// replica, version and the server agree on it.
+func PartitionOf(key string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(KeyToken(key)))
+	return int(h.Sum32() % uint32(n))
 }

@@ -101,3 +101,35 @@ func TestLongTagSubject(t *testing.T) {
 		t.Errorf("one long token: %q", one)
 	}
 }
+
+// TestKeyedSubject: a keyed subject carries the key's fixed-width hash
+// after the prefix, maps back to its tag, and stays under the prefix.
+func TestKeyedSubject(t *testing.T) {
+	for _, c := range []struct{ tag, key, subject string }{
+		{"salt/minion/web1.example.com/start", "web1.example.com", "salt.evt.%K." + KeyToken("web1.example.com") + ".salt.minion.web1%2Eexample%2Ecom.start"},
+		{"salt/auth", "salt/auth", "salt.evt.%K." + KeyToken("salt/auth") + ".salt.auth"},
+		{"", "", "salt.evt.%K." + KeyToken("") + ".%"},
+	} {
+		got := KeyedSubject(DefaultPrefix, c.tag, c.key)
+		if got != c.subject {
+			t.Errorf("KeyedSubject(%q, %q) = %q, want %q", c.tag, c.key, got, c.subject)
+		}
+		if tag, err := Tag(DefaultPrefix, got); err != nil || tag != c.tag {
+			t.Errorf("Tag(%q) = %q, %v; want %q", got, tag, err, c.tag)
+		}
+	}
+	if tok := KeyToken("web1"); len(tok) != 8 || strings.Trim(tok, "0123456789abcdef") != "" {
+		t.Errorf("KeyToken(web1) = %q, want 8 hex digits", tok)
+	}
+	// Pinned: a change would move minions between partitions on upgrade.
+	if got := KeyToken("web1"); got != "93c3efe0" {
+		t.Errorf("KeyToken(web1) = %q, the value was 93c3efe0", got)
+	}
+	long := strings.Repeat("x/", 800)
+	if s := KeyedSubject(DefaultPrefix, long, "k"); len(s) > MaxSubject || !strings.HasPrefix(s, "salt.evt.%K."+KeyToken("k")+".x.") {
+		t.Errorf("keyed subject of an over-long tag: %d bytes, %q…", len(s), s[:40])
+	}
+	if _, err := Tag(DefaultPrefix, "salt.evt.%K.0011aabb"); !errors.Is(err, ErrNotEventSubject) {
+		t.Errorf("Tag of a keyed subject without a tag: %v, want ErrNotEventSubject", err)
+	}
+}

@@ -417,25 +417,6 @@ func (d *Reactor) submit(ctx context.Context, dl Delivery) bool {
 	}
 }
 
-func laneKey(tag string, raw []byte) string {
-	if id := event.MinionOf(tag, raw); id != "" {
-		return id
-	}
-	return tag
-}
-
-// OrderKey returns the key an event envelope is ordered by: its minion
-// (event.MinionOf), else its tag; "" for a malformed envelope. Submit
-// queues the events of one key on one lane; --partitions spreads them
-// over replicas by it.
-func OrderKey(body []byte) string {
-	tag, raw, err := event.SplitEnvelope(body)
-	if err != nil {
-		return ""
-	}
-	return laneKey(tag, raw)
-}
-
 // Stop stops accepting events and waits for queued ones to finish, at most
 // until ctx ends; then it cancels the debounces still waiting for their
 // quiet period. A debounced JetStream event was never acknowledged: it is

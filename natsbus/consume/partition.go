@@ -22,13 +22,16 @@ import (
 
 // Per-key order across replicas.
 //
-// The event stream is read through Partitions durable consumers, one per
-// partition, each over the whole stream. An event belongs to partition
-// PartitionOf(Key(event), Partitions); the key (the minion) is found in the
-// tag or in the data, so no subject token can carry it and the server
-// cannot split the stream by it: every partition's consumer sees every
-// event, handles its own and passes over the others. Each partition is
-// owned by one replica at a time, through a lease in a key-value bucket
+// The publishers put a hash of each event's ordering key (its minion, else
+// its tag) into its subject (natsbus.KeyedSubject), and the stream stores
+// the event under its partition's subject (natsbus.PartitionTransform:
+// the server's own partition() mapping of the hash). The stream is read
+// through Partitions durable consumers, each filtered to its partition's
+// subject, so that each receives only its own events, plus one consumer
+// for the events published without a key (core NATS publishers, older
+// bridges, other tools), whose subjects stay under the event prefix: the
+// plain lane, kept whatever the number of partitions. Each of these
+// consumers is owned by one replica at a time, through a lease in a key-value bucket
 // (a key with a time to live, renewed and taken over by compare-and-set);
 // the consumer's pinned-client priority group keeps a second puller out
 // even if two replicas believed they held the lease. The owner hands the
@@ -37,6 +40,12 @@ import (
 // its acknowledgement floor before pulling, so the events its predecessor
 // left unacknowledged come again, in order, before any later one; the
 // only events handled twice are those in flight at a death or a hand-over.
+//
+// Changing the number of partitions (every replica stopped, then started
+// with the new number) drains the old number's partitions first: their
+// consumers are leased, consumed and balanced as the others, and deleted
+// once empty; the new partitions start when none is left, so that the
+// events of one minion are still handled in stream order.
 
 // requestTimeout bounds one JetStream API request of a partition's
 // session start.
@@ -53,10 +62,6 @@ type PartitionOptions struct {
 	// must use the same number: ConsumePartitioned refuses to start
 	// while a replica with another number is alive.
 	Partitions int
-	// Key returns an event's ordering key (its minion, else its tag) from
-	// the message body. Events with one key are handled one at a time, in
-	// stream order.
-	Key func(body []byte) string
 	// Replica names this process among the replicas (default
 	// host-pid-time); it must be unique.
 	Replica string
@@ -108,13 +113,19 @@ func keySafe(s string) string {
 	return string(b)
 }
 
-// PartitionOf returns the partition of key among n: FNV-1a of the key,
-// modulo n. Every replica and version must agree on it.
-func PartitionOf(key string, n int) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return int(h.Sum32() % uint32(n))
+// unit is one consumer a replica may hold: a partition of this number,
+// the plain lane, or a partition of another number being drained.
+type unit struct {
+	i      int    // its index: partitions 0 to N-1, the plain lane N, drained ones above
+	name   string // its durable consumer
+	lease  string // its lease key in the bucket
+	filter string // its subject filter
+	what   string // for logs and descriptions
+	old    bool   // another number's partition: drained, then deleted
 }
+
+// oldBase numbers the units of another number of partitions being drained.
+const oldBase = 10000
 
 // Partitioned consumes the event stream by partitions (see
 // ConsumePartitioned). Stop ends the pulling; Release, once the handler's
@@ -128,8 +139,11 @@ type Partitioned struct {
 	prefix  string // consumer names: <Durable>-<N>-
 
 	mu       sync.Mutex
+	own      []*unit       // this number's partitions and the plain lane
+	old      map[int]*unit // another number's partitions left to drain
+	byLease  map[string]int
 	owned    map[int]*partRun
-	leases   map[int]string // from the bucket's watch: partition → owner
+	leases   map[int]string // from the bucket's watch: unit → owner
 	members  map[string]int // live replicas → their number of partitions
 	stopping bool
 	release  *partRun // a hand-over under way
@@ -147,7 +161,7 @@ type Partitioned struct {
 	relOnce  sync.Once
 	cancel   context.CancelFunc
 
-	resyncs, ignored atomic.Int64
+	resyncs, ignored, received atomic.Int64
 }
 
 // ErrPartitionsDiffer reports a replica started with another number of
@@ -167,11 +181,8 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 	if o.Partitions < 1 || o.Partitions > 1024 {
 		return nil, fmt.Errorf("partitions %d: want 1 to 1024", o.Partitions)
 	}
-	if o.Key == nil {
-		return nil, errors.New("partitions: no Key function")
-	}
 	so := o.StreamOptions
-	so.Partitioned = true // interest retention: several consumers, created below
+	so.Partitions = o.Partitions // interest retention, and the subject transform to this number
 	if err := retryTransient(ctx, func() error { return c.EnsureStream(ctx, so) }); err != nil {
 		return nil, err
 	}
@@ -182,9 +193,16 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 	}
 	run, cancel := context.WithCancel(context.Background())
 	p := &Partitioned{c: c, o: o, handler: handler, log: o.Logger, state: st, prefix: o.Durable + "-" + strconv.Itoa(o.Partitions) + "-",
+		old: map[int]*unit{}, byLease: map[string]int{},
 		owned: map[int]*partRun{}, leases: map[int]string{}, members: map[string]int{}, warned: map[string]bool{},
 		readAt: time.Now(), unowned: map[int]time.Time{},
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+	for i := range o.Partitions {
+		p.addUnit(&unit{i: i, name: p.prefix + strconv.Itoa(i), lease: "lease." + strconv.Itoa(o.Partitions) + "." + strconv.Itoa(i),
+			filter: natsbus.PartitionFilter(c.Prefix(), o.Partitions, i), what: fmt.Sprintf("partition %d of %d of the events", i, o.Partitions)})
+	}
+	p.addUnit(&unit{i: o.Partitions, name: o.Durable + plainSuffix, lease: "lease.plain", filter: c.Prefix() + ">",
+		what: "the events published without a partition key"})
 	if err := st.Watch(ctx, run, p.apply); err != nil {
 		cancel()
 		return nil, fmt.Errorf("partitions: %w", err)
@@ -210,21 +228,60 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 	return p, nil
 }
 
-// consumerName is partition i's durable consumer.
-func (p *Partitioned) consumerName(i int) string { return p.prefix + strconv.Itoa(i) }
+// plainSuffix names the plain lane's consumer after the durable name.
+const plainSuffix = "-plain"
 
-func (p *Partitioned) leaseKey(i int) string {
-	return "lease." + strconv.Itoa(p.o.Partitions) + "." + strconv.Itoa(i)
+// addUnit makes u one of the units (p.mu held, or before manage runs).
+func (p *Partitioned) addUnit(u *unit) {
+	if u.old {
+		p.old[u.i] = u
+	} else {
+		p.own = append(p.own, u)
+	}
+	p.byLease[u.lease] = u.i
+}
+
+// unit returns unit i, nil once it is gone (a drained one).
+func (p *Partitioned) unit(i int) *unit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unitLocked(i)
+}
+
+func (p *Partitioned) unitLocked(i int) *unit {
+	if i >= oldBase {
+		return p.old[i]
+	}
+	if i < len(p.own) {
+		return p.own[i]
+	}
+	return nil
+}
+
+// active lists the units replicas hold now: those of another number of
+// partitions while any is left to drain, else this number's (p.mu held).
+func (p *Partitioned) active() []*unit {
+	if len(p.old) == 0 {
+		return p.own
+	}
+	out := make([]*unit, 0, len(p.old))
+	for _, u := range p.old {
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b *unit) int { return cmp.Compare(a.i, b.i) })
+	return out
 }
 
 // consumerSet is a set of the reactor's consumers on the event stream:
 // the shared durable consumer, or the consumers of one number of
 // partitions.
 type consumerSet struct {
-	names   []string
-	floor   uint64    // the lowest acknowledgement floor (stream sequence)
-	last    time.Time // the latest delivery or creation of any of them
-	waiting int       // pull requests waiting on them (someone consumes)
+	names    []string
+	floor    uint64            // the lowest acknowledgement floor (stream sequence)
+	last     time.Time         // the latest delivery or creation of any of them
+	waiting  int               // pull requests waiting on them (someone consumes)
+	filtered bool              // filtered to their subjects (partitions by subject); an earlier version's read the whole stream
+	backlog  map[string]uint64 // per consumer: events not delivered or not acknowledged
 }
 
 // consumerSets lists the reactor's consumers on the event stream by set:
@@ -240,7 +297,7 @@ func consumerSets(c *natsbus.Conn, ctx context.Context, stream, durable string) 
 	for info := range l.Info() {
 		name, set := info.Name, ""
 		switch {
-		case name == durable:
+		case name == durable, name == durable+plainSuffix:
 			set = name
 		case strings.HasPrefix(name, durable+"-"):
 			n, i, ok := strings.Cut(strings.TrimPrefix(name, durable+"-"), "-")
@@ -256,10 +313,12 @@ func consumerSets(c *natsbus.Conn, ctx context.Context, stream, durable string) 
 		}
 		g := sets[set]
 		if g == nil {
-			g = &consumerSet{floor: info.AckFloor.Stream}
+			g = &consumerSet{floor: info.AckFloor.Stream, filtered: true, backlog: map[string]uint64{}}
 			sets[set] = g
 		}
 		g.names = append(g.names, name)
+		g.filtered = g.filtered && (info.Config.FilterSubject != "" || len(info.Config.FilterSubjects) > 0)
+		g.backlog[name] = info.NumPending + uint64(info.NumAckPending)
 		g.floor = min(g.floor, info.AckFloor.Stream)
 		if info.Delivered.Last != nil && info.Delivered.Last.After(g.last) {
 			g.last = *info.Delivered.Last
@@ -275,8 +334,10 @@ func consumerSets(c *natsbus.Conn, ctx context.Context, stream, durable string) 
 	return sets, nil
 }
 
-// ensureConsumers puts this number of partitions' consumers in place and
-// removes the reactor's other consumers on the stream.
+// ensureConsumers puts this number of partitions' consumers and the plain
+// lane's in place, removes the reactor's other consumers on the stream,
+// and makes the partitions of another number that still hold events units
+// to drain.
 //
 // New consumers start where the reactor left off: after the lowest
 // acknowledgement floor of the set of consumers that delivered an event
@@ -284,15 +345,20 @@ func consumerSets(c *natsbus.Conn, ctx context.Context, stream, durable string) 
 // that switching to partitions, or to another number of them, neither runs
 // the stream's history again nor skips what was not handled. This
 // number's consumers left from an earlier run are stale when another set
-// delivered since: they are created again from that set's floor.
+// delivered since, and so are consumers that read the whole stream (made
+// by a version before partitions by subject): they are created again from
+// that set's floor. The plain lane's consumer is kept across numbers of
+// partitions (its events are not partitioned); the shared consumer's
+// delivering since makes it stale too.
 //
-// The other sets are then deleted: with interest retention the stream
-// keeps an event until every consumer acknowledged it, so a set nobody
-// reads would hold every event until MaxAge. Replicas with another number
-// of partitions were refused before; the shared consumer is kept (and
-// reported) while a daemon still pulls from it.
+// The other sets are then deleted once empty: with interest retention the
+// stream keeps an event until every consumer acknowledged it, so a set
+// nobody reads would hold every event until MaxAge. Replicas with another
+// number of partitions were refused before; the shared consumer is kept
+// (and reported) while a daemon still pulls from it.
 func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 	own := strings.TrimSuffix(p.prefix, "-")
+	plainName := p.o.Durable + plainSuffix
 	var sets map[string]*consumerSet
 	err := retryTransient(ctx, func() error {
 		var err error
@@ -302,6 +368,8 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing the consumers of stream %s: %w", p.o.Stream, err)
 	}
+	plain := sets[plainName]
+	delete(sets, plainName)
 	var latest *consumerSet
 	latestName := ""
 	for name, g := range sets {
@@ -309,34 +377,46 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 			latest, latestName = g, name
 		}
 	}
+	mine := sets[own]
+	usedLast := mine != nil && (latest == nil || !latest.last.After(mine.last))
 	start := uint64(0)
-	switch mine := sets[own]; {
-	case mine != nil && (latest == nil || !latest.last.After(mine.last)):
+	switch {
+	case usedLast:
 		// This number's consumers were used last: a missing one starts
 		// after their floor.
 		start = mine.floor + 1
 	case latest != nil:
 		start = latest.floor + 1
 		p.log.Info("new partition consumers start after the acknowledgement floor of the consumers used last", "consumers", latestName, "from_seq", start)
-		if mine != nil {
-			p.log.Warn("deleting this number of partitions' consumers left from an earlier run: others delivered events since", "consumers", own, "count", len(mine.names))
-			for _, name := range mine.names {
-				if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-					return fmt.Errorf("deleting stale partition consumer %s: %w", name, err)
-				}
-			}
+	}
+	if mine != nil && (!usedLast || !mine.filtered) {
+		why := "deleting this number of partitions' consumers left from an earlier run: others delivered events since"
+		if !mine.filtered {
+			why = "deleting this number of partitions' consumers made by an earlier version (each read the whole stream): made again, filtered to their partition"
+		}
+		p.log.Warn(why, "consumers", own, "count", len(mine.names), "from_seq", start)
+		if err := p.deleteConsumers(ctx, mine.names); err != nil {
+			return err
 		}
 	}
-	for i := range p.o.Partitions {
-		name := p.consumerName(i)
-		cfg := jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckAllPolicy, AckWait: p.o.AckWait,
+	if plain != nil && latestName == p.o.Durable && latest.last.After(plain.last) {
+		p.log.Warn("deleting the plain lane's consumer left from an earlier run: the shared consumer delivered events since", "consumer", plainName, "from_seq", start)
+		if err := p.deleteConsumers(ctx, plain.names); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	units := slices.Clone(p.own)
+	p.mu.Unlock()
+	for _, u := range units {
+		cfg := jetstream.ConsumerConfig{Durable: u.name, AckPolicy: jetstream.AckAllPolicy, AckWait: p.o.AckWait, FilterSubject: u.filter,
 			MaxAckPending: p.o.MaxAckPending, PriorityPolicy: jetstream.PriorityPolicyPinned, PinnedTTL: 2 * p.o.LeaseTTL,
-			PriorityGroups: []string{PartitionGroup}, Description: fmt.Sprintf("reactord: partition %d of %d of the events", i, p.o.Partitions)}
+			PriorityGroups: []string{PartitionGroup}, Description: "reactord: " + u.what}
 		if start > 1 {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 		}
 		err := retryTransient(ctx, func() error {
-			_, err := p.c.JetStream().Consumer(ctx, p.o.Stream, name)
+			_, err := p.c.JetStream().Consumer(ctx, p.o.Stream, u.name)
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				_, err = p.c.JetStream().CreateConsumer(ctx, p.o.Stream, cfg)
 				if errors.Is(err, jetstream.ErrConsumerExists) {
@@ -346,7 +426,7 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("partition consumer %s: %w", name, err)
+			return fmt.Errorf("partition consumer %s: %w", u.name, err)
 		}
 	}
 	for name, g := range sets {
@@ -357,14 +437,58 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 			p.log.Warn("a daemon without partitions still reads the stream through the shared consumer: per-minion order does not hold between it and the partitions, and the stream keeps events until it acknowledged them", "consumer", name)
 			continue
 		}
+		var left []string
 		for _, c := range g.names {
+			if name != p.o.Durable && g.filtered && g.backlog[c] > 0 {
+				left = append(left, c)
+				continue
+			}
 			if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				p.log.Warn("could not delete a consumer no replica uses; the stream keeps events for it until MaxAge (nats consumer rm)", "consumer", c, "err", err)
 			}
 		}
-		p.log.Info("deleted the reactor's consumers no replica uses (another number of partitions, or the shared consumer), which would hold events in the stream", "consumers", name, "count", len(g.names))
+		if len(left) == 0 {
+			p.log.Info("deleted the reactor's consumers no replica uses (another number of partitions, or the shared consumer), which would hold events in the stream", "consumers", name, "count", len(g.names))
+			continue
+		}
+		p.drainLater(name, left, g.backlog)
 	}
 	return nil
+}
+
+// deleteConsumers deletes the named consumers of the event stream.
+func (p *Partitioned) deleteConsumers(ctx context.Context, names []string) error {
+	for _, name := range names {
+		if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("deleting stale partition consumer %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// drainLater makes the consumers of another number of partitions that
+// still hold events (set is Durable-M) units to drain before this
+// number's partitions start.
+func (p *Partitioned) drainLater(set string, names []string, backlog map[string]uint64) {
+	slices.Sort(names)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var total uint64
+	for _, name := range names {
+		known := false
+		for _, u := range p.old {
+			known = known || u.name == name
+		}
+		total += backlog[name]
+		if known {
+			continue
+		}
+		m, j, _ := strings.Cut(strings.TrimPrefix(name, p.o.Durable+"-"), "-")
+		p.addUnit(&unit{i: oldBase + len(p.byLease), name: name, lease: "lease." + m + "." + j, old: true,
+			what: fmt.Sprintf("partition %s of %s (drained before the %d partitions start)", j, m, p.o.Partitions)})
+	}
+	p.log.Warn("another number of partitions' consumers still hold events: they are drained first, in order, and this number's partitions start once they are empty",
+		"consumers", set, "left", len(names), "events", total, "partitions", p.o.Partitions)
 }
 
 // apply takes a change of the bucket: a replica's presence or a lease.
@@ -383,9 +507,9 @@ func (p *Partitioned) apply(e kv.StateEntry) {
 		} else {
 			delete(p.members, id)
 		}
-	case strings.HasPrefix(e.Key, "lease."+strconv.Itoa(p.o.Partitions)+"."):
-		i, err := strconv.Atoi(e.Key[strings.LastIndexByte(e.Key, '.')+1:])
-		if err != nil {
+	case strings.HasPrefix(e.Key, "lease."):
+		i, ok := p.byLease[e.Key]
+		if !ok {
 			break
 		}
 		if e.Deleted || len(e.Value) == 0 {
@@ -415,10 +539,11 @@ func (p *Partitioned) refresh() {
 	if err != nil {
 		return
 	}
-	leases, err := p.state.Scan(ctx, "lease."+strconv.Itoa(p.o.Partitions)+".")
+	leases, err := p.state.Scan(ctx, "lease.")
 	if err != nil {
 		return
 	}
+	p.forgetDrained(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.members)
@@ -429,7 +554,7 @@ func (p *Partitioned) refresh() {
 	}
 	clear(p.leases)
 	for k, v := range leases {
-		if i, err := strconv.Atoi(k[strings.LastIndexByte(k, '.')+1:]); err == nil && len(v) > 0 {
+		if i, ok := p.byLease[k]; ok && len(v) > 0 {
 			p.leases[i] = string(v)
 		}
 	}
@@ -440,11 +565,18 @@ func (p *Partitioned) refresh() {
 	}
 	now := time.Now()
 	p.readAt = now
-	for i := range p.o.Partitions {
-		if p.leases[i] != "" {
+	active := map[int]bool{}
+	for _, u := range p.active() {
+		active[u.i] = true
+		if p.leases[u.i] != "" {
+			delete(p.unowned, u.i)
+		} else if _, ok := p.unowned[u.i]; !ok {
+			p.unowned[u.i] = now
+		}
+	}
+	for i := range p.unowned {
+		if !active[i] {
 			delete(p.unowned, i)
-		} else if _, ok := p.unowned[i]; !ok {
-			p.unowned[i] = now
 		}
 	}
 }
@@ -472,7 +604,11 @@ func (p *Partitioned) Health() error {
 		}
 	}
 	if d := time.Since(since); worst >= 0 && d > 3*p.o.LeaseTTL {
-		return fmt.Errorf("partition %d of %d has had no owner for %s (%d without one)", worst, p.o.Partitions, d.Round(time.Second), len(p.unowned))
+		what := fmt.Sprintf("unit %d", worst)
+		if u := p.unitLocked(worst); u != nil {
+			what = u.what
+		}
+		return fmt.Errorf("%s has had no owner for %s (%d without one)", what, d.Round(time.Second), len(p.unowned))
 	}
 	return nil
 }
@@ -537,7 +673,7 @@ func (p *Partitioned) renew() {
 		wg.Go(func() {
 			began := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), p.o.LeaseTTL/4)
-			ok, err := p.state.Update(ctx, p.leaseKey(r.i), p.o.LeaseTTL, func(old []byte) ([]byte, bool) {
+			ok, err := p.state.Update(ctx, r.u.lease, p.o.LeaseTTL, func(old []byte) ([]byte, bool) {
 				return []byte(p.o.Replica), string(old) == p.o.Replica
 			})
 			cancel()
@@ -554,7 +690,8 @@ func (p *Partitioned) renew() {
 	wg.Wait()
 }
 
-// share is how many partitions this replica should hold.
+// share is how many of the active units (see active) this replica should
+// hold (p.mu held).
 func (p *Partitioned) share() int {
 	live := 1
 	for id, n := range p.members {
@@ -562,22 +699,22 @@ func (p *Partitioned) share() int {
 			live++
 		}
 	}
-	return (p.o.Partitions + live - 1) / live
+	return (len(p.active()) + live - 1) / live
 }
 
-// preference orders the partitions for this replica (rendezvous hashing),
-// so that each replica prefers different ones and keeps them.
-func (p *Partitioned) preference() []int {
-	order := make([]int, p.o.Partitions)
-	score := make([]uint32, p.o.Partitions)
-	for i := range order {
-		order[i] = i
+// preference orders the active units for this replica (rendezvous
+// hashing), so that each replica prefers different ones and keeps them
+// (p.mu held).
+func (p *Partitioned) preference() []*unit {
+	units := slices.Clone(p.active())
+	score := make(map[int]uint32, len(units))
+	for _, u := range units {
 		h := fnv.New32a()
-		_, _ = h.Write([]byte(p.o.Replica + "/" + strconv.Itoa(i)))
-		score[i] = h.Sum32()
+		_, _ = h.Write([]byte(p.o.Replica + "/" + u.name))
+		score[u.i] = h.Sum32()
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(score[b], score[a]) })
-	return order
+	slices.SortFunc(units, func(a, b *unit) int { return cmp.Compare(score[b.i], score[a.i]) })
+	return units
 }
 
 // balance takes free partitions up to this replica's share, or hands one
@@ -588,35 +725,37 @@ func (p *Partitioned) balance() {
 	pref := p.preference()
 	held := len(p.owned)
 	if held > share && p.release == nil {
-		for _, i := range slices.Backward(pref) {
-			if r := p.owned[i]; r != nil {
+		for _, u := range slices.Backward(pref) {
+			if r := p.owned[u.i]; r != nil {
 				p.release = r
-				go p.handOver(r, fmt.Sprintf("balancing: %d replicas, %d partitions each at most", (p.o.Partitions+share-1)/share, share))
+				go p.handOver(r, fmt.Sprintf("balancing: %d consumers to share, %d each at most", len(pref), share))
 				break
 			}
 		}
 	}
-	var free []int
+	var free []*unit
 	if held < share {
-		for _, i := range pref {
+		for _, u := range pref {
+			i := u.i
 			// A lease held by a replica no longer present is tried
 			// too: its expiry may not have reached this replica (a
 			// watch cut by a node's death), and past twice its time a
 			// lease the server failed to expire is stale.
 			if owner := p.leases[i]; p.owned[i] == nil && (owner == "" || p.members[owner] == 0) {
-				free = append(free, i)
+				free = append(free, u)
 			}
 		}
 	}
 	p.mu.Unlock()
-	for _, i := range free {
+	for _, u := range free {
+		i := u.i
 		if held >= share {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.o.LeaseTTL/4)
 		began := time.Now()
 		var stale string
-		ok, err := p.state.UpdateAt(ctx, p.leaseKey(i), p.o.LeaseTTL, func(old []byte, written time.Time) ([]byte, bool) {
+		ok, err := p.state.UpdateAt(ctx, u.lease, p.o.LeaseTTL, func(old []byte, written time.Time) ([]byte, bool) {
 			stale = ""
 			if len(old) > 0 && time.Since(written) > 2*p.o.LeaseTTL {
 				stale = string(old)
@@ -628,10 +767,10 @@ func (p *Partitioned) balance() {
 			continue
 		}
 		if stale != "" {
-			p.log.Warn("partition lease of a replica gone was not expired by the server: taken over", "partition", i, "holder", stale)
+			p.log.Warn("partition lease of a replica gone was not expired by the server: taken over", "consumer", u.name, "holder", stale)
 		}
 		held++
-		r := newPartRun(p, i)
+		r := newPartRun(p, u)
 		r.renewed.Store(began.UnixNano())
 		p.mu.Lock()
 		stopping := p.stopping
@@ -641,18 +780,73 @@ func (p *Partitioned) balance() {
 		}
 		p.mu.Unlock()
 		if stopping {
-			p.writeFree(i)
+			p.writeFree(u)
 			return
 		}
 		go r.start("acquired")
 	}
 }
 
-// writeFree marks partition i's lease free, if this replica holds it.
-func (p *Partitioned) writeFree(i int) {
+// drained ends the drain of another number's partition r: its consumer is
+// deleted, its lease freed, and this number's partitions start once none
+// is left.
+func (p *Partitioned) drained(r *partRun, why string) {
+	r.halt()
+	r.settle(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, r.u.name)
+	cancel()
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		p.log.Warn("drained partition: deleting its consumer failed; retried by the next holder", "consumer", r.u.name, "err", err)
+		p.lose(r, "its consumer could not be deleted")
+		return
+	}
+	p.mu.Lock()
+	if p.owned[r.i] == r {
+		delete(p.owned, r.i)
+	}
+	delete(p.old, r.i)
+	left := len(p.old)
+	p.mu.Unlock()
+	p.state.Delete(r.u.lease, time.Second)
+	p.log.Info("partition of the former number drained: consumer deleted", "consumer", r.u.name, "reason", why, "left", left)
+	if left == 0 {
+		p.log.Info("the former number's partitions are drained: this number's partitions start", "partitions", p.o.Partitions)
+	}
+	p.changed("drained", r.i)
+	p.poke()
+}
+
+// forgetDrained drops the units of another number whose consumer another
+// replica deleted, once drained.
+func (p *Partitioned) forgetDrained(ctx context.Context) {
+	p.mu.Lock()
+	var names []*unit
+	for _, u := range p.old {
+		if p.owned[u.i] == nil {
+			names = append(names, u)
+		}
+	}
+	p.mu.Unlock()
+	for _, u := range names {
+		_, err := p.c.JetStream().Consumer(ctx, p.o.Stream, u.name)
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue
+		}
+		p.mu.Lock()
+		if p.owned[u.i] == nil {
+			delete(p.old, u.i)
+		}
+		p.mu.Unlock()
+		p.poke()
+	}
+}
+
+// writeFree marks u's lease free, if this replica holds it.
+func (p *Partitioned) writeFree(u *unit) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = p.state.Update(ctx, p.leaseKey(i), time.Second, func(old []byte) ([]byte, bool) {
+	_, _ = p.state.Update(ctx, u.lease, time.Second, func(old []byte) ([]byte, bool) {
 		return []byte{}, string(old) == p.o.Replica
 	})
 }
@@ -670,7 +864,7 @@ func (p *Partitioned) lose(r *partRun, why string) {
 	r.halt()
 	go r.settle(0) // acknowledge what was handled; the rest goes to the next owner
 	p.log.Error("partition lost: stopped consuming it; its events not acknowledged go to the replica that takes it over",
-		"partition", r.i, "replica", p.o.Replica, "reason", why)
+		"consumer", r.u.name, "replica", p.o.Replica, "reason", why)
 	p.changed("lost", r.i)
 }
 
@@ -692,8 +886,8 @@ func (p *Partitioned) handOver(r *partRun, why string) {
 	if !mine {
 		return
 	}
-	p.writeFree(r.i)
-	p.log.Info("partition handed over", "partition", r.i, "replica", p.o.Replica, "reason", why)
+	p.writeFree(r.u)
+	p.log.Info("partition handed over", "consumer", r.u.name, "replica", p.o.Replica, "reason", why)
 	p.changed("released", r.i)
 	p.poke()
 }
@@ -719,6 +913,11 @@ func (p *Partitioned) Owned() []int {
 // Resyncs returns how many times a partition was reset to its
 // acknowledgement floor while held (a missed delivery, a refused event).
 func (p *Partitioned) Resyncs() int64 { return p.resyncs.Load() }
+
+// Received returns how many deliveries this replica's consumers received,
+// redeliveries included: with partitions by subject, about the events of
+// the partitions it held, not every event of the stream.
+func (p *Partitioned) Received() int64 { return p.received.Load() }
 
 // Ignored returns how many redeliveries of events already taken were
 // passed over.
@@ -766,7 +965,7 @@ func (p *Partitioned) Release(ctx context.Context) {
 		for _, r := range runs {
 			wg.Go(func() {
 				r.settle(wait)
-				p.writeFree(r.i)
+				p.writeFree(r.u)
 				p.changed("released", r.i)
 			})
 		}
@@ -784,7 +983,8 @@ func (p *Partitioned) Release(ctx context.Context) {
 // taken from it in stream order, and their acknowledgement.
 type partRun struct {
 	p       *Partitioned
-	i       int
+	u       *unit
+	i       int          // u.i
 	renewed atomic.Int64 // when the lease was last renewed (Unix ns, the renewal's start)
 	lost    atomic.Bool  // the lease is gone: events taken are not to be handled here
 	took    atomic.Int64 // when an event was last taken, or the session began (Unix ns): the stall check's progress
@@ -809,12 +1009,11 @@ type takenMsg struct {
 	seq     uint64
 	session int
 	since   time.Time
-	mine    bool // this partition's: handed to the handler
 	done    bool
 }
 
-func newPartRun(p *Partitioned, i int) *partRun {
-	return &partRun{p: p, i: i, quit: make(chan struct{})}
+func newPartRun(p *Partitioned, u *unit) *partRun {
+	return &partRun{p: p, u: u, i: u.i, quit: make(chan struct{})}
 }
 
 func (r *partRun) renewedAt() time.Time { return time.Unix(0, r.renewed.Load()) }
@@ -832,7 +1031,7 @@ func (r *partRun) start(change string) {
 	if !r.sessionRetrying("partition: starting its consumption failed; retrying") {
 		return
 	}
-	p.log.Info("partition "+change+": consuming it from its acknowledgement floor", "partition", r.i, "replica", p.o.Replica, "from_seq", r.nextSeq())
+	p.log.Info("partition "+change+": consuming it from its acknowledgement floor", "consumer", r.u.name, "replica", p.o.Replica, "from_seq", r.nextSeq())
 	p.changed(change, r.i)
 }
 
@@ -849,7 +1048,7 @@ func (r *partRun) sessionRetrying(failed string) bool {
 			return false
 		}
 		if attempt == 1 || attempt%20 == 0 {
-			r.p.log.Warn(failed, "partition", r.i, "attempts", attempt, "err", err)
+			r.p.log.Warn(failed, "consumer", r.u.name, "attempts", attempt, "err", err)
 		}
 		select {
 		case <-r.quit:
@@ -881,7 +1080,7 @@ func (r *partRun) nextSeq() uint64 {
 // answered, and the caller retries at once.
 func (r *partRun) session0() error {
 	p := r.p
-	name := p.consumerName(r.i)
+	name := r.u.name
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	s, err := p.c.JetStream().Stream(ctx, p.o.Stream)
 	cancel()
@@ -894,6 +1093,10 @@ func (r *partRun) session0() error {
 	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
 	res, err := s.ResetConsumer(ctx, name)
 	cancel()
+	if errors.Is(err, jetstream.ErrConsumerNotFound) && r.u.old {
+		p.drained(r, "its consumer is gone")
+		return nil
+	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		if err = p.ensureConsumers(ctx); err == nil {
@@ -947,6 +1150,7 @@ func (r *partRun) session0() error {
 // already taken is passed over (acknowledged again if it is handled); a
 // missed delivery (the consumer sequence jumps) resets the partition.
 func (r *partRun) receive(m jetstream.Msg) {
+	r.p.received.Add(1)
 	md, err := m.Metadata()
 	if err != nil {
 		return
@@ -980,17 +1184,10 @@ func (r *partRun) receive(m jetstream.Msg) {
 	}
 	r.next = md.Sequence.Stream + 1
 	r.took.Store(time.Now().UnixNano())
-	mine := PartitionOf(p.o.Key(m.Data()), p.o.Partitions) == r.i
-	t := &takenMsg{m: m, seq: md.Sequence.Stream, session: r.session, since: time.Now(), mine: mine}
+	t := &takenMsg{m: m, seq: md.Sequence.Stream, session: r.session, since: time.Now()}
 	r.taken = append(r.taken, t)
-	if mine {
-		r.inflight++
-	}
+	r.inflight++
 	r.mu.Unlock()
-	if !mine {
-		r.settleOne(t, true)
-		return
-	}
 	var once sync.Once
 	ack := func() error {
 		err := errors.New("message already acknowledged or refused")
@@ -1015,9 +1212,7 @@ func (r *partRun) receive(m jetstream.Msg) {
 func (r *partRun) settleOne(t *takenMsg, done bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if t.mine {
-		r.inflight--
-	}
+	r.inflight--
 	if t.session != r.session {
 		return // a past session's: its events come again
 	}
@@ -1042,7 +1237,7 @@ func (r *partRun) acks() {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	every := max(r.p.o.AckWait/4, 10*time.Millisecond)
-	lastProgress, lastCheck := time.Now(), time.Now()
+	lastProgress, lastCheck, lastEmpty := time.Now(), time.Now(), time.Now()
 	stalled := 0
 	for {
 		select {
@@ -1054,6 +1249,13 @@ func (r *partRun) acks() {
 		r.ackFloor()
 		if r.overdue() {
 			r.p.lose(r, "its lease could not be renewed in time")
+		}
+		if r.u.old && time.Since(lastEmpty) >= 250*time.Millisecond {
+			lastEmpty = time.Now()
+			if r.empty() {
+				r.p.drained(r, "every event handled and acknowledged")
+				return
+			}
 		}
 		if time.Since(lastCheck) >= r.p.o.CheckEvery {
 			lastCheck = time.Now()
@@ -1081,6 +1283,26 @@ func (r *partRun) acks() {
 	}
 }
 
+// empty reports that a partition being drained has nothing left: nothing
+// taken and not settled here, nothing pending or unacknowledged on the
+// server.
+func (r *partRun) empty() bool {
+	r.mu.Lock()
+	busy := r.halted || r.pausing || r.cc == nil || len(r.taken) > 0 || r.inflight > 0
+	r.mu.Unlock()
+	if busy {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	cons, err := r.p.c.JetStream().Consumer(ctx, r.p.o.Stream, r.u.name)
+	if err != nil {
+		return false
+	}
+	info := cons.CachedInfo()
+	return info.NumPending == 0 && info.NumAckPending == 0
+}
+
 // checkStall returns stalled+1 when the partition's consumer has events
 // waiting for delivery but no new one was taken since the last check (a
 // pull lost with a node, a consumer leader that does not deliver, or one
@@ -1094,7 +1316,7 @@ func (r *partRun) checkStall(stalled int) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	cons, err := r.p.c.JetStream().Consumer(ctx, r.p.o.Stream, r.p.consumerName(r.i))
+	cons, err := r.p.c.JetStream().Consumer(ctx, r.p.o.Stream, r.u.name)
 	if err != nil || cons.CachedInfo().NumPending == 0 {
 		return 0
 	}
@@ -1182,7 +1404,7 @@ func (r *partRun) resync(why string) {
 	wait := r.backoff
 	r.mu.Unlock()
 	p.resyncs.Add(1)
-	p.log.Warn("partition resync: consuming it again from its acknowledgement floor", "partition", r.i, "reason", why, "after", wait.String())
+	p.log.Warn("partition resync: consuming it again from its acknowledgement floor", "consumer", r.u.name, "reason", why, "after", wait.String())
 	p.changed("resync", r.i)
 	go func() {
 		if cc != nil {
@@ -1199,7 +1421,7 @@ func (r *partRun) resync(why string) {
 		case <-time.After(wait):
 		}
 		if r.sessionRetrying("partition resync failed; retrying") {
-			p.log.Info("partition resynced: consuming it from its acknowledgement floor", "partition", r.i, "from_seq", r.nextSeq())
+			p.log.Info("partition resynced: consuming it from its acknowledgement floor", "consumer", r.u.name, "from_seq", r.nextSeq())
 		}
 	}()
 }

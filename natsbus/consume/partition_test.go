@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/internal/ordercheck"
 	"github.com/reactord/reactord/internal/syncbuf"
@@ -100,7 +102,7 @@ func startReplica(t *testing.T, url, name string, log *orderLog) *replica {
 	}
 	p, err := NewPartitioned(context.Background(), c, PartitionOptions{
 		StreamOptions: natsbus.StreamOptions{AckWait: 5 * time.Second, MaxAckPending: 4096},
-		Partitions:    6, Key: testKey, Replica: name, LeaseTTL: 2 * time.Second,
+		Partitions:    6, Replica: name, LeaseTTL: 2 * time.Second,
 		OnChange: func(change string, _ int) {
 			if change == "lost" || change == "resync" {
 				r.unplanned.Add(1)
@@ -130,7 +132,7 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	srv, pub := natstest.Start(t)
 	log := newOrderLog()
 	a := startReplica(t, srv.ClientURL(), "a", log)
-	checkPartitions(t, a, 6)
+	checkPartitions(t, a, 7) // six partitions and the plain lane
 
 	const keys, each = 40, 60
 	published := make(chan struct{})
@@ -139,7 +141,7 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 		for n := range each {
 			for k := range keys {
 				body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
-				if err := pub.PublishStreamAsync("myco/ev", []byte(body), natsbus.Meta{}); err != nil {
+				if err := pub.PublishStreamAsync("myco/ev", []byte(body), natsbus.Meta{Key: fmt.Sprintf("k%d", k)}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -164,7 +166,7 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	waitHandled(keys * each / 4)
 	b := startReplica(t, srv.ClientURL(), "b", log)
 	checkPartitions(t, b, 3)
-	checkPartitions(t, a, 3)
+	checkPartitions(t, a, 4)
 	_, dupsBefore, _ := log.check()
 	unplanned := a.unplanned.Load() + b.unplanned.Load()
 	waitHandled(keys * each / 2)
@@ -174,7 +176,7 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	a.p.Stop()
 	a.c.NATS().Close()
 	killed := time.Now()
-	checkPartitions(t, b, 6)
+	checkPartitions(t, b, 7)
 	took := time.Since(killed)
 	<-published
 	waitHandled(keys * each)
@@ -194,6 +196,12 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	if took > 2*time.Second+1500*time.Millisecond {
 		t.Fatalf("takeover took %v", took)
 	}
+	// Each partition's consumer received its own events only: the
+	// deliveries of all seven add up to the events (and the few
+	// redelivered), not to seven times them.
+	if delivered := a.p.Received() + b.p.Received(); delivered < keys*each || delivered > keys*each*11/10 {
+		t.Fatalf("the partition consumers delivered %d events in all for %d published", delivered, keys*each)
+	}
 	b.p.Release(context.Background())
 }
 
@@ -207,29 +215,6 @@ func checkPartitions(t *testing.T, r *replica, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// TestPartitionOf: the partition function is FNV-1a modulo n, the same
-// for every replica and version.
-func TestPartitionOf(t *testing.T) {
-	for _, c := range []struct {
-		key  string
-		n    int
-		want int
-	}{{"web1", 8, int(fnv32a("web1") % 8)}, {"", 4, int(fnv32a("") % 4)}, {"salt/auth", 1, 0}} {
-		if got := PartitionOf(c.key, c.n); got != c.want {
-			t.Errorf("PartitionOf(%q, %d) = %d, want %d", c.key, c.n, got, c.want)
-		}
-	}
-	if PartitionOf("web1", 8) != 0 { // pinned: a change would move minions between partitions on upgrade
-		t.Errorf("PartitionOf(web1, 8) = %d, the value was 0", PartitionOf("web1", 8))
-	}
-}
-
-func fnv32a(s string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return h.Sum32()
 }
 
 // TestPartitionsResumeWhereTheReactorLeftOff: switching from the shared
@@ -255,7 +240,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	publish := func(k int) {
 		t.Helper()
 		for range k {
-			if err := c.PublishStream(ctx, "myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, next%7, next), natsbus.Meta{}); err != nil {
+			if err := c.PublishStream(ctx, "myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, next%7, next), natsbus.Meta{Key: fmt.Sprintf("k%d", next%7)}); err != nil {
 				t.Fatal(err)
 			}
 			next++
@@ -282,7 +267,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	}
 	// A stream made for partitions (interest retention); the shared
 	// consumer reads it first.
-	if err := c.EnsureStream(ctx, natsbus.StreamOptions{Partitioned: true}); err != nil {
+	if err := c.EnsureStream(ctx, natsbus.StreamOptions{Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
 	k, err := New(ctx, c, natsbus.StreamOptions{}, handle)
@@ -299,7 +284,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	// stream kept for them).
 	for _, n := range []int{2, 3, 2} {
 		publish(5)
-		p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, Key: testKey, LeaseTTL: 2 * time.Second}, handle)
+		p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second}, handle)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,6 +306,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 		for i := range n {
 			want = append(want, fmt.Sprintf("reactord-%d-%d", n, i))
 		}
+		want = append(want, "reactord-plain")
 		if !slices.Equal(names, want) {
 			t.Fatalf("after %d partitions the stream's consumers are %v, want %v", n, names, want)
 		}
@@ -334,7 +320,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.Stop()
-	if out := logBuf.String(); !strings.Contains(out, "consumers=reactord-2-0,reactord-2-1") {
+	if out := logBuf.String(); !strings.Contains(out, "consumers=reactord-2-0,reactord-2-1") || !strings.Contains(out, "consumers=reactord-plain") {
 		t.Fatalf("the shared consumer did not report the partition consumers left on the stream; log:\n%s", out)
 	}
 	// A work queue (the shared consumer's stream) allows one consumer:
@@ -345,7 +331,7 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	if err := c.EnsureStream(ctx, natsbus.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 2, Key: testKey}, handle); !errors.Is(err, natsbus.ErrWorkQueueStream) {
+	if _, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 2}, handle); !errors.Is(err, natsbus.ErrWorkQueueStream) {
 		t.Fatalf("partitions on a work-queue stream: %v, want ErrWorkQueueStream", err)
 	}
 }
@@ -381,5 +367,111 @@ func waitStreamEmpty(t *testing.T, c *natsbus.Conn) {
 			return
 		}
 	}
-	t.Fatalf("the stream still holds %d events its consumers acknowledged", n)
+	s, _ := c.JetStream().Stream(context.Background(), "REACTORD_EVENTS")
+	info, _ := s.Info(context.Background(), jetstream.WithSubjectFilter(">"))
+	l := s.ListConsumers(context.Background())
+	for ci := range l.Info() {
+		t.Logf("consumer %s filter %q floor %d delivered %d pending %d ackpending %d", ci.Name, ci.Config.FilterSubject, ci.AckFloor.Stream, ci.Delivered.Stream, ci.NumPending, ci.NumAckPending)
+	}
+	t.Fatalf("the stream still holds %d events its consumers acknowledged: %v (first %d)", n, info.State.Subjects, info.State.FirstSeq)
+}
+
+// TestChangingPartitionsDrainsTheFormerOnes: 3 → 6 → 3 partitions, each
+// change made while the former number's partitions still hold events (the
+// replica stopped before handling them, and more were published while none
+// ran): the new number's replica drains them first, then its own; every
+// event is handled once, each key's in order, and only the new number's
+// consumers and the plain lane's remain.
+func TestChangingPartitionsDrainsTheFormerOnes(t *testing.T) {
+	_, c := natstest.Start(t)
+	ctx := context.Background()
+	log := newOrderLog()
+	var limit, handled atomic.Int64
+	handle := func(m *natsbus.Message) {
+		if handled.Load() >= limit.Load() {
+			return // stopping: left unacknowledged, for the next owner
+		}
+		handled.Add(1)
+		var v struct {
+			Key string `json:"key"`
+			N   int    `json:"n"`
+		}
+		_ = json.Unmarshal(m.Body, &v)
+		log.mu.Lock()
+		log.seen[v.Key] = append(log.seen[v.Key], v.N)
+		log.mu.Unlock()
+		_ = m.Ack()
+	}
+	const keys = 12
+	next := 0
+	publish := func(k int) {
+		t.Helper()
+		for range k {
+			key := fmt.Sprintf("web%d", next%keys)
+			if err := c.PublishStream(ctx, "myco/ev", fmt.Appendf(nil, `{"key": %q, "n": %d}`, key, next/keys), natsbus.Meta{Key: key}); err != nil {
+				t.Fatal(err)
+			}
+			next++
+		}
+	}
+	waitHandled := func(want int64) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); handled.Load() < want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d events handled", handled.Load(), want)
+			}
+		}
+	}
+	// The consumers of 3 partitions, so that the stream keeps events for
+	// them (interest retention).
+	p0, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 3, LeaseTTL: 2 * time.Second}, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0.Stop()
+	p0.Release(ctx)
+	var drained atomic.Int64
+	for step, n := range []int{3, 6, 3} {
+		publish(60) // while no replica runs: the former number's subjects
+		limit.Store(int64(next + 30)) // all of them, then half of this number's
+		p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second,
+			OnChange: func(change string, _ int) {
+				if change == "drained" {
+					drained.Add(1)
+				}
+			}}, handle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(60) // this number's subjects
+		waitHandled(limit.Load())
+		time.Sleep(200 * time.Millisecond) // the floor acknowledged
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		p.Stop()
+		p.Release(rctx)
+		cancel()
+		if step > 0 && drained.Load() == 0 {
+			t.Fatalf("%d partitions: no former partition reported drained", n)
+		}
+		drained.Store(0)
+	}
+	// The last number handles everything.
+	limit.Store(int64(next))
+	p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 3, LeaseTTL: 2 * time.Second}, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHandled(int64(next))
+	time.Sleep(300 * time.Millisecond) // nothing more comes
+	p.Stop()
+	p.Release(ctx)
+	distinct, dups, ooo := log.check()
+	if distinct != next || dups != 0 || ooo != 0 {
+		t.Fatalf("%d events: %d handled, %d twice, %d out of order", next, distinct, dups, ooo)
+	}
+	names := slices.Sorted(maps.Keys(streamConsumers(t, c)))
+	if want := []string{"reactord-3-0", "reactord-3-1", "reactord-3-2", "reactord-plain"}; !slices.Equal(names, want) {
+		t.Fatalf("consumers left: %v, want %v", names, want)
+	}
+	waitStreamEmpty(t, c)
 }
