@@ -18,7 +18,6 @@ import (
 
 	"github.com/reactord/reactord/internal/ordercheck"
 	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/natsbus/consume"
 )
 
 // orderConf writes a rule reacting to a minion's numbered events (tag
@@ -89,7 +88,7 @@ func (ro *reactionOrder) missing(minions, each int) []string {
 		id := fmt.Sprintf("m%03d", m)
 		for n := range each {
 			if _, ok := ro.first[id+"/"+strconv.Itoa(n)]; !ok && len(out) < 20 {
-				out = append(out, fmt.Sprintf("%s/%d(p%d)", id, n, consume.PartitionOf(id, 6)))
+				out = append(out, fmt.Sprintf("%s/%d(p%d)", id, n, natsbus.PartitionOf(id, 6)))
 			}
 		}
 	}

@@ -122,6 +122,7 @@ type unit struct {
 	filter string // its subject filter
 	what   string // for logs and descriptions
 	old    bool   // another number's partition: drained, then deleted
+	plain  bool   // the plain lane: taken by whoever finds it free, beside the balanced partitions
 }
 
 // oldBase numbers the units of another number of partitions being drained.
@@ -201,7 +202,7 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 		p.addUnit(&unit{i: i, name: p.prefix + strconv.Itoa(i), lease: "lease." + strconv.Itoa(o.Partitions) + "." + strconv.Itoa(i),
 			filter: natsbus.PartitionFilter(c.Prefix(), o.Partitions, i), what: fmt.Sprintf("partition %d of %d of the events", i, o.Partitions)})
 	}
-	p.addUnit(&unit{i: o.Partitions, name: o.Durable + plainSuffix, lease: "lease.plain", filter: c.Prefix() + ">",
+	p.addUnit(&unit{i: o.Partitions, name: o.Durable + plainSuffix, lease: "lease.plain", filter: c.Prefix() + ">", plain: true,
 		what: "the events published without a partition key"})
 	if err := st.Watch(ctx, run, p.apply); err != nil {
 		cancel()
@@ -699,7 +700,13 @@ func (p *Partitioned) share() int {
 			live++
 		}
 	}
-	return (len(p.active()) + live - 1) / live
+	n := 0
+	for _, u := range p.active() {
+		if !u.plain {
+			n++
+		}
+	}
+	return (n + live - 1) / live
 }
 
 // preference orders the active units for this replica (rendezvous
@@ -723,34 +730,37 @@ func (p *Partitioned) balance() {
 	p.mu.Lock()
 	share := p.share()
 	pref := p.preference()
-	held := len(p.owned)
+	held := 0
+	for _, r := range p.owned {
+		if !r.u.plain {
+			held++
+		}
+	}
 	if held > share && p.release == nil {
 		for _, u := range slices.Backward(pref) {
-			if r := p.owned[u.i]; r != nil {
+			if r := p.owned[u.i]; r != nil && !u.plain {
 				p.release = r
-				go p.handOver(r, fmt.Sprintf("balancing: %d consumers to share, %d each at most", len(pref), share))
+				go p.handOver(r, fmt.Sprintf("balancing: %d partitions to share, %d each at most", len(pref), share))
 				break
 			}
 		}
 	}
 	var free []*unit
-	if held < share {
-		for _, u := range pref {
-			i := u.i
-			// A lease held by a replica no longer present is tried
-			// too: its expiry may not have reached this replica (a
-			// watch cut by a node's death), and past twice its time a
-			// lease the server failed to expire is stale.
-			if owner := p.leases[i]; p.owned[i] == nil && (owner == "" || p.members[owner] == 0) {
-				free = append(free, u)
-			}
+	for _, u := range pref {
+		i := u.i
+		// A lease held by a replica no longer present is tried
+		// too: its expiry may not have reached this replica (a
+		// watch cut by a node's death), and past twice its time a
+		// lease the server failed to expire is stale.
+		if owner := p.leases[i]; p.owned[i] == nil && (owner == "" || p.members[owner] == 0) && (u.plain || held < share) {
+			free = append(free, u)
 		}
 	}
 	p.mu.Unlock()
 	for _, u := range free {
 		i := u.i
-		if held >= share {
-			return
+		if held >= share && !u.plain {
+			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.o.LeaseTTL/4)
 		began := time.Now()
@@ -769,7 +779,9 @@ func (p *Partitioned) balance() {
 		if stale != "" {
 			p.log.Warn("partition lease of a replica gone was not expired by the server: taken over", "consumer", u.name, "holder", stale)
 		}
-		held++
+		if !u.plain {
+			held++
+		}
 		r := newPartRun(p, u)
 		r.renewed.Store(began.UnixNano())
 		p.mu.Lock()
@@ -898,16 +910,33 @@ func (p *Partitioned) changed(change string, i int) {
 	}
 }
 
-// Owned returns the partitions this replica holds, in order.
+// Owned returns the partitions this replica holds, in order: this
+// number's (0 to N-1) and, while they are drained, another number's (from
+// 10000); not the plain lane (see HoldsPlain).
 func (p *Partitioned) Owned() []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []int
-	for i := range p.owned {
-		out = append(out, i)
+	for i, r := range p.owned {
+		if !r.u.plain {
+			out = append(out, i)
+		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// HoldsPlain reports whether this replica holds the plain lane (the events
+// published without a partition key).
+func (p *Partitioned) HoldsPlain() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.owned {
+		if r.u.plain {
+			return true
+		}
+	}
+	return false
 }
 
 // Resyncs returns how many times a partition was reset to its
