@@ -129,6 +129,9 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	replicas := fs.Int("replicas", 0, "run this many daemons as processes of their own (reactord run with the null driver, each with its own --data-dir and store), reading their /metrics; 0: the daemon in this process")
 	cluster := fs.Int("cluster", 0, "with --replicas: run a NATS cluster of this many nodes, each a process, with the event stream on min(N, 3) of them (--stream-replicas); 0: one NATS server in this process")
 	partitions := fs.Int("partitions", 0, "with --replicas: the daemons' --partitions")
+	floor := fs.Bool("floor", false, "with --replicas: run plain JetStream consumers (a work queue, each message acknowledged) in place of the daemons: the floor under reactord on the same server")
+	scale := fs.String("scale", "", "run the JetStream floor, then the daemons for every REPLICAS x PARTITIONS (e.g. 1,2,3x0,1,3,6; partitions 0: the shared consumer), then the floor again, in this one invocation; prints each run's line and a table")
+	plotFile := fs.String("plot", "", "with --scale: draw the CPU per 1,000 events of each run to this PNG file")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -138,6 +141,12 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	switch {
 	case *replicas < 0 || *cluster < 0 || *partitions < 0:
 		fmt.Fprintln(stderr, "bench: --replicas, --cluster and --partitions must not be negative")
+		return exitUsage
+	case *floor && *replicas == 0:
+		fmt.Fprintln(stderr, "bench: --floor needs --replicas")
+		return exitUsage
+	case *scale != "" && (*replicas > 0 || *cluster > 0 || *partitions > 0 || !*js):
+		fmt.Fprintln(stderr, "bench: --scale chooses the replicas and partitions itself, on one NATS server, in JetStream mode")
 		return exitUsage
 	case *partitions > 0 && *replicas == 0:
 		fmt.Fprintln(stderr, "bench: --partitions needs --replicas (the daemon in this process reads one consumer)")
@@ -177,8 +186,12 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 		printErrors(stderr, err)
 		return exitUsage
 	}
+	if *scale != "" {
+		return runScale(ctx, replicasBench{total: int64(*n), rate: *rate, lanes: *lanes, queue: *queue, js: true, noGuard: *noGuard,
+			sharedState: *sharedState, store: *storeURL, conf: *conf, dir: dir, lines: lines}, *scale, *plotFile, stdout, stderr)
+	}
 	if *replicas > 0 {
-		return runReplicasBench(ctx, replicasBench{replicas: *replicas, nodes: *cluster, partitions: *partitions, total: int64(*n), rate: *rate,
+		return runReplicasBench(ctx, replicasBench{replicas: *replicas, nodes: *cluster, partitions: *partitions, floor: *floor, total: int64(*n), rate: *rate,
 			lanes: *lanes, queue: *queue, js: *js, noGuard: *noGuard, sharedState: *sharedState, store: *storeURL, conf: *conf, dir: dir, lines: lines}, stdout, stderr)
 	}
 	// The daemon as reactord run builds it (daemon.New), on its embedded

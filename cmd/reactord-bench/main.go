@@ -5,9 +5,9 @@
 //
 //	go run ./cmd/reactord-bench [flags]
 //
-// Its subcommands publish, natsnode and replica are the processes it starts
-// itself (the publisher, the NATS nodes of --cluster, the daemons of
-// --replicas).
+// Its subcommands publish, natsnode, replica and floor are the processes it
+// starts itself (the publisher, the NATS nodes of --cluster, the daemons of
+// --replicas, and the plain JetStream consumers of --floor).
 package main
 
 import (
@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return cmdBenchNATSNode(ctx, args[1:], stderr)
 		case "replica":
 			return cmdReplica(ctx, args[1:], stdout, stderr)
+		case "floor":
+			return cmdFloorConsumer(ctx, args[1:], stderr)
 		}
 	}
 	return cmdBench(ctx, args, stdout, stderr)

@@ -34,6 +34,9 @@ type replicasBench struct {
 	total                       int64
 	rate, lanes, queue          int
 	js, noGuard, sharedState    bool
+	// floor runs plain JetStream consumers (reactord-bench floor) in
+	// place of the daemons: the floor under them, on the same server.
+	floor bool
 	store                       string // "": the daemon's default (SQLite under its --data-dir)
 	conf, dir                   string
 	lines                       [][]byte
@@ -225,9 +228,22 @@ func freePort() (int, error) {
 // runReplicasBench runs the daemons as processes, publishes the workload
 // and prints one JSON line.
 func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "bench: "+format+"\n", a...)
+	res, err := measureReplicas(ctx, b, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitUsage
+	}
+	out, _ := json.Marshal(res)
+	fmt.Fprintf(stdout, "%s\n", out)
+	return exitOK
+}
+
+// measureReplicas runs the daemons (or, with b.floor, plain JetStream
+// consumers) as processes on a NATS server or cluster of their own,
+// publishes the workload and returns the figures.
+func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (benchReplicasResult, error) {
+	fail := func(format string, a ...any) (benchReplicasResult, error) {
+		return benchReplicasResult{}, fmt.Errorf(format, a...)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -319,7 +335,11 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 		if !b.sharedState {
 			args = append(args, "--shared-state=false")
 		}
-		c := &child{name: fmt.Sprintf("replica %d", i+1), cmd: exec.Command(self, append([]string{"replica"}, args...)...), scrp: &http.Client{Timeout: 5 * time.Second}}
+		cmd := exec.Command(self, append([]string{"replica"}, args...)...)
+		if b.floor {
+			cmd = exec.Command(self, "floor", "--nats", natsURL)
+		}
+		c := &child{name: fmt.Sprintf("replica %d", i+1), cmd: cmd, scrp: &http.Client{Timeout: 5 * time.Second}}
 		if err := c.start(); err != nil {
 			return fail("%v", err)
 		}
@@ -330,7 +350,7 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 			return fail("%s: %v", c.name, err)
 		}
 	}
-	if b.partitions > 0 {
+	if b.partitions > 0 && !b.floor {
 		// The replicas balance the partitions among themselves.
 		share := (b.partitions + b.replicas - 1) / b.replicas
 		if err := waitFor(ctx, 60*time.Second, append(slices.Clone(nodes), reps...), func() error {
@@ -422,7 +442,7 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 		}
 		select {
 		case <-ctx.Done():
-			return exitUsage
+			return benchReplicasResult{}, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -431,7 +451,10 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 		Replicas: b.replicas, NATSNodes: max(b.nodes, 1), StreamReplicas: max(streamReplicas, 1), Partitions: b.partitions,
 		Latency: "reactord_event_sent_latency_seconds buckets of the replicas, added up, interpolated within a bucket"}
 	res.Mode = "core"
-	if b.js {
+	switch {
+	case b.floor:
+		res.Mode = "jetstream-floor"
+	case b.js:
 		res.Mode = "jetstream"
 	}
 	res.Store = "sqlite"
@@ -488,9 +511,7 @@ func runReplicasBench(ctx context.Context, b replicasBench, stdout, stderr io.Wr
 		}
 		res.CPUms, res.ReplicasCPUms, res.NATSCPUms, res.PublisherCPUms = per1k(repCPU+natsUsed), per1k(repCPU), per1k(natsUsed), per1k(pubCPU)
 	}
-	out, _ := json.Marshal(res)
-	fmt.Fprintf(stdout, "%s\n", out)
-	return exitOK
+	return res, nil
 }
 
 // healthy asks a replica's /healthz.
