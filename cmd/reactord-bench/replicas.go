@@ -36,10 +36,10 @@ type replicasBench struct {
 	js, noGuard, sharedState    bool
 	// floor runs plain JetStream consumers (reactord-bench floor) in
 	// place of the daemons: the floor under them, on the same server.
-	floor bool
-	store                       string // "": the daemon's default (SQLite under its --data-dir)
-	conf, dir                   string
-	lines                       [][]byte
+	floor     bool
+	store     string // "": the daemon's default (SQLite under its --data-dir)
+	conf, dir string
+	lines     [][]byte
 }
 
 // benchReplicasResult is the line reactord-bench --replicas prints: the
