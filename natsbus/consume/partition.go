@@ -76,9 +76,11 @@ type PartitionOptions struct {
 	Bucket string
 	// OnChange, when set, is called on every change of ownership:
 	// "acquired", "released" (handed over), "lost" (the lease could not
-	// be renewed or another replica holds it) and "resync" (a delivery
+	// be renewed or another replica holds it), "resync" (a delivery
 	// was missed or an event refused: the partition was reset to its
-	// acknowledgement floor).
+	// acknowledgement floor) and "drained" (a former number's partition
+	// emptied and deleted), with the unit: a partition 0 to N-1, the
+	// plain lane N, a former number's partition from 10000.
 	OnChange func(change string, partition int)
 }
 
@@ -1057,8 +1059,8 @@ func (r *partRun) overdue() bool { return time.Since(r.renewedAt()) >= r.p.o.Lea
 func (r *partRun) start(change string) {
 	p := r.p
 	go r.acks()
-	if !r.sessionRetrying("partition: starting its consumption failed; retrying") {
-		return
+	if !r.sessionRetrying("partition: starting its consumption failed; retrying") || r.isHalted() {
+		return // halted, or a former number's partition found drained
 	}
 	p.log.Info("partition "+change+": consuming it from its acknowledgement floor", "consumer", r.u.name, "replica", p.o.Replica, "from_seq", r.nextSeq())
 	p.changed(change, r.i)
