@@ -69,6 +69,10 @@ type benchReplicasResult struct {
 	// 1,000 events handled (the publisher's not), then each part.
 	CPUms          float64 `json:"cpu_ms_per_1k"`
 	ReplicasCPUms  float64 `json:"replicas_cpu_ms_per_1k"`
+	// ReplicasEventCPUms is ReplicasCPUms less what the replicas spent
+	// idle over the run's time (their idle_cpu_ms_per_s): the cost of
+	// the events alone.
+	ReplicasEventCPUms float64 `json:"replicas_event_cpu_ms_per_1k"`
 	NATSCPUms      float64 `json:"nats_cpu_ms_per_1k"`
 	PublisherCPUms float64 `json:"publisher_cpu_ms_per_1k"`
 	Mode           string  `json:"mode"`
@@ -89,8 +93,11 @@ type benchReplicasResult struct {
 
 // replicaFigs are one replica's figures for the run.
 type replicaFigs struct {
-	Handled    int64   `json:"handled"`
-	Received   int64   `json:"received"`
+	Handled  int64 `json:"handled"`
+	Received int64 `json:"received"`
+	// IdleCPUms is the CPU time the replica used per second before any
+	// event was published (its fixed cost: leases, heartbeats, timers).
+	IdleCPUms float64 `json:"idle_cpu_ms_per_s"`
 	CPUms      int64   `json:"cpu_ms"`
 	RSSMB      float64 `json:"rss_mb"`
 	Partitions int     `json:"partitions,omitempty"`
@@ -375,9 +382,23 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 	if err := os.WriteFile(evFile, joinLines(b.lines), 0o644); err != nil {
 		return fail("%v", err)
 	}
+	// What the replicas spend with no event (lease renewals, heartbeats,
+	// timers), over idleWindow: a cost per replica per second, which the
+	// run's figures hold on top of what the events cost.
+	const idleWindow = 3 * time.Second
 	cpu0 := make([]time.Duration, len(reps))
 	for i, r := range reps {
 		cpu0[i], _ = procCPU(r.cmd.Process.Pid)
+	}
+	select {
+	case <-ctx.Done():
+		return benchReplicasResult{}, ctx.Err()
+	case <-time.After(idleWindow):
+	}
+	idle := make([]time.Duration, len(reps))
+	for i, r := range reps {
+		now, _ := procCPU(r.cmd.Process.Pid)
+		idle[i], cpu0[i] = now-cpu0[i], now
 	}
 	nats0 := natsCPU()
 	pargs := []string{"publish", "--nats", natsURL, "--file", evFile, "--events", strconv.FormatInt(b.total, 10), "--rate", strconv.Itoa(b.rate)}
@@ -469,6 +490,7 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 		cpu -= cpu0[i]
 		repCPU += cpu
 		f := replicaFigs{Handled: int64(m.value("reactord_event_sent_latency_seconds_count")), Received: int64(m.value("reactord_events_total")),
+			IdleCPUms: math.Round(float64(idle[i].Microseconds())/idleWindow.Seconds()) / 1000,
 			CPUms: cpu.Milliseconds(), RSSMB: math.Round(m.value("process_resident_memory_bytes")/(1<<20)*10) / 10, Partitions: int(m.value("reactord_partitions_owned"))}
 		res.PerReplica = append(res.PerReplica, f)
 		res.Handled += f.Handled
@@ -510,6 +532,11 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 			return math.Round(float64(d.Microseconds())/float64(res.Handled)*1000) / 1000
 		}
 		res.CPUms, res.ReplicasCPUms, res.NATSCPUms, res.PublisherCPUms = per1k(repCPU+natsUsed), per1k(repCPU), per1k(natsUsed), per1k(pubCPU)
+		var idleUsed time.Duration
+		for _, d := range idle {
+			idleUsed += time.Duration(float64(d) / idleWindow.Seconds() * elapsed.Seconds())
+		}
+		res.ReplicasEventCPUms = per1k(max(repCPU-idleUsed, 0))
 	}
 	return res, nil
 }
