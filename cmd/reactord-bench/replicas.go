@@ -67,21 +67,21 @@ type benchReplicasResult struct {
 	Latency string `json:"latency"`
 	// CPUms is the CPU time of the replicas and the NATS servers per
 	// 1,000 events handled (the publisher's not), then each part.
-	CPUms          float64 `json:"cpu_ms_per_1k"`
-	ReplicasCPUms  float64 `json:"replicas_cpu_ms_per_1k"`
+	CPUms         float64 `json:"cpu_ms_per_1k"`
+	ReplicasCPUms float64 `json:"replicas_cpu_ms_per_1k"`
 	// ReplicasEventCPUms is ReplicasCPUms less what the replicas spent
 	// idle over the run's time (their idle_cpu_ms_per_s): the cost of
 	// the events alone.
 	ReplicasEventCPUms float64 `json:"replicas_event_cpu_ms_per_1k"`
-	NATSCPUms      float64 `json:"nats_cpu_ms_per_1k"`
-	PublisherCPUms float64 `json:"publisher_cpu_ms_per_1k"`
-	Mode           string  `json:"mode"`
-	Rate           int     `json:"rate"`
-	Reactions      int64   `json:"reactions"`
-	Store          string  `json:"store"`
-	LoopGuard      bool    `json:"loop_guard"`
-	SharedState    bool    `json:"shared_state"`
-	Replicas       int     `json:"replicas"`
+	NATSCPUms          float64 `json:"nats_cpu_ms_per_1k"`
+	PublisherCPUms     float64 `json:"publisher_cpu_ms_per_1k"`
+	Mode               string  `json:"mode"`
+	Rate               int     `json:"rate"`
+	Reactions          int64   `json:"reactions"`
+	Store              string  `json:"store"`
+	LoopGuard          bool    `json:"loop_guard"`
+	SharedState        bool    `json:"shared_state"`
+	Replicas           int     `json:"replicas"`
 	// NATSNodes is 1 for the server embedded in the bench's process, else
 	// the cluster's nodes, each a process.
 	NATSNodes      int           `json:"nats_nodes"`
@@ -97,7 +97,7 @@ type replicaFigs struct {
 	Received int64 `json:"received"`
 	// IdleCPUms is the CPU time the replica used per second before any
 	// event was published (its fixed cost: leases, heartbeats, timers).
-	IdleCPUms float64 `json:"idle_cpu_ms_per_s"`
+	IdleCPUms  float64 `json:"idle_cpu_ms_per_s"`
 	CPUms      int64   `json:"cpu_ms"`
 	RSSMB      float64 `json:"rss_mb"`
 	Partitions int     `json:"partitions,omitempty"`
@@ -491,7 +491,7 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 		repCPU += cpu
 		f := replicaFigs{Handled: int64(m.value("reactord_event_sent_latency_seconds_count")), Received: int64(m.value("reactord_events_total")),
 			IdleCPUms: math.Round(float64(idle[i].Microseconds())/idleWindow.Seconds()) / 1000,
-			CPUms: cpu.Milliseconds(), RSSMB: math.Round(m.value("process_resident_memory_bytes")/(1<<20)*10) / 10, Partitions: int(m.value("reactord_partitions_owned"))}
+			CPUms:     cpu.Milliseconds(), RSSMB: math.Round(m.value("process_resident_memory_bytes")/(1<<20)*10) / 10, Partitions: int(m.value("reactord_partitions_owned"))}
 		res.PerReplica = append(res.PerReplica, f)
 		res.Handled += f.Handled
 		res.Received += f.Received
