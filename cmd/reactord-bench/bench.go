@@ -76,10 +76,18 @@ type benchResult struct {
 }
 
 // countingWriter counts the lines written through it and discards them.
-type countingWriter struct{ lines atomic.Int64 }
+// countingWriter counts the lines written to it and, with keep, writes
+// them there too.
+type countingWriter struct {
+	lines atomic.Int64
+	keep  io.Writer
+}
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	w.lines.Add(int64(bytes.Count(p, []byte{'\n'})))
+	if w.keep != nil {
+		_, _ = w.keep.Write(p)
+	}
 	return len(p), nil
 }
 
@@ -131,6 +139,7 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	partitions := fs.Int("partitions", 0, "with --replicas: the daemons' --partitions")
 	floor := fs.Bool("floor", false, "with --replicas: run plain JetStream consumers (a work queue, each message acknowledged) in place of the daemons: the floor under reactord on the same server")
 	scale := fs.String("scale", "", "run the JetStream floor, then the daemons for every REPLICAS x PARTITIONS (e.g. 1,2,3x0,1,3,6; partitions 0: the shared consumer), then the floor again, in this one invocation; prints each run's line and a table")
+	logFile := fs.String("log", "", "write the daemon's log to this file (the daemon in this process; it is only counted otherwise)")
 	plotFile := fs.String("plot", "", "with --scale: draw the CPU per 1,000 events of each run to this PNG file")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -199,6 +208,15 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	// configuration's reactord: section; its log goes through a line
 	// counter (nothing is printed).
 	logLines := &countingWriter{}
+	if *logFile != "" {
+		lf, err := os.Create(*logFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return exitUsage
+		}
+		defer lf.Close()
+		logLines.keep = lf
+	}
 	log := slog.New(slog.NewTextHandler(logLines, &slog.HandlerOptions{Level: cfg.Settings.SlogLevel()}))
 	opts := daemon.Defaults()
 	dfs := flag.NewFlagSet("daemon", flag.ContinueOnError)
