@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/reactord/reactord/daemon"
@@ -74,6 +76,16 @@ func cmdReplica(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	opts.Stdout, opts.Stderr = stdout, stderr
+	if dir := os.Getenv("REACTORD_BENCH_PROFILE_DIR"); dir != "" {
+		// A CPU profile of each replica, for comparing where the time
+		// goes with one replica and with several.
+		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("replica-%d.prof", os.Getpid()))); err == nil {
+			defer f.Close()
+			if pprof.StartCPUProfile(f) == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
 	d, err := daemon.New(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "replica: %v\n", err)
