@@ -196,11 +196,11 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 		return exitUsage
 	}
 	if *scale != "" {
-		return runScale(ctx, replicasBench{total: int64(*n), rate: *rate, lanes: *lanes, queue: *queue, js: true, noGuard: *noGuard,
+		return runScale(ctx, replicasBench{total: int64(*n), rate: *rate, lanes: *lanes, queue: *queue, js: true, noGuard: *noGuard, sync: *jsSync,
 			sharedState: *sharedState, store: *storeURL, conf: *conf, dir: dir, lines: lines}, *scale, *plotFile, stdout, stderr)
 	}
 	if *replicas > 0 {
-		return runReplicasBench(ctx, replicasBench{replicas: *replicas, nodes: *cluster, partitions: *partitions, floor: *floor, total: int64(*n), rate: *rate,
+		return runReplicasBench(ctx, replicasBench{replicas: *replicas, nodes: *cluster, partitions: *partitions, floor: *floor, sync: *jsSync, total: int64(*n), rate: *rate,
 			lanes: *lanes, queue: *queue, js: *js, noGuard: *noGuard, sharedState: *sharedState, store: *storeURL, conf: *conf, dir: dir, lines: lines}, stdout, stderr)
 	}
 	// The daemon as reactord run builds it (daemon.New), on its embedded

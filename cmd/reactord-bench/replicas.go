@@ -36,7 +36,10 @@ type replicasBench struct {
 	js, noGuard, sharedState    bool
 	// floor runs plain JetStream consumers (reactord-bench floor) in
 	// place of the daemons: the floor under them, on the same server.
-	floor     bool
+	floor bool
+	// sync is the embedded server's SyncInterval (0: each write flushed,
+	// the daemon's default); not for --cluster.
+	sync      time.Duration
 	store     string // "": the daemon's default (SQLite under its --data-dir)
 	conf, dir string
 	lines     [][]byte
@@ -271,7 +274,7 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 	var nodes []*child
 	natsCPU := processCPU
 	if b.nodes == 0 {
-		srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(b.dir, "js")})
+		srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(b.dir, "js"), SyncInterval: b.sync})
 		if err != nil {
 			return fail("%v", err)
 		}
