@@ -140,6 +140,7 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	floor := fs.Bool("floor", false, "with --replicas: run plain JetStream consumers (a work queue, each message acknowledged) in place of the daemons: the floor under reactord on the same server")
 	scale := fs.String("scale", "", "run the JetStream floor, then the daemons for every REPLICAS x PARTITIONS (e.g. 1,2,3x0,1,3,6; partitions 0: the shared consumer), then the floor again, in this one invocation; prints each run's line and a table")
 	logFile := fs.String("log", "", "write the daemon's log to this file (the daemon in this process; it is only counted otherwise)")
+	plotFrom := fs.String("plot-from", "", "draw --plot (and print the table) from the saved output of a --scale run instead of running one")
 	plotFile := fs.String("plot", "", "with --scale: draw the CPU per 1,000 events of each run to this PNG file")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -194,6 +195,9 @@ replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
 	if err != nil {
 		printErrors(stderr, err)
 		return exitUsage
+	}
+	if *plotFrom != "" {
+		return replotScale(*plotFrom, *plotFile, stdout, stderr)
 	}
 	if *scale != "" {
 		return runScale(ctx, replicasBench{total: int64(*n), rate: *rate, lanes: *lanes, queue: *queue, js: true, noGuard: *noGuard, sync: *jsSync,

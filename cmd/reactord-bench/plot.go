@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"image/color"
+	"io"
+	"math"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -51,8 +56,11 @@ func plotScale(path string, cells []scaleCell) error {
 		s.Shape = draw.CircleGlyph{}
 		p.Add(l, s)
 		name := fmt.Sprintf("%d partitions", k)
-		if k == 0 {
+		switch k {
+		case 0:
 			name = "shared consumer"
+		case 1:
+			name = "1 partition"
 		}
 		p.Legend.Add(name, l, s)
 	}
@@ -73,6 +81,42 @@ func plotScale(path string, cells []scaleCell) error {
 		}
 		return out
 	})
+	var top float64
+	for _, c := range cells {
+		top = max(top, c.Res.CPUms)
+	}
+	step := 50.0
+	p.Y.Max = math.Ceil(top*1.05/step) * step
+	p.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		var out []plot.Tick
+		for v := 0.0; v <= hi+1e-9; v += step {
+			out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
+		}
+		return out
+	})
 	p.Add(plotter.NewGrid())
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+}
+
+// readScale reads the JSON lines of a --scale run (its output, table
+// lines ignored) back into its cells, for --plot-from.
+func readScale(r io.Reader) ([]scaleCell, error) {
+	var cells []scaleCell
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] != '{' {
+			continue
+		}
+		var res benchReplicasResult
+		if err := json.Unmarshal(line, &res); err != nil {
+			return nil, err
+		}
+		cells = append(cells, scaleCell{Floor: res.Mode == "jetstream-floor", Replicas: res.Replicas, Partitions: res.Partitions, Res: res})
+	}
+	if len(cells) == 0 {
+		return nil, fmt.Errorf("no run lines")
+	}
+	return cells, sc.Err()
 }

@@ -143,3 +143,26 @@ func writeScaleTable(w io.Writer, cells []scaleCell) {
 	}
 	fmt.Fprintf(w, "\nfloor: %.1f CPU ms per 1,000 events (mean of %d runs), p99 %.1f ms\n", floor, runs, floorP99)
 }
+
+// replotScale prints the table and draws the plot of a saved --scale run.
+func replotScale(from, plot string, stdout, stderr io.Writer) int {
+	f, err := os.Open(from)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitUsage
+	}
+	defer f.Close()
+	cells, err := readScale(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %s: %v\n", from, err)
+		return exitUsage
+	}
+	writeScaleTable(stdout, cells)
+	if plot != "" {
+		if err := plotScale(plot, cells); err != nil {
+			fmt.Fprintf(stderr, "bench: plot: %v\n", err)
+			return exitUsage
+		}
+	}
+	return exitOK
+}
