@@ -226,7 +226,7 @@ func checkPartitions(t *testing.T, r *replica, n int) {
 // TestPartitionsResumeWhereTheReactorLeftOff: switching from the shared
 // consumer to partitions, and then to another number of partitions,
 // starts after what was acknowledged; nothing runs twice, nothing is
-// skipped.
+// skipped, events published on core NATS (no key in the subject) included.
 func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx := context.Background()
@@ -289,7 +289,13 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	// 3 started (else they would run again what 3 handled, which the
 	// stream kept for them).
 	for _, n := range []int{2, 3, 2} {
-		publish(5)
+		publish(4)
+		// One on core NATS, as an older bridge publishes: no key in its
+		// subject, so the plain lane reads it.
+		if err := c.Publish("myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, next%7, next), natsbus.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		next++
 		p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second}, handle)
 		if err != nil {
 			t.Fatal(err)
