@@ -65,8 +65,16 @@ func TestPartitionTransformAgreesWithPartitionOf(t *testing.T) {
 	if err != nil || m.Subject != "salt.evt.myco.plain" {
 		t.Fatalf("core publish stored as %v, %v; want salt.evt.myco.plain", m, err)
 	}
-	// Another number: the transform changes for new events.
+	// Another number: EnsureStream leaves the transform alone (the new
+	// consumers come first), SetPartitionTransform changes it for new
+	// events.
 	if err := c.EnsureStream(ctx, StreamOptions{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(ctx); err != nil || info.Config.SubjectTransform.Destination != PartitionTransform(DefaultPrefix, 6).Destination {
+		t.Fatalf("EnsureStream changed the transform before the consumers exist: %+v, %v", info.Config.SubjectTransform, err)
+	}
+	if err := c.SetPartitionTransform(ctx, StreamOptions{Partitions: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.PublishStream(ctx, "salt/minion/web1/start", []byte(`{"tag":"salt/minion/web1/start","data":{}}`), Meta{}); err != nil {

@@ -79,10 +79,11 @@ type StreamOptions struct {
 	// Partitions, when above 0, is the number of partitions whose
 	// consumers read the stream (consume.NewPartitioned): EnsureStream
 	// then creates a new stream with interest retention, which allows
-	// several consumers, refuses a work-queue stream, and sets the
-	// stream's subject transform to this number (PartitionTransform), so
-	// that the server stores each keyed event under its partition's
-	// subject.
+	// several consumers, and the subject transform of this number
+	// (PartitionTransform), so that the server stores each keyed event
+	// under its partition's subject; it refuses a work-queue stream, and
+	// adds the partitions' subjects to an existing stream, whose
+	// transform SetPartitionTransform changes once the consumers exist.
 	Partitions int
 	// Logger receives Consume's reports (a lost stream or consumer); nil
 	// discards them.
@@ -132,7 +133,7 @@ var ErrWorkQueueStream = errors.New("the stream is a work queue (made for one sh
 
 // EnsureStream creates the event stream when it is absent (see MaxAge and
 // Partitions for its retention: a work queue keeps events until a
-// consumer takes them; with interest retention, ConsumePartitioned
+// consumer takes them; with interest retention, NewPartitioned
 // creates its consumers right after). It sets an
 // existing stream's duplicate window and replicas to o.Duplicates and
 // o.Replicas when those are set and differ (its other settings are left
@@ -160,26 +161,17 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		if replicas > 0 {
 			cfg.Replicas = replicas
 		}
-		if o.Partitions > 0 {
-			t := PartitionTransform(c.prefix, o.Partitions)
-			cfg.SubjectTransform = &t
-			if !slices.Contains(cfg.Subjects, PartitionPrefix(c.prefix)+">") {
-				cfg.Subjects = append(slices.Clone(cfg.Subjects), PartitionPrefix(c.prefix)+">")
-			}
+		if o.Partitions > 0 && !slices.Contains(cfg.Subjects, PartitionPrefix(c.prefix)+">") {
+			// The transform comes later (SetPartitionTransform), once
+			// the partitions' consumers exist.
+			cfg.Subjects = append(slices.Clone(cfg.Subjects), PartitionPrefix(c.prefix)+">")
 		}
-		sameTransform := (cfg.SubjectTransform == nil) == (info.Config.SubjectTransform == nil) &&
-			(cfg.SubjectTransform == nil || *cfg.SubjectTransform == *info.Config.SubjectTransform) &&
-			len(cfg.Subjects) == len(info.Config.Subjects)
-		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) && sameTransform {
+		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) && len(cfg.Subjects) == len(info.Config.Subjects) {
 			return nil
 		}
 		if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("updating stream %s (duplicate window %v, was %v; replicas %d, was %d; partitions %d): %w",
 				o.Stream, cfg.Duplicates, info.Config.Duplicates, cfg.Replicas, max(info.Config.Replicas, 1), o.Partitions, err)
-		}
-		if !sameTransform && o.Logger != nil {
-			o.Logger.Info("JetStream stream now stores keyed events under the subjects of their partition", "stream", o.Stream, "partitions", o.Partitions,
-				"from", cfg.SubjectTransform.Source, "to", cfg.SubjectTransform.Destination)
 		}
 		if cfg.Replicas != max(info.Config.Replicas, 1) && o.Logger != nil {
 			o.Logger.Warn("JetStream stream replicas changed", "stream", o.Stream, "replicas", cfg.Replicas, "was", max(info.Config.Replicas, 1))
@@ -209,6 +201,37 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	_, err = c.js.CreateStream(ctx, cfg)
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return fmt.Errorf("creating stream %s: %w", o.Stream, err)
+	}
+	return nil
+}
+
+// SetPartitionTransform sets the subject transform of the stream o.Stream
+// to o.Partitions partitions (PartitionTransform) when it is not that yet,
+// and logs the change to o.Logger. An interest stream drops an event no
+// consumer's filter takes: the partitions' consumers must exist before
+// their subjects receive events, so this comes after they are created.
+func (c *Conn) SetPartitionTransform(ctx context.Context, o StreamOptions) error {
+	o.Defaults()
+	s, err := c.js.Stream(ctx, o.Stream)
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
+	}
+	t := PartitionTransform(c.prefix, o.Partitions)
+	if info.Config.SubjectTransform != nil && *info.Config.SubjectTransform == t {
+		return nil
+	}
+	cfg := info.Config
+	cfg.SubjectTransform = &t
+	if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("stream %s: setting the subject transform of %d partitions: %w", o.Stream, o.Partitions, err)
+	}
+	if o.Logger != nil {
+		o.Logger.Info("JetStream stream now stores keyed events under the subjects of their partition", "stream", o.Stream, "partitions", o.Partitions,
+			"from", t.Source, "to", t.Destination)
 	}
 	return nil
 }

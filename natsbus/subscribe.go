@@ -39,7 +39,7 @@ func NewMessage(subject string, body []byte, h nats.Header, received time.Time, 
 	return &Message{Subject: subject, Body: body, Meta: metaOf(h), Received: received, Seq: seq, ack: s.Ack, nak: s.Nak, moved: s.Moved}
 }
 
-// Moved reports whether the message's partition (ConsumePartitioned) left
+// Moved reports whether the message's partition (consume.NewPartitioned) left
 // this replica since the message was taken: handling it now could run
 // alongside the partition's new owner, which takes it again. Always false
 // for other messages.

@@ -55,11 +55,11 @@ const requestTimeout = 2 * time.Second
 // with.
 const PartitionGroup = "reactord"
 
-// PartitionOptions configure ConsumePartitioned.
+// PartitionOptions configure NewPartitioned.
 type PartitionOptions struct {
 	natsbus.StreamOptions
 	// Partitions is the number of partitions (1 to 1024). Every replica
-	// must use the same number: ConsumePartitioned refuses to start
+	// must use the same number: NewPartitioned refuses to start
 	// while a replica with another number is alive.
 	Partitions int
 	// Replica names this process among the replicas (default
@@ -125,13 +125,15 @@ type unit struct {
 	what   string // for logs and descriptions
 	old    bool   // another number's partition: drained, then deleted
 	plain  bool   // the plain lane: taken by whoever finds it free, beside the balanced partitions
+	set    string // an old unit's set (Durable-M)
+	floor  uint64 // an old unit's set's acknowledgement floor when found: the oldest set drains first
 }
 
 // oldBase numbers the units of another number of partitions being drained.
 const oldBase = 10000
 
 // Partitioned consumes the event stream by partitions (see
-// ConsumePartitioned). Stop ends the pulling; Release, once the handler's
+// NewPartitioned). Stop ends the pulling; Release, once the handler's
 // events are settled, hands the partitions over.
 type Partitioned struct {
 	c       *natsbus.Conn
@@ -144,6 +146,7 @@ type Partitioned struct {
 	mu       sync.Mutex
 	own      []*unit       // this number's partitions and the plain lane
 	old      map[int]*unit // another number's partitions left to drain
+	nextOld  int           // numbers the old units
 	byLease  map[string]int
 	owned    map[int]*partRun
 	leases   map[int]string // from the bucket's watch: unit → owner
@@ -171,10 +174,11 @@ type Partitioned struct {
 // partitions than the running ones.
 var ErrPartitionsDiffer = errors.New("replicas disagree on the number of partitions")
 
-// ConsumePartitioned consumes the event stream so that the events of one
-// key (see PartitionOptions.Key) are handed to handler one at a time, in
-// stream order, whichever replica handles them: the stream is read
-// through o.Partitions consumers, each owned by one replica at a time and
+// NewPartitioned consumes the event stream so that the events of one key
+// (an event's minion, else its tag, hashed into its subject by the
+// publisher) are handed to handler one at a time, in stream order,
+// whichever replica handles them: the stream is read through o.Partitions
+// consumers and the plain lane's, each owned by one replica at a time and
 // taken over, from its acknowledgement floor, when its owner dies or
 // hands it over (the replicas balance the partitions among themselves).
 // handler must Ack or Nak every message; a Nak makes the partition start
@@ -224,6 +228,13 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 		cancel()
 		return nil, err
 	}
+	// The consumers exist: the stream may store keyed events under this
+	// number's subjects now.
+	so.Logger = o.Logger
+	if err := retryTransient(ctx, func() error { return c.SetPartitionTransform(ctx, so) }); err != nil {
+		cancel()
+		return nil, fmt.Errorf("partitions: %w", err)
+	}
 	p.heartbeat()
 	p.log.Info("partitioned consumption: events of one minion are handled in order by one replica at a time",
 		"partitions", o.Partitions, "replica", o.Replica, "lease_ttl", o.LeaseTTL.String(), "bucket", o.Bucket)
@@ -244,13 +255,7 @@ func (p *Partitioned) addUnit(u *unit) {
 	p.byLease[u.lease] = u.i
 }
 
-// unit returns unit i, nil once it is gone (a drained one).
-func (p *Partitioned) unit(i int) *unit {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.unitLocked(i)
-}
-
+// unitLocked returns unit i, nil once it is gone (a drained one); p.mu held.
 func (p *Partitioned) unitLocked(i int) *unit {
 	if i >= oldBase {
 		return p.old[i]
@@ -261,15 +266,24 @@ func (p *Partitioned) unitLocked(i int) *unit {
 	return nil
 }
 
-// active lists the units replicas hold now: those of another number of
-// partitions while any is left to drain, else this number's (p.mu held).
+// active lists the units replicas hold now: while another number's
+// partitions are left to drain, those of the set with the oldest events
+// (the lowest acknowledgement floor), else this number's (p.mu held).
 func (p *Partitioned) active() []*unit {
 	if len(p.old) == 0 {
 		return p.own
 	}
+	var first *unit
+	for _, u := range p.old {
+		if first == nil || u.floor < first.floor || u.floor == first.floor && u.set < first.set {
+			first = u
+		}
+	}
 	out := make([]*unit, 0, len(p.old))
 	for _, u := range p.old {
-		out = append(out, u)
+		if u.set == first.set {
+			out = append(out, u)
+		}
 	}
 	slices.SortFunc(out, func(a, b *unit) int { return cmp.Compare(a.i, b.i) })
 	return out
@@ -380,6 +394,13 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 			latest, latestName = g, name
 		}
 	}
+	// Consumers that read every subject (the shared consumer, and an
+	// earlier version's partition consumers) handled everything they
+	// delivered: when they delivered last, a set kept from before them
+	// would run their events again. A filtered set's events are its own
+	// subjects' only: another number's partitions being drained do not
+	// make this number's stale.
+	coversAll := latest != nil && (latestName == p.o.Durable || !latest.filtered)
 	mine := sets[own]
 	usedLast := mine != nil && (latest == nil || !latest.last.After(mine.last))
 	start := uint64(0)
@@ -392,69 +413,92 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 		start = latest.floor + 1
 		p.log.Info("new partition consumers start after the acknowledgement floor of the consumers used last", "consumers", latestName, "from_seq", start)
 	}
-	if mine != nil && (!usedLast || !mine.filtered) {
-		why := "deleting this number of partitions' consumers left from an earlier run: others delivered events since"
-		if !mine.filtered {
-			why = "deleting this number of partitions' consumers made by an earlier version (each read the whole stream): made again, filtered to their partition"
-		}
-		p.log.Warn(why, "consumers", own, "count", len(mine.names), "from_seq", start)
-		if err := p.deleteConsumers(ctx, mine.names); err != nil {
-			return err
-		}
-	}
-	if plain != nil && latestName == p.o.Durable && latest.last.After(plain.last) {
-		p.log.Warn("deleting the plain lane's consumer left from an earlier run: the shared consumer delivered events since", "consumer", plainName, "from_seq", start)
-		if err := p.deleteConsumers(ctx, plain.names); err != nil {
-			return err
-		}
-	}
+	staleMine := mine != nil && (!mine.filtered || (!usedLast && coversAll))
+	stalePlain := plain != nil && coversAll && latest.last.After(plain.last)
 	p.mu.Lock()
 	units := slices.Clone(p.own)
 	p.mu.Unlock()
+	// The plain lane first: it takes the events the consumers deleted
+	// below leave under the event prefix, before they are deleted (an
+	// interest stream drops what no consumer wants).
+	slices.SortStableFunc(units, func(a, b *unit) int {
+		return cmp.Compare(b2i(!a.plain), b2i(!b.plain))
+	})
 	for _, u := range units {
-		cfg := jetstream.ConsumerConfig{Durable: u.name, AckPolicy: jetstream.AckAllPolicy, AckWait: p.o.AckWait, FilterSubject: u.filter,
-			MaxAckPending: p.o.MaxAckPending, PriorityPolicy: jetstream.PriorityPolicyPinned, PinnedTTL: 2 * p.o.LeaseTTL,
-			PriorityGroups: []string{PartitionGroup}, Description: "reactord: " + u.what}
-		if start > 1 {
-			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
-		}
-		err := retryTransient(ctx, func() error {
-			_, err := p.c.JetStream().Consumer(ctx, p.o.Stream, u.name)
-			if errors.Is(err, jetstream.ErrConsumerNotFound) {
-				_, err = p.c.JetStream().CreateConsumer(ctx, p.o.Stream, cfg)
-				if errors.Is(err, jetstream.ErrConsumerExists) {
-					err = nil // another replica was faster
-				}
+		if u.plain && stalePlain {
+			p.log.Warn("deleting the plain lane's consumer left from an earlier run: the shared consumer delivered events since", "consumer", plainName, "from_seq", start)
+			if err := p.deleteConsumers(ctx, plain.names); err != nil {
+				return err
 			}
+		}
+		if !u.plain && staleMine {
+			why := "deleting this number of partitions' consumers left from an earlier run: consumers reading every subject delivered events since"
+			if !mine.filtered {
+				why = "deleting this number of partitions' consumers made by an earlier version (each read the whole stream): made again, filtered to their partition"
+			}
+			p.log.Warn(why, "consumers", own, "count", len(mine.names), "from_seq", start)
+			if err := p.deleteConsumers(ctx, mine.names); err != nil {
+				return err
+			}
+			staleMine = false
+		}
+		if err := p.createConsumer(ctx, u, start); err != nil {
 			return err
-		})
-		if err != nil {
-			return fmt.Errorf("partition consumer %s: %w", u.name, err)
 		}
 	}
 	for name, g := range sets {
-		if name == own {
+		switch {
+		case name == own:
 			continue
-		}
-		if name == p.o.Durable && g.waiting > 0 {
+		case name == p.o.Durable && g.waiting > 0:
 			p.log.Warn("a daemon without partitions still reads the stream through the shared consumer: per-minion order does not hold between it and the partitions, and the stream keeps events until it acknowledged them", "consumer", name)
 			continue
+		case name != p.o.Durable && g.filtered:
+			// Another number's partitions: drained (at once when
+			// empty) and deleted once the transform sends nothing
+			// more to their subjects, so that no event is dropped.
+			p.drainLater(name, g)
+			continue
 		}
-		var left []string
 		for _, c := range g.names {
-			if name != p.o.Durable && g.filtered && g.backlog[c] > 0 {
-				left = append(left, c)
-				continue
-			}
 			if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				p.log.Warn("could not delete a consumer no replica uses; the stream keeps events for it until MaxAge (nats consumer rm)", "consumer", c, "err", err)
 			}
 		}
-		if len(left) == 0 {
-			p.log.Info("deleted the reactor's consumers no replica uses (another number of partitions, or the shared consumer), which would hold events in the stream", "consumers", name, "count", len(g.names))
-			continue
+		p.log.Info("deleted the reactor's consumers that read every subject and no replica uses (the shared consumer, or an earlier version's partitions)", "consumers", name, "count", len(g.names))
+	}
+	return nil
+}
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// createConsumer creates u's durable consumer when it is missing, its new
+// deliveries from stream sequence start (0: all).
+func (p *Partitioned) createConsumer(ctx context.Context, u *unit, start uint64) error {
+	cfg := jetstream.ConsumerConfig{Durable: u.name, AckPolicy: jetstream.AckAllPolicy, AckWait: p.o.AckWait, FilterSubject: u.filter,
+		MaxAckPending: p.o.MaxAckPending, PriorityPolicy: jetstream.PriorityPolicyPinned, PinnedTTL: 2 * p.o.LeaseTTL,
+		PriorityGroups: []string{PartitionGroup}, Description: "reactord: " + u.what}
+	if start > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	}
+	err := retryTransient(ctx, func() error {
+		_, err := p.c.JetStream().Consumer(ctx, p.o.Stream, u.name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			_, err = p.c.JetStream().CreateConsumer(ctx, p.o.Stream, cfg)
+			if errors.Is(err, jetstream.ErrConsumerExists) {
+				err = nil // another replica was faster
+			}
 		}
-		p.drainLater(name, left, g.backlog)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("partition consumer %s: %w", u.name, err)
 	}
 	return nil
 }
@@ -469,29 +513,33 @@ func (p *Partitioned) deleteConsumers(ctx context.Context, names []string) error
 	return nil
 }
 
-// drainLater makes the consumers of another number of partitions that
-// still hold events (set is Durable-M) units to drain before this
-// number's partitions start.
-func (p *Partitioned) drainLater(set string, names []string, backlog map[string]uint64) {
-	slices.Sort(names)
+// drainLater makes the consumers of another number of partitions (set
+// is Durable-M) units to drain before this number's partitions start:
+// those of the set with the oldest events first, one set at a time.
+func (p *Partitioned) drainLater(set string, g *consumerSet) {
+	names := slices.Sorted(slices.Values(g.names))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var total uint64
 	for _, name := range names {
-		known := false
-		for _, u := range p.old {
-			known = known || u.name == name
-		}
-		total += backlog[name]
-		if known {
+		total += g.backlog[name]
+		if _, known := p.byLease[p.oldLease(name)]; known {
 			continue
 		}
 		m, j, _ := strings.Cut(strings.TrimPrefix(name, p.o.Durable+"-"), "-")
-		p.addUnit(&unit{i: oldBase + len(p.byLease), name: name, lease: "lease." + m + "." + j, old: true,
+		p.nextOld++
+		p.addUnit(&unit{i: oldBase + p.nextOld, name: name, lease: p.oldLease(name), old: true, set: set, floor: g.floor,
 			what: fmt.Sprintf("partition %s of %s (drained before the %d partitions start)", j, m, p.o.Partitions)})
 	}
-	p.log.Warn("another number of partitions' consumers still hold events: they are drained first, in order, and this number's partitions start once they are empty",
-		"consumers", set, "left", len(names), "events", total, "partitions", p.o.Partitions)
+	p.log.Warn("another number of partitions' consumers are on the stream: they are drained first, in order, and deleted; this number's partitions start once none is left",
+		"consumers", set, "count", len(names), "events", total, "partitions", p.o.Partitions)
+}
+
+// oldLease is the lease key of another number's partition consumer name
+// (Durable-M-j): the key the replicas of M used, lease.M.j.
+func (p *Partitioned) oldLease(name string) string {
+	m, j, _ := strings.Cut(strings.TrimPrefix(name, p.o.Durable+"-"), "-")
+	return "lease." + m + "." + j
 }
 
 // apply takes a change of the bucket: a replica's presence or a lease.
@@ -1117,6 +1165,17 @@ func (r *partRun) session0() error {
 	cancel()
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", p.o.Stream, err)
+	}
+	if r.u.old {
+		// Another replica may have drained and deleted it: resetting a
+		// consumer that is gone is not answered.
+		ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
+		_, err := s.Consumer(ctx, name)
+		cancel()
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			p.drained(r, "its consumer is gone (drained by another replica)")
+			return nil
+		}
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
 	_ = s.UnpinConsumer(ctx, name, PartitionGroup) // none pinned: an error

@@ -133,9 +133,7 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	log := newOrderLog()
 	a := startReplica(t, srv.ClientURL(), "a", log)
 	checkPartitions(t, a, 6)
-	if !a.p.HoldsPlain() {
-		t.Fatal("the only replica does not hold the plain lane")
-	}
+	checkPlain(t, a)
 
 	const keys, each = 40, 60
 	published := make(chan struct{})
@@ -199,9 +197,7 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	if took > 2*time.Second+1500*time.Millisecond {
 		t.Fatalf("takeover took %v", took)
 	}
-	if !b.p.HoldsPlain() {
-		t.Fatal("the survivor did not take the plain lane over")
-	}
+	checkPlain(t, b)
 	// Each partition's consumer received its own events only: the
 	// deliveries of all seven add up to the events (and the few
 	// redelivered), not to seven times them.
@@ -209,6 +205,16 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 		t.Fatalf("the partition consumers delivered %d events in all for %d published", delivered, keys*each)
 	}
 	b.p.Release(context.Background())
+}
+
+// checkPlain waits until r holds the plain lane.
+func checkPlain(t *testing.T, r *replica) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !r.p.HoldsPlain(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica does not hold the plain lane")
+		}
+	}
 }
 
 // checkPartitions waits until r holds n partitions.
@@ -390,10 +396,11 @@ func waitStreamEmpty(t *testing.T, c *natsbus.Conn) {
 
 // TestChangingPartitionsDrainsTheFormerOnes: 3 → 6 → 3 partitions, each
 // change made while the former number's partitions still hold events (the
-// replica stopped before handling them, and more were published while none
-// ran): the new number's replica drains them first, then its own; every
-// event is handled once, each key's in order, and only the new number's
-// consumers and the plain lane's remain.
+// replicas stopped before handling them, and more were published while
+// none ran): the new number's two replicas, the second started while the
+// first drains, drain them first, then their own; every event is handled
+// once, each key's in order, and only the new number's consumers and the
+// plain lane's remain.
 func TestChangingPartitionsDrainsTheFormerOnes(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx := context.Background()
@@ -455,12 +462,20 @@ func TestChangingPartitionsDrainsTheFormerOnes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A second replica joins while the first drains: it must keep
+		// this number's consumers (and their events) and share the drain.
+		p2, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second}, handle)
+		if err != nil {
+			t.Fatal(err)
+		}
 		publish(60) // this number's subjects
 		waitHandled(limit.Load())
 		time.Sleep(200 * time.Millisecond) // the floor acknowledged
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		p.Stop()
+		p2.Stop()
 		p.Release(rctx)
+		p2.Release(rctx)
 		cancel()
 		if step > 0 && drained.Load() == 0 {
 			t.Fatalf("%d partitions: no former partition reported drained", n)
