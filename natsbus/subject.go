@@ -27,7 +27,7 @@ const DefaultPrefix = "salt.evt."
 // a connection whose protocol line (PUB or HPUB with subject, reply and
 // sizes) exceeds its max_control_line, 4 KiB by default; a tag of dots
 // triples in length once escaped. Subjects that would be longer keep their
-// leading tokens (so `salt.evt.salt.job.>` still selects them) and end in a
+// leading tokens (so a filter on those still selects them) and end in a
 // token holding a hash of the whole tag; the tag itself travels in the body,
 // which rules match anyway.
 const MaxSubject = 1024
