@@ -92,7 +92,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("reactord-bench", "go run ./cmd/reactord-bench [--count N] [--rate R] [--jetstream] [--store URL|none] [--no-loop-guard] [-c CONF --events FILE] [--replicas N [--cluster N] [--partitions N]]",
+	fs := newFlags("reactord-bench", "go run ./cmd/reactord-bench [--count N] [--rate R] [--jetstream] [--store URL|none] [--no-loop-guard] [-c CONF --events FILE] [--replicas N [--cluster N] [--partitions N] [--floor]] [--scale 1,2,3x0,1,3,6 [--plot F.png]]",
 		`Starts an embedded NATS server and the daemon with a null driver, publishes
 a workload and prints one JSON line: events published, handled, dropped (by
 reason, from reactord_dropped_total), never_seen (published, neither handled
@@ -116,7 +116,13 @@ run --driver null, each with its own --data-dir and SQLite store, its
 them; --partitions is passed to the daemons. Its line adds up the
 replicas' /metrics (p50/p90/p99 from the
 reactord_event_sent_latency_seconds buckets) and the CPU time of the
-replicas and NATS nodes from /proc, with per-replica figures.`, stderr)
+replicas and NATS nodes from /proc, with per-replica figures. --floor runs
+plain JetStream consumers in their place: the floor under the daemon.
+
+--scale REPLICAS x PARTITIONS runs the floor, the daemons for each pair
+and the floor again in one invocation, and prints a table of the CPU each
+event costs against the floor (--plot draws it; --plot-from redraws a
+saved run).`, stderr)
 	n := fs.Int("count", 200000, "events to publish")
 	rate := fs.Int("rate", 0, "events per second to offer (0: as fast as possible)")
 	js := fs.Bool("jetstream", true, "JetStream mode (stream + durable consumer, ack after dispatch), the daemon's default on its embedded server; false: a core queue group")
