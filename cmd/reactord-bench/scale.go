@@ -88,14 +88,7 @@ func runScale(ctx context.Context, base replicasBench, spec, plot string, stdout
 			return exitUsage
 		}
 	}
-	writeScaleTable(stdout, cells)
-	if plot != "" {
-		if err := plotScale(plot, cells); err != nil {
-			fmt.Fprintf(stderr, "bench: plot: %v\n", err)
-			return exitUsage
-		}
-	}
-	return exitOK
+	return reportScale(cells, plot, stdout, stderr)
 }
 
 // floorFigures are the means of the floor runs: CPU ms per 1,000 events
@@ -157,6 +150,11 @@ func replotScale(from, plot string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: %s: %v\n", from, err)
 		return exitUsage
 	}
+	return reportScale(cells, plot, stdout, stderr)
+}
+
+// reportScale prints the table of the runs and, with plot, draws them.
+func reportScale(cells []scaleCell, plot string, stdout, stderr io.Writer) int {
 	writeScaleTable(stdout, cells)
 	if plot != "" {
 		if err := plotScale(plot, cells); err != nil {
