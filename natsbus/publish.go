@@ -95,8 +95,8 @@ func (c *Conn) PublishStream(ctx context.Context, tag string, body []byte, meta 
 }
 
 // PublishStreamAsync sends one event to JetStream, on its keyed subject,
-// without waiting for its
-// acknowledgement; Flush or PublishAsyncComplete waits for them.
+// without waiting for its acknowledgement; Flush or PublishAsyncComplete
+// waits for them.
 func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
 	msg := &nats.Msg{Subject: c.streamSubject(tag, body, meta), Data: body, Header: meta.header()}
 	for {
