@@ -225,6 +225,31 @@ func waitFor(ctx context.Context, timeout time.Duration, children []*child, fn f
 	}
 }
 
+// idleWindow is how long idleCPU watches the replicas before any event.
+const idleWindow = 3 * time.Second
+
+// idleCPU measures what the replicas spend with no event (lease renewals,
+// heartbeats, timers) over idleWindow: a cost per replica per second,
+// which the run's figures hold on top of what the events cost. It returns
+// each replica's CPU time over the window and at its end.
+func idleCPU(ctx context.Context, reps []*child) (idle, now []time.Duration, err error) {
+	start := make([]time.Duration, len(reps))
+	for i, r := range reps {
+		start[i], _ = procCPU(r.cmd.Process.Pid)
+	}
+	select {
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	case <-time.After(idleWindow):
+	}
+	idle, now = make([]time.Duration, len(reps)), make([]time.Duration, len(reps))
+	for i, r := range reps {
+		now[i], _ = procCPU(r.cmd.Process.Pid)
+		idle[i] = now[i] - start[i]
+	}
+	return idle, now, nil
+}
+
 // scrapeEvery is how often the bench reads the replicas' /metrics while
 // they work.
 const scrapeEvery = 250 * time.Millisecond
@@ -391,23 +416,9 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 	if err := os.WriteFile(evFile, joinLines(b.lines), 0o644); err != nil {
 		return fail("%v", err)
 	}
-	// What the replicas spend with no event (lease renewals, heartbeats,
-	// timers), over idleWindow: a cost per replica per second, which the
-	// run's figures hold on top of what the events cost.
-	const idleWindow = 3 * time.Second
-	cpu0 := make([]time.Duration, len(reps))
-	for i, r := range reps {
-		cpu0[i], _ = procCPU(r.cmd.Process.Pid)
-	}
-	select {
-	case <-ctx.Done():
-		return benchReplicasResult{}, ctx.Err()
-	case <-time.After(idleWindow):
-	}
-	idle := make([]time.Duration, len(reps))
-	for i, r := range reps {
-		now, _ := procCPU(r.cmd.Process.Pid)
-		idle[i], cpu0[i] = now-cpu0[i], now
+	idle, cpu0, err := idleCPU(ctx, reps)
+	if err != nil {
+		return benchReplicasResult{}, err
 	}
 	nats0 := natsCPU()
 	pargs := []string{"publish", "--nats", natsURL, "--file", evFile, "--events", strconv.FormatInt(b.total, 10), "--rate", strconv.Itoa(b.rate)}

@@ -418,13 +418,10 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 	p.mu.Lock()
 	units := slices.Clone(p.own)
 	p.mu.Unlock()
-	// The plain lane first: it takes the events the consumers deleted
-	// below leave under the event prefix, before they are deleted (an
-	// interest stream drops what no consumer wants).
-	slices.SortStableFunc(units, func(a, b *unit) int {
-		return cmp.Compare(b2i(!a.plain), b2i(!b.plain))
-	})
-	for _, u := range units {
+	// The plain lane (the last unit) first: it takes the events the
+	// consumers deleted below leave under the event prefix, before they
+	// are deleted (an interest stream drops what no consumer wants).
+	for _, u := range slices.Backward(units) {
 		if u.plain && stalePlain {
 			p.log.Warn("deleting the plain lane's consumer left from an earlier run: the shared consumer delivered events since", "consumer", plainName, "from_seq", start)
 			if err := p.deleteConsumers(ctx, plain.names); err != nil {
@@ -468,14 +465,6 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 		p.log.Info("deleted the reactor's consumers that read every subject and no replica uses (the shared consumer, or an earlier version's partitions)", "consumers", name, "count", len(g.names))
 	}
 	return nil
-}
-
-// b2i is 1 for true.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // createConsumer creates u's durable consumer when it is missing, its new
@@ -523,23 +512,18 @@ func (p *Partitioned) drainLater(set string, g *consumerSet) {
 	var total uint64
 	for _, name := range names {
 		total += g.backlog[name]
-		if _, known := p.byLease[p.oldLease(name)]; known {
+		// Its lease key is the one the replicas of M used: lease.M.j.
+		m, j, _ := strings.Cut(strings.TrimPrefix(name, p.o.Durable+"-"), "-")
+		lease := "lease." + m + "." + j
+		if _, known := p.byLease[lease]; known {
 			continue
 		}
-		m, j, _ := strings.Cut(strings.TrimPrefix(name, p.o.Durable+"-"), "-")
 		p.nextOld++
-		p.addUnit(&unit{i: oldBase + p.nextOld, name: name, lease: p.oldLease(name), old: true, set: set, floor: g.floor,
+		p.addUnit(&unit{i: oldBase + p.nextOld, name: name, lease: lease, old: true, set: set, floor: g.floor,
 			what: fmt.Sprintf("partition %s of %s (drained before the %d partitions start)", j, m, p.o.Partitions)})
 	}
 	p.log.Warn("another number of partitions' consumers are on the stream: they are drained first, in order, and deleted; this number's partitions start once none is left",
 		"consumers", set, "count", len(names), "events", total, "partitions", p.o.Partitions)
-}
-
-// oldLease is the lease key of another number's partition consumer name
-// (Durable-M-j): the key the replicas of M used, lease.M.j.
-func (p *Partitioned) oldLease(name string) string {
-	m, j, _ := strings.Cut(strings.TrimPrefix(name, p.o.Durable+"-"), "-")
-	return "lease." + m + "." + j
 }
 
 // apply takes a change of the bucket: a replica's presence or a lease.
