@@ -170,8 +170,8 @@ func (g *Guard) AttachShared(st SharedState) {
 	g.sh.state.CompareAndSwap(nil, &stateRef{st})
 }
 
-// FlushShared writes the job returns gathered for the shared state now
-// (the daemon calls it when it stops).
+// FlushShared writes the job starts and returns gathered for the shared
+// state now (the daemon calls it when it stops).
 func (g *Guard) FlushShared() { g.jobs.flush() }
 
 // ExpectEvent records that a reaction (f.By) will fire an event with tag

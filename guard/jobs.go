@@ -16,11 +16,13 @@ const earlyKeep = time.Minute
 // replica waits for that one to report it before claiming the report.
 const remoteGrace = 10 * time.Second
 
-// returnsEvery is how long job returns gather before they go to the
-// shared state as one record, and returnsMax the most one record holds:
-// a master emits thousands of returns a second, one key each would be a
-// JetStream write each. A return another replica learns of this late
-// only starts its job's settle window as late.
+// returnsEvery is how long job starts and returns gather before they go
+// to the shared state as one record, and returnsMax the most one record
+// holds: a master emits thousands of returns a second and a burst starts
+// as many jobs, one key each would be a JetStream write each, which every
+// replica then reads. A return another replica learns of this late only
+// starts its job's settle window as late; a job it learns of this late
+// finds its early returns (see returned).
 const (
 	returnsEvery = 10 * time.Millisecond
 	returnsMax   = 512
@@ -78,9 +80,10 @@ type jobs struct {
 	early     map[string][]earlyReturn // jid -> returns seen before the dispatch was recorded
 	deadlines deadlines[jobDeadline]
 
-	// returnsMu guards the job returns waiting to be written to the shared
-	// state together (see returned).
+	// returnsMu guards the job starts and returns waiting to be written
+	// to the shared state together (see share).
 	returnsMu      sync.Mutex
+	pendingJobs    []sharedJob
 	pendingReturns []sharedReturn
 	returnsTTL     time.Duration
 }
@@ -97,8 +100,7 @@ func (j *jobs) start(eventID string, r Reaction, jid string, targets []string, n
 	j.started(eventID, r, jid, targets, now, true)
 	j.mu.Unlock()
 	if j.sh.on() && len(targets) > 0 {
-		j.sh.put(sharedKey(kindJob, jid, r.Rule, r.ID), jobRecord{origin: origin{j.sh.origin}, JID: jid, Rule: r.Rule, ID: r.ID, Targets: targets, Event: eventID, At: now.UnixNano()},
-			j.timeout+j.settle+time.Minute)
+		j.share(&sharedJob{JID: jid, Rule: r.Rule, ID: r.ID, Targets: targets, Event: eventID, At: now.UnixNano()}, nil, j.timeout+j.settle+time.Minute)
 	}
 }
 
@@ -176,7 +178,7 @@ func (j *jobs) ret(jid, minion string, now time.Time) bool {
 		if found {
 			ttl = j.timeout + j.settle + time.Minute
 		}
-		j.shareReturn(sharedReturn{JID: jid, Minion: minion, At: now.UnixNano()}, ttl)
+		j.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano()}, ttl)
 	}
 	return found
 }
@@ -207,15 +209,20 @@ func (j *jobs) returned(jid, minion string, now time.Time) bool {
 	return found
 }
 
-// shareReturn queues a job return for the shared state: returns gather
-// for returnsEvery (or up to returnsMax) and go as one r record, kept for
-// the longest ttl among them.
-func (j *jobs) shareReturn(r sharedReturn, ttl time.Duration) {
+// share queues a job start or a job return for the shared state: they
+// gather for returnsEvery (or up to returnsMax) and go as one r record,
+// kept for the longest ttl among them.
+func (j *jobs) share(job *sharedJob, ret *sharedReturn, ttl time.Duration) {
 	j.returnsMu.Lock()
-	first := len(j.pendingReturns) == 0
-	j.pendingReturns = append(j.pendingReturns, r)
+	first := len(j.pendingJobs)+len(j.pendingReturns) == 0
+	if job != nil {
+		j.pendingJobs = append(j.pendingJobs, *job)
+	}
+	if ret != nil {
+		j.pendingReturns = append(j.pendingReturns, *ret)
+	}
 	j.returnsTTL = max(j.returnsTTL, ttl)
-	full := len(j.pendingReturns) >= returnsMax
+	full := len(j.pendingJobs)+len(j.pendingReturns) >= returnsMax
 	j.returnsMu.Unlock()
 	switch {
 	case full:
@@ -225,19 +232,20 @@ func (j *jobs) shareReturn(r sharedReturn, ttl time.Duration) {
 	}
 }
 
-// flush writes the job returns gathered for the shared state now.
+// flush writes the job starts and returns gathered for the shared state
+// now.
 func (j *jobs) flush() {
 	if !j.sh.on() {
 		return
 	}
 	j.returnsMu.Lock()
-	rs, ttl := j.pendingReturns, j.returnsTTL
-	j.pendingReturns, j.returnsTTL = nil, 0
+	js, rs, ttl := j.pendingJobs, j.pendingReturns, j.returnsTTL
+	j.pendingJobs, j.pendingReturns, j.returnsTTL = nil, nil, 0
 	j.returnsMu.Unlock()
-	if len(rs) == 0 {
+	if len(js)+len(rs) == 0 {
 		return
 	}
-	j.sh.put(string(kindReturns)+"."+j.sh.token(), returnsRecord{origin: origin{j.sh.origin}, Returns: rs}, ttl)
+	j.sh.put(string(kindReturns)+"."+j.sh.token(), returnsRecord{origin: origin{j.sh.origin}, Jobs: js, Returns: rs}, ttl)
 }
 
 // expire forgets what expired by now and returns the jobs whose minions
@@ -306,7 +314,8 @@ func (j *jobs) expired(now time.Time) (out, remote []Expired) {
 	return out, remote
 }
 
-// applyJob brings another replica's j record in.
+// applyJob brings another replica's j record in (one job; written by
+// an earlier version: jobs now go in r records).
 func (j *jobs) applyJob(value []byte) {
 	var rec jobRecord
 	if json.Unmarshal(value, &rec) != nil || rec.Origin == j.sh.origin {
@@ -317,13 +326,17 @@ func (j *jobs) applyJob(value []byte) {
 	j.mu.Unlock()
 }
 
-// applyReturns brings another replica's r record in.
+// applyReturns brings another replica's r record in: its jobs first,
+// then its returns (a return of a job in the same record finds it).
 func (j *jobs) applyReturns(value []byte) {
 	var rec returnsRecord
 	if json.Unmarshal(value, &rec) != nil || rec.Origin == j.sh.origin {
 		return
 	}
 	j.mu.Lock()
+	for _, s := range rec.Jobs {
+		j.started(s.Event, Reaction{Rule: s.Rule, ID: s.ID}, s.JID, s.Targets, time.Unix(0, s.At), false)
+	}
 	if rec.JID != "" {
 		j.returned(rec.JID, rec.Minion, time.Unix(0, rec.At))
 	}

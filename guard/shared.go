@@ -29,8 +29,8 @@ type SharedState interface {
 
 // The kinds of shared records: a key's first letter, then a dot.
 const (
-	kindJob      = 'j' // a job started (jobRecord)
-	kindReturns  = 'r' // job returns, gathered (returnsRecord)
+	kindJob      = 'j' // a job started (jobRecord; earlier versions: jobs now go in r records)
+	kindReturns  = 'r' // job starts and returns, gathered (returnsRecord)
 	kindExpected = 'e' // an event a reaction will fire (expectedRecord)
 	kindThrottle = 't' // a throttle's count (throttleRecord)
 	kindDebounce = 'd' // a debounce's last event (debounceRecord)
@@ -54,14 +54,27 @@ type jobRecord struct {
 	At      int64    `json:"at,omitempty"`
 }
 
-// returnsRecord is an r record: job returns gathered for returnsEvery. A
-// record of one return (JID, Minion, At) is read too.
+// returnsRecord is an r record: the job starts and returns of one replica
+// gathered for returnsEvery. A record of one return (JID, Minion, At) is
+// read too.
 type returnsRecord struct {
 	origin
 	JID     string         `json:"jid,omitempty"`
 	Minion  string         `json:"minion,omitempty"`
 	At      int64          `json:"at,omitempty"`
+	Jobs    []sharedJob    `json:"js,omitempty"`
 	Returns []sharedReturn `json:"rs,omitempty"`
+}
+
+// sharedJob is one job start in a returnsRecord: reaction (Rule, ID) of
+// event Event started job JID on Targets at At (unix ns).
+type sharedJob struct {
+	JID     string   `json:"j,omitempty"`
+	Rule    string   `json:"r,omitempty"`
+	ID      string   `json:"i,omitempty"`
+	Targets []string `json:"ts,omitempty"`
+	Event   string   `json:"e,omitempty"`
+	At      int64    `json:"t,omitempty"`
 }
 
 // sharedReturn is one job return in a returnsRecord.

@@ -293,22 +293,23 @@ func TestThrottleWaitsForSharedState(t *testing.T) {
 	}
 }
 
-// countingState counts the r records (job returns) written through it.
+// countingState counts the j and r records (job starts and returns)
+// written through it.
 type countingState struct {
 	SharedState
 	returns atomic.Int64
 }
 
 func (c *countingState) Put(key string, value []byte, ttl time.Duration) {
-	if key[0] == 'r' {
+	if key[0] == kindReturns || key[0] == kindJob {
 		c.returns.Add(1)
 	}
 	c.SharedState.Put(key, value, ttl)
 }
 
-// TestSharedReturnsGathered: job returns go to the shared state a few
-// hundred per record, not one write each, and another replica learns
-// every one of them.
+// TestSharedReturnsGathered: job starts and returns go to the shared
+// state a few hundred per record, not one write each, and another replica
+// learns every one of them.
 func TestSharedReturnsGathered(t *testing.T) {
 	newGuard := sharedGuards(t)
 	o := Options{Settle: time.Minute, JobTimeout: time.Minute}
@@ -330,6 +331,22 @@ func TestSharedReturnsGathered(t *testing.T) {
 	a.Started("ev", Reaction{"revert.sls", "revert"}, "jid7", []string{"web1"}, time.Now())
 	if _, phase, _ := beaconHeld(a, "web1"); phase != "settling" {
 		t.Fatalf("phase %q, want settling: the gathered return was not applied", phase)
+	}
+	// Job starts gather too, with the returns that follow them.
+	counter.returns.Store(0)
+	for i := range n {
+		b.Started("ev", Reaction{"revert.sls", "revert"}, fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
+	}
+	b.Returned("job3", "m3", now)
+	eventually(t, "replica a learns every job", func() bool {
+		_, _, held := beaconHeld(a, fmt.Sprintf("m%d", n-1))
+		return held && a.counts().jobs >= n
+	})
+	if got := counter.returns.Load(); got < n/returnsMax || got > n/10 {
+		t.Fatalf("%d records for %d job starts; want them gathered (%d at most per record)", got, n, returnsMax)
+	}
+	if _, phase, _ := beaconHeld(a, "m3"); phase != "settling" {
+		t.Fatalf("m3: phase %q, want settling: the return gathered after its job's start was not applied", phase)
 	}
 }
 
