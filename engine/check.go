@@ -250,7 +250,13 @@ func plainYAML(v any) any {
 	case *yaml11.Map:
 		m := make(map[string]any, x.Len())
 		for i, k := range x.Keys {
-			m[fmt.Sprint(k)] = plainYAML(x.Values[i])
+			key := fmt.Sprint(k)
+			if _, ok := k.(bool); ok && i < len(x.KeyNodes) && x.KeyNodes[i] != nil {
+				// reactord reads its options' keys as written: YAML 1.1
+				// makes `on:` (retry's) the boolean true.
+				key = x.KeyNodes[i].Text
+			}
+			m[key] = plainYAML(x.Values[i])
 		}
 		return m
 	case []any:

@@ -382,3 +382,24 @@ func TestGoTemplatesDetected(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckReadsRetryOn: the retry option's `on:` key (a boolean in YAML
+// 1.1) passes the schema as written; a misspelled option next to it is
+// still found, at its line.
+func TestCheckReadsRetryOn(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "reactor.conf")
+	sls := filepath.Join(dir, "d.sls")
+	if err := os.WriteFile(sls, []byte("#!yaml\nd:\n  local.test.ping:\n    - tgt: web1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := "reactor:\n  - 'myco/deploy':\n      sls: " + sls + "\n      retry: {attempts: 2, backoff: 3s, on: [failed, no_return]}\n" +
+		"  - 'myco/other':\n      sls: " + sls + "\n      retry:\n        attempts: 1\n        yes: 1\n"
+	if err := os.WriteFile(conf, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probs := joinErrs(Check(conf, "").Problems)
+	if strings.Contains(probs, ":4:") || !strings.Contains(probs, "reactor.conf:9:") {
+		t.Errorf("want one problem, the unknown retry option yes at line 9, not `on:` at line 4:\n%s", probs)
+	}
+}

@@ -7,6 +7,7 @@ package guard
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -54,6 +55,8 @@ type Guard struct {
 	throttles *throttles
 	debounces *debounces
 	hops      *hops
+	progress  *progress
+	follow    atomic.Pointer[func(jid, minion string, failed bool, at time.Time)]
 }
 
 // New returns a guard with defaults filled in.
@@ -72,7 +75,7 @@ func New(o Options) *Guard {
 	}
 	sh := newShared(o.Shared)
 	return &Guard{opts: o, sh: sh, jobs: newJobs(o.Settle, o.JobTimeout, sh), throttles: newThrottles(sh, o.SharedWait, o.Log),
-		debounces: newDebounces(sh), hops: newHops(sh)}
+		debounces: newDebounces(sh), hops: newHops(sh), progress: newProgress(sh)}
 }
 
 // Settle is the settle window the guard holds a reaction for after its
@@ -112,14 +115,31 @@ func (g *Guard) Started(eventID string, r Reaction, jid string, targets []string
 	g.jobs.start(eventID, r, jid, targets, now)
 }
 
-// Returned records a job return from minion; the reaction that started the
-// job stays suppressed for that minion until the settle window ends. It
-// reports whether the return belonged to a guarded job.
-func (g *Guard) Returned(jid, minion string, now time.Time) bool {
+// Returned records a job return from minion (failed: the job failed
+// there); the reaction that started the job stays suppressed for that
+// minion until the settle window ends. It reports whether the return
+// belonged to a guarded job. The other replicas learn of it (their
+// FollowReturns functions get it), the job-linked guard off too.
+func (g *Guard) Returned(jid, minion string, failed bool, now time.Time) bool {
+	outcome := int8(returnOK)
+	if failed {
+		outcome = returnFailed
+	}
 	if g.opts.Disabled {
+		if g.sh.on() {
+			g.jobs.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano(), Outcome: outcome}, earlyKeep)
+		}
 		return false
 	}
-	return g.jobs.ret(jid, minion, now)
+	return g.jobs.ret(jid, minion, outcome, now)
+}
+
+// FollowReturns makes fn get the job returns other replicas handled
+// (with shared state), as they arrive: a reaction's retries and
+// concurrency slot follow its job's returns wherever they are handled.
+// fn must not block.
+func (g *Guard) FollowReturns(fn func(jid, minion string, failed bool, at time.Time)) {
+	g.follow.Store(&fn)
 }
 
 // TakeExpired forgets what expired by now (jobs, returns, throttle
@@ -201,8 +221,11 @@ func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
 	}
 	kind := key[0]
 	if deleted {
-		if kind == kindExpected {
+		switch kind {
+		case kindExpected:
 			g.hops.used(key)
+		case kindProgress:
+			g.progress.apply(key, nil, true)
 		}
 		return // the others expire by time here too
 	}
@@ -217,8 +240,13 @@ func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
 			g.jobs.applyJob(value)
 		}
 	case kindReturns:
-		if !g.opts.Disabled {
-			g.jobs.applyReturns(value)
+		rs := g.jobs.applyReturns(value, !g.opts.Disabled)
+		if fn := g.follow.Load(); fn != nil {
+			for _, r := range rs {
+				if r.Outcome != 0 {
+					(*fn)(r.JID, r.Minion, r.Outcome == returnFailed, time.Unix(0, r.At))
+				}
+			}
 		}
 	case kindExpected:
 		g.hops.apply(key, value)
@@ -226,5 +254,23 @@ func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
 		g.throttles.apply(value)
 	case kindDebounce:
 		g.debounces.apply(value)
+	case kindProgress:
+		g.progress.apply(key, value, false)
 	}
 }
+
+// Progress returns what a reaction recorded under name with SetProgress
+// (on this replica or another, before a stop or a crash) for the next
+// delivery of its event, while it is due.
+func (g *Guard) Progress(name string, now time.Time) ([]byte, bool) {
+	return g.progress.get(name, now)
+}
+
+// SetProgress records value under name for ttl, for whichever replica
+// handles the event next (with shared state; else for this process).
+func (g *Guard) SetProgress(name string, value []byte, ttl time.Duration, now time.Time) {
+	g.progress.set(name, value, ttl, now)
+}
+
+// ClearProgress removes name's record: the reaction is through.
+func (g *Guard) ClearProgress(name string) { g.progress.clear(name) }

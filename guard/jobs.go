@@ -164,9 +164,10 @@ func (j *jobs) forgetJobKey(jid string, k jobKey) {
 	}
 }
 
-// ret records a job return from minion and shares it; it reports whether
-// the return belonged to a guarded job.
-func (j *jobs) ret(jid, minion string, now time.Time) bool {
+// ret records a job return from minion, with its outcome (a
+// sharedReturn's), and shares it; it reports whether the return belonged
+// to a guarded job.
+func (j *jobs) ret(jid, minion string, outcome int8, now time.Time) bool {
 	j.mu.Lock()
 	found := j.returned(jid, minion, now)
 	j.mu.Unlock()
@@ -178,7 +179,7 @@ func (j *jobs) ret(jid, minion string, now time.Time) bool {
 		if found {
 			ttl = j.timeout + j.settle + time.Minute
 		}
-		j.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano()}, ttl)
+		j.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano(), Outcome: outcome}, ttl)
 	}
 	return found
 }
@@ -327,11 +328,16 @@ func (j *jobs) applyJob(value []byte) {
 }
 
 // applyReturns brings another replica's r record in: its jobs first,
-// then its returns (a return of a job in the same record finds it).
-func (j *jobs) applyReturns(value []byte) {
+// then its returns (a return of a job in the same record finds it); it
+// returns the record's job returns with their outcome, for Guard's
+// followers. Guarding off (guard false), it only reads those.
+func (j *jobs) applyReturns(value []byte, guard bool) []sharedReturn {
 	var rec returnsRecord
 	if json.Unmarshal(value, &rec) != nil || rec.Origin == j.sh.origin {
-		return
+		return nil
+	}
+	if !guard {
+		return rec.Returns
 	}
 	j.mu.Lock()
 	for _, s := range rec.Jobs {
@@ -344,4 +350,5 @@ func (j *jobs) applyReturns(value []byte) {
 		j.returned(r.JID, r.Minion, time.Unix(0, r.At))
 	}
 	j.mu.Unlock()
+	return rec.Returns
 }

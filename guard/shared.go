@@ -35,6 +35,7 @@ const (
 	kindThrottle = 't' // a throttle's count (throttleRecord)
 	kindDebounce = 'd' // a debounce's last event (debounceRecord)
 	kindTimeout  = 'x' // a job's timeout, claimed by the replica that reports it (its origin only)
+	kindProgress = 'y' // what a reaction left for the next delivery of its event (progressRecord)
 )
 
 // origin names the replica that wrote a record.
@@ -82,7 +83,16 @@ type sharedReturn struct {
 	JID    string `json:"j"`
 	Minion string `json:"m,omitempty"`
 	At     int64  `json:"t"`
+	// Outcome is how the job went there: returnOK, returnFailed, or 0 (a
+	// start of the minion ended the job; an earlier version's record).
+	Outcome int8 `json:"o,omitempty"`
 }
+
+// The outcomes of a sharedReturn.
+const (
+	returnOK     = 1
+	returnFailed = 2
+)
 
 // expectedRecord is an e record: reaction (Rule, ID) will fire an event
 // with Tag, which gets Hop and Cause; it is expected until At (unix ns).
@@ -176,13 +186,14 @@ func (s *shared) own(key string) bool {
 }
 
 // ResendShared reports whether a failed write of the shared-state key
-// should be sent again (kv.StateOptions.Resend): a job's record and
-// a batch of job returns, which only the replica that made them writes. A
+// should be sent again (kv.StateOptions.Resend): a job's record, a batch
+// of job starts and returns, and a reaction's pending retry, which only
+// the replica that made them writes (the one handling the event). A
 // throttle count and a debounce's winner go through compare-and-set or
 // are written by any replica; an expected event is deleted by whichever
 // replica uses it.
 func ResendShared(key string) bool {
-	return len(key) > 1 && key[1] == '.' && (key[0] == kindJob || key[0] == kindReturns)
+	return len(key) > 1 && key[1] == '.' && (key[0] == kindJob || key[0] == kindReturns || key[0] == kindProgress)
 }
 
 // sharedKey names a record: its kind, a dot and a hash of what it is

@@ -58,7 +58,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 			g[0].Started("ev-1", Reaction{"revert.sls", "revert"}, "jid1", []string{"web1"}, time.Now())
 		}, [3]string{"job running", "job running", "job running"}},
 		{"returned on replica 2", func() {
-			if !g[2].Returned("jid1", "web1", time.Now()) {
+			if !g[2].Returned("jid1", "web1", false, time.Now()) {
 				t.Error("replica 2 did not know the job")
 			}
 		}, [3]string{"settling", "settling", "settling"}},
@@ -66,7 +66,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 		// The return overtakes the job's record: replica 1 sees it before
 		// replica 0 recorded the dispatch.
 		{"early return on replica 1", func() {
-			g[1].Returned("jid2", "web1", time.Now())
+			g[1].Returned("jid2", "web1", false, time.Now())
 			time.Sleep(50 * time.Millisecond)
 			g[0].Started("ev-2", Reaction{"revert.sls", "revert"}, "jid2", []string{"web1"}, time.Now())
 		}, [3]string{"settling", "settling", "settling"}},
@@ -203,7 +203,7 @@ func TestGuardExpiresByTime(t *testing.T) {
 	g := New(Options{Settle: time.Second, JobTimeout: time.Minute})
 	now := time.Now()
 	for i := range 100 {
-		g.Returned(fmt.Sprintf("jid%d", i), "web1", now)
+		g.Returned(fmt.Sprintf("jid%d", i), "web1", false, now)
 		g.Started("", Reaction{"f.sls", "r"}, fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
 		g.Throttle("r0", fmt.Sprintf("k%d", i), 1, time.Minute, now)
 		g.ExpectEvent(fmt.Sprintf("t%d", i), Fired{Hop: 1, Cause: "x"}, now)
@@ -319,7 +319,7 @@ func TestSharedReturnsGathered(t *testing.T) {
 	const n = 1200
 	now := time.Now()
 	for i := range n {
-		b.Returned(fmt.Sprintf("jid%d", i), "web1", now)
+		b.Returned(fmt.Sprintf("jid%d", i), "web1", false, now)
 	}
 	eventually(t, "replica a learns every return", func() bool {
 		return a.counts().early == n
@@ -337,7 +337,7 @@ func TestSharedReturnsGathered(t *testing.T) {
 	for i := range n {
 		b.Started("ev", Reaction{"revert.sls", "revert"}, fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
 	}
-	b.Returned("job3", "m3", now)
+	b.Returned("job3", "m3", false, now)
 	eventually(t, "replica a learns every job", func() bool {
 		_, _, held := beaconHeld(a, fmt.Sprintf("m%d", n-1))
 		return held && a.counts().jobs >= n

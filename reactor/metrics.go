@@ -37,7 +37,8 @@ type Metrics struct {
 	// rule's concurrency limit.
 	ConcurrencyQueued prometheus.Gauge
 	// Retries counts the retry option's work, by outcome: retried (a job
-	// run again), succeeded (a retry with no failure left), gave_up.
+	// run again), succeeded (a retry with no failure left), gave_up,
+	// resumed (a pending retry taken up after its event came back).
 	Retries *prometheus.CounterVec
 	Latency prometheus.Histogram
 	// SentLatency is the time from an event's publisher stamp (the
@@ -97,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ConcurrencyQueued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_concurrency_queued",
 			Help: "Events waiting, unacknowledged, for a slot of a rule's concurrency limit."}),
 		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_retries_total",
-			Help: "A rule's retry option at work, by outcome: retried (a job run again on the minions where it failed), succeeded (a retry left no failure), gave_up (failures left after the last attempt)."}, []string{"outcome"}),
+			Help: "A rule's retry option at work, by outcome: retried (a job run again on the minions where it failed), succeeded (a retry left no failure), gave_up (failures left after the last attempt), resumed (a pending retry taken up when its event came back after a stop or crash, on this replica or another)."}, []string{"outcome"}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)}),
 		SentLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_sent_latency_seconds",

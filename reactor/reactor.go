@@ -300,6 +300,11 @@ func (d *Reactor) Reload(eng *engine.Engine) error {
 // Start runs one goroutine per lane until Stop, and a ticker that records
 // jobs whose minions did not return within the job timeout.
 func (d *Reactor) Start(ctx context.Context) {
+	d.opts.Guard.FollowReturns(func(jid, minion string, failed bool, at time.Time) {
+		if jobOptions(d.eng.Load()) {
+			d.jobReturned(ctx, jid, minion, failed, at)
+		}
+	})
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -745,19 +750,20 @@ func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 	}
 	ev.gev, ev.firedBy = guard.EventOf(ev.tag, ev.minion, ev.received), fired.By
 	if jt, ok := event.ParseJobTag(ev.tag); ok {
-		if id, ok := jt.Return(); ok && jobOptions(d.eng.Load()) {
-			failed := returnFailed(ev.raw)
-			// Kept for a slot or retry that starts following the job
-			// after its return (another lane dispatched it).
-			d.early.add(jt.JID, id, failed, ev.received)
-			// Retries first: a retry it schedules keeps the concurrency
-			// place the job's return would otherwise free.
-			d.retries.returned(ctx, jt.JID, id, failed)
-			d.limits.returned(jt.JID, id)
-		}
-		if id, ok := jt.Return(); ok && g.Returned(jt.JID, id, ev.received) {
-			d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
-			d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
+		if id, ok := jt.Return(); ok {
+			// Whether it failed matters to the rules' retry and
+			// concurrency options alone (here and, through the guard's
+			// shared state, on the other replicas, which run the same
+			// rules).
+			failed := false
+			if jobOptions(d.eng.Load()) {
+				failed = returnFailed(ev.raw)
+				d.jobReturned(ctx, jt.JID, id, failed, ev.received)
+			}
+			if g.Returned(jt.JID, id, failed, ev.received) {
+				d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
+				d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
+			}
 		}
 	}
 	if ev.dl.Hop <= d.opts.MaxHops {
@@ -774,6 +780,18 @@ func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 	d.noisy(slog.LevelWarn, ev.cause, "event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)",
 		"event_id", ev.id, "tag", ev.tag, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
 	return false
+}
+
+// jobReturned hands a job return, handled here or by another replica, to
+// the rules' retries and concurrency limits.
+func (d *Reactor) jobReturned(ctx context.Context, jid, minion string, failed bool, at time.Time) {
+	// Kept for a slot or retry that starts following the job after its
+	// return (another lane or replica dispatched it).
+	d.early.add(jid, minion, failed, at)
+	// Retries first: a retry it schedules keeps the concurrency place the
+	// job's return would otherwise free.
+	d.retries.returned(ctx, jid, minion, failed)
+	d.limits.returned(jid, minion)
 }
 
 // react matches the event against the rules and renders the reaction
@@ -916,6 +934,9 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	}
 	if h, held := g.Held(reaction, rule.mode, ev.gev); held {
 		d.heldBack(ev, sls, rule, h)
+		return
+	}
+	if rule.retry.Attempts > 0 && c.Str("state") == "local" && d.retries.resume(ctx, ev, c, rule) {
 		return
 	}
 	start := time.Now()

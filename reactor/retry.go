@@ -2,8 +2,10 @@ package reactor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -141,7 +143,7 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 			d.opts.Metrics.Retries.WithLabelValues("succeeded").Inc()
 			d.opts.Log.Info("retried reaction succeeded", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"), "jid", j.jid, "attempt", j.attempt)
 		}
-		j.hold.let(false)
+		r.through(j)
 		return
 	}
 	if j.attempt >= j.opts.Attempts {
@@ -150,10 +152,58 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 			"jid", j.jid, "minions", j.failed, "attempts", j.opts.Attempts)
 		d.ledger(j.ev, store.LedgerEntry{Stage: store.StageFailed, Rule: j.rule.glob, File: j.chunk.Str("__sls__"), ReactionID: j.chunk.Str("__id__"), JID: j.jid,
 			Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry: still failed after %d attempts", j.opts.Attempts)})
-		j.hold.let(false)
+		r.through(j)
 		return
 	}
 	wait := min(j.opts.Backoff<<min(j.attempt, 20), maxRetryBackoff)
+	now := time.Now()
+	if name := progressName(j.ev, j.rule); name != "" {
+		// Whichever replica handles the event next (a stop, a crash)
+		// runs this retry, not the whole reaction again.
+		b, _ := json.Marshal(retryProgress{Attempt: j.attempt + 1, Minions: j.failed, At: now.Add(wait).UnixNano(), JID: j.jid})
+		d.opts.Guard.SetProgress(name, b, wait+r.timeout+progressSlack, now)
+	}
+	d.opts.Log.Info("reaction failed on minions; retrying them", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
+		"jid", j.jid, "minions", j.failed, "attempt", j.attempt+1, "of", j.opts.Attempts, "in", wait.String())
+	r.schedule(ctx, j, wait)
+}
+
+// progressSlack is how much longer than the retry and its job a pending
+// retry's record is kept for the next delivery of its event.
+const progressSlack = 10 * time.Minute
+
+// retryProgress is what a reaction's retries leave for the next delivery
+// of its event (guard.Guard.SetProgress): the attempt to run, on which
+// minions, and when; JID is the job that failed there.
+type retryProgress struct {
+	Attempt int      `json:"attempt"`
+	Minions []string `json:"minions"`
+	At      int64    `json:"at"`
+	JID     string   `json:"jid,omitempty"`
+}
+
+// progressName names the retries of one reaction (its rule's ID and its
+// ID) for one event (its stream sequence); "" for an event that has none
+// (core NATS: no redelivery either).
+func progressName(ev *inflight, rule chunkRule) string {
+	if ev.dl.Seq == 0 {
+		return ""
+	}
+	return "retry/" + strconv.FormatUint(ev.dl.Seq, 10) + "/" + rule.reaction.Rule + "/" + rule.reaction.ID
+}
+
+// through ends a reaction's retries: its record goes, its event is let
+// go.
+func (r *retries) through(j *retryJob) {
+	if name := progressName(j.ev, j.rule); name != "" {
+		r.d.opts.Guard.ClearProgress(name)
+	}
+	j.hold.let(false)
+}
+
+// schedule runs the job again on its failed minions after wait, keeping
+// the reaction's concurrency place meanwhile.
+func (r *retries) schedule(ctx context.Context, j *retryJob, wait time.Duration) {
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
@@ -161,7 +211,7 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 		return
 	}
 	// The retry keeps the reaction's concurrency place until it is done.
-	d.limits.hold(j.ev.id, j.rule.reaction.Rule)
+	r.d.limits.hold(j.ev.id, j.rule.reaction.Rule)
 	r.timers[j] = time.AfterFunc(wait, func() {
 		r.mu.Lock()
 		_, pending := r.timers[j]
@@ -172,8 +222,37 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 		}
 	})
 	r.mu.Unlock()
-	d.opts.Log.Info("reaction failed on minions; retrying them", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
-		"jid", j.jid, "minions", j.failed, "attempt", j.attempt+1, "of", j.opts.Attempts, "in", wait.String())
+}
+
+// resume takes up the retries a reaction left for its event (recorded by
+// resolve on this replica or another before a stop or a crash): the
+// pending retry runs, at its time, on its minions, in place of the
+// reaction. It reports whether there was one.
+func (r *retries) resume(ctx context.Context, ev *inflight, c *event.Chunk, rule chunkRule) bool {
+	d := r.d
+	name := progressName(ev, rule)
+	if name == "" {
+		return false
+	}
+	b, ok := d.opts.Guard.Progress(name, time.Now())
+	var p retryProgress
+	if !ok || json.Unmarshal(b, &p) != nil || p.Attempt < 1 || len(p.Minions) == 0 {
+		return false
+	}
+	j := &retryJob{ev: ev, hold: d.holdFor(ev), chunk: c, rule: rule, opts: rule.retry, attempt: p.Attempt - 1, jid: p.JID, failed: p.Minions}
+	d.opts.Metrics.Retries.WithLabelValues("resumed").Inc()
+	if j.attempt >= j.opts.Attempts {
+		// The rule allows fewer attempts than when the retry was recorded.
+		r.resolve(ctx, j)
+		return true
+	}
+	wait := max(time.Until(time.Unix(0, p.At)), 0)
+	d.opts.Log.Info("resuming a reaction's retries: its event came back (a stop, a crash, another replica) with a retry pending",
+		"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "jid", p.JID, "minions", p.Minions, "attempt", p.Attempt, "of", j.opts.Attempts, "in", wait.Round(time.Millisecond).String())
+	d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: rule.glob, File: c.Str("__sls__"), ReactionID: c.Str("__id__"), JID: p.JID,
+		Minion: strings.Join(p.Minions, ","), Detail: fmt.Sprintf("retry %d of %d resumed (recorded before its event came back)", p.Attempt, j.opts.Attempts)})
+	r.schedule(ctx, j, wait)
+	return true
 }
 
 // again runs the job once more on the minions where it failed.
@@ -204,7 +283,7 @@ func (r *retries) again(ctx context.Context, j *retryJob) {
 		Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry %d of %d (job %s failed there): %s %s %s", next.attempt, j.opts.Attempts, j.jid, d.opts.Driver.Name(), c.Str("state"), c.Str("fun"))})
 	if res.JID == "" {
 		// Nothing to follow: the retry is the last word.
-		j.hold.let(false)
+		r.through(j)
 		return
 	}
 	r.track(ctx, j.ev, j.chunk, j.rule, res.JID, j.failed, next.attempt, j.hold, now)
@@ -236,22 +315,16 @@ func (r *retries) stop() int {
 }
 
 // returnFailed reads a job return's data: whether the job failed there
-// (success false, or a non-zero retcode).
+// (success false, or a non-zero retcode; data that is not a JSON object
+// counts as failed).
 func returnFailed(raw []byte) bool {
-	data, err := event.DecodeData(raw)
-	if err != nil {
+	var v [2][]byte
+	if !event.Members(raw, []string{"success", "retcode"}, v[:]) {
 		return true
 	}
-	if s, ok := data["success"].(bool); ok && !s {
+	if string(v[0]) == "false" {
 		return true
 	}
-	switch rc := data["retcode"].(type) {
-	case float64:
-		return rc != 0
-	case int64:
-		return rc != 0
-	case int:
-		return rc != 0
-	}
-	return false
+	rc, err := strconv.ParseFloat(string(v[1]), 64)
+	return err == nil && rc != 0
 }

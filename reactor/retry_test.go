@@ -130,3 +130,25 @@ func TestRetryKeepsConcurrencyPlace(t *testing.T) {
 		}
 	})
 }
+
+// TestReturnFailed: what counts as a failed job return.
+func TestReturnFailed(t *testing.T) {
+	for _, c := range []struct {
+		data string
+		want bool
+	}{
+		{`{"success": true, "retcode": 0}`, false},
+		{`{"success": false, "retcode": 0}`, true},
+		{`{"success": true, "retcode": 2}`, true},
+		{`{"retcode": 1.0}`, true},
+		{`{"return": {"retcode": 5}}`, false},
+		{`{"success": true, "retcode": "x"}`, false},
+		{`{}`, false},
+		{`[1]`, true},
+		{`{"success": `, true},
+	} {
+		if got := returnFailed([]byte(c.data)); got != c.want {
+			t.Errorf("returnFailed(%s) = %v, want %v", c.data, got, c.want)
+		}
+	}
+}

@@ -296,3 +296,82 @@ func TestReplicasCollectByPartition(t *testing.T) {
 	t.Logf("collect keyed by minion, 3 replicas, --partitions 3: 9 events, reactions %s, by replica %v", got, func() map[string]int { _, _, o, _ := ce.snapshot(); return o }())
 	stopAll(t, ps)
 }
+
+// TestReplicasResumeRetries: a reaction whose job failed on one of its
+// minions waits for its retry; the replica holding it stops; the event
+// comes back to the other replica, which runs the pending retry on the
+// failed minion alone, at its time, and the next one, not the whole
+// reaction again. Shared consumer and partitions.
+func TestReplicasResumeRetries(t *testing.T) {
+	for _, mode := range replicaModes[1:] {
+		t.Run(mode.name, func(t *testing.T) {
+			srv, c := natsServer(t)
+			dir := t.TempDir()
+			sls := filepath.Join(dir, "deploy.sls")
+			if err := os.WriteFile(sls, []byte("#!yaml\ndeploy:\n  local.state.apply:\n    - tgt: web1,web2\n    - tgt_type: list\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			conf := filepath.Join(dir, "reactor.conf")
+			if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/deploy':\n      sls: "+sls+"\n      retry: {attempts: 2, backoff: 3s, on: [failed]}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			salt, calls := filepath.Join(dir, "salt"), filepath.Join(dir, "calls")
+			// Stand-in for salt --async [-L] -- TGT FUN: the job fails on
+			// web2 and succeeds on the others, every time.
+			standIn(t, salt, fmt.Sprintf(`while [ "$1" != "--" ]; do shift; done; shift
+tgt="$1"; fun="$2"
+jid="$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
+echo "$fun $tgt" >> %[1]q
+( sleep 0.2
+  for m in $(echo "$tgt" | tr ',' ' '); do
+    ok=true; rc=0
+    if [ "$m" = web2 ]; then ok=false; rc=2; fi
+    %[2]q fire --nats %[3]q "salt/job/$jid/ret/$m" "{\"id\": \"$m\", \"jid\": \"$jid\", \"fun\": \"$fun\", \"success\": $ok, \"retcode\": $rc}"
+  done
+) >/dev/null 2>&1 &
+echo "Executed command with job ID: $jid"
+`, calls, binPath, srv.ClientURL()))
+			args := append([]string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt}, mode.args...)
+			ps := startReplicas(t, 2, args...)
+			if err := c.Publish("myco/deploy", []byte(`{"tag": "myco/deploy", "data": {}}`), natsbus.Meta{}); err != nil {
+				t.Fatal(err)
+			}
+			holder := -1
+			checkFor(t, 20*time.Second, func() error {
+				for i, p := range ps {
+					if strings.Contains(p.logs(), "retrying them") {
+						holder = i
+						return nil
+					}
+				}
+				return fmt.Errorf("no retry scheduled yet; calls %q", readFile(t, calls))
+			})
+			stopAll(t, ps[holder:holder+1])
+			other := ps[1-holder]
+			checkFor(t, 30*time.Second, func() error {
+				if !strings.Contains(other.logs(), "giving up") {
+					return fmt.Errorf("the other replica did not give up yet; calls %q", readFile(t, calls))
+				}
+				return nil
+			})
+			if got, want := readFile(t, calls), "state.apply web1,web2\nstate.apply web2\nstate.apply web2\n"; got != want {
+				t.Fatalf("calls:\n%s\nwant the reaction once, then its two retries on web2 alone:\n%s", got, want)
+			}
+			m := scrape(t, other)
+			if got := metricValue(t, m, `reactord_retries_total{outcome="resumed"}`); got != "1" {
+				t.Errorf("resumed %s, want 1", got)
+			}
+			if !strings.Contains(other.logs(), "resuming a reaction's retries") {
+				t.Errorf("the other replica did not say it resumed the retries:\n%s", other.logs())
+			}
+			stopAll(t, []*proc{other})
+		})
+	}
+}
+
+// readFile returns a file's content, "" when it cannot be read.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
