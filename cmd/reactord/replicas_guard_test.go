@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -119,6 +120,18 @@ func throttleConf(t *testing.T, option string) string {
 func ping(t *testing.T, c *natsbus.Conn, id string) {
 	t.Helper()
 	if err := c.Publish("myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pingStream publishes a myco/ping event of minion id to JetStream on its
+// keyed subject, as the bridge and fire do: with --partitions it goes to
+// the minion's partition (a core publish goes to the plain lane).
+func pingStream(t *testing.T, c *natsbus.Conn, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.PublishStream(ctx, "myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -277,7 +290,7 @@ func TestReplicasCollectByPartition(t *testing.T) {
 		"--jetstream", "--partitions", "3")
 	for range 3 {
 		for _, id := range []string{"web1", "web2", "web3"} {
-			ping(t, c, id)
+			pingStream(t, c, id)
 		}
 	}
 	checkFor(t, 30*time.Second, func() error {
@@ -374,4 +387,70 @@ func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, _ := os.ReadFile(path)
 	return string(b)
+}
+
+// TestReplicasConcurrencyByPartition: concurrency: 1 per minion (the
+// default key) with two replicas and --partitions 2: a minion's events
+// go to the replica holding its partition, which runs its reactions one
+// at a time, each after the previous job returned; the two minions'
+// jobs run side by side.
+func TestReplicasConcurrencyByPartition(t *testing.T) {
+	srv, c := natsServer(t)
+	dir := t.TempDir()
+	sls := filepath.Join(dir, "hs.sls")
+	if err := os.WriteFile(sls, []byte("#!gotmpl|yaml\nhs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "reactor.conf")
+	if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/ping':\n      sls: "+sls+"\n      concurrency: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	salt, calls := filepath.Join(dir, "salt"), filepath.Join(dir, "calls")
+	// Stand-in for salt --async -- TGT FUN: the job returns after 1s;
+	// "start" and "end" lines mark it in the call log.
+	standIn(t, salt, fmt.Sprintf(`while [ "$1" != "--" ]; do shift; done; shift
+tgt="$1"; fun="$2"
+jid="$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
+echo "start $tgt" >> %[1]q
+( sleep 1
+  echo "end $tgt" >> %[1]q
+  %[2]q fire --nats %[3]q "salt/job/$jid/ret/$tgt" "{\"id\": \"$tgt\", \"jid\": \"$jid\", \"fun\": \"$fun\", \"success\": true, \"retcode\": 0}"
+) >/dev/null 2>&1 &
+echo "Executed command with job ID: $jid"
+`, calls, binPath, srv.ClientURL()))
+	ps := startReplicas(t, 2, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--jetstream", "--partitions", "2")
+	for range 3 {
+		for _, id := range []string{"web1", "web2"} {
+			pingStream(t, c, id)
+		}
+	}
+	checkFor(t, 30*time.Second, func() error {
+		if n := strings.Count(readFile(t, calls), "end "); n != 6 {
+			return fmt.Errorf("%d jobs returned, want 6", n)
+		}
+		return nil
+	})
+	running := map[string]int{}
+	side := false
+	for _, l := range strings.Split(strings.TrimSpace(readFile(t, calls)), "\n") {
+		what, minion, _ := strings.Cut(l, " ")
+		if what == "start" {
+			running[minion]++
+			if running[minion] > 1 {
+				t.Fatalf("two jobs on %s at once:\n%s", minion, readFile(t, calls))
+			}
+			if len(running) == 2 && running["web1"]+running["web2"] == 2 {
+				side = true
+			}
+		} else {
+			running[minion]--
+			if running[minion] == 0 {
+				delete(running, minion)
+			}
+		}
+	}
+	if !side {
+		t.Errorf("web1's and web2's jobs never ran side by side:\n%s", readFile(t, calls))
+	}
+	stopAll(t, ps)
 }
