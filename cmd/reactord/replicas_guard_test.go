@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -314,9 +315,14 @@ func TestReplicasCollectByPartition(t *testing.T) {
 // minions waits for its retry; the replica holding it stops; the event
 // comes back to the other replica, which runs the pending retry on the
 // failed minion alone, at its time, and the next one, not the whole
-// reaction again. Shared consumer and partitions.
+// reaction again. Shared consumer and partitions; and one daemon
+// restarted.
 func TestReplicasResumeRetries(t *testing.T) {
-	for _, mode := range replicaModes[1:] {
+	modes := append(slices.Clone(replicaModes[1:]), struct {
+		name string
+		args []string
+	}{"restart", []string{"--jetstream"}})
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			srv, c := natsServer(t)
 			dir := t.TempDir()
@@ -345,7 +351,11 @@ echo "$fun $tgt" >> %[1]q
 echo "Executed command with job ID: $jid"
 `, calls, binPath, srv.ClientURL()))
 			args := append([]string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt}, mode.args...)
-			ps := startReplicas(t, 2, args...)
+			n := 2
+			if mode.name == "restart" {
+				n = 1
+			}
+			ps := startReplicas(t, n, args...)
 			if err := c.Publish("myco/deploy", []byte(`{"tag": "myco/deploy", "data": {}}`), natsbus.Meta{}); err != nil {
 				t.Fatal(err)
 			}
@@ -360,7 +370,12 @@ echo "Executed command with job ID: $jid"
 				return fmt.Errorf("no retry scheduled yet; calls %q", readFile(t, calls))
 			})
 			stopAll(t, ps[holder:holder+1])
-			other := ps[1-holder]
+			var other *proc
+			if n == 1 {
+				other = startDaemon(t, args...)
+			} else {
+				other = ps[1-holder]
+			}
 			checkFor(t, 30*time.Second, func() error {
 				if !strings.Contains(other.logs(), "giving up") {
 					return fmt.Errorf("the other replica did not give up yet; calls %q", readFile(t, calls))
