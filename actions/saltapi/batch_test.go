@@ -313,6 +313,22 @@ func TestBatchFailure(t *testing.T) {
 			posts: 4, // the first, the refused batch, the probe, the batch again
 		},
 		{
+			name:  "rest_tornado restarted: the session is redirected to /login before anything runs",
+			setup: func(f *fakeSalt) { f.tornado = true },
+			before: func(f *fakeSalt) func(int, int, http.ResponseWriter) bool {
+				var once sync.Once
+				return func(_, lows int, _ http.ResponseWriter) bool {
+					if lows > 1 {
+						once.Do(f.restart)
+					}
+					return false
+				}
+			},
+			rest:  pings(3),
+			ran:   []string{"m0", "m1", "m2", "m3"},
+			posts: 4, // the first, the redirected batch, the probe, the batch again
+		},
+		{
 			name: "413: the batch is split until it fits",
 			before: func(*fakeSalt) func(int, int, http.ResponseWriter) bool {
 				return func(_, lows int, w http.ResponseWriter) bool {

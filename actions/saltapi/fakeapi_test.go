@@ -28,6 +28,7 @@ type fakeSalt struct {
 	minions  []string          // accepted minion keys
 	denied   map[string]bool   // functions the eauth user may not run
 	crash    map[string]int    // functions that raise, answered with this status
+	tornado  bool              // refuse a session as rest_tornado does: 302 to /login
 
 	mu       sync.Mutex
 	offset   time.Duration        // added to the server clock
@@ -220,6 +221,12 @@ func (f *fakeSalt) lowstate(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Unlock()
 	if !ok || !now.Before(expire) {
+		if f.tornado {
+			// SaltAPIHandler.post: self.redirect("/login").
+			w.Header().Set("Location", "/login")
+			w.WriteHeader(http.StatusFound)
+			return
+		}
 		httpError(w, http.StatusUnauthorized, "Please log in")
 		return
 	}

@@ -62,7 +62,26 @@ func (d *Driver) post(ctx context.Context, path, token string, body []byte) (sta
 	if len(raw) > maxBody {
 		return 0, nil, true, fmt.Errorf("the answer to POST %s is larger than %d bytes", path, maxBody)
 	}
-	return resp.StatusCode, raw, true, nil
+	status = resp.StatusCode
+	if loginRedirect(resp) {
+		// rest_tornado answers a request without a valid session with a
+		// redirect to /login, where rest_cherrypy answers 401: both
+		// refuse it before running anything.
+		status = http.StatusUnauthorized
+	}
+	return status, raw, true, nil
+}
+
+// loginRedirect reports whether resp sends the client to log in: salt-api's
+// rest_tornado redirects POST / without a valid session to /login.
+func loginRedirect(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect:
+	default:
+		return false
+	}
+	loc, err := resp.Location()
+	return err == nil && strings.HasSuffix(loc.Path, "/login") && !strings.HasSuffix(resp.Request.URL.Path, "/login")
 }
 
 // checkStatus turns a non-2xx answer into an error: 429 and 5xx (Salt's 503

@@ -318,7 +318,8 @@ func (d *Driver) Supports(state string) bool {
 //   - 413 (the body is over max_request_body_size): the batch is split in
 //     halves, which are sent in turn;
 //   - 429 (a proxy's rate limit) is retryable; redirects, 404, 405 and 406
-//     are configuration errors.
+//     are configuration errors, except rest_tornado's redirect to /login,
+//     its answer for a refused session, which is taken as a 401.
 //
 // A 5xx, a timeout or a broken connection after the whole request was
 // written, a 400, or a 401 from a valid session (a function the eauth user

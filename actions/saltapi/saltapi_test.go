@@ -337,28 +337,35 @@ func TestReloginAfter401(t *testing.T) {
 		// driver still counts it valid.
 		{"token expired on the server", func(f *fakeSalt) { f.advance(13 * time.Hour) }},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			fake := newFakeSalt()
-			srv := fake.start(t)
-			d := newDriver(t, credentials(srv.URL))
-			a := actions.Action{Chunk: reaction("runner", "deploy", "state.orchestrate", "mods", "orch")}
-			if _, err := d.Do(context.Background(), a); err != nil {
-				t.Fatal(err)
+	for _, tornado := range []bool{false, true} {
+		for _, tc := range cases {
+			name := tc.name
+			if tornado {
+				name = "rest_tornado: " + name + " (302 to /login)"
 			}
-			tc.cause(fake)
-			res, err := d.Do(context.Background(), a)
-			if err != nil {
-				t.Fatalf("Do after 401: %v", err)
-			}
-			st := fake.stats()
-			if st.logins != 2 || st.posts != 3 || st.tokens[1] != st.tokens[0] || st.tokens[2] == st.tokens[1] {
-				t.Fatalf("logins %d posts %d tokens %q: want a second login and one retried post", st.logins, st.posts, st.tokens)
-			}
-			if len(st.lows) != 2 || !jidRE.MatchString(res.JID) {
-				t.Fatalf("lowstates run %d, jid %q", len(st.lows), res.JID)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				fake := newFakeSalt()
+				fake.tornado = tornado
+				srv := fake.start(t)
+				d := newDriver(t, credentials(srv.URL))
+				a := actions.Action{Chunk: reaction("runner", "deploy", "state.orchestrate", "mods", "orch")}
+				if _, err := d.Do(context.Background(), a); err != nil {
+					t.Fatal(err)
+				}
+				tc.cause(fake)
+				res, err := d.Do(context.Background(), a)
+				if err != nil {
+					t.Fatalf("Do after 401: %v", err)
+				}
+				st := fake.stats()
+				if st.logins != 2 || st.posts != 3 || st.tokens[1] != st.tokens[0] || st.tokens[2] == st.tokens[1] {
+					t.Fatalf("logins %d posts %d tokens %q: want a second login and one retried post", st.logins, st.posts, st.tokens)
+				}
+				if len(st.lows) != 2 || !jidRE.MatchString(res.JID) {
+					t.Fatalf("lowstates run %d, jid %q", len(st.lows), res.JID)
+				}
+			})
+		}
 	}
 }
 

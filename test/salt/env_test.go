@@ -167,6 +167,23 @@ type saltOptions struct {
 	minionExtra string
 }
 
+// netapiConfig is the master's configuration section for salt-api's
+// server, on 127.0.0.1:port without TLS: rest_cherrypy, or rest_tornado
+// when REACTORD_E2E_NETAPI=rest_tornado (one process, as Salt's default
+// num_processes).
+func netapiConfig(t *testing.T, port int) string {
+	t.Helper()
+	switch server := cmp.Or(os.Getenv("REACTORD_E2E_NETAPI"), "rest_cherrypy"); server {
+	case "rest_cherrypy":
+		return fmt.Sprintf("rest_cherrypy:\n  host: 127.0.0.1\n  port: %d\n  disable_ssl: True", port)
+	case "rest_tornado":
+		return fmt.Sprintf("rest_tornado:\n  address: 127.0.0.1\n  port: %d\n  disable_ssl: True\n  num_processes: 1", port)
+	default:
+		t.Fatalf("REACTORD_E2E_NETAPI=%q: want rest_cherrypy or rest_tornado", server)
+		return ""
+	}
+}
+
 // startSalt writes a master, minions (keys left pending: the reactor
 // accepts them) and salt-api, and starts the master and salt-api in the
 // foreground; startMinions starts the minions.
@@ -220,14 +237,11 @@ file_roots:
 external_auth:
   auto:
     %[1]s: ['.*', '@runner', '@wheel', '@jobs']
-rest_cherrypy:
-  host: 127.0.0.1
-  port: %[5]d
-  disable_ssl: True
+%[7]s
 api_pidfile: %[4]s/run/salt-api.pid
 api_logfile: %[4]s/log/api
 %[6]s
-`, user, pub, ret, dir, api, o.masterExtra))
+`, user, pub, ret, dir, api, o.masterExtra, netapiConfig(t, api)))
 	writeFile(t, filepath.Join(dir, "srv/salt/top.sls"), "base:\n  '*':\n    - trivial\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/trivial.sls"), "trivial_ok:\n  test.succeed_without_changes:\n    - name: trivial state\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/fail.sls"), "always_fails:\n  test.fail_without_changes:\n    - name: this state always fails\n")

@@ -26,6 +26,8 @@ import (
 // REACTORD_E2E_STORM_MINIONS spreads them over that many minions (10 by
 // default); REACTORD_E2E_STORM_ONLY lists the contenders, in order (a name
 // twice runs twice: alternate pairs to see the machine's drift).
+// REACTORD_E2E_NETAPI=rest_tornado serves salt-api with rest_tornado (one
+// process) instead of rest_cherrypy, for every test of this package.
 //
 // The events are pushed into the master's own bus through its
 // master_event_pull.ipc socket, exactly as Salt's fire_event does, so every
