@@ -50,6 +50,10 @@ type jobEntry struct {
 type earlyReturn struct {
 	minion string
 	at     time.Time
+	// outcome is the return's (a sharedReturn's); own is set for a return
+	// this replica handled and has not shared (see ret).
+	outcome int8
+	own     bool
 }
 
 // jobDeadline is what may expire in jobs: an entry's hold, or the early
@@ -97,17 +101,30 @@ func newJobs(settle, timeout time.Duration, sh *shared) *jobs {
 // targets, and shares it.
 func (j *jobs) start(eventID string, r Reaction, jid string, targets []string, now time.Time) {
 	j.mu.Lock()
-	j.started(eventID, r, jid, targets, now, true)
+	late := j.started(eventID, r, jid, targets, now, true)
 	j.mu.Unlock()
 	if j.sh.on() && len(targets) > 0 {
 		j.share(&sharedJob{JID: jid, Rule: r.Rule, ID: r.ID, Targets: targets, Event: eventID, At: now.UnixNano()}, nil, j.timeout+j.settle+time.Minute)
+	}
+	j.shareLate(late)
+}
+
+// shareLate shares the job returns this replica handled before it knew
+// their job (see ret).
+func (j *jobs) shareLate(rs []sharedReturn) {
+	if !j.sh.on() {
+		return
+	}
+	for i := range rs {
+		j.share(nil, &rs[i], j.timeout+j.settle+time.Minute)
 	}
 }
 
 // started records a job; called with mu held. A record of the same job,
 // or of an older one, does not replace an entry (another replica's record
-// of a job comes back after this one's).
-func (j *jobs) started(eventID string, r Reaction, jid string, targets []string, now time.Time, local bool) {
+// of a job comes back after this one's). It returns the returns of the job
+// this replica handled before and did not share yet, now to share.
+func (j *jobs) started(eventID string, r Reaction, jid string, targets []string, now time.Time, local bool) (late []sharedReturn) {
 	for _, m := range targets {
 		k := jobKey{r.Rule, r.ID, m}
 		if old := j.entries[k]; old != nil {
@@ -123,9 +140,13 @@ func (j *jobs) started(eventID string, r Reaction, jid string, targets []string,
 			until = now.Add(j.settle)
 		}
 		e := &jobEntry{jid: jid, eventID: eventID, started: now, until: until, returned: jid == "", local: local}
-		for _, r := range j.early[jid] {
+		for i, r := range j.early[jid] {
 			if r.minion == "" || r.minion == m {
 				e.returned, e.until = true, r.at.Add(j.settle)
+				if r.own {
+					late = append(late, sharedReturn{JID: jid, Minion: r.minion, At: r.at.UnixNano(), Outcome: r.outcome})
+					j.early[jid][i].own = false
+				}
 			}
 		}
 		j.entries[k] = e
@@ -148,6 +169,7 @@ func (j *jobs) started(eventID string, r Reaction, jid string, targets []string,
 	} else {
 		j.early[jid] = rest
 	}
+	return late
 }
 
 // forgetJobKey removes k from the keys waiting for job jid; called with
@@ -167,19 +189,22 @@ func (j *jobs) forgetJobKey(jid string, k jobKey) {
 // ret records a job return from minion, with its outcome (a
 // sharedReturn's), and shares it; it reports whether the return belonged
 // to a guarded job.
+//
+// A return of a job no replica told this one of is kept here only: most
+// are of jobs no reaction started (a master's every job returns), and
+// sharing them would have every replica read every return. Should the
+// job's record come later (another replica started it and told this one
+// after the return came), the return is shared then (see started).
 func (j *jobs) ret(jid, minion string, outcome int8, now time.Time) bool {
 	j.mu.Lock()
 	found := j.returned(jid, minion, now)
+	if !found {
+		rs := j.early[jid]
+		rs[len(rs)-1].outcome, rs[len(rs)-1].own = outcome, true
+	}
 	j.mu.Unlock()
-	if j.sh.on() {
-		// Another replica may have started the job and not told this
-		// one yet: the return is shared either way, briefly when no job
-		// is known for it.
-		ttl := earlyKeep
-		if found {
-			ttl = j.timeout + j.settle + time.Minute
-		}
-		j.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano(), Outcome: outcome}, ttl)
+	if found && j.sh.on() {
+		j.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano(), Outcome: outcome}, j.timeout+j.settle+time.Minute)
 	}
 	return found
 }
@@ -323,8 +348,9 @@ func (j *jobs) applyJob(value []byte) {
 		return
 	}
 	j.mu.Lock()
-	j.started(rec.Event, Reaction{Rule: rec.Rule, ID: rec.ID}, rec.JID, rec.Targets, time.Unix(0, rec.At), false)
+	late := j.started(rec.Event, Reaction{Rule: rec.Rule, ID: rec.ID}, rec.JID, rec.Targets, time.Unix(0, rec.At), false)
 	j.mu.Unlock()
+	j.shareLate(late)
 }
 
 // applyReturns brings another replica's r record in: its jobs first,
@@ -340,8 +366,9 @@ func (j *jobs) applyReturns(value []byte, guard bool) []sharedReturn {
 		return rec.Returns
 	}
 	j.mu.Lock()
+	var late []sharedReturn
 	for _, s := range rec.Jobs {
-		j.started(s.Event, Reaction{Rule: s.Rule, ID: s.ID}, s.JID, s.Targets, time.Unix(0, s.At), false)
+		late = append(late, j.started(s.Event, Reaction{Rule: s.Rule, ID: s.ID}, s.JID, s.Targets, time.Unix(0, s.At), false)...)
 	}
 	if rec.JID != "" {
 		j.returned(rec.JID, rec.Minion, time.Unix(0, rec.At))
@@ -350,5 +377,6 @@ func (j *jobs) applyReturns(value []byte, guard bool) []sharedReturn {
 		j.returned(r.JID, r.Minion, time.Unix(0, r.At))
 	}
 	j.mu.Unlock()
+	j.shareLate(late)
 	return rec.Returns
 }
