@@ -158,11 +158,14 @@ type Journal interface {
 // Reactor runs the pipeline for live events: ordered per minion, parallel
 // across minions, with bounded queues and a swappable configuration.
 type Reactor struct {
-	eng   atomic.Pointer[engine.Engine]
-	opts  Options
-	lanes []chan Delivery
-	seed  maphash.Seed
-	wg    sync.WaitGroup
+	eng atomic.Pointer[engine.Engine]
+	// jobOpts is jobOptions of eng, stored with it: read on each job
+	// return.
+	jobOpts atomic.Bool
+	opts    Options
+	lanes   []chan Delivery
+	seed    maphash.Seed
+	wg      sync.WaitGroup
 
 	stopped atomic.Bool
 	quit    chan struct{}
@@ -257,6 +260,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	d.retries = newRetries(d, opts.Guard.JobTimeout(), d.early)
 	d.collects = newCollects()
 	d.eng.Store(eng)
+	d.jobOpts.Store(jobOptions(eng))
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
 		d.lanes[i] = make(chan Delivery, opts.QueueSize)
@@ -293,6 +297,7 @@ func (d *Reactor) Reload(eng *engine.Engine) error {
 		return err
 	}
 	d.eng.Store(eng)
+	d.jobOpts.Store(jobOptions(eng))
 	d.opts.Metrics.ReloadOK.Set(1)
 	return nil
 }
@@ -301,7 +306,7 @@ func (d *Reactor) Reload(eng *engine.Engine) error {
 // jobs whose minions did not return within the job timeout.
 func (d *Reactor) Start(ctx context.Context) {
 	d.opts.Guard.FollowReturns(func(jid, minion string, failed bool, at time.Time) {
-		if jobOptions(d.eng.Load()) {
+		if d.jobOpts.Load() {
 			d.jobReturned(ctx, jid, minion, failed, at)
 		}
 	})
@@ -756,7 +761,7 @@ func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 			// shared state, on the other replicas, which run the same
 			// rules).
 			failed := false
-			if jobOptions(d.eng.Load()) {
+			if d.jobOpts.Load() {
 				failed = returnFailed(ev.raw)
 				d.jobReturned(ctx, jt.JID, id, failed, ev.received)
 			}
