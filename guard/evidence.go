@@ -102,7 +102,7 @@ type Hold struct {
 func (j *jobs) held(r Reaction, mode string, ev Event) (Hold, bool) {
 	h, ok, restarted := j.weigh(r, mode, ev)
 	if restarted != "" {
-		j.ret(restarted, ev.Minion, 0, ev.At)
+		j.ret(restarted, ev.Minion, OutcomeUnknown, ev.At)
 	}
 	return h, ok
 }

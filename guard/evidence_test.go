@@ -38,7 +38,7 @@ func TestHeldEvidence(t *testing.T) {
 			g := New(Options{Settle: 2 * time.Second, JobTimeout: time.Minute})
 			g.Started("ev1", revert, "J1", []string{"web1"}, t0)
 			if c.phase == "settling" {
-				g.Returned("J1", "web1", false, at(1500*time.Millisecond))
+				g.Returned("J1", "web1", OutcomeOK, at(1500*time.Millisecond))
 			}
 			h, held := g.Held(c.r, c.mode, c.ev)
 			if got := map[bool]string{true: h.Evidence}[held]; got != c.evidence || h.Phase != c.phase {
@@ -59,7 +59,7 @@ func TestHeldSettleWindow(t *testing.T) {
 	r := Reaction{"revert.sls", "revert"}
 	g := New(Options{Settle: 2 * time.Second, JobTimeout: time.Minute})
 	g.Started("ev1", r, "J1", []string{"web1"}, t0)
-	g.Returned("J1", "web1", false, t0.Add(time.Second))
+	g.Returned("J1", "web1", OutcomeOK, t0.Add(time.Second))
 	beacon := func(d time.Duration) bool {
 		_, held := g.Held(r, ModeBeacons, EventOf("salt/beacon/web1/inotify//etc/important_file", "web1", t0.Add(d)))
 		return held

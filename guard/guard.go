@@ -56,7 +56,7 @@ type Guard struct {
 	debounces *debounces
 	hops      *hops
 	progress  *progress
-	follow    atomic.Pointer[func(jid, minion string, failed bool, at time.Time)]
+	follow    atomic.Pointer[func(jid, minion string, o Outcome, at time.Time)]
 }
 
 // New returns a guard with defaults filled in.
@@ -115,30 +115,41 @@ func (g *Guard) Started(eventID string, r Reaction, jid string, targets []string
 	g.jobs.start(eventID, r, jid, targets, now)
 }
 
-// Returned records a job return from minion (failed: the job failed
-// there); the reaction that started the job stays suppressed for that
-// minion until the settle window ends. It reports whether the return
-// belonged to a guarded job. The other replicas learn of it (their
-// FollowReturns functions get it), the job-linked guard off too.
-func (g *Guard) Returned(jid, minion string, failed bool, now time.Time) bool {
-	outcome := int8(returnOK)
-	if failed {
-		outcome = returnFailed
-	}
+// Outcome is how a job went on a minion, as its return says: the rules'
+// retry and concurrency options read it.
+type Outcome int8
+
+// The outcomes of a job return.
+const (
+	// OutcomeUnknown: the return was not read (no rule needs it).
+	OutcomeUnknown Outcome = iota
+	// OutcomeOK: success true (or absent) and retcode 0 (or absent).
+	OutcomeOK
+	// OutcomeFailed: success false, or a non-zero retcode.
+	OutcomeFailed
+)
+
+// Returned records a job return from minion, with its outcome; the
+// reaction that started the job stays suppressed for that minion until the
+// settle window ends. It reports whether the return belonged to a guarded
+// job. The other replicas learn of a return of a job a reaction started
+// (their FollowReturns functions get it when its outcome is known); with
+// the job-linked guard off, of every return whose outcome is known.
+func (g *Guard) Returned(jid, minion string, o Outcome, now time.Time) bool {
 	if g.opts.Disabled {
-		if g.sh.on() {
-			g.jobs.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano(), Outcome: outcome}, earlyKeep)
+		if g.sh.on() && o != OutcomeUnknown {
+			g.jobs.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano(), Outcome: o}, earlyKeep)
 		}
 		return false
 	}
-	return g.jobs.ret(jid, minion, outcome, now)
+	return g.jobs.ret(jid, minion, o, now)
 }
 
 // FollowReturns makes fn get the job returns other replicas handled
 // (with shared state), as they arrive: a reaction's retries and
 // concurrency slot follow its job's returns wherever they are handled.
 // fn must not block.
-func (g *Guard) FollowReturns(fn func(jid, minion string, failed bool, at time.Time)) {
+func (g *Guard) FollowReturns(fn func(jid, minion string, o Outcome, at time.Time)) {
 	g.follow.Store(&fn)
 }
 
@@ -243,8 +254,8 @@ func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
 		rs := g.jobs.applyReturns(value, !g.opts.Disabled)
 		if fn := g.follow.Load(); fn != nil {
 			for _, r := range rs {
-				if r.Outcome != 0 {
-					(*fn)(r.JID, r.Minion, r.Outcome == returnFailed, time.Unix(0, r.At))
+				if r.Outcome != OutcomeUnknown {
+					(*fn)(r.JID, r.Minion, r.Outcome, time.Unix(0, r.At))
 				}
 			}
 		}

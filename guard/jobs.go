@@ -52,15 +52,16 @@ type earlyReturn struct {
 	at     time.Time
 	// outcome is the return's (a sharedReturn's); own is set for a return
 	// this replica handled and has not shared (see ret).
-	outcome int8
+	outcome Outcome
 	own     bool
 }
 
-// jobDeadline is what may expire in jobs: an entry's hold, or the early
-// returns of a jid.
+// jobDeadline is what may expire in jobs: an entry's hold, the early
+// returns of a jid, or a jid known.
 type jobDeadline struct {
 	key   jobKey
 	early string // jid, for early returns
+	known string // jid, for known
 }
 
 // Expired is a guarded job whose minion did not return within the job
@@ -82,6 +83,7 @@ type jobs struct {
 	entries   map[jobKey]*jobEntry
 	byJID     map[string][]jobKey      // jid -> keys waiting for its returns
 	early     map[string][]earlyReturn // jid -> returns seen before the dispatch was recorded
+	known     map[string]time.Time     // jid -> until when: a job whose entries a newer one replaced, its returns still shared
 	deadlines deadlines[jobDeadline]
 
 	// returnsMu guards the job starts and returns waiting to be written
@@ -94,7 +96,7 @@ type jobs struct {
 
 func newJobs(settle, timeout time.Duration, sh *shared) *jobs {
 	return &jobs{settle: settle, timeout: timeout, sh: sh, entries: map[jobKey]*jobEntry{}, byJID: map[string][]jobKey{},
-		early: map[string][]earlyReturn{}}
+		early: map[string][]earlyReturn{}, known: map[string]time.Time{}}
 }
 
 // start records that reaction r of event eventID started job jid on
@@ -125,6 +127,14 @@ func (j *jobs) shareLate(rs []sharedReturn) {
 // of a job comes back after this one's). It returns the returns of the job
 // this replica handled before and did not share yet, now to share.
 func (j *jobs) started(eventID string, r Reaction, jid string, targets []string, now time.Time, local bool) (late []sharedReturn) {
+	if jid != "" {
+		for i, r := range j.early[jid] {
+			if r.own && (r.minion == "" || slices.Contains(targets, r.minion)) {
+				late = append(late, sharedReturn{JID: jid, Minion: r.minion, At: r.at.UnixNano(), Outcome: r.outcome})
+				j.early[jid][i].own = false
+			}
+		}
+	}
 	for _, m := range targets {
 		k := jobKey{r.Rule, r.ID, m}
 		if old := j.entries[k]; old != nil {
@@ -132,6 +142,10 @@ func (j *jobs) started(eventID string, r Reaction, jid string, targets []string,
 				continue
 			}
 			j.forgetJobKey(old.jid, k)
+			if old.jid != "" {
+				// Its returns still come, and are still shared (see ret).
+				j.remember(old.jid, old.started.Add(j.timeout+j.settle))
+			}
 		}
 		until := now.Add(j.timeout)
 		if jid == "" {
@@ -140,13 +154,9 @@ func (j *jobs) started(eventID string, r Reaction, jid string, targets []string,
 			until = now.Add(j.settle)
 		}
 		e := &jobEntry{jid: jid, eventID: eventID, started: now, until: until, returned: jid == "", local: local}
-		for i, r := range j.early[jid] {
+		for _, r := range j.early[jid] {
 			if r.minion == "" || r.minion == m {
 				e.returned, e.until = true, r.at.Add(j.settle)
-				if r.own {
-					late = append(late, sharedReturn{JID: jid, Minion: r.minion, At: r.at.UnixNano(), Outcome: r.outcome})
-					j.early[jid][i].own = false
-				}
 			}
 		}
 		j.entries[k] = e
@@ -172,6 +182,15 @@ func (j *jobs) started(eventID string, r Reaction, jid string, targets []string,
 	return late
 }
 
+// remember keeps jid known until until: a job whose entries a newer job
+// of its reaction replaced; called with mu held.
+func (j *jobs) remember(jid string, until time.Time) {
+	if until.After(j.known[jid]) {
+		j.known[jid] = until
+		j.deadlines.push(until, jobDeadline{known: jid})
+	}
+}
+
 // forgetJobKey removes k from the keys waiting for job jid; called with
 // mu held.
 func (j *jobs) forgetJobKey(jid string, k jobKey) {
@@ -195,15 +214,16 @@ func (j *jobs) forgetJobKey(jid string, k jobKey) {
 // sharing them would have every replica read every return. Should the
 // job's record come later (another replica started it and told this one
 // after the return came), the return is shared then (see started).
-func (j *jobs) ret(jid, minion string, outcome int8, now time.Time) bool {
+func (j *jobs) ret(jid, minion string, outcome Outcome, now time.Time) bool {
 	j.mu.Lock()
 	found := j.returned(jid, minion, now)
-	if !found {
-		rs := j.early[jid]
+	_, known := j.known[jid]
+	if !found && !known {
+		rs := j.early[jid] // returned appended it
 		rs[len(rs)-1].outcome, rs[len(rs)-1].own = outcome, true
 	}
 	j.mu.Unlock()
-	if found && j.sh.on() {
+	if (found || known) && j.sh.on() {
 		j.share(nil, &sharedReturn{JID: jid, Minion: minion, At: now.UnixNano(), Outcome: outcome}, j.timeout+j.settle+time.Minute)
 	}
 	return found
@@ -307,6 +327,12 @@ func (j *jobs) expired(now time.Time) (out, remote []Expired) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, d := range j.deadlines.due(now) {
+		if d.known != "" {
+			if !now.Before(j.known[d.known]) {
+				delete(j.known, d.known)
+			}
+			continue
+		}
 		if d.early != "" {
 			rs := slices.DeleteFunc(j.early[d.early], func(r earlyReturn) bool { return !now.Before(r.at.Add(earlyKeep)) })
 			if len(rs) == 0 {

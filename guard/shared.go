@@ -83,16 +83,10 @@ type sharedReturn struct {
 	JID    string `json:"j"`
 	Minion string `json:"m,omitempty"`
 	At     int64  `json:"t"`
-	// Outcome is how the job went there: returnOK, returnFailed, or 0 (a
-	// start of the minion ended the job; an earlier version's record).
-	Outcome int8 `json:"o,omitempty"`
+	// Outcome is how the job went there (OutcomeUnknown: not read, a
+	// start of the minion ended the job, an earlier version's record).
+	Outcome Outcome `json:"o,omitempty"`
 }
-
-// The outcomes of a sharedReturn.
-const (
-	returnOK     = 1
-	returnFailed = 2
-)
 
 // expectedRecord is an e record: reaction (Rule, ID) will fire an event
 // with Tag, which gets Hop and Cause; it is expected until At (unix ns).

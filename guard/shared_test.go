@@ -58,7 +58,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 			g[0].Started("ev-1", Reaction{"revert.sls", "revert"}, "jid1", []string{"web1"}, time.Now())
 		}, [3]string{"job running", "job running", "job running"}},
 		{"returned on replica 2", func() {
-			if !g[2].Returned("jid1", "web1", false, time.Now()) {
+			if !g[2].Returned("jid1", "web1", OutcomeOK, time.Now()) {
 				t.Error("replica 2 did not know the job")
 			}
 		}, [3]string{"settling", "settling", "settling"}},
@@ -66,7 +66,7 @@ func TestSharedGuardJobLinked(t *testing.T) {
 		// The return overtakes the job's record: replica 1 sees it before
 		// replica 0 recorded the dispatch.
 		{"early return on replica 1", func() {
-			g[1].Returned("jid2", "web1", false, time.Now())
+			g[1].Returned("jid2", "web1", OutcomeOK, time.Now())
 			time.Sleep(50 * time.Millisecond)
 			g[0].Started("ev-2", Reaction{"revert.sls", "revert"}, "jid2", []string{"web1"}, time.Now())
 		}, [3]string{"settling", "settling", "settling"}},
@@ -203,7 +203,7 @@ func TestGuardExpiresByTime(t *testing.T) {
 	g := New(Options{Settle: time.Second, JobTimeout: time.Minute})
 	now := time.Now()
 	for i := range 100 {
-		g.Returned(fmt.Sprintf("jid%d", i), "web1", false, now)
+		g.Returned(fmt.Sprintf("jid%d", i), "web1", OutcomeOK, now)
 		g.Started("", Reaction{"f.sls", "r"}, fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
 		g.Throttle("r0", fmt.Sprintf("k%d", i), 1, time.Minute, now)
 		g.ExpectEvent(fmt.Sprintf("t%d", i), Fired{Hop: 1, Cause: "x"}, now)
@@ -320,7 +320,7 @@ func TestSharedReturnsGathered(t *testing.T) {
 	const n = 1200
 	now := time.Now()
 	for i := range n {
-		b.Returned(fmt.Sprintf("other%d", i), "web1", false, now)
+		b.Returned(fmt.Sprintf("other%d", i), "web1", OutcomeOK, now)
 	}
 	b.FlushShared()
 	if got := counter.returns.Load(); got != 0 {
@@ -330,7 +330,7 @@ func TestSharedReturnsGathered(t *testing.T) {
 		b.Started("ev", Reaction{"revert.sls", "revert"}, fmt.Sprintf("job%d", i), []string{fmt.Sprintf("m%d", i)}, now)
 	}
 	for i := range n {
-		b.Returned(fmt.Sprintf("job%d", i), fmt.Sprintf("m%d", i), false, now)
+		b.Returned(fmt.Sprintf("job%d", i), fmt.Sprintf("m%d", i), OutcomeOK, now)
 	}
 	eventually(t, "replica a learns every job and return", func() bool {
 		if a.counts().jobs < n {
@@ -406,5 +406,41 @@ func TestAttachSharedLate(t *testing.T) {
 	eventually(t, "the late replica's job on the other", func() bool { _, _, held := beaconHeld(a, "web3"); return held })
 	if !late.Throttle("r0", "web4", 1, time.Hour, time.Now()) || a.Throttle("r0", "web4", 1, time.Hour, time.Now()) {
 		t.Error("a throttle taken on the attached replica is not shared")
+	}
+}
+
+// TestSharedReturnOfReplacedJob: a job whose entries a newer job of the
+// same reaction replaced still has its returns shared, with their
+// outcome, and another replica's follower gets them; a return of a job
+// nobody started does not reach it.
+func TestSharedReturnOfReplacedJob(t *testing.T) {
+	newGuard := sharedGuards(t)
+	o := Options{Settle: time.Second, JobTimeout: time.Minute}
+	a, b := newGuard(o), newGuard(o)
+	var mu sync.Mutex
+	var got []string
+	a.FollowReturns(func(jid, minion string, out Outcome, _ time.Time) {
+		mu.Lock()
+		got = append(got, fmt.Sprintf("%s %s %d", jid, minion, out))
+		mu.Unlock()
+	})
+	now := time.Now()
+	r := Reaction{"revert.sls", "revert"}
+	a.Started("ev1", r, "J1", []string{"web1"}, now)
+	a.Started("ev2", r, "J2", []string{"web1"}, now.Add(time.Millisecond))
+	eventually(t, "b learns J2", func() bool { jid, _, ok := beaconHeld(b, "web1"); return ok && jid == "J2" })
+	b.Returned("other", "web1", OutcomeFailed, now)
+	b.Returned("J1", "web1", OutcomeFailed, now)
+	b.Returned("J2", "web1", OutcomeOK, now)
+	eventually(t, "a follows both returns", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 2
+	})
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if s := fmt.Sprint(got); s != "[J1 web1 2 J2 web1 1]" {
+		t.Fatalf("a followed %s, want J1 failed and J2 ok, not the unknown job", s)
 	}
 }

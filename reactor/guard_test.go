@@ -236,7 +236,7 @@ func TestGenuineEventAfterChain(t *testing.T) {
 func TestReturnBeforeStarted(t *testing.T) {
 	g := guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Hour})
 	now := time.Now()
-	g.Returned("jid9", "db1", false, now)
+	g.Returned("jid9", "db1", guard.OutcomeOK, now)
 	g.Started("", guard.Reaction{Rule: "f.sls", ID: "r"}, "jid9", []string{"db1", "db2"}, now)
 	if _, phase, held := beaconHeld(g, "f.sls", "r", "db1", now.Add(500*time.Millisecond)); !held || phase != "settling" {
 		t.Fatalf("db1: held=%v phase=%q, want settling", held, phase)
@@ -257,8 +257,8 @@ func TestGuardMergedJobEarlyReturns(t *testing.T) {
 	g := guard.New(guard.Options{Settle: time.Second, JobTimeout: time.Minute})
 	now := time.Now()
 	const jid = "20261123000000000001"
-	g.Returned(jid, "m1", false, now)
-	g.Returned(jid, "m2", false, now)
+	g.Returned(jid, "m1", guard.OutcomeOK, now)
+	g.Returned(jid, "m2", guard.OutcomeOK, now)
 	g.Started("", guard.Reaction{Rule: "r.sls", ID: "highstate"}, jid, []string{"m1"}, now)
 	g.Started("", guard.Reaction{Rule: "r.sls", ID: "highstate"}, jid, []string{"m2"}, now)
 	for _, m := range []string{"m1", "m2"} {

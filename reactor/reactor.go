@@ -305,9 +305,9 @@ func (d *Reactor) Reload(eng *engine.Engine) error {
 // Start runs one goroutine per lane until Stop, and a ticker that records
 // jobs whose minions did not return within the job timeout.
 func (d *Reactor) Start(ctx context.Context) {
-	d.opts.Guard.FollowReturns(func(jid, minion string, failed bool, at time.Time) {
+	d.opts.Guard.FollowReturns(func(jid, minion string, o guard.Outcome, at time.Time) {
 		if d.jobOpts.Load() {
-			d.jobReturned(ctx, jid, minion, failed, at)
+			d.jobReturned(ctx, jid, minion, o == guard.OutcomeFailed, at)
 		}
 	})
 	go func() {
@@ -760,12 +760,16 @@ func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 			// concurrency options alone (here and, through the guard's
 			// shared state, on the other replicas, which run the same
 			// rules).
-			failed := false
+			o := guard.OutcomeUnknown
 			if d.jobOpts.Load() {
-				failed = returnFailed(ev.raw)
+				failed := returnFailed(ev.raw)
+				o = guard.OutcomeOK
+				if failed {
+					o = guard.OutcomeFailed
+				}
 				d.jobReturned(ctx, jt.JID, id, failed, ev.received)
 			}
-			if g.Returned(jt.JID, id, failed, ev.received) {
+			if g.Returned(jt.JID, id, o, ev.received) {
 				d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
 				d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
 			}
@@ -937,11 +941,13 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 			Detail: fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, d.opts.MaxHops)})
 		return
 	}
-	if h, held := g.Held(reaction, rule.mode, ev.gev); held {
-		d.heldBack(ev, sls, rule, h)
+	// A pending retry goes on (the guard let the reaction through when it
+	// first ran; its own job's beacons must not stop its retry).
+	if rule.retry.Attempts > 0 && c.Str("state") == "local" && d.retries.resume(ctx, ev, c, rule) {
 		return
 	}
-	if rule.retry.Attempts > 0 && c.Str("state") == "local" && d.retries.resume(ctx, ev, c, rule) {
+	if h, held := g.Held(reaction, rule.mode, ev.gev); held {
+		d.heldBack(ev, sls, rule, h)
 		return
 	}
 	start := time.Now()
@@ -1058,8 +1064,10 @@ func (d *Reactor) concurrency(ctx context.Context, ev *inflight, glob, id, key, 
 	}
 	ok, place := d.limits.acquire(ev.id, id, key, max, func() {
 		d.opts.Metrics.ConcurrencyQueued.Dec()
+		// Its stream sequence and message id go with it: a retry of its
+		// reaction is recorded under them (see progressName).
 		again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: id, Redelivers: js, id: ev.id,
-			Settle: func(o Outcome) { let(o != Ack) }}
+			Seq: ev.dl.Seq, MsgID: ev.dl.MsgID, Settle: func(o Outcome) { let(o != Ack) }}
 		if !d.Submit(ctx, again) { // a refused one is settled: let(true)
 			d.limits.ended(ev.id, []string{id}) // and gives its slot back
 		}
@@ -1118,7 +1126,7 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight) engine.Gate {
 				// trail of the event the debounce held (which is archived
 				// once, under that id).
 				again := Delivery{Body: body, Received: time.Now(), Hop: hop, OnlyRule: id, Redelivers: js, id: ev.id,
-					Settle: func(o Outcome) { let(o != Ack) }}
+					Seq: ev.dl.Seq, MsgID: ev.dl.MsgID, Settle: func(o Outcome) { let(o != Ack) }}
 				d.Submit(ctx, again) // a refused one is settled: let(true)
 			})
 			d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()

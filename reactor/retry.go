@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,13 +184,16 @@ type retryProgress struct {
 }
 
 // progressName names the retries of one reaction (its rule's ID and its
-// ID) for one event (its stream sequence); "" for an event that has none
-// (core NATS: no redelivery either).
+// ID) for one event (its stream sequence, and a hash of its body: a
+// stream made again numbers other events the same); "" for an event that
+// has no sequence (core NATS: no redelivery either).
 func progressName(ev *inflight, rule chunkRule) string {
 	if ev.dl.Seq == 0 {
 		return ""
 	}
-	return "retry/" + strconv.FormatUint(ev.dl.Seq, 10) + "/" + rule.reaction.Rule + "/" + rule.reaction.ID
+	h := fnv.New32a()
+	_, _ = h.Write(ev.dl.Body)
+	return "retry/" + strconv.FormatUint(ev.dl.Seq, 10) + "/" + strconv.FormatUint(uint64(h.Sum32()), 16) + "/" + rule.reaction.Rule + "/" + rule.reaction.ID
 }
 
 // through ends a reaction's retries: its record goes, its event is let

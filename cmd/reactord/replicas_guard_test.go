@@ -434,6 +434,19 @@ echo "start $tgt" >> %[1]q
 echo "Executed command with job ID: $jid"
 `, calls, binPath, srv.ClientURL()))
 	ps := startReplicas(t, 2, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--jetstream", "--partitions", "2")
+	// One partition each, and web1 and web2 in different ones: each
+	// replica runs one minion's jobs.
+	checkFor(t, 20*time.Second, func() error {
+		for _, p := range ps {
+			if got := metricValue(t, scrape(t, p), "reactord_partitions_owned"); got != "1" {
+				return fmt.Errorf("a replica holds %s partitions, want 1 each", got)
+			}
+		}
+		return nil
+	})
+	if natsbus.PartitionOf("web1", 2) == natsbus.PartitionOf("web2", 2) {
+		t.Fatal("web1 and web2 share a partition of 2: pick other names")
+	}
 	for range 3 {
 		for _, id := range []string{"web1", "web2"} {
 			pingStream(t, c, id)
@@ -466,6 +479,11 @@ echo "Executed command with job ID: $jid"
 	}
 	if !side {
 		t.Errorf("web1's and web2's jobs never ran side by side:\n%s", readFile(t, calls))
+	}
+	for i, p := range ps {
+		if got := metricValue(t, scrape(t, p), `reactord_actions_total{driver="exec",state="dispatched"}`); got != "3" {
+			t.Errorf("replica %d dispatched %s reactions, want 3 (one minion's)", i, got)
+		}
 	}
 	stopAll(t, ps)
 }
