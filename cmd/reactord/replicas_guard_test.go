@@ -326,30 +326,9 @@ func TestReplicasResumeRetries(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			srv, c := natsServer(t)
 			dir := t.TempDir()
-			sls := filepath.Join(dir, "deploy.sls")
-			if err := os.WriteFile(sls, []byte("#!yaml\ndeploy:\n  local.state.apply:\n    - tgt: web1,web2\n    - tgt_type: list\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			conf := filepath.Join(dir, "reactor.conf")
-			if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/deploy':\n      sls: "+sls+"\n      retry: {attempts: 2, backoff: 3s, on: [failed]}\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			salt, calls := filepath.Join(dir, "salt"), filepath.Join(dir, "calls")
-			// Stand-in for salt --async [-L] -- TGT FUN: the job fails on
-			// web2 and succeeds on the others, every time.
-			standIn(t, salt, fmt.Sprintf(`while [ "$1" != "--" ]; do shift; done; shift
-tgt="$1"; fun="$2"
-jid="$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
-echo "$fun $tgt" >> %[1]q
-( sleep 0.2
-  for m in $(echo "$tgt" | tr ',' ' '); do
-    ok=true; rc=0
-    if [ "$m" = web2 ]; then ok=false; rc=2; fi
-    %[2]q fire --nats %[3]q "salt/job/$jid/ret/$m" "{\"id\": \"$m\", \"jid\": \"$jid\", \"fun\": \"$fun\", \"success\": $ok, \"retcode\": $rc}"
-  done
-) >/dev/null 2>&1 &
-echo "Executed command with job ID: $jid"
-`, calls, binPath, srv.ClientURL()))
+			conf := ruleFiles(t, dir, "#!yaml\ndeploy:\n  local.state.apply:\n    - tgt: web1,web2\n    - tgt_type: list\n",
+				"  - 'myco/deploy':\n      sls: %s\n      retry: {attempts: 2, backoff: 3s, on: [failed]}\n")
+			salt, calls := jobsStandIn(t, dir, srv.ClientURL(), "0.2", "web2")
 			args := append([]string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt}, mode.args...)
 			n := 2
 			if mode.name == "restart" {
@@ -382,7 +361,7 @@ echo "Executed command with job ID: $jid"
 				}
 				return nil
 			})
-			if got, want := readFile(t, calls), "state.apply web1,web2\nstate.apply web2\nstate.apply web2\n"; got != want {
+			if got, want := startLines(readFile(t, calls)), "web1,web2 web2 web2"; got != want {
 				t.Fatalf("calls:\n%s\nwant the reaction once, then its two retries on web2 alone:\n%s", got, want)
 			}
 			m := scrape(t, other)
@@ -395,6 +374,54 @@ echo "Executed command with job ID: $jid"
 			stopAll(t, []*proc{other})
 		})
 	}
+}
+
+// ruleFiles writes a reaction file holding src and a reactor.conf whose
+// rule (with %s for the file's path) uses it, and returns the conf's path.
+func ruleFiles(t *testing.T, dir, src, rule string) string {
+	t.Helper()
+	sls, conf := filepath.Join(dir, "r.sls"), filepath.Join(dir, "reactor.conf")
+	if err := os.WriteFile(sls, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("reactor:\n"+fmt.Sprintf(rule, sls)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return conf
+}
+
+// jobsStandIn writes a stand-in for `salt --async [-L] -- TGT FUN`: it
+// logs "start TGT" to calls, and after delay seconds "end TGT" and fires
+// the job's return of each minion of TGT, failed on minion fail.
+func jobsStandIn(t *testing.T, dir, natsURL, delay, fail string) (salt, calls string) {
+	t.Helper()
+	salt, calls = filepath.Join(dir, "salt"), filepath.Join(dir, "calls")
+	standIn(t, salt, fmt.Sprintf(`while [ "$1" != "--" ]; do shift; done; shift
+tgt="$1"; fun="$2"
+jid="$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
+echo "start $tgt" >> %[1]q
+( sleep %[4]s
+  echo "end $tgt" >> %[1]q
+  for m in $(echo "$tgt" | tr ',' ' '); do
+    ok=true; rc=0
+    if [ "$m" = %[5]q ]; then ok=false; rc=2; fi
+    %[2]q fire --nats %[3]q "salt/job/$jid/ret/$m" "{\"id\": \"$m\", \"jid\": \"$jid\", \"fun\": \"$fun\", \"success\": $ok, \"retcode\": $rc}"
+  done
+) >/dev/null 2>&1 &
+echo "Executed command with job ID: $jid"
+`, calls, binPath, natsURL, delay, fail))
+	return salt, calls
+}
+
+// startLines lists the targets of a jobsStandIn call log's start lines.
+func startLines(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if tgt, ok := strings.CutPrefix(l, "start "); ok {
+			out = append(out, tgt)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // readFile returns a file's content, "" when it cannot be read.
@@ -412,27 +439,8 @@ func readFile(t *testing.T, path string) string {
 func TestReplicasConcurrencyByPartition(t *testing.T) {
 	srv, c := natsServer(t)
 	dir := t.TempDir()
-	sls := filepath.Join(dir, "hs.sls")
-	if err := os.WriteFile(sls, []byte("#!gotmpl|yaml\nhs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "reactor.conf")
-	if err := os.WriteFile(conf, []byte("reactor:\n  - 'myco/ping':\n      sls: "+sls+"\n      concurrency: 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	salt, calls := filepath.Join(dir, "salt"), filepath.Join(dir, "calls")
-	// Stand-in for salt --async -- TGT FUN: the job returns after 1s;
-	// "start" and "end" lines mark it in the call log.
-	standIn(t, salt, fmt.Sprintf(`while [ "$1" != "--" ]; do shift; done; shift
-tgt="$1"; fun="$2"
-jid="$(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
-echo "start $tgt" >> %[1]q
-( sleep 1
-  echo "end $tgt" >> %[1]q
-  %[2]q fire --nats %[3]q "salt/job/$jid/ret/$tgt" "{\"id\": \"$tgt\", \"jid\": \"$jid\", \"fun\": \"$fun\", \"success\": true, \"retcode\": 0}"
-) >/dev/null 2>&1 &
-echo "Executed command with job ID: $jid"
-`, calls, binPath, srv.ClientURL()))
+	conf := ruleFiles(t, dir, "#!gotmpl|yaml\nhs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n", "  - 'myco/ping':\n      sls: %s\n      concurrency: 1\n")
+	salt, calls := jobsStandIn(t, dir, srv.ClientURL(), "1", "")
 	ps := startReplicas(t, 2, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--jetstream", "--partitions", "2")
 	// One partition each, and web1 and web2 in different ones: each
 	// replica runs one minion's jobs.
