@@ -128,9 +128,9 @@ func (j *jobs) shareLate(rs []sharedReturn) {
 // this replica handled before and did not share yet, now to share.
 func (j *jobs) started(eventID string, r Reaction, jid string, targets []string, now time.Time, local bool) (late []sharedReturn) {
 	if jid != "" {
-		for i, r := range j.early[jid] {
-			if r.own && (r.minion == "" || slices.Contains(targets, r.minion)) {
-				late = append(late, sharedReturn{JID: jid, Minion: r.minion, At: r.at.UnixNano(), Outcome: r.outcome})
+		for i, e := range j.early[jid] {
+			if e.own && (e.minion == "" || slices.Contains(targets, e.minion)) {
+				late = append(late, sharedReturn{JID: jid, Minion: e.minion, At: e.at.UnixNano(), Outcome: e.outcome})
 				j.early[jid][i].own = false
 			}
 		}

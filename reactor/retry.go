@@ -253,9 +253,7 @@ func (r *retries) resume(ctx context.Context, ev *inflight, c *event.Chunk, rule
 	wait := max(time.Until(time.Unix(0, p.At)), 0)
 	d.opts.Log.Info("resuming a reaction's retries: its event came back (a stop, a crash, another replica) with a retry pending",
 		"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "jid", p.JID, "minions", p.Minions, "attempt", p.Attempt, "of", j.opts.Attempts, "in", wait.Round(time.Millisecond).String())
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: rule.glob, File: c.Str("__sls__"), ReactionID: c.Str("__id__"), JID: p.JID,
-		Minion: strings.Join(p.Minions, ","), Detail: fmt.Sprintf("retry %d of %d resumed (recorded before its event came back)", p.Attempt, j.opts.Attempts)})
-	r.schedule(ctx, j, wait)
+	r.schedule(ctx, j, wait) // the retry's dispatch is in the ledger
 	return true
 }
 
