@@ -76,11 +76,14 @@ func (r *retries) track(ctx context.Context, ev *inflight, c *event.Chunk, rule 
 		hold.let(true)
 		return
 	}
-	if len(j.waiting) > 0 {
+	// Read under r.mu: once j is in r.jobs, a return handled on another
+	// lane (or another replica's, followed) changes j.waiting.
+	done := len(j.waiting) == 0
+	if !done {
 		r.jobs[jid] = append(r.jobs[jid], j)
 	}
 	r.mu.Unlock()
-	if len(j.waiting) == 0 {
+	if done {
 		r.resolve(ctx, j)
 	}
 }
