@@ -238,6 +238,17 @@ func TestBatchFailure(t *testing.T) {
 			_ = conn.Close()
 		}
 	}
+	// restartOnBatch makes salt-api forget its sessions (a restart) when
+	// the first batch of more than one lowstate comes.
+	restartOnBatch := func(f *fakeSalt) func(int, int, http.ResponseWriter) bool {
+		var once sync.Once
+		return func(_, lows int, _ http.ResponseWriter) bool {
+			if lows > 1 {
+				once.Do(f.restart)
+			}
+			return false
+		}
+	}
 	cases := []struct {
 		name   string
 		setup  func(*fakeSalt)
@@ -298,35 +309,19 @@ func TestBatchFailure(t *testing.T) {
 			errIs: saltapi.ErrOutcomeUnknown,
 		},
 		{
-			name: "salt-api restarted: the session is refused before anything runs",
-			before: func(f *fakeSalt) func(int, int, http.ResponseWriter) bool {
-				var once sync.Once
-				return func(_, lows int, _ http.ResponseWriter) bool {
-					if lows > 1 {
-						once.Do(f.restart)
-					}
-					return false
-				}
-			},
-			rest:  pings(3),
-			ran:   []string{"m0", "m1", "m2", "m3"},
-			posts: 4, // the first, the refused batch, the probe, the batch again
+			name:   "salt-api restarted: the session is refused before anything runs",
+			before: restartOnBatch,
+			rest:   pings(3),
+			ran:    []string{"m0", "m1", "m2", "m3"},
+			posts:  4, // the first, the refused batch, the probe, the batch again
 		},
 		{
-			name:  "rest_tornado restarted: the session is redirected to /login before anything runs",
-			setup: func(f *fakeSalt) { f.tornado = true },
-			before: func(f *fakeSalt) func(int, int, http.ResponseWriter) bool {
-				var once sync.Once
-				return func(_, lows int, _ http.ResponseWriter) bool {
-					if lows > 1 {
-						once.Do(f.restart)
-					}
-					return false
-				}
-			},
-			rest:  pings(3),
-			ran:   []string{"m0", "m1", "m2", "m3"},
-			posts: 4, // the first, the redirected batch, the probe, the batch again
+			name:   "rest_tornado restarted: the session is redirected to /login before anything runs",
+			setup:  func(f *fakeSalt) { f.tornado = true },
+			before: restartOnBatch,
+			rest:   pings(3),
+			ran:    []string{"m0", "m1", "m2", "m3"},
+			posts:  4, // the first, the redirected batch, the probe, the batch again
 		},
 		{
 			name: "413: the batch is split until it fits",
