@@ -27,6 +27,7 @@ import (
 //   - collect: three events within the window make one job with all
 //     three.
 func TestBeyondSaltOnRealSalt(t *testing.T) {
+	t.Parallel()
 	e := startSalt(t)
 	dir := t.TempDir()
 	sleep := filepath.Join(dir, "sleep.sls")

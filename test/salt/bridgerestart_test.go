@@ -26,6 +26,7 @@ import (
 // master_event_pub.ipc, reconnecting every 10 ms, defines what the master
 // published; every event it saw must reach NATS through the native bridge.
 func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	e := startSalt(t)
 	r := startReactord(t, e, "dryrun")
 
@@ -205,6 +206,7 @@ func (p *busProxy) cut() {
 // reach NATS once each from its job cache, marked recovered, and a
 // return the bridge read live is not published twice.
 func TestBridgeRecoversReturnsFromJobCache(t *testing.T) {
+	t.Parallel()
 	e := startSalt(t)
 	proxy := startBusProxy(t, e.sockDir)
 	e.bridgeSockDir = proxy.dir

@@ -1,7 +1,11 @@
 // Package salt_test runs reactord against a real Salt master, two minions
 // and salt-api, started from the Salt on PATH (or in $SALT_BIN_DIR) in a
-// temporary directory. Without Salt it skips with one line. See
-// docs/salt-compatibility.md, "Proven on a real Salt master".
+// temporary directory. Without Salt it skips with one line. Each test has
+// a Salt installation of its own (ports, sockets, keys and files), so the
+// tests run side by side, as many as go test's -parallel allows (-parallel
+// 1 runs them one after another); the storm and the survey, which measure,
+// run alone before them. See docs/salt-compatibility.md, "Proven on a real
+// Salt master".
 package salt_test
 
 import (

@@ -56,8 +56,9 @@ func tagIs(tag string) func(event.Event) bool {
 // own CLIs), the saltapi driver and the master driver (the master's request
 // channel), with the native bridge reading the master's event socket.
 func TestRecipesOnRealSalt(t *testing.T) {
+	t.Parallel()
 	for _, driver := range []string{"exec", "saltapi", "master"} {
-		t.Run(driver, func(t *testing.T) { testRecipes(t, driver) })
+		t.Run(driver, func(t *testing.T) { t.Parallel(); testRecipes(t, driver) })
 	}
 }
 
@@ -291,8 +292,10 @@ func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id, fun string) {
 // change on web2 (whose beacon Salt does not pause) gives one revert, the
 // third 3s after the second orchestration's return included.
 func TestOrchestratedRevertOnRealSalt(t *testing.T) {
+	t.Parallel()
 	for _, driver := range []string{"exec", "saltapi", "master"} {
 		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
 			e := startSalt(t)
 			orch := filepath.Join(t.TempDir(), "orch.sls")
 			writeFile(t, orch, "revert_through_orchestration:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.revert\n      - pillar:\n          target: {{ .data.id }}\n")

@@ -25,8 +25,9 @@ import (
 //   - a reaction that sends its own trigger through the master → stopped
 //     at --max-hops, once.
 func TestRestartsAndLoopsOnRealSalt(t *testing.T) {
+	t.Parallel()
 	for _, driver := range []string{"exec", "master"} {
-		t.Run(driver, func(t *testing.T) { testRestartsAndLoops(t, driver) })
+		t.Run(driver, func(t *testing.T) { t.Parallel(); testRestartsAndLoops(t, driver) })
 	}
 }
 

@@ -17,8 +17,10 @@ import (
 // and the master driver: both publish the same job. A call outside
 // --salt-calls (cmd.run) fails that file's render, naming it.
 func TestSaltCallsOnRealSalt(t *testing.T) {
+	t.Parallel()
 	for _, driver := range []string{"saltapi", "master"} {
 		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			sls := filepath.Join(dir, "callsalt.sls")
 			writeFile(t, sls, `{% set iface = salt['config.get']('interface') %}
