@@ -125,19 +125,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 	args := []string{"-c", conf, "--nats", all, "--jetstream", "--stream-replicas", "3", "--partitions", "6", "--ack-wait", "5s",
 		"--driver", "nats", "--exec-subject", "test.exec.", "--store", "none", "--no-loop-guard"}
 	ps := startReplicas(t, 3, args...)
-	checkFor(t, 30*time.Second, func() error {
-		var owned []string
-		for _, p := range ps {
-			n := metricValue(t, scrape(t, p), "reactord_partitions_owned")
-			if n != "2" {
-				owned = append(owned, n)
-			}
-		}
-		if len(owned) > 0 {
-			return fmt.Errorf("partitions not balanced 2 each: %v", owned)
-		}
-		return nil
-	})
+	waitBalanced(t, ps, "2")
 	c, err := natsbus.Connect(natsbus.ConnOptions{URL: cl.urls[victimNode+1], Name: "test"})
 	if err != nil {
 		t.Fatal(err)
