@@ -57,13 +57,13 @@ type BridgeSaltAPI struct {
 
 // DefaultBridgeOptions returns the bridge's defaults.
 func DefaultBridgeOptions() BridgeOptions {
-	return BridgeOptions{NATS: NATSOptions{URL: "nats://127.0.0.1:4222"}, SockDir: bridge.DefaultSockDir, JobCache: bridge.DefaultJobCache, SaltAPI: BridgeSaltAPI{EAuth: "auto"},
+	return BridgeOptions{SockDir: bridge.DefaultSockDir, JobCache: bridge.DefaultJobCache, SaltAPI: BridgeSaltAPI{EAuth: "auto"},
 		SpoolMemory: bridge.DefaultSpoolMemory, SpoolDisk: bridge.DefaultSpoolDisk}
 }
 
 // Flags registers the bridge's flags, with o's values as defaults.
 func (o *BridgeOptions) Flags(fs *flag.FlagSet) {
-	o.NATS.Flags(fs, "NATS URL(s) to publish to (the daemon's embedded server listens on 127.0.0.1:4222 by default)")
+	o.NATS.Flags(fs, "NATS URL(s) to publish to (default: $NATS_URL, else the embedded server of the local daemon whose data directory records its address, else "+DefaultNATSURL+")")
 	fs.StringVar(&o.SockDir, "sock-dir", o.SockDir, "the master's sock_dir, holding master_event_pub.ipc")
 	fs.StringVar(&o.JobCache, "job-cache", o.JobCache, "the master's job cache (cachedir/jobs), read after a reconnection to publish the job returns the bridge did not see (\"\": off)")
 	fs.StringVar(&o.SaltAPI.URL, "saltapi-url", o.SaltAPI.URL, "read salt-api's /events at this base URL instead of the socket")
@@ -131,9 +131,13 @@ func NewBridge(ctx context.Context, o BridgeOptions) (*Bridge, error) {
 // settle reads the secrets and fills in the data directory.
 func (b *Bridge) settle(context.Context) error {
 	o := &b.opts
-	if o.NATS.URL == "" {
-		return configErr(errors.New("--nats must not be empty"))
+	// Like fire and events, the bridge finds the local daemon's embedded
+	// server (which may listen elsewhere than its default address).
+	where, ok := o.NATS.Find()
+	if !ok {
+		o.NATS.URL, where = DefaultNATSURL, "the embedded server's default address"
 	}
+	b.log.Info("publishing to NATS", "url", o.NATS.URL, "from", where)
 	var err error
 	if o.SaltAPI.Password, err = SecretValue(o.SaltAPI.Password, EnvName("saltapi-password"), o.SaltAPI.PasswordFile); err != nil {
 		return configErr(fmt.Errorf("--saltapi-password-file: %w", err))

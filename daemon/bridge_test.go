@@ -6,10 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
 
@@ -78,7 +80,7 @@ func TestBridgeStartRefused(t *testing.T) {
 		want string
 	}{
 		{func(o *BridgeOptions) { o.HTTP = busy.Addr().String() }, "--http"},
-		{func(o *BridgeOptions) { o.NATS.URL = "" }, "--nats must not be empty"},
+		{func(o *BridgeOptions) { o.NATS.TokenFile = "/nonexistent/token" }, "--nats-token-file"},
 		{func(o *BridgeOptions) { o.SaltAPI.TokenFile = "/nonexistent/token" }, "--saltapi-token-file"},
 	} {
 		o := bridgeOptions(t)
@@ -86,5 +88,40 @@ func TestBridgeStartRefused(t *testing.T) {
 		if _, err := NewBridge(context.Background(), o); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewBridge: %v, want a configuration error with %q", err, c.want)
 		}
+	}
+}
+
+// TestNATSFind: a client without --nats takes $NATS_URL, else the address
+// a local daemon's embedded server recorded in its data directory, and
+// says which; with neither it finds nothing.
+func TestNATSFind(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("NATS_URL", "")
+	recorded := t.TempDir()
+	if err := natsbus.RecordAddr(recorded, "127.0.0.1:4333"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, url, env string
+		dirs           []string
+		want, where    string
+	}{
+		{name: "flag", url: "nats://n1:4222", env: "nats://env:4222", dirs: []string{recorded}, want: "nats://n1:4222", where: "--nats"},
+		{name: "environment", env: "nats://env:4222", dirs: []string{recorded}, want: "nats://env:4222", where: "$NATS_URL"},
+		{name: "recorded", dirs: []string{recorded}, want: "nats://127.0.0.1:4333", where: filepath.Join(recorded, natsbus.AddrFileName)},
+		{name: "nothing", dirs: []string{t.TempDir()}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("NATS_URL", c.env)
+			if addr, _ := natsbus.LocalAddr(natsbus.SystemDataDir); c.want == "" && addr != "" {
+				t.Skipf("the packaged daemon on this machine recorded %s in %s", addr, natsbus.SystemDataDir)
+			}
+			n := NATSOptions{URL: c.url}
+			where, ok := n.Find(c.dirs...)
+			if n.URL != c.want || where != c.where || ok != (c.want != "") {
+				t.Errorf("Find: URL %q from %q (%v), want %q from %q", n.URL, where, ok, c.want, c.where)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/reactord/reactord/natsbus"
@@ -37,6 +38,30 @@ func (n *NATSOptions) Flags(fs *flag.FlagSet, urlUsage string) {
 	fs.StringVar(&n.CA, "nats-ca", n.CA, "CA file for NATS TLS")
 	fs.StringVar(&n.Cert, "nats-cert", n.Cert, "client certificate for NATS TLS")
 	fs.StringVar(&n.Key, "nats-key", n.Key, "client key for NATS TLS")
+}
+
+// DefaultNATSURL is the embedded server's default address, where the
+// bridge publishes when nothing says otherwise.
+const DefaultNATSURL = "nats://127.0.0.1:4222"
+
+// Find fills in the URL when it was not given: $NATS_URL (as the nats CLI
+// reads it), else the address the embedded server of a local daemon
+// recorded in its data directory (dataDirs, then the default ones). It
+// reports false when there is none; where says where the URL came from.
+func (n *NATSOptions) Find(dataDirs ...string) (where string, ok bool) {
+	if n.URL != "" {
+		return "--nats", true
+	}
+	if u := strings.TrimSpace(os.Getenv("NATS_URL")); u != "" {
+		n.URL = u
+		return "$NATS_URL", true
+	}
+	dirs := append(append([]string{}, dataDirs...), natsbus.DefaultDataDir(), natsbus.SystemDataDir)
+	if addr, dir := natsbus.LocalAddr(dirs...); addr != "" {
+		n.URL = "nats://" + addr
+		return filepath.Join(dir, natsbus.AddrFileName), true
+	}
+	return "", false
 }
 
 // ConnOptions returns the connection options, with the secrets read from

@@ -357,3 +357,24 @@ func TestClientsFindTheLocalDaemon(t *testing.T) {
 		t.Fatalf("fire with no server known: exit %d, %s", code, errOut)
 	}
 }
+
+// TestBridgeFindsTheLocalDaemon: the bridge, like fire, needs no --nats
+// beside a daemon whose embedded server listens elsewhere than its default
+// address: it takes the address the daemon recorded in its (default) data
+// directory, with its token, and says where it found it.
+func TestBridgeFindsTheLocalDaemon(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("NATS_URL", "")
+	listen := freeAddr(t)
+	p := startDaemon(t, "-c", copyExampleConfig(t), "--dry-run", "--listen", listen, "--data-dir", filepath.Join(cache, "reactord"))
+	frames := make(chan []byte, 1)
+	br := startDaemon(t, "bridge", "--sock-dir", fakeMasterSocket(t, frames), "--data-dir", t.TempDir())
+	frames <- saltFrame(t, "salt/minion/web1/start", map[string]any{"id": "web1", "_stamp": "2026-11-26T23:40:00.000000"})
+	if tag := readReaction(t, p); tag != "salt/minion/web1/start" {
+		t.Fatalf("reaction to %s", tag)
+	}
+	if want := `msg="publishing to NATS" url=nats://` + listen + " from=" + filepath.Join(cache, "reactord", "nats.addr"); !strings.Contains(br.logs(), want) {
+		t.Fatalf("the bridge's log lacks %s:\n%s", want, br.logs())
+	}
+}

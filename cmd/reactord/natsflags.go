@@ -2,9 +2,6 @@ package main
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/natsbus"
@@ -22,24 +19,11 @@ const natsClientUsage = "NATS URL(s) to connect to (default: $NATS_URL, else the
 // says what an empty URL does for this command.
 func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) { n.Flags(fs, urlUsage) }
 
-// findServer fills in --nats when it was not given: $NATS_URL (as the nats
-// CLI reads it), else the address the embedded server of a local daemon
-// recorded in its data directory (dataDirs, then the default ones). It
-// reports false when there is none; where says where the URL came from.
+// findServer fills in --nats when it was not given (see
+// daemon.NATSOptions.Find): $NATS_URL, else a local daemon's recorded
+// address. It reports false when there is none.
 func (n *natsFlags) findServer(dataDirs ...string) (where string, ok bool) {
-	if n.URL != "" {
-		return "--nats", true
-	}
-	if u := strings.TrimSpace(os.Getenv("NATS_URL")); u != "" {
-		n.URL = u
-		return "$NATS_URL", true
-	}
-	dirs := append(append([]string{}, dataDirs...), natsbus.DefaultDataDir(), natsbus.SystemDataDir)
-	if addr, dir := natsbus.LocalAddr(dirs...); addr != "" {
-		n.URL = "nats://" + addr
-		return filepath.Join(dir, natsbus.AddrFileName), true
-	}
-	return "", false
+	return n.Find(dataDirs...)
 }
 
 // noServer is the error of a command that found no server to connect to.
