@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reactord/reactord/bridge"
+	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/reactor"
 )
@@ -128,7 +129,8 @@ func NewBridge(ctx context.Context, o BridgeOptions) (*Bridge, error) {
 	return b, nil
 }
 
-// settle reads the secrets and fills in the data directory.
+// settle finds the NATS server, reads the secrets and fills in the data
+// directory.
 func (b *Bridge) settle(context.Context) error {
 	o := &b.opts
 	// Like fire and events, the bridge finds the local daemon's embedded
@@ -137,7 +139,7 @@ func (b *Bridge) settle(context.Context) error {
 	if !ok {
 		o.NATS.URL, where = DefaultNATSURL, "the embedded server's default address"
 	}
-	b.log.Info("publishing to NATS", "url", o.NATS.URL, "from", where)
+	b.log.Info("publishing to NATS", "url", redact.URLs(o.NATS.URL), "from", where)
 	var err error
 	if o.SaltAPI.Password, err = SecretValue(o.SaltAPI.Password, EnvName("saltapi-password"), o.SaltAPI.PasswordFile); err != nil {
 		return configErr(fmt.Errorf("--saltapi-password-file: %w", err))

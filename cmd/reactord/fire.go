@@ -40,7 +40,7 @@ errors.`, stderr)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if _, ok := nf.findServer(); !ok {
+	if _, ok := nf.Find(); !ok {
 		fmt.Fprintln(stderr, "fire: "+noServer)
 		return exitUsage
 	}
@@ -262,7 +262,7 @@ pretty event, an "event_id" member in JSON.`, stderr)
 		fmt.Fprintln(stderr, "events: need at most one GLOB")
 		return exitUsage
 	}
-	if _, ok := nf.findServer(storeURL.dataDir); !ok {
+	if _, ok := nf.Find(storeURL.dataDir); !ok {
 		fmt.Fprintln(stderr, "events: "+noServer)
 		return exitUsage
 	}

@@ -19,13 +19,6 @@ const natsClientUsage = "NATS URL(s) to connect to (default: $NATS_URL, else the
 // says what an empty URL does for this command.
 func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) { n.Flags(fs, urlUsage) }
 
-// findServer fills in --nats when it was not given (see
-// daemon.NATSOptions.Find): $NATS_URL, else a local daemon's recorded
-// address. It reports false when there is none.
-func (n *natsFlags) findServer(dataDirs ...string) (where string, ok bool) {
-	return n.Find(dataDirs...)
-}
-
 // noServer is the error of a command that found no server to connect to.
 const noServer = "need --nats URL: no $NATS_URL, and no local daemon recorded its address in its data directory (" + natsbus.AddrFileName + ")"
 
