@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/reactord/reactord/internal/redact"
 )
 
 // Store is an audit store. Implementations are safe for concurrent use.
@@ -171,7 +173,7 @@ var ErrBadURL = errors.New("bad store URL")
 func Open(ctx context.Context, url string) (Store, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
-		return nil, fmt.Errorf("store: %q is not a URL (want sqlite://, mysql:// or postgres://): %w", redact(url), ErrBadURL)
+		return nil, fmt.Errorf("store: %q is not a URL (want sqlite://, mysql:// or postgres://): %w", redact.URLs(url), ErrBadURL)
 	}
 	var (
 		s   *sqlStore
@@ -185,27 +187,10 @@ func Open(ctx context.Context, url string) (Store, error) {
 	case "postgres", "postgresql":
 		s, err = openPostgres(ctx, "postgres://"+rest)
 	default:
-		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want sqlite, mysql or postgres): %w", scheme, redact(url), ErrBadURL)
+		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want sqlite, mysql or postgres): %w", scheme, redact.URLs(url), ErrBadURL)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", redact(url), err)
+		return nil, fmt.Errorf("store: open %s: %w", redact.URLs(url), err)
 	}
 	return s, nil
-}
-
-// redact hides the password of a URL for error messages.
-func redact(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return url
-	}
-	userinfo := rest[:at]
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":xxxxx" + rest[at:]
-	}
-	return url
 }
