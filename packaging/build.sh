@@ -8,11 +8,21 @@
 set -eu
 cd "$(dirname "$0")/.."
 NFPM_VERSION=v2.45.2
-version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo unknown)}
-version=${version#v}
-# Package versions start with a digit; a build between releases sorts
-# before the first one.
-case "$version" in [0-9]*) ;; *) version="0.0.0~git.$version" ;; esac
+# The package version: a release tag's (v1.2.3 → 1.2.3), else the last
+# release's (0.0.0 before the first) + the commit's time and hash, so that
+# builds between releases sort after it and in the order of their commits
+# (a bare hash, which may start with a digit, sorted at random: dpkg saw
+# 7e95cdf as older than 7582bda and refused to "downgrade").
+if [ -n "${VERSION:-}" ]; then
+  version=${VERSION#v}
+elif tag=$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null) && git diff --quiet HEAD 2>/dev/null; then
+  version=${tag#v}
+else
+  base=$(git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null || echo v0.0.0)
+  stamp=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S 2>/dev/null || date -u +%Y%m%d%H%M%S)
+  version="${base#v}+git$stamp.$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  git diff --quiet HEAD 2>/dev/null || version="$version.dirty"
+fi
 nfpm=$(command -v nfpm || true)
 if [ -z "$nfpm" ]; then
   GOFLAGS= go install "github.com/goreleaser/nfpm/v2/cmd/nfpm@$NFPM_VERSION"
