@@ -207,19 +207,19 @@ func New(cfg Config, pub Publisher) (*Bridge, error) {
 	}
 	base, err := url.Parse(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("bridge: URL %s: %w", redact.URLs(cfg.URL), redact.ParseError(err))
+		return nil, fmt.Errorf("bridge: URL %s: %w", redact.URL(cfg.URL), redact.ParseError(err))
 	}
 	if base.Scheme != "http" && base.Scheme != "https" {
-		return nil, fmt.Errorf("bridge: URL %q: scheme must be http or https", redact.URLs(cfg.URL))
+		return nil, fmt.Errorf("bridge: URL %q: scheme must be http or https", redact.URL(cfg.URL))
 	}
 	if base.Host == "" {
-		return nil, fmt.Errorf("bridge: URL %q has no host", redact.URLs(cfg.URL))
+		return nil, fmt.Errorf("bridge: URL %q has no host", redact.URL(cfg.URL))
 	}
 	if base.User != nil {
 		return nil, errors.New("bridge: URL must not carry user information; use Username and Password")
 	}
 	if base.RawQuery != "" || base.Fragment != "" {
-		return nil, fmt.Errorf("bridge: URL %q must not carry a query or fragment", redact.URLs(cfg.URL))
+		return nil, fmt.Errorf("bridge: URL %q must not carry a query or fragment", redact.URL(cfg.URL))
 	}
 	if cfg.Token == "" && (cfg.Username == "" || cfg.Password == "") {
 		return nil, errors.New("bridge: need Token, or Username and Password to log in")

@@ -294,7 +294,7 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		}
 	}
 	go d.purge(st)
-	d.log.Info("audit store open", "store", redact.URLs(url), "keep_jobs", d.opts.KeepJobs.String(), "spool", spool)
+	d.log.Info("audit store open", "store", redact.URL(url), "keep_jobs", d.opts.KeepJobs.String(), "spool", spool)
 	return nil
 }
 

@@ -173,7 +173,7 @@ var ErrBadURL = errors.New("bad store URL")
 func Open(ctx context.Context, url string) (Store, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
-		return nil, fmt.Errorf("store: %q is not a URL (want sqlite://, mysql:// or postgres://): %w", redact.URLs(url), ErrBadURL)
+		return nil, fmt.Errorf("store: %q is not a URL (want sqlite://, mysql:// or postgres://): %w", redact.URL(url), ErrBadURL)
 	}
 	var (
 		s   *sqlStore
@@ -187,10 +187,10 @@ func Open(ctx context.Context, url string) (Store, error) {
 	case "postgres", "postgresql":
 		s, err = openPostgres(ctx, "postgres://"+rest)
 	default:
-		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want sqlite, mysql or postgres): %w", scheme, redact.URLs(url), ErrBadURL)
+		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want sqlite, mysql or postgres): %w", scheme, redact.URL(url), ErrBadURL)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", redact.URLs(url), err)
+		return nil, fmt.Errorf("store: open %s: %w", redact.URL(url), err)
 	}
 	return s, nil
 }

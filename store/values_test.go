@@ -163,7 +163,7 @@ func TestMySQLConfig(t *testing.T) {
 	}
 	// A store that cannot open names its URL without the password, in
 	// the user information or in the query.
-	for _, u := range []string{"mysql://salt:secret@127.0.0.1:1/salt", "postgres://salt@127.0.0.1:1/salt?password=secret&connect_timeout=1"} {
+	for _, u := range []string{"mysql://salt:secret@127.0.0.1:1/salt", "mysql://salt:se,secret@127.0.0.1:1/salt", "postgres://salt@127.0.0.1:1/salt?password=secret&connect_timeout=1"} {
 		if _, err := Open(context.Background(), u); err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "xxxxx") {
 			t.Errorf("Open(%s): %v", u, err)
 		}

@@ -123,17 +123,17 @@ func (c Config) Validate() error {
 	case c.URL == "":
 		errs = append(errs, errors.New("saltapi: url is required"))
 	case err != nil:
-		errs = append(errs, fmt.Errorf("saltapi: url %s: %w", redact.URLs(c.URL), redact.ParseError(err)))
+		errs = append(errs, fmt.Errorf("saltapi: url %s: %w", redact.URL(c.URL), redact.ParseError(err)))
 	case u.Scheme != "http" && u.Scheme != "https":
-		errs = append(errs, fmt.Errorf("saltapi: url %q: scheme must be http or https", redact.URLs(c.URL)))
+		errs = append(errs, fmt.Errorf("saltapi: url %q: scheme must be http or https", redact.URL(c.URL)))
 	case u.Host == "":
-		errs = append(errs, fmt.Errorf("saltapi: url %q has no host", redact.URLs(c.URL)))
+		errs = append(errs, fmt.Errorf("saltapi: url %q has no host", redact.URL(c.URL)))
 	case u.RawQuery != "" || u.Fragment != "":
-		errs = append(errs, fmt.Errorf("saltapi: url %q must not have a query or fragment", redact.URLs(c.URL)))
+		errs = append(errs, fmt.Errorf("saltapi: url %q must not have a query or fragment", redact.URL(c.URL)))
 	case u.User != nil:
 		errs = append(errs, fmt.Errorf("saltapi: url must not carry credentials; use username and password"))
 	case u.Scheme == "http" && (c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.InsecureSkipVerify):
-		errs = append(errs, fmt.Errorf("saltapi: url %q: TLS settings need an https url", redact.URLs(c.URL)))
+		errs = append(errs, fmt.Errorf("saltapi: url %q: TLS settings need an https url", redact.URL(c.URL)))
 	}
 	hasCreds := c.Username != "" || c.Password != "" || c.EAuth != ""
 	switch {

@@ -29,6 +29,11 @@ func URLs(s string) string {
 	return strings.Join(parts, ",")
 }
 
+// URL returns s, a single URL (a store's, salt-api's), with its password
+// and secret query parameters replaced by "xxxxx" as URLs does; a comma is
+// part of it (a password may hold one), not a list separator.
+func URL(s string) string { return one(strings.TrimSpace(s)) }
+
 func one(s string) string {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {

@@ -22,6 +22,20 @@ func TestParseError(t *testing.T) {
 	}
 }
 
+// TestURL: a single URL keeps a comma as part of it, in the password or
+// in a query value, where URLs would split a list there.
+func TestURL(t *testing.T) {
+	for _, tc := range []struct{ in, want, secret string }{
+		{"mysql://u:p,ss@db:3306/x", "mysql://u:xxxxx@db:3306/x", "p,ss"},
+		{"postgres://db/x?password=a,b&sslmode=disable", "postgres://db/x?password=xxxxx&sslmode=disable", ",b"},
+		{"https://salt:8000", "https://salt:8000", ""},
+	} {
+		if got := URL(tc.in); got != tc.want || (tc.secret != "" && strings.Contains(got, tc.secret)) {
+			t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestURLs(t *testing.T) {
 	for _, tc := range []struct{ in, want, secret string }{
 		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222", ""},
