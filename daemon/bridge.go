@@ -64,7 +64,7 @@ func DefaultBridgeOptions() BridgeOptions {
 
 // Flags registers the bridge's flags, with o's values as defaults.
 func (o *BridgeOptions) Flags(fs *flag.FlagSet) {
-	o.NATS.Flags(fs, "NATS URL(s) to publish to (default: $NATS_URL, else the embedded server of the local daemon whose data directory records its address, else "+DefaultNATSURL+")")
+	o.NATS.Flags(fs, "NATS URL(s) to publish to (default: $NATS_URL, else the embedded server of a local daemon: the address it recorded in ~/.cache/reactord or /var/lib/reactord, else "+DefaultNATSURL+")")
 	fs.StringVar(&o.SockDir, "sock-dir", o.SockDir, "the master's sock_dir, holding master_event_pub.ipc")
 	fs.StringVar(&o.JobCache, "job-cache", o.JobCache, "the master's job cache (cachedir/jobs), read after a reconnection to publish the job returns the bridge did not see (\"\": off)")
 	fs.StringVar(&o.SaltAPI.URL, "saltapi-url", o.SaltAPI.URL, "read salt-api's /events at this base URL instead of the socket")

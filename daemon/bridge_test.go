@@ -98,8 +98,23 @@ func TestNATSFind(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
 	t.Setenv("NATS_URL", "")
-	recorded := t.TempDir()
-	if err := natsbus.RecordAddr(recorded, "127.0.0.1:4333"); err != nil {
+	// recorded holds the address of a server that answers (a listener
+	// here), stale one nothing listens on any more.
+	live, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+	recorded, stale := t.TempDir(), t.TempDir()
+	if err := natsbus.RecordAddr(recorded, live.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsbus.RecordAddr(stale, gone.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -109,7 +124,9 @@ func TestNATSFind(t *testing.T) {
 	}{
 		{name: "flag", url: "nats://n1:4222", env: "nats://env:4222", dirs: []string{recorded}, want: "nats://n1:4222", where: "--nats"},
 		{name: "environment", env: "nats://env:4222", dirs: []string{recorded}, want: "nats://env:4222", where: "$NATS_URL"},
-		{name: "recorded", dirs: []string{recorded}, want: "nats://127.0.0.1:4333", where: filepath.Join(recorded, natsbus.AddrFileName)},
+		{name: "recorded", dirs: []string{recorded}, want: "nats://" + live.Addr().String(), where: filepath.Join(recorded, natsbus.AddrFileName)},
+		{name: "answering before stale", dirs: []string{stale, recorded}, want: "nats://" + live.Addr().String(), where: filepath.Join(recorded, natsbus.AddrFileName)},
+		{name: "only stale", dirs: []string{stale}, want: "nats://" + gone.Addr().String(), where: filepath.Join(stale, natsbus.AddrFileName) + " (nothing answers there)"},
 		{name: "nothing", dirs: []string{t.TempDir()}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

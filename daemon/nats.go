@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
@@ -46,7 +48,9 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 
 // Find fills in the URL when it was not given: $NATS_URL (as the nats CLI
 // reads it), else the address the embedded server of a local daemon
-// recorded in its data directory (dataDirs, then the default ones). It
+// recorded in its data directory (dataDirs, then the user's default one,
+// then the packaged service's): the first where a server answers, else
+// the first recorded (a daemon that stopped leaves its address behind). It
 // reports false when there is none; where says where the URL came from.
 func (n *NATSOptions) Find(dataDirs ...string) (where string, ok bool) {
 	if n.URL != "" {
@@ -57,9 +61,24 @@ func (n *NATSOptions) Find(dataDirs ...string) (where string, ok bool) {
 		return "$NATS_URL", true
 	}
 	dirs := append(append([]string{}, dataDirs...), natsbus.DefaultDataDir(), natsbus.SystemDataDir)
-	if addr, dir := natsbus.LocalAddr(dirs...); addr != "" {
-		n.URL = "nats://" + addr
-		return filepath.Join(dir, natsbus.AddrFileName), true
+	var first, firstDir string
+	for _, d := range dirs {
+		addr, dir := natsbus.LocalAddr(d)
+		if addr == "" {
+			continue
+		}
+		if first == "" {
+			first, firstDir = addr, dir
+		}
+		if c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond); err == nil {
+			c.Close()
+			n.URL = "nats://" + addr
+			return filepath.Join(dir, natsbus.AddrFileName), true
+		}
+	}
+	if first != "" {
+		n.URL = "nats://" + first
+		return filepath.Join(firstDir, natsbus.AddrFileName) + " (nothing answers there)", true
 	}
 	return "", false
 }

@@ -7,13 +7,13 @@ import (
 	"github.com/reactord/reactord/natsbus"
 )
 
-// natsFlags are the connection flags of fire, events and bridge: the
-// daemon's NATS settings.
+// natsFlags are the connection flags of fire and events: the daemon's
+// NATS settings.
 type natsFlags struct{ daemon.NATSOptions }
 
 // natsClientUsage is the --nats help of the commands that connect to a
 // server and never start one.
-const natsClientUsage = "NATS URL(s) to connect to (default: $NATS_URL, else the embedded server of the daemon whose data directory records its address)"
+const natsClientUsage = "NATS URL(s) to connect to (default: $NATS_URL, else the embedded server of a local daemon: the address it recorded in ~/.cache/reactord or /var/lib/reactord)"
 
 // register adds the connection flags; urlUsage is the help of --nats, which
 // says what an empty URL does for this command.

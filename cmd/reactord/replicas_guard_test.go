@@ -35,7 +35,7 @@ func startReplicas(t *testing.T, n int, args ...string) []*proc {
 	return ps
 }
 
-// waitBalanced waits until each replica holds each partitions of the
+// waitBalanced waits until each replica holds `each` partitions of the
 // event stream (--partitions, the plain lane aside): replicas that start
 // one after another balance after the first took them all, and events
 // published before that may be handed over half-way.
