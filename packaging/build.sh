@@ -21,7 +21,7 @@ else
   base=$(git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null || echo v0.0.0)
   stamp=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S 2>/dev/null || date -u +%Y%m%d%H%M%S)
   version="${base#v}+git$stamp.$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  git diff --quiet HEAD 2>/dev/null || version="$version.dirty"
+  if git rev-parse --git-dir > /dev/null 2>&1 && ! git diff --quiet HEAD; then version="$version.dirty"; fi
 fi
 nfpm=$(command -v nfpm || true)
 if [ -z "$nfpm" ]; then
@@ -29,6 +29,7 @@ if [ -z "$nfpm" ]; then
   nfpm="$(go env GOPATH)/bin/nfpm"
 fi
 mkdir -p dist
+rm -f dist/reactord* # this build's packages alone: a glob such as dist/reactord_*_amd64.deb names one
 for arch in ${ARCHES:-amd64 arm64}; do
   CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -buildvcs=auto -trimpath -ldflags "-s -w" -o "dist/reactord-linux-$arch" ./cmd/reactord
   cp "dist/reactord-linux-$arch" dist/reactord # what nfpm.yaml packages
