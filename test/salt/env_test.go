@@ -273,6 +273,7 @@ ipv6: False
 root_dir: %[5]s
 pki_dir: %[6]s/pki
 cachedir: %[6]s/cache
+extension_modules: %[6]s/cache/extmods
 sock_dir: %[6]s/sock
 pidfile: %[5]s/run/salt-minion-%[1]s.pid
 log_file: %[6]s/log
