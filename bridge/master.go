@@ -185,9 +185,16 @@ func (m *MasterBus) Run(ctx context.Context) error {
 				m.log.Error("cannot connect to the master's event bus; retrying (is the master running, and is --sock-dir its sock_dir?)",
 					"error", err, "retry_every", m.maxDelay)
 			}
-			if !watch.wait(ctx, delay.Next()) {
+			ok, created := watch.wait(ctx, delay.Next())
+			if !ok {
 				m.log.Info("bridge stopped")
 				return nil
+			}
+			if created {
+				// A master binds its socket a moment before it listens, and
+				// a dial in between is refused: retry from the shortest
+				// delay, not the longest the outage reached.
+				delay.Reset()
 			}
 			continue
 		}

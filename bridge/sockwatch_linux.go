@@ -31,26 +31,26 @@ func newSockWatch(dir string) *sockWatch {
 }
 
 // wait returns once a file was created in the directory since the last
-// wait, after d, or when ctx ends (false).
-func (w *sockWatch) wait(ctx context.Context, d time.Duration) bool {
+// wait (created), after d, or when ctx ends (ok false).
+func (w *sockWatch) wait(ctx context.Context, d time.Duration) (ok, created bool) {
 	if w == nil {
-		return retry.Sleep(ctx, d)
+		return retry.Sleep(ctx, d), false
 	}
 	deadline := time.Now().Add(d)
 	buf := make([]byte, 4096)
 	for {
 		if ctx.Err() != nil {
-			return false
+			return false, false
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return true
+			return true, false
 		}
 		// Short polls keep ctx's end prompt.
 		ms := int(min(left, 50*time.Millisecond) / time.Millisecond)
 		n, err := unix.Poll([]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}, max(ms, 1))
 		if err != nil && err != unix.EINTR {
-			return retry.Sleep(ctx, left)
+			return retry.Sleep(ctx, left), false
 		}
 		if n > 0 {
 			for {
@@ -58,7 +58,7 @@ func (w *sockWatch) wait(ctx context.Context, d time.Duration) bool {
 					break
 				}
 			}
-			return true
+			return true, true
 		}
 	}
 }

@@ -15,6 +15,8 @@ type sockWatch struct{}
 
 func newSockWatch(string) *sockWatch { return nil }
 
-func (w *sockWatch) wait(ctx context.Context, d time.Duration) bool { return retry.Sleep(ctx, d) }
+func (w *sockWatch) wait(ctx context.Context, d time.Duration) (ok, created bool) {
+	return retry.Sleep(ctx, d), false
+}
 
 func (w *sockWatch) close() {}
