@@ -582,8 +582,10 @@ func TestConcurrency(t *testing.T) {
 	if posts := ls.posts.Load(); posts >= callers*bursts {
 		t.Errorf("%d POSTs for %d reactions: nothing was batched", posts, callers*bursts)
 	}
-	// One connection per request in flight, opened once and kept.
-	if conns := ls.conns.Load(); conns > maxInFlight {
+	// One connection per request in flight (and one for a login), opened
+	// once and kept: with Go's default of two idle connections, each of
+	// the bursts would open new ones.
+	if conns := ls.conns.Load(); conns > maxInFlight+1 {
 		t.Errorf("%d connections opened for %d requests in flight: connections were not reused", conns, maxInFlight)
 	}
 }

@@ -96,7 +96,7 @@ type Config struct {
 	// MaxInFlight bounds the lowstate requests sent to salt-api at once;
 	// zero means DefaultMaxInFlight. The HTTP transport keeps as many idle
 	// connections (plus one for a login), so a burst reuses them instead
-	// of opening and closing connections. rest_cherrypy serves each
+	// of opening and closing connections, and opens no more than that. rest_cherrypy serves each
 	// request on a thread of its pool (thread_pool, 100 by default).
 	MaxInFlight int
 	// MaxBatch bounds how many waiting reactions go out together in one
@@ -229,6 +229,10 @@ func New(cfg Config) (*Driver, error) {
 	// requests in flight, every burst would close the surplus after use
 	// and open (and TLS-handshake) new ones for the next.
 	tr.MaxIdleConnsPerHost = maxInFlight + 1
+	// And never more connections than that: a request sent the instant
+	// another's response was read would otherwise dial a new one before
+	// the old one is back in the idle pool (a loaded machine did).
+	tr.MaxConnsPerHost = maxInFlight + 1
 	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
 	d := &Driver{
 		base:      strings.TrimRight(cfg.URL, "/"),

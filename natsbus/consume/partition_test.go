@@ -199,9 +199,10 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	}
 	checkPlain(t, b)
 	// Each partition's consumer received its own events only: the
-	// deliveries of all seven add up to the events (and the few
-	// redelivered), not to seven times them.
-	if delivered := a.p.Received() + b.p.Received(); delivered < keys*each || delivered > keys*each*11/10 {
+	// deliveries of all seven add up to the events and those redelivered
+	// after the death (what a held unacknowledged: up to its lanes'
+	// buffers on a loaded machine), not to twice or seven times them.
+	if delivered := a.p.Received() + b.p.Received(); delivered < keys*each || delivered >= 2*keys*each {
 		t.Fatalf("the partition consumers delivered %d events in all for %d published", delivered, keys*each)
 	}
 	b.p.Release(context.Background())
