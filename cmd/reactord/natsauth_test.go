@@ -378,3 +378,29 @@ func TestBridgeFindsTheLocalDaemon(t *testing.T) {
 		t.Fatalf("the bridge's log lacks %s:\n%s", want, br.logs())
 	}
 }
+
+// TestBridgeWithoutADaemonSaysSo: a bridge started before any daemon
+// recorded its address publishes to the embedded server's default address
+// and says so as a warning, naming the fix (a daemon started later on
+// another --listen is not found: the timed first-contact run started both
+// at once and its bridge published to a foreign server on 4222).
+func TestBridgeWithoutADaemonSaysSo(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(natsbus.SystemDataDir, natsbus.AddrFileName)); err == nil {
+		t.Skipf("%s records a daemon's address on this machine", natsbus.SystemDataDir)
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("NATS_URL", "")
+	br := launchDaemon(t, "bridge", "--sock-dir", fakeMasterSocket(t, make(chan []byte)), "--data-dir", t.TempDir())
+	checkFor(t, 20*time.Second, func() error {
+		logs := br.logs()
+		for _, want := range []string{
+			`level=WARN msg="no reactord daemon has recorded its NATS address: publishing to the embedded server's default; start the daemon before the bridge, or give --nats"`,
+			`msg="publishing to NATS" url=nats://127.0.0.1:4222 from="the embedded server's default address"`,
+		} {
+			if !strings.Contains(logs, want) {
+				return fmt.Errorf("the bridge's log lacks %s:\n%s", want, logs)
+			}
+		}
+		return nil
+	})
+}
