@@ -148,6 +148,13 @@ func (m *MasterBus) Outbox() *Outbox { return m.out }
 // Connected reports whether the bridge is reading the master's socket.
 func (m *MasterBus) Connected() bool { return m.up.Load() }
 
+// After a file is created in sock_dir (a master starting), the bridge dials
+// every quickDial for quickWindow.
+const (
+	quickDial   = time.Millisecond
+	quickWindow = 2 * time.Second
+)
+
 // Run reads the master's event bus and publishes its events until ctx ends,
 // then persists what the outbox still holds and returns nil.
 func (m *MasterBus) Run(ctx context.Context) error {
@@ -166,7 +173,8 @@ func (m *MasterBus) Run(ctx context.Context) error {
 	}
 
 	delay := retry.Backoff{Min: m.minDelay, Max: m.maxDelay}
-	var lost time.Time // when the last connection ended; zero before the first
+	var lost time.Time       // when the last connection ended; zero before the first
+	var quickUntil time.Time // dial every quickDial until then: a master is starting
 	failing := false
 	watch := newSockWatch(filepath.Dir(m.path)) // nil: retry on the timer alone
 	defer func() { watch.close() }()
@@ -185,16 +193,25 @@ func (m *MasterBus) Run(ctx context.Context) error {
 				m.log.Error("cannot connect to the master's event bus; retrying (is the master running, and is --sock-dir its sock_dir?)",
 					"error", err, "retry_every", m.maxDelay)
 			}
-			ok, created := watch.wait(ctx, delay.Next())
+			wait := quickDial
+			if time.Now().After(quickUntil) {
+				wait = delay.Next()
+			}
+			ok, created := watch.wait(ctx, wait)
 			if !ok {
 				m.log.Info("bridge stopped")
 				return nil
 			}
 			if created {
-				// A master binds its socket a moment before it listens, and
-				// a dial in between is refused: retry from the shortest
-				// delay, not the longest the outage reached.
+				// A master binds its socket a moment before it listens (a
+				// starting, loaded master: tens of ms), and a dial in between
+				// is refused. Every event it publishes once it listens and
+				// before the bridge is back is lost, so the bridge dials
+				// every quickDial for a while (a refused dial of a local
+				// socket costs microseconds), then backs off from the
+				// shortest delay, not the longest the outage reached.
 				delay.Reset()
+				quickUntil = time.Now().Add(quickWindow)
 			}
 			continue
 		}
