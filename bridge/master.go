@@ -175,11 +175,16 @@ func (m *MasterBus) Run(ctx context.Context) error {
 	delay := retry.Backoff{Min: m.minDelay, Max: m.maxDelay}
 	var lost time.Time       // when the last connection ended; zero before the first
 	var quickUntil time.Time // dial every quickDial until then: a master is starting
+	var lostErr error        // why the last connection ended, not logged yet
 	failing := false
 	watch := newSockWatch(filepath.Dir(m.path)) // nil: retry on the timer alone
 	defer func() { watch.close() }()
 	for {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", m.path)
+		if lostErr != nil {
+			m.log.Warn("lost the master's event bus; reconnecting", "error", lostErr)
+			lostErr = nil
+		}
 		if ctx.Err() != nil {
 			if conn != nil {
 				conn.Close()
@@ -250,7 +255,10 @@ func (m *MasterBus) Run(ctx context.Context) error {
 			m.log.Info("bridge stopped")
 			return nil
 		}
-		m.log.Warn("lost the master's event bus; reconnecting", "error", err)
+		// Logged after the first dial: a stopping master still publishes
+		// a moment to those who reconnect at once, and every other
+		// subscriber redials without writing a log line first.
+		lostErr = err
 	}
 }
 

@@ -31,7 +31,7 @@ func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
 	r := startReactord(t, e, "dryrun")
 
 	var mu sync.Mutex
-	ref := map[int]bool{}
+	ref := map[int]time.Time{} // when the reference saw each event
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -60,7 +60,7 @@ func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
 				if n, ok := strings.CutPrefix(string(tag), "myco/seq/"); ok {
 					if i, err := strconv.Atoi(n); err == nil {
 						mu.Lock()
-						ref[i] = true
+						ref[i] = time.Now()
 						mu.Unlock()
 					}
 				}
@@ -96,7 +96,9 @@ func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
 		}
 	}()
 	time.Sleep(3 * time.Second)
+	var restarts []string
 	for range 3 {
+		restarts = append(restarts, time.Now().UTC().Format("15:04:05.000"))
 		e.restartMaster()
 		e.waitFor(60*time.Second, "the master's event socket", func() error {
 			c, err := net.Dial("unix", filepath.Join(e.sockDir, "master_event_pull.ipc"))
@@ -132,6 +134,11 @@ func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
 		t.Errorf("only %d events seen by the reference: the pusher did not run", len(ref))
 	}
 	if len(missed) > 0 {
+		// When each was seen, against the restarts (a stopping master's
+		// last events, or a starting one's first) and the bridge's log.
+		for _, i := range missed {
+			t.Logf("missed %d: the reference saw it at %s (restarts began at %v)", i, ref[i].UTC().Format("15:04:05.000000"), restarts)
+		}
 		t.Errorf("the bridge missed %d events the master published", len(missed))
 	}
 }
