@@ -1451,6 +1451,44 @@ func (r *partRun) settle(d time.Duration) {
 	}
 	r.mu.Unlock()
 	r.ackFloor()
+	r.confirmFloor()
+}
+
+// confirmFloor waits, for up to a request's time, until the server
+// recorded the acknowledgement floor: acknowledgements go out without
+// waiting for a reply, and the next owner of the partition starts at the
+// floor the server holds, so an event acknowledged here but not yet
+// recorded there would run again (a hand-over between live replicas
+// reacted twice to one event on a loaded machine).
+func (r *partRun) confirmFloor() {
+	r.mu.Lock()
+	f := r.acked
+	r.mu.Unlock()
+	if f == nil {
+		return
+	}
+	md, err := f.Metadata()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	cons, err := r.p.c.JetStream().Consumer(ctx, r.p.o.Stream, r.u.name)
+	for err == nil {
+		var info *jetstream.ConsumerInfo
+		if info, err = cons.Info(ctx); err == nil && info.AckFloor.Stream >= md.Sequence.Stream {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		r.p.log.Warn("the server did not confirm the partition's last acknowledgement: its next owner may handle those events again",
+			"consumer", r.u.name, "replica", r.p.o.Replica, "stream_seq", md.Sequence.Stream, "error", err)
+	}
 }
 
 // resync pauses the partition, waits until what was handed to the
