@@ -255,9 +255,10 @@ func (m *MasterBus) Run(ctx context.Context) error {
 			m.log.Info("bridge stopped")
 			return nil
 		}
-		// Logged after the first dial: a stopping master still publishes
-		// a moment to those who reconnect at once, and every other
-		// subscriber redials without writing a log line first.
+		// Logged after the first dial, not before: a restarting master's
+		// first events reach only the subscribers already connected, and
+		// a log line (a write to a pipe, on a loaded machine) is time
+		// another subscriber redialling at once does not lose.
 		lostErr = err
 	}
 }
