@@ -148,13 +148,6 @@ func (m *MasterBus) Outbox() *Outbox { return m.out }
 // Connected reports whether the bridge is reading the master's socket.
 func (m *MasterBus) Connected() bool { return m.up.Load() }
 
-// After a file is created in sock_dir (a master starting), the bridge dials
-// every quickDial for quickWindow.
-const (
-	quickDial   = time.Millisecond
-	quickWindow = 2 * time.Second
-)
-
 // Run reads the master's event bus and publishes its events until ctx ends,
 // then persists what the outbox still holds and returns nil.
 func (m *MasterBus) Run(ctx context.Context) error {
@@ -172,10 +165,9 @@ func (m *MasterBus) Run(ctx context.Context) error {
 		}
 	}
 
-	delay := retry.Backoff{Min: m.minDelay, Max: m.maxDelay}
-	var lost time.Time       // when the last connection ended; zero before the first
-	var quickUntil time.Time // dial every quickDial until then: a master is starting
-	var lostErr error        // why the last connection ended, not logged yet
+	pace := redialPace{delay: retry.Backoff{Min: m.minDelay, Max: m.maxDelay}}
+	var lost time.Time // when the last connection ended; zero before the first
+	var lostErr error  // why the last connection ended, not logged yet
 	failing := false
 	watch := newSockWatch(filepath.Dir(m.path)) // nil: retry on the timer alone
 	defer func() { watch.close() }()
@@ -198,48 +190,20 @@ func (m *MasterBus) Run(ctx context.Context) error {
 				m.log.Error("cannot connect to the master's event bus; retrying (is the master running, and is --sock-dir its sock_dir?)",
 					"error", err, "retry_every", m.maxDelay)
 			}
-			wait := quickDial
-			if time.Now().After(quickUntil) {
-				wait = delay.Next()
-			}
-			ok, created := watch.wait(ctx, wait)
-			if !ok {
+			if !pace.wait(ctx, watch) {
 				m.log.Info("bridge stopped")
 				return nil
-			}
-			if created {
-				// A master binds its socket a moment before it listens (a
-				// starting, loaded master: tens of ms), and a dial in between
-				// is refused. Every event it publishes once it listens and
-				// before the bridge is back is lost, so the bridge dials
-				// every quickDial for a while (a refused dial of a local
-				// socket costs microseconds), then backs off from the
-				// shortest delay, not the longest the outage reached.
-				delay.Reset()
-				quickUntil = time.Now().Add(quickWindow)
 			}
 			continue
 		}
 		failing = false
-		delay.Reset()
+		pace.connected()
 		watch.close()
 		watch = nil
 		if lost.IsZero() {
 			m.log.Info("connected to the master's event bus")
 		} else {
-			blind := time.Since(lost)
-			m.stats.Reconnects.Add(1)
-			m.stats.BlindNanos.Add(int64(blind))
-			hint := "(the job returns of that window are in the master's job cache: salt-run jobs.list_jobs, jobs.lookup_jid)"
-			if m.jobCache != "" {
-				hint = "(job returns of that window are recovered from the master's job cache)"
-			}
-			m.log.Warn("reconnected to the master's event bus; events published while disconnected were not seen "+hint,
-				"blind_for", blind.Round(time.Millisecond), "from", lost.UTC().Format(time.RFC3339Nano), "to", time.Now().UTC().Format(time.RFC3339Nano))
-			if m.jobCache != "" {
-				m.recovering.Add(1)
-				go m.recoverReturns(ctx, lost, time.Now())
-			}
+			m.reconnected(ctx, lost)
 		}
 		m.up.Store(true)
 		err = m.consume(ctx, conn)
@@ -262,6 +226,63 @@ func (m *MasterBus) Run(ctx context.Context) error {
 		lostErr = err
 	}
 }
+
+// reconnected counts and reports a reconnection after the outage that
+// began at lost, and recovers the job returns of that window.
+func (m *MasterBus) reconnected(ctx context.Context, lost time.Time) {
+	blind := time.Since(lost)
+	m.stats.Reconnects.Add(1)
+	m.stats.BlindNanos.Add(int64(blind))
+	hint := "(the job returns of that window are in the master's job cache: salt-run jobs.list_jobs, jobs.lookup_jid)"
+	if m.jobCache != "" {
+		hint = "(job returns of that window are recovered from the master's job cache)"
+	}
+	m.log.Warn("reconnected to the master's event bus; events published while disconnected were not seen "+hint,
+		"blind_for", blind.Round(time.Millisecond), "from", lost.UTC().Format(time.RFC3339Nano), "to", time.Now().UTC().Format(time.RFC3339Nano))
+	if m.jobCache != "" {
+		m.recovering.Add(1)
+		go m.recoverReturns(ctx, lost, time.Now())
+	}
+}
+
+// After a file is created in sock_dir (a master starting), the bridge dials
+// every quickDial for quickWindow.
+const (
+	quickDial   = time.Millisecond
+	quickWindow = 2 * time.Second
+)
+
+// redialPace spaces the dials of the master's socket while it refuses
+// them: backing off, except just after a file was created in sock_dir.
+type redialPace struct {
+	delay      retry.Backoff
+	quickUntil time.Time // dial every quickDial until then: a master is starting
+}
+
+// wait waits before the next dial, or until a file is created in the
+// watched sock_dir; false when ctx ended.
+func (p *redialPace) wait(ctx context.Context, watch *sockWatch) bool {
+	d := quickDial
+	if time.Now().After(p.quickUntil) {
+		d = p.delay.Next()
+	}
+	ok, created := watch.wait(ctx, d)
+	if created {
+		// A master binds its socket a moment before it listens (a
+		// starting, loaded master: tens of ms), and a dial in between is
+		// refused. Every event it publishes once it listens and before the
+		// bridge is back is lost, so the bridge dials every quickDial for a
+		// while (a refused dial of a local socket costs microseconds), then
+		// backs off from the shortest delay, not the longest the outage
+		// reached.
+		p.delay.Reset()
+		p.quickUntil = time.Now().Add(quickWindow)
+	}
+	return ok
+}
+
+// connected starts the next outage's delays from the shortest.
+func (p *redialPace) connected() { p.delay.Reset() }
 
 // consume reads frames from conn until it fails or ctx ends.
 func (m *MasterBus) consume(ctx context.Context, conn net.Conn) error {
