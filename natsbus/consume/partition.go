@@ -1473,19 +1473,17 @@ func (r *partRun) confirmFloor() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
+	// The lookup brings the consumer's info; Info refreshes it.
 	cons, err := r.p.c.JetStream().Consumer(ctx, r.p.o.Stream, r.u.name)
-	for err == nil {
-		var info *jetstream.ConsumerInfo
-		if info, err = cons.Info(ctx); err == nil && info.AckFloor.Stream >= md.Sequence.Stream {
-			return
-		}
+	for err == nil && cons.CachedInfo().AckFloor.Stream < md.Sequence.Stream {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-time.After(5 * time.Millisecond):
+			_, err = cons.Info(ctx)
 		}
 	}
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		r.p.log.Warn("the server did not confirm the partition's last acknowledgement: its next owner may handle those events again",
 			"consumer", r.u.name, "replica", r.p.o.Replica, "stream_seq", md.Sequence.Stream, "error", err)
 	}
