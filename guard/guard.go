@@ -6,6 +6,7 @@
 package guard
 
 import (
+	"context"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -272,9 +273,21 @@ func (g *Guard) ApplyShared(key string, value []byte, deleted bool) {
 
 // Progress returns what a reaction recorded under name with SetProgress
 // (on this replica or another, before a stop or a crash) for the next
-// delivery of its event, while it is due.
-func (g *Guard) Progress(name string, now time.Time) ([]byte, bool) {
-	return g.progress.get(name, now)
+// delivery of its event, while it is due; one this replica has not
+// seen is read from the shared state's server (an error: it could not
+// be).
+func (g *Guard) Progress(ctx context.Context, name string, now time.Time) ([]byte, bool, error) {
+	return g.progress.get(ctx, name, now)
+}
+
+// SyncShared waits until the shared state's server confirmed the writes
+// made so far (records another replica is to find with an event this one
+// lets go), or ctx ends; nil at once without shared state.
+func (g *Guard) SyncShared(ctx context.Context) error {
+	if st := g.sh.st(); st != nil {
+		return st.Flush(ctx)
+	}
+	return nil
 }
 
 // SetProgress records value under name for ttl, for whichever replica

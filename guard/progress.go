@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"time"
@@ -27,20 +28,35 @@ func newProgress(sh *shared) *progress {
 	return &progress{sh: sh, m: map[string]progressRecord{}}
 }
 
-// get returns the value recorded under name, if it is still due.
-func (p *progress) get(name string, now time.Time) ([]byte, bool) {
+// get returns the value recorded under name, if it is still due. A
+// record this replica has not seen is asked of the shared state's server:
+// the watch that brings in the other replicas' records may lag behind the
+// event they left it for (a stopping replica writes, then lets the event
+// go, and the redelivery can come first).
+func (p *progress) get(ctx context.Context, name string, now time.Time) ([]byte, bool, error) {
 	k := sharedKey(kindProgress, name)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	r, ok := p.m[k]
-	if !ok {
-		return nil, false
-	}
-	if now.UnixNano() >= r.Until {
+	if ok && now.UnixNano() >= r.Until {
 		delete(p.m, k)
-		return nil, false
+		ok = false
 	}
-	return r.Value, true
+	p.mu.Unlock()
+	if ok {
+		return r.Value, true, nil
+	}
+	st := p.sh.st()
+	if st == nil {
+		return nil, false, nil
+	}
+	b, found, err := st.Get(ctx, k)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	if json.Unmarshal(b, &r) != nil || now.UnixNano() >= r.Until {
+		return nil, false, nil
+	}
+	return r.Value, true, nil
 }
 
 // set records value under name for ttl, here and in the shared state.

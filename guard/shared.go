@@ -25,6 +25,12 @@ type SharedState interface {
 	// value (nil: none) and returns the new one and true, or false to
 	// leave it (Update then reports false).
 	Update(ctx context.Context, key string, ttl time.Duration, fn func(old []byte) ([]byte, bool)) (bool, error)
+	// Get reads key's current value from the server, not from a watch:
+	// false when it has none.
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	// Flush waits until the writes sent so far are confirmed, or ctx
+	// ends.
+	Flush(ctx context.Context) error
 }
 
 // The kinds of shared records: a key's first letter, then a dot.

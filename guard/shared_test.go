@@ -235,6 +235,10 @@ func (f *failingState) Update(context.Context, string, time.Duration, func([]byt
 	f.updates.Add(1)
 	return false, fmt.Errorf("nats: timeout")
 }
+func (*failingState) Get(context.Context, string) ([]byte, bool, error) {
+	return nil, false, fmt.Errorf("nats: timeout")
+}
+func (*failingState) Flush(context.Context) error { return fmt.Errorf("nats: timeout") }
 
 // TestThrottleSharedStateDown: while the shared state fails, the throttle
 // asks it again for SharedWait, then counts in the replica, without
@@ -442,5 +446,65 @@ func TestSharedReturnOfReplacedJob(t *testing.T) {
 	defer mu.Unlock()
 	if s := fmt.Sprint(got); s != "[J1 web1 2 J2 web1 1]" {
 		t.Fatalf("a followed %s, want J1 failed and J2 ok, not the unknown job", s)
+	}
+}
+
+// TestProgressReadFromServer: a pending retry one replica recorded, once
+// SyncShared returns, is found by another replica that never watched the
+// bucket (its watch lagging behind the event the record came with), and
+// not once it is cleared or out of time.
+func TestProgressReadFromServer(t *testing.T) {
+	srv, _ := natstest.Start(t)
+	stA, watchA := natstest.SharedState(t, srv)
+	a := New(Options{Shared: stA})
+	watchA(a.ApplyShared)
+	stB, _ := natstest.SharedState(t, srv)
+	b := New(Options{Shared: stB}) // no watch: only the server can tell it
+	ctx := context.Background()
+	now := time.Now()
+
+	a.SetProgress("retry/7/ab/r0/deploy", []byte(`{"attempt":1}`), time.Minute, now)
+	a.SetProgress("retry/8/ab/r0/deploy", []byte(`{"attempt":2}`), 2*time.Second, now)
+	if err := a.SyncShared(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, key string
+		at        time.Time
+		want      string
+	}{
+		{"recorded by the other replica", "retry/7/ab/r0/deploy", now, `{"attempt":1}`},
+		{"never recorded", "retry/9/ab/r0/deploy", now, ""},
+		{"past its time", "retry/8/ab/r0/deploy", now.Add(3 * time.Second), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v, ok, err := b.Progress(ctx, c.key, c.at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := map[bool]string{true: string(v)}[ok]; got != c.want {
+				t.Fatalf("got %q (found %v), want %q", got, ok, c.want)
+			}
+		})
+	}
+	a.ClearProgress("retry/7/ab/r0/deploy")
+	if err := a.SyncShared(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := b.Progress(ctx, "retry/7/ab/r0/deploy", now); ok || err != nil {
+		t.Fatalf("a cleared record was found: %q, %v", v, err)
+	}
+}
+
+// TestProgressServerDown: a replica that cannot ask the shared state says
+// so rather than report no pending retry in silence.
+func TestProgressServerDown(t *testing.T) {
+	g := New(Options{Shared: &failingState{}})
+	if _, ok, err := g.Progress(context.Background(), "retry/1/ab/r0/deploy", time.Now()); ok || err == nil {
+		t.Fatalf("found %v, err %v; want an error", ok, err)
+	}
+	if err := g.SyncShared(context.Background()); err == nil {
+		t.Fatal("SyncShared on a failing state returned no error")
 	}
 }

@@ -214,7 +214,7 @@ func (r *retries) schedule(ctx context.Context, j *retryJob, wait time.Duration)
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
-		j.hold.let(true)
+		r.giveBack(j.hold)
 		return
 	}
 	// The retry keeps the reaction's concurrency place until it is done.
@@ -241,7 +241,13 @@ func (r *retries) resume(ctx context.Context, ev *inflight, c *event.Chunk, rule
 	if name == "" {
 		return false
 	}
-	b, ok := d.opts.Guard.Progress(name, time.Now())
+	rctx, cancel := context.WithTimeout(ctx, progressReadWait)
+	b, ok, err := d.opts.Guard.Progress(rctx, name, time.Now())
+	cancel()
+	if err != nil {
+		d.opts.Log.Warn("could not read whether a reaction has retries pending (from the shared state); it runs whole",
+			"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "err", err)
+	}
 	var p retryProgress
 	if !ok || json.Unmarshal(b, &p) != nil || p.Attempt < 1 || len(p.Minions) == 0 {
 		return false
@@ -258,6 +264,32 @@ func (r *retries) resume(ctx context.Context, ev *inflight, c *event.Chunk, rule
 		"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "jid", p.JID, "minions", p.Minions, "attempt", p.Attempt, "of", j.opts.Attempts, "in", wait.Round(time.Millisecond).String())
 	r.schedule(ctx, j, wait) // the retry's dispatch is in the ledger
 	return true
+}
+
+// progressReadWait bounds the read of a reaction's pending retries from
+// the shared state's server.
+const progressReadWait = 2 * time.Second
+
+// handOverWait bounds how long a stop waits for the pending retries'
+// records to reach the shared state before it lets their events go.
+const handOverWait = 2 * time.Second
+
+// giveBack lets events go for redelivery once the records of their
+// pending retries are in the shared state (or handOverWait passed,
+// logged): the replica that takes an event next must find them, or it
+// runs the whole reaction again.
+func (r *retries) giveBack(holds ...*eventHold) {
+	if len(holds) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handOverWait)
+	defer cancel()
+	if err := r.d.opts.Guard.SyncShared(ctx); err != nil {
+		r.d.opts.Log.Warn("stopping: the shared state did not confirm the pending retries' records; a replica taking their events may run those reactions whole", "err", err)
+	}
+	for _, h := range holds {
+		h.let(true)
+	}
 }
 
 // again runs the job once more on the minions where it failed.
@@ -313,9 +345,7 @@ func (r *retries) stop() int {
 		delete(r.jobs, jid)
 	}
 	r.mu.Unlock()
-	for _, h := range holds {
-		h.let(true)
-	}
+	r.giveBack(holds...)
 	return len(holds)
 }
 

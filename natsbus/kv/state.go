@@ -343,6 +343,54 @@ func (s *State) UpdateAt(ctx context.Context, key string, ttl time.Duration, fn 
 	return false, errors.New("writing shared state: the key keeps changing")
 }
 
+// Get reads key's current value from the server rather than a watch
+// (a replica's watch may not have brought in another's write yet); false
+// when the key has none (never written, deleted or expired).
+func (s *State) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, s.pre+key)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("reading shared state: %w", err)
+	case m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "":
+		return nil, false, nil
+	}
+	return m.Data, true, nil
+}
+
+// Flush waits until the server confirmed (or refused, or resendFor gave
+// up on) every Put and Delete sent before it was called (a key written
+// again since: its newer write stands for it), or ctx ends:
+// what a replica hands over with an event (a stop lets its events go) is
+// then in the bucket before another replica takes the event.
+func (s *State) Flush(ctx context.Context) error {
+	s.sendMu.Lock()
+	g := s.gen
+	s.sendMu.Unlock()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.sendMu.Lock()
+		waiting := false
+		for _, gen := range s.latest {
+			if gen <= g {
+				waiting = true
+				break
+			}
+		}
+		s.sendMu.Unlock()
+		if !waiting {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the shared state's writes: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // Scan reads, from the server rather than a watch, the current value of
 // every key that starts with prefix (deleted and expired keys left out).
 func (s *State) Scan(ctx context.Context, prefix string) (map[string][]byte, error) {
