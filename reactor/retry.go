@@ -14,6 +14,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/store"
 )
 
@@ -30,6 +31,9 @@ type retries struct {
 	timeout time.Duration
 	stopped bool
 	early   *earlyReturns
+	// readLog limits the lines of failed reads of pending retries (the
+	// shared state down: every such event would log one).
+	readLog *ratelog.Every
 }
 
 // maxRetryBackoff bounds the wait before a retry, however many attempts.
@@ -50,7 +54,8 @@ type retryJob struct {
 }
 
 func newRetries(d *Reactor, timeout time.Duration, early *earlyReturns) *retries {
-	return &retries{d: d, jobs: map[string][]*retryJob{}, timers: map[*retryJob]*time.Timer{}, timeout: timeout, early: early}
+	return &retries{d: d, jobs: map[string][]*retryJob{}, timers: map[*retryJob]*time.Timer{}, timeout: timeout, early: early,
+		readLog: ratelog.New(time.Minute)}
 }
 
 // track follows a job a reaction of a rule with the retry option started;
@@ -245,8 +250,10 @@ func (r *retries) resume(ctx context.Context, ev *inflight, c *event.Chunk, rule
 	b, ok, err := d.opts.Guard.Progress(rctx, name, time.Now())
 	cancel()
 	if err != nil {
-		d.opts.Log.Warn("could not read whether a reaction has retries pending (from the shared state); it runs whole",
-			"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "err", err)
+		if n, logNow := r.readLog.Tick(); logNow {
+			d.opts.Log.Warn("could not read whether a reaction has retries pending (from the shared state); it runs whole (logged at most once a minute)",
+				"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "err", err, "failures_since_last_line", n)
+		}
 	}
 	var p retryProgress
 	if !ok || json.Unmarshal(b, &p) != nil || p.Attempt < 1 || len(p.Minions) == 0 {
