@@ -322,7 +322,7 @@ func (s *State) UpdateAt(ctx context.Context, key string, ttl time.Duration, fn 
 			return false, fmt.Errorf("reading shared state: %w", err)
 		default:
 			rev = m.Sequence
-			if m.Header.Get("KV-Operation") == "" && m.Header.Get("Nats-Marker-Reason") == "" {
+			if isValue(m) {
 				old, written = m.Data, m.Time
 			}
 		}
@@ -353,10 +353,17 @@ func (s *State) Get(ctx context.Context, key string) ([]byte, bool, error) {
 		return nil, false, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("reading shared state: %w", err)
-	case m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "":
+	case !isValue(m):
 		return nil, false, nil
 	}
 	return m.Data, true, nil
+}
+
+// isValue reports whether a key's last message holds its value, rather
+// than marking it deleted or purged (KV-Operation) or expired (the
+// server's TTL marker).
+func isValue(m *jetstream.RawStreamMsg) bool {
+	return m.Header.Get("KV-Operation") == "" && m.Header.Get("Nats-Marker-Reason") == ""
 }
 
 // Flush waits until the server confirmed (or refused, or resendFor gave
@@ -400,17 +407,14 @@ func (s *State) Scan(ctx context.Context, prefix string) (map[string][]byte, err
 	}
 	out := make(map[string][]byte, len(info.State.Subjects))
 	for subj := range info.State.Subjects {
-		m, err := s.stream.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
+		key := subj[len(s.pre):]
+		v, ok, err := s.Get(ctx, key)
 		if err != nil {
-			return nil, fmt.Errorf("reading shared state: %w", err)
+			return nil, err
 		}
-		if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" {
-			continue
+		if ok {
+			out[key] = v
 		}
-		out[subj[len(s.pre):]] = m.Data
 	}
 	return out, nil
 }
