@@ -186,10 +186,6 @@ func (e *Engine) Config() *config.Config { return e.cfg }
 // Stats returns the engine's counters.
 func (e *Engine) Stats() *Stats { return &e.stats }
 
-// Gate decides, after a rule matched and its condition held, whether it may
-// react now (throttle, debounce); reason explains a refusal.
-type Gate func(rule int, key, tag string, data map[string]any) (ok bool, reason string)
-
 // RuleIndex returns the position of the rule with that ID
 // (config.Rule.ID) in the engine's configuration, -1 when it has none.
 func (e *Engine) RuleIndex(id string) int {
@@ -201,13 +197,9 @@ func (e *Engine) RuleIndex(id string) int {
 	return -1
 }
 
-// Options adjust how one event is processed.
+// Options adjust how one event is processed (Process*: Match then
+// Render, every admitted rule reacting).
 type Options struct {
-	// Gate, when set, is consulted for each matching rule.
-	Gate Gate
-	// OnlyRule, when set, restricts processing to the rule of that ID
-	// (config.Rule.ID) and skips its gate (a debounced event coming back).
-	OnlyRule string
 	// EventID, when set, is added as event_id to every line the engine
 	// logs about the event (the daemon's event ids).
 	EventID string
@@ -265,6 +257,12 @@ type Result struct {
 	VerifyErrors []error
 	// Chunks are the low chunks in execution order.
 	Chunks []*event.Chunk
+	// ChunkRules are, for each chunk, the index of the rule whose file
+	// made it (in Config.Rules), -1 when none is known (RuleOf).
+	ChunkRules []int
+	// Config is the configuration the event was matched and rendered
+	// with: Rules, Notes, Files and ChunkRules index its rules.
+	Config *config.Config
 	// SaltCalls are the Salt calls files made while rendering.
 	SaltCalls []FileSaltCalls
 }
@@ -350,158 +348,14 @@ func (e *Engine) Process(ctx context.Context, ev event.Event) (*Result, error) {
 	return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil }, Options{}, nil)
 }
 
+// process matches an event and renders what every admitted rule makes
+// of it.
 func (e *Engine) process(ctx context.Context, tag string, data func() (map[string]any, error), opts Options, raw []byte) (*Result, error) {
-	res := &Result{Tag: tag}
-	if strings.Contains(tag, "salt/reactors/manage") {
-		res.Skipped = SkipManageTag
-		e.eventLog(opts).Debug("event skipped", "tag", tag, "reason", res.Skipped)
-		return res, nil
-	}
-	var buf [16]int
-	res.Rules = e.table.Match(tag, buf[:0])
-	if len(res.Rules) == 0 {
-		res.Rules = nil
-		return res, nil
-	}
-	res.Rules = append([]int(nil), res.Rules...)
-	log := e.eventLog(opts)
-	d, err := data()
+	m, err := e.match(tag, data, MatchOptions{EventID: opts.EventID}, raw)
 	if err != nil {
-		e.stats.Malformed.Add(1)
-		e.stats.Errors.Add(1)
-		e.noisy(log, slog.LevelWarn, "", "malformed event data", "tag", tag, "err", err)
-		return nil, fmt.Errorf("event %q: %w", tag, err)
+		return nil, err
 	}
-	if u, _ := d["user"].(string); u == ReactorUser {
-		res.Skipped = SkipReactorUser
-		log.Debug("event skipped", "tag", tag, "reason", res.Skipped)
-		return res, nil
-	}
-	e.stats.Matched.Add(1)
-	var high reactions.High
-	origin := OriginOf(tag, d)
-	for _, ri := range res.Rules {
-		rule := &e.cfg.Rules[ri]
-		if opts.OnlyRule != "" && rule.ID != opts.OnlyRule {
-			continue
-		}
-		if ok, why := origin.admits(rule.Options.From); !ok {
-			res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: why})
-			if origin.Forged != "" && res.Forged == "" {
-				res.Forged = origin.Forged
-				e.noisy(log, slog.LevelWarn, "forged\x00"+origin.Minion+"\x00"+origin.Family,
-					"forged event: no reaction (a rule's from: any accepts it)", "tag", tag, "minion", origin.Minion, "why", origin.Forged)
-			}
-			continue
-		}
-		if w := e.when[ri]; w != nil {
-			ok, err := w.True(tag, d)
-			if err != nil {
-				res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: "condition failed: " + err.Error()})
-				e.fileError(log, tag, rule, fmt.Errorf("%s: when: %w", rule.Options.WhenPos, err))
-				continue
-			}
-			if !ok {
-				res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: "when: `" + rule.Options.When + "` is false"})
-				log.Debug("rule condition false", "tag", tag, "rule", rule.Glob)
-				continue
-			}
-		}
-		if opts.Gate != nil && opts.OnlyRule == "" && (rule.Options.ThrottleCount > 0 || rule.Options.Debounce > 0 || rule.Options.Concurrency > 0 || rule.Options.Collect.Within > 0) {
-			key := event.MinionOf(tag, raw)
-			if key == "" {
-				key, _ = d["id"].(string)
-			}
-			if k := e.keys[ri]; k != nil {
-				if kv, err := k.Key(tag, d); err == nil {
-					key = kv
-				}
-			}
-			if ok, reason := opts.Gate(ri, key, tag, d); !ok {
-				res.Notes = append(res.Notes, RuleNote{Rule: ri, Note: reason})
-				continue
-			}
-		}
-		for _, sls := range rule.SLS {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			var paths []string
-			if sls.Pattern != "" {
-				paths = e.lib.Glob(sls.Pattern)
-			}
-			if len(paths) == 0 {
-				fr := FileResult{Rule: ri, Ref: sls.Ref, Err: &reactions.PosError{Pos: sls.Pos,
-					Msg: fmt.Sprintf("can not render SLS %s for tag %s: file missing or not found", sls.Ref, tag)}}
-				res.Files = append(res.Files, fr)
-				e.fileError(log, tag, rule, fr.Err)
-				continue
-			}
-			for _, p := range paths {
-				fr := FileResult{Rule: ri, Ref: sls.Ref, Path: p}
-				var refused []FileResult
-				f, err := e.lib.File(p)
-				if err == nil {
-					var rs []reactions.Reaction
-					ro := reactions.RenderOptions{Events: opts.Collected}
-					if ro.Events == nil && rule.Options.Collect.Within > 0 {
-						// render, check, explain: a collection of this one event.
-						ro.Events = []any{map[string]any{"tag": tag, "data": d}}
-					}
-					if f.SaltCalls > 0 {
-						ro.Salt = e.saltCalls.Load().Session(ctx)
-					}
-					rs, err = f.RenderWith(tag, d, ro)
-					if calls := ro.Salt.Calls(); len(calls) > 0 {
-						res.SaltCalls = append(res.SaltCalls, FileSaltCalls{Path: p, Calls: calls})
-					}
-					rs, refused = e.knownTypes(log, tag, rule, fr, rs)
-					if e.literal[ri] {
-						var more []FileResult
-						rs, more = e.literalTargets(log, tag, rule, fr, rs)
-						refused = append(refused, more...)
-					}
-					fr.Reactions = len(rs)
-					for _, r := range rs {
-						for _, w := range r.Warnings {
-							res.Warnings = append(res.Warnings, w)
-							e.noisy(log, slog.LevelWarn, rule.Glob+"\x00"+fr.Path, "reaction dropped silently by Salt's rules", "tag", tag, "rule", rule.Glob, "warning", w)
-						}
-					}
-					high.Add(rs)
-				}
-				if err != nil {
-					fr.Err = err
-					e.fileError(log, tag, rule, err)
-				}
-				res.Files = append(res.Files, fr)
-				res.Files = append(res.Files, refused...)
-			}
-		}
-	}
-	res.Overwritten = high.Overwritten
-	for _, o := range high.Overwritten {
-		log.Debug("reaction ID overwritten by a later file", "tag", tag, "id", o.ID, "old", fmt.Sprintf("%s:%d", o.Old.File, o.Old.Line), "new", fmt.Sprintf("%s:%d", o.New.File, o.New.Line))
-	}
-	if high.Len() == 0 {
-		return res, nil
-	}
-	if errs := high.Verify(); len(errs) > 0 {
-		res.VerifyErrors = errs
-		e.stats.Errors.Add(1)
-		e.noisy(log, slog.LevelError, "", "unable to render reactions for event: all its reactions are dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
-		return res, nil
-	}
-	res.Chunks = high.Compile()
-	for _, c := range res.Chunks {
-		if c.Has("expr_form") {
-			w := fmt.Errorf("%s: reaction %q uses expr_form, which Salt ignores since 2019.2.0 (the job targets with tgt_type, default glob); use tgt_type", c.Str("__sls__"), c.Str("__id__"))
-			res.Warnings = append(res.Warnings, w)
-			e.noisy(log, slog.LevelWarn, c.Str("__sls__")+"\x00"+c.Str("__id__"), "deprecated option", "tag", tag, "warning", w)
-		}
-	}
-	e.stats.Reactions.Add(int64(len(res.Chunks)))
-	return res, nil
+	return m.Render(ctx, RenderOptions{Collected: opts.Collected})
 }
 
 // literalTargets applies a rule's literal_target option to the reactions
@@ -545,11 +399,11 @@ func (e *Engine) noisy(log *slog.Logger, level slog.Level, key, msg string, args
 
 // eventLog is the logger for lines about one event: with its event_id when
 // the caller gave one.
-func (e *Engine) eventLog(opts Options) *slog.Logger {
-	if opts.EventID == "" {
+func (e *Engine) eventLog(id string) *slog.Logger {
+	if id == "" {
 		return e.log
 	}
-	return slog.New(&eventIDHandler{Handler: e.log.Handler(), id: opts.EventID})
+	return slog.New(&eventIDHandler{Handler: e.log.Handler(), id: id})
 }
 
 // eventIDHandler adds event_id to each record it handles. Unlike

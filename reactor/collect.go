@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
 )
 
@@ -23,11 +24,11 @@ type collects struct {
 
 // collection is one rule and key's events gathered so far.
 type collection struct {
-	bodies   [][]byte
-	lets     []func(abandon bool)
-	hop      int
-	lastID   string
-	js       bool
+	bodies [][]byte
+	lets   []func(abandon bool)
+	// last is the last event gathered, which the rule reacts to (with
+	// the highest hop of the events gathered).
+	last     held
 	left     int // events left out past max
 	deadline *time.Timer
 	quiet    *time.Timer
@@ -39,7 +40,7 @@ func newCollects() *collects { return &collects{groups: map[ruleKey]*collection{
 // add gathers an event; fire is called once with the collection when its
 // window or quiet period ends. It reports false when the collection was
 // full (max) and the event left out.
-func (c *collects) add(rule, key string, opts config.Collect, body []byte, hop int, eventID string, js bool, let func(bool), fire func(*collection)) bool {
+func (c *collects) add(rule, key string, opts config.Collect, h held, let func(bool), fire func(*collection)) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := ruleKey{rule, key}
@@ -62,10 +63,10 @@ func (c *collects) add(rule, key string, opts config.Collect, body []byte, hop i
 		g.left++
 		return false
 	}
-	g.bodies = append(g.bodies, body)
+	g.bodies = append(g.bodies, h.body)
 	g.lets = append(g.lets, let)
-	g.hop = max(g.hop, hop)
-	g.lastID, g.js = eventID, js
+	h.hop = max(g.last.hop, h.hop)
+	g.last = h
 	return true
 }
 
@@ -132,9 +133,14 @@ func (c *collects) stop() int {
 	return n
 }
 
-// collect gathers the event for the rule (id) and key, held
-// unacknowledged; the rule reacts once when the collection ends.
-func (d *Reactor) collect(ctx context.Context, ev *inflight, glob, id, key, tag string, opts config.Collect) (bool, string) {
+// collect gathers the event for the rule and key (the whole rule without
+// a key option), held unacknowledged; the rule reacts once, for the last
+// event, when the collection ends.
+func (d *Reactor) collect(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
+	r, opts, key := a.Rule, a.Rule.Options.Collect, a.Key
+	if r.Options.Key == "" {
+		key = "" // one collection for the rule
+	}
 	hold := d.holdFor(ev)
 	let := func(abandon bool) {
 		if abandon && d.stopped.Load() && !ev.dl.Redelivers {
@@ -142,20 +148,20 @@ func (d *Reactor) collect(ctx context.Context, ev *inflight, glob, id, key, tag 
 		}
 		hold.let(abandon)
 	}
-	added := d.collects.add(id, key, opts, ev.dl.Body, ev.dl.Hop, ev.id, ev.dl.Redelivers, let, func(g *collection) {
+	added := d.collects.add(r.ID, key, opts, holding(ev, r.ID), let, func(g *collection) {
 		if g.left > 0 {
-			d.opts.Log.Warn("collection ended with events left out past its max", "rule", glob, "key", key, "max", opts.Max, "left_out", g.left)
+			d.opts.Log.Warn("collection ended with events left out past its max", "rule", r.Glob, "key", key, "max", opts.Max, "left_out", g.left)
 		}
-		again := Delivery{Body: g.bodies[len(g.bodies)-1], Received: time.Now(), Hop: g.hop, OnlyRule: id, Redelivers: g.js, id: g.lastID,
-			collected: g.events(), Settle: func(o Outcome) { g.let(o != Ack) }}
-		d.opts.Log.Info("collection ended: the rule reacts once for its events", "rule", glob, "key", key, "events", len(g.bodies))
-		d.Submit(ctx, again) // a refused one is settled: g.let(true)
+		last := g.last
+		last.collected = g.events()
+		d.opts.Log.Info("collection ended: the rule reacts once for its events", "rule", r.Glob, "key", key, "events", len(g.bodies))
+		d.resubmit(ctx, last, g.let) // a refused one is settled: g.let(true)
 	})
 	if !added {
 		hold.let(false)
 		d.opts.Metrics.Suppressed.WithLabelValues("collect_full").Inc()
-		d.noisy(slog.LevelWarn, "collect\x00"+id+"\x00"+key, "event left out of a full collection (collect max)", "event_id", ev.id, "tag", tag, "rule", glob, "key", key, "max", opts.Max)
-		return false, fmt.Sprintf("collect: the collection for key %q is full (max %d); left out", key, opts.Max)
+		d.noisy(slog.LevelWarn, "collect\x00"+r.ID+"\x00"+key, "event left out of a full collection (collect max)", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", key, "max", opts.Max)
+		return fmt.Sprintf("collect: the collection for key %q is full (max %d); left out", key, opts.Max), false
 	}
-	return false, fmt.Sprintf("collect: gathered for key %q; the rule reacts once when the collection ends (within %s)", key, opts.Within)
+	return fmt.Sprintf("collect: gathered for key %q; the rule reacts once when the collection ends (within %s)", key, opts.Within), false
 }

@@ -83,7 +83,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	if apiURL == "" {
 		apiURL = "https://salt-api:8000"
 	}
-	explainReactions(w, ev, eng.Config().Rules, res, explainDrivers(&df, apiURL, stdout))
+	explainReactions(w, ev, res, explainDrivers(&df, apiURL, stdout))
 	_, _ = io.WriteString(stdout, w.String())
 	if len(res.Errors()) > 0 {
 		return exitFound
@@ -209,7 +209,7 @@ func explainFiles(w io.Writer, res *engine.Result) {
 
 // explainReactions writes each reaction in execution order, the loop
 // guard that would hold it and the call each driver would make.
-func explainReactions(w io.Writer, ev event.Event, rules []config.Rule, res *engine.Result, describers []namedDescriber) {
+func explainReactions(w io.Writer, ev event.Event, res *engine.Result, describers []namedDescriber) {
 	fmt.Fprintf(w, "reactions (%d, in execution order)\n", len(res.Chunks))
 	minion := event.MinionOf(ev.Tag, nil)
 	if minion == "" {
@@ -219,11 +219,8 @@ func explainReactions(w io.Writer, ev event.Event, rules []config.Rule, res *eng
 	for i, c := range res.Chunks {
 		fmt.Fprintf(w, "  %d. %s %s (id %q, %s, order %v)\n", i+1, c.Str("state"), c.Str("fun"), c.Str("__id__"), c.Str("__sls__"), must(c.Get("order")))
 		option := ""
-		for _, f := range res.Files {
-			if f.Path == c.Str("__sls__") && f.Rule < len(rules) {
-				option = rules[f.Rule].Options.Guard
-				break
-			}
+		if r := res.RuleOf(i); r != nil {
+			option = r.Options.Guard
 		}
 		mode := guard.ModeFor(option, c.Str("state"), c.Str("fun"))
 		fmt.Fprintf(w, "     loop guard (%s): %s\n", mode, guardExplained(mode, gev))

@@ -1,0 +1,282 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/guard"
+	"github.com/reactord/reactord/store"
+)
+
+// inflight is one event going through handle's steps, and what the steps
+// share.
+type inflight struct {
+	// dl is the delivery; the loop guard may set its Hop.
+	dl Delivery
+	// id is the event's id, in every log line and ledger entry about it.
+	id       string
+	tag      string
+	raw      []byte
+	minion   string
+	received time.Time
+	// cause is the tag of the event whose reaction fired this one, if the
+	// loop guard knows it.
+	cause string
+	// gev is what the loop guard weighs of the event.
+	gev guard.Event
+	// firedBy is the reaction that fired the event (event.send), when the
+	// loop guard expected it; overHops is set when the event is past the
+	// hop limit, which then stops that reaction alone.
+	firedBy  guard.Reaction
+	overHops bool
+	// resume is set on an event a gate held for one rule and let go: it
+	// resumes at render for that rule (Delivery.resume).
+	resume *held
+	// debug is set when the log takes debug lines (-v): each decision of
+	// the pipeline is then logged.
+	debug bool
+	// nak leaves the event for redelivery instead of acknowledging it.
+	nak bool
+	// hold, set when a debounce holds the event, delays its
+	// acknowledgement until the debounce fired.
+	hold *eventHold
+	// slots are the rules (their ids) whose concurrency limit gave the
+	// event a slot; finish gives back those with no job in flight.
+	slots []string
+	// archived is set when the event itself is to be archived; finish
+	// adds its record, with its id when ledgered is set (something
+	// happened to a reaction of it), so that only the events `reactord
+	// trace` has something to say about get an id row.
+	archived, ledgered bool
+}
+
+// handle takes one event through the pipeline: decode, archive, loop
+// guard, match and render, dispatch; then acknowledges it (finish).
+func (d *Reactor) handle(ctx context.Context, dl Delivery) {
+	if dl.Owned != nil && !dl.Owned() {
+		dl.settle(Leave)
+		d.opts.Metrics.Suppressed.WithLabelValues(SuppressPartitionMoved).Inc()
+		if n, ok := d.movedLog.Tick(); ok {
+			d.opts.Log.Warn("event left to the replica its partition moved to, which handles it again from the partition's acknowledgement floor; counted in reactord_suppressed_total{reason=\"partition_moved\"}, logged at most once a minute",
+				"event_id", dl.id, "seq", dl.Seq, "moved_since_last_line", n)
+		}
+		return
+	}
+	ev := &inflight{dl: dl, id: dl.id, received: time.Now(), debug: d.opts.Log.Enabled(ctx, slog.LevelDebug), resume: dl.resume}
+	if ev.id == "" {
+		ev.id = d.ids.next()
+	}
+	defer d.finish(ctx, ev)
+	d.opts.Metrics.Events.Inc()
+	if !d.decode(ev) || !d.firstCopy(ctx, ev) || !d.archive(ev) || !d.checkHops(ctx, ev) {
+		return
+	}
+	res := d.react(ctx, ev)
+	if res == nil {
+		return
+	}
+	for i := range res.Chunks {
+		d.dispatch(ctx, ev, res, i)
+	}
+}
+
+// finish acknowledges the event: Retry when it is left for redelivery,
+// otherwise Ack, with an Archive once the event's records are durable.
+// An event a debounce holds is acknowledged once the debounce let it go.
+func (d *Reactor) finish(ctx context.Context, ev *inflight) {
+	if ctx.Err() != nil {
+		ev.nak = true // cancelled mid-way: leave the event for redelivery
+	}
+	if ev.resume != nil {
+		ev.slots = append(ev.slots, ev.resume.rule)
+	}
+	if len(ev.slots) > 0 {
+		d.limits.ended(ev.id, ev.slots)
+	}
+	if ev.archived && !(ev.nak && ev.dl.Redelivers) { // a refused event is archived when it comes back
+		id := ""
+		if ev.ledgered {
+			id = ev.id
+		}
+		d.opts.Archive.event(id, ev.tag, ev.raw, ev.received)
+	}
+	if ev.hold != nil {
+		ev.hold.let(ev.nak)
+	} else {
+		d.settle(ev.dl, ev.nak)
+	}
+	if !ev.nak && !ev.dl.Sent.IsZero() {
+		d.opts.Metrics.SentLatency.Observe(time.Since(ev.dl.Sent).Seconds())
+	}
+	if d.opts.OnDone != nil {
+		d.opts.OnDone(ev.dl)
+	}
+}
+
+// settle acknowledges a delivery (Ack, once its records are durable) or
+// refuses it (Retry) for redelivery.
+func (d *Reactor) settle(dl Delivery, nak bool) {
+	switch {
+	case dl.Settle == nil:
+	case nak:
+		dl.Settle(Retry)
+	case d.opts.Archive != nil:
+		d.opts.Archive.W.OnDurable(func() { dl.Settle(Ack) })
+	default:
+		dl.Settle(Ack)
+	}
+}
+
+// holdFor returns the event's hold, counting one more holder.
+func (d *Reactor) holdFor(ev *inflight) *eventHold {
+	if ev.hold == nil {
+		dl := ev.dl
+		ev.hold = &eventHold{settle: func(nak bool) { d.settle(dl, nak) }}
+		ev.hold.n.Store(1) // the handling itself, let go in finish
+	}
+	ev.hold.n.Add(1)
+	return ev.hold
+}
+
+// decode takes the event's tag and raw data, which Submit split from the
+// envelope, and finds its minion.
+func (d *Reactor) decode(ev *inflight) bool {
+	tag, raw := ev.dl.tag, ev.dl.raw
+	if !ev.dl.split {
+		// Submit refuses malformed envelopes: only a delivery that did not
+		// come through it gets here.
+		d.opts.Metrics.Malformed.Inc()
+		return false
+	}
+	ev.tag, ev.raw, ev.minion = tag, raw, ev.dl.minion // found once, by submit
+	if ev.debug {
+		d.opts.Log.Debug("event received", "event_id", ev.id, "tag", tag, "minion", ev.minion, "hop", ev.dl.Hop, "bytes", len(ev.dl.Body))
+	}
+	return true
+}
+
+// firstCopy reports false for another master's copy of an event already
+// taken (Options.Copy), which goes no further.
+func (d *Reactor) firstCopy(ctx context.Context, ev *inflight) bool {
+	if d.opts.Copy == nil || ev.resume != nil {
+		return true
+	}
+	dup, err := d.opts.Copy(ctx, ev.tag, ev.raw, ev.dl.Seq)
+	switch {
+	case err != nil && ev.dl.Redelivers:
+		ev.nak = true
+		d.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; left for redelivery", "event_id", ev.id, "tag", ev.tag, "err", err)
+		return false
+	case err != nil:
+		d.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; reacting to it", "event_id", ev.id, "tag", ev.tag, "err", err)
+		return true
+	case dup:
+		d.opts.Metrics.Suppressed.WithLabelValues("master_copy").Inc()
+		d.noisy(slog.LevelInfo, "", "event dropped: another master's copy of an event already taken (--dedupe-masters)", "event_id", ev.id, "tag", ev.tag, "minion", ev.minion)
+		return false
+	}
+	return true
+}
+
+// archive records the event, its job and its returns. It reports false
+// when the event goes no further: the store is full and the event is left
+// for redelivery (JetStream). In core NATS mode the event is reacted to
+// anyway and counted.
+func (d *Reactor) archive(ev *inflight) bool {
+	ar := d.opts.Archive
+	if ar == nil || ev.resume != nil {
+		// An event a gate held was archived when it came.
+		return true
+	}
+	ok, keep := ar.record(ev.tag, ev.raw)
+	if ok {
+		ev.archived = keep
+		return true
+	}
+	if ev.dl.Redelivers {
+		// JetStream keeps the event; it comes back, after a delay that
+		// grows with its deliveries, when the store has room again.
+		ev.nak = true
+		if n, ok := d.storeFullLog.Tick(); ok {
+			d.opts.Log.Warn("audit store full (memory and disk spool): events left for redelivery, not reacted to yet; logged at most once a minute",
+				"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
+		}
+		return false
+	}
+	d.opts.Metrics.ArchiveDropped.Inc()
+	ev.archived = false
+	if n, ok := d.storeFullLog.Tick(); ok {
+		d.opts.Log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_archive_dropped_total (their records in reactord_store_records_dropped_total), logged at most once a minute",
+			"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
+	}
+	return true
+}
+
+// checkHops applies the loop guard to the event itself: a job return
+// holds its job's reactions for the settle window, and an event that
+// reactions caused more than MaxHops times in a row is suppressed
+// (false).
+func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
+	if r := ev.resume; r != nil {
+		// Weighed when it first came, and let through then.
+		ev.cause, ev.gev, ev.firedBy, ev.overHops = r.cause, r.gev, r.firedBy, r.overHops
+		return true
+	}
+	g := d.opts.Guard
+	// An expected event is used up either way; a hop header wins.
+	fired := g.HopOf(ev.tag, ev.received)
+	if ev.dl.Hop == 0 {
+		ev.dl.Hop, ev.cause = fired.Hop, fired.Cause
+	}
+	ev.gev, ev.firedBy = guard.EventOf(ev.tag, ev.minion, ev.received), fired.By
+	if jt, ok := event.ParseJobTag(ev.tag); ok {
+		if id, ok := jt.Return(); ok {
+			// Whether it failed matters to the rules' retry and
+			// concurrency options alone (here and, through the guard's
+			// shared state, on the other replicas, which run the same
+			// rules).
+			o := guard.OutcomeUnknown
+			if d.jobOpts.Load() {
+				failed := returnFailed(ev.raw)
+				o = guard.OutcomeOK
+				if failed {
+					o = guard.OutcomeFailed
+				}
+				d.jobReturned(ctx, jt.JID, id, failed, ev.received)
+			}
+			if g.Returned(jt.JID, id, o, ev.received) {
+				d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
+				d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
+			}
+		}
+	}
+	if ev.dl.Hop <= d.opts.MaxHops {
+		return true
+	}
+	if ev.firedBy != (guard.Reaction{}) {
+		// The reaction that fired it is stopped (dispatch); other rules
+		// still react, their own chains counting on.
+		ev.overHops = true
+		return true
+	}
+	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Minion: ev.minion, Detail: fmt.Sprintf("hop limit: %d hops > %d", ev.dl.Hop, d.opts.MaxHops)})
+	d.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
+	d.noisy(slog.LevelWarn, ev.cause, "event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)",
+		"event_id", ev.id, "tag", ev.tag, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
+	return false
+}
+
+// jobReturned hands a job return, handled here or by another replica, to
+// the rules' retries and concurrency limits.
+func (d *Reactor) jobReturned(ctx context.Context, jid, minion string, failed bool, at time.Time) {
+	// Kept for a slot or retry that starts following the job after its
+	// return (another lane or replica dispatched it).
+	d.early.add(jid, minion, failed, at)
+	// Retries first: a retry it schedules keeps the concurrency place the
+	// job's return would otherwise free.
+	d.retries.returned(ctx, jid, minion, failed)
+	d.limits.returned(jid, minion)
+}

@@ -1,0 +1,160 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/guard"
+)
+
+// held is an event a gate holds for one rule (debounce, concurrency,
+// collect): what it takes back to its lane when the gate lets it go
+// (resubmit), so that it resumes at render for that rule alone, with what
+// the gates on the event found when it first came.
+type held struct {
+	// rule is the rule's ID.
+	rule string
+	// id is the event's id: the reaction joins the trail of the event
+	// held (archived once, under that id).
+	id string
+	// body, hop, seq, msgID and js (Delivery.Redelivers) are the
+	// delivery's. Its stream sequence and message id go with it: a retry
+	// of its reaction is recorded under them (progressName).
+	body  []byte
+	hop   int
+	seq   uint64
+	msgID string
+	js    bool
+	// cause, gev, firedBy and overHops are what the loop guard found
+	// (inflight); the event is not weighed again.
+	cause    string
+	gev      guard.Event
+	firedBy  guard.Reaction
+	overHops bool
+	// collected are the events a collect option gathered.
+	collected []any
+}
+
+// holding is what ev takes back to its lane when a gate of rule lets it
+// go.
+func holding(ev *inflight, rule string) held {
+	return held{rule: rule, id: ev.id, body: ev.dl.Body, hop: ev.dl.Hop, seq: ev.dl.Seq, msgID: ev.dl.MsgID, js: ev.dl.Redelivers,
+		cause: ev.cause, gev: ev.gev, firedBy: ev.firedBy, overHops: ev.overHops}
+}
+
+// resubmit sends an event a gate let go back to its lane, where it
+// resumes at render for its rule alone. let settles the hold: abandoned
+// unless the event was handled. A refused one is settled (let(true)) and
+// reported false.
+func (d *Reactor) resubmit(ctx context.Context, h held, let func(abandon bool)) bool {
+	again := Delivery{Body: h.body, Received: time.Now(), Hop: h.hop, Redelivers: h.js, id: h.id,
+		Seq: h.seq, MsgID: h.msgID, Settle: func(o Outcome) { let(o != Ack) }, resume: &h}
+	return d.Submit(ctx, again)
+}
+
+// gates applies the rule options that may hold the event back —
+// throttle, debounce, concurrency, collect — to each rule m admitted,
+// with the rule m was matched with (never one a reload swapped in since).
+// A rule that holds the event back leaves m.Admitted, with a note. An
+// event a gate let go (resumed) passes: its gate admitted it.
+func (d *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
+	if ev.resume != nil {
+		return
+	}
+	kept := m.Admitted[:0]
+	for _, a := range m.Admitted {
+		if engine.Gated(a.Rule.Options) {
+			if note, ok := d.gate(ctx, ev, a); !ok {
+				m.Refused(a, note)
+				continue
+			}
+		}
+		kept = append(kept, a)
+	}
+	m.Admitted = kept
+}
+
+// gate applies one rule's options to the event: it reports false, with a
+// note saying why, when the rule does not react to it now.
+func (d *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
+	o, r := a.Rule.Options, a.Rule
+	if o.Debounce > 0 {
+		return d.debounce(ctx, ev, a), false
+	}
+	if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(r.ID, a.Key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
+		d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
+		d.noisy(slog.LevelWarn, r.Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
+		return fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, a.Key), false
+	}
+	if o.Concurrency > 0 {
+		return d.concurrency(ctx, ev, a)
+	}
+	if o.Collect.Within > 0 {
+		return d.collect(ctx, ev, a)
+	}
+	return "", true
+}
+
+// letter returns a function that lets go of the event's hold, counting
+// an event abandoned by a stop in returned (JetStream redelivers it) or
+// lost (core NATS).
+func (d *Reactor) letter(ev *inflight, returned, lost interface{ Add(int64) int64 }) func(abandon bool) {
+	hold, js := d.holdFor(ev), ev.dl.Redelivers
+	return func(abandon bool) {
+		if abandon && d.stopped.Load() {
+			if js {
+				returned.Add(1)
+			} else {
+				lost.Add(1)
+			}
+		}
+		hold.let(abandon)
+	}
+}
+
+// debounce holds the event for the rule until its key has been quiet for
+// the rule's debounce; a newer event of the key replaces it. The event
+// stays unacknowledged until then, so a stop or a crash in its quiet
+// period leaves it to JetStream's redelivery.
+func (d *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted) string {
+	r, quiet := a.Rule, a.Rule.Options.Debounce
+	h := holding(ev, r.ID)
+	let := d.letter(ev, &d.debounceReturned, &d.debounceLost)
+	d.opts.Guard.Debounce(r.ID, a.Key, ev.dl.Body, ev.dl.Hop, quiet, let, func(_ []byte, _ int, let func(bool)) {
+		d.resubmit(ctx, h, let)
+	})
+	d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
+	d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "quiet", quiet.String())
+	return fmt.Sprintf("debounce: held until %s without a new event for key %q", quiet, a.Key)
+}
+
+// concurrency gives the event a slot of the rule for its key, or queues
+// it, unacknowledged, until one of the rule's reactions in flight for the
+// key is done; it then comes back for this rule alone, in the order
+// queued.
+func (d *Reactor) concurrency(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
+	r, max := a.Rule, a.Rule.Options.Concurrency
+	h := holding(ev, r.ID)
+	let := d.letter(ev, &d.queuedReturned, &d.queuedLost)
+	ok, place := d.limits.acquire(ev.id, r.ID, a.Key, max, func() {
+		d.opts.Metrics.ConcurrencyQueued.Dec()
+		if !d.resubmit(ctx, h, let) { // a refused one is settled: let(true)
+			d.limits.ended(ev.id, []string{r.ID}) // and gives its slot back
+		}
+	}, func() {
+		d.opts.Metrics.ConcurrencyQueued.Dec()
+		let(true)
+	})
+	if ok {
+		let(false) // not held: the slot is the event's own
+		ev.slots = append(ev.slots, r.ID)
+		return "", true
+	}
+	d.opts.Metrics.ConcurrencyQueued.Inc()
+	d.noisy(slog.LevelInfo, "concurrency\x00"+r.ID+"\x00"+a.Key, "event queued: the rule's concurrency limit is reached for its key; it reacts, in order, when one of the reactions in flight is done",
+		"event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "limit", max, "place", place)
+	return fmt.Sprintf("concurrency: %d reactions in flight for key %q; queued (place %d)", max, a.Key, place), false
+}

@@ -1,0 +1,132 @@
+package reactor
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/store"
+)
+
+// react matches the event against the rules (engine.Match), applies the
+// rule options that may hold it back (gates), and renders the reaction
+// files of the rules still admitted (Render), all with the configuration
+// of one engine; it counts and records (ledger) what happened. It returns
+// nil when there is nothing to dispatch.
+func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
+	m := d.match(ctx, ev)
+	if m == nil {
+		return nil
+	}
+	if d.hookMatched != nil {
+		d.hookMatched()
+	}
+	d.gates(ctx, ev, m)
+	var collected []any
+	if ev.resume != nil {
+		collected = ev.resume.collected
+	}
+	res, err := m.Render(ctx, engine.RenderOptions{Collected: collected})
+	if err != nil {
+		return nil // ctx ended: finish leaves the event for redelivery
+	}
+	if n := len(res.Errors()); n > 0 {
+		d.opts.Metrics.RenderErrors.Add(float64(n))
+	}
+	if ev.debug {
+		d.logRendered(ev, res)
+	}
+	if d.opts.Archive != nil {
+		d.ledgerResult(ev, res.Config.Rules, res)
+	}
+	return res
+}
+
+// match matches the event with the current engine; an event a gate held
+// and let go is admitted to its rule alone. It returns nil when no rule
+// reacts: none matched, a pre-filter skipped the event, its data is
+// malformed, or a reload removed the rule a held event waited for.
+func (d *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
+	m, eng := d.opts.Metrics, d.eng.Load()
+	opts := engine.MatchOptions{EventID: ev.id}
+	if r := ev.resume; r != nil {
+		mt, err := eng.MatchRule(ctx, ev.tag, ev.raw, r.rule, opts)
+		if err != nil {
+			m.Malformed.Inc()
+			return nil
+		}
+		if mt == nil {
+			// Let go after a reload removed (or changed) its rule: no
+			// other rule takes the held event.
+			m.Suppressed.WithLabelValues("rule_removed").Inc()
+			d.noisy(slog.LevelWarn, "rule_removed "+r.rule, "held event dropped: a reload removed its rule", "event_id", ev.id, "tag", ev.tag, "rule_id", r.rule)
+		}
+		return mt
+	}
+	mt, err := eng.Match(ctx, ev.tag, ev.raw, opts)
+	if err != nil {
+		m.Malformed.Inc()
+		return nil
+	}
+	res := mt.Result
+	if res.Forged != "" {
+		m.Suppressed.WithLabelValues("forged_event").Inc()
+	}
+	if res.Skipped != "" {
+		reason := "reactor_user"
+		if res.Skipped == engine.SkipManageTag {
+			reason = "manage_tag"
+		}
+		m.Suppressed.WithLabelValues(reason).Inc()
+		return nil
+	}
+	if len(res.Rules) == 0 {
+		if ev.debug {
+			d.opts.Log.Debug("no rule matched", "event_id", ev.id, "tag", ev.tag)
+		}
+		return nil
+	}
+	m.Matched.Inc()
+	for _, ri := range res.Rules {
+		r := &res.Config.Rules[ri]
+		m.RuleMatches.WithLabelValues(r.Glob).Inc()
+		if ev.debug {
+			d.opts.Log.Debug("rule matched", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "rule_pos", r.Pos.String())
+		}
+	}
+	return mt
+}
+
+// logRendered logs, at debug level, why matching rules did not react and
+// each file rendered.
+func (d *Reactor) logRendered(ev *inflight, res *engine.Result) {
+	rules := res.Config.Rules
+	for _, n := range res.Notes {
+		d.opts.Log.Debug("rule did not react", "event_id", ev.id, "tag", ev.tag, "rule", rules[n.Rule].Glob, "reason", n.Note)
+	}
+	for _, f := range res.Files {
+		if f.Err == nil {
+			d.opts.Log.Debug("reaction file rendered", "event_id", ev.id, "tag", ev.tag, "rule", rules[f.Rule].Glob, "file", f.Path, "reactions", f.Reactions)
+		}
+	}
+	d.opts.Log.Debug("reactions to dispatch", "event_id", ev.id, "tag", ev.tag, "count", len(res.Chunks))
+}
+
+// ledgerResult records what happened to the reactions of the rules that
+// matched, short of their dispatch: why a rule did not react, each file
+// that failed, and verify_high's errors. A rule whose files rendered adds
+// nothing here: its reactions' dispatch rows name it.
+func (d *Reactor) ledgerResult(ev *inflight, rules []config.Rule, res *engine.Result) {
+	for _, n := range res.Notes {
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rules[n.Rule].Glob, Minion: ev.minion, Detail: n.Note})
+	}
+	for _, f := range res.Files {
+		if f.Err != nil {
+			d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rules[f.Rule].Glob, File: f.Path, Minion: ev.minion, Detail: f.Err.Error()})
+		}
+	}
+	for _, err := range res.VerifyErrors {
+		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Minion: ev.minion, Detail: "verify_high: " + err.Error()})
+	}
+}
