@@ -182,8 +182,15 @@ func (d *Reactor) handleIn(ctx context.Context, lane int, dl Delivery) {
 		return
 	}
 	if n > 0 {
-		d.suspectMu.Lock()
-		defer d.suspectMu.Unlock()
+		// A token, not a mutex: it is held across the event's handling,
+		// its dispatch included, and waiting for it ends with ctx.
+		select {
+		case d.suspect <- struct{}{}:
+			defer func() { <-d.suspect }()
+		case <-ctx.Done():
+			dl.settle(Retry)
+			return
+		}
 	}
 	j.Begin(lane, dl.Seq)
 	d.handle(ctx, dl)

@@ -105,9 +105,9 @@ type Reactor struct {
 	once    sync.Once
 	depth   atomic.Int64
 
-	// suspectMu lets one suspect of a crash be in hand at a time
-	// (handleIn).
-	suspectMu sync.Mutex
+	// suspect lets one suspect of a crash be in hand at a time
+	// (handleIn): a one-place token.
+	suspect chan struct{}
 
 	// ids gives each event its id, with or without an Archive.
 	ids eventIDs
@@ -190,7 +190,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 		opts.Guard = guard.New(guard.Options{})
 	}
 	opts.Retry.Driver = opts.Driver
-	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}),
+	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}), suspect: make(chan struct{}, 1),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
 		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), early: &earlyReturns{}}
 	d.limits = newLimits(opts.Guard.JobTimeout(), d.early)
