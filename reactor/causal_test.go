@@ -314,6 +314,9 @@ func TestLoopGuardScenariosReplicas(t *testing.T) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
+			// Each scenario has a server of its own and spends its time
+			// waiting between events: they run side by side.
+			t.Parallel()
 			srv, _ := natstest.Start(t)
 			drv := &saltDriver{noJID: c.noJID}
 			var ms []*Metrics

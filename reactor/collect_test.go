@@ -38,15 +38,13 @@ func TestCollectReactsOnce(t *testing.T) {
 
 		for _, id := range []string{"web1", "web2", "web3"} {
 			start(id)
-			time.Sleep(time.Second)
+			pass(time.Second)
 		}
-		time.Sleep(8 * time.Second)
-		synctest.Wait()
+		pass(8 * time.Second)
 		if n := len(drv.json()); n != 0 || outcome("web1") != 0 {
 			t.Fatalf("before the quiet period ended: %d reactions, web1 settled %v", n, outcome("web1"))
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		pass(2 * time.Second)
 		got := drv.json()
 		want := []string{
 			`"__id__":"orch_go","args":[{"mods":"orch.new"},{"pillar":{"minions":"web1,web2,web3","last":"web3"}}]`,
@@ -69,7 +67,7 @@ func TestCollectReactsOnce(t *testing.T) {
 		// Never quiet: the window ends it, with max 4 of the 6 events.
 		for i := range 6 {
 			start("db" + string(rune('1'+i)))
-			time.Sleep(5 * time.Second)
+			pass(5 * time.Second)
 		}
 		synctest.Wait()
 		if n := len(drv.json()); n != 4 {

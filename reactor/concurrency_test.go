@@ -155,8 +155,7 @@ func TestConcurrencyQueuesInOrder(t *testing.T) {
 		}
 		// web3's and web4's jobs never return: after the job timeout their
 		// slots go to web5 (and the next).
-		time.Sleep(61 * time.Second)
-		synctest.Wait()
+		pass(61 * time.Second)
 		if got := dispatched(); got != "[web1 web2 web3 web4 web5]" {
 			t.Fatalf("after the job timeout: dispatched %s, want web5", got)
 		}

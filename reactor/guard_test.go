@@ -72,12 +72,12 @@ func TestLoopGuardJobLinked(t *testing.T) {
 		submit(beacon("web1")) // genuine change: state.apply, jid 1
 		submit(beacon("web1")) // the state run rewrites the file: suppressed (job running)
 		submit(beacon("web2")) // another minion is not held
-		time.Sleep(10 * time.Second)
+		pass(10 * time.Second)
 		submit(beacon("web1"))                         // still running after 10s: suppressed
 		submit(jobRet("20260000000000000001", "web1")) // the job returns
-		time.Sleep(4 * time.Second)
+		pass(4 * time.Second)
 		submit(beacon("web1")) // within the settle window: suppressed
-		time.Sleep(2 * time.Second)
+		pass(2 * time.Second)
 		submit(beacon("web1")) // a genuine change after the window: reacts
 		if err := d.Stop(ctx); err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestThrottleAndDebounce(t *testing.T) {
 			ev("thr/x", "web1", i, "")
 		}
 		ev("thr/x", "web2", 9, "")
-		time.Sleep(11 * time.Second)
+		pass(11 * time.Second)
 		ev("thr/x", "web1", 10, "")
 		if drv.count() != 4 {
 			t.Fatalf("throttle: %d dispatched, want 2 (web1) + 1 (web2) + 1 after the period", drv.count())
@@ -161,13 +161,12 @@ func TestThrottleAndDebounce(t *testing.T) {
 		drv.reset()
 		for i := range 4 {
 			ev("deb/x", "web1", i, "")
-			time.Sleep(time.Second)
+			pass(time.Second)
 		}
 		if drv.count() != 0 {
 			t.Fatalf("debounce reacted during the burst: %v", drv.snapshot())
 		}
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
+		pass(3 * time.Second)
 		if drv.count() != 1 {
 			t.Fatalf("debounce: %d dispatched after the quiet period, want 1", drv.count())
 		}
@@ -311,18 +310,17 @@ func TestDebounceHoldsTheAcknowledgement(t *testing.T) {
 		if s := state(); s != "acked map[] naked map[]" {
 			t.Fatalf("while held: %s", s)
 		}
-		time.Sleep(time.Second)
+		pass(time.Second)
 		ev(2) // replaces 1, which is acknowledged: 2 stands for it
 		if s := state(); s != "acked map[1:1] naked map[]" {
 			t.Fatalf("after a newer event: %s", s)
 		}
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
+		pass(3 * time.Second)
 		if s := state(); s != "acked map[1:1 2:1] naked map[]" || drv.count() != 1 {
 			t.Fatalf("after the quiet period: %s, %d dispatched", s, drv.count())
 		}
 		ev(3)
-		time.Sleep(time.Second)
+		pass(time.Second)
 		if err := d.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -384,8 +382,7 @@ func TestReloadKeepsRuleState(t *testing.T) {
 			t.Fatal(err)
 		}
 		ev("thr/x")
-		time.Sleep(4 * time.Second)
-		synctest.Wait()
+		pass(4 * time.Second)
 		// deb/x went to b.sls's debounce too after the reload: only c's
 		// was held before it.
 		want := []string{"thr/x a", "thr/x b", "deb/x c"}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -293,4 +294,12 @@ func TestReactorLeavesMovedEvents(t *testing.T) {
 	if got := testutil.ToFloat64(m.Suppressed.WithLabelValues(SuppressPartitionMoved)); got != 2 {
 		t.Fatalf("partition_moved suppressions %v, want 2", got)
 	}
+}
+
+// pass lets d of a synctest bubble's fake time pass, then waits until
+// every goroutine of the bubble is blocked: timers due by then have fired
+// and what they started is done.
+func pass(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
 }

@@ -73,8 +73,7 @@ func TestReloadBetweenMatchAndGate(t *testing.T) {
 				if tc.name == "debounce" {
 					// The quiet period passes: the held event reacts once,
 					// for a.sls.
-					time.Sleep(3 * time.Second)
-					synctest.Wait()
+					pass(3 * time.Second)
 				}
 				got := fmt.Sprint(drv.snapshot())
 				if tc.name == "throttle" {

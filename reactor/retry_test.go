@@ -42,24 +42,20 @@ func TestRetryFailedMinions(t *testing.T) {
 		submit([]byte(`{"tag": "myco/deploy", "data": {}}`), func(o Outcome) { mu.Lock(); outcome = o; mu.Unlock() })
 		submit(jobRetOK(jid(1), "web1", true), nil)
 		submit(jobRetOK(jid(1), "web2", false), nil)
-		time.Sleep(9 * time.Second)
-		synctest.Wait()
+		pass(9 * time.Second)
 		if got := drv.targets(); got != "[state.apply list:web1,web2]" {
 			t.Fatalf("before the backoff: %s", got)
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		pass(2 * time.Second)
 		if got := drv.targets(); got != "[state.apply list:web1,web2 state.apply list:web2]" {
 			t.Fatalf("after the backoff: %s, want web2 alone again", got)
 		}
 		submit(jobRetOK(jid(2), "web2", false), nil) // fails again: next in 20s
-		time.Sleep(19 * time.Second)
-		synctest.Wait()
+		pass(19 * time.Second)
 		if n := testutil.ToFloat64(m.Retries.WithLabelValues("retried")); n != 1 {
 			t.Fatalf("retried %v before the doubled backoff, want 1", n)
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		pass(2 * time.Second)
 		if got := drv.targets(); got != "[state.apply list:web1,web2 state.apply list:web2 state.apply list:web2]" {
 			t.Fatalf("second retry: %s", got)
 		}
@@ -69,8 +65,7 @@ func TestRetryFailedMinions(t *testing.T) {
 		}
 		mu.Unlock()
 		// The last retry never returns: no_return, and no attempt left.
-		time.Sleep(62 * time.Second)
-		synctest.Wait()
+		pass(62 * time.Second)
 		if n := testutil.ToFloat64(m.Retries.WithLabelValues("gave_up")); n != 1 {
 			t.Errorf("gave_up = %v, want 1", n)
 		}
@@ -84,8 +79,7 @@ func TestRetryFailedMinions(t *testing.T) {
 		submit([]byte(`{"tag": "myco/deploy", "data": {}}`), nil)
 		submit(jobRetOK(jid(4), "web1", false), nil)
 		submit(jobRetOK(jid(4), "web2", true), nil)
-		time.Sleep(11 * time.Second)
-		synctest.Wait()
+		pass(11 * time.Second)
 		submit(jobRetOK(jid(5), "web1", true), nil)
 		if n := testutil.ToFloat64(m.Retries.WithLabelValues("succeeded")); n != 1 {
 			t.Errorf("succeeded = %v, want 1 (calls %s)", n, drv.targets())
@@ -116,8 +110,7 @@ func TestRetryKeepsConcurrencyPlace(t *testing.T) {
 		if got := fmt.Sprint(drv.field("tgt")); got != "[web1]" {
 			t.Fatalf("after web1 failed: %s, want web2 still waiting for web1's retry", got)
 		}
-		time.Sleep(11 * time.Second)
-		synctest.Wait()
+		pass(11 * time.Second)
 		if got := fmt.Sprint(drv.field("tgt")); got != "[web1 web1]" {
 			t.Fatalf("after the backoff: %s, want web1's retry alone", got)
 		}
