@@ -16,6 +16,7 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/natstest"
+	"github.com/reactord/reactord/natsbus/kv"
 )
 
 // saltDriver plays a master: each dispatch gets the next jid (or none,
@@ -323,10 +324,19 @@ func TestLoopGuardScenariosReplicas(t *testing.T) {
 			var rs []*Reactor
 			var handled sync.WaitGroup
 			ctx := context.Background()
+			var states []*kv.State
+			var seen []chan string
 			for range 3 {
 				st, watch := natstest.SharedState(t, srv)
 				g := guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute, Shared: st})
-				watch(g.ApplyShared)
+				marks := make(chan string, len(c.steps))
+				watch(func(key string, value []byte, deleted bool) {
+					if strings.HasPrefix(key, "test.synced.") {
+						marks <- key
+						return
+					}
+					g.ApplyShared(key, value, deleted)
+				})
 				m := NewMetrics(prometheus.NewRegistry())
 				d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 4, Block: true, Metrics: m, Guard: g,
 					OnDone: func(Delivery) { handled.Done() }})
@@ -335,15 +345,16 @@ func TestLoopGuardScenariosReplicas(t *testing.T) {
 				}
 				d.Start(ctx)
 				ms, rs = append(ms, m), append(rs, d)
+				states, seen = append(states, st), append(seen, marks)
 			}
 			for i, s := range c.steps {
 				time.Sleep(s.after)
 				handled.Add(1)
 				rs[i%len(rs)].Submit(ctx, Delivery{Body: s.body()})
 				handled.Wait()
-				// What the replica wrote reaches the others within
-				// milliseconds; the bridge's events come further apart.
-				time.Sleep(20 * time.Millisecond)
+				// What the replica wrote reaches the others before the
+				// next event, as the bridge's events come further apart.
+				synced(t, states, seen, i)
 			}
 			for _, d := range rs {
 				if err := d.Stop(ctx); err != nil {
@@ -352,5 +363,32 @@ func TestLoopGuardScenariosReplicas(t *testing.T) {
 			}
 			c.check(t, drv, ms)
 		})
+	}
+}
+
+// synced waits until every replica's guard has what each replica wrote to
+// the shared state so far: each one's writes confirmed by the server, then
+// a mark written after them seen by every replica's watch, which hands
+// the bucket's changes over in order.
+func synced(t *testing.T, states []*kv.State, seen []chan string, step int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, st := range states {
+		if err := st.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := fmt.Sprintf("test.synced.%d", step)
+	states[0].Put(mark, []byte("1"), time.Minute)
+	for i, marks := range seen {
+		select {
+		case got := <-marks:
+			if got != mark {
+				t.Fatalf("replica %d saw mark %s, want %s", i, got, mark)
+			}
+		case <-ctx.Done():
+			t.Fatalf("replica %d did not see the shared state's mark %s within 10s", i, mark)
+		}
 	}
 }
