@@ -1,7 +1,10 @@
-// Package engine runs reactord's pipeline for each event: Salt's
-// pre-filters, tag matching, rendering of the matched reaction files, and
-// compilation into low chunks, exactly as Salt's reactor would, without
-// executing anything.
+// Package engine is reactord's pipeline for one event, as Salt's reactor
+// runs it, without executing anything: Match (Salt's pre-filters, the tag
+// globs, each rule's `from` and `when`) and then Match.Render (the
+// admitted rules' reaction files rendered and compiled into low chunks,
+// each chunk with its rule). The daemon applies its rule options that hold
+// events back (throttle, debounce, concurrency, collect) between the two;
+// check, render, explain and replay call Process, which does both.
 package engine
 
 import (
