@@ -26,6 +26,7 @@ import (
 	"github.com/reactord/reactord/natsbus/kv"
 	"github.com/reactord/reactord/reactor"
 	"github.com/reactord/reactord/store"
+	"github.com/reactord/reactord/store/sqlstore"
 )
 
 // defaultKeepJobs is the archive's retention, Salt's keep_jobs default.
@@ -251,15 +252,15 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	if url == "none" {
 		return nil
 	}
-	st, err := store.Open(ctx, url)
-	if errors.Is(err, store.ErrBadURL) {
+	st, err := sqlstore.Open(ctx, url)
+	if errors.Is(err, sqlstore.ErrBadURL) {
 		return configErr(fmt.Errorf("--store: %w", err))
 	}
 	if err != nil {
 		// The database being down must not stop reactions: records
 		// wait in the spool and the store is retried in the background.
 		d.log.Error("audit store unreachable at start; reacting anyway, records wait in the disk spool until it answers", "err", err)
-		st = store.NewLazy(url)
+		st = sqlstore.NewLazy(url)
 	}
 	d.push("audit store", func(context.Context) error { return st.Close() })
 	spool := filepath.Join(d.dataDir, "store-spool")
@@ -281,11 +282,11 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		return nil
 	})
 	reactor.RegisterStoreMetrics(d.reg, w)
-	store.SetCutLogger(d.log)
-	for _, col := range store.CutColumns() {
+	sqlstore.SetCutLogger(d.log)
+	for _, col := range sqlstore.CutColumns() {
 		d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_values_cut_total",
 			Help: "Values cut to the width of their audit store column (255), by table.column.", ConstLabels: prometheus.Labels{"column": col}},
-			func() float64 { return float64(store.ValuesCut(col)) }))
+			func() float64 { return float64(sqlstore.ValuesCut(col)) }))
 	}
 	d.archive = &reactor.Archive{W: w, KeepAll: d.opts.ArchiveAll, MasterID: d.opts.MasterID}
 	if d.opts.ArchiveTags != "" {
@@ -303,7 +304,7 @@ func (d *Daemon) purge(st store.Store) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		if n, err := st.Purge(d.runCtx, time.Now().Add(-d.opts.KeepJobs)); err != nil && !errors.Is(err, store.ErrNotConnected) && d.runCtx.Err() == nil {
+		if n, err := st.Purge(d.runCtx, time.Now().Add(-d.opts.KeepJobs)); err != nil && !errors.Is(err, sqlstore.ErrNotConnected) && d.runCtx.Err() == nil {
 			d.log.Error("audit store: purge failed", "err", err)
 		} else if n > 0 {
 			d.log.Info("audit store: purged old records", "rows", n, "keep_jobs", d.opts.KeepJobs.String())

@@ -24,6 +24,7 @@ import (
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/internal/testfiles"
 	"github.com/reactord/reactord/store"
+	"github.com/reactord/reactord/store/sqlstore"
 )
 
 // logLines collects a JSON slog handler's lines.
@@ -277,7 +278,7 @@ func TestRuleMatchesMetric(t *testing.T) {
 func TestReactorLedger(t *testing.T) {
 	var logs logLines
 	ctx := context.Background()
-	s, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
+	s, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

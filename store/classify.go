@@ -117,6 +117,19 @@ func Classify(tag string, data json.RawMessage, masterID string, keepAll bool) (
 // by the kind of their tag (salt/run/..., salt/wheel/...).
 var clientPrefix = map[string]string{"run": "runner.", "wheel": "wheel."}
 
+// ClientKind returns the kind of tag ("run" for salt/run/..., "wheel" for
+// salt/wheel/...) of a runner or wheel job whose function is fun
+// ("runner.x", "wheel.x"), and "" for any other function. Backends use it
+// to read such jobs back as Salt's master stored them.
+func ClientKind(fun string) string {
+	for kind, prefix := range clientPrefix {
+		if strings.HasPrefix(fun, prefix) {
+			return kind
+		}
+	}
+	return ""
+}
+
 // clientLoad is the load Salt's master stores for a runner or wheel job
 // (less the return, which Salt keeps in it too): the master is both the
 // job's id and its target, and the load has no arguments and no target

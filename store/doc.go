@@ -1,36 +1,13 @@
-// Package store is reactord's audit store: it archives Salt events, jobs and
-// job returns, and reactord's own ledger of what it did with each event, in
-// SQLite, MySQL/MariaDB or PostgreSQL.
+// Package store is reactord's audit store, without its databases: the
+// records it keeps (Salt's events, jobs and job returns, and reactord's own
+// ledger of what it did with each event), the Store interface a database
+// implements, the batching Writer with its disk spool, and the reading of
+// Salt's job events (Classify) and job listings (Job.Listing, JIDTime).
 //
-// # Salt's tables
-//
-// The job and event tables are exactly the ones Salt's returners document,
-// so Salt's own readers work on a database reactord writes to (and reactord
-// reads what Salt wrote):
-//
-//   - MySQL and MariaDB use the schema of salt/returners/mysql.py: jids
-//     (jid varchar(255), load mediumtext, UNIQUE KEY jid), salt_returns (fun
-//     varchar(50), jid, return mediumtext, id, success varchar(10), full_ret
-//     mediumtext, alter_time TIMESTAMP DEFAULT CURRENT_TIMESTAMP, keys id, jid
-//     and fun) and salt_events (id BIGINT AUTO_INCREMENT primary key, tag,
-//     data mediumtext, alter_time, master_id, key tag). The only change is
-//     the character set: utf8mb4 instead of utf8 (utf8mb3), so that events
-//     carrying 4-byte characters can be stored; reactord falls back to utf8
-//     on servers whose index key limit refuses utf8mb4.
-//   - PostgreSQL uses the schema of salt/returners/pgjsonb.py: the same
-//     tables with load, return, full_ret and data as jsonb, alter_time as
-//     TIMESTAMP WITH TIME ZONE, the events id taken from the sequence
-//     seq_salt_events_id, and the btree and GIN indexes that returner
-//     creates.
-//   - SQLite uses the MySQL shape with TEXT columns.
-//
-// As in Salt's returners, success is stored as "1"/"0" in MySQL and SQLite
-// (what MySQLdb writes for a Python bool) and "true"/"false" in PostgreSQL
-// (what psycopg2 writes); all forms are read back.
-//
-// Salt's MySQL schema stores alter_time with a precision of one second, so
-// the times of jobs, returns and events read back from MySQL are whole
-// seconds. SQLite and PostgreSQL keep microseconds.
+// The SQL databases (SQLite, MySQL/MariaDB, PostgreSQL) and the opening of a
+// store URL are in package store/sqlstore, which only the daemon and the
+// command line import: the packages that write records (reactor, its
+// archive and ledger) link no SQL driver.
 //
 // # reactord's tables
 //
@@ -44,7 +21,7 @@
 // # Jobs and times
 //
 // Salt's jids table has no time column. A job's time is the "_stamp" of its
-// load (Salt puts one, in UTC, in every salt/job/<jid>/new event; Write
+// load (Salt puts one, in UTC, in every salt/job/<jid>/new event; a Write
 // adds Job.Time as "_stamp" when a load has none) or, failing that, the time
 // encoded in the jid itself (YYYYMMDDhhmmssffffff in the master's local time
 // zone, which reactord takes to be its own).
@@ -59,18 +36,10 @@
 //
 // # Writing
 //
-// Store.Write writes one batch in one transaction. Writer batches records in
-// memory and writes them in the background, retrying while the database is
-// unreachable. Classify turns Salt's job events into Job and Return records.
-//
-// Records are sanitised before they are written so that the database does
-// not refuse a batch because of one odd record: invalid UTF-8 is replaced
-// with U+FFFD, values that are not valid JSON are stored as JSON strings,
-// strings are cut to the width of their columns, and (PostgreSQL only) NUL
-// characters, which jsonb and text cannot hold, become U+FFFD. Every cut is
-// counted per column (ValuesCut, CutColumns) once its batch is written, and
-// logged: the first at once, then a summary at most once a minute
-// (SetCutLogger). A write the database still refuses because of its data
-// fails with an error wrapping ErrRejected; Writer then isolates and
-// discards the offending record.
+// Writer batches records in memory and writes them in the background with
+// Store.Write, one transaction per batch, retrying while the database is
+// unreachable and keeping records in a disk spool meanwhile. A write the
+// database refuses because of its data fails with an error wrapping
+// ErrRejected; Writer then isolates and discards the offending record.
+// Classify turns Salt's job events into Job and Return records.
 package store

@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
-
-	"github.com/reactord/reactord/internal/redact"
 )
 
 // Store is an audit store. Implementations are safe for concurrent use.
@@ -153,44 +149,3 @@ type LedgerEntry struct {
 // column), as opposed to the database being unavailable. Retrying such a
 // write as it is fails again.
 var ErrRejected = errors.New("store: the database rejected the data")
-
-// ErrBadURL is wrapped by Open's error when the URL itself is wrong (no
-// scheme, an unknown one): retrying cannot help, unlike a database that
-// does not answer yet.
-var ErrBadURL = errors.New("bad store URL")
-
-// Open opens a store from a URL and creates its tables if absent:
-//
-//   - sqlite:///path/file.db (absolute) or sqlite://relative.db; query
-//     parameters are passed to the modernc.org/sqlite driver, which runs
-//     in WAL mode with a busy timeout of 10s unless they say otherwise;
-//   - mysql://user:pass@host:port/db (MySQL or MariaDB; the port defaults
-//     to 3306; query parameters are go-sql-driver/mysql DSN parameters),
-//     or mysql:// followed by a go-sql-driver/mysql DSN such as
-//     root@tcp(127.0.0.1:3306)/salt;
-//   - postgres://user@host:port/db?sslmode=disable (or postgresql://; any
-//     libpq-style parameter pgx understands, search_path included).
-func Open(ctx context.Context, url string) (Store, error) {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return nil, fmt.Errorf("store: %q is not a URL (want sqlite://, mysql:// or postgres://): %w", redact.URL(url), ErrBadURL)
-	}
-	var (
-		s   *sqlStore
-		err error
-	)
-	switch strings.ToLower(scheme) {
-	case "sqlite", "sqlite3":
-		s, err = openSQLite(ctx, rest)
-	case "mysql", "mariadb":
-		s, err = openMySQL(ctx, rest)
-	case "postgres", "postgresql":
-		s, err = openPostgres(ctx, "postgres://"+rest)
-	default:
-		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want sqlite, mysql or postgres): %w", scheme, redact.URL(url), ErrBadURL)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", redact.URL(url), err)
-	}
-	return s, nil
-}

@@ -18,7 +18,7 @@ import (
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/internal/testfiles"
 	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/store"
+	"github.com/reactord/reactord/store/sqlstore"
 )
 
 // These tests hold docs/guarantees.md to real processes: the daemon
@@ -31,7 +31,7 @@ func archivedMinions(t *testing.T, url, run string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := store.Open(ctx, url)
+	s, err := sqlstore.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}

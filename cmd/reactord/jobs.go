@@ -21,6 +21,7 @@ import (
 	"github.com/reactord/reactord/internal/cli"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/store"
+	"github.com/reactord/reactord/store/sqlstore"
 )
 
 // storeSource is how a command that reads the audit store (jobs, trace,
@@ -108,7 +109,7 @@ func openStore(ctx context.Context, src *storeSource) (store.Store, error) {
 			return nil, fmt.Errorf("no audit store at %s: give the daemon's --data-dir (or -c CONF, or --store URL)", path)
 		}
 	}
-	return store.Open(ctx, url)
+	return sqlstore.Open(ctx, url)
 }
 
 // parseSince takes a duration back from now (1h) or an RFC 3339 time.

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/reactord/reactord/store"
+	"github.com/reactord/reactord/store/sqlstore"
 )
 
 // jobsFixture is a set of jobs recorded from a real Salt master: their
@@ -67,7 +68,7 @@ func readRecordedEvents(t *testing.T) []recordedEvent {
 func archive(t *testing.T, url string, evs []recordedEvent) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
+	st, err := sqlstore.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}

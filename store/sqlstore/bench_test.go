@@ -1,9 +1,10 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/reactord/reactord/store"
 	"testing"
 	"time"
 )
@@ -22,9 +23,9 @@ var benchPayloads = []struct {
 }
 
 // benchEvent returns event number i of the mix, with id ev-<i>.
-func benchEvent(i int) Event {
+func benchEvent(i int) store.Event {
 	p := benchPayloads[i%len(benchPayloads)]
-	return Event{
+	return store.Event{
 		ID:       fmt.Sprintf("ev-%d", i),
 		Tag:      p.tag,
 		Data:     json.RawMessage(fmt.Sprintf(`%s, "seq": %d}`, p.data, i)),
@@ -42,11 +43,11 @@ func BenchmarkWriterEvents(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			db := newTestDB(b, name)
 			s := db.open(b)
-			events := make([]Event, b.N)
+			events := make([]store.Event, b.N)
 			for i := range events {
 				events[i] = benchEvent(i)
 			}
-			w := NewWriter(s, WriterOptions{})
+			w := store.NewWriter(s, store.WriterOptions{})
 			waits := 0
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -1,8 +1,9 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"errors"
+	"github.com/reactord/reactord/store"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -16,14 +17,14 @@ func TestLazyStoreConnectsLater(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "later.db")
 	var up atomic.Bool
 	var opens atomic.Int64
-	l := &Lazy{url: "sqlite://" + path, open: func(ctx context.Context, url string) (Store, error) {
+	l := &Lazy{url: "sqlite://" + path, open: func(ctx context.Context, url string) (store.Store, error) {
 		opens.Add(1)
 		if !up.Load() {
 			return nil, errors.New("dial tcp 127.0.0.1:3306: connection refused")
 		}
 		return Open(ctx, url)
 	}}
-	w, err := OpenWriter(l, WriterOptions{Interval: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, SpoolDir: t.TempDir()})
+	w, err := store.OpenWriter(l, store.WriterOptions{Interval: 5 * time.Millisecond, RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package store
+package sqlstore
 
 import (
 	"context"
+	"github.com/reactord/reactord/store"
 	"strings"
 	"testing"
 	"time"
@@ -67,33 +68,16 @@ func TestWithStamp(t *testing.T) {
 	}
 }
 
-func TestJidTimes(t *testing.T) {
+// TestJidString: jidString writes the jid Salt would give a job published
+// at a time, which reads back as that time.
+func TestJidString(t *testing.T) {
 	ts := time.Date(2025, 3, 1, 12, 34, 56, 789012000, time.Local)
 	jid := jidString(ts)
 	if jid != "20250301123456789012" {
 		t.Fatalf("jidString = %s", jid)
 	}
-	for _, j := range []string{jid, jid + "_1234"} {
-		if got, ok := jidTime(j); !ok || !got.Equal(ts) {
-			t.Errorf("jidTime(%s) = %v, %v", j, got, ok)
-		}
-	}
-	for _, j := range []string{"req", "2025030112345678901", "2025030112345678901x", jid + "1", "20251301123456789012"} {
-		if _, ok := jidTime(j); ok {
-			t.Errorf("jidTime(%s) parsed", j)
-		}
-	}
-	// _stamp wins over the jid; each form of _stamp parses.
-	for stamp, want := range map[string]time.Time{
-		`"2025-03-01T10:00:00.5"`:     time.Date(2025, 3, 1, 10, 0, 0, 5e8, time.UTC),
-		`"2025-03-01T10:00:00"`:       time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC),
-		`"2025-03-01T10:00:00+00:00"`: time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC),
-		`17`:                          ts,
-		`"garbage"`:                   ts,
-	} {
-		if got := jobTime(jid, []byte(`{"_stamp": `+stamp+`}`)); !got.Equal(want) {
-			t.Errorf("jobTime with _stamp %s = %v, want %v", stamp, got, want)
-		}
+	if got := store.JobTime(jid, nil); !got.Equal(ts) {
+		t.Errorf("JobTime(%s) = %v, want %v", jid, got, ts)
 	}
 }
 
@@ -200,5 +184,22 @@ func TestSQLiteDefaults(t *testing.T) {
 			}
 		}
 		st.Close()
+	}
+}
+
+func TestReplaceTopLevel(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"fun": "runner.x", "_stamp": "old", "return": {"_stamp": "inner"}}`, `{"fun": "runner.x", "_stamp": "new", "return": {"_stamp": "inner"}}`},
+		{`{"return": {"_stamp": "inner"}, "_stamp" :  "old" }`, `{"return": {"_stamp": "inner"}, "_stamp" :  "new" }`},
+		{`{"_stamp":1}`, `{"_stamp":"new"}`},
+		{`{"a": [1, {"_stamp": 2}]}`, `{"a": [1, {"_stamp": 2}]}`},
+		{`["_stamp", "old"]`, `["_stamp", "old"]`},
+		{`"x"`, `"x"`},
+		{`{"a": `, `{"a": `},
+		{``, ``},
+	} {
+		if got := string(replaceTopLevel(raw(tc.doc), "_stamp", raw(`"new"`))); got != tc.want {
+			t.Errorf("replaceTopLevel(%s) = %s, want %s", tc.doc, got, tc.want)
+		}
 	}
 }

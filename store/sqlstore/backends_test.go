@@ -1,9 +1,10 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/reactord/reactord/store"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -246,7 +247,7 @@ func openPostgresURL(t testing.TB, dsn string) *sql.DB {
 }
 
 // open opens a Store on the database, closed at the end of the test.
-func (db *testDB) open(t testing.TB) Store {
+func (db *testDB) open(t testing.TB) store.Store {
 	t.Helper()
 	s, err := Open(context.Background(), db.url)
 	if err != nil {

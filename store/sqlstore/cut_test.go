@@ -1,8 +1,9 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"fmt"
+	"github.com/reactord/reactord/store"
 	"log/slog"
 	"strings"
 	"testing"
@@ -63,10 +64,10 @@ func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 		jids := make([]string, n)
 		for i := range n {
 			jids[i] = jidString(at(i)) + "_" + strings.Repeat("j", 279)
-			write(t, s, Batch{
-				Events:  []Event{{ID: fmt.Sprintf("ev-%d", i), Tag: tag, Data: raw(`{}`)}},
-				Jobs:    []Job{{JID: jids[i], Load: raw(`{"fun": "test.ping"}`)}},
-				Returns: []Return{{JID: jids[i], MinionID: minion, Fun: "test.ping", Return: raw(`true`), Success: true}},
+			write(t, s, store.Batch{
+				Events:  []store.Event{{ID: fmt.Sprintf("ev-%d", i), Tag: tag, Data: raw(`{}`)}},
+				Jobs:    []store.Job{{JID: jids[i], Load: raw(`{"fun": "test.ping"}`)}},
+				Returns: []store.Return{{JID: jids[i], MinionID: minion, Fun: "test.ping", Return: raw(`true`), Success: true}},
 			})
 		}
 		after := cutCounts()
@@ -143,7 +144,7 @@ func TestValuesCutLedger(t *testing.T) {
 	captureCutLog(t, time.Hour)
 	before := cutCounts()
 	long := strings.Repeat("x", 300)
-	write(t, s, Batch{Ledger: []LedgerEntry{{EventID: long, Tag: long, Stage: long, JID: long, Minion: long, Rule: "r"}}})
+	write(t, s, store.Batch{Ledger: []store.LedgerEntry{{EventID: long, Tag: long, Stage: long, JID: long, Minion: long, Rule: "r"}}})
 	after := cutCounts()
 	for _, col := range []string{"reactord_ledger.event_id", "reactord_ledger.tag", "reactord_ledger.stage", "reactord_ledger.jid", "reactord_ledger.minion"} {
 		if got := after[col] - before[col]; got != 1 {

@@ -1,9 +1,10 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/reactord/reactord/store"
 	"reflect"
 	"slices"
 	"strings"
@@ -33,7 +34,7 @@ func jsonEqual(a, b []byte) bool {
 }
 
 // lookupMap turns what Lookup returns into a map from minion id to return.
-func lookupMap(rets []Return, err error) (map[string]json.RawMessage, error) {
+func lookupMap(rets []store.Return, err error) (map[string]json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -47,14 +48,14 @@ func lookupMap(rets []Return, err error) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-func write(t *testing.T, s Store, b Batch) {
+func write(t *testing.T, s store.Store, b store.Batch) {
 	t.Helper()
 	if err := s.Write(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func checkEvents(t *testing.T, got, want []Event) {
+func checkEvents(t *testing.T, got, want []store.Event) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("got %d events %v, want %d %v", len(got), eventIDs(got), len(want), eventIDs(want))
@@ -67,7 +68,7 @@ func checkEvents(t *testing.T, got, want []Event) {
 	}
 }
 
-func eventIDs(evs []Event) []string {
+func eventIDs(evs []store.Event) []string {
 	ids := make([]string, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID
@@ -83,19 +84,19 @@ func TestRoundTrip(t *testing.T) {
 		load := `{"fun": "state.apply", "arg": ["web"], "tgt": "web*", "tgt_type": "glob", "user": "root", "minions": ["web1", "web2"]}`
 		full1 := fmt.Sprintf(`{"fun": "state.apply", "jid": %q, "id": "web1", "return": {"file_|-x_|-/etc/x_|-managed": {"result": true}}, "retcode": 0, "success": true}`, jid)
 		full2 := fmt.Sprintf(`{"fun": "state.apply", "jid": %q, "id": "web2", "return": "Rendering SLS failed", "retcode": 1, "success": false}`, jid)
-		events := []Event{
+		events := []store.Event{
 			{ID: "ev-1", Tag: "salt/job/" + jid + "/new", Data: raw(load), MasterID: "master1", Time: at(0)},
 			{ID: "ev-2", Tag: "salt/job/" + jid + "/ret/web1", Data: raw(full1), MasterID: "master1", Time: at(1)},
 			{ID: "ev-3", Tag: "salt/job/" + jid + "/ret/web2", Data: raw(full2), MasterID: "master2", Time: at(2)},
 		}
-		ledger := []LedgerEntry{
-			{EventID: "ev-0", Tag: "salt/minion/web1/start", Stage: StageMatched, Rule: "salt/minion/*/start", File: "/srv/reactor/start.sls", Time: at(0)},
-			{EventID: "ev-0", Tag: "salt/minion/web1/start", Stage: StageDispatched, Rule: "salt/minion/*/start", File: "/srv/reactor/start.sls", ReactionID: "highstate", JID: jid, Minion: "web1", Detail: "local_async state.apply", Time: at(0).Add(500 * time.Millisecond)},
+		ledger := []store.LedgerEntry{
+			{EventID: "ev-0", Tag: "salt/minion/web1/start", Stage: store.StageMatched, Rule: "salt/minion/*/start", File: "/srv/reactor/start.sls", Time: at(0)},
+			{EventID: "ev-0", Tag: "salt/minion/web1/start", Stage: store.StageDispatched, Rule: "salt/minion/*/start", File: "/srv/reactor/start.sls", ReactionID: "highstate", JID: jid, Minion: "web1", Detail: "local_async state.apply", Time: at(0).Add(500 * time.Millisecond)},
 		}
-		write(t, s, Batch{
+		write(t, s, store.Batch{
 			Events: events,
-			Jobs:   []Job{{JID: jid, Load: raw(load), Time: at(0)}},
-			Returns: []Return{
+			Jobs:   []store.Job{{JID: jid, Load: raw(load), Time: at(0)}},
+			Returns: []store.Return{
 				{JID: jid, MinionID: "web1", Fun: "state.apply", Return: raw(`{"file_|-x_|-/etc/x_|-managed": {"result": true}}`), Success: true, FullRet: raw(full1), Time: at(1)},
 				{JID: jid, MinionID: "web2", Fun: "state.apply", Return: raw(`"Rendering SLS failed"`), Success: false, FullRet: raw(full2), Time: at(2)},
 			},
@@ -130,7 +131,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkEvents(t, got, []Event{events[2], events[1], events[0]})
+		checkEvents(t, got, []store.Event{events[2], events[1], events[0]})
 
 		trace, err := s.Trace(ctx, "ev-0")
 		if err != nil {
@@ -157,7 +158,7 @@ func TestLookupShape(t *testing.T) {
 		ctx := context.Background()
 		s := db.open(t)
 		jid, other := jidAt(at(0)), jidAt(at(1))
-		rets := []Return{
+		rets := []store.Return{
 			{JID: jid, MinionID: "web1", Fun: "test.ping", Return: raw(`true`), Time: at(1)},
 			{JID: jid, MinionID: "web2", Fun: "cmd.run", Return: raw(`"hello\nworld"`), Time: at(2)},
 			{JID: jid, MinionID: "db1", Fun: "grains.item", Return: raw(`{"os": "Debian", "num_cpus": 2, "ipv4": ["10.0.0.1"]}`), Time: at(3)},
@@ -169,7 +170,7 @@ func TestLookupShape(t *testing.T) {
 			{JID: jid, MinionID: "web3", Fun: "disk.usage", Return: raw(`43`), Time: at(6)},
 			{JID: other, MinionID: "web1", Fun: "test.ping", Return: raw(`false`), Time: at(7)},
 		}
-		write(t, s, Batch{Returns: rets})
+		write(t, s, store.Batch{Returns: rets})
 		got, err := lookupMap(s.Lookup(ctx, jid))
 		if err != nil {
 			t.Fatal(err)
@@ -209,13 +210,13 @@ func TestEventsGlobSince(t *testing.T) {
 			"100%/done",
 			"salt/key",
 		}
-		var evs []Event
+		var evs []store.Event
 		for i, tag := range tags {
-			evs = append(evs, Event{ID: fmt.Sprintf("e%d", i), Tag: tag, Data: raw(fmt.Sprintf(`{"n": %d}`, i)), MasterID: "m", Time: at(i)})
+			evs = append(evs, store.Event{ID: fmt.Sprintf("e%d", i), Tag: tag, Data: raw(fmt.Sprintf(`{"n": %d}`, i)), MasterID: "m", Time: at(i)})
 		}
-		write(t, s, Batch{Events: evs})
-		pick := func(idx ...int) []Event {
-			out := make([]Event, len(idx))
+		write(t, s, store.Batch{Events: evs})
+		pick := func(idx ...int) []store.Event {
+			out := make([]store.Event, len(idx))
 			for i, x := range idx {
 				out[i] = evs[x]
 			}
@@ -226,7 +227,7 @@ func TestEventsGlobSince(t *testing.T) {
 			glob  string
 			since time.Time
 			limit int
-			want  []Event
+			want  []store.Event
 		}{
 			{"all", "", time.Time{}, 0, pick(9, 8, 7, 6, 5, 4, 3, 2, 1, 0)},
 			{"star", "*", time.Time{}, 0, pick(9, 8, 7, 6, 5, 4, 3, 2, 1, 0)},
@@ -264,15 +265,15 @@ func TestEventsPaging(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *testDB) {
 		ctx := context.Background()
 		s := db.open(t)
-		var evs []Event
+		var evs []store.Event
 		for i := range 1200 {
 			tag := fmt.Sprintf("noise/%d", i)
 			if i%300 == 7 {
 				tag = "salt/key"
 			}
-			evs = append(evs, Event{ID: fmt.Sprintf("e%d", i), Tag: tag, Data: raw(`{}`), MasterID: "m", Time: at(0)})
+			evs = append(evs, store.Event{ID: fmt.Sprintf("e%d", i), Tag: tag, Data: raw(`{}`), MasterID: "m", Time: at(0)})
 		}
-		write(t, s, Batch{Events: evs})
+		write(t, s, store.Batch{Events: evs})
 		got, err := s.Events(ctx, time.Time{}, "*/key", 3)
 		if err != nil {
 			t.Fatal(err)
@@ -294,13 +295,13 @@ func TestJobsSinceLimit(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *testDB) {
 		ctx := context.Background()
 		s := db.open(t)
-		var jobs []Job
+		var jobs []store.Job
 		for i := range 5 {
-			jobs = append(jobs, Job{JID: jidAt(at(i * 10)), Load: raw(`{"fun": "test.ping"}`), Time: at(i * 10)})
+			jobs = append(jobs, store.Job{JID: jidAt(at(i * 10)), Load: raw(`{"fun": "test.ping"}`), Time: at(i * 10)})
 		}
 		// A job Salt stored without _stamp: its time is its jid's.
-		noStamp := Job{JID: jidAt(at(60)), Load: raw(`{"fun": "test.version"}`)}
-		write(t, s, Batch{Jobs: append(slices.Clone(jobs), noStamp)})
+		noStamp := store.Job{JID: jidAt(at(60)), Load: raw(`{"fun": "test.version"}`)}
+		write(t, s, store.Batch{Jobs: append(slices.Clone(jobs), noStamp)})
 		for _, tc := range []struct {
 			name  string
 			since time.Time
@@ -342,20 +343,20 @@ func TestTrace(t *testing.T) {
 		ctx := context.Background()
 		s := db.open(t)
 		j1 := jidAt(at(2))
-		l := []LedgerEntry{
-			{EventID: "ev-1", Tag: "salt/beacon/web1/inotify//etc/x", Stage: StageMatched, Rule: "salt/beacon/*/inotify/*", File: "/srv/reactor/fix.sls", Time: at(0)},
-			{EventID: "ev-1", Tag: "salt/beacon/web1/inotify//etc/x", Stage: StageRendered, Rule: "salt/beacon/*/inotify/*", File: "/srv/reactor/fix.sls", ReactionID: "fix", Time: at(1)},
-			{EventID: "ev-1", Tag: "salt/beacon/web1/inotify//etc/x", Stage: StageDispatched, Rule: "salt/beacon/*/inotify/*", File: "/srv/reactor/fix.sls", ReactionID: "fix", JID: j1, Minion: "web1", Time: at(2)},
-			{EventID: "ev-9", Tag: "salt/job/" + j1 + "/ret/web1", Stage: StageReturned, JID: j1, Minion: "web1", Detail: "success", Time: at(3)},
-			{EventID: "ev-9", Tag: "salt/job/" + j1 + "/ret/web1", Stage: StageMatched, Rule: "salt/job/*/ret/*", File: "/srv/reactor/ret.sls", Time: at(3)},
-			{EventID: "ev-3", Tag: "salt/auth", Stage: StageSuppressed, Rule: "salt/auth", File: "/srv/reactor/auth.sls", Detail: "throttled", Time: at(4)},
-			{Stage: StageTimeout, JID: j1, Minion: "web2", Detail: "no return in 60s", Time: at(5)},
+		l := []store.LedgerEntry{
+			{EventID: "ev-1", Tag: "salt/beacon/web1/inotify//etc/x", Stage: store.StageMatched, Rule: "salt/beacon/*/inotify/*", File: "/srv/reactor/fix.sls", Time: at(0)},
+			{EventID: "ev-1", Tag: "salt/beacon/web1/inotify//etc/x", Stage: store.StageRendered, Rule: "salt/beacon/*/inotify/*", File: "/srv/reactor/fix.sls", ReactionID: "fix", Time: at(1)},
+			{EventID: "ev-1", Tag: "salt/beacon/web1/inotify//etc/x", Stage: store.StageDispatched, Rule: "salt/beacon/*/inotify/*", File: "/srv/reactor/fix.sls", ReactionID: "fix", JID: j1, Minion: "web1", Time: at(2)},
+			{EventID: "ev-9", Tag: "salt/job/" + j1 + "/ret/web1", Stage: store.StageReturned, JID: j1, Minion: "web1", Detail: "success", Time: at(3)},
+			{EventID: "ev-9", Tag: "salt/job/" + j1 + "/ret/web1", Stage: store.StageMatched, Rule: "salt/job/*/ret/*", File: "/srv/reactor/ret.sls", Time: at(3)},
+			{EventID: "ev-3", Tag: "salt/auth", Stage: store.StageSuppressed, Rule: "salt/auth", File: "/srv/reactor/auth.sls", Detail: "throttled", Time: at(4)},
+			{Stage: store.StageTimeout, JID: j1, Minion: "web2", Detail: "no return in 60s", Time: at(5)},
 		}
 		// In two batches, so that ties in time are broken by write order.
-		write(t, s, Batch{Ledger: l[:4]})
-		write(t, s, Batch{Ledger: l[4:]})
-		pick := func(idx ...int) []LedgerEntry {
-			out := []LedgerEntry{}
+		write(t, s, store.Batch{Ledger: l[:4]})
+		write(t, s, store.Batch{Ledger: l[4:]})
+		pick := func(idx ...int) []store.LedgerEntry {
+			out := []store.LedgerEntry{}
 			for _, x := range idx {
 				out = append(out, l[x])
 			}
@@ -363,7 +364,7 @@ func TestTrace(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			id   string
-			want []LedgerEntry
+			want []store.LedgerEntry
 		}{
 			{"ev-1", pick(0, 1, 2, 3, 6)}, // the event and the job it started
 			{j1, pick(0, 1, 2, 3, 6)},     // the job and the event that started it
@@ -392,27 +393,27 @@ func TestPurge(t *testing.T) {
 		now := time.Now().UTC().Truncate(time.Second)
 		old, recent, cut := now.Add(-48*time.Hour), now.Add(-time.Hour), now.Add(-24*time.Hour)
 		jOld, jOldRet, jRecent := jidAt(old), jidAt(old.Add(time.Second)), jidAt(recent)
-		write(t, s, Batch{
-			Jobs: []Job{
+		write(t, s, store.Batch{
+			Jobs: []store.Job{
 				{JID: jOld, Load: raw(`{}`), Time: old},            // no return: purged by its jid
 				{JID: jOldRet, Load: raw(`{}`), Time: old},         // purged with its old return
 				{JID: jRecent, Load: raw(`{}`), Time: recent},      // kept
 				{JID: "custom-jid", Load: raw(`{}`), Time: recent}, // not a time: kept
 				{JID: "req", Load: raw(`{"fun": "x"}`), Time: old}, // not a time, no return: kept
 			},
-			Returns: []Return{
+			Returns: []store.Return{
 				{JID: jOldRet, MinionID: "web1", Return: raw(`true`), Time: old},
 				{JID: jRecent, MinionID: "web1", Return: raw(`true`), Time: recent},
 			},
-			Events: []Event{
+			Events: []store.Event{
 				{ID: "old1", Tag: "a", Data: raw(`{}`), Time: old},
 				{ID: "old2", Tag: "b", Data: raw(`{}`), Time: cut.Add(-time.Second)},
 				{ID: "new1", Tag: "c", Data: raw(`{}`), Time: recent},
 			},
-			Ledger: []LedgerEntry{
-				{EventID: "old1", Stage: StageMatched, Time: old},
-				{EventID: "new1", Stage: StageMatched, Time: recent},
-				{EventID: "new1", Stage: StageDispatched, Time: cut.Add(time.Second)},
+			Ledger: []store.LedgerEntry{
+				{EventID: "old1", Stage: store.StageMatched, Time: old},
+				{EventID: "new1", Stage: store.StageMatched, Time: recent},
+				{EventID: "new1", Stage: store.StageDispatched, Time: cut.Add(time.Second)},
 			},
 		})
 		n, err := s.Purge(ctx, cut)
@@ -466,11 +467,11 @@ func TestIdempotentJids(t *testing.T) {
 		s := db.open(t)
 		jid := jidAt(at(0))
 		// Twice in one batch, then again in another: the first load stays.
-		write(t, s, Batch{Jobs: []Job{
+		write(t, s, store.Batch{Jobs: []store.Job{
 			{JID: jid, Load: raw(`{"fun": "first"}`)},
 			{JID: jid, Load: raw(`{"fun": "second"}`)},
 		}})
-		write(t, s, Batch{Jobs: []Job{{JID: jid, Load: raw(`{"fun": "third"}`)}}, Events: []Event{{ID: "e", Tag: "t", Data: raw(`1`)}}})
+		write(t, s, store.Batch{Jobs: []store.Job{{JID: jid, Load: raw(`{"fun": "third"}`)}}, Events: []store.Event{{ID: "e", Tag: "t", Data: raw(`1`)}}})
 		if n := db.count(t, "SELECT COUNT(*) FROM `jids` WHERE `jid` = ?", jid); n != 1 {
 			t.Errorf("%d rows for the jid", n)
 		}
@@ -495,9 +496,9 @@ func TestSaltQueries(t *testing.T) {
 		ctx := context.Background()
 		s := db.open(t)
 		jid := jidAt(at(0))
-		write(t, s, Batch{
-			Jobs: []Job{{JID: jid, Load: raw(`{"fun": "test.ping", "tgt": "*"}`), Time: at(0)}},
-			Returns: []Return{
+		write(t, s, store.Batch{
+			Jobs: []store.Job{{JID: jid, Load: raw(`{"fun": "test.ping", "tgt": "*"}`), Time: at(0)}},
+			Returns: []store.Return{
 				{JID: jid, MinionID: "web1", Fun: "test.ping", Return: raw(`true`), Success: true, FullRet: raw(`{"id": "web1", "return": true}`), Time: at(1)},
 				{JID: jid, MinionID: "web2", Fun: "test.ping", Return: raw(`false`), Success: true, FullRet: raw(`{"id": "web2", "return": false}`), Time: at(1)},
 			},
@@ -706,8 +707,8 @@ func TestOddRecords(t *testing.T) {
 		ctx := context.Background()
 		s := db.open(t)
 		long := strings.Repeat("é", 300)
-		write(t, s, Batch{
-			Events: []Event{
+		write(t, s, store.Batch{
+			Events: []store.Event{
 				{ID: "not-json", Tag: "t/1", Data: raw(`not json`)},
 				{ID: "empty", Tag: "t/2", Data: nil},
 				{ID: "long-tag", Tag: "t/3/" + long, Data: raw(`{}`)},
@@ -715,14 +716,14 @@ func TestOddRecords(t *testing.T) {
 				{ID: "nul", Tag: "t/5", Data: raw(`{"a": "x\u0000y", "b": "\\u0000"}`)},
 				{ID: "emoji", Tag: "t/6/🚀", Data: raw(`{"a": "🚀"}`)},
 			},
-			Returns: []Return{{JID: "j", MinionID: "m\x00inion", Fun: strings.Repeat("f", 80), Return: raw(`{`)}},
-			Ledger:  []LedgerEntry{{EventID: "e", Stage: StageFailed, Detail: strings.Repeat("x", 100000), File: long}},
+			Returns: []store.Return{{JID: "j", MinionID: "m\x00inion", Fun: strings.Repeat("f", 80), Return: raw(`{`)}},
+			Ledger:  []store.LedgerEntry{{EventID: "e", Stage: store.StageFailed, Detail: strings.Repeat("x", 100000), File: long}},
 		})
 		evs, err := s.Events(ctx, time.Time{}, "t/*", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		byID := map[string]Event{}
+		byID := map[string]store.Event{}
 		for _, e := range evs {
 			byID[e.ID] = e
 		}
@@ -764,15 +765,15 @@ func TestWriterOnBackend(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *testDB) {
 		ctx := context.Background()
 		s := db.open(t)
-		w := NewWriter(s, WriterOptions{MaxBatch: 700, Interval: 10 * time.Millisecond})
+		w := store.NewWriter(s, store.WriterOptions{MaxBatch: 700, Interval: 10 * time.Millisecond})
 		const n = 5000
 		for i := range n {
 			if !w.Add(benchEvent(i)) {
 				t.Fatal("Add refused a record")
 			}
 			if i%1000 == 0 {
-				w.Add(Job{JID: jidAt(at(i)), Load: raw(`{"fun": "test.ping"}`)})
-				w.Add(LedgerEntry{EventID: fmt.Sprintf("ev-%d", i), Stage: StageMatched})
+				w.Add(store.Job{JID: jidAt(at(i)), Load: raw(`{"fun": "test.ping"}`)})
+				w.Add(store.LedgerEntry{EventID: fmt.Sprintf("ev-%d", i), Stage: store.StageMatched})
 			}
 		}
 		if err := w.Close(ctx); err != nil {
@@ -787,7 +788,7 @@ func TestWriterOnBackend(t *testing.T) {
 
 // checkAllEvents checks that events ev-0 .. ev-(n-1) were each stored (once,
 // unless dups) with their own data.
-func checkAllEvents(t *testing.T, s Store, n int, dups bool) {
+func checkAllEvents(t *testing.T, s store.Store, n int, dups bool) {
 	t.Helper()
 	evs, err := s.Events(context.Background(), time.Time{}, "", 0)
 	if err != nil {

@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"bytes"
@@ -106,17 +106,6 @@ func formatStamp(t time.Time) string {
 	return t.UTC().Format(stampLayout)
 }
 
-// parseStamp parses a Salt "_stamp" (UTC, with or without a fraction or a
-// zone).
-func parseStamp(s string) (time.Time, bool) {
-	for _, layout := range []string{"2006-01-02T15:04:05", time.RFC3339Nano, "2006-01-02 15:04:05"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), true
-		}
-	}
-	return time.Time{}, false
-}
-
 // stampKey is the member withStamp looks for.
 var stampKey = [...]string{"_stamp"}
 
@@ -151,47 +140,6 @@ const jidLayout = "20060102150405"
 // jidString formats t as a Salt jid.
 func jidString(t time.Time) string {
 	return t.Format(jidLayout) + t.Format(".000000")[1:]
-}
-
-// jidTime parses the time a Salt jid encodes, in the local time zone. It
-// reports false for jids that are not 20 digits (optionally followed by
-// Salt's unique_jid suffix "_<pid>").
-func jidTime(jid string) (time.Time, bool) {
-	if len(jid) < 20 || (len(jid) > 20 && jid[20] != '_') {
-		return time.Time{}, false
-	}
-	for i := 0; i < 20; i++ {
-		if jid[i] < '0' || jid[i] > '9' {
-			return time.Time{}, false
-		}
-	}
-	t, err := time.ParseInLocation(jidLayout, jid[:14], time.Local)
-	if err != nil {
-		return time.Time{}, false
-	}
-	var us int
-	for _, c := range jid[14:20] {
-		us = us*10 + int(c-'0')
-	}
-	return t.Add(time.Duration(us) * time.Microsecond), true
-}
-
-// jobTime returns when a job was published: its load's "_stamp", else the
-// time its jid encodes, else zero.
-func jobTime(jid string, load []byte) time.Time {
-	var s struct {
-		Stamp json.RawMessage `json:"_stamp"`
-	}
-	if json.Unmarshal(load, &s) == nil && len(s.Stamp) > 0 {
-		var str string
-		if json.Unmarshal(s.Stamp, &str) == nil {
-			if t, ok := parseStamp(str); ok {
-				return t
-			}
-		}
-	}
-	t, _ := jidTime(jid)
-	return t
 }
 
 // parseDBTime parses a time read back as text (SQLite).

@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/reactord/reactord/store"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,7 +212,7 @@ type (
 )
 
 // prepare cleans a batch for the database.
-func (s *sqlStore) prepare(b Batch) *batchRows {
+func (s *sqlStore) prepare(b store.Batch) *batchRows {
 	now := time.Now().UTC()
 	nul := s.fl != flavorPostgres
 	at := func(t time.Time) time.Time {
@@ -273,7 +274,7 @@ func (s *sqlStore) prepare(b Batch) *batchRows {
 }
 
 // Write appends a batch in one transaction.
-func (s *sqlStore) Write(ctx context.Context, b Batch) error {
+func (s *sqlStore) Write(ctx context.Context, b store.Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
@@ -286,7 +287,7 @@ func (s *sqlStore) Write(ctx context.Context, b Batch) error {
 	})
 	if err != nil {
 		if s.rejects(err) {
-			return fmt.Errorf("store: %s write: %w: %w", s.fl, ErrRejected, err)
+			return fmt.Errorf("store: %s write: %w: %w", s.fl, store.ErrRejected, err)
 		}
 		return fmt.Errorf("store: %s write: %w", s.fl, err)
 	}
@@ -571,7 +572,7 @@ func (s *sqlStore) queryTx(ctx context.Context, tx *sql.Tx, query string, args [
 const jidMargin = 14 * time.Hour
 
 // Jobs returns the jobs published at or after since, newest first by jid.
-func (s *sqlStore) Jobs(ctx context.Context, since time.Time, limit int) ([]Job, error) {
+func (s *sqlStore) Jobs(ctx context.Context, since time.Time, limit int) ([]store.Job, error) {
 	base := "SELECT `jid`, `load` FROM `jids`"
 	var conds []string
 	var args []any
@@ -588,7 +589,7 @@ func (s *sqlStore) Jobs(ctx context.Context, since time.Time, limit int) ([]Job,
 			page = max(limit*2, 256)
 		}
 	}
-	out := []Job{}
+	out := []store.Job{}
 	last := ""
 	for first := true; ; first = false {
 		c, a := conds, args
@@ -605,7 +606,7 @@ func (s *sqlStore) Jobs(ctx context.Context, since time.Time, limit int) ([]Job,
 			query += " LIMIT " + strconv.Itoa(page)
 		}
 		n, err := s.query(ctx, query, a, func(rows *sql.Rows) error {
-			var j Job
+			var j store.Job
 			var load []byte
 			if err := rows.Scan(&j.JID, &load); err != nil {
 				return err
@@ -615,7 +616,7 @@ func (s *sqlStore) Jobs(ctx context.Context, since time.Time, limit int) ([]Job,
 				return nil
 			}
 			j.Load = load
-			j.Time = jobTime(j.JID, load)
+			j.Time = store.JobTime(j.JID, load)
 			if !since.IsZero() && j.Time.Before(since) {
 				return nil
 			}
@@ -634,7 +635,7 @@ func (s *sqlStore) Jobs(ctx context.Context, since time.Time, limit int) ([]Job,
 
 // Lookup returns the first return of every minion that answered jid, in
 // the order they returned.
-func (s *sqlStore) Lookup(ctx context.Context, jid string) ([]Return, error) {
+func (s *sqlStore) Lookup(ctx context.Context, jid string) ([]store.Return, error) {
 	// Returns are ordered by alter_time (their _stamp, to the second in
 	// MySQL), then by the _stamp of their full_ret (SQLite: by rowid,
 	// which is the order of arrival).
@@ -645,13 +646,13 @@ func (s *sqlStore) Lookup(ctx context.Context, jid string) ([]Return, error) {
 	case flavorPostgres:
 		order = "`alter_time`, `full_ret`->>'_stamp'"
 	}
-	out := []Return{}
+	out := []store.Return{}
 	seen := map[string]bool{}
 	client := ""
 	_, err := s.query(ctx, "SELECT `id`, `fun`, `return`, `success`, "+s.timeExpr("`alter_time`")+" FROM `salt_returns` WHERE `jid` = ? ORDER BY "+order,
 		[]any{jid}, func(rows *sql.Rows) error {
 			var (
-				r       = Return{JID: jid}
+				r       = store.Return{JID: jid}
 				ret     []byte
 				success sql.NullString
 				at      scanTime
@@ -667,10 +668,8 @@ func (s *sqlStore) Lookup(ctx context.Context, jid string) ([]Return, error) {
 			seen[r.MinionID] = true
 			r.Return, r.Time = ret, at.t
 			r.Success = success.String == "1" || strings.EqualFold(success.String, "true")
-			for kind, prefix := range clientPrefix {
-				if strings.HasPrefix(r.Fun, prefix) {
-					client = kind
-				}
+			if kind := store.ClientKind(r.Fun); kind != "" {
+				client = kind
 			}
 			out = append(out, r)
 			return nil
@@ -691,7 +690,7 @@ func (s *sqlStore) Lookup(ctx context.Context, jid string) ([]Return, error) {
 // event is archived. Salt's master stores the job's data as it was when the
 // function ended, with the _stamp its /new event put in it; the /ret
 // event, which Salt fires after storing, carries a later one.
-func (s *sqlStore) clientStamps(ctx context.Context, jid, kind string, rets []Return) error {
+func (s *sqlStore) clientStamps(ctx context.Context, jid, kind string, rets []store.Return) error {
 	var stamp json.RawMessage
 	_, err := s.query(ctx, "SELECT `data` FROM `salt_events` WHERE `tag` = ? ORDER BY `id` LIMIT 1",
 		[]any{"salt/" + kind + "/" + jid + "/new"}, func(rows *sql.Rows) error {
@@ -702,7 +701,8 @@ func (s *sqlStore) clientStamps(ctx context.Context, jid, kind string, rets []Re
 			var d struct {
 				Stamp json.RawMessage `json:"_stamp"`
 			}
-			if json.Unmarshal(data, &d) == nil && jsonString(d.Stamp) != "" {
+			var str string
+			if json.Unmarshal(data, &d) == nil && json.Unmarshal(d.Stamp, &str) == nil && str != "" {
 				stamp = d.Stamp
 			}
 			return nil
@@ -711,7 +711,7 @@ func (s *sqlStore) clientStamps(ctx context.Context, jid, kind string, rets []Re
 		return err
 	}
 	for i := range rets {
-		if strings.HasPrefix(rets[i].Fun, clientPrefix[kind]) {
+		if store.ClientKind(rets[i].Fun) == kind {
 			rets[i].Return = replaceTopLevel(rets[i].Return, "_stamp", stamp)
 		}
 	}
@@ -721,7 +721,7 @@ func (s *sqlStore) clientStamps(ctx context.Context, jid, kind string, rets []Re
 // Events returns the events at or after since whose tag matches tagGlob,
 // newest first. The database narrows by time and by the glob's literal
 // prefix; the glob itself is matched here, with Salt's rules.
-func (s *sqlStore) Events(ctx context.Context, since time.Time, tagGlob string, limit int) ([]Event, error) {
+func (s *sqlStore) Events(ctx context.Context, since time.Time, tagGlob string, limit int) ([]store.Event, error) {
 	var g *matchers.Glob
 	if tagGlob != "" && tagGlob != "*" {
 		g = matchers.Compile(tagGlob)
@@ -749,7 +749,7 @@ func (s *sqlStore) Events(ctx context.Context, since time.Time, tagGlob string, 
 			page = max(limit*2, 256)
 		}
 	}
-	out := []Event{}
+	out := []store.Event{}
 	var lastT any
 	var lastID int64
 	for first := true; ; first = false {
@@ -765,7 +765,7 @@ func (s *sqlStore) Events(ctx context.Context, since time.Time, tagGlob string, 
 		n, err := s.query(ctx, query, a, func(rows *sql.Rows) error {
 			var (
 				id     int64
-				e      Event
+				e      store.Event
 				data   []byte
 				at     scanTime
 				master sql.NullString
@@ -796,13 +796,13 @@ func (s *sqlStore) Events(ctx context.Context, since time.Time, tagGlob string, 
 const ledgerColumns = "`id`, `event_id`, `tag`, `stage`, `rule`, `file`, `reaction_id`, `jid`, `minion`, `detail`, "
 
 // Trace returns the ledger entries of a jid or an event id, oldest first.
-func (s *sqlStore) Trace(ctx context.Context, id string) ([]LedgerEntry, error) {
+func (s *sqlStore) Trace(ctx context.Context, id string) ([]store.LedgerEntry, error) {
 	type row struct {
 		id int64
-		LedgerEntry
+		store.LedgerEntry
 	}
 	if id == "" {
-		return []LedgerEntry{}, nil
+		return []store.LedgerEntry{}, nil
 	}
 	seen := map[int64]bool{}
 	var rows []row
@@ -832,7 +832,7 @@ func (s *sqlStore) Trace(ctx context.Context, id string) ([]LedgerEntry, error) 
 		if r.EventID == id && r.JID != "" && r.JID != id && !slices.Contains(jids, r.JID) {
 			jids = append(jids, r.JID)
 		}
-		if r.JID == id && r.Stage == StageDispatched && r.EventID != "" && r.EventID != id && !slices.Contains(events, r.EventID) {
+		if r.JID == id && r.Stage == store.StageDispatched && r.EventID != "" && r.EventID != id && !slices.Contains(events, r.EventID) {
 			events = append(events, r.EventID)
 		}
 	}
@@ -856,7 +856,7 @@ func (s *sqlStore) Trace(ctx context.Context, id string) ([]LedgerEntry, error) 
 		}
 		return cmpInt(a.id, b.id)
 	})
-	out := make([]LedgerEntry, len(rows))
+	out := make([]store.LedgerEntry, len(rows))
 	for i, r := range rows {
 		out[i] = r.LedgerEntry
 	}

@@ -1,9 +1,10 @@
-package store
+package sqlstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/reactord/reactord/store"
 	"sync"
 	"time"
 )
@@ -17,10 +18,10 @@ var ErrNotConnected = errors.New("store: not connected")
 // database is down, and its Writer holds the records until Lazy connects.
 type Lazy struct {
 	url  string
-	open func(context.Context, string) (Store, error)
+	open func(context.Context, string) (store.Store, error)
 
 	mu      sync.Mutex
-	s       Store
+	s       store.Store
 	lastErr error
 	tried   time.Time
 }
@@ -30,7 +31,7 @@ func NewLazy(url string) *Lazy { return &Lazy{url: url, open: Open} }
 
 // get returns the open store, opening it when it is not, at most once a
 // second.
-func (l *Lazy) get(ctx context.Context) (Store, error) {
+func (l *Lazy) get(ctx context.Context) (store.Store, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.s != nil {
@@ -57,7 +58,7 @@ func (l *Lazy) Connected() bool {
 }
 
 // Write writes b once the database is open.
-func (l *Lazy) Write(ctx context.Context, b Batch) error {
+func (l *Lazy) Write(ctx context.Context, b store.Batch) error {
 	s, err := l.get(ctx)
 	if err != nil {
 		return err
@@ -66,7 +67,7 @@ func (l *Lazy) Write(ctx context.Context, b Batch) error {
 }
 
 // Jobs lists jobs once the database is open.
-func (l *Lazy) Jobs(ctx context.Context, since time.Time, limit int) ([]Job, error) {
+func (l *Lazy) Jobs(ctx context.Context, since time.Time, limit int) ([]store.Job, error) {
 	s, err := l.get(ctx)
 	if err != nil {
 		return nil, err
@@ -75,7 +76,7 @@ func (l *Lazy) Jobs(ctx context.Context, since time.Time, limit int) ([]Job, err
 }
 
 // Lookup looks a job up once the database is open.
-func (l *Lazy) Lookup(ctx context.Context, jid string) ([]Return, error) {
+func (l *Lazy) Lookup(ctx context.Context, jid string) ([]store.Return, error) {
 	s, err := l.get(ctx)
 	if err != nil {
 		return nil, err
@@ -84,7 +85,7 @@ func (l *Lazy) Lookup(ctx context.Context, jid string) ([]Return, error) {
 }
 
 // Events lists events once the database is open.
-func (l *Lazy) Events(ctx context.Context, since time.Time, tagGlob string, limit int) ([]Event, error) {
+func (l *Lazy) Events(ctx context.Context, since time.Time, tagGlob string, limit int) ([]store.Event, error) {
 	s, err := l.get(ctx)
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func (l *Lazy) Events(ctx context.Context, since time.Time, tagGlob string, limi
 }
 
 // Trace traces an id once the database is open.
-func (l *Lazy) Trace(ctx context.Context, id string) ([]LedgerEntry, error) {
+func (l *Lazy) Trace(ctx context.Context, id string) ([]store.LedgerEntry, error) {
 	s, err := l.get(ctx)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,8 @@
-package store
+package sqlstore
 
 import (
 	"context"
+	"github.com/reactord/reactord/store"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,7 +27,7 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		write(t, s, Batch{Events: []Event{ev(1)}})
+		write(t, s, store.Batch{Events: []store.Event{ev(1)}})
 		for _, f := range []string{path, path + "-wal", path + "-shm"} {
 			st, err := os.Stat(f)
 			if err != nil {

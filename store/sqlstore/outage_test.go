@@ -1,7 +1,8 @@
-package store
+package sqlstore
 
 import (
 	"context"
+	"github.com/reactord/reactord/store"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 func TestDatabaseDownMidStream(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *testDB) {
 		s := db.open(t)
-		w := NewWriter(s, WriterOptions{
+		w := store.NewWriter(s, store.WriterOptions{
 			Interval:     10 * time.Millisecond,
 			MaxBatch:     200,
 			RetryMin:     10 * time.Millisecond,
@@ -94,7 +95,7 @@ func TestDatabaseDownMidStream(t *testing.T) {
 
 // waitForFailure waits until the writer has seen a failed write, or until
 // limit has passed (the test then fails on its check of Failures).
-func waitForFailure(t *testing.T, w *Writer, limit time.Duration) {
+func waitForFailure(t *testing.T, w *store.Writer, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for w.Stats().Failures == 0 && time.Now().Before(deadline) {
