@@ -14,7 +14,6 @@ import (
 	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/reactor"
 )
 
 // BridgeOptions are the settings of `reactord bridge`, which publishes a
@@ -296,5 +295,5 @@ func registerBridgeMetrics(reg *prometheus.Registry, src eventSource) {
 		return float64(b)
 	})
 	gauge("reactord_bridge_source_connected", "1 while the bridge reads the master's bus.", func() float64 { return b2f(src.Connected()) })
-	reactor.RegisterRuntimeMetrics(reg)
+	registerRuntimeMetrics(reg)
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/internal/testfiles"
 	"github.com/reactord/reactord/store"
-	"github.com/reactord/reactord/store/sqlstore"
 )
 
 // logLines collects a JSON slog handler's lines.
@@ -278,11 +277,7 @@ func TestRuleMatchesMetric(t *testing.T) {
 func TestReactorLedger(t *testing.T) {
 	var logs logLines
 	ctx := context.Background()
-	s, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "a.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := &memStore{}
 	w := store.NewWriter(s, store.WriterOptions{})
 	eng := engineWith(t, "reactor:\n  - 'ev/*': [r.sls, missing.sls]\n  - 'ev/fail':\n      sls: r.sls\n      when: 'false'\n",
 		map[string]string{"r.sls": "r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"})
@@ -302,10 +297,7 @@ func TestReactorLedger(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := s.Events(ctx, time.Time{}, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := s.batch.Events
 	ids := map[string]string{}
 	for _, e := range evs {
 		ids[e.Tag] = e.ID
@@ -332,12 +324,8 @@ func TestReactorLedger(t *testing.T) {
 		if id == "" {
 			t.Fatalf("no event id logged for %s", tag)
 		}
-		entries, err := s.Trace(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var got []string
-		for _, e := range entries {
+		for _, e := range s.trace(id) {
 			if e.EventID != id || e.Tag != tag {
 				t.Errorf("entry %+v: want event %s %s", e, id, tag)
 			}
@@ -361,5 +349,45 @@ func TestReactorLedger(t *testing.T) {
 		}
 	}
 }
+
+// memStore keeps what the writer gives it in memory: the records the
+// reactor archived, as the writer batched them (reactor's tests link no
+// SQL driver; store/sqlstore tests the databases).
+type memStore struct {
+	mu    sync.Mutex
+	batch store.Batch
+}
+
+func (m *memStore) Write(_ context.Context, b store.Batch) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.batch.Events = append(m.batch.Events, b.Events...)
+	m.batch.Jobs = append(m.batch.Jobs, b.Jobs...)
+	m.batch.Returns = append(m.batch.Returns, b.Returns...)
+	m.batch.Ledger = append(m.batch.Ledger, b.Ledger...)
+	return nil
+}
+
+// trace is the ledger of one event, in the order written.
+func (m *memStore) trace(id string) []store.LedgerEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.LedgerEntry
+	for _, e := range m.batch.Ledger {
+		if e.EventID == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (m *memStore) Jobs(context.Context, time.Time, int) ([]store.Job, error) { return nil, nil }
+func (m *memStore) Lookup(context.Context, string) ([]store.Return, error)    { return nil, nil }
+func (m *memStore) Events(context.Context, time.Time, string, int) ([]store.Event, error) {
+	return nil, nil
+}
+func (m *memStore) Trace(context.Context, string) ([]store.LedgerEntry, error) { return nil, nil }
+func (m *memStore) Purge(context.Context, time.Time) (int64, error)            { return 0, nil }
+func (m *memStore) Close() error                                               { return nil }
 
 var confPath = regexp.MustCompile(`\S*/reactor\.conf`)

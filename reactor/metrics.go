@@ -2,7 +2,6 @@ package reactor
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/store"
@@ -109,17 +108,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Dropped.WithLabelValues(DropSlowConsumer)
 	if reg != nil {
 		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Retries, m.Latency, m.SentLatency)
-		RegisterRuntimeMetrics(reg)
 	}
 	return m
-}
-
-// RegisterRuntimeMetrics registers the Go runtime's metrics (go_goroutines,
-// go_memstats_*, go_gc_duration_seconds, ...) and the process's
-// (process_resident_memory_bytes, process_cpu_seconds_total,
-// process_open_fds, ...) on reg: the daemon's and the bridge's /metrics.
-func RegisterRuntimeMetrics(reg prometheus.Registerer) {
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
 // RegisterDriverMetrics exports what a driver counts itself:
