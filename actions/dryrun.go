@@ -36,7 +36,7 @@ func (d *DryRun) Do(_ context.Context, a Action) (Result, error) {
 	defer d.mu.Unlock()
 	d.buf = AppendLine(d.buf[:0], a.Tag, a.Chunk)
 	if _, err := d.w.Write(d.buf); err != nil {
-		return Result{}, fmt.Errorf("dryrun: writing: %w", err)
+		return Result{}, fmt.Errorf("writing the line: %w", err)
 	}
 	return Result{}, nil
 }
