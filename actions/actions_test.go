@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -98,6 +100,24 @@ func TestDryRunWritesOneLinePerAction(t *testing.T) {
 	want := `{"tag":"salt/minion/web1/start","chunk":{"state":"local","__id__":"x","fun":"test.ping","tgt":"web1"}}` + "\n"
 	if out.String() != want {
 		t.Fatalf("got %q, want %q", out.String(), want)
+	}
+}
+
+// TestDispatchLevel: the dry run shows each reaction on its writer, so a
+// dispatch through it is logged at debug level; through any other
+// driver, at info.
+func TestDispatchLevel(t *testing.T) {
+	for _, c := range []struct {
+		drv  Driver
+		want slog.Level
+	}{
+		{NewDryRun(io.Discard), slog.LevelDebug},
+		{Null{}, slog.LevelInfo},
+		{Router{Primary: &scripted{name: "master"}, Fallback: &scripted{name: "exec"}}, slog.LevelInfo},
+	} {
+		if got := DispatchLevel(c.drv); got != c.want {
+			t.Errorf("%s: %v, want %v", c.drv.Name(), got, c.want)
+		}
 	}
 }
 

@@ -27,6 +27,10 @@ func (d *DryRun) Name() string { return "dryrun" }
 // Supports implements Driver: a dry run can show every reaction type.
 func (d *DryRun) Supports(string) bool { return true }
 
+// ShowsActions reports that the dry run shows each action itself, on its
+// writer: its dispatches are logged at debug level (DispatchLevel).
+func (d *DryRun) ShowsActions() bool { return true }
+
 // Close implements Driver: the writer belongs to the caller.
 func (d *DryRun) Close(context.Context) error { return nil }
 
