@@ -6,6 +6,7 @@ package actions
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/reactord/reactord/event"
@@ -39,7 +40,8 @@ type Result struct {
 // Driver executes actions. Do reports a retryable failure by wrapping its
 // error with Retryable.
 type Driver interface {
-	// Name identifies the driver in logs and metrics.
+	// Name identifies the driver in logs and metrics. Do's errors do
+	// not start with it: whoever reports one names the driver, once.
 	Name() string
 	// Supports reports whether the driver can run a reaction type (local,
 	// runner, wheel, caller); configurations using a type the driver
@@ -51,6 +53,17 @@ type Driver interface {
 	// finishes what it owes (the nats driver's last confirming flush),
 	// within ctx. The daemon calls it once on stop, after the last Do.
 	Close(ctx context.Context) error
+}
+
+// DispatchLevel is the level at which a dispatch through d is logged:
+// debug for a driver that shows each action itself where its user reads
+// it (the dry run's JSON line on stdout is the one place a reaction is
+// shown), info for the others.
+func DispatchLevel(d Driver) slog.Level {
+	if s, ok := d.(interface{ ShowsActions() bool }); ok && s.ShowsActions() {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 type retryable struct{ err error }

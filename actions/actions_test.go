@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -101,59 +103,106 @@ func TestDryRunWritesOneLinePerAction(t *testing.T) {
 	}
 }
 
-type flaky struct {
-	fails int
-	calls int
-	err   error
+// TestDispatchLevel: the dry run shows each reaction on its writer, so a
+// dispatch through it is logged at debug level; through any other
+// driver, at info.
+func TestDispatchLevel(t *testing.T) {
+	for _, c := range []struct {
+		drv  Driver
+		want slog.Level
+	}{
+		{NewDryRun(io.Discard), slog.LevelDebug},
+		{Null{}, slog.LevelInfo},
+		{Router{Primary: &scripted{name: "master"}, Fallback: &scripted{name: "exec"}}, slog.LevelInfo},
+	} {
+		if got := DispatchLevel(c.drv); got != c.want {
+			t.Errorf("%s: %v, want %v", c.drv.Name(), got, c.want)
+		}
+	}
 }
 
-func (f *flaky) Name() string              { return "flaky" }
-func (f *flaky) Supports(string) bool      { return true }
-func (*flaky) Close(context.Context) error { return nil }
+// scripted is a driver whose calls fail with errs in turn, then succeed.
+type scripted struct {
+	name  string
+	errs  []error
+	calls int
+}
 
-func (f *flaky) Do(context.Context, Action) (Result, error) {
+func (f *scripted) Name() string              { return f.name }
+func (f *scripted) Supports(string) bool      { return true }
+func (*scripted) Close(context.Context) error { return nil }
+
+func (f *scripted) Do(context.Context, Action) (Result, error) {
 	f.calls++
-	if f.calls <= f.fails {
-		return Result{}, f.err
+	if f.calls <= len(f.errs) {
+		return Result{}, f.errs[f.calls-1]
 	}
 	return Result{JID: "20261122000000000001"}, nil
 }
 
+// TestRetryStage: the retry stage's final error, as the reactor reports
+// it (the driver's name, once, then the error): "attempt N of M" only when
+// a retry happened or was allowed, and the driver's error wrapped.
 func TestRetryStage(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &flaky{fails: 3, err: Retryable(errors.New("connection refused"))}
-		start := time.Now()
-		res, err := RetryStage{Driver: f, Initial: time.Second, Max: 3 * time.Second}.Do(context.Background(), Action{})
-		if err != nil || res.JID == "" || f.calls != 4 {
-			t.Fatalf("res %+v err %v calls %d", res, err, f.calls)
-		}
-		if waited := time.Since(start); waited != 1*time.Second+2*time.Second+3*time.Second {
-			t.Fatalf("backoff waited %v, want 6s", waited)
-		}
-	})
-	synctest.Test(t, func(t *testing.T) {
-		f := &flaky{fails: 10, err: errors.New("bad request")}
-		_, err := RetryStage{Driver: f}.Do(context.Background(), Action{})
-		if err == nil || f.calls != 1 || !strings.Contains(err.Error(), "attempt 1 of 5") {
-			t.Fatalf("non-retryable: err %v calls %d", err, f.calls)
-		}
-	})
-	synctest.Test(t, func(t *testing.T) {
-		f := &flaky{fails: 10, err: Retryable(errors.New("timeout"))}
-		_, err := RetryStage{Driver: f, MaxAttempts: 3}.Do(context.Background(), Action{})
-		if err == nil || f.calls != 3 || !strings.Contains(err.Error(), "attempt 3 of 3: timeout") {
-			t.Fatalf("exhausted: err %v calls %d", err, f.calls)
-		}
-	})
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
-		defer cancel()
-		f := &flaky{fails: 10, err: Retryable(errors.New("timeout"))}
-		_, err := RetryStage{Driver: f, Initial: 100 * time.Millisecond}.Do(ctx, Action{})
-		if err == nil || f.calls != 2 || !strings.Contains(err.Error(), "giving up after 2 attempt(s): timeout") {
-			t.Fatalf("cancelled: err %v calls %d", err, f.calls)
-		}
-	})
+	refused := Retryable(errors.New("connection refused"))
+	bad := errors.New("bad request")
+	cases := []struct {
+		name     string
+		errs     []error
+		attempts int
+		timeout  time.Duration // of the context; 0: none, -1: ended before
+		want     string        // the reactor's line; "" for success
+		calls    int
+		waited   time.Duration
+	}{
+		{name: "not retryable", errs: []error{bad}, want: "master+exec: bad request", calls: 1},
+		{name: "retryable, succeeds on attempt 2", errs: []error{refused}, calls: 2, waited: time.Second},
+		{name: "retryable, out of attempts", errs: []error{refused, refused, refused, refused}, attempts: 3,
+			want: "master+exec: attempt 3 of 3: connection refused", calls: 3, waited: 3 * time.Second},
+		{name: "retryable, then not", errs: []error{refused, bad}, want: "master+exec: attempt 2 of 5: bad request", calls: 2, waited: time.Second},
+		{name: "retryable, no retry allowed", errs: []error{refused}, attempts: 1, want: "master+exec: connection refused", calls: 1},
+		{name: "context ends while waiting", errs: []error{refused, refused, refused}, timeout: 2500 * time.Millisecond,
+			want: "master+exec: giving up after 2 of 5 attempts (context deadline exceeded): connection refused", calls: 2, waited: 2500 * time.Millisecond},
+		{name: "context ended before", errs: []error{bad}, timeout: -1, want: "master+exec: not attempted: context canceled"},
+		{name: "succeeds after backing off", errs: []error{refused, refused, refused}, calls: 4, waited: 1*time.Second + 2*time.Second + 3*time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				master := &scripted{name: "master", errs: c.errs}
+				drv := Router{Primary: master, Fallback: &scripted{name: "exec"}}
+				ctx, cancel := context.WithCancel(context.Background())
+				switch {
+				case c.timeout < 0:
+					cancel()
+				case c.timeout > 0:
+					ctx, cancel = context.WithTimeout(ctx, c.timeout)
+				}
+				defer cancel()
+				start := time.Now()
+				res, err := RetryStage{Driver: drv, MaxAttempts: c.attempts, Initial: time.Second, Max: 3 * time.Second}.Do(ctx, Action{Chunk: chunk("state", "local")})
+				if waited := time.Since(start); waited != c.waited {
+					t.Errorf("waited %v, want %v", waited, c.waited)
+				}
+				if master.calls != c.calls {
+					t.Errorf("%d calls, want %d", master.calls, c.calls)
+				}
+				if c.want == "" {
+					if err != nil || res.JID == "" {
+						t.Fatalf("res %+v, err %v; want a job", res, err)
+					}
+					return
+				}
+				// What the reactor logs and records: reactor.dispatch.
+				if got := fmt.Sprintf("%s: %v", drv.Name(), err); got != c.want {
+					t.Errorf("got  %q\nwant %q", got, c.want)
+				}
+				if last := c.errs[max(c.calls-1, 0)]; c.calls > 0 && (!errors.Is(err, last) || IsRetryable(err) != IsRetryable(last)) {
+					t.Errorf("%v does not wrap the driver's last error %v", err, last)
+				}
+			})
+		})
+	}
 }
 
 func TestLiteralMinions(t *testing.T) {

@@ -27,6 +27,10 @@ func (d *DryRun) Name() string { return "dryrun" }
 // Supports implements Driver: a dry run can show every reaction type.
 func (d *DryRun) Supports(string) bool { return true }
 
+// ShowsActions reports that the dry run shows each action itself, on its
+// writer: its dispatches are logged at debug level (DispatchLevel).
+func (d *DryRun) ShowsActions() bool { return true }
+
 // Close implements Driver: the writer belongs to the caller.
 func (d *DryRun) Close(context.Context) error { return nil }
 
@@ -36,7 +40,7 @@ func (d *DryRun) Do(_ context.Context, a Action) (Result, error) {
 	defer d.mu.Unlock()
 	d.buf = AppendLine(d.buf[:0], a.Tag, a.Chunk)
 	if _, err := d.w.Write(d.buf); err != nil {
-		return Result{}, fmt.Errorf("dryrun: writing: %w", err)
+		return Result{}, fmt.Errorf("writing the line: %w", err)
 	}
 	return Result{}, nil
 }

@@ -19,8 +19,11 @@ type RetryStage struct {
 	Initial, Max time.Duration
 }
 
-// Do dispatches a with retries. The final error says how many attempts were
-// made and wraps the last driver error.
+// Do dispatches a with retries. Its error is the driver's, not prefixed
+// with the driver's name (whoever reports it names the driver once), and
+// says which attempt it was only when a retry happened or was allowed: a
+// retryable error on the last attempt reads "attempt 5 of 5: ...", an
+// error that is not retryable on the first attempt is the driver's alone.
 func (r RetryStage) Do(ctx context.Context, a Action) (Result, error) {
 	attempts := r.MaxAttempts
 	if attempts <= 0 {
@@ -34,24 +37,24 @@ func (r RetryStage) Do(ctx context.Context, a Action) (Result, error) {
 		b.Max = 5 * time.Second
 	}
 	var last error
-	for i := 1; i <= attempts; i++ {
-		if err := ctx.Err(); err != nil {
+	for i := 1; ; i++ {
+		if ctx.Err() != nil || i > 1 && !retry.Sleep(ctx, b.Next()) {
 			if last == nil {
-				last = err
+				return Result{}, fmt.Errorf("not attempted: %w", ctx.Err())
 			}
-			return Result{}, fmt.Errorf("%s: giving up after %d attempt(s): %w", r.Driver.Name(), i-1, last)
+			return Result{}, fmt.Errorf("giving up after %d of %d attempts (%v): %w", i-1, attempts, ctx.Err(), last)
 		}
 		res, err := r.Driver.Do(ctx, a)
 		if err == nil {
 			return res, nil
 		}
+		retryable := IsRetryable(err)
+		if !retryable || i == attempts {
+			if i == 1 && (!retryable || attempts == 1) {
+				return Result{}, err // no retry happened, none was allowed
+			}
+			return Result{}, fmt.Errorf("attempt %d of %d: %w", i, attempts, err)
+		}
 		last = err
-		if !IsRetryable(err) || i == attempts {
-			return Result{}, fmt.Errorf("%s: attempt %d of %d: %w", r.Driver.Name(), i, attempts, err)
-		}
-		if !retry.Sleep(ctx, b.Next()) {
-			return Result{}, fmt.Errorf("%s: giving up after %d attempt(s): %w", r.Driver.Name(), i, last)
-		}
 	}
-	return Result{}, last
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/natsbus"
 )
@@ -81,6 +82,45 @@ func TestBrokenFilesRefuseStart(t *testing.T) {
 	}
 }
 
+// TestFilesNoEventRendersRefuseStart: a reaction file whose every render
+// fails, whatever the event, refuses the start as a syntax error does,
+// positioned where it fails; the one broken for some events only does not.
+func TestFilesNoEventRendersRefuseStart(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      string // after the path; "" starts
+	}{
+		{"syntax error", "r:\n  local.test.ping:\n    - tgt: {{ data.id }\n", ":3:"},
+		{"YAML error, no expression", "r:\n  local.test.ping:\n    - tgt: web1\n   oops: x\n", ":4:4: did not find expected key"},
+		{"YAML error, values printed", "r:\n  local.test.ping:\n    - tgt: {{ data.id }}\n   - x\n", ":4:4: did not find expected key"},
+		{"YAML error for some events", "{% if data.get('x') %}\nr: [\n{% endif %}\n", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			conf, bad := brokenConf(t, c.src)
+			cfg, err := config.Load(conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := (&Daemon{opts: Options{Config: conf}}).checkFiles(cfg)
+			if c.want == "" {
+				if err != nil || len(rep.Broken) != 0 {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), bad+c.want) {
+				t.Fatalf("checkFiles: %v, want the problem at %s%s", err, bad, c.want)
+			}
+			o := testOptions(t)
+			o.Config = conf
+			if _, err := New(context.Background(), o); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), bad+c.want) {
+				t.Fatalf("New: %v, want a configuration error at %s%s", err, bad, c.want)
+			}
+		})
+	}
+}
+
 // TestReloadKeepsConfigurationWhenFilesBreak: an edit that breaks a
 // reaction file is logged once and counted, and the daemon goes on with
 // the file's previous version; once fixed, the new version reacts.
@@ -125,17 +165,25 @@ func TestReloadKeepsConfigurationWhenFilesBreak(t *testing.T) {
 
 	// A configuration reload that brings a file that does not load is
 	// refused, naming it; the running configuration goes on.
+	// So is one that brings a file no event can render (a YAML error,
+	// no expression).
 	worse := filepath.Join(filepath.Dir(conf), "worse.sls")
 	if err := os.WriteFile(worse, []byte("{{ data.id }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unrendered := filepath.Join(filepath.Dir(conf), "unrendered.sls")
+	if err := os.WriteFile(unrendered, []byte("r:\n  local.test.ping:\n    - tgt: [web1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	src, _ := os.ReadFile(conf)
-	if err := os.WriteFile(conf, append(src, "  - 'other/*':\n    - "+worse+"\n"...), 0o644); err != nil {
+	if err := os.WriteFile(conf, append(src, "  - 'other/*':\n    - "+worse+"\n    - "+unrendered+"\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, o.Stderr.(*syncbuf.Buffer), "reload failed; keeping the running configuration")
-	if !strings.Contains(o.Stderr.(*syncbuf.Buffer).String(), "worse.sls:1:") {
-		t.Errorf("the refused reload does not name worse.sls:1:\n%s", o.Stderr.(*syncbuf.Buffer).String())
+	for _, want := range []string{"worse.sls:1:", "unrendered.sls:3:12: "} {
+		if !strings.Contains(o.Stderr.(*syncbuf.Buffer).String(), want) {
+			t.Errorf("the refused reload does not name %s\n%s", want, o.Stderr.(*syncbuf.Buffer).String())
+		}
 	}
 	publish(t, d, "myco/d", `{"id": "m4"}`)
 	waitFor(t, out, `"tgt":"m4-v2"`)

@@ -32,8 +32,9 @@ type CheckReport struct {
 	// the ones that do not are in Problems and Broken.
 	Loaded []LoadedFile
 	// Broken lists the errors of the reaction files that exist but cannot
-	// load (a template or Jinja that does not parse): the daemon does not
-	// start with them. They are in Problems too.
+	// load (a template or Jinja that does not parse, or a file no event
+	// can render: reactions.File.FixedError): the daemon does not start
+	// with them. They are in Problems too.
 	Broken []error
 }
 

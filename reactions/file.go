@@ -312,12 +312,8 @@ func (f *File) errorf(n *pnode, format string, args ...any) error {
 // filled in may total at most budget bytes, however often YAML aliases
 // repeat them.
 func (f *File) reactions(root *pnode, vals []recorded, budget int) ([]Reaction, error) {
-	if root.kind != pMap {
-		kind := "a list"
-		if root.kind == pScalar {
-			kind = "a scalar"
-		}
-		return nil, f.errorf(root, "the rendered file is %s, not a mapping of reaction IDs", kind)
+	if err := f.rootError(root); err != nil {
+		return nil, err
 	}
 	m := &materializer{vals: vals, budget: budget, limit: budget, file: f.Path, reprStructs: f.Translated}
 	out := make([]Reaction, 0, len(root.content)/2)
@@ -363,6 +359,53 @@ func (f *File) reactions(root *pnode, vals []recorded, budget int) ([]Reaction, 
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// rootError refuses a rendered file that is not a mapping of reaction
+// IDs: its kind is fixed by the skeleton, whatever the values printed.
+func (f *File) rootError(root *pnode) error {
+	if root.kind == pMap {
+		return nil
+	}
+	kind := "a list"
+	if root.kind == pScalar {
+		kind = "a scalar"
+	}
+	return f.errorf(root, "the rendered file is %s, not a mapping of reaction IDs", kind)
+}
+
+// FixedError returns the error with which every render of the file fails,
+// whatever the event, or nil when some event may render it. A file that
+// prints nothing from the event (plain YAML, a template of text alone) is
+// rendered in full. A template whose rendered text is the same for every
+// event (text and actions, no if, range, with or template call) has its
+// YAML structure checked with each printed value as its placeholder, as
+// every render parses it: no value can add, move or remove a key, so a
+// YAML error there, or a top level that is not a mapping, is every
+// event's. Any other template may render for some event: nil. The
+// library refuses such a file at load (Library.File), as one that does
+// not compile.
+func (f *File) FixedError() error {
+	var err error
+	if f.Static() {
+		_, err = f.Render("", map[string]any{})
+	} else {
+		_, err = f.tmpl.executeFixed(CurrentLimits(), func(text []byte) error {
+			if len(bytes.TrimSpace(text)) == 0 {
+				return nil
+			}
+			sk, err := f.skeleton(text)
+			if err != nil || sk.root == nil {
+				return err
+			}
+			return f.rootError(sk.root)
+		})
+	}
+	var pe *PosError
+	if err == nil || !errors.As(err, &pe) {
+		return err
+	}
+	return &PosError{Pos: pe.Pos, Msg: pe.Msg + "; no event can render this file, so it does not load", Err: err}
 }
 
 func (f *File) wrapYAML(err error) error {
@@ -695,6 +738,9 @@ func (l *Library) load(path string, prev *fileState) *fileState {
 		f.Renderer, f.SaltCalls = ld.Renderer, ld.SaltCalls
 		if ld.Translated {
 			f.Translated, f.Source = true, ld.Src
+		}
+		if err = f.FixedError(); err != nil {
+			f = nil // no event could render it: refused as a syntax error is
 		}
 	}
 	return &fileState{mtime: fi.ModTime(), size: fi.Size(), file: f, err: err}

@@ -444,15 +444,64 @@ func (t *Template) execute(data any, lim Limits, use func(text []byte, vals []re
 		}
 		return templateError(t.name, err)
 	}
-	err := use(rec.out.Bytes(), rec.vals)
+	return rec.fromRendered(use(rec.out.Bytes(), rec.vals))
+}
+
+// fromRendered adds to an error positioned in the rendered text the
+// template line that wrote it.
+func (r *recorder) fromRendered(err error) error {
 	var pe *PosError
 	if errors.As(err, &pe) && rendered(pe.Err) {
-		if tp, ok := rec.templatePos(pe.Line, pe.Col); ok {
+		if tp, ok := r.templatePos(pe.Line, pe.Col); ok {
 			return &PosError{Pos: position.Pos{File: pe.File, Line: pe.Line, Col: pe.Col}, Err: pe.Err,
 				Msg: fmt.Sprintf("%s, from line %d of the template)", strings.TrimSuffix(pe.Msg, ")"), tp.line)}
 		}
 	}
 	return err
+}
+
+// executeFixed renders, without an event, a template whose rendered text
+// is the same for every event: its top level holds only text, comments
+// and actions (no if, range, with or template call), so each printed
+// value lands where its action stands, as its placeholder, whatever it
+// is. It calls use with that text, as execute does, and reports false
+// without calling use when the text may depend on the event.
+func (t *Template) executeFixed(lim Limits, use func(text []byte) error) (bool, error) {
+	if t.base.Tree == nil || t.base.Tree.Root == nil {
+		return false, nil
+	}
+	nodes := t.base.Tree.Root.Nodes
+	for _, n := range nodes {
+		switch n.(type) {
+		case *parse.TextNode, *parse.CommentNode, *parse.ActionNode:
+		default:
+			return false, nil
+		}
+	}
+	rec := &recorder{name: t.name, textPos: t.textPos}
+	rec.reset(lim)
+	for _, n := range nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			// The node's own bytes, as Execute writes them: templatePos
+			// finds the template line from their address.
+			if _, err := rec.Write(n.Text); err != nil {
+				return true, err
+			}
+		case *parse.ActionNode:
+			if len(n.Pipe.Decl) > 0 {
+				continue // {{ $x := ... }} prints nothing
+			}
+			ph, err := rec.add(recorded{kind: quotedValue})
+			if err != nil {
+				return true, templateError(t.name, fmt.Errorf("template: %s:%d: %w", t.name, n.Line, err))
+			}
+			if _, err := rec.Write([]byte(ph)); err != nil {
+				return true, err
+			}
+		}
+	}
+	return true, rec.fromRendered(use(rec.out.Bytes()))
 }
 
 // outSeg is one write to the rendered text: its offset there, and its first

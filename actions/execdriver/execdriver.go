@@ -313,15 +313,15 @@ func (d *Driver) program(client string) *program {
 // the others; it is stopped only once every sharer's ctx has ended.
 func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	if a.Chunk == nil {
-		return actions.Result{}, errors.New("exec: action without a chunk")
+		return actions.Result{}, errors.New("action without a chunk")
 	}
 	call, err := actions.CallFor(a.Chunk)
 	if err != nil {
-		return actions.Result{}, fmt.Errorf("exec: %w", err)
+		return actions.Result{}, err
 	}
 	inv, err := d.invocation(call, a.Chunk)
 	if err != nil {
-		return actions.Result{}, fmt.Errorf("exec %s %s: %w", call.Client, call.Fun, err)
+		return actions.Result{}, fmt.Errorf("%s %s: %w", call.Client, call.Fun, err)
 	}
 	j := &job{ctx: ctx, inv: inv, done: make(chan reply, 1)}
 	if d.maxCoalesce > 1 {
@@ -333,7 +333,7 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	}
 	res, err := d.dispatch(ctx, p, j)
 	if err != nil {
-		return res, fmt.Errorf("exec %s %s: %w", call.Client, call.Fun, err)
+		return res, fmt.Errorf("%s %s: %w", call.Client, call.Fun, err)
 	}
 	return res, nil
 }

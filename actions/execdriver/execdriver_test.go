@@ -249,6 +249,9 @@ func TestRefusedChunks(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.msg) {
 				t.Fatalf("err = %v, want %q", err, c.msg)
 			}
+			if strings.HasPrefix(err.Error(), "exec") {
+				t.Errorf("%v starts with the driver's name, which whoever reports it adds", err)
+			}
 			if actions.IsRetryable(err) {
 				t.Fatalf("%v is retryable", err)
 			}

@@ -101,7 +101,7 @@ func New(cfg Config) (*Driver, error) {
 func (d *Driver) readKey() (string, error) {
 	b, err := os.ReadFile(d.cfg.KeyFile)
 	if err != nil {
-		return "", fmt.Errorf("master driver: reading the master's key for user %s: %w (run reactord as root or the master's user, or list its user in the master's publisher_acl)", d.cfg.User, err)
+		return "", fmt.Errorf("reading the master's key for user %s: %w (run reactord as root or the master's user, or list its user in the master's publisher_acl)", d.cfg.User, err)
 	}
 	return string(b), nil
 }
@@ -124,7 +124,7 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	case "runner":
 		return d.runner(ctx, call)
 	}
-	return actions.Result{}, fmt.Errorf("master driver: %s reactions run through the exec or saltapi driver", call.Client)
+	return actions.Result{}, fmt.Errorf("%s reactions run through the exec or saltapi driver", call.Client)
 }
 
 // PublishLoad is the load LocalClient._prep_pub builds for a call, with
@@ -281,7 +281,7 @@ func (d *Driver) publish(ctx context.Context, call actions.Call) (actions.Result
 	body, _ := reply["load"].(map[string]any)
 	jid, _ := body["jid"].(string)
 	if jid == "" {
-		return actions.Result{}, fmt.Errorf("master driver: the master's answer holds no jid: %v", reply)
+		return actions.Result{}, fmt.Errorf("the master's answer holds no jid: %v", reply)
 	}
 	res := actions.Result{JID: jid}
 	if ms, ok := body["minions"].([]any); ok {
@@ -316,7 +316,7 @@ func (d *Driver) runner(ctx context.Context, call actions.Call) (actions.Result,
 	}
 	jid, _ := reply["jid"].(string)
 	if jid == "" {
-		return actions.Result{}, fmt.Errorf("master driver: the master's answer to runner %s holds no jid: %v", call.Fun, reply)
+		return actions.Result{}, fmt.Errorf("the master's answer to runner %s holds no jid: %v", call.Fun, reply)
 	}
 	return actions.Result{JID: jid}, nil
 }
@@ -347,7 +347,7 @@ func (d *Driver) requestKeyed(ctx context.Context, load map[string]any, key stri
 		if err := replyError(reply); err != nil {
 			return nil, fmt.Errorf("%w (the key in %s is the one the master refused: is this user allowed to publish, publisher_acl?)", err, d.cfg.KeyFile)
 		}
-		return nil, errors.New("master driver: the master refused the request (no answer): is the key file current, and is this user allowed to publish (publisher_acl)?")
+		return nil, errors.New("the master refused the request (no answer): is the key file current, and is this user allowed to publish (publisher_acl)?")
 	}
 	d.setKey(nkey)
 	load["key"] = nkey
@@ -358,7 +358,7 @@ func (d *Driver) requestKeyed(ctx context.Context, load map[string]any, key stri
 func (d *Driver) request(ctx context.Context, load map[string]any) (map[string]any, error) {
 	body, err := msgpack.Marshal(map[string]any{"enc": "clear", "load": load, "version": 2})
 	if err != nil {
-		return nil, fmt.Errorf("master driver: encoding the request: %w", err)
+		return nil, fmt.Errorf("encoding the request: %w", err)
 	}
 	var s *reqSocket
 	select {
@@ -373,7 +373,7 @@ func (d *Driver) request(ctx context.Context, load map[string]any) (map[string]a
 	}
 	var reply any
 	if err := msgpack.Unmarshal(raw, &reply); err != nil {
-		return nil, fmt.Errorf("master driver: decoding the answer: %w", err)
+		return nil, fmt.Errorf("decoding the answer: %w", err)
 	}
 	switch r := reply.(type) {
 	case map[string]any:
@@ -381,7 +381,7 @@ func (d *Driver) request(ctx context.Context, load map[string]any) (map[string]a
 	case string, nil:
 		return nil, nil // an empty answer: refused
 	}
-	return nil, fmt.Errorf("master driver: unexpected answer %T", reply)
+	return nil, fmt.Errorf("unexpected answer %T", reply)
 }
 
 // roundTrip sends body on s and waits for the reply; on a timeout or an
@@ -392,20 +392,20 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
-		return nil, errors.New("master driver: closed")
+		return nil, errors.New("the driver is closed")
 	}
 	if s.sock == nil {
 		sctx, stop := context.WithCancel(context.Background())
 		sock := zmq4.NewReq(sctx, zmq4.WithDialerRetry(250*time.Millisecond), zmq4.WithDialerMaxRetries(2), zmq4.WithDialerTimeout(2*time.Second), zmq4.WithTimeout(d.cfg.Timeout))
 		if err := sock.Dial(d.uri); err != nil {
 			stop()
-			return nil, actions.Retryable(fmt.Errorf("master driver: connecting to the master at %s: %w", d.uri, err))
+			return nil, actions.Retryable(fmt.Errorf("connecting to the master at %s: %w", d.uri, err))
 		}
 		s.sock, s.ctx, s.stop = sock, sctx, stop
 	}
 	if err := s.sock.Send(zmq4.NewMsg(body)); err != nil {
 		s.reset()
-		return nil, actions.Retryable(fmt.Errorf("master driver: sending to %s: %w", d.uri, err))
+		return nil, actions.Retryable(fmt.Errorf("sending to %s: %w", d.uri, err))
 	}
 	type result struct {
 		msg zmq4.Msg
@@ -420,7 +420,7 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 	case r := <-ch:
 		if r.err != nil {
 			s.reset()
-			return nil, fmt.Errorf("master driver: reading the answer from %s: %w: outcome unknown (the request went out; not sent again)", d.uri, r.err)
+			return nil, fmt.Errorf("reading the answer from %s: %w: outcome unknown (the request went out; not sent again)", d.uri, r.err)
 		}
 		if len(r.msg.Frames) == 0 {
 			return nil, nil
@@ -431,10 +431,10 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 		// Not retried, so that no job runs twice; the reaction goes to
 		// the dead letter with this error.
 		s.reset()
-		return nil, fmt.Errorf("master driver: no answer from the master at %s within %s: outcome unknown (the job may have been published; not sent again)", d.uri, d.cfg.Timeout)
+		return nil, fmt.Errorf("no answer from the master at %s within %s: outcome unknown (the job may have been published; not sent again)", d.uri, d.cfg.Timeout)
 	case <-ctx.Done():
 		s.reset()
-		return nil, fmt.Errorf("master driver: %w before the master answered: outcome unknown (the request went out; not sent again)", ctx.Err())
+		return nil, fmt.Errorf("%w before the master answered: outcome unknown (the request went out; not sent again)", ctx.Err())
 	}
 }
 
@@ -499,9 +499,9 @@ func replyError(reply map[string]any) error {
 		}
 	}
 	if m, ok := e.(map[string]any); ok {
-		return fmt.Errorf("master driver: the master refused: %v: %v", m["name"], m["message"])
+		return fmt.Errorf("the master refused: %v: %v", m["name"], m["message"])
 	}
-	return fmt.Errorf("master driver: the master refused: %v", e)
+	return fmt.Errorf("the master refused: %v", e)
 }
 
 // refusedKey reports the master's answers to a key it does not take: an

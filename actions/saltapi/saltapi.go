@@ -65,7 +65,7 @@ const (
 var ErrNoMinions = errors.New("no minions matched the target")
 
 // ErrClosed is returned by Do after Close.
-var ErrClosed = errors.New("saltapi: driver is closed")
+var ErrClosed = errors.New("the driver is closed")
 
 // Config configures the salt-api driver.
 type Config struct {
@@ -346,33 +346,33 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 		return actions.Result{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return actions.Result{}, fmt.Errorf("saltapi: %w", err)
+		return actions.Result{}, err
 	}
 	if a.Chunk == nil {
-		return actions.Result{}, errors.New("saltapi: action has no chunk")
+		return actions.Result{}, errors.New("action has no chunk")
 	}
 	call, err := actions.CallFor(a.Chunk)
 	if err != nil {
-		return actions.Result{}, fmt.Errorf("saltapi: %w", err)
+		return actions.Result{}, err
 	}
 	if !d.Supports(call.Client) {
-		return actions.Result{}, fmt.Errorf("saltapi: reaction %q: salt-api cannot run %s reactions", a.Chunk.Str("__id__"), call.Client)
+		return actions.Result{}, fmt.Errorf("reaction %q: salt-api cannot run %s reactions", a.Chunk.Str("__id__"), call.Client)
 	}
 	low, err := lowstateJSON(call, a.Chunk)
 	if err != nil {
-		return actions.Result{}, fmt.Errorf("saltapi: reaction %q: encoding lowstate: %w", a.Chunk.Str("__id__"), err)
+		return actions.Result{}, fmt.Errorf("reaction %q: encoding lowstate: %w", a.Chunk.Str("__id__"), err)
 	}
 	r := &request{ctx: ctx, client: call.Client, low: low, done: make(chan reply, 1)}
 	if ids := actions.LiteralMinions(call.Tgt, call.TgtType); call.Client == "local" && ids != nil {
 		r.ids = ids
 		r.lowMap, r.mergeKey, err = mergeable(call, a.Chunk)
 		if err != nil {
-			return actions.Result{}, fmt.Errorf("saltapi: reaction %q: encoding lowstate: %w", a.Chunk.Str("__id__"), err)
+			return actions.Result{}, fmt.Errorf("reaction %q: encoding lowstate: %w", a.Chunk.Str("__id__"), err)
 		}
 	}
 	res, err := d.dispatch(ctx, r)
 	if err != nil {
-		return actions.Result{}, fmt.Errorf("saltapi: %s %s: %w", call.Client, call.Fun, err)
+		return actions.Result{}, fmt.Errorf("%s %s: %w", call.Client, call.Fun, err)
 	}
 	return res, nil
 }

@@ -165,7 +165,7 @@ func TestDo(t *testing.T) {
 			name:   "500 is retryable",
 			chunk:  reaction("local", "ping", "test.ping", "tgt", "*"),
 			fail:   []int{http.StatusInternalServerError},
-			err:    "saltapi: local test.ping: HTTP 500 Internal Server Error: An unexpected error occurred",
+			err:    "local test.ping: HTTP 500 Internal Server Error: An unexpected error occurred",
 			retry:  true,
 			logins: 1, posts: 1,
 		},
@@ -189,7 +189,7 @@ func TestDo(t *testing.T) {
 			name:   "400 is not retryable",
 			chunk:  reaction("local", "ping", "test.ping", "tgt", "*"),
 			fail:   []int{http.StatusBadRequest},
-			err:    "saltapi: local test.ping: HTTP 400 Bad Request: Bad Request",
+			err:    "local test.ping: HTTP 400 Bad Request: Bad Request",
 			logins: 1, posts: 1,
 		},
 		{
@@ -202,7 +202,7 @@ func TestDo(t *testing.T) {
 			name:   "no minions matched",
 			chunk:  reaction("local", "ping", "test.ping", "tgt", "mail*"),
 			low:    `{"client": "local_async", "tgt": "mail*", "tgt_type": "glob", "fun": "test.ping", "arg": [], "kwarg": {}}`,
-			err:    "saltapi: local test.ping: no minions matched the target",
+			err:    "local test.ping: no minions matched the target",
 			errIs:  saltapi.ErrNoMinions,
 			logins: 1, posts: 1,
 		},
@@ -216,7 +216,7 @@ func TestDo(t *testing.T) {
 		{
 			name:  "caller is not supported",
 			chunk: reaction("caller", "touch", "file.touch", "args", []any{"/tmp/x"}),
-			err:   "saltapi: reaction \"touch\": salt-api cannot run caller reactions",
+			err:   "reaction \"touch\": salt-api cannot run caller reactions",
 		},
 		{
 			name:  "malformed args never reach salt-api",
@@ -254,6 +254,9 @@ func TestDo(t *testing.T) {
 				}
 				if !strings.Contains(err.Error(), tc.err) {
 					t.Errorf("error %q, want it to contain %q", err, tc.err)
+				}
+				if strings.HasPrefix(err.Error(), "saltapi") {
+					t.Errorf("error %q starts with the driver's name, which whoever reports it adds", err)
 				}
 				if tc.errIs != nil && !errors.Is(err, tc.errIs) {
 					t.Errorf("error %v is not %v", err, tc.errIs)

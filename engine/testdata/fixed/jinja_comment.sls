@@ -1,0 +1,4 @@
+{# nothing to print #}
+r:
+  local.test.ping:
+    - tgt: web1

@@ -1,0 +1,7 @@
+{% if data.get('broken') %}
+r: [
+{% else %}
+r:
+  local.test.ping:
+    - tgt: {{ data.id }}
+{% endif %}

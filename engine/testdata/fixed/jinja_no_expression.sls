@@ -1,0 +1,4 @@
+r:
+  local.test.ping:
+    - tgt: web1
+   oops: x

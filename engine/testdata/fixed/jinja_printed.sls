@@ -1,0 +1,4 @@
+r:
+  local.state.apply:
+    - tgt: {{ data.id }}
+    - arg: [{{ data.sls }}

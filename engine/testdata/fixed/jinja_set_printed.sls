@@ -1,0 +1,5 @@
+{% set id = data['id'] %}
+r:
+  local.test.ping:
+    - tgt: {{ id }}
+   - x

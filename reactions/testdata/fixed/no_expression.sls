@@ -1,0 +1,3 @@
+r:
+  local.test.ping:
+    - tgt: [web1, web2

@@ -1,0 +1,5 @@
+#!gotmpl|yaml
+r:
+  local.state.apply:
+    - tgt: {{ .data.id }}
+   - arg: [{{ .data.sls }}]

@@ -1,0 +1,6 @@
+#!gotmpl|yaml
+{{- range .data.minions }}
+ping_{{ . }}:
+  local.test.ping:
+    - tgt: {{ . }}
+{{- end }}

@@ -1,0 +1,3 @@
+#!gotmpl|yaml
+{{- $id := .data.id }}
+- {{ $id }}

@@ -1,0 +1,4 @@
+#!gotmpl|yaml
+r:
+  local.test.ping:
+    - tgt: {{ .data.id }}

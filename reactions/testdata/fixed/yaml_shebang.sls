@@ -1,0 +1,5 @@
+#!yaml
+r:
+  local.test.ping:
+    - tgt: web1
+   oops: x
