@@ -98,7 +98,7 @@ func (d *Reactor) run(ctx context.Context, ev *inflight, a actions.Action) (acti
 	var r actions.Result
 	var err error
 	if st := a.Chunk.Str("state"); !drv.Supports(st) {
-		err = fmt.Errorf("driver %s cannot run %s reactions", drv.Name(), st)
+		err = fmt.Errorf("cannot run %s reactions", st)
 	} else {
 		r, err = d.opts.Retry.Do(ctx, a)
 	}
@@ -119,7 +119,7 @@ func (d *Reactor) failed(ctx context.Context, ev *inflight, a actions.Action, ru
 	d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
 	if d.opts.DeadLetter != nil && ctx.Err() == nil {
 		m.DeadLetters.Inc()
-		d.opts.DeadLetter(a, err)
+		d.opts.DeadLetter(a, fmt.Errorf("%s: %w", drv.Name(), err))
 	}
 }
 
@@ -147,7 +147,7 @@ func (d *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rul
 		}
 	}
 	d.dispatched.Add(1)
-	level := slog.LevelInfo
+	level := actions.DispatchLevel(drv)
 	if d.opts.Archive != nil {
 		// The ledger keeps each dispatch (reactord trace); the log gets a
 		// count a minute (see tick).

@@ -315,7 +315,7 @@ func TestReactorLedger(t *testing.T) {
 		"ev/fail": {
 			"suppressed ev/fail - - - web2 when: `false` is false",
 			"failed ev/* - - - web2 reactor.conf:2:21: can not render SLS missing.sls for tag ev/fail: file missing or not found",
-			"failed ev/* r.sls r - web2 gate: gate: attempt 1 of 5: minion unreachable",
+			"failed ev/* r.sls r - web2 gate: minion unreachable",
 		},
 		"ev/loop": {"suppressed - - - - web3 hop limit: 4 hops > 3"},
 	}
