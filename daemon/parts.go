@@ -28,9 +28,6 @@ import (
 	"github.com/reactord/reactord/store"
 )
 
-// defaultKeepJobs is the archive's retention, Salt's keep_jobs default.
-const defaultKeepJobs = 24 * time.Hour
-
 // sharedWaitJetStream is how long, with JetStream, a throttle keeps asking
 // a failing shared state before counting in its replica alone.
 const sharedWaitJetStream = 15 * time.Second
