@@ -45,7 +45,7 @@ func (f *DriverOptions) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&f.APIUser, "saltapi-user", f.APIUser, "saltapi driver: eauth user")
 	fs.StringVar(&f.APIPassword, "saltapi-password", f.APIPassword, "saltapi driver: eauth password (shows in ps: prefer --saltapi-password-file or $"+EnvName("saltapi-password")+")")
 	fs.StringVar(&f.APIPasswordFile, "saltapi-password-file", f.APIPasswordFile, "saltapi driver: file holding the eauth password")
-	fs.StringVar(&f.APIEAuth, "saltapi-eauth", f.APIEAuth, "saltapi driver: eauth backend")
+	fs.StringVar(&f.APIEAuth, "saltapi-eauth", f.APIEAuth, autoHelp("saltapi driver: eauth backend (pam, ldap, ...)", "Salt's auto eauth module; none with a token alone"))
 	fs.StringVar(&f.APIToken, "saltapi-token", f.APIToken, "saltapi driver: a session token from /login (shows in ps: prefer --saltapi-token-file or $"+EnvName("saltapi-token")+")")
 	fs.StringVar(&f.APITokenFile, "saltapi-token-file", f.APITokenFile, "saltapi driver: file holding the session token")
 	fs.StringVar(&f.APICA, "saltapi-ca", f.APICA, "saltapi driver: CA file for salt-api's certificate")

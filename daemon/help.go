@@ -120,10 +120,12 @@ var rendererHelp = map[string]string{
 func RendererUsage() string {
 	parts := make([]string, 0, len(config.Renderers))
 	for _, r := range config.Renderers {
-		parts = append(parts, r+" ("+rendererHelp[r]+")")
+		if r != config.RendererAuto {
+			parts = append(parts, r+" ("+rendererHelp[r]+")")
+		}
 	}
-	return "how reaction files without a shebang (or with Salt's #!jinja|yaml) are read: " + orList(parts, "or") +
-		"; #!gotmpl|yaml and #!yaml always win"
+	return autoHelp("how reaction files without a shebang (or with Salt's #!jinja|yaml) are read: "+orList(parts, "or")+
+		"; #!gotmpl|yaml and #!yaml always win", rendererHelp[config.RendererAuto])
 }
 
 // orList joins words as "a, b or c".
