@@ -166,12 +166,7 @@ func (d *Daemon) buildEngine(context.Context) error {
 		cfg.Settings.Renderer = r
 	}
 	d.cfg = cfg
-	rep, err := d.checkFiles(cfg)
-	if err != nil {
-		return configErr(&LoadError{err})
-	}
-	d.logProblems(rep)
-	eng, err := engine.New(cfg, d.log)
+	eng, err := d.loadEngine(cfg)
 	if err != nil {
 		return configErr(&LoadError{err})
 	}
@@ -203,17 +198,24 @@ func (d *Daemon) brokenFiles() map[string]error {
 	return d.eng.BrokenFiles()
 }
 
-// checkFiles checks a configuration as `check` does, without an event, at
-// start and on each reload. Reaction files that exist but do not load are
-// an error listing each of their problems, unless --start-broken; every
-// other problem (configuration warnings, files that match nothing, no
-// rules at all) is logged, and the daemon runs with what loads.
-func (d *Daemon) checkFiles(cfg *config.Config) (engine.CheckReport, error) {
-	rep := engine.CheckLoaded(cfg)
-	if len(rep.Broken) > 0 && !d.opts.StartBroken {
-		return rep, errors.Join(append(rep.Broken, fmt.Errorf("%d problem(s) in reaction files that do not load: fix them (reactord check -c %s lists every problem), or run with --start-broken to react with the files that load", len(rep.Broken), d.opts.Config))...)
+// loadEngine builds the engine of a configuration and checks it as
+// `check` does, without an event, at start and on each reload: the check
+// compiles the engine's own reaction files, so that a load compiles each
+// file once. Reaction files that exist but do not load are an error
+// listing each of their problems, unless --start-broken; every other
+// problem (configuration warnings, files that match nothing, no rules at
+// all) is logged, and the daemon runs with what loads.
+func (d *Daemon) loadEngine(cfg *config.Config) (*engine.Engine, error) {
+	eng, err := engine.New(cfg, d.log)
+	if err != nil {
+		return nil, err
 	}
-	return rep, nil
+	rep := engine.CheckEngine(eng)
+	if len(rep.Broken) > 0 && !d.opts.StartBroken {
+		return nil, errors.Join(append(rep.Broken, fmt.Errorf("%d problem(s) in reaction files that do not load: fix them (reactord check -c %s lists every problem), or run with --start-broken to react with the files that load", len(rep.Broken), d.opts.Config))...)
+	}
+	d.logProblems(rep)
+	return eng, nil
 }
 
 // logProblems logs each problem of a configuration taken (at start or on
@@ -594,20 +596,12 @@ func (d *Daemon) reloader() *reloader {
 		if r := d.opts.Renderer.Effective(d.opts.Jinja); r != "" {
 			ncfg.Settings.Renderer = r // the reactord: section is read at start
 		}
-		rep, err := d.checkFiles(ncfg)
-		if err != nil {
-			return err
-		}
-		neng, err := engine.New(ncfg, d.log)
+		neng, err := d.loadEngine(ncfg)
 		if err != nil {
 			return err
 		}
 		neng.SetSaltCalls(d.saltCalls)
-		if err := d.pipe.Reload(neng); err != nil {
-			return err
-		}
-		d.logProblems(rep)
-		return nil
+		return d.pipe.Reload(neng)
 	}, func(ok bool) { d.metrics.ReloadOK.Set(b2f(ok)) })
 }
 
