@@ -167,15 +167,10 @@ func (d *Daemon) settle() error {
 			o.Workers = CallLanes
 		}
 	}
-	// The embedded server has JetStream and a disk: by default its events
-	// go through the stream, so that a burst waits there instead of
-	// overflowing the lanes.
-	d.jetstream = o.JetStream.On(o.NATS.URL == "")
-	if o.Partitions > 0 && !d.jetstream {
-		return errors.New("--partitions needs --jetstream (core NATS queue groups cannot keep a minion's events in order across replicas)")
-	}
-	if o.DedupeMasters > 0 && !d.jetstream {
-		return errors.New("--dedupe-masters needs --jetstream (the copies are told apart through a JetStream key-value bucket)")
+	if o.JetStream.Given && !o.JetStream.Value {
+		if err := needJetStream(o); err != nil {
+			return err
+		}
 	}
 	if o.LogLevel != "" {
 		if _, err := config.ParseLogLevel(o.LogLevel); err != nil {

@@ -81,7 +81,7 @@ func (d *Daemon) startNATS(context.Context) error {
 }
 
 // connect opens the NATS connection and the pipeline's metrics.
-func (d *Daemon) connect(context.Context) error {
+func (d *Daemon) connect(ctx context.Context) error {
 	copts, err := d.opts.NATS.ConnOptions("reactord", d.dataDir)
 	if err != nil {
 		return configErr(err)
@@ -98,6 +98,9 @@ func (d *Daemon) connect(context.Context) error {
 	}
 	d.conn = conn
 	d.push("NATS connection", func(context.Context) error { conn.Close(); return nil })
+	if err := d.chooseDelivery(ctx); err != nil {
+		return configErr(err)
+	}
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_nats_connected", Help: "1 while the NATS connection is up."},
 		func() float64 { return b2f(conn.Connected()) }))
 	d.addHealth("NATS connection", func() error {
