@@ -204,3 +204,7 @@ func storeHasPassword(s string) bool {
 	_, set := u.User.Password()
 	return set
 }
+
+// LogLevelNames are the log_level (--log-level) values reactord accepts,
+// Salt's names in Salt's order.
+var LogLevelNames = strings.Split(logLevelNames, ", ")

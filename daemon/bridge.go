@@ -58,7 +58,7 @@ type BridgeSaltAPI struct {
 // DefaultBridgeOptions returns the bridge's defaults.
 func DefaultBridgeOptions() BridgeOptions {
 	return BridgeOptions{SockDir: bridge.DefaultSockDir, JobCache: bridge.DefaultJobCache, SaltAPI: BridgeSaltAPI{EAuth: "auto"},
-		SpoolMemory: bridge.DefaultSpoolMemory, SpoolDisk: bridge.DefaultSpoolDisk}
+		SpoolMemory: bridge.DefaultSpoolMemory, SpoolDisk: bridge.DefaultSpoolDisk, LogLevel: DefaultLogLevel, LogFormat: DefaultLogFormat}
 }
 
 // Flags registers the bridge's flags, with o's values as defaults.
@@ -74,9 +74,9 @@ func (o *BridgeOptions) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SaltAPI.Token, "saltapi-token", o.SaltAPI.Token, "session token from /login (shows in ps: prefer --saltapi-token-file or $"+EnvName("saltapi-token")+")")
 	fs.StringVar(&o.SaltAPI.TokenFile, "saltapi-token-file", o.SaltAPI.TokenFile, "file holding the session token")
 	fs.StringVar(&o.SaltAPI.CA, "saltapi-ca", o.SaltAPI.CA, "CA file for salt-api's certificate")
-	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory of the disk spool; default: the user cache directory's reactord-bridge folder")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "least severe level logged: debug, info, warning, error or quiet (default: info)")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log line format: text (key=value) or json (one object a line) (default: text)")
+	stringAuto(fs, &o.DataDir, "data-dir", "directory of the disk spool", "the user cache directory's reactord-bridge folder")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, LogLevelUsage())
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, LogFormatUsage())
 	fs.Int64Var(&o.SpoolMemory, "spool-memory", o.SpoolMemory, "bytes of events held in memory while NATS cannot take them")
 	fs.Int64Var(&o.SpoolDisk, "spool-disk", o.SpoolDisk, "further bytes held on disk under --data-dir (0: no disk spool)")
 	fs.StringVar(&o.HTTP, "http", o.HTTP, "serve /metrics and /healthz on this address")

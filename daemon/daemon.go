@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sync/atomic"
 	"syscall"
 
@@ -155,25 +156,21 @@ func (d *Daemon) settle() error {
 	}
 	d.driver = o.Driver
 	if o.DryRun || d.driver == "" {
-		d.driver = "dryrun"
+		d.driver = DefaultDriver
 	}
 	if o.DriverOverride != nil {
 		d.driver = o.DriverOverride.Name()
 	}
-	if o.Workers == 0 && (d.driver == "saltapi" || d.driver == "exec") {
-		// A lane waits for its reaction's call; the drivers batch and merge
-		// only what waits, so give them more lanes than request slots.
-		o.Workers = 32
+	if o.Workers == 0 { // --workers auto
+		o.Workers = reactor.DefaultLanes
+		if slices.Contains(CallDrivers, d.driver) {
+			o.Workers = CallLanes
+		}
 	}
-	// The embedded server has JetStream and a disk: by default its events
-	// go through the stream, so that a burst waits there instead of
-	// overflowing the lanes.
-	d.jetstream = o.JetStream.On(o.NATS.URL == "")
-	if o.Partitions > 0 && !d.jetstream {
-		return errors.New("--partitions needs --jetstream (core NATS queue groups cannot keep a minion's events in order across replicas)")
-	}
-	if o.DedupeMasters > 0 && !d.jetstream {
-		return errors.New("--dedupe-masters needs --jetstream (the copies are told apart through a JetStream key-value bucket)")
+	if o.JetStream.Given && !o.JetStream.Value {
+		if err := needJetStream(o); err != nil {
+			return err
+		}
 	}
 	if o.LogLevel != "" {
 		if _, err := config.ParseLogLevel(o.LogLevel); err != nil {
@@ -184,7 +181,7 @@ func (d *Daemon) settle() error {
 		return err
 	}
 	if o.KeepJobs == 0 {
-		o.KeepJobs = defaultKeepJobs
+		o.KeepJobs = DefaultKeepJobs
 	}
 	d.log = o.Log
 	if d.log == nil {
@@ -215,13 +212,17 @@ func NewLogger(w io.Writer, level, format string, verbose bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, ho))
 }
 
-// CheckLogFormat refuses a --log-format other than text and json.
+// CheckLogFormat refuses a --log-format other than those of LogFormats
+// ("" is the default).
 func CheckLogFormat(format string) error {
-	switch format {
-	case "", "text", "json":
-		return nil
+	names := make([]string, 0, len(LogFormats))
+	for _, f := range LogFormats {
+		if f.Name == format || format == "" {
+			return nil
+		}
+		names = append(names, f.Name)
 	}
-	return fmt.Errorf("--log-format %q: want text or json", format)
+	return fmt.Errorf("--log-format %q: want %s", format, orList(names, "or"))
 }
 
 // Log returns the daemon's logger.

@@ -38,17 +38,6 @@ type DriverOptions struct {
 	MasterSockets                        int
 }
 
-// DefaultDriverOptions returns the drivers' defaults.
-func DefaultDriverOptions() DriverOptions {
-	return DriverOptions{
-		ExecSubject: natsdriver.DefaultExecPrefix, APIEAuth: "auto",
-		APIMaxInFlight: saltapi.DefaultMaxInFlight, APIMaxBatch: saltapi.DefaultMaxBatch, APIMaxMerge: saltapi.DefaultMaxMerge,
-		SaltBin: "salt", SaltRunBin: "salt-run", SaltCallBin: "salt-call",
-		ExecTimeout: 30 * time.Second, KillGrace: 5 * time.Second, ExecCoalesce: execdriver.DefaultMaxCoalesce,
-		MasterSockets: 8,
-	}
-}
-
 // Flags registers the drivers' flags, their defaults f's values.
 func (f *DriverOptions) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&f.ExecSubject, "exec-subject", f.ExecSubject, "nats driver: subject prefix reactions are published under (<prefix><state>)")
@@ -56,24 +45,26 @@ func (f *DriverOptions) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&f.APIUser, "saltapi-user", f.APIUser, "saltapi driver: eauth user")
 	fs.StringVar(&f.APIPassword, "saltapi-password", f.APIPassword, "saltapi driver: eauth password (shows in ps: prefer --saltapi-password-file or $"+EnvName("saltapi-password")+")")
 	fs.StringVar(&f.APIPasswordFile, "saltapi-password-file", f.APIPasswordFile, "saltapi driver: file holding the eauth password")
-	fs.StringVar(&f.APIEAuth, "saltapi-eauth", f.APIEAuth, "saltapi driver: eauth backend")
+	fs.StringVar(&f.APIEAuth, "saltapi-eauth", f.APIEAuth, autoHelp("saltapi driver: eauth backend (pam, ldap, ...)", "Salt's auto eauth module; none with a token alone"))
 	fs.StringVar(&f.APIToken, "saltapi-token", f.APIToken, "saltapi driver: a session token from /login (shows in ps: prefer --saltapi-token-file or $"+EnvName("saltapi-token")+")")
 	fs.StringVar(&f.APITokenFile, "saltapi-token-file", f.APITokenFile, "saltapi driver: file holding the session token")
 	fs.StringVar(&f.APICA, "saltapi-ca", f.APICA, "saltapi driver: CA file for salt-api's certificate")
 	fs.BoolVar(&f.APIInsecure, "saltapi-insecure", f.APIInsecure, "saltapi driver: do not verify salt-api's certificate (tests only)")
-	fs.StringVar(&f.SaltBin, "salt-bin", f.SaltBin, "exec driver: the salt program")
-	fs.StringVar(&f.SaltRunBin, "salt-run-bin", f.SaltRunBin, "exec driver: the salt-run program")
-	fs.StringVar(&f.SaltCallBin, "salt-call-bin", f.SaltCallBin, "exec driver: the salt-call program (also runs caller reactions for saltapi)")
+	fs.StringVar(&f.SaltBin, "salt-bin", f.SaltBin, programUsage("salt"))
+	fs.StringVar(&f.SaltRunBin, "salt-run-bin", f.SaltRunBin, programUsage("salt-run")+" (wheel reactions with the master driver)")
+	fs.StringVar(&f.SaltCallBin, "salt-call-bin", f.SaltCallBin, programUsage("salt-call")+" (caller reactions with the master and saltapi drivers)")
 	fs.DurationVar(&f.ExecTimeout, "exec-timeout", f.ExecTimeout, "exec driver: timeout of one command")
 	fs.DurationVar(&f.KillGrace, "exec-kill-grace", f.KillGrace, "exec driver: SIGTERM to SIGKILL grace")
-	fs.StringVar(&f.SaltConfigDir, "salt-config-dir", f.SaltConfigDir, "exec driver: pass -c DIR to the salt programs")
+	fs.StringVar(&f.SaltConfigDir, "salt-config-dir", f.SaltConfigDir, saltConfigDirUsage())
 	fs.IntVar(&f.APIMaxInFlight, "saltapi-max-in-flight", f.APIMaxInFlight, "saltapi driver: requests to salt-api at once")
 	fs.IntVar(&f.APIMaxBatch, "saltapi-max-batch", f.APIMaxBatch, "saltapi driver: reactions waiting for a request slot are sent together, up to this many in one POST (1: never)")
 	fs.IntVar(&f.APIMaxMerge, "saltapi-merge", f.APIMaxMerge, "saltapi driver: waiting local reactions that differ only in their literal minion target become one job with a list target, up to this many (1: never)")
-	fs.IntVar(&f.ExecMaxProcs, "exec-max-procs", f.ExecMaxProcs, "exec driver: salt/salt-run programs running at once (default: the CPU count, 2 to 8)")
-	fs.StringVar(&f.MasterURI, "master-uri", f.MasterURI, "master driver: the master's request server, tcp://HOST:PORT (default: interface and ret_port of the master configuration in --salt-config-dir, /etc/salt)")
-	fs.StringVar(&f.MasterKeyFile, "master-key-file", f.MasterKeyFile, "master driver: the key file the salt command reads (default: CACHEDIR/.USER_key of the master configuration)")
-	fs.StringVar(&f.MasterUser, "master-user", f.MasterUser, "master driver: the user jobs are published as, whose key file is read: root, the master's user, or a user in the master's publisher_acl (default: the user reactord runs as)")
+	intAuto(fs, &f.ExecMaxProcs, "exec-max-procs", "exec driver: salt/salt-run programs running at once", "the CPU count, 2 to 8")
+	stringAuto(fs, &f.MasterURI, "master-uri", "master driver: the master's request server, tcp://HOST:PORT",
+		"interface and ret_port of the master configuration in --salt-config-dir")
+	stringAuto(fs, &f.MasterKeyFile, "master-key-file", "master driver: the key file the salt command reads", "CACHEDIR/.USER_key of the master configuration")
+	stringAuto(fs, &f.MasterUser, "master-user", "master driver: the user jobs are published as, whose key file is read: root, the master's user, or a user in the master's publisher_acl",
+		"the user reactord runs as")
 	fs.IntVar(&f.MasterSockets, "master-sockets", f.MasterSockets, "master driver: requests to the master in flight at once (one REQ socket each)")
 	fs.IntVar(&f.ExecCoalesce, "exec-coalesce", f.ExecCoalesce, "exec driver: waiting local reactions that differ only in their literal minion target share one salt -L run, up to this many (1: never)")
 }
@@ -84,7 +75,7 @@ func (f *DriverOptions) Flags(fs *flag.FlagSet) {
 func (f *DriverOptions) master() (actions.Driver, error) {
 	dir := f.SaltConfigDir
 	if dir == "" {
-		dir = "/etc/salt"
+		dir = DefaultMasterSaltConfigDir
 	}
 	mc, err := masterdriver.ReadMasterConfig(dir)
 	if err != nil {

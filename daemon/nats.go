@@ -30,7 +30,7 @@ type NATSOptions struct {
 // which says what an empty URL does for the command.
 func (n *NATSOptions) Flags(fs *flag.FlagSet, urlUsage string) {
 	fs.StringVar(&n.URL, "nats", n.URL, urlUsage)
-	fs.StringVar(&n.Token, "nats-token", n.Token, "NATS token (shows in ps: prefer --nats-token-file or $"+EnvName("nats-token")+"); default: the token of reactord's embedded server at that address, when this user can read it")
+	fs.StringVar(&n.Token, "nats-token", n.Token, "NATS token (shows in ps: prefer --nats-token-file or $"+EnvName("nats-token")+"); empty: the token of reactord's embedded server at that address, when this user can read it")
 	fs.StringVar(&n.TokenFile, "nats-token-file", n.TokenFile, "file holding the NATS token (reactord's embedded server: DATA_DIR/"+natsbus.TokenFileName+")")
 	fs.StringVar(&n.User, "nats-user", n.User, "NATS user")
 	fs.StringVar(&n.Password, "nats-password", n.Password, "NATS password (shows in ps: prefer --nats-password-file or $"+EnvName("nats-password")+")")

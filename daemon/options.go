@@ -16,9 +16,8 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/natsbus/embedded"
+	"github.com/reactord/reactord/natsbus/kv"
 	"github.com/reactord/reactord/reactor"
-	"github.com/reactord/reactord/store"
 )
 
 // Options are every setting of a daemon. Defaults returns them with their
@@ -139,80 +138,81 @@ type Hooks struct {
 	OnDone func(d reactor.Delivery)
 }
 
-// Defaults returns the options with every default a flag shows. Defaults
-// that depend on other settings (the driver's lanes, JetStream with the
-// embedded server, the store under the data directory) are settled by New.
-func Defaults() Options {
-	return Options{
-		Listen:        "127.0.0.1:4222",
-		SaltCalls:     SaltCallsDefault,
-		MaxPayload:    embedded.DefaultMaxPayload,
-		Queue:         1024,
-		DrainTimeout:  10 * time.Second,
-		DeadLetter:    "reactord.deadletter",
-		ParkedSubject: "reactord.parked",
-		AckWait:       10 * time.Second,
-		DedupeWindow:  2 * time.Minute,
-		ReloadSettle:  defaultReloadSettle,
-		StoreSpool:    1 << 30,
-		MasterID:      store.DefaultMasterID(),
-		SharedState:   true,
-		Drivers:       DefaultDriverOptions(),
-	}
-}
-
 // Flags registers a flag for every setting, its default the option's
-// current value.
+// current value (Defaults: the value the daemon uses when nothing gives
+// one). A setting decided at start shows as auto, its help saying what
+// auto is.
 func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Config, "c", o.Config, "reactor configuration: a file or a master.d directory (required)")
-	o.NATS.Flags(fs, "NATS URL(s) to connect to (default: the reactord: section's nats); empty: start an embedded server on --listen")
+	o.NATS.Flags(fs, "NATS URL(s) to connect to; empty: start an embedded server on --listen")
 	fs.StringVar(&o.Listen, "listen", o.Listen, "address of the embedded NATS server")
-	fs.BoolVar(&o.ListenOpen, "listen-open", o.ListenOpen, "run the embedded NATS server without authentication (default: clients need the token in DATA_DIR/"+natsbus.TokenFileName+"); any local user can then read and publish events")
-	fs.IntVar(&o.MaxPayload, "max-payload", o.MaxPayload, "largest message the embedded NATS server accepts, in bytes (NATS's own default is 1 MB; a highstate return is often bigger)")
-	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "data directory (embedded JetStream); default: the user cache directory's reactord folder")
+	fs.BoolVar(&o.ListenOpen, "listen-open", o.ListenOpen, "run the embedded NATS server without authentication, so that any local user can read and publish events (false: clients need the token in DATA_DIR/"+natsbus.TokenFileName+")")
+	fs.IntVar(&o.MaxPayload, "max-payload", o.MaxPayload, "largest message the embedded NATS server accepts, in bytes (NATS alone accepts 1 MB; a highstate return is often bigger)")
+	stringAuto(fs, &o.DataDir, "data-dir", "data directory: the embedded server's JetStream, its token, the SQLite store and the store spool",
+		"the user cache directory's reactord folder ($XDG_CACHE_HOME/reactord or ~/.cache/reactord); without a home directory, reactord-UID in the temporary directory; the packaged service gives "+natsbus.SystemDataDir+"")
 	fs.StringVar(&o.HTTP, "http", o.HTTP, "serve /metrics and /healthz on this address")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "execute nothing; print each reaction as a JSON line (same as --driver dryrun); with --saltapi-url, reaction files' read-only Salt calls still run (--salt-calls off: not)")
 	SaltCallsFlag(fs, &o.SaltCalls)
-	fs.StringVar(&o.Driver, "driver", o.Driver, "driver: dryrun, saltapi, exec, nats, null (dispatches nothing: benchmarks) (default: dryrun)")
-	fs.Var(&o.JetStream, "jetstream", "consume a JetStream stream with a shared durable consumer (ack after dispatch; a burst waits on disk, nothing is dropped) instead of a core queue group; default: true with the embedded server, false with --nats URL (--jetstream=false: core)")
+	fs.StringVar(&o.Driver, "driver", o.Driver, DriverUsage())
+	fs.Var(autoBool{&o.JetStream}, "jetstream", autoHelp("consume a JetStream stream with a shared durable consumer (ack after dispatch; a burst waits on disk, nothing is dropped) instead of a core queue group, which drops what overflows the lanes",
+		"true when the NATS server has JetStream, as the embedded server does; false, logged once, when it has none"))
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "JetStream: split the stream into this many partitions by minion, each handled by one replica at a time, so one minion's events are handled in order across replicas and through a replica's death (every replica must give the same number; about the number of replicas; 0: one shared consumer, no order across replicas)")
-	fs.IntVar(&o.Workers, "workers", o.Workers, "ordered worker lanes (default: 32 for the saltapi and exec drivers, 8 for the others)")
+	intAuto(fs, &o.Workers, "workers", "ordered worker lanes", workersAuto())
 	fs.IntVar(&o.Queue, "queue", o.Queue, "events queued per lane")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long SIGTERM waits for in-flight events")
 	fs.StringVar(&o.DeadLetter, "dead-letter", o.DeadLetter, "subject receiving reactions that failed after retries")
 	fs.StringVar(&o.ParkedSubject, "parked-subject", o.ParkedSubject, "JetStream: subject receiving an event the daemon died on three times while handling it, which is then acknowledged and not handled again (reactord_events_parked_total; the ledger says so)")
 	fs.DurationVar(&o.AckWait, "ack-wait", o.AckWait, "JetStream: redeliver an event not acknowledged within this time (what a crashed daemon held comes back after it; longer work sends progress acknowledgements)")
-	fs.DurationVar(&o.JetStreamSync, "jetstream-sync", o.JetStreamSync, "embedded server: how long JetStream may keep an acknowledged event before flushing it to disk (0: flush each write before acknowledging it, so an acknowledged event survives a power failure; NATS's own default is 2m, many times faster on slow disks, and loses up to that much acknowledged work when the machine crashes)")
-	fs.IntVar(&o.StreamReplicas, "stream-replicas", o.StreamReplicas, "JetStream: servers of the NATS cluster that keep the event stream (default 1 for a new stream; a value given here or in the file is applied to an existing stream too, and logged)")
+	fs.DurationVar(&o.JetStreamSync, "jetstream-sync", o.JetStreamSync, "embedded server: how long JetStream may keep an acknowledged event before flushing it to disk (0: flush each write before acknowledging it, so an acknowledged event survives a power failure; NATS alone uses 2m, many times faster on slow disks, and loses up to that much acknowledged work when the machine crashes)")
+	intAuto(fs, &o.StreamReplicas, "stream-replicas", "JetStream: servers of the NATS cluster that keep the event stream and the key-value buckets (a number given here or in the file is applied to an existing stream too, and logged)",
+		"1 for a new stream; an existing stream keeps its own")
 	fs.DurationVar(&o.DedupeMasters, "dedupe-masters", o.DedupeMasters, "JetStream: treat events with the same tag and data (but _stamp) whose masters stamped them at most this far apart as one, the first copy taken reacting (multi-master pairs, each with its bridge; e.g. 2s; 0: off)")
 	fs.DurationVar(&o.DedupeWindow, "dedupe-window", o.DedupeWindow, "JetStream: the stream's duplicate window for the bridge's Nats-Msg-Id (one master emission); applied to an existing stream too")
 	fs.DurationVar(&o.ReloadSettle, "reload-settle", o.ReloadSettle, "reload on a configuration file change once the files were unchanged this long")
-	fs.DurationVar(&o.Settle, "settle", o.Settle, "loop guard: after a reaction's job returned on a minion, hold the reaction back from that minion's beacons this long (default: 2s)")
-	fs.DurationVar(&o.JobTimeout, "job-timeout", o.JobTimeout, "loop guard: stop waiting for a job's returns after this long (default: 5m)")
-	fs.IntVar(&o.MaxHops, "max-hops", o.MaxHops, "suppress events caused by reactions more than this many times in a row (default: 3)")
-	fs.StringVar(&o.Store, "store", o.Store, "audit store: sqlite:///path.db, mysql://..., postgres://..., or none (default: sqlite under --data-dir)")
+	fs.DurationVar(&o.Settle, "settle", o.Settle, "loop guard: after a reaction's job returned on a minion, hold the reaction back from that minion's beacons this long")
+	fs.DurationVar(&o.JobTimeout, "job-timeout", o.JobTimeout, "loop guard: stop waiting for a job's returns after this long")
+	fs.IntVar(&o.MaxHops, "max-hops", o.MaxHops, "suppress events caused by reactions more than this many times in a row")
+	stringAuto(fs, &o.Store, "store", "audit store: "+StoreUsage()+", or none",
+		"sqlite under --data-dir")
 	fs.StringVar(&o.StoreFile, "store-file", o.StoreFile, "file holding the --store URL, so its password stays out of ps (or $"+EnvName("store")+")")
 	fs.Int64Var(&o.StoreSpool, "store-spool", o.StoreSpool, "bytes of disk the audit store's records may take under --data-dir while the database is down (JetStream acknowledges an event once its records are written or spooled)")
-	fs.DurationVar(&o.KeepJobs, "keep-jobs", o.KeepJobs, "keep archived events, jobs and returns this long (default: 24h, like Salt)")
+	fs.DurationVar(&o.KeepJobs, "keep-jobs", o.KeepJobs, "keep archived events, jobs and returns this long (Salt's keep_jobs)")
 	fs.StringVar(&o.MasterID, "master-id", o.MasterID, "the Salt master's id (its id option): archived events carry it and runner and wheel jobs return under it, as in Salt's job cache")
 	fs.BoolVar(&o.ArchiveAll, "archive-all", o.ArchiveAll, "also archive saltutil.find_job polling and Salt's legacy duplicate tags")
 	fs.StringVar(&o.ArchiveTags, "archive-tags", o.ArchiveTags, "archive only events whose tag matches one of these comma-separated globs (job publishes and returns are always kept)")
 	fs.BoolVar(&o.NoLoopGuard, "no-loop-guard", o.NoLoopGuard, "turn the job-linked loop guard off (throttle, debounce and the hop limit still apply)")
-	fs.BoolVar(&o.SharedState, "shared-state", o.SharedState, "keep the loop guard's jobs, hop counts, throttle counts and debounces in a JetStream key-value bucket (REACTORD_GUARD) that every replica shares and a restarted one reloads, in core mode too; false, or a NATS server without JetStream 2.11+: in this process's memory")
+	fs.BoolVar(&o.SharedState, "shared-state", o.SharedState, "keep the loop guard's jobs, hop counts, throttle counts and debounces in a JetStream key-value bucket ("+kv.DefaultStateBucket+") that every replica shares and a restarted one reloads, in core mode too; false, or a NATS server without JetStream 2.11+: in this process's memory")
 	o.Drivers.Flags(fs)
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "least severe level logged: debug, info, warning, error or quiet (Salt's names: all, garbage, trace, profile, critical too) (default: info)")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, LogLevelUsage())
 	fs.BoolVar(&o.Verbose, "v", o.Verbose, "debug logging (--log-level debug)")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "log line format: text (key=value) or json (one object a line) (default: text)")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, LogFormatUsage())
 	RendererFlags(fs, &o.Renderer, &o.Jinja)
-	fs.BoolVar(&o.StartBroken, "start-broken", o.StartBroken, "start (and reload) even when reaction files do not load: each event they match fails, /healthz answers 503 naming them and reactord_reaction_files_broken counts their problems (default: refuse the start, or keep the previous configuration on a reload, printing every problem)")
+	fs.BoolVar(&o.StartBroken, "start-broken", o.StartBroken, "start (and reload) even when reaction files do not load: each event they match fails, /healthz answers 503 naming them and reactord_reaction_files_broken counts their problems (false: refuse the start, or keep the previous configuration on a reload, printing every problem)")
 }
 
 // RendererFlags registers --renderer and the older --jinja on a command
 // that loads reaction files.
 func RendererFlags(fs *flag.FlagSet, mode *RendererMode, jinja *bool) {
-	fs.Var(mode, "renderer", "how reaction files without a shebang (or with Salt's #!jinja|yaml) are read: auto (as Salt does: Jinja, unless the file is unmistakably a Go template), jinja, or gotmpl (every one a Go template); #!gotmpl|yaml and #!yaml always win (default: auto)")
-	fs.BoolVar(jinja, "jinja", *jinja, "the same as --renderer jinja")
+	usage := RendererUsage()
+	if *mode == "" {
+		usage += " (empty: the reactord: section's renderer)"
+	}
+	fs.Var(rendererFlag{mode}, "renderer", usage)
+	fs.BoolVar(jinja, "jinja", *jinja, "the same as --renderer "+config.RendererJinja)
 }
+
+// rendererFlag registers a RendererMode so that the help shows its
+// default.
+type rendererFlag struct{ m *RendererMode }
+
+func (r rendererFlag) String() string {
+	if r.m == nil {
+		return ""
+	}
+	return r.m.String()
+}
+
+func (r rendererFlag) Set(s string) error { return r.m.Set(s) }
 
 // RendererMode is the value of --renderer: one of config.Renderers.
 type RendererMode string

@@ -29,9 +29,6 @@ import (
 	"github.com/reactord/reactord/store/sqlstore"
 )
 
-// defaultKeepJobs is the archive's retention, Salt's keep_jobs default.
-const defaultKeepJobs = 24 * time.Hour
-
 // sharedWaitJetStream is how long, with JetStream, a throttle keeps asking
 // a failing shared state before counting in its replica alone.
 const sharedWaitJetStream = 15 * time.Second
@@ -85,7 +82,7 @@ func (d *Daemon) startNATS(context.Context) error {
 }
 
 // connect opens the NATS connection and the pipeline's metrics.
-func (d *Daemon) connect(context.Context) error {
+func (d *Daemon) connect(ctx context.Context) error {
 	copts, err := d.opts.NATS.ConnOptions("reactord", d.dataDir)
 	if err != nil {
 		return configErr(err)
@@ -103,6 +100,9 @@ func (d *Daemon) connect(context.Context) error {
 	}
 	d.conn = conn
 	d.push("NATS connection", func(context.Context) error { conn.Close(); return nil })
+	if err := d.chooseDelivery(ctx); err != nil {
+		return configErr(err)
+	}
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_nats_connected", Help: "1 while the NATS connection is up."},
 		func() float64 { return b2f(conn.Connected()) }))
 	d.addHealth("NATS connection", func() error {
@@ -171,12 +171,7 @@ func (d *Daemon) buildEngine(context.Context) error {
 		cfg.Settings.Renderer = r
 	}
 	d.cfg = cfg
-	rep, err := d.checkFiles(cfg)
-	if err != nil {
-		return configErr(&LoadError{err})
-	}
-	d.logProblems(rep)
-	eng, err := engine.New(cfg, d.log)
+	eng, err := d.loadEngine(cfg)
 	if err != nil {
 		return configErr(&LoadError{err})
 	}
@@ -208,17 +203,24 @@ func (d *Daemon) brokenFiles() map[string]error {
 	return d.eng.BrokenFiles()
 }
 
-// checkFiles checks a configuration as `check` does, without an event, at
-// start and on each reload. Reaction files that exist but do not load are
-// an error listing each of their problems, unless --start-broken; every
-// other problem (configuration warnings, files that match nothing, no
-// rules at all) is logged, and the daemon runs with what loads.
-func (d *Daemon) checkFiles(cfg *config.Config) (engine.CheckReport, error) {
-	rep := engine.CheckLoaded(cfg)
-	if len(rep.Broken) > 0 && !d.opts.StartBroken {
-		return rep, errors.Join(append(rep.Broken, fmt.Errorf("%d problem(s) in reaction files that do not load: fix them (reactord check -c %s lists every problem), or run with --start-broken to react with the files that load", len(rep.Broken), d.opts.Config))...)
+// loadEngine builds the engine of a configuration and checks it as
+// `check` does, without an event, at start and on each reload: the check
+// compiles the engine's own reaction files, so that a load compiles each
+// file once. Reaction files that exist but do not load are an error
+// listing each of their problems, unless --start-broken; every other
+// problem (configuration warnings, files that match nothing, no rules at
+// all) is logged, and the daemon runs with what loads.
+func (d *Daemon) loadEngine(cfg *config.Config) (*engine.Engine, error) {
+	eng, err := engine.New(cfg, d.log)
+	if err != nil {
+		return nil, err
 	}
-	return rep, nil
+	rep := engine.CheckEngine(eng)
+	if len(rep.Broken) > 0 && !d.opts.StartBroken {
+		return nil, errors.Join(append(rep.Broken, fmt.Errorf("%d problem(s) in reaction files that do not load: fix them (reactord check -c %s lists every problem), or run with --start-broken to react with the files that load", len(rep.Broken), d.opts.Config))...)
+	}
+	d.logProblems(rep)
+	return eng, nil
 }
 
 // logProblems logs each problem of a configuration taken (at start or on
@@ -599,20 +601,12 @@ func (d *Daemon) reloader() *reloader {
 		if r := d.opts.Renderer.Effective(d.opts.Jinja); r != "" {
 			ncfg.Settings.Renderer = r // the reactord: section is read at start
 		}
-		rep, err := d.checkFiles(ncfg)
-		if err != nil {
-			return err
-		}
-		neng, err := engine.New(ncfg, d.log)
+		neng, err := d.loadEngine(ncfg)
 		if err != nil {
 			return err
 		}
 		neng.SetSaltCalls(d.saltCalls)
-		if err := d.pipe.Reload(neng); err != nil {
-			return err
-		}
-		d.logProblems(rep)
-		return nil
+		return d.pipe.Reload(neng)
 	}, func(ok bool) { d.metrics.ReloadOK.Set(b2f(ok)) })
 }
 

@@ -30,7 +30,9 @@ section, its default. A secret and its ` + "`*-file`" + ` flag are one setting: 
 the command line gives wins, else the secret's variable, else the section's
 ` + "`*_file`" + ` key (the section refuses the secrets themselves). ` + "`NATS_URL`" + ` is read
 for ` + "`--nats`" + ` after ` + "`REACTORD_NATS`" + `. ` + "`reactord check -c CONF --settings`" + ` prints each
-merged value and where it came from.
+merged value and where it came from. A default is the value used when nothing
+gives one; ` + "`auto`" + ` is a default decided at start, from other settings or the
+machine, which the meaning's "auto:" says how (the setting accepts ` + "`auto`" + ` too).
 
 | flag | reactord: key | environment | default | meaning |
 |---|---|---|---|---|

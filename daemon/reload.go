@@ -12,10 +12,6 @@ import (
 	"github.com/reactord/reactord/config"
 )
 
-// defaultReloadSettle is how long the configuration files must stay
-// unchanged before a change to them is loaded.
-const defaultReloadSettle = time.Second
-
 // watchInterval is how often the configuration files are looked at.
 const watchInterval = 250 * time.Millisecond
 
@@ -180,7 +176,7 @@ type reloader struct {
 
 func newReloader(conf string, cfg *config.Config, settle time.Duration, log *slog.Logger, apply func(*config.Config) error, setOK func(bool)) *reloader {
 	if settle <= 0 {
-		settle = defaultReloadSettle
+		settle = DefaultReloadSettle
 	}
 	return &reloader{conf: conf, log: log, watch: newConfigWatcher(conf, cfg.Files, settle), apply: apply, setOK: setOK, rules: len(cfg.Rules)}
 }

@@ -17,7 +17,8 @@ const SaltCallsDefault = "read-only"
 
 // SaltCallsFlag registers --salt-calls on a command.
 func SaltCallsFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "salt-calls", *p, "what reaction files may call while rendering (salt['mod.fun'](...), and grains, pillar, opts, through the driver, as Salt's reactor does): read-only (pillar.get, grains.get, config.get, environ.get, file.file_exists, mine.get, saltutil.runner of jobs.* and manage.*, ...), off, or function globs joined by commas (saltutil.runner:NAME for one runner; read-only may be one of them); each render has 30s for its calls, answers are kept 10s")
+	fs.StringVar(p, "salt-calls", *p, "what reaction files may call while rendering (salt['mod.fun'](...), and grains, pillar, opts, through the driver, as Salt's reactor does): read-only (pillar.get, grains.get, config.get, environ.get, file.file_exists, mine.get, saltutil.runner of jobs.* and manage.*, ...), off, or function globs joined by commas (saltutil.runner:NAME for one runner; read-only may be one of them); each render has "+
+		reactions.DefaultSaltCallBudget.String()+" for its calls, answers are kept "+reactions.DefaultSaltCallCache.String())
 }
 
 // ParseSaltCalls reads a --salt-calls value: the allowed function globs

@@ -63,23 +63,40 @@ func Check(path string, renderer string) CheckReport {
 	if renderer != "" {
 		cfg.Settings.Renderer = renderer
 	}
-	return checkLoaded(cfg, err)
+	return checkLoaded(cfg, err, nil)
 }
 
 // CheckLoaded is Check of a configuration already loaded (a reload's).
-func CheckLoaded(cfg *config.Config) CheckReport { return checkLoaded(cfg, nil) }
+func CheckLoaded(cfg *config.Config) CheckReport { return checkLoaded(cfg, nil, nil) }
 
-// checkLoaded checks cfg; loadErr is what loading it reported.
-func checkLoaded(cfg *config.Config, loadErr error) CheckReport {
+// CheckEngine is CheckLoaded of the configuration eng was made from, on
+// eng's own reaction files: the daemon then reacts with the files the
+// check compiled, each compiled once per load.
+func CheckEngine(eng *Engine) CheckReport {
+	// The sample events go through an engine of the check's own (its log
+	// discarded, its counters apart) that shares eng's files.
+	chk, err := New(eng.cfg, nil)
+	if err != nil {
+		return checkLoaded(eng.cfg, nil, nil) // eng was made from cfg: not reached
+	}
+	chk.lib = eng.lib
+	return checkLoaded(eng.cfg, nil, chk)
+}
+
+// checkLoaded checks cfg; loadErr is what loading it reported; eng, when
+// set, is the engine of cfg whose files are checked (else one is made).
+func checkLoaded(cfg *config.Config, loadErr error, eng *Engine) CheckReport {
 	rep := CheckReport{Config: cfg}
 	if loadErr != nil {
 		rep.Problems = flatten(loadErr)
 	}
 	rep.Problems = append(rep.Problems, cfg.Warnings...)
-	eng, err := New(cfg, nil)
-	if err != nil {
-		rep.Problems = append(rep.Problems, flatten(err)...)
-		rep.Config = nil
+	if eng == nil {
+		var err error
+		if eng, err = New(cfg, nil); err != nil {
+			rep.Problems = append(rep.Problems, flatten(err)...)
+			rep.Config = nil
+		}
 	}
 	reported := map[string]bool{}
 	for _, p := range rep.Problems {

@@ -42,6 +42,10 @@ type Options struct {
 // DefaultSettle is the settle window's default (Options.Settle).
 const DefaultSettle = 2 * time.Second
 
+// DefaultJobTimeout is the wait for a job's returns by default
+// (Options.JobTimeout).
+const DefaultJobTimeout = 5 * time.Minute
+
 // Guard is the loop guard and the rules' limits together: it remembers
 // which reaction started which job on which minions and suppresses the
 // same reaction for those minions until the job returned and a settle
@@ -69,7 +73,7 @@ func New(o Options) *Guard {
 		o.Settle = DefaultSettle
 	}
 	if o.JobTimeout <= 0 {
-		o.JobTimeout = 5 * time.Minute
+		o.JobTimeout = DefaultJobTimeout
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)

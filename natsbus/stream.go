@@ -90,6 +90,17 @@ type StreamOptions struct {
 	Logger *slog.Logger
 }
 
+// The stream settings Defaults fills in when they are zero, which the
+// daemon's flags show as theirs.
+const (
+	// DefaultAckWait is how long the consumer waits for an
+	// acknowledgement before redelivering (StreamOptions.AckWait).
+	DefaultAckWait = 10 * time.Second
+	// DefaultDuplicates is the stream's duplicate window
+	// (StreamOptions.Duplicates).
+	DefaultDuplicates = 2 * time.Minute
+)
+
 // Defaults fills in the stream settings left empty.
 func (o *StreamOptions) Defaults() {
 	if o.Stream == "" {
@@ -102,10 +113,10 @@ func (o *StreamOptions) Defaults() {
 		o.MaxAckPending = 4096
 	}
 	if o.AckWait <= 0 {
-		o.AckWait = 10 * time.Second
+		o.AckWait = DefaultAckWait
 	}
 	if o.Duplicates <= 0 {
-		o.Duplicates = 2 * time.Minute
+		o.Duplicates = DefaultDuplicates
 	}
 	if o.MaxAge <= 0 {
 		o.MaxAge = 24 * time.Hour

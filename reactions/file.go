@@ -708,6 +708,14 @@ func (l *Library) Stale() map[string]error {
 	return out
 }
 
+// compilations counts the reaction files libraries compiled.
+var compilations atomic.Int64
+
+// Compilations returns how many reaction files the process's libraries
+// have compiled (read from disk and parsed) so far: each load of a
+// configuration should add one per file, and an unchanged file nothing.
+func Compilations() int64 { return compilations.Load() }
+
 // load stats path and compiles it unless it is unchanged from prev.
 func (l *Library) load(path string, prev *fileState) *fileState {
 	fi, err := os.Stat(path)
@@ -733,6 +741,7 @@ func (l *Library) load(path string, prev *fileState) *fileState {
 			return &fileState{mtime: fi.ModTime(), size: fi.Size(), err: err}
 		}
 	}
+	compilations.Add(1)
 	f, err := ParseFile(path, ld.Src)
 	if f != nil {
 		f.Renderer, f.SaltCalls = ld.Renderer, ld.SaltCalls

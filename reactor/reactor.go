@@ -37,9 +37,9 @@ import (
 type Options struct {
 	// Driver executes reactions.
 	Driver actions.Driver
-	// Lanes is the number of ordered worker lanes (default 2×CPUs).
+	// Lanes is the number of ordered worker lanes (zero: DefaultLanes).
 	Lanes int
-	// QueueSize bounds each lane's queue (default 1024).
+	// QueueSize bounds each lane's queue (zero: DefaultQueueSize).
 	QueueSize int
 	// Block makes Submit wait when a lane is full (JetStream: stop
 	// pulling); otherwise the event is dropped and counted in Metrics.Dropped (lane_full).
@@ -49,7 +49,7 @@ type Options struct {
 	// DeadLetter receives reactions that failed for good; may be nil.
 	DeadLetter func(a actions.Action, err error)
 	// MaxHops drops events that reactions caused more than this many times
-	// in a row (default 3).
+	// in a row (zero: DefaultMaxHops).
 	MaxHops int
 	// Guard is the loop guard; nil creates one with defaults.
 	Guard *guard.Guard
@@ -172,13 +172,13 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 		return nil, err
 	}
 	if opts.Lanes <= 0 {
-		opts.Lanes = 8
+		opts.Lanes = DefaultLanes
 	}
 	if opts.QueueSize <= 0 {
-		opts.QueueSize = 1024
+		opts.QueueSize = DefaultQueueSize
 	}
 	if opts.MaxHops <= 0 {
-		opts.MaxHops = 3
+		opts.MaxHops = DefaultMaxHops
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)

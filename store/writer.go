@@ -35,13 +35,18 @@ type WriterOptions struct {
 	// count as durable (see OnDurable), and what it holds at Close, or
 	// after a crash, is written by the next Writer on the same directory.
 	SpoolDir string
-	// SpoolLimit bounds the spool file, in bytes. Default 1 GiB.
+	// SpoolLimit bounds the spool file, in bytes (zero:
+	// DefaultSpoolLimit).
 	SpoolLimit int64
 	// Logger, if set, receives failed writes and discarded records: the
 	// first failure at once, then a summary at most once a minute, and
 	// the end of an outage with its length.
 	Logger *slog.Logger
 }
+
+// DefaultSpoolLimit bounds the spool file when WriterOptions.SpoolLimit is
+// zero: 1 GiB.
+const DefaultSpoolLimit = 1 << 30
 
 // WriterStats are a Writer's counters.
 type WriterStats struct {
@@ -176,7 +181,7 @@ func OpenWriter(s Store, opts WriterOptions) (*Writer, error) {
 		opts.WriteTimeout = 30 * time.Second
 	}
 	if opts.SpoolLimit <= 0 {
-		opts.SpoolLimit = 1 << 30
+		opts.SpoolLimit = DefaultSpoolLimit
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	w := &Writer{

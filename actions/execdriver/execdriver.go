@@ -112,6 +112,11 @@ const (
 	DefaultTimeout     = 30 * time.Second
 	DefaultKillGrace   = 5 * time.Second
 	DefaultMaxCoalesce = 32
+	// DefaultSalt, DefaultSaltRun and DefaultSaltCall are the programs
+	// run when Config names none, looked up in the PATH.
+	DefaultSalt     = "salt"
+	DefaultSaltRun  = "salt-run"
+	DefaultSaltCall = "salt-call"
 )
 
 // DefaultMaxProcs is the bound on programs running at once that New
@@ -197,9 +202,9 @@ func New(cfg Config) (*Driver, error) {
 			pathList = v
 		}
 	}
-	d.salt = resolve(cfg.Salt, "salt", pathList)
-	d.saltRun = resolve(cfg.SaltRun, "salt-run", pathList)
-	d.saltCall = resolve(cfg.SaltCall, "salt-call", pathList)
+	d.salt = resolve(cfg.Salt, DefaultSalt, pathList)
+	d.saltRun = resolve(cfg.SaltRun, DefaultSaltRun, pathList)
+	d.saltCall = resolve(cfg.SaltCall, DefaultSaltCall, pathList)
 	return d, nil
 }
 

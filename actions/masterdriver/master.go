@@ -42,12 +42,16 @@ type Config struct {
 	KeyFile string
 	// URI overrides the master's request server (tcp://HOST:PORT).
 	URI string
-	// Sockets bounds the requests in flight (default 8).
+	// Sockets bounds the requests in flight (zero: DefaultSockets).
 	Sockets int
 	// Timeout bounds one request (default 15s; the salt command's is 5s,
 	// a busy master answers later).
 	Timeout time.Duration
 }
+
+// DefaultSockets bounds the requests in flight when Config.Sockets is
+// zero.
+const DefaultSockets = 8
 
 // Driver publishes jobs over the master's request channel.
 type Driver struct {
@@ -74,7 +78,7 @@ func New(cfg Config) (*Driver, error) {
 		cfg.User = "root"
 	}
 	if cfg.Sockets <= 0 {
-		cfg.Sockets = 8
+		cfg.Sockets = DefaultSockets
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 15 * time.Second

@@ -84,7 +84,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 		waitExit(t, b)
 	})
 	t.Run("core", func(t *testing.T) {
-		p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
+		p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--jetstream=false", "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
 		before, _, _, _ := ce.snapshot()
 		if err := c.Publish("deb/y", []byte(`{"tag": "deb/y", "data": {"id": "web2"}}`), natsbus.Meta{}); err != nil {
 			t.Fatal(err)

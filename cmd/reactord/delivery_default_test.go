@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// TestDefaultDelivery: the daemon on its embedded server takes events
-// through JetStream unless told otherwise (a burst waits on disk); with
-// --nats URL the default stays core NATS.
+// TestDefaultDelivery: the daemon takes events through JetStream whenever
+// the server has it, its embedded one or one given by --nats URL, unless
+// told otherwise (a burst waits on disk). (A server without JetStream:
+// daemon.TestDeliveryDefaultFollowsTheServer.)
 func TestDefaultDelivery(t *testing.T) {
 	srv, _ := natsServer(t)
 	conf := copyExampleConfig(t)
@@ -35,7 +36,8 @@ func TestDefaultDelivery(t *testing.T) {
 		{"embedded", []string{"-c", conf, "--dry-run", "--listen", "127.0.0.1:0"}, "jetstream"},
 		{"embedded, --jetstream=false", []string{"-c", conf, "--dry-run", "--listen", "127.0.0.1:0", "--jetstream=false"}, "core"},
 		{"embedded, jetstream: false in the file", []string{"-c", fileJS, "--dry-run", "--listen", "127.0.0.1:0"}, "core"},
-		{"--nats URL", []string{"-c", conf, "--dry-run", "--nats", srv.ClientURL()}, "core"},
+		{"--nats URL", []string{"-c", conf, "--dry-run", "--nats", srv.ClientURL()}, "jetstream"},
+		{"--nats URL --jetstream=false", []string{"-c", conf, "--dry-run", "--nats", srv.ClientURL(), "--jetstream=false"}, "core"},
 		{"--nats URL --jetstream", []string{"-c", conf, "--dry-run", "--nats", srv.ClientURL(), "--jetstream"}, "jetstream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

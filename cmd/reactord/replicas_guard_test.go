@@ -23,7 +23,7 @@ import (
 var replicaModes = []struct {
 	name string
 	args []string
-}{{"core", nil}, {"jetstream", []string{"--jetstream"}}, {"partitions", []string{"--jetstream", "--partitions", "3"}}}
+}{{"core", []string{"--jetstream=false"}}, {"jetstream", []string{"--jetstream"}}, {"partitions", []string{"--jetstream", "--partitions", "3"}}}
 
 // startReplicas starts n daemons with args.
 func startReplicas(t *testing.T, n int, args ...string) []*proc {

@@ -1,0 +1,13 @@
+package reactor
+
+// The defaults New applies to zero Options, which the daemon's flags show
+// as theirs.
+const (
+	// DefaultLanes is the number of ordered worker lanes (Options.Lanes).
+	DefaultLanes = 8
+	// DefaultQueueSize bounds each lane's queue (Options.QueueSize).
+	DefaultQueueSize = 1024
+	// DefaultMaxHops is the hop limit (Options.MaxHops): events that
+	// reactions caused more times in a row are suppressed.
+	DefaultMaxHops = 3
+)
