@@ -98,8 +98,6 @@ func consumerSets(c *natsbus.Conn, ctx context.Context, stream, durable string) 
 // number of partitions were refused before; the shared consumer is kept
 // (and reported) while a daemon still pulls from it.
 func (p *Partitioned) ensureConsumers(ctx context.Context) error {
-	own := strings.TrimSuffix(p.prefix, "-")
-	plainName := p.o.Durable + plainSuffix
 	var sets map[string]*consumerSet
 	err := retryTransient(ctx, func() error {
 		var err error
@@ -109,12 +107,40 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing the consumers of stream %s: %w", p.o.Stream, err)
 	}
-	plain := sets[plainName]
+	plan := p.planConsumers(sets)
+	if err := p.placeConsumers(ctx, plan); err != nil {
+		return err
+	}
+	p.removeOtherSets(ctx, plan)
+	return nil
+}
+
+// consumerPlan is what ensureConsumers found on the stream and decided
+// (see planConsumers).
+type consumerPlan struct {
+	sets  map[string]*consumerSet // the sets found, the plain lane's left out
+	own   string                  // this number's set: Durable-N
+	mine  *consumerSet            // this number's consumers left from an earlier run, nil if none
+	plain *consumerSet            // the plain lane's consumer left from an earlier run, nil if none
+	// start is the stream sequence a missing consumer starts from (0:
+	// all).
+	start uint64
+	// staleMine and stalePlain: this number's consumers, the plain
+	// lane's, are deleted and made again from start.
+	staleMine, stalePlain bool
+}
+
+// planConsumers decides, from the sets of consumers on the stream, where
+// a missing consumer starts and which consumers left from an earlier run
+// are stale (see ensureConsumers).
+func (p *Partitioned) planConsumers(sets map[string]*consumerSet) consumerPlan {
+	plainName := p.o.Durable + plainSuffix
+	plan := consumerPlan{sets: sets, own: strings.TrimSuffix(p.prefix, "-"), plain: sets[plainName]}
 	delete(sets, plainName)
 	var latest *consumerSet
 	latestName := ""
 	for name, g := range sets {
-		if name != own && (latest == nil || g.last.After(latest.last)) {
+		if name != plan.own && (latest == nil || g.last.After(latest.last)) {
 			latest, latestName = g, name
 		}
 	}
@@ -125,51 +151,67 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 	// subjects' only: another number's partitions being drained do not
 	// make this number's stale.
 	coversAll := latest != nil && (latestName == p.o.Durable || !latest.filtered)
-	mine := sets[own]
+	mine := sets[plan.own]
+	plan.mine = mine
 	usedLast := mine != nil && (latest == nil || !latest.last.After(mine.last))
-	start := uint64(0)
 	switch {
 	case usedLast:
 		// This number's consumers were used last: a missing one starts
 		// after their floor.
-		start = mine.floor + 1
+		plan.start = mine.floor + 1
 	case latest != nil:
-		start = latest.floor + 1
-		p.log.Info("new partition consumers start after the acknowledgement floor of the consumers used last", "consumers", latestName, "from_seq", start)
+		plan.start = latest.floor + 1
+		p.log.Info("new partition consumers start after the acknowledgement floor of the consumers used last", "consumers", latestName, "from_seq", plan.start)
 	}
-	staleMine := mine != nil && (!mine.filtered || (!usedLast && coversAll))
-	stalePlain := plain != nil && coversAll && latest.last.After(plain.last)
+	plan.staleMine = mine != nil && (!mine.filtered || (!usedLast && coversAll))
+	plan.stalePlain = plan.plain != nil && coversAll && latest.last.After(plan.plain.last)
+	return plan
+}
+
+// placeConsumers deletes the stale consumers of plan and creates the
+// missing ones.
+func (p *Partitioned) placeConsumers(ctx context.Context, plan consumerPlan) error {
 	p.mu.Lock()
 	units := slices.Clone(p.own)
 	p.mu.Unlock()
+	staleMine := plan.staleMine
 	// The plain lane (the last unit) first: it takes the events the
 	// consumers deleted below leave under the event prefix, before they
 	// are deleted (an interest stream drops what no consumer wants).
 	for _, u := range slices.Backward(units) {
-		if u.plain && stalePlain {
-			p.log.Warn("deleting the plain lane's consumer left from an earlier run: the shared consumer delivered events since", "consumer", plainName, "from_seq", start)
-			if err := p.deleteConsumers(ctx, plain.names); err != nil {
+		if u.plain && plan.stalePlain {
+			p.log.Warn("deleting the plain lane's consumer left from an earlier run: the shared consumer delivered events since",
+				"consumer", p.o.Durable+plainSuffix, "from_seq", plan.start)
+			if err := p.deleteConsumers(ctx, plan.plain.names); err != nil {
 				return err
 			}
 		}
 		if !u.plain && staleMine {
 			why := "deleting this number of partitions' consumers left from an earlier run: consumers reading every subject delivered events since"
-			if !mine.filtered {
+			if !plan.mine.filtered {
 				why = "deleting this number of partitions' consumers made by an earlier version (each read the whole stream): made again, filtered to their partition"
 			}
-			p.log.Warn(why, "consumers", own, "count", len(mine.names), "from_seq", start)
-			if err := p.deleteConsumers(ctx, mine.names); err != nil {
+			p.log.Warn(why, "consumers", plan.own, "count", len(plan.mine.names), "from_seq", plan.start)
+			if err := p.deleteConsumers(ctx, plan.mine.names); err != nil {
 				return err
 			}
 			staleMine = false
 		}
-		if err := p.createConsumer(ctx, u, start); err != nil {
+		if err := p.createConsumer(ctx, u, plan.start); err != nil {
 			return err
 		}
 	}
-	for name, g := range sets {
+	return nil
+}
+
+// removeOtherSets deals with the sets of plan other than this number's:
+// the shared consumer is kept while a daemon pulls from it, another
+// number's partitions are drained first (drainLater), and the others are
+// deleted.
+func (p *Partitioned) removeOtherSets(ctx context.Context, plan consumerPlan) {
+	for name, g := range plan.sets {
 		switch {
-		case name == own:
+		case name == plan.own:
 			continue
 		case name == p.o.Durable && g.waiting > 0:
 			p.log.Warn("a daemon without partitions still reads the stream through the shared consumer: per-minion order does not hold between it and the partitions, and the stream keeps events until it acknowledged them", "consumer", name)
@@ -188,7 +230,6 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 		}
 		p.log.Info("deleted the reactor's consumers that read every subject and no replica uses (the shared consumer, or an earlier version's partitions)", "consumers", name, "count", len(g.names))
 	}
-	return nil
 }
 
 // createConsumer creates u's durable consumer when it is missing, its new
