@@ -61,7 +61,8 @@ func (p *Partitioned) balance() {
 		for _, u := range slices.Backward(pref) {
 			if r := p.owned[u.i]; r != nil && !u.plain {
 				p.release = r
-				go p.handOver(r, fmt.Sprintf("balancing: %d partitions to share, %d each at most", len(pref), share))
+				why := fmt.Sprintf("balancing: %d partitions to share, %d each at most", len(pref), share)
+				p.tasks.goFn(func() { p.handOver(r, why) }) // manage runs: not released yet
 				break
 			}
 		}
@@ -116,7 +117,7 @@ func (p *Partitioned) balance() {
 			p.writeFree(u)
 			return
 		}
-		go r.start("acquired")
+		p.tasks.goFn(func() { r.start("acquired") }) // manage runs: not released yet
 	}
 }
 

@@ -230,7 +230,10 @@ func (p *Partitioned) lose(r *partRun, why string) {
 	p.mu.Unlock()
 	r.lost.Store(true)
 	r.halt()
-	go r.settle(0) // acknowledge what was handled; the rest goes to the next owner
+	// Acknowledge what was handled; the rest goes to the next owner.
+	if !p.tasks.goFn(func() { r.settle(0) }) {
+		r.settle(0)
+	}
 	p.log.Error("partition lost: stopped consuming it; its events not acknowledged go to the replica that takes it over",
 		"consumer", r.u.name, "replica", p.o.Replica, "reason", why)
 	p.changed("lost", r.i)

@@ -163,6 +163,13 @@ type Partitioned struct {
 	stopOnce sync.Once
 	relOnce  sync.Once
 	cancel   context.CancelFunc
+	// watched is closed once the bucket's watch has ended (after cancel):
+	// apply is not called any more.
+	watched <-chan struct{}
+	// tasks counts the goroutines started here (manage, each partition's
+	// start and acknowledgements, hand-overs, resyncs, settles) and the
+	// client's callbacks under way: Release waits for them all.
+	tasks tasks
 
 	resyncs, ignored, received atomic.Int64
 }
@@ -207,36 +214,51 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 	}
 	p.addUnit(&unit{i: o.Partitions, name: o.Durable + plainSuffix, lease: "lease.plain", filter: c.Prefix() + ">", plain: true,
 		what: "the events published without a partition key"})
-	if err := st.Watch(ctx, run, p.apply); err != nil {
+	watched, err := st.WatchDone(ctx, run, p.apply)
+	if err != nil {
 		cancel()
+		if watched != nil {
+			<-watched
+		}
 		return nil, fmt.Errorf("partitions: %w", err)
 	}
+	p.watched = watched
+	if err := p.begin(ctx, so); err != nil {
+		cancel()
+		<-watched
+		return nil, err
+	}
+	p.heartbeat()
+	p.log.Info("partitioned consumption: events of one minion are handled in order by one replica at a time",
+		"partitions", o.Partitions, "replica", o.Replica, "lease_ttl", o.LeaseTTL.String(), "bucket", o.Bucket)
+	p.tasks.goFn(p.manage)
+	return p, nil
+}
+
+// begin checks that the live replicas run with this number of
+// partitions, puts the consumers in place and then the stream's subject
+// transform to this number.
+func (p *Partitioned) begin(ctx context.Context, so natsbus.StreamOptions) error {
+	o := p.o
 	p.mu.Lock()
 	for id, n := range p.members {
 		if n != o.Partitions && id != o.Replica {
 			p.mu.Unlock()
-			cancel()
-			return nil, fmt.Errorf("partitions: replica %s runs with %d partitions, this one with %d: %w (stop every replica to change the number)",
+			return fmt.Errorf("partitions: replica %s runs with %d partitions, this one with %d: %w (stop every replica to change the number)",
 				id, n, o.Partitions, ErrPartitionsDiffer)
 		}
 	}
 	p.mu.Unlock()
 	if err := p.ensureConsumers(ctx); err != nil {
-		cancel()
-		return nil, err
+		return err
 	}
 	// The consumers exist: the stream may store keyed events under this
 	// number's subjects now.
 	so.Logger = o.Logger
-	if err := retryTransient(ctx, func() error { return c.SetPartitionTransform(ctx, so) }); err != nil {
-		cancel()
-		return nil, fmt.Errorf("partitions: %w", err)
+	if err := retryTransient(ctx, func() error { return p.c.SetPartitionTransform(ctx, so) }); err != nil {
+		return fmt.Errorf("partitions: %w", err)
 	}
-	p.heartbeat()
-	p.log.Info("partitioned consumption: events of one minion are handled in order by one replica at a time",
-		"partitions", o.Partitions, "replica", o.Replica, "lease_ttl", o.LeaseTTL.String(), "bucket", o.Bucket)
-	go p.manage()
-	return p, nil
+	return nil
 }
 
 // plainSuffix names the plain lane's consumer after the durable name.
@@ -384,6 +406,8 @@ func (p *Partitioned) Release(ctx context.Context) {
 		p.state.Delete("member."+p.o.Replica, time.Second)
 		_ = p.c.Flush(ctx)
 		p.cancel()
+		<-p.watched
+		p.tasks.closeAndWait()
 		if len(runs) > 0 {
 			p.log.Info("partitions handed over at stop", "partitions", len(runs), "replica", p.o.Replica)
 		}

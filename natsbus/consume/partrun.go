@@ -23,9 +23,10 @@ type partRun struct {
 
 	mu       sync.Mutex
 	cc       jetstream.ConsumeContext
-	halted   bool // no more events: lost, handed over or stopping
-	pausing  bool // a resync is under way: events are passed over
-	session  int  // counts the sessions (resets)
+	ccClosed <-chan struct{} // cc.Closed(), taken before any stop
+	halted   bool            // no more events: lost, handed over or stopping
+	pausing  bool            // a resync is under way: events are passed over
+	session  int             // counts the sessions (resets)
 	next     uint64
 	lastDseq uint64
 	taken    []*takenMsg // not acknowledged yet, in stream order
@@ -59,7 +60,9 @@ func (r *partRun) overdue() bool { return time.Since(r.renewedAt()) >= r.p.o.Lea
 // until the partition is halted.
 func (r *partRun) start(change string) {
 	p := r.p
-	go r.acks()
+	if !p.tasks.goFn(r.acks) {
+		return // released
+	}
 	if !r.sessionRetrying("partition: starting its consumption failed; retrying") || r.isHalted() {
 		return // halted, or a former number's partition found drained
 	}
@@ -167,23 +170,42 @@ func (r *partRun) session0() error {
 	r.taken, r.floor, r.acked = nil, nil, nil
 	r.pausing = false
 	r.mu.Unlock()
-	cc, err := cons.Consume(r.receive, jetstream.PullPriorityGroup(PartitionGroup), jetstream.PullMaxMessages(min(p.o.MaxAckPending, 1024)),
+	return r.consume(cons)
+}
+
+// consume starts pulling from cons; the client's callbacks are counted in
+// the partitions' tasks, so that Release waits for those under way.
+func (r *partRun) consume(cons jetstream.Consumer) error {
+	p := r.p
+	receive := func(m jetstream.Msg) {
+		if !p.tasks.enter() {
+			return // released: left pending for the next owner
+		}
+		defer p.tasks.leave()
+		r.receive(m)
+	}
+	cc, err := cons.Consume(receive, jetstream.PullPriorityGroup(PartitionGroup), jetstream.PullMaxMessages(min(p.o.MaxAckPending, 1024)),
 		jetstream.PullExpiry(p.o.LeaseTTL/2), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !p.tasks.enter() {
+				return
+			}
+			defer p.tasks.leave()
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 				r.resync("the consumer is gone: " + err.Error())
 			}
 		}))
 	if err != nil {
-		return fmt.Errorf("consuming %s: %w", name, err)
+		return fmt.Errorf("consuming %s: %w", r.u.name, err)
 	}
+	closed := cc.Closed()
 	r.mu.Lock()
 	halted := r.halted
 	if !halted {
-		r.cc = cc
+		r.cc, r.ccClosed = cc, closed
 	}
 	r.mu.Unlock()
 	if halted {
-		cc.Stop()
+		p.tasks.stopConsuming(cc, closed)
 	}
 	return nil
 }
@@ -196,9 +218,9 @@ func (r *partRun) halt() {
 		return
 	}
 	r.halted = true
-	cc := r.cc
+	cc, closed := r.cc, r.ccClosed
 	r.mu.Unlock()
 	if cc != nil {
-		cc.Stop()
+		r.p.tasks.stopConsuming(cc, closed)
 	}
 }

@@ -11,15 +11,24 @@ import (
 // waitSettled waits, for up to d, until every event handed to the
 // handler is settled.
 func (r *partRun) waitSettled(d time.Duration) {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		r.mu.Lock()
 		n := r.inflight
 		r.mu.Unlock()
 		if n <= 0 {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-deadline.C:
+			return
+		case <-r.quit:
+			return // settled by another (a release, a loss): it waited
+		case <-tick.C:
+		}
 	}
 }
 
@@ -92,17 +101,17 @@ func (r *partRun) resync(why string) {
 		return // the next owner starts at the floor
 	}
 	r.pausing = true
-	cc := r.cc
-	r.cc = nil
+	cc, closed := r.cc, r.ccClosed
+	r.cc, r.ccClosed = nil, nil
 	r.backoff = min(max(2*r.backoff, 100*time.Millisecond), 5*time.Second)
 	wait := r.backoff
 	r.mu.Unlock()
 	p.resyncs.Add(1)
 	p.log.Warn("partition resync: consuming it again from its acknowledgement floor", "consumer", r.u.name, "reason", why, "after", wait.String())
 	p.changed("resync", r.i)
-	go func() {
+	again := func() {
 		if cc != nil {
-			cc.Stop()
+			p.tasks.stopConsuming(cc, closed)
 		}
 		r.waitSettled(p.o.AckWait)
 		r.mu.Lock()
@@ -117,5 +126,8 @@ func (r *partRun) resync(why string) {
 		if r.sessionRetrying("partition resync failed; retrying") {
 			p.log.Info("partition resynced: consuming it from its acknowledgement floor", "consumer", r.u.name, "from_seq", r.nextSeq())
 		}
-	}()
+	}
+	if !p.tasks.goFn(again) && cc != nil {
+		cc.Stop() // released meanwhile: the next owner starts at the floor
+	}
 }
