@@ -488,6 +488,9 @@ func (d *Daemon) startPipeline(context.Context) error {
 			// over to the other replicas at once.
 			d.partitioned.Release(sctx)
 		}
+		if c, ok := d.sub.(*consume.Consumer); ok {
+			c.Close() // the drained events are settled: end its progress acknowledgements and wait for its goroutines
+		}
 		// Nothing is in flight any more: end the background work (the
 		// shared state's watch, the purge) before the store and the
 		// connection close under it.
