@@ -54,8 +54,8 @@ func checkNoneRunning(t *testing.T, when string) {
 }
 
 // blockingHandler acknowledges every event but the first, which it holds
-// until released is closed (or a second has passed): a handler call under
-// way when the consumption stops.
+// until released is closed (or half a second has passed): a handler call
+// under way when the consumption stops.
 func blockingHandler(handled *atomic.Int64, held chan<- struct{}, released <-chan struct{}) func(*natsbus.Message) {
 	var first atomic.Bool
 	return func(m *natsbus.Message) {
@@ -63,7 +63,7 @@ func blockingHandler(handled *atomic.Int64, held chan<- struct{}, released <-cha
 			close(held)
 			select {
 			case <-released: // the stop returned first: the goroutine check fails
-			case <-time.After(time.Second):
+			case <-time.After(500 * time.Millisecond):
 			}
 		}
 		_ = m.Ack()
