@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/actions/natsdriver"
 	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
@@ -469,7 +470,7 @@ func (d *Daemon) startPipeline(context.Context) error {
 	ro := reactor.Options{
 		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, Block: d.jetstream, Log: d.log, Metrics: d.metrics,
 		Guard: d.guard, MaxHops: d.opts.MaxHops, Archive: d.archive, Copy: d.copyOf,
-		DeadLetter: func(a actions.Action, cause error) { d.conn.DeadLetter(deadLetter, a, cause) },
+		DeadLetter: func(a actions.Action, cause error) { natsdriver.DeadLetter(d.conn, deadLetter, a, cause) },
 		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone,
 	}
 	if d.jetstream {
@@ -490,6 +491,9 @@ func (d *Daemon) startPipeline(context.Context) error {
 			// The drained events are acknowledged: hand the partitions
 			// over to the other replicas at once.
 			d.partitioned.Release(sctx)
+		}
+		if c, ok := d.sub.(*consume.Consumer); ok {
+			c.Close() // the drained events are settled: end its progress acknowledgements and wait for its goroutines
 		}
 		// Nothing is in flight any more: end the background work (the
 		// shared state's watch, the purge) before the store and the

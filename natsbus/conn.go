@@ -69,17 +69,22 @@ type Conn struct {
 	downAt  atomic.Int64
 
 	// streamMu guards the cached answer to "does a stream capture the event
-	// subjects?" used by PublishEvent.
+	// subjects?" used by PublishEvent; streamAsking is closed when the
+	// question under way (asked without the lock) is answered.
 	streamMu      sync.Mutex
 	streamChecked time.Time
 	streamName    string
+	streamAsking  chan struct{}
 
-	// deliverMu serialises PublishDelivered, which watches one inbox for
-	// the server's "no responders" answers.
-	deliverMu    sync.Mutex
-	deliverInbox string
-	noResponders chan *nats.Msg
-	deliverSeq   uint64
+	// deliverMu guards PublishDelivered's inbox (subscribed to once) and
+	// its publishes waiting for the server's "no responders" answer, by
+	// reply subject (true: answered). It is never held while talking to
+	// the server.
+	deliverMu      sync.Mutex
+	deliverInbox   string
+	noResponders   chan *nats.Msg
+	deliverWaiting map[string]bool
+	deliverSeq     atomic.Uint64
 }
 
 // Connect opens a connection and reconnects forever after a disconnection;

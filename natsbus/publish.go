@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
 )
 
@@ -122,23 +121,25 @@ func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
 // makes an event look delivered while no daemon runs. A publish whose round
 // trip fails is reported as failed although the server may have delivered
 // it, so a retry can deliver an event twice (at least once, as core NATS
-// has no de-duplication).
+// has no de-duplication). Concurrent calls wait for their round trips at
+// once: no lock is held while the server answers.
 func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, meta Meta) error {
-	c.deliverMu.Lock()
-	defer c.deliverMu.Unlock()
-	if c.noResponders == nil {
-		inbox := c.nc.NewRespInbox()
-		ch := make(chan *nats.Msg, 256)
-		if _, err := c.nc.ChanSubscribe(inbox+".*", ch); err != nil {
-			return fmt.Errorf("publishing %s: %w", tag, err)
-		}
-		c.deliverInbox, c.noResponders = inbox, ch
+	inbox, err := c.deliverInboxSub()
+	if err != nil {
+		return fmt.Errorf("publishing %s: %w", tag, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("publishing %s: %w", tag, err)
 	}
-	c.deliverSeq++
-	reply := c.deliverInbox + "." + strconv.FormatUint(c.deliverSeq, 10)
+	reply := inbox + "." + strconv.FormatUint(c.deliverSeq.Add(1), 10)
+	c.deliverMu.Lock()
+	c.deliverWaiting[reply] = false
+	c.deliverMu.Unlock()
+	defer func() {
+		c.deliverMu.Lock()
+		delete(c.deliverWaiting, reply)
+		c.deliverMu.Unlock()
+	}()
 	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Reply: reply, Data: body, Header: meta.header()}
 	if err := c.nc.PublishMsg(msg); err != nil {
 		return fmt.Errorf("publishing %s: %w", tag, err)
@@ -149,20 +150,71 @@ func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, me
 		defer cancel()
 	}
 	// The server sends "no responders" while it processes the publish,
-	// before it answers the flush's PING; the client queues it on ch first.
+	// before it answers the flush's PING; the client's reading goroutine
+	// puts it on the inbox's channel before it takes the PONG.
 	if err := c.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("publishing %s: %w", tag, err)
 	}
+	if c.noResponder(reply) {
+		return fmt.Errorf("publishing %s on %s: %w", tag, msg.Subject, ErrNoSubscriber)
+	}
+	return nil
+}
+
+// deliverInboxSub returns the inbox PublishDelivered's reply subjects are
+// under, subscribing to it the first time (outside deliverMu: a
+// subscription goes to the server; a caller that lost the race drops its
+// own).
+func (c *Conn) deliverInboxSub() (string, error) {
+	c.deliverMu.Lock()
+	inbox := c.deliverInbox
+	c.deliverMu.Unlock()
+	if inbox != "" {
+		return inbox, nil
+	}
+	inbox = c.nc.NewRespInbox()
+	ch := make(chan *nats.Msg, noResponderBuffer)
+	sub, err := c.nc.ChanSubscribe(inbox+".*", ch)
+	if err != nil {
+		return "", err
+	}
+	c.deliverMu.Lock()
+	if c.deliverInbox != "" {
+		inbox = c.deliverInbox
+		c.deliverMu.Unlock()
+		_ = sub.Unsubscribe()
+		return inbox, nil
+	}
+	c.deliverInbox, c.noResponders, c.deliverWaiting = inbox, ch, map[string]bool{}
+	c.deliverMu.Unlock()
+	return inbox, nil
+}
+
+// noResponderBuffer is how many "no responders" answers the inbox's
+// channel holds: each PublishDelivered takes those waiting after its
+// flush, so it holds about one per publish under way.
+const noResponderBuffer = 4096
+
+// noResponder reports whether the server answered "no responders" to the
+// publish with reply subject reply: it takes every answer received so far
+// from the inbox's channel and marks the publish it answers (an answer to
+// a publish no longer waiting is dropped), then reads reply's mark. It
+// never waits; deliverMu is held only while the received answers are
+// sorted, so that an answer another caller took is marked before this one
+// reads its own.
+func (c *Conn) noResponder(reply string) bool {
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
 	for {
 		select {
 		case m := <-c.noResponders:
-			if m.Subject == reply && m.Header.Get("Status") == "503" {
-				return fmt.Errorf("publishing %s on %s: %w", tag, msg.Subject, ErrNoSubscriber)
+			if _, waiting := c.deliverWaiting[m.Subject]; waiting && m.Header.Get("Status") == "503" {
+				c.deliverWaiting[m.Subject] = true
 			}
-			// A late answer to an earlier publish: ignore.
+			continue
 		default:
-			return nil
 		}
+		return c.deliverWaiting[reply]
 	}
 }
 
@@ -196,20 +248,40 @@ func (c *Conn) PublishEvent(ctx context.Context, tag string, body []byte, msgID 
 // returns "" when there is none (or the server has no JetStream). The answer
 // is cached for a few seconds.
 func (c *Conn) EventStream(ctx context.Context) string {
-	c.streamMu.Lock()
-	defer c.streamMu.Unlock()
-	if !c.streamChecked.IsZero() && time.Since(c.streamChecked) < streamCheckInterval {
-		return c.streamName
+	for {
+		c.streamMu.Lock()
+		if !c.streamChecked.IsZero() && time.Since(c.streamChecked) < streamCheckInterval {
+			name := c.streamName
+			c.streamMu.Unlock()
+			return name
+		}
+		if asking := c.streamAsking; asking != nil {
+			// Another caller asks the server: wait for its answer.
+			last := c.streamName
+			c.streamMu.Unlock()
+			select {
+			case <-asking:
+				continue
+			case <-ctx.Done():
+				return last
+			}
+		}
+		asking := make(chan struct{})
+		c.streamAsking = asking
+		c.streamMu.Unlock()
+		name, known := c.streamBySubject(ctx, c.prefix+">") // no lock held while the server answers
+		c.streamMu.Lock()
+		c.streamAsking = nil
+		close(asking)
+		if known {
+			c.streamName, c.streamChecked = name, time.Now()
+		}
+		// Unknown (a timeout or a lost connection says nothing about the
+		// stream): keep the last answer and ask again next time.
+		name = c.streamName
+		c.streamMu.Unlock()
+		return name
 	}
-	name, known := c.streamBySubject(ctx, c.prefix+">")
-	if !known {
-		// A timeout or a lost connection says nothing about the stream:
-		// keep the last answer and ask again next time.
-		return c.streamName
-	}
-	c.streamName = name
-	c.streamChecked = time.Now()
-	return c.streamName
 }
 
 func (c *Conn) forgetStream() {
@@ -255,17 +327,4 @@ func (c *Conn) PublishStored(ctx context.Context, subject string, body []byte, m
 // PublishRaw publishes bytes on any subject (dead letters, custom executors).
 func (c *Conn) PublishRaw(subject string, body []byte, meta Meta) error {
 	return c.nc.PublishMsg(&nats.Msg{Subject: subject, Data: body, Header: meta.header()})
-}
-
-// DeadLetter publishes a reaction that failed for good on subject, with the
-// error, for inspection and replay.
-func (c *Conn) DeadLetter(subject string, a actions.Action, cause error) {
-	body := []byte(`{"tag":`)
-	body, _ = event.AppendJSON(body, a.Tag)
-	body = append(body, `,"chunk":`...)
-	body, _ = event.AppendJSON(body, a.Chunk)
-	body = append(body, `,"error":`...)
-	body, _ = event.AppendJSON(body, cause.Error())
-	body = append(body, '}')
-	_ = c.PublishRaw(subject, body, Meta{Cause: a.Tag})
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/reactord/reactord/natsbus/embedded"
 )
 
@@ -56,8 +58,24 @@ func TestPublishEventIntoCoreDaemon(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(100 * time.Millisecond)
+	// A last event from the same connection comes after any copy of the
+	// earlier ones (one publisher's messages reach a subscriber in order,
+	// and the handler takes them one at a time): once it is in, every
+	// copy is counted.
+	const last = `{"tag":"last","data":{}}`
+	if err := pub.Publish("last", []byte(last), Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if got[last] == 0 {
+			return errors.New("the last event not received")
+		}
+		return nil
+	})
 	mu.Lock()
+	delete(got, last)
 	for body, c := range got {
 		if c != 1 {
 			t.Errorf("%s received %d times", body, c)
@@ -147,4 +165,48 @@ func TestPublishDelivered(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPublishDeliveredConcurrent: publishes under way at once each get
+// their own answer (no lock serialises their round trips): those on a
+// subject someone subscribes to succeed, the others report
+// ErrNoSubscriber.
+func TestPublishDeliveredConcurrent(t *testing.T) {
+	srv, pub := startServer(t)
+	ctx := context.Background()
+	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	const n = 64
+	var received sync.WaitGroup
+	for i := range n / 2 {
+		received.Add(1)
+		var once sync.Once
+		if _, err := sub.NATS().Subscribe(Subject(pub.Prefix(), fmt.Sprintf("yes/%d", i)), func(*nats.Msg) { once.Do(received.Done) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sub.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		tag := fmt.Sprintf("yes/%d", i/2)
+		if i%2 == 1 {
+			tag = fmt.Sprintf("no/%d", i/2)
+		}
+		wg.Go(func() {
+			for range 5 {
+				err := pub.PublishDelivered(ctx, tag, []byte(`{}`), Meta{})
+				if want := i%2 == 1; errors.Is(err, ErrNoSubscriber) != want || (!want && err != nil) {
+					t.Errorf("%s: err = %v, want ErrNoSubscriber %v", tag, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	received.Wait()
 }

@@ -2,6 +2,7 @@ package natsbus_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/reactor"
@@ -63,9 +65,12 @@ func TestSlowConsumerCounted(t *testing.T) {
 	if err := pub.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for testutil.ToFloat64(dropped) < sent-17000 && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(t, 15*time.Second, func() error {
+		if got := testutil.ToFloat64(dropped); got < sent-17000 {
+			return fmt.Errorf("slow_consumer drops = %v", got)
+		}
+		return nil
+	})
 	if got := testutil.ToFloat64(dropped); got < sent-17000 || got > sent {
 		t.Fatalf("slow_consumer drops = %v, want about %d", got, sent-16000)
 	}

@@ -2,6 +2,7 @@ package natsdriver
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
@@ -118,13 +120,12 @@ func benchDriver(b *testing.B, js, busy bool) {
 	close(stop)
 	<-flooded
 	b.ReportMetric(float64(b.N)/el.Seconds(), "reactions/s")
-	deadline := time.Now().Add(20 * time.Second)
-	for got.Load() < int64(b.N) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := got.Load(); n != int64(b.N) {
-		b.Errorf("executor got %d reactions of %d", n, b.N)
-	}
+	wait.For(b, 20*time.Second, func() error {
+		if n := got.Load(); n != int64(b.N) {
+			return fmt.Errorf("executor got %d reactions of %d", n, b.N)
+		}
+		return nil
+	})
 }
 
 func benchChunk() *event.Chunk {

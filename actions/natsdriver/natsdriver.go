@@ -190,28 +190,22 @@ const driverModeEvery = 5 * time.Second
 // streams, as of at (Unix nanoseconds; 0: not known yet); busy while a
 // goroutine asks again.
 type answer struct {
-	first sync.Mutex // held while the first answer is asked for
+	mu    sync.Mutex    // guards ready only; never held while the server is asked
+	ready chan struct{} // made by the first caller, who asks; closed once the first answer is in
 	yes   atomic.Bool
 	at    atomic.Int64
 	busy  atomic.Bool
 }
 
 // get returns the answer. The first call asks the server (others wait for
-// it); later calls use the answer and refresh it in the background every
-// driverModeEvery (a refresh that gets no answer keeps the last one until
-// the next), so a slow JetStream API never holds a lane.
+// it, or for their ctx); later calls use the answer and refresh it in the
+// background every driverModeEvery (a refresh that gets no answer keeps
+// the last one until the next), so a slow JetStream API never holds a
+// lane.
 func (q *answer) get(ctx context.Context, ask func(context.Context) (yes, known bool)) bool {
 	at := q.at.Load()
 	if at == 0 {
-		q.first.Lock()
-		if q.at.Load() == 0 {
-			// An unknown answer (the server did not answer in time)
-			// counts as no until a refresh gets one.
-			yes, _ := ask(ctx)
-			q.yes.Store(yes)
-			q.at.Store(time.Now().UnixNano())
-		}
-		q.first.Unlock()
+		q.first(ctx, ask)
 	} else if time.Since(time.Unix(0, at)) > driverModeEvery && q.busy.CompareAndSwap(false, true) {
 		go func() {
 			defer q.busy.Store(false)
@@ -222,6 +216,30 @@ func (q *answer) get(ctx context.Context, ask func(context.Context) (yes, known 
 		}()
 	}
 	return q.yes.Load()
+}
+
+// first gets the first answer: the first caller asks, the others wait
+// until it has the answer or their ctx ends. An unknown answer (the
+// server did not answer in time) counts as no until a refresh gets one.
+func (q *answer) first(ctx context.Context, ask func(context.Context) (yes, known bool)) {
+	q.mu.Lock()
+	ready, asks := q.ready, q.ready == nil
+	if asks {
+		ready = make(chan struct{})
+		q.ready = ready
+	}
+	q.mu.Unlock()
+	if !asks {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+		}
+		return
+	}
+	yes, _ := ask(ctx)
+	q.yes.Store(yes)
+	q.at.Store(time.Now().UnixNano())
+	close(ready)
 }
 
 // storedMode reports whether a JetStream stream captures the reaction

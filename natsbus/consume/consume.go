@@ -24,15 +24,18 @@ import (
 // its stream or consumer disappears (the server restarted with an empty
 // JetStream store, someone deleted REACTORD_EVENTS or the consumer), it
 // notices — from the client's consume errors and a periodic check — then
-// logs it loudly, recreates both and goes on. Stop ends it.
+// logs it loudly, recreates both and goes on. Stop ends the delivering;
+// Close, once the handler's messages are settled, ends the rest and
+// waits for every goroutine it started.
 type Consumer struct {
 	c       *natsbus.Conn
 	o       natsbus.StreamOptions
 	handler func(*natsbus.Message)
 	log     *slog.Logger
 
-	mu sync.Mutex
-	cc jetstream.ConsumeContext
+	mu       sync.Mutex
+	cc       jetstream.ConsumeContext
+	ccClosed <-chan struct{} // cc.Closed(), taken before any stop
 
 	healthy    atomic.Bool
 	recreated  atomic.Int64
@@ -60,6 +63,13 @@ type Consumer struct {
 	stop          chan struct{}
 	done          chan struct{}
 	stopOnce      sync.Once
+
+	// end ends progress (Close); tasks counts supervise, deliver,
+	// progress and the client's callbacks under way, for Close to wait
+	// for.
+	end       chan struct{}
+	closeOnce sync.Once
+	tasks     tasks
 }
 
 // Consume creates the stream and the shared durable consumer when absent and
@@ -69,7 +79,7 @@ type Consumer struct {
 func New(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, handler func(*natsbus.Message)) (*Consumer, error) {
 	o.Defaults()
 	k := &Consumer{c: c, o: o, handler: handler, log: o.Logger, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		held: map[uint64]*heldMsg{}, queued: make(chan struct{}, 1)}
+		held: map[uint64]*heldMsg{}, queued: make(chan struct{}, 1), end: make(chan struct{})}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
@@ -77,10 +87,10 @@ func New(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, handler 
 		return nil, err
 	}
 	k.healthy.Store(true)
-	go k.supervise()
-	go k.deliver()
+	k.tasks.goFn(k.supervise)
+	k.tasks.goFn(k.deliver)
 	if o.Progress {
-		go k.progress()
+		k.tasks.goFn(k.progress)
 	}
 	return k, nil
 }
@@ -196,14 +206,20 @@ func (k *Consumer) deliver() {
 // acknowledgement resets its AckWait), so that a backlog waiting in this
 // replica's lanes, an event a debounce holds and an event waiting for its
 // audit records are not redelivered to another replica while this one is
-// alive. It runs until the connection closes, or Stop was called and
-// nothing is held any more (the daemon's drain acknowledges after Stop).
+// alive. It runs until the connection closes, Close, or Stop was called
+// and nothing is held any more (the daemon's drain acknowledges after
+// Stop).
 func (k *Consumer) progress() {
 	every := max(k.o.AckWait/4, 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var due []jetstream.Msg
-	for range t.C {
+	for {
+		select {
+		case <-k.end:
+			return
+		case <-t.C:
+		}
 		if k.c.NATS().IsClosed() {
 			return
 		}
@@ -262,10 +278,11 @@ func (k *Consumer) Stop() {
 		close(k.stop)
 		<-k.done
 		k.mu.Lock()
-		if k.cc != nil {
-			k.cc.Stop()
-		}
+		cc, closed := k.cc, k.ccClosed
 		k.mu.Unlock()
+		if cc != nil {
+			k.tasks.stopConsuming(cc, closed)
+		}
 		k.heldMu.Lock()
 		k.stopped = true
 		queue := k.queue
@@ -274,6 +291,19 @@ func (k *Consumer) Stop() {
 		for _, msg := range queue {
 			_ = msg.Nak()
 		}
+	})
+}
+
+// Close (after Stop, once the handler's messages are settled or given
+// up on) ends what Stop leaves running, the progress acknowledgements,
+// and waits until every goroutine the Consumer started and every client
+// callback into it has returned, a handler call under way included. It
+// is safe to call twice.
+func (k *Consumer) Close() {
+	k.Stop()
+	k.closeOnce.Do(func() {
+		close(k.end)
+		k.tasks.closeAndWait()
 	})
 }
 
@@ -288,7 +318,19 @@ func (k *Consumer) start(ctx context.Context) error {
 		return fmt.Errorf("creating consumer %s: %w", o.Durable, err)
 	}
 	k.warnPartitionConsumers(ctx)
-	cc, err := cons.Consume(k.receive, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	receive := func(m jetstream.Msg) {
+		if !k.tasks.enter() {
+			_ = m.Nak() // closed: another replica takes it at once
+			return
+		}
+		defer k.tasks.leave()
+		k.receive(m)
+	}
+	cc, err := cons.Consume(receive, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if !k.tasks.enter() {
+			return
+		}
+		defer k.tasks.leave()
 		if lost(err) {
 			select {
 			case k.kick <- struct{}{}:
@@ -299,12 +341,13 @@ func (k *Consumer) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consuming %s: %w", o.Durable, err)
 	}
+	closed := cc.Closed()
 	k.mu.Lock()
-	old := k.cc
-	k.cc = cc
+	old, oldClosed := k.cc, k.ccClosed
+	k.cc, k.ccClosed = cc, closed
 	k.mu.Unlock()
 	if old != nil {
-		old.Stop()
+		k.tasks.stopConsuming(old, oldClosed)
 	}
 	return nil
 }

@@ -16,12 +16,45 @@ import (
 	"github.com/reactord/reactord/natsbus/embedded"
 )
 
+// publishUntilConsumed returns a function that publishes an event, again
+// every half second while none arrives (while the stream is missing the
+// publish fails or lands nowhere), until got grows.
+func publishUntilConsumed(t *testing.T, c *natsbus.Conn, got *atomic.Int64) func(step string) {
+	seq := 0
+	return func(step string) {
+		t.Helper()
+		want := got.Load() + 1
+		var sent time.Time
+		wait.For(t, 30*time.Second, func() error {
+			if got.Load() >= want {
+				return nil
+			}
+			if time.Since(sent) >= 500*time.Millisecond {
+				seq++
+				sent = time.Now()
+				_ = c.PublishStream(context.Background(), "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(seq)})
+			}
+			return fmt.Errorf("%s: no event consumed", step)
+		})
+	}
+}
+
+// waitRecreated waits until k recreated its stream or consumer n times.
+func waitRecreated(t *testing.T, k *Consumer, n int64, timeout time.Duration, what string) {
+	t.Helper()
+	wait.For(t, timeout, func() error {
+		if k.Recreated() < n {
+			return fmt.Errorf("%s (healthy=%v, connected=%v)", what, k.Healthy(), k.c.Connected())
+		}
+		return nil
+	})
+}
+
 // TestConsumerRecreatesALostStream: the stream deleted, the consumer
 // deleted, the server restarted with an empty JetStream store — each time
 // the Consumer notices, recreates what is missing and events flow again.
 func TestConsumerRecreatesALostStream(t *testing.T) {
-	dir := t.TempDir()
-	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: dir})
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,33 +73,19 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Stop()
-	seq := 0
-	publishAndWait := func(step string) {
-		t.Helper()
-		want := got.Load() + 1
-		wait.For(t, 30*time.Second, func() error {
-			seq++
-			// Published until one arrives: while the stream is missing
-			// the publish fails or lands nowhere.
-			_ = c.PublishStream(ctx, "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(seq)})
-			time.Sleep(50 * time.Millisecond)
-			if got.Load() < want {
-				return fmt.Errorf("%s: no event consumed", step)
-			}
-			return nil
-		})
-	}
+	defer k.Close()
+	publishAndWait := publishUntilConsumed(t, c, &got)
 	publishAndWait("start")
 
 	// The client stops pulling without a word (what a lost pull
 	// subscription looks like): the stall check restarts it.
 	k.mu.Lock()
-	k.cc.Stop()
+	cc, closed := k.cc, k.ccClosed
 	k.mu.Unlock()
+	cc.Stop()
 	// The stopped client still hands over what the server sent before it
-	// heard of the stop: let that pass before publishing.
-	time.Sleep(300 * time.Millisecond)
+	// heard of the stop: its last callback returns before publishing.
+	<-closed
 	publishAndWait("after the client stopped pulling")
 	if k.restarted.Load() < 1 {
 		t.Error("events flowed again without a restart: the stall was not simulated")
@@ -76,24 +95,14 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 	if err := c.JetStream().DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, 5*time.Second, func() error {
-		if k.Recreated() < 1 {
-			return fmt.Errorf("stream not recreated (healthy=%v)", k.Healthy())
-		}
-		return nil
-	})
+	waitRecreated(t, k, 1, 5*time.Second, "stream not recreated")
 	publishAndWait("after the stream was deleted")
 
 	// Only the consumer deleted.
 	if err := c.JetStream().DeleteConsumer(ctx, "REACTORD_EVENTS", "reactord"); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, 5*time.Second, func() error {
-		if k.Recreated() < 2 {
-			return fmt.Errorf("consumer not recreated (healthy=%v)", k.Healthy())
-		}
-		return nil
-	})
+	waitRecreated(t, k, 2, 5*time.Second, "consumer not recreated")
 	publishAndWait("after the consumer was deleted")
 
 	// The server restarted on the same address with an empty store.
@@ -104,12 +113,7 @@ func TestConsumerRecreatesALostStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv2.Shutdown()
-	wait.For(t, 10*time.Second, func() error {
-		if k.Recreated() < 3 {
-			return fmt.Errorf("not recreated after the server restart (healthy=%v, connected=%v)", k.Healthy(), c.Connected())
-		}
-		return nil
-	})
+	waitRecreated(t, k, 3, 10*time.Second, "not recreated after the server restart")
 	publishAndWait("after the server restarted empty")
 	if !k.Healthy() {
 		t.Error("Healthy() = false after recreation")
@@ -154,15 +158,22 @@ func TestProgressKeepsHeldMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer k.Stop()
-			time.Sleep(1200 * time.Millisecond) // four AckWaits
+			defer k.Close()
+			// Held for about three AckWaits (with progress: each held
+			// message had six progress acknowledgements, one every half
+			// AckWait), or until the server redelivers (without).
+			wait.For(t, 10*time.Second, func() error {
+				if progress && k.Progressed() < 6*n || !progress && deliveries.Load() <= n {
+					return fmt.Errorf("%d deliveries, %d progress acknowledgements", deliveries.Load(), k.Progressed())
+				}
+				return nil
+			})
+			got := deliveries.Load()
 			for len(hold) > 0 {
 				if (<-hold).Ack() == nil {
 					acked.Add(1)
 				}
 			}
-			time.Sleep(400 * time.Millisecond)
-			got := deliveries.Load()
 			t.Logf("%d deliveries of %d messages, %d progress acknowledgements", got, n, k.Progressed())
 			if progress && (got != n || acked.Load() != n || k.Held() != 0) {
 				t.Fatalf("%d deliveries, %d acked, %d held; want %d, %d, 0", got, acked.Load(), k.Held(), n, n)
@@ -206,7 +217,7 @@ func TestJetStreamRedeliversUnacked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Stop()
+	defer sub.Close()
 	wait.For(t, 10*time.Second, func() error {
 		if acked.Load() != 10 {
 			return errors.New("not all redelivered and acked")

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/internal/ordercheck"
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -91,7 +93,7 @@ func startReplica(t *testing.T, url, name string, log *orderLog) *replica {
 					log.overlap++
 				}
 				log.mu.Unlock()
-				time.Sleep(50 * time.Microsecond)
+				runtime.Gosched() // handling: another event of the key handled now would overlap
 				log.mu.Lock()
 				log.active[v.Key]--
 				log.seen[v.Key] = append(log.seen[v.Key], v.N)
@@ -136,33 +138,15 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	checkPlain(t, a)
 
 	const keys, each = 40, 60
-	published := make(chan struct{})
-	go func() {
-		defer close(published)
-		for n := range each {
-			for k := range keys {
-				body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
-				if err := pub.PublishStreamAsync("myco/ev", []byte(body), natsbus.Meta{Key: fmt.Sprintf("k%d", k)}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
-	}()
+	published := publishSteadily(t, pub, keys, each)
 	waitHandled := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			d, _, _ := log.check()
-			if d >= want {
-				return
+		wait.For(t, 30*time.Second, func() error {
+			if d, _, _ := log.check(); d < want {
+				return fmt.Errorf("%d of %d events handled", d, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d events handled", d, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitHandled(keys * each / 4)
 	b := startReplica(t, srv.ClientURL(), "b", log)
@@ -176,12 +160,19 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	a.dead.Store(true)
 	a.p.Stop()
 	a.c.NATS().Close()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		a.p.Release(ctx) // a dead process ends nothing; here its goroutines are joined for the tests after
+	})
 	killed := time.Now()
 	checkPartitions(t, b, 6)
 	took := time.Since(killed)
 	<-published
 	waitHandled(keys * each)
-	time.Sleep(200 * time.Millisecond)
+	// Every event acknowledged (the stream keeps an event until each
+	// consumer did): no copy of one can come any more.
+	waitStreamEmpty(t, b.c)
 	distinct, dups, ooo := log.check()
 	t.Logf("%d keys × %d events: %d handled, %d duplicates (%d before the death), %d out of order, %d at once; b took a's partitions %v after its death; b's resyncs %d, redeliveries passed over %d",
 		keys, each, distinct, dups, dupsBefore, ooo, log.overlap, took.Round(time.Millisecond), b.p.Resyncs(), b.p.Ignored())
@@ -208,26 +199,48 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	b.p.Release(context.Background())
 }
 
+// publishSteadily publishes each events of keys keys, a round of one
+// event per key every 25ms, and closes the returned channel when done.
+func publishSteadily(t *testing.T, pub *natsbus.Conn, keys, each int) <-chan struct{} {
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		tick := time.NewTicker(25 * time.Millisecond) // events arrive steadily, during the hand-overs and the death
+		defer tick.Stop()
+		for n := range each {
+			for k := range keys {
+				body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
+				if err := pub.PublishStreamAsync("myco/ev", []byte(body), natsbus.Meta{Key: fmt.Sprintf("k%d", k)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			<-tick.C
+		}
+	}()
+	return published
+}
+
 // checkPlain waits until r holds the plain lane.
 func checkPlain(t *testing.T, r *replica) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !r.p.HoldsPlain(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica does not hold the plain lane")
+	wait.For(t, 10*time.Second, func() error {
+		if !r.p.HoldsPlain() {
+			return errors.New("the replica does not hold the plain lane")
 		}
-	}
+		return nil
+	})
 }
 
 // checkPartitions waits until r holds n partitions.
 func checkPartitions(t *testing.T, r *replica, n int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for len(r.p.Owned()) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("replica holds partitions %v, want %d of them", r.p.Owned(), n)
+	wait.For(t, 15*time.Second, func() error {
+		if got := r.p.Owned(); len(got) != n {
+			return fmt.Errorf("replica holds partitions %v, want %d of them", got, n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestPartitionsResumeWhereTheReactorLeftOff: switching from the shared
@@ -237,108 +250,35 @@ func checkPartitions(t *testing.T, r *replica, n int) {
 func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx := context.Background()
-	var mu sync.Mutex
-	var got []int
-	handle := func(m *natsbus.Message) {
-		var v struct {
-			N int `json:"n"`
-		}
-		_ = json.Unmarshal(m.Body, &v)
-		mu.Lock()
-		got = append(got, v.N)
-		mu.Unlock()
-		_ = m.Ack()
-	}
-	next := 0
-	publish := func(k int) {
-		t.Helper()
-		for range k {
-			if err := c.PublishStream(ctx, "myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, next%7, next), natsbus.Meta{Key: fmt.Sprintf("k%d", next%7)}); err != nil {
-				t.Fatal(err)
-			}
-			next++
-		}
-	}
-	waitFor := func(want int) []int {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			mu.Lock()
-			n := len(got)
-			mu.Unlock()
-			if n >= want || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond) // nothing more comes
-		mu.Lock()
-		defer mu.Unlock()
-		out := got
-		got = nil
-		return out
-	}
+	h := &numbered{t: t, c: c}
 	// A stream made for partitions (interest retention); the shared
 	// consumer reads it first.
 	if err := c.EnsureStream(ctx, natsbus.StreamOptions{Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
-	k, err := New(ctx, c, natsbus.StreamOptions{}, handle)
+	k, err := New(ctx, c, natsbus.StreamOptions{}, h.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(10)
-	if h := waitFor(10); len(h) != 10 {
-		t.Fatalf("shared consumer handled %v", h)
+	h.publish(10)
+	if got := h.take(10); len(got) != 10 {
+		t.Fatalf("shared consumer handled %v", got)
 	}
-	k.Stop()
+	k.Close()
 	// Back to 2 partitions after 3: the consumers of 2 were deleted when
 	// 3 started (else they would run again what 3 handled, which the
 	// stream kept for them).
 	for _, n := range []int{2, 3, 2} {
-		publish(4)
-		// One on core NATS, as an older bridge publishes: no key in its
-		// subject, so the plain lane reads it.
-		if err := c.Publish("myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, next%7, next), natsbus.Meta{}); err != nil {
-			t.Fatal(err)
-		}
-		next++
-		p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second}, handle)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := waitFor(5)
-		p.Stop()
-		p.Release(ctx)
-		slices.Sort(h)
-		if want := []int{next - 5, next - 4, next - 3, next - 2, next - 1}; !slices.Equal(h, want) {
-			t.Fatalf("%d partitions handled %v, want %v", n, h, want)
-		}
-		// Only this number's consumers remain, and the stream keeps
-		// nothing they all acknowledged.
-		var names []string
-		for name := range streamConsumers(t, c) {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		var want []string
-		for i := range n {
-			want = append(want, fmt.Sprintf("reactord-%d-%d", n, i))
-		}
-		want = append(want, "reactord-plain")
-		if !slices.Equal(names, want) {
-			t.Fatalf("after %d partitions the stream's consumers are %v, want %v", n, names, want)
-		}
-		waitStreamEmpty(t, c)
+		resumeWithPartitions(t, h, n)
 	}
 	// Back to the shared consumer: the partition consumers left on the
 	// stream are reported, since the stream keeps events for them.
 	var logBuf syncbuf.Buffer
-	k, err = New(ctx, c, natsbus.StreamOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}, handle)
+	k, err = New(ctx, c, natsbus.StreamOptions{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}, h.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.Stop()
+	k.Close()
 	if out := logBuf.String(); !strings.Contains(out, "consumers=reactord-2-0,reactord-2-1") || !strings.Contains(out, "consumers=reactord-plain") {
 		t.Fatalf("the shared consumer did not report the partition consumers left on the stream; log:\n%s", out)
 	}
@@ -350,9 +290,101 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	if err := c.EnsureStream(ctx, natsbus.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 2}, handle); !errors.Is(err, natsbus.ErrWorkQueueStream) {
+	if _, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 2}, h.handle); !errors.Is(err, natsbus.ErrWorkQueueStream) {
 		t.Fatalf("partitions on a work-queue stream: %v, want ErrWorkQueueStream", err)
 	}
+}
+
+// resumeWithPartitions publishes four keyed events and one on core NATS,
+// starts n partitions, and checks that they handle those five only, and
+// that only their consumers remain on the stream, which keeps nothing.
+func resumeWithPartitions(t *testing.T, h *numbered, n int) {
+	t.Helper()
+	ctx := context.Background()
+	h.publish(4)
+	// One on core NATS, as an older bridge publishes: no key in its
+	// subject, so the plain lane reads it.
+	if err := h.c.Publish("myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, h.next%7, h.next), natsbus.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	h.next++
+	p, err := NewPartitioned(ctx, h.c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second}, h.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.take(5)
+	p.Stop()
+	p.Release(ctx)
+	slices.Sort(got)
+	if next := h.next; !slices.Equal(got, []int{next - 5, next - 4, next - 3, next - 2, next - 1}) {
+		t.Fatalf("%d partitions handled %v, want the last five of %d", n, got, next)
+	}
+	// Only this number's consumers remain, and the stream keeps
+	// nothing they all acknowledged.
+	names := slices.Sorted(maps.Keys(streamConsumers(t, h.c)))
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("reactord-%d-%d", n, i))
+	}
+	want = append(want, "reactord-plain")
+	if !slices.Equal(names, want) {
+		t.Fatalf("after %d partitions the stream's consumers are %v, want %v", n, names, want)
+	}
+	waitStreamEmpty(t, h.c)
+}
+
+// numbered publishes events numbered in order, keyed by seven keys, and
+// records the numbers of those its handler handles (and acknowledges).
+type numbered struct {
+	t    *testing.T
+	c    *natsbus.Conn
+	mu   sync.Mutex
+	got  []int
+	next int
+}
+
+func (h *numbered) handle(m *natsbus.Message) {
+	var v struct {
+		N int `json:"n"`
+	}
+	_ = json.Unmarshal(m.Body, &v)
+	h.mu.Lock()
+	h.got = append(h.got, v.N)
+	h.mu.Unlock()
+	_ = m.Ack()
+}
+
+// publish publishes k events to the stream, each on its key's subject.
+func (h *numbered) publish(k int) {
+	h.t.Helper()
+	for range k {
+		key := fmt.Sprintf("k%d", h.next%7)
+		if err := h.c.PublishStream(context.Background(), "myco/ev", fmt.Appendf(nil, `{"key": %q, "n": %d}`, key, h.next), natsbus.Meta{Key: key}); err != nil {
+			h.t.Fatal(err)
+		}
+		h.next++
+	}
+}
+
+// take waits until want events were handled and the stream holds none
+// (each acknowledged: no copy of one can come any more), and returns
+// those handled since the last take.
+func (h *numbered) take(want int) []int {
+	h.t.Helper()
+	wait.For(h.t, 10*time.Second, func() error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if len(h.got) < want {
+			return fmt.Errorf("%d of %d events handled", len(h.got), want)
+		}
+		return nil
+	})
+	waitStreamEmpty(h.t, h.c)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.got
+	h.got = nil
+	return out
 }
 
 // streamConsumers lists the consumers of REACTORD_EVENTS.
@@ -377,13 +409,17 @@ func streamConsumers(t *testing.T, c *natsbus.Conn) map[string]bool {
 func waitStreamEmpty(t *testing.T, c *natsbus.Conn) {
 	t.Helper()
 	var n uint64
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		var err error
 		if n, err = c.StreamMessages(context.Background(), "REACTORD_EVENTS"); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
 			return
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
 		}
 	}
 	s, _ := c.JetStream().Stream(context.Background(), "REACTORD_EVENTS")
@@ -405,46 +441,10 @@ func waitStreamEmpty(t *testing.T, c *natsbus.Conn) {
 func TestChangingPartitionsDrainsTheFormerOnes(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx := context.Background()
-	log := newOrderLog()
-	var limit, handled atomic.Int64
-	handle := func(m *natsbus.Message) {
-		if handled.Load() >= limit.Load() {
-			return // stopping: left unacknowledged, for the next owner
-		}
-		handled.Add(1)
-		var v struct {
-			Key string `json:"key"`
-			N   int    `json:"n"`
-		}
-		_ = json.Unmarshal(m.Body, &v)
-		log.mu.Lock()
-		log.seen[v.Key] = append(log.seen[v.Key], v.N)
-		log.mu.Unlock()
-		_ = m.Ack()
-	}
-	const keys = 12
-	next := 0
-	publish := func(k int) {
-		t.Helper()
-		for range k {
-			key := fmt.Sprintf("web%d", next%keys)
-			if err := c.PublishStream(ctx, "myco/ev", fmt.Appendf(nil, `{"key": %q, "n": %d}`, key, next/keys), natsbus.Meta{Key: key}); err != nil {
-				t.Fatal(err)
-			}
-			next++
-		}
-	}
-	waitHandled := func(want int64) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); handled.Load() < want; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d events handled", handled.Load(), want)
-			}
-		}
-	}
+	d := &draining{t: t, c: c, log: newOrderLog()}
 	// The consumers of 3 partitions, so that the stream keeps events for
 	// them (interest retention).
-	p0, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 3, LeaseTTL: 2 * time.Second}, handle)
+	p0, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 3, LeaseTTL: 2 * time.Second}, d.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,26 +452,27 @@ func TestChangingPartitionsDrainsTheFormerOnes(t *testing.T) {
 	p0.Release(ctx)
 	var drained atomic.Int64
 	for step, n := range []int{3, 6, 3} {
-		publish(60)                   // while no replica runs: the former number's subjects
-		limit.Store(int64(next + 30)) // all of them, then half of this number's
+		d.publish(60)                     // while no replica runs: the former number's subjects
+		d.limit.Store(int64(d.next + 30)) // all of them, then half of this number's
 		p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second,
 			OnChange: func(change string, _ int) {
 				if change == "drained" {
 					drained.Add(1)
 				}
-			}}, handle)
+			}}, d.handle)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A second replica joins while the first drains: it must keep
 		// this number's consumers (and their events) and share the drain.
-		p2, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second}, handle)
+		p2, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: n, LeaseTTL: 2 * time.Second}, d.handle)
 		if err != nil {
 			t.Fatal(err)
 		}
-		publish(60) // this number's subjects
-		waitHandled(limit.Load())
-		time.Sleep(200 * time.Millisecond) // the floor acknowledged
+		d.publish(60) // this number's subjects
+		d.waitHandled(d.limit.Load())
+		// Release acknowledges what was handled and waits for the server
+		// to confirm it; the events not handled wait for the next number.
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		p.Stop()
 		p2.Stop()
@@ -484,22 +485,73 @@ func TestChangingPartitionsDrainsTheFormerOnes(t *testing.T) {
 		drained.Store(0)
 	}
 	// The last number handles everything.
-	limit.Store(int64(next))
-	p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 3, LeaseTTL: 2 * time.Second}, handle)
+	d.limit.Store(int64(d.next))
+	p, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 3, LeaseTTL: 2 * time.Second}, d.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitHandled(int64(next))
-	time.Sleep(300 * time.Millisecond) // nothing more comes
+	d.waitHandled(int64(d.next))
+	// Every event acknowledged: no copy of one can come any more.
+	waitStreamEmpty(t, c)
 	p.Stop()
 	p.Release(ctx)
-	distinct, dups, ooo := log.check()
-	if distinct != next || dups != 0 || ooo != 0 {
-		t.Fatalf("%d events: %d handled, %d twice, %d out of order", next, distinct, dups, ooo)
+	distinct, dups, ooo := d.log.check()
+	if distinct != d.next || dups != 0 || ooo != 0 {
+		t.Fatalf("%d events: %d handled, %d twice, %d out of order", d.next, distinct, dups, ooo)
 	}
 	names := slices.Sorted(maps.Keys(streamConsumers(t, c)))
 	if want := []string{"reactord-3-0", "reactord-3-1", "reactord-3-2", "reactord-plain"}; !slices.Equal(names, want) {
 		t.Fatalf("consumers left: %v, want %v", names, want)
 	}
-	waitStreamEmpty(t, c)
+}
+
+// draining publishes events of twelve keys, numbered per key, and
+// handles them (in an orderLog) up to a limit: those after it are left
+// unacknowledged, as by a replica stopping.
+type draining struct {
+	t              *testing.T
+	c              *natsbus.Conn
+	log            *orderLog
+	limit, handled atomic.Int64
+	next           int
+}
+
+func (d *draining) handle(m *natsbus.Message) {
+	if d.handled.Load() >= d.limit.Load() {
+		return // stopping: left unacknowledged, for the next owner
+	}
+	d.handled.Add(1)
+	var v struct {
+		Key string `json:"key"`
+		N   int    `json:"n"`
+	}
+	_ = json.Unmarshal(m.Body, &v)
+	d.log.mu.Lock()
+	d.log.seen[v.Key] = append(d.log.seen[v.Key], v.N)
+	d.log.mu.Unlock()
+	_ = m.Ack()
+}
+
+// publish publishes k events to the stream, each on its key's subject.
+func (d *draining) publish(k int) {
+	d.t.Helper()
+	const keys = 12
+	for range k {
+		key := fmt.Sprintf("web%d", d.next%keys)
+		if err := d.c.PublishStream(context.Background(), "myco/ev", fmt.Appendf(nil, `{"key": %q, "n": %d}`, key, d.next/keys), natsbus.Meta{Key: key}); err != nil {
+			d.t.Fatal(err)
+		}
+		d.next++
+	}
+}
+
+// waitHandled waits until want events were handled.
+func (d *draining) waitHandled(want int64) {
+	d.t.Helper()
+	wait.For(d.t, 20*time.Second, func() error {
+		if n := d.handled.Load(); n < want {
+			return fmt.Errorf("%d of %d events handled", n, want)
+		}
+		return nil
+	})
 }

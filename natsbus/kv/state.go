@@ -154,14 +154,24 @@ type StateEntry struct {
 // were applied (or load ended first: an error), so a replica starts with
 // the state the others left.
 func (s *State) Watch(load, run context.Context, apply func(StateEntry)) error {
+	_, err := s.WatchDone(load, run, apply)
+	return err
+}
+
+// WatchDone is Watch, and also returns a channel closed once the watching
+// goroutine has ended (after run ended): apply is not called any more,
+// so that a caller's stop can wait for it.
+func (s *State) WatchDone(load, run context.Context, apply func(StateEntry)) (<-chan struct{}, error) {
 	ctx := run
 	w, err := s.kv.WatchAll(ctx)
 	if err != nil {
-		return fmt.Errorf("watching the shared state: %w", err)
+		return nil, fmt.Errorf("watching the shared state: %w", err)
 	}
 	loaded := make(chan struct{})
+	done := make(chan struct{})
 	var once sync.Once
 	go func() {
+		defer close(done)
 		defer func() { _ = w.Stop() }()
 		for {
 			select {
@@ -183,9 +193,9 @@ func (s *State) Watch(load, run context.Context, apply func(StateEntry)) error {
 	}()
 	select {
 	case <-loaded:
-		return ctx.Err()
+		return done, ctx.Err()
 	case <-load.Done():
-		return fmt.Errorf("loading the shared state: %w", load.Err())
+		return done, fmt.Errorf("loading the shared state: %w", load.Err())
 	}
 }
 

@@ -3,10 +3,12 @@ package kv_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/reactord/reactord/internal/natstest"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/natsbus/kv"
@@ -56,21 +58,32 @@ func TestStateResendsFailedWrites(t *testing.T) {
 	s.Put("j.b", []byte("old"), time.Minute)
 	s.Put("j.b", []byte("new"), time.Minute)
 	s.Put("x.c", []byte("dropped"), time.Minute)
-	time.Sleep(1500 * time.Millisecond)
+	// The writes failed and both j keys were sent again (and failed
+	// again): the bucket comes back while they are being resent.
+	wait.For(t, 10*time.Second, func() error {
+		if n := s.Resent(); n < 2 {
+			return fmt.Errorf("%d writes sent again", n)
+		}
+		return nil
+	})
 	again, err := kv.Open(ctx, c, kv.StateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"j.a": "v1", "j.b": "new"}
-	var got map[string][]byte
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		got, err = again.Scan(ctx, "")
-		if err == nil && string(got["j.a"]) == "v1" && string(got["j.b"]) == "new" {
-			break
+	wait.For(t, 10*time.Second, func() error {
+		got, err := again.Scan(ctx, "")
+		if err != nil || string(got["j.a"]) != "v1" || string(got["j.b"]) != "new" {
+			return fmt.Errorf("bucket %q (%v)", got, err)
 		}
+		return nil
+	})
+	// Once every write is confirmed none is sent again: nothing older
+	// can come after.
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // one more resend round: nothing older comes after
-	got, err = again.Scan(ctx, "")
+	got, err := again.Scan(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,226 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// partRun is one held partition: its consumption session, the events
+// taken from it in stream order, and their acknowledgement.
+type partRun struct {
+	p       *Partitioned
+	u       *unit
+	i       int          // u.i
+	renewed atomic.Int64 // when the lease was last renewed (Unix ns, the renewal's start)
+	lost    atomic.Bool  // the lease is gone: events taken are not to be handled here
+	took    atomic.Int64 // when an event was last taken, or the session began (Unix ns): the stall check's progress
+
+	mu       sync.Mutex
+	cc       jetstream.ConsumeContext
+	ccClosed <-chan struct{} // cc.Closed(), taken before any stop
+	halted   bool            // no more events: lost, handed over or stopping
+	pausing  bool            // a resync is under way: events are passed over
+	session  int             // counts the sessions (resets)
+	next     uint64
+	lastDseq uint64
+	taken    []*takenMsg // not acknowledged yet, in stream order
+	inflight int         // handed to the handler, not settled
+	floor    jetstream.Msg
+	acked    jetstream.Msg
+	backoff  time.Duration
+	quit     chan struct{}
+}
+
+type takenMsg struct {
+	m       jetstream.Msg
+	seq     uint64
+	session int
+	since   time.Time
+	done    bool
+}
+
+func newPartRun(p *Partitioned, u *unit) *partRun {
+	return &partRun{p: p, u: u, i: u.i, quit: make(chan struct{})}
+}
+
+func (r *partRun) renewedAt() time.Time { return time.Unix(0, r.renewed.Load()) }
+
+// overdue reports that the lease was last renewed two thirds of its time
+// ago or more: another replica may take it a third of its time later.
+func (r *partRun) overdue() bool { return time.Since(r.renewedAt()) >= r.p.o.LeaseTTL*2/3 }
+
+// start begins a session on the partition: it takes the pin, resets the
+// consumer to its acknowledgement floor and pulls. On failure it retries
+// until the partition is halted.
+func (r *partRun) start(change string) {
+	p := r.p
+	if !p.tasks.goFn(r.acks) {
+		return // released
+	}
+	if !r.sessionRetrying("partition: starting its consumption failed; retrying") || r.isHalted() {
+		return // halted, or a former number's partition found drained
+	}
+	p.log.Info("partition "+change+": consuming it from its acknowledgement floor", "consumer", r.u.name, "replica", p.o.Replica, "from_seq", r.nextSeq())
+	p.changed(change, r.i)
+}
+
+// sessionRetrying starts a session (session0), retrying every 250 ms
+// until one starts (true) or the partition is halted or quits (false);
+// failures are logged as failed, the first and every twentieth.
+func (r *partRun) sessionRetrying(failed string) bool {
+	for attempt := 1; !r.isHalted(); attempt++ {
+		err := r.session0()
+		if err == nil {
+			return true
+		}
+		if r.isHalted() {
+			return false
+		}
+		if attempt == 1 || attempt%20 == 0 {
+			r.p.log.Warn(failed, "consumer", r.u.name, "attempts", attempt, "err", err)
+		}
+		select {
+		case <-r.quit:
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+func (r *partRun) isHalted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.halted
+}
+
+func (r *partRun) nextSeq() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next
+}
+
+// session0 unpins the consumer, resets it to its acknowledgement floor
+// (dropping what the server thinks is pending elsewhere) and starts
+// pulling with a fresh pin.
+//
+// Each request has a short timeout of its own: a request that reaches a
+// consumer's former leader while a cluster elects a new one is never
+// answered, and the caller retries at once.
+func (r *partRun) session0() error {
+	p := r.p
+	name := r.u.name
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	s, err := p.c.JetStream().Stream(ctx, p.o.Stream)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", p.o.Stream, err)
+	}
+	if r.u.old {
+		// Another replica may have drained and deleted it: resetting a
+		// consumer that is gone is not answered.
+		ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
+		_, err := s.Consumer(ctx, name)
+		cancel()
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			p.drained(r, "its consumer is gone (drained by another replica)")
+			return nil
+		}
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
+	_ = s.UnpinConsumer(ctx, name, PartitionGroup) // none pinned: an error
+	cancel()
+	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
+	res, err := s.ResetConsumer(ctx, name)
+	cancel()
+	if errors.Is(err, jetstream.ErrConsumerNotFound) && r.u.old {
+		p.drained(r, "its consumer is gone")
+		return nil
+	}
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		if err = p.ensureConsumers(ctx); err == nil {
+			res, err = s.ResetConsumer(ctx, name)
+		}
+		cancel()
+	}
+	if err != nil {
+		return fmt.Errorf("resetting consumer %s to its acknowledgement floor: %w", name, err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	cons, err := s.Consumer(ctx, name) // a new handle: no pin id of a past session
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", name, err)
+	}
+	r.mu.Lock()
+	if r.halted {
+		r.mu.Unlock()
+		return nil
+	}
+	r.session++
+	r.took.Store(time.Now().UnixNano())
+	r.next, r.lastDseq = res.ResetSeq, 0
+	r.taken, r.floor, r.acked = nil, nil, nil
+	r.pausing = false
+	r.mu.Unlock()
+	return r.consume(cons)
+}
+
+// consume starts pulling from cons; the client's callbacks are counted in
+// the partitions' tasks, so that Release waits for those under way.
+func (r *partRun) consume(cons jetstream.Consumer) error {
+	p := r.p
+	receive := func(m jetstream.Msg) {
+		if !p.tasks.enter() {
+			return // released: left pending for the next owner
+		}
+		defer p.tasks.leave()
+		r.receive(m)
+	}
+	cc, err := cons.Consume(receive, jetstream.PullPriorityGroup(PartitionGroup), jetstream.PullMaxMessages(min(p.o.MaxAckPending, 1024)),
+		jetstream.PullExpiry(p.o.LeaseTTL/2), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !p.tasks.enter() {
+				return
+			}
+			defer p.tasks.leave()
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				r.resync("the consumer is gone: " + err.Error())
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", r.u.name, err)
+	}
+	closed := cc.Closed()
+	r.mu.Lock()
+	halted := r.halted
+	if !halted {
+		r.cc, r.ccClosed = cc, closed
+	}
+	r.mu.Unlock()
+	if halted {
+		p.tasks.stopConsuming(cc, closed)
+	}
+	return nil
+}
+
+// halt stops pulling for good.
+func (r *partRun) halt() {
+	r.mu.Lock()
+	if r.halted {
+		r.mu.Unlock()
+		return
+	}
+	r.halted = true
+	cc, closed := r.cc, r.ccClosed
+	r.mu.Unlock()
+	if cc != nil {
+		r.p.tasks.stopConsuming(cc, closed)
+	}
+}

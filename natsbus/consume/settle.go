@@ -1,0 +1,133 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// waitSettled waits, for up to d, until every event handed to the
+// handler is settled.
+func (r *partRun) waitSettled(d time.Duration) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r.mu.Lock()
+		n := r.inflight
+		r.mu.Unlock()
+		if n <= 0 {
+			return
+		}
+		select {
+		case <-deadline.C:
+			return
+		case <-r.quit:
+			return // settled by another (a release, a loss): it waited
+		case <-tick.C:
+		}
+	}
+}
+
+// settle waits (for up to d) until every event handed to the handler is
+// settled, acknowledges the floor and ends the acknowledgement loop.
+func (r *partRun) settle(d time.Duration) {
+	r.waitSettled(d)
+	r.mu.Lock()
+	select {
+	case <-r.quit:
+	default:
+		close(r.quit)
+	}
+	r.mu.Unlock()
+	r.ackFloor()
+	r.confirmFloor()
+}
+
+// confirmFloor waits, for up to a request's time, until the server
+// recorded the acknowledgement floor: acknowledgements go out without
+// waiting for a reply, and the next owner of the partition starts at the
+// floor the server holds, so an event acknowledged here but not yet
+// recorded there would run again (a hand-over between live replicas
+// reacted twice to one event on a loaded machine).
+func (r *partRun) confirmFloor() {
+	r.mu.Lock()
+	f := r.acked
+	r.mu.Unlock()
+	if f == nil {
+		return
+	}
+	md, err := f.Metadata()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	// The lookup brings the consumer's info; Info refreshes it.
+	cons, err := r.p.c.JetStream().Consumer(ctx, r.p.o.Stream, r.u.name)
+	for err == nil && cons.CachedInfo().AckFloor.Stream < md.Sequence.Stream {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+			_, err = cons.Info(ctx)
+		}
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		r.p.log.Warn("the server did not confirm the partition's last acknowledgement: its next owner may handle those events again",
+			"consumer", r.u.name, "replica", r.p.o.Replica, "stream_seq", md.Sequence.Stream, "error", err)
+	}
+}
+
+// resync pauses the partition, waits until what was handed to the
+// handler is settled, and starts a new session from the acknowledgement
+// floor, so that nothing after a missed or refused event is handled
+// before it.
+func (r *partRun) resync(why string) {
+	p := r.p
+	r.mu.Lock()
+	if r.halted || r.pausing {
+		r.mu.Unlock()
+		return
+	}
+	p.mu.Lock()
+	stopping := p.stopping
+	p.mu.Unlock()
+	if stopping {
+		r.mu.Unlock()
+		return // the next owner starts at the floor
+	}
+	r.pausing = true
+	cc, closed := r.cc, r.ccClosed
+	r.cc, r.ccClosed = nil, nil
+	r.backoff = min(max(2*r.backoff, 100*time.Millisecond), 5*time.Second)
+	wait := r.backoff
+	r.mu.Unlock()
+	p.resyncs.Add(1)
+	p.log.Warn("partition resync: consuming it again from its acknowledgement floor", "consumer", r.u.name, "reason", why, "after", wait.String())
+	p.changed("resync", r.i)
+	again := func() {
+		if cc != nil {
+			p.tasks.stopConsuming(cc, closed)
+		}
+		r.waitSettled(p.o.AckWait)
+		r.mu.Lock()
+		r.acked = nil // send it again: the last one may have gone to a consumer leader that died
+		r.mu.Unlock()
+		r.ackFloor()
+		select {
+		case <-r.quit:
+			return
+		case <-time.After(wait):
+		}
+		if r.sessionRetrying("partition resync failed; retrying") {
+			p.log.Info("partition resynced: consuming it from its acknowledgement floor", "consumer", r.u.name, "from_seq", r.nextSeq())
+		}
+	}
+	if !p.tasks.goFn(again) && cc != nil {
+		cc.Stop() // released meanwhile: the next owner starts at the floor
+	}
+}
