@@ -85,6 +85,10 @@ type Conn struct {
 	noResponders   chan *nats.Msg
 	deliverWaiting map[string]bool
 	deliverSeq     atomic.Uint64
+
+	// watchers are the slow-subscription watchers (slowConsumerHandler);
+	// Close waits for them.
+	watchers sync.WaitGroup
 }
 
 // Connect opens a connection and reconnects forever after a disconnection;
@@ -121,7 +125,7 @@ func Connect(opts ConnOptions) (*Conn, error) {
 		log = slog.Default()
 	}
 	c := &Conn{prefix: DefaultPrefix}
-	no = append(no, nats.ErrorHandler(slowConsumerHandler(log, opts.SlowConsumer)))
+	no = append(no, nats.ErrorHandler(slowConsumerHandler(log, opts.SlowConsumer, &c.watchers)))
 	no = append(no,
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if c.closing.Load() {
@@ -167,7 +171,8 @@ const slowConsumerPoll = 250 * time.Millisecond
 // of its Dropped count since the last call) and logs at most once a
 // minute; other asynchronous errors (a permission refused) are logged at
 // most once a minute too.
-func slowConsumerHandler(log *slog.Logger, count func(int64)) nats.ErrHandler {
+// Each watcher runs in watchers until its subscription ends.
+func slowConsumerHandler(log *slog.Logger, count func(int64), watchers *sync.WaitGroup) nats.ErrHandler {
 	var mu sync.Mutex
 	seen := map[*nats.Subscription]int{}
 	every, other := ratelog.New(time.Minute), ratelog.New(time.Minute)
@@ -190,7 +195,7 @@ func slowConsumerHandler(log *slog.Logger, count func(int64)) nats.ErrHandler {
 		}
 		mu.Unlock()
 		if !watching {
-			go func() {
+			watchers.Go(func() {
 				t := time.NewTicker(slowConsumerPoll)
 				defer t.Stop()
 				for {
@@ -212,7 +217,7 @@ func slowConsumerHandler(log *slog.Logger, count func(int64)) nats.ErrHandler {
 					}
 					<-t.C
 				}
-			}()
+			})
 		}
 		if k, ok := every.Tick(); ok {
 			log.Error("NATS slow consumer: the client dropped events its subscription could not take in time (core NATS has no redelivery; use --jetstream); counted in reactord_dropped_total{reason=\"slow_consumer\"}, logged at most once a minute",
@@ -229,6 +234,9 @@ func (c *Conn) Close() {
 	c.closing.Store(true)
 	_ = c.nc.Drain()
 	c.nc.Close()
+	// Their subscriptions are closed now: each watcher sees it at its
+	// next look (slowConsumerPoll).
+	c.watchers.Wait()
 }
 
 // Flush waits until the server has processed everything published.

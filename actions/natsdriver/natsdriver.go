@@ -80,6 +80,9 @@ type Driver struct {
 	// publishes to it), by subject.
 	storedMu sync.Mutex
 	stored   map[string]*answer
+	// refreshes are the answers being asked again in the background;
+	// Close waits for them.
+	refreshes sync.WaitGroup
 
 	published   atomic.Int64
 	confirmed   atomic.Int64
@@ -142,7 +145,7 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 		d.confirmed.Add(1)
 		return actions.Result{}, nil
 	}
-	wait := d.wait.get(ctx, func(ctx context.Context) (bool, bool) { return d.conn.EventStream(ctx) != "", true })
+	wait := d.wait.get(ctx, &d.refreshes, func(ctx context.Context) (bool, bool) { return d.conn.EventStream(ctx) != "", true })
 	if err := d.conn.PublishRaw(subj, body[:len(body)-1], meta); err != nil {
 		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
 	}
@@ -201,19 +204,19 @@ type answer struct {
 // it, or for their ctx); later calls use the answer and refresh it in the
 // background every driverModeEvery (a refresh that gets no answer keeps
 // the last one until the next), so a slow JetStream API never holds a
-// lane.
-func (q *answer) get(ctx context.Context, ask func(context.Context) (yes, known bool)) bool {
+// lane. The refresh runs in refreshes.
+func (q *answer) get(ctx context.Context, refreshes *sync.WaitGroup, ask func(context.Context) (yes, known bool)) bool {
 	at := q.at.Load()
 	if at == 0 {
 		q.first(ctx, ask)
 	} else if time.Since(time.Unix(0, at)) > driverModeEvery && q.busy.CompareAndSwap(false, true) {
-		go func() {
+		refreshes.Go(func() {
 			defer q.busy.Store(false)
 			if yes, known := ask(context.Background()); known {
 				q.yes.Store(yes)
 			}
 			q.at.Store(time.Now().UnixNano())
-		}()
+		})
 	}
 	return q.yes.Load()
 }
@@ -252,7 +255,7 @@ func (d *Driver) storedMode(ctx context.Context, subj string) bool {
 		d.stored[subj] = q
 	}
 	d.storedMu.Unlock()
-	return q.get(ctx, func(ctx context.Context) (bool, bool) { return d.conn.StreamCaptures(ctx, subj) })
+	return q.get(ctx, &d.refreshes, func(ctx context.Context) (bool, bool) { return d.conn.StreamCaptures(ctx, subj) })
 }
 
 // confirm runs one flush at a time, each covering the reactions published
@@ -328,6 +331,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	var err error
 	d.closeMu.Do(func() {
 		close(d.stop)
+		defer d.refreshes.Wait()
 		started := true
 		d.start.Do(func() { started = false })
 		if started {
