@@ -6,8 +6,8 @@
 // those names; package reactions adds them to every template's functions.
 //
 // Package reactions also uses the Python semantics they rest on, to read
-// and compile what a template printed as Salt does: Str, Repr and Text
-// (str(), repr() and what Jinja prints), Num and ToNum (exact numbers, as
+// and compile what a template printed as Salt does: Str and Text (str(),
+// and what Jinja prints of any value), Num and ToNum (exact numbers, as
 // Salt orders chunks), AsDict, AsList and AsString (a value as a dict,
 // list or str), JSONEncode and ToJSON (Salt's |json and |tojson), and the
 // values the helpers return (Printed, YAMLQuoted, Bytes).

@@ -347,7 +347,7 @@ func pyPercent(format string, args any) (string, error) {
 			key := rs[i+1 : i+end]
 			v, ok := dict.Get(key)
 			if !ok {
-				return "", fmt.Errorf("KeyError: %s", Repr(key))
+				return "", fmt.Errorf("KeyError: %s", reprOf(key))
 			}
 			arg, haveArg = v, true
 			i += end + 1
@@ -407,7 +407,7 @@ func percentOne(flags, width string, conv byte, v any) (string, error) {
 	case 's':
 		return fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", Str(v)), nil
 	case 'r', 'a':
-		return fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", Repr(v)), nil
+		return fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", reprOf(v)), nil
 	case 'c':
 		if s, ok := v.(string); ok && len([]rune(s)) == 1 {
 			return fmt.Sprintf(spec+"s", s), nil
@@ -497,7 +497,7 @@ func pyFormat(format string, args ...any) (string, error) {
 		} else {
 			n, err := strconv.Atoi(name)
 			if err != nil {
-				return "", fmt.Errorf("KeyError: %s", Repr(name))
+				return "", fmt.Errorf("KeyError: %s", reprOf(name))
 			}
 			idx = n
 		}
@@ -507,7 +507,7 @@ func pyFormat(format string, args ...any) (string, error) {
 		v := args[idx]
 		switch convName {
 		case "r", "a":
-			v = Repr(v)
+			v = reprOf(v)
 		case "s":
 			v = Str(v)
 		case "":
@@ -717,12 +717,12 @@ func pyIndex(v, k any) (any, error) {
 			if e, ok := d.Get(s); ok {
 				return e, nil
 			}
-			return nil, fmt.Errorf("%s is undefined: 'dict object' has no attribute %s", Repr(k), Repr(k))
+			return nil, fmt.Errorf("%s is undefined: 'dict object' has no attribute %s", reprOf(k), reprOf(k))
 		}
 		return nil, noElement(v, k)
 	}
 	if _, isStr := k.(string); isStr {
-		return nil, fmt.Errorf("%s has no attribute %s", jinjaTypeRepr(v), Repr(k))
+		return nil, fmt.Errorf("%s has no attribute %s", jinjaTypeRepr(v), reprOf(k))
 	}
 	n, ok := ToNum(k)
 	if !ok || n.IsFloat {
@@ -764,7 +764,7 @@ func pyIndexOr(v, k, d any) any {
 // noElement is StrictUndefined's error for v[k] that Jinja made
 // undefined: "'int object' has no element 0".
 func noElement(v, k any) error {
-	return fmt.Errorf("%s has no element %s", jinjaTypeRepr(v), Repr(k))
+	return fmt.Errorf("%s has no element %s", jinjaTypeRepr(v), reprOf(k))
 }
 
 // jinjaTypeRepr is Jinja's object_type_repr as StrictUndefined quotes it:

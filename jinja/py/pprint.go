@@ -59,7 +59,7 @@ func sortedRepr(v any) string {
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	}
-	return Repr(v)
+	return reprOf(v)
 }
 
 func runes(s string) int { return utf8.RuneCountInString(s) }

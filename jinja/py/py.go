@@ -102,7 +102,7 @@ var pyFuncs = map[string]any{
 	"pyIn":           pyIn,
 	"pyTruth":        pyTruth,
 	"pyStr":          Str,
-	"pyRepr":         Repr,
+	"pyRepr":         reprOf,
 	"pyAdd":          pyAdd,
 	"pyConcat":       pyConcat,
 	"getOr":          getOr,
@@ -604,9 +604,9 @@ func Str(v any) string {
 	return fmt.Sprint(v)
 }
 
-// Repr is Python's repr(v): strings quoted ('a', "it's", '\n'), the rest
+// reprOf is Python's repr(v): strings quoted ('a', "it's", '\n'), the rest
 // as Str.
-func Repr(v any) string {
+func reprOf(v any) string {
 	var b strings.Builder
 	if writeRepr(&b, v) {
 		return b.String()

@@ -149,7 +149,7 @@ func TestPyStrRepr(t *testing.T) {
 			t.Errorf("pyStr(%#v) = %s, want %s", c.v, got, c.str)
 		}
 		if c.repr != "" {
-			if got := Repr(c.v); got != c.repr {
+			if got := reprOf(c.v); got != c.repr {
 				t.Errorf("pyRepr(%#v) = %s, want %s", c.v, got, c.repr)
 			}
 		}
@@ -210,7 +210,7 @@ func TestPyDictAndSequences(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			return
 		}
-		if s := Repr(got); s != want {
+		if s := reprOf(got); s != want {
 			t.Errorf("%s = %s, want %s", name, s, want)
 		}
 	}
@@ -421,8 +421,8 @@ func TestRegexAndAttrs(t *testing.T) {
 		{"x\nweb", `^web`, nil, "None"}, {"a\nb", "a\nb", nil, "('a\\nb',)"}, {"abc", `(?P<x>b)c\Z`, nil, "('b',)"},
 	} {
 		got, err := regexSearch(c.s, c.p, c.flags...)
-		if err != nil || Repr(got) != c.want {
-			t.Errorf("regexSearch(%q, %q) = %s, %v; want %s", c.s, c.p, Repr(got), err, c.want)
+		if err != nil || reprOf(got) != c.want {
+			t.Errorf("regexSearch(%q, %q) = %s, %v; want %s", c.s, c.p, reprOf(got), err, c.want)
 		}
 	}
 	if got, _ := regexMatchPy("xweb", "web"); got != nil {
@@ -441,8 +441,8 @@ func TestRegexAndAttrs(t *testing.T) {
 		map[string]any{"name": "c", "n": int64(3)},
 	}
 	l, err := pyMap(seq[:2], "sub.x")
-	if err != nil || Repr(l) != "['1', '2']" {
-		t.Errorf("pyMap = %s, %v", Repr(l), err)
+	if err != nil || reprOf(l) != "['1', '2']" {
+		t.Errorf("pyMap = %s, %v", reprOf(l), err)
 	}
 	if _, err := pyMap(seq, "ok"); err == nil {
 		t.Error("pyMap missing attribute: no error")
@@ -452,7 +452,7 @@ func TestRegexAndAttrs(t *testing.T) {
 			return err.Error()
 		}
 		m, _ := pyMap(l, "name")
-		return Repr(m)
+		return reprOf(m)
 	}
 	for _, c := range []struct {
 		attr string

@@ -25,18 +25,18 @@ func Text(v any) string {
 	switch rv.Kind() {
 	case reflect.Map, reflect.Slice, reflect.Array:
 		// Jinja prints Python's repr: ['a', None, True], {'k': 1}.
-		if nv := Normalize(v); nv != nil {
-			return Repr(nv)
+		if nv := normalizeValue(v); nv != nil {
+			return reprOf(nv)
 		}
 	}
 	return fmt.Sprint(v)
 }
 
-// Normalize converts Go values from event data or template functions
+// normalizeValue converts Go values from event data or template functions
 // into the value forms reactord passes around: *event.Map, []any, string,
 // bool, int64, float64, json.Number, nil. It returns nil for values it does
 // not know.
-func Normalize(v any) any {
+func normalizeValue(v any) any {
 	switch x := v.(type) {
 	case nil, string, bool, int64, float64, json.Number:
 		return x
@@ -52,13 +52,13 @@ func Normalize(v any) any {
 		sort.Strings(keys)
 		out := event.NewMap(len(keys))
 		for _, k := range keys {
-			out.Set(k, Normalize(x[k]))
+			out.Set(k, normalizeValue(x[k]))
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = Normalize(e)
+			out[i] = normalizeValue(e)
 		}
 		return out
 	}
@@ -67,7 +67,7 @@ func Normalize(v any) any {
 	case reflect.Slice, reflect.Array:
 		out := make([]any, rv.Len())
 		for i := range out {
-			out[i] = Normalize(rv.Index(i).Interface())
+			out[i] = normalizeValue(rv.Index(i).Interface())
 		}
 		return out
 	case reflect.Map:
@@ -78,7 +78,7 @@ func Normalize(v any) any {
 		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 		out := event.NewMap(len(keys))
 		for _, k := range keys {
-			out.Set(k.String(), Normalize(rv.MapIndex(k).Interface()))
+			out.Set(k.String(), normalizeValue(rv.MapIndex(k).Interface()))
 		}
 		return out
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
