@@ -2,9 +2,9 @@
 // templates. It parses the subset of Jinja that reaction files use, keeping
 // the line and column of every node, and translates it into a text/template
 // source that renders what Jinja renders, with the Python-semantics helpers
-// of package reactions (pyEq, pyStr, getOr, ...). A construct it cannot
-// translate faithfully refuses the whole file, with every problem
-// positioned.
+// of package jinja/py (pyEq, pyStr, getOr, ...), which package reactions
+// gives every template. A construct it cannot translate faithfully refuses
+// the whole file, with every problem positioned.
 package jinja
 
 import (

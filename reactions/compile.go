@@ -11,6 +11,7 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/position"
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // High is the merged high data of one event: every reaction of every file
@@ -44,7 +45,7 @@ func (h *High) Add(rs []Reaction) {
 		}
 		if i, dup := h.index[id]; dup {
 			if h.Reactions[i].File != r.File {
-				h.Overwritten = append(h.Overwritten, Overwrite{ID: pyStr(r.ID), Old: h.Reactions[i], New: r})
+				h.Overwritten = append(h.Overwritten, Overwrite{ID: py.Str(r.ID), Old: h.Reactions[i], New: r})
 			}
 			h.Reactions[i] = r
 			continue
@@ -76,7 +77,7 @@ func (h *High) Verify() []error {
 		}
 		sls := r.Body.Str("__sls__")
 		if !isStr {
-			pe("ID '%s' in SLS '%s' is not formed as a string, but is a %s. It may need to be quoted", pyStr(r.ID), sls, pyType(r.ID))
+			pe("ID '%s' in SLS '%s' is not formed as a string, but is a %s. It may need to be quoted", py.Str(r.ID), sls, pyType(r.ID))
 			continue
 		}
 		for i := 0; i < r.Body.Len(); i++ {
@@ -132,7 +133,7 @@ func (h *High) Verify() []error {
 								}
 								rk, rv = q.At(0)
 							default:
-								pe("Requisite declaration %s in SLS %s is not formed as a single key dictionary", pyStr(req), sls)
+								pe("Requisite declaration %s in SLS %s is not formed as a single key dictionary", py.Str(req), sls)
 								continue
 							}
 							if i := strings.Index(rk, "."); i >= 0 {
@@ -140,10 +141,10 @@ func (h *High) Verify() []error {
 							}
 							switch rv.(type) {
 							case []any, *event.Map:
-								pe("Illegal requisite \"%s\", is SLS %s", pyStr(rv), sls)
+								pe("Illegal requisite \"%s\", is SLS %s", py.Str(rv), sls)
 								continue
 							}
-							target := pyStr(rv)
+							target := py.Str(rv)
 							info.reqs[target] = rk
 							if other, ok := reqs[target]; ok {
 								if st, ok := other.reqs[name]; ok && st == state && other.state == info.reqs[target] {
@@ -180,7 +181,7 @@ func pyType(v any) string {
 		return "bool"
 	case nil:
 		return "NoneType"
-	case pyBytes:
+	case py.Bytes:
 		return "bytes"
 	}
 	return "str"
@@ -296,7 +297,7 @@ func containsAny(list []any, v any) bool {
 	for _, e := range list {
 		switch v.(type) {
 		case []any, *event.Map:
-			if pyStr(e) == pyStr(v) {
+			if py.Str(e) == py.Str(v) {
 				return true
 			}
 			continue
@@ -323,23 +324,23 @@ func orderChunks(chunks []*event.Chunk) []*event.Chunk {
 
 // orderPass is one Compiler.order_chunks.
 func orderPass(chunks []*event.Chunk, first bool) []*event.Chunk {
-	capv := pyNum{i: smallOrders[1]}
+	capv := py.Num{I: smallOrders[1]}
 	for _, c := range chunks {
 		o, ok := c.Get("order")
 		if !ok {
 			continue
 		}
 		n, isInt := orderInt(o)
-		if !isInt || n.i.Sign() <= 0 {
+		if !isInt || n.I.Sign() <= 0 {
 			continue
 		}
-		if n.i.Cmp(capv.i) >= 0 { // order > cap - 1
-			capv = pyNum{i: new(big.Int).Add(n.i, big.NewInt(100))}
+		if n.I.Cmp(capv.I) >= 0 { // order > cap - 1
+			capv = py.Num{I: new(big.Int).Add(n.I, big.NewInt(100))}
 		}
 	}
 	type keyed struct {
 		c     *event.Chunk
-		order pyNum
+		order py.Num
 		text  string
 	}
 	var ks []keyed
@@ -349,7 +350,7 @@ func orderPass(chunks []*event.Chunk, first bool) []*event.Chunk {
 	hasNaN := false
 	for i, c := range chunks {
 		o, ok := c.Get("order")
-		var n pyNum
+		var n py.Num
 		switch {
 		case !ok:
 			n = capv
@@ -360,9 +361,9 @@ func orderPass(chunks []*event.Chunk, first bool) []*event.Chunk {
 			if !num {
 				switch o {
 				case "last":
-					n = pyNum{i: new(big.Int).Add(capv.i, big.NewInt(1000000))}
+					n = py.Num{I: new(big.Int).Add(capv.I, big.NewInt(1000000))}
 				case "first":
-					n = pyNum{i: bigZero}
+					n = py.Num{I: bigZero}
 				default:
 					n = capv
 				}
@@ -370,31 +371,31 @@ func orderPass(chunks []*event.Chunk, first bool) []*event.Chunk {
 			}
 			if no, ok := c.Get("name_order"); ok {
 				c.Delete("name_order")
-				f, _ := n.float()
+				f, _ := n.Float()
 				m, _ := orderNumber(no)
-				mf, _ := m.float()
-				n = pyNum{isFloat: true, f: f + mf/10000.0}
-				c.Set("order", n.f)
+				mf, _ := m.Float()
+				n = py.Num{IsFloat: true, F: f + mf/10000.0}
+				c.Set("order", n.F)
 			}
-			if cmp, ok := numCmp(n, pyNum{i: bigZero}); ok && cmp < 0 {
-				base := new(big.Int).Add(capv.i, big.NewInt(1000000))
-				if n.isFloat {
-					f, _ := pyNum{i: base}.float()
-					n = pyNum{isFloat: true, f: f + n.f}
+			if cmp, ok := n.Cmp(py.Num{I: bigZero}); ok && cmp < 0 {
+				base := new(big.Int).Add(capv.I, big.NewInt(1000000))
+				if n.IsFloat {
+					f, _ := py.Num{I: base}.Float()
+					n = py.Num{IsFloat: true, F: f + n.F}
 				} else {
-					n = pyNum{i: base.Add(base, n.i)}
+					n = py.Num{I: base.Add(base, n.I)}
 				}
 				c.Set("order", numValue(n))
 			}
 		}
-		if n.isFloat && math.IsNaN(n.f) {
+		if n.IsFloat && math.IsNaN(n.F) {
 			hasNaN = true
 		}
 		if !first {
 			name, _ := c.Get("name")
 			state, _ := c.Get("state")
 			fun, _ := c.Get("fun")
-			ks[i] = keyed{c: c, order: n, text: pyStr(state) + pyStr(name) + pyStr(fun)}
+			ks[i] = keyed{c: c, order: n, text: py.Str(state) + py.Str(name) + py.Str(fun)}
 		}
 	}
 	if first {
@@ -412,7 +413,7 @@ func orderPass(chunks []*event.Chunk, first bool) []*event.Chunk {
 		}
 	}
 	less := func(a, b *keyed) bool {
-		if c, ok := numCmp(a.order, b.order); ok {
+		if c, ok := a.order.Cmp(b.order); ok {
 			if c != 0 {
 				return c < 0
 			}
@@ -426,7 +427,7 @@ func orderPass(chunks []*event.Chunk, first bool) []*event.Chunk {
 			name, _ := c.Get("name")
 			state, _ := c.Get("state")
 			fun, _ := c.Get("fun")
-			ks[i].text = pyStr(state) + pyStr(name) + pyStr(fun)
+			ks[i].text = py.Str(state) + py.Str(name) + py.Str(fun)
 		}
 	}
 	if hasNaN {
@@ -456,50 +457,50 @@ var smallOrders = func() []*big.Int {
 }()
 
 // numValue is a number in the forms chunks hold: int64, *big.Int, float64.
-func numValue(n pyNum) any {
-	if n.isFloat {
-		return n.f
+func numValue(n py.Num) any {
+	if n.IsFloat {
+		return n.F
 	}
-	if n.i.IsInt64() {
-		return n.i.Int64()
+	if n.I.IsInt64() {
+		return n.I.Int64()
 	}
-	return n.i
+	return n.I
 }
 
 // orderInt is v as a Python int (bool included). The big.Int is not to be
 // modified.
-func orderInt(v any) (pyNum, bool) {
+func orderInt(v any) (py.Num, bool) {
 	switch x := v.(type) {
 	case int64:
 		if x >= 0 && x < int64(len(smallOrders)) {
-			return pyNum{i: smallOrders[x]}, true
+			return py.Num{I: smallOrders[x]}, true
 		}
-		return toNum(v)
+		return py.ToNum(v)
 	case bool:
 		if x {
-			return pyNum{i: smallOrders[1]}, true
+			return py.Num{I: smallOrders[1]}, true
 		}
-		return pyNum{i: smallOrders[0]}, true
+		return py.Num{I: smallOrders[0]}, true
 	case int, *big.Int:
-		return toNum(v)
+		return py.ToNum(v)
 	case json.Number:
-		if n, ok := toNum(v); ok && !n.isFloat {
+		if n, ok := py.ToNum(v); ok && !n.IsFloat {
 			return n, true
 		}
 	}
-	return pyNum{}, false
+	return py.Num{}, false
 }
 
 // orderNumber is v as a Python int or float (a big.Int not to be
 // modified).
-func orderNumber(v any) (pyNum, bool) {
+func orderNumber(v any) (py.Num, bool) {
 	switch v.(type) {
 	case bool, int64:
 		return orderInt(v)
 	case int, *big.Int, float64, json.Number:
-		return toNum(v)
+		return py.ToNum(v)
 	}
-	return pyNum{}, false
+	return py.Num{}, false
 }
 
 // cpythonSort is CPython 3.11's list.sort for fewer than 64 items (one natural

@@ -29,6 +29,6 @@
 //
 // Errors point at the file, line and column of their cause (PosError).
 // Templates see sprig's functions without those that read the host, and
-// helpers with Python's semantics (pyfuncs.go) that files translated from
-// Jinja call.
+// helpers with Python's semantics (package jinja/py) that files translated
+// from Jinja call, and saltFn (salt['fun'](...), see SaltCalls).
 package reactions

@@ -18,6 +18,7 @@ import (
 	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/internal/shebang"
 	"github.com/reactord/reactord/internal/yaml11"
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // maxSkeletons bounds the per-file cache of parsed skeletons. A template
@@ -332,7 +333,7 @@ func (f *File) reactions(root *pnode, vals []recorded, budget int) ([]Reaction, 
 			return nil, f.errorf(kn, "found unhashable key (a structure printed as a reaction ID, possible double curly-brace)")
 		}
 		if seen.add(id) {
-			return nil, f.errorf(kn, "found conflicting ID '%s'", pyStr(id))
+			return nil, f.errorf(kn, "found conflicting ID '%s'", py.Str(id))
 		}
 		if s, ok := id.(string); ok && kn.fromData() && strings.HasPrefix(s, "__") {
 			return nil, f.errorf(kn, "reaction ID %q printed from event data starts with \"__\", which would hide the reaction; refused", s)
@@ -353,7 +354,7 @@ func (f *File) reactions(root *pnode, vals []recorded, budget int) ([]Reaction, 
 		for _, k := range body.Keys() {
 			v, _ := body.Get(k)
 			if _, isList := v.([]any); isList && strings.Contains(k, ".") && !strings.HasPrefix(k, "_") {
-				warn("reaction %q: %q shares its type with another function of the same reaction and yields no chunk (Salt drops it silently); use one function per reaction ID", pyStr(id), k)
+				warn("reaction %q: %q shares its type with another function of the same reaction and yields no chunk (Salt drops it silently); use one function per reaction ID", py.Str(id), k)
 			}
 		}
 		out = append(out, r)
@@ -425,21 +426,21 @@ func (f *File) body(m *materializer, id any, n *pnode) (*event.Map, error) {
 		}
 		s, ok := v.(string)
 		if !ok {
-			return nil, f.errorf(n, "reaction %q is %s, not a mapping of reaction types", pyStr(id), describe(v))
+			return nil, f.errorf(n, "reaction %q is %s, not a mapping of reaction types", py.Str(id), describe(v))
 		}
 		first, rest, ok := strings.Cut(s, ".")
 		if !ok {
-			return nil, f.errorf(n, "reaction %q is the string %q, which names no function (expected <type>.<function>)", pyStr(id), s)
+			return nil, f.errorf(n, "reaction %q is the string %q, which names no function (expected <type>.<function>)", py.Str(id), s)
 		}
 		if n.fromData() {
-			return nil, f.errorf(n, "reaction %q: its whole function %q was printed from event data; refused", pyStr(id), s)
+			return nil, f.errorf(n, "reaction %q: its whole function %q was printed from event data; refused", py.Str(id), s)
 		}
 		b := event.NewMap(2)
 		b.Set(first, []any{rest})
 		return b, nil
 	}
 	if n.kind != pMap {
-		return nil, f.errorf(n, "reaction %q is a list, not a mapping of reaction types", pyStr(id))
+		return nil, f.errorf(n, "reaction %q is a list, not a mapping of reaction types", py.Str(id))
 	}
 	entries, err := m.mapping(n)
 	if err != nil {
@@ -449,10 +450,10 @@ func (f *File) body(m *materializer, id any, n *pnode) (*event.Map, error) {
 	for i, e := range entries {
 		k, ok := e.key.v.(string)
 		if !ok {
-			return nil, &PosError{Pos: position.Pos{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1)}, Msg: fmt.Sprintf("reaction %q has a key %s that is not a string", pyStr(id), pyStr(e.key.v))}
+			return nil, &PosError{Pos: position.Pos{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1)}, Msg: fmt.Sprintf("reaction %q has a key %s that is not a string", py.Str(id), py.Str(e.key.v))}
 		}
 		if e.key.fromData && strings.HasPrefix(k, "_") {
-			return nil, &PosError{Pos: position.Pos{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1)}, Msg: fmt.Sprintf("reaction %q: key %q printed from event data starts with \"_\"; refused", pyStr(id), k)}
+			return nil, &PosError{Pos: position.Pos{File: f.Path, Line: e.key.line, Col: max(e.key.col, 1)}, Msg: fmt.Sprintf("reaction %q: key %q printed from event data starts with \"_\"; refused", py.Str(id), k)}
 		}
 		if err := f.checkArgKeys(m, id, n.content[2*i+1]); err != nil {
 			return nil, err
@@ -471,7 +472,7 @@ func (f *File) body(m *materializer, id any, n *pnode) (*event.Map, error) {
 // printed from data. Values below an argument key may come from data.
 func (f *File) checkArgKeys(m *materializer, id any, list *pnode) error {
 	if list.kind == pScalar && list.fromData() {
-		return f.errorf(list, "reaction %q: its argument list is printed from event data, which could choose what runs; refused (print values under argument keys instead)", pyStr(id))
+		return f.errorf(list, "reaction %q: its argument list is printed from event data, which could choose what runs; refused (print values under argument keys instead)", py.Str(id))
 	}
 	if list.kind != pSeq {
 		return nil
@@ -488,13 +489,13 @@ func (f *File) checkArgKeys(m *materializer, id any, list *pnode) error {
 			}
 			switch v.(type) {
 			case *event.Map, []any:
-				return f.errorf(item, "reaction %q: an argument printed from event data is a structure, which would be merged into the reaction; refused (put it under an argument key, e.g. - pillar: {{ toJson ... }})", pyStr(id))
+				return f.errorf(item, "reaction %q: an argument printed from event data is a structure, which would be merged into the reaction; refused (put it under an argument key, e.g. - pillar: {{ toJson ... }})", py.Str(id))
 			}
 		case pMap:
 			for j := 0; j+1 < len(item.content); j += 2 {
 				kn := item.content[j]
 				if kn.kind == pScalar && kn.fromData() {
-					return f.errorf(kn, "reaction %q: an argument name printed by the template could come from event data and set what runs (state, fun, tgt, ...); refused: write argument names literally ({{ range }} over a literal list counts as printed)", pyStr(id))
+					return f.errorf(kn, "reaction %q: an argument name printed by the template could come from event data and set what runs (state, fun, tgt, ...); refused: write argument names literally ({{ range }} over a literal list counts as printed)", py.Str(id))
 				}
 			}
 		}
@@ -547,7 +548,7 @@ func describe(v any) string {
 		return "a list"
 	case *event.Map:
 		return "a mapping"
-	case pyBytes:
+	case py.Bytes:
 		return "bytes"
 	case string:
 		return "a string"

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/reactord/reactord/internal/position"
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // unclosedBlockError turns text/template's "unexpected EOF", which names
@@ -167,7 +168,7 @@ func (f *File) RenderText(tag string, data map[string]any) ([]byte, error) {
 			if vals[i].kind != rawValue {
 				return []byte(vals[i].text)
 			}
-			return []byte(printText(vals[i].v))
+			return []byte(py.Text(vals[i].v))
 		})
 		return nil
 	})

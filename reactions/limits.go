@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // Limits bound what rendering one reaction file for one event may produce.
@@ -285,7 +286,7 @@ func printedSize(v any, budget int) int {
 		}
 		return n
 	}
-	return len(printText(v))
+	return len(py.Text(v))
 }
 
 // reprSize is printedSize of a value inside a printed structure, where

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // saltCase is one template rendered for one event, with the low chunks
@@ -152,8 +153,8 @@ func canonical(v any) string {
 		case float64:
 			b.WriteString("f:" + event.PyFloatRepr(x))
 		case json.Number:
-			if n, ok := toNum(x); ok && n.isFloat {
-				b.WriteString("f:" + event.PyFloatRepr(n.f))
+			if n, ok := py.ToNum(x); ok && n.IsFloat {
+				b.WriteString("f:" + event.PyFloatRepr(n.F))
 			} else {
 				b.WriteString("i:" + string(x))
 			}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // countingCaller answers fun's name and its first argument, after delay,
@@ -33,7 +35,7 @@ func toString(args []any) string {
 	var b strings.Builder
 	for _, a := range args {
 		b.WriteString(" ")
-		b.WriteString(strOf(a))
+		b.WriteString(py.Str(a))
 	}
 	return b.String()
 }

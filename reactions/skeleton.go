@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/internal/yaml11"
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // A skeleton is the YAML structure of one rendered reaction file with
@@ -197,7 +197,7 @@ func scalarValue(text string, style yaml11.Style, tag string) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("failed to decode base64 data: %v", err)
 		}
-		return pyBytes(dec), nil
+		return py.Bytes(dec), nil
 	case tagStr, tagTime:
 		return text, nil
 	case tagInt, tagFloat, tagBool, tagNull:
@@ -314,7 +314,7 @@ func (m *materializer) mapping(n *pnode) ([]entry, error) {
 			return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: "found unhashable key (a value printed as a key is a structure, possible double curly-brace)"}
 		}
 		if seen.add(kv) {
-			return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: fmt.Sprintf("found conflicting ID '%s'", pyStr(kv))}
+			return nil, &yaml11.Error{Line: kn.line, Column: kn.col, Msg: fmt.Sprintf("found conflicting ID '%s'", py.Str(kv))}
 		}
 		vv, err := m.value(vn)
 		if err != nil {
@@ -402,7 +402,7 @@ func (m *materializer) text(ref int) string {
 	if r.kind != rawValue {
 		return r.text
 	}
-	return printText(r.v)
+	return py.Text(r.v)
 }
 
 // whole is the value of a plain scalar that is exactly one printed value.
@@ -437,14 +437,14 @@ func (m *materializer) whole(ref int) (any, error) {
 	switch v := r.v.(type) {
 	case string:
 		return typedText(trimPlain(v)), nil
-	case pyPrinted:
-		if s, ok := reprAsYAML(v.v); ok {
+	case py.Printed:
+		if s, ok := reprAsYAML(v.Value()); ok {
 			return s, nil
 		}
-		return printText(v.v), nil
-	case yamlQuoted:
+		return py.Text(v.Value()), nil
+	case py.YAMLQuoted:
 		// yamlDquote/yamlSquote: Salt's loader reads the quoted scalar.
-		return v.val, nil
+		return v.Value(), nil
 	case nil:
 		return "None", nil
 	case bool, int64:
@@ -454,7 +454,7 @@ func (m *materializer) whole(ref int) (any, error) {
 	case float64, json.Number:
 		// Salt prints the number and YAML types the text: 1e+16 stays a
 		// string, 1.5 is a float.
-		return typedText(printText(v)), nil
+		return typedText(py.Text(v)), nil
 	}
 	// A map or list printed raw is text, never structure: toJson inserts
 	// structured values. In a file converted from Jinja it is what Salt's
@@ -465,7 +465,7 @@ func (m *materializer) whole(ref int) (any, error) {
 			return v, nil
 		}
 	}
-	return printText(r.v), nil
+	return py.Text(r.v), nil
 }
 
 // reprAsYAML is the value Salt's YAML loader reads from the Python repr of
@@ -480,7 +480,7 @@ func reprAsYAML(v any) (any, bool) {
 	default:
 		return nil, false
 	}
-	sk, err := parseSkeleton([]byte(printText(v)))
+	sk, err := parseSkeleton([]byte(py.Text(v)))
 	if err != nil || sk.root == nil || sk.root.kind == pScalar {
 		return nil, false
 	}
@@ -497,7 +497,7 @@ func reprAsYAML(v any) (any, bool) {
 // Python's spelling of it: 1.0 and -0.0 are floats, 1e+16, 1e-07, Infinity
 // and NaN strings. ok is false for what Python's json cannot write.
 func jsonAsYAML(v any, sortKeys bool, depth int) (any, bool) {
-	if depth > maxJSONDepth {
+	if depth > py.MaxJSONDepth {
 		return nil, false
 	}
 	switch x := v.(type) {
@@ -505,19 +505,19 @@ func jsonAsYAML(v any, sortKeys bool, depth int) (any, bool) {
 		return x, true
 	case float64:
 		return jsonFloatAsYAML(x), true
-	case pyBytes:
+	case py.Bytes:
 		return nil, false
 	}
-	if s, ok := asString(v); ok {
+	if s, ok := py.AsString(v); ok {
 		return s, true
 	}
-	if n, ok := toNum(v); ok {
-		if n.isFloat {
-			return jsonFloatAsYAML(n.f), true
+	if n, ok := py.ToNum(v); ok {
+		if n.IsFloat {
+			return jsonFloatAsYAML(n.F), true
 		}
 		return numValue(n), true
 	}
-	if items, _, ok := asList(v); ok {
+	if items, _, ok := py.AsList(v); ok {
 		out := make([]any, len(items))
 		for i, e := range items {
 			ev, ok := jsonAsYAML(e, sortKeys, depth+1)
@@ -528,15 +528,15 @@ func jsonAsYAML(v any, sortKeys bool, depth int) (any, bool) {
 		}
 		return out, true
 	}
-	if d, ok := asDict(v); ok {
-		keys := d.keys
+	if d, ok := py.AsDict(v); ok {
+		keys := d.Keys
 		if sortKeys && !sort.StringsAreSorted(keys) {
 			keys = append([]string(nil), keys...)
 			sort.Strings(keys)
 		}
 		out := event.NewMap(len(keys))
 		for _, k := range keys {
-			e, _ := d.get(k)
+			e, _ := d.Get(k)
 			ev, ok := jsonAsYAML(e, sortKeys, depth+1)
 			if !ok {
 				return nil, false
@@ -710,76 +710,10 @@ func (m *materializer) blank(n *pnode) bool {
 	switch v := m.vals[ref].v.(type) {
 	case string:
 		return trimPlain(v) == ""
-	case yamlQuoted:
+	case py.YAMLQuoted:
 		return false
 	}
-	return trimPlain(printText(m.vals[ref].v)) == ""
-}
-
-// normalizeValue converts Go values from event data or template functions
-// into the value forms reactord passes around: *event.Map, []any, string,
-// bool, int64, float64, json.Number, nil. It returns nil for values it does
-// not know.
-func normalizeValue(v any) any {
-	switch x := v.(type) {
-	case nil, string, bool, int64, float64, json.Number:
-		return x
-	case int:
-		return int64(x)
-	case *event.Map:
-		return x.Clone()
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		out := event.NewMap(len(keys))
-		for _, k := range keys {
-			out.Set(k, normalizeValue(x[k]))
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = normalizeValue(e)
-		}
-		return out
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Slice, reflect.Array:
-		out := make([]any, rv.Len())
-		for i := range out {
-			out[i] = normalizeValue(rv.Index(i).Interface())
-		}
-		return out
-	case reflect.Map:
-		if rv.Type().Key().Kind() != reflect.String {
-			return nil
-		}
-		keys := rv.MapKeys()
-		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-		out := event.NewMap(len(keys))
-		for _, k := range keys {
-			out.Set(k.String(), normalizeValue(rv.MapIndex(k).Interface()))
-		}
-		return out
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int()
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if u := rv.Uint(); u <= 1<<63-1 {
-			return int64(u)
-		}
-		return json.Number(strconv.FormatUint(rv.Uint(), 10))
-	case reflect.Float32, reflect.Float64:
-		return rv.Float()
-	case reflect.Bool:
-		return rv.Bool()
-	case reflect.String:
-		return rv.String()
-	}
-	return nil
+	return trimPlain(py.Text(m.vals[ref].v)) == ""
 }
 
 // decodeOrderedJSON decodes JSON text keeping object key order.
@@ -846,16 +780,6 @@ func decodeJSONValue(dec *json.Decoder) (any, error) {
 
 func pyFloat(f float64) string { return event.PyFloat(f) }
 
-// pyBytes is a Python bytes value (YAML's !!binary); its JSON form is a
-// string.
-type pyBytes string
-
-// pyStr is Python's str(v) (strOf, in pyfuncs.go).
-func pyStr(v any) string { return strOf(v) }
-
-// pyRepr is Python's repr(v) (reprOf, in pyfuncs.go).
-func pyRepr(v any) string { return reprOf(v) }
-
 // keyString spells a mapping key as Python's json module writes it.
 func keyString(v any) string {
 	switch x := v.(type) {
@@ -878,7 +802,7 @@ func keyString(v any) string {
 			return "-Infinity"
 		}
 	}
-	return pyStr(v)
+	return py.Str(v)
 }
 
 // pyEqual compares two scalar keys as Python compares dict keys.
@@ -953,7 +877,7 @@ func canonicalKey(k any) (string, bool) {
 		return "s" + x, true
 	case nil:
 		return "n", true
-	case pyBytes:
+	case py.Bytes:
 		return "b" + string(x), true
 	}
 	if r, ok := numeric(k); ok {

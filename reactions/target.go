@@ -8,6 +8,7 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/position"
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // printedTarget is a tgt argument of a reaction whose value holds values
@@ -72,7 +73,7 @@ func (m *materializer) printedOf(ref int) []string {
 	r := m.vals[ref]
 	switch r.kind {
 	case rawValue:
-		return []string{printText(r.v)}
+		return []string{py.Text(r.v)}
 	case jsonValue:
 		v, err := decodeOrderedJSON(r.text)
 		if err != nil {
@@ -84,7 +85,7 @@ func (m *materializer) printedOf(ref int) []string {
 		case []any:
 			out := make([]string, len(x))
 			for i, e := range x {
-				out[i] = pyStr(e)
+				out[i] = py.Str(e)
 			}
 			return out
 		}
@@ -158,7 +159,7 @@ func (r *Reaction) CheckLiteralTarget() error {
 				tgtValue, tgt = tv, r.printedTarget(am)
 			}
 			if tv, ok := am.Get("tgt_type"); ok {
-				tgtType = pyStr(tv)
+				tgtType = py.Str(tv)
 			}
 		}
 		if tgt == nil {
@@ -167,8 +168,8 @@ func (r *Reaction) CheckLiteralTarget() error {
 		_, isList := tgtValue.([]any)
 		for _, p := range tgt.printed {
 			if why := widens(p, tgtType, !isList); why != "" {
-				return &TargetError{Pos: position.Pos{File: r.File, Line: tgt.line, Col: tgt.col}, ID: pyStr(r.ID), Type: typ,
-					Value: p, Tgt: pyStr(tgtValue), TgtType: tgtType, Reason: why}
+				return &TargetError{Pos: position.Pos{File: r.File, Line: tgt.line, Col: tgt.col}, ID: py.Str(r.ID), Type: typ,
+					Value: p, Tgt: py.Str(tgtValue), TgtType: tgtType, Reason: why}
 			}
 		}
 	}

@@ -3,11 +3,10 @@ package reactions
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -20,8 +19,8 @@ import (
 
 	"github.com/Masterminds/sprig/v3"
 
-	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/position"
+	"github.com/reactord/reactord/jinja/py"
 )
 
 // valueKind says how a printed value reached the output: as raw data, or
@@ -58,8 +57,8 @@ var encoderEscaper = map[string]string{
 var jsonEncoders = func() map[string]func(any) (string, error) {
 	fm := sprig.TxtFuncMap()
 	out := map[string]func(any) (string, error){
-		"jsonEncode":   jsonEncode,
-		"tojsonEncode": tojsonEncode,
+		"jsonEncode":   py.JSONEncode,
+		"tojsonEncode": py.ToJSON,
 	}
 	for _, name := range []string{"toJson", "toRawJson", "toPrettyJson"} {
 		f := fm[name].(func(any) string)
@@ -163,10 +162,11 @@ var baseFuncs = func() template.FuncMap {
 		}
 		return randBytes(count)
 	}
-	delete(fm, "seq")              // a shell seq(1) clone with no bound on its output
-	for name, f := range pyFuncs { // Python/Jinja semantics (pyfuncs.go)
-		fm[name] = f
-	}
+	delete(fm, "seq") // a shell seq(1) clone with no bound on its output
+	// Python/Jinja semantics, for files converted from Jinja, and Salt's
+	// salt['fun'](...) at render time, which needs the render's session.
+	maps.Copy(fm, py.Funcs())
+	fm["saltFn"] = saltFn
 	return fm
 }()
 
@@ -298,7 +298,7 @@ func (r *recorder) record(kind valueKind, args []any) (string, error) {
 	}
 	rv := recorded{v: v, kind: kind}
 	if kind != rawValue {
-		rv.text = printText(v)
+		rv.text = py.Text(v)
 	}
 	return r.add(rv)
 }
@@ -687,26 +687,4 @@ func (e inRendered) Unwrap() error { return e.error }
 func rendered(err error) bool {
 	var r inRendered
 	return errors.As(err, &r)
-}
-
-// printText renders a value the way Salt's Jinja would print it in text:
-// Python's spelling of booleans, None and structures (repr).
-func printText(v any) string {
-	switch x := v.(type) {
-	case string, nil, bool, int64, int, float64, *event.Map, []any, map[string]any, pyTuple, yamlQuoted, json.Number:
-		return strOf(x) // Python's str(): repr for structures, nested too
-	case fmt.Stringer:
-		return x.String()
-	case error:
-		return x.Error()
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Map, reflect.Slice, reflect.Array:
-		// Jinja prints Python's repr: ['a', None, True], {'k': 1}.
-		if nv := normalizeValue(v); nv != nil {
-			return pyRepr(nv)
-		}
-	}
-	return fmt.Sprint(v)
 }

@@ -1,28 +1,10 @@
-package reactions
-
-// Template helpers with Python 3 / Jinja 2 semantics, as Salt 3007 renders
-// Jinja reaction files. The Jinja translator (reactord convert) emits calls
-// to them where Go's template functions differ from Jinja's meaning.
-//
-// Values are the ones templates see: event data (map[string]any with keys
-// iterated in sorted order, []any, string, bool, nil, int64, float64, and
-// json.Number for integers beyond int64 or floats beyond float64), reactord's
-// ordered *event.Map, pyTuple (a Python tuple, from regexSearch), and what
-// sprig functions build ([]string, []int, map[string]any, int, ...).
-//
-// Differences from Python, on purpose or by cost:
-//   - integers beyond int64 are exact (json.Number holds their digits);
-//   - pyLower/pyUpper use Go's simple case mapping ('ß' stays 'ß');
-//   - regexSearch uses Go's RE2: no backreferences or lookaround (an error),
-//     \d, \w, \s and \b are ASCII only; Python's \Z is translated;
-//   - pyUnique of a string keeps first-occurrence order (Salt returns an
-//     unordered set);
-//   - loadJson rejects NaN and Infinity, which Python's json.loads accepts.
+package py
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -32,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"text/template"
 	"unicode"
 	"unicode/utf8"
 
@@ -42,16 +25,19 @@ import (
 // pyTuple is a Python tuple: it prints as ('a',) and never equals a list.
 type pyTuple []any
 
-// yamlQuoted is a string quoted as YAML (yamlDquote, yamlSquote,
+// YAMLQuoted is a string quoted as YAML (yamlDquote, yamlSquote,
 // yamlEncode): printed inside text it is the quoted form, printed as a whole
 // plain scalar it is the string it quotes, as Salt's YAML loader reads it.
-type yamlQuoted struct {
+type YAMLQuoted struct {
 	text string // the quoted form, quotes included
 	val  string // the string it stands for
 }
 
 // String returns the quoted form.
-func (q yamlQuoted) String() string { return q.text }
+func (q YAMLQuoted) String() string { return q.text }
+
+// Value returns the string quoted, as Salt's YAML loader reads it back.
+func (q YAMLQuoted) Value() string { return q.val }
 
 // maxBuilt bounds the bytes of a string, and maxItems the items of a list,
 // that one helper call builds, so a template cannot double a value in a
@@ -61,29 +47,32 @@ const (
 	maxItems = 1000000
 )
 
-// pyPrinted is a value a Go template converted from Jinja prints as a
+// Printed is a value a Go template converted from Jinja prints as a
 // whole plain YAML value (pyValue): a map or list there becomes the
 // structure Salt's loader reads from its repr, as in a file converted at
 // load; anywhere else it prints as its text.
-type pyPrinted struct {
+type Printed struct {
 	v    any
-	text string // the text printed, when it is not printText(v) (pprint)
+	text string // the text printed, when it is not Text(v) (pprint)
 }
 
+// Value returns the value printed.
+func (p Printed) Value() any { return p.v }
+
 // String is the value's text, as Jinja prints it.
-func (p pyPrinted) String() string {
+func (p Printed) String() string {
 	if p.text != "" {
 		return p.text
 	}
-	return printText(p.v)
+	return Text(p.v)
 }
 
-// pyValue marks a map or list printed whole (see pyPrinted); other values
+// pyValue marks a map or list printed whole (see Printed); other values
 // pass through.
 func pyValue(v any) any {
 	switch v.(type) {
 	case []any, *event.Map, map[string]any, pyTuple:
-		return pyPrinted{v: v}
+		return Printed{v: v}
 	}
 	return v
 }
@@ -92,6 +81,15 @@ func pyValue(v any) any {
 // grains, opts) in a file converted from Jinja: reactord renders without
 // Salt, so rendering fails here, with msg naming the use and its line.
 func saltCall(msg string) (any, error) { return nil, errors.New(msg) }
+
+// Funcs returns the helpers by the names translated templates call them
+// (pyEq, pyStr, pyIndex, ...), in a new map a template's Funcs can take.
+func Funcs() template.FuncMap {
+	fm := make(template.FuncMap, len(pyFuncs)+len(jinjaFuncs))
+	maps.Copy(fm, pyFuncs)
+	maps.Copy(fm, jinjaFuncs)
+	return fm
+}
 
 // pyFuncs are the helpers, by template name.
 var pyFuncs = map[string]any{
@@ -103,13 +101,12 @@ var pyFuncs = map[string]any{
 	"pyGe":           pyGe,
 	"pyIn":           pyIn,
 	"pyTruth":        pyTruth,
-	"pyStr":          strOf,
+	"pyStr":          Str,
 	"pyRepr":         reprOf,
 	"pyAdd":          pyAdd,
 	"pyConcat":       pyConcat,
 	"getOr":          getOr,
 	"saltCall":       saltCall,
-	"saltFn":         saltFn,
 	"pyRandom":       pyRandom,
 	"pyCompareLists": pyCompareLists,
 	"pyValue":        pyValue,
@@ -129,8 +126,8 @@ var pyFuncs = map[string]any{
 	"pyItems":        pyItems,
 	"pyKeys":         pyKeys,
 	"pyValues":       pyValues,
-	"jsonEncode":     jsonEncode,
-	"tojsonEncode":   tojsonEncode,
+	"jsonEncode":     JSONEncode,
+	"tojsonEncode":   ToJSON,
 	"yamlDquote":     yamlDquote,
 	"yamlSquote":     yamlSquote,
 	"yamlEncode":     yamlEncode,
@@ -151,7 +148,7 @@ func pyTypeName(v any) string {
 		return "NoneType"
 	case bool:
 		return "bool"
-	case string, yamlQuoted:
+	case string, YAMLQuoted:
 		return "str"
 	case int, int64, int32, int16, int8, uint, uint64, uint32, uint16, uint8:
 		return "int"
@@ -180,14 +177,14 @@ func pyTypeName(v any) string {
 
 func isIntText(s string) bool { return !strings.ContainsAny(s, ".eEnN") }
 
-// asString returns v's text when v is a Python str.
-func asString(v any) (string, bool) {
+// AsString returns v's text when v is a Python str.
+func AsString(v any) (string, bool) {
 	switch x := v.(type) {
 	case string:
 		return x, true
-	case yamlQuoted:
+	case YAMLQuoted:
 		return x.text, true
-	case pyPrinted:
+	case Printed:
 		// pprint's text: a string to the filters and tests after it.
 		if x.text != "" {
 			return x.text, true
@@ -196,9 +193,9 @@ func asString(v any) (string, bool) {
 	return "", false
 }
 
-// asList returns v's items when v is a list or tuple, and whether it is a
+// AsList returns v's items when v is a list or tuple, and whether it is a
 // tuple.
-func asList(v any) (items []any, tuple, ok bool) {
+func AsList(v any) (items []any, tuple, ok bool) {
 	switch x := v.(type) {
 	case []any:
 		return x, false, true
@@ -219,15 +216,17 @@ func asList(v any) (items []any, tuple, ok bool) {
 	return nil, false, false
 }
 
-// pyDict is a read-only view of a mapping in reactord's iteration order:
+// Dict is a read-only view of a mapping in reactord's iteration order:
 // sorted keys for Go maps (as text/template's range), insertion order for
 // *event.Map.
-type pyDict struct {
-	keys []string
-	get  func(string) (any, bool)
+type Dict struct {
+	Keys []string                 // the keys, in iteration order
+	Get  func(string) (any, bool) // the value of a key, and whether it is there
 }
 
-func asDict(v any) (pyDict, bool) {
+// AsDict returns a view of v when v is a mapping with string keys (a Go
+// map, reflected ones too, or an *event.Map).
+func AsDict(v any) (Dict, bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		keys := make([]string, 0, len(x))
@@ -235,116 +234,119 @@ func asDict(v any) (pyDict, bool) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		return pyDict{keys, func(k string) (any, bool) { e, ok := x[k]; return e, ok }}, true
+		return Dict{keys, func(k string) (any, bool) { e, ok := x[k]; return e, ok }}, true
 	case *event.Map:
 		if x == nil {
-			return pyDict{}, false
+			return Dict{}, false
 		}
-		return pyDict{x.Keys(), x.Get}, true
+		return Dict{x.Keys(), x.Get}, true
 	case nil:
-		return pyDict{}, false
+		return Dict{}, false
 	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Map || rv.Type().Key().Kind() != reflect.String {
-		return pyDict{}, false
+		return Dict{}, false
 	}
 	m := make(map[string]any, rv.Len())
 	it := rv.MapRange()
 	for it.Next() {
 		m[it.Key().String()] = it.Value().Interface()
 	}
-	return asDict(m)
+	return AsDict(m)
 }
 
 // ---- numbers ----
 
-// pyNum is a Python number: an exact integer (bool included) or a float.
-type pyNum struct {
-	isFloat bool
-	i       *big.Int
-	f       float64
+// Num is a Python number: an exact integer (bool included) or a float.
+type Num struct {
+	IsFloat bool     // whether it is a float (F) or an integer (I)
+	I       *big.Int // the integer; not to be modified, it may be shared
+	F       float64  // the float
 }
 
-func toNum(v any) (pyNum, bool) {
+// ToNum returns v as a Python number when it is one: a Go integer or
+// float of any size, a *big.Int, a json.Number, or a bool (Python's bools
+// are ints).
+func ToNum(v any) (Num, bool) {
 	switch x := v.(type) {
 	case bool:
 		if x {
-			return pyNum{i: big.NewInt(1)}, true
+			return Num{I: big.NewInt(1)}, true
 		}
-		return pyNum{i: new(big.Int)}, true
+		return Num{I: new(big.Int)}, true
 	case int64:
-		return pyNum{i: big.NewInt(x)}, true
+		return Num{I: big.NewInt(x)}, true
 	case int:
-		return pyNum{i: big.NewInt(int64(x))}, true
+		return Num{I: big.NewInt(int64(x))}, true
 	case float64:
-		return pyNum{isFloat: true, f: x}, true
+		return Num{IsFloat: true, F: x}, true
 	case float32:
-		return pyNum{isFloat: true, f: float64(x)}, true
+		return Num{IsFloat: true, F: float64(x)}, true
 	case *big.Int:
-		return pyNum{i: x}, true
+		return Num{I: x}, true
 	case json.Number:
 		s := string(x)
 		if isIntText(s) {
 			if i, ok := new(big.Int).SetString(s, 10); ok {
-				return pyNum{i: i}, true
+				return Num{I: i}, true
 			}
-			return pyNum{}, false
+			return Num{}, false
 		}
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
-			return pyNum{}, false
+			return Num{}, false
 		}
-		return pyNum{isFloat: true, f: f}, true
+		return Num{IsFloat: true, F: f}, true
 	case nil, string:
-		return pyNum{}, false
+		return Num{}, false
 	}
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return pyNum{i: big.NewInt(rv.Int())}, true
+		return Num{I: big.NewInt(rv.Int())}, true
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return pyNum{i: new(big.Int).SetUint64(rv.Uint())}, true
+		return Num{I: new(big.Int).SetUint64(rv.Uint())}, true
 	case reflect.Float32, reflect.Float64:
-		return pyNum{isFloat: true, f: rv.Float()}, true
+		return Num{IsFloat: true, F: rv.Float()}, true
 	}
-	return pyNum{}, false
+	return Num{}, false
 }
 
-// float is the number as a Python float (an int too large is an error).
-func (n pyNum) float() (float64, error) {
-	if n.isFloat {
-		return n.f, nil
+// Float is the number as a Python float (an int too large is an error).
+func (n Num) Float() (float64, error) {
+	if n.IsFloat {
+		return n.F, nil
 	}
-	f, _ := new(big.Float).SetInt(n.i).Float64()
+	f, _ := new(big.Float).SetInt(n.I).Float64()
 	if math.IsInf(f, 0) {
 		return 0, errors.New("OverflowError: int too large to convert to float")
 	}
 	return f, nil
 }
 
-// numCmp compares two numbers exactly, as Python does; ok is false when
+// Cmp compares two numbers exactly, as Python does; ok is false when
 // either is NaN.
-func numCmp(a, b pyNum) (c int, ok bool) {
-	if (a.isFloat && math.IsNaN(a.f)) || (b.isFloat && math.IsNaN(b.f)) {
+func (a Num) Cmp(b Num) (c int, ok bool) {
+	if (a.IsFloat && math.IsNaN(a.F)) || (b.IsFloat && math.IsNaN(b.F)) {
 		return 0, false
 	}
-	if !a.isFloat && !b.isFloat {
-		return a.i.Cmp(b.i), true
+	if !a.IsFloat && !b.IsFloat {
+		return a.I.Cmp(b.I), true
 	}
-	if a.isFloat && b.isFloat {
+	if a.IsFloat && b.IsFloat {
 		switch {
-		case a.f < b.f:
+		case a.F < b.F:
 			return -1, true
-		case a.f > b.f:
+		case a.F > b.F:
 			return 1, true
 		}
 		return 0, true
 	}
 	// One float, one int: infinities are beyond every int; else exact.
-	for _, x := range []pyNum{a, b} {
-		if x.isFloat && math.IsInf(x.f, 0) {
+	for _, x := range []Num{a, b} {
+		if x.IsFloat && math.IsInf(x.F, 0) {
 			s := 1
-			if math.IsInf(x.f, -1) {
+			if math.IsInf(x.F, -1) {
 				s = -1
 			}
 			if x == a {
@@ -356,12 +358,12 @@ func numCmp(a, b pyNum) (c int, ok bool) {
 	return rat(a).Cmp(rat(b)), true
 }
 
-func rat(n pyNum) *big.Rat {
-	if n.isFloat {
-		r := new(big.Rat).SetFloat64(n.f)
+func rat(n Num) *big.Rat {
+	if n.IsFloat {
+		r := new(big.Rat).SetFloat64(n.F)
 		return r
 	}
-	return new(big.Rat).SetInt(n.i)
+	return new(big.Rat).SetInt(n.I)
 }
 
 // intValue returns an integer as int64 when it fits, else as json.Number
@@ -378,29 +380,29 @@ func intValue(i *big.Int) any {
 // pyEq is Python's a == b: 1 == 1.0 == True, "1" != 1, lists, tuples and
 // dicts compare element-wise (a list never equals a tuple), None == None.
 func pyEq(a, b any) bool {
-	if s, ok := asString(a); ok {
-		t, ok := asString(b)
+	if s, ok := AsString(a); ok {
+		t, ok := AsString(b)
 		return ok && s == t
 	}
-	if _, ok := asString(b); ok {
+	if _, ok := AsString(b); ok {
 		return false
 	}
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	if x, ok := toNum(a); ok {
-		y, ok := toNum(b)
+	if x, ok := ToNum(a); ok {
+		y, ok := ToNum(b)
 		if !ok {
 			return false
 		}
-		c, ok := numCmp(x, y)
+		c, ok := x.Cmp(y)
 		return ok && c == 0
 	}
-	if _, ok := toNum(b); ok {
+	if _, ok := ToNum(b); ok {
 		return false
 	}
-	if x, xt, ok := asList(a); ok {
-		y, yt, ok := asList(b)
+	if x, xt, ok := AsList(a); ok {
+		y, yt, ok := AsList(b)
 		if !ok || xt != yt || len(x) != len(y) {
 			return false
 		}
@@ -411,14 +413,14 @@ func pyEq(a, b any) bool {
 		}
 		return true
 	}
-	if x, ok := asDict(a); ok {
-		y, ok := asDict(b)
-		if !ok || len(x.keys) != len(y.keys) {
+	if x, ok := AsDict(a); ok {
+		y, ok := AsDict(b)
+		if !ok || len(x.Keys) != len(y.Keys) {
 			return false
 		}
-		for _, k := range x.keys {
-			xv, _ := x.get(k)
-			yv, ok := y.get(k)
+		for _, k := range x.Keys {
+			xv, _ := x.Get(k)
+			yv, ok := y.Get(k)
 			if !ok || !pyEq(xv, yv) {
 				return false
 			}
@@ -458,19 +460,19 @@ func cmpResult(op string, c int) bool {
 // pyCompare orders numbers, strings (by code point) and lists or tuples
 // (lexicographically) as Python does; other mixes are Python's TypeError.
 func pyCompare(op string, a, b any) (bool, error) {
-	if x, ok := toNum(a); ok {
-		if y, ok := toNum(b); ok {
-			c, ok := numCmp(x, y)
+	if x, ok := ToNum(a); ok {
+		if y, ok := ToNum(b); ok {
+			c, ok := x.Cmp(y)
 			return ok && cmpResult(op, c), nil
 		}
 	}
-	if x, ok := asString(a); ok {
-		if y, ok := asString(b); ok {
+	if x, ok := AsString(a); ok {
+		if y, ok := AsString(b); ok {
 			return cmpResult(op, strings.Compare(x, y)), nil
 		}
 	}
-	if x, xt, ok := asList(a); ok {
-		if y, yt, ok := asList(b); ok && xt == yt {
+	if x, xt, ok := AsList(a); ok {
+		if y, yt, ok := AsList(b); ok && xt == yt {
 			for i := 0; i < len(x) && i < len(y); i++ {
 				if !pyEq(x[i], y[i]) {
 					return pyCompare(op, x[i], y[i])
@@ -485,14 +487,14 @@ func pyCompare(op string, a, b any) (bool, error) {
 // pyIn is Python's needle in haystack: a substring of a string (the needle
 // must be a string), an item of a list or tuple (by ==), a key of a dict.
 func pyIn(needle, haystack any) (bool, error) {
-	if s, ok := asString(haystack); ok {
-		n, ok := asString(needle)
+	if s, ok := AsString(haystack); ok {
+		n, ok := AsString(needle)
 		if !ok {
 			return false, fmt.Errorf("TypeError: 'in <string>' requires string as left operand, not %s", pyTypeName(needle))
 		}
 		return strings.Contains(s, n), nil
 	}
-	if items, _, ok := asList(haystack); ok {
+	if items, _, ok := AsList(haystack); ok {
 		for _, e := range items {
 			if pyEq(needle, e) {
 				return true, nil
@@ -500,15 +502,15 @@ func pyIn(needle, haystack any) (bool, error) {
 		}
 		return false, nil
 	}
-	if d, ok := asDict(haystack); ok {
+	if d, ok := AsDict(haystack); ok {
 		if err := hashable(needle); err != nil {
 			return false, err
 		}
-		k, ok := asString(needle)
+		k, ok := AsString(needle)
 		if !ok {
 			return false, nil // dict keys from event data are strings
 		}
-		_, found := d.get(k)
+		_, found := d.Get(k)
 		return found, nil
 	}
 	return false, fmt.Errorf("TypeError: argument of type '%s' is not iterable", pyTypeName(haystack))
@@ -516,10 +518,10 @@ func pyIn(needle, haystack any) (bool, error) {
 
 // hashable is Python's TypeError for a list or dict used as a key.
 func hashable(v any) error {
-	if _, tuple, ok := asList(v); ok && !tuple {
+	if _, tuple, ok := AsList(v); ok && !tuple {
 		return errors.New("TypeError: unhashable type: 'list'")
 	}
-	if _, ok := asDict(v); ok {
+	if _, ok := AsDict(v); ok {
 		return errors.New("TypeError: unhashable type: 'dict'")
 	}
 	return nil
@@ -531,30 +533,30 @@ func pyTruth(v any) bool {
 	if v == nil {
 		return false
 	}
-	if s, ok := asString(v); ok {
+	if s, ok := AsString(v); ok {
 		return s != ""
 	}
-	if n, ok := toNum(v); ok {
-		if n.isFloat {
-			return n.f != 0
+	if n, ok := ToNum(v); ok {
+		if n.IsFloat {
+			return n.F != 0
 		}
-		return n.i.Sign() != 0
+		return n.I.Sign() != 0
 	}
-	if items, _, ok := asList(v); ok {
+	if items, _, ok := AsList(v); ok {
 		return len(items) > 0
 	}
-	if d, ok := asDict(v); ok {
-		return len(d.keys) > 0
+	if d, ok := AsDict(v); ok {
+		return len(d.Keys) > 0
 	}
 	return true
 }
 
 // ---- printing ----
 
-// strOf is Python's str(v), which is what Jinja prints for {{ v }}:
+// Str is Python's str(v), which is what Jinja prints for {{ v }}:
 // strings as they are, True/False/None, Python's float repr, and repr()
 // for lists, tuples and dicts.
-func strOf(v any) string {
+func Str(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
@@ -572,13 +574,13 @@ func strOf(v any) string {
 	case float64:
 		return event.PyFloatRepr(x)
 	case json.Number:
-		if n, ok := toNum(x); ok && n.isFloat {
-			return event.PyFloatRepr(n.f)
+		if n, ok := ToNum(x); ok && n.IsFloat {
+			return event.PyFloatRepr(n.F)
 		}
 		return string(x)
-	case yamlQuoted:
+	case YAMLQuoted:
 		return x.text
-	case pyBytes:
+	case Bytes:
 		return yaml11.PyBytesRepr(string(x))
 	case *big.Int:
 		return x.String()
@@ -587,11 +589,11 @@ func strOf(v any) string {
 	if writeRepr(&b, v) {
 		return b.String()
 	}
-	if n, ok := toNum(v); ok {
-		if n.isFloat {
-			return event.PyFloatRepr(n.f)
+	if n, ok := ToNum(v); ok {
+		if n.IsFloat {
+			return event.PyFloatRepr(n.F)
 		}
-		return n.i.String()
+		return n.I.String()
 	}
 	if s, ok := v.(fmt.Stringer); ok {
 		return s.String()
@@ -603,23 +605,23 @@ func strOf(v any) string {
 }
 
 // reprOf is Python's repr(v): strings quoted ('a', "it's", '\n'), the rest
-// as strOf.
+// as Str.
 func reprOf(v any) string {
 	var b strings.Builder
 	if writeRepr(&b, v) {
 		return b.String()
 	}
-	return strOf(v)
+	return Str(v)
 }
 
 // writeRepr writes the repr of a string, list, tuple or dict and reports
 // whether v was one.
 func writeRepr(b *strings.Builder, v any) bool {
-	if s, ok := asString(v); ok {
+	if s, ok := AsString(v); ok {
 		b.WriteString(yaml11.PyRepr(s))
 		return true
 	}
-	if items, tuple, ok := asList(v); ok {
+	if items, tuple, ok := AsList(v); ok {
 		open, end := "[", "]"
 		if tuple {
 			open, end = "(", ")"
@@ -630,7 +632,7 @@ func writeRepr(b *strings.Builder, v any) bool {
 				b.WriteString(", ")
 			}
 			if !writeRepr(b, e) {
-				b.WriteString(strOf(e))
+				b.WriteString(Str(e))
 			}
 		}
 		if tuple && len(items) == 1 {
@@ -639,17 +641,17 @@ func writeRepr(b *strings.Builder, v any) bool {
 		b.WriteString(end)
 		return true
 	}
-	if d, ok := asDict(v); ok {
+	if d, ok := AsDict(v); ok {
 		b.WriteByte('{')
-		for i, k := range d.keys {
+		for i, k := range d.Keys {
 			if i > 0 {
 				b.WriteString(", ")
 			}
 			b.WriteString(yaml11.PyRepr(k))
 			b.WriteString(": ")
-			e, _ := d.get(k)
+			e, _ := d.Get(k)
 			if !writeRepr(b, e) {
-				b.WriteString(strOf(e))
+				b.WriteString(Str(e))
 			}
 		}
 		b.WriteByte('}')
@@ -660,7 +662,7 @@ func writeRepr(b *strings.Builder, v any) bool {
 
 // pyConcat is Jinja's a ~ b: str(a) + str(b).
 func pyConcat(a, b any) (string, error) {
-	sa, sb := strOf(a), strOf(b)
+	sa, sb := Str(a), Str(b)
 	if len(sa)+len(sb) > maxBuilt {
 		return "", fmt.Errorf("~: result longer than %d bytes", maxBuilt)
 	}
@@ -673,8 +675,8 @@ func pyConcat(a, b any) (string, error) {
 // int64 too; with a float, a float), str + str, list + list, tuple + tuple.
 // Other mixes are Python's TypeError.
 func pyAdd(a, b any) (any, error) {
-	if x, ok := asString(a); ok {
-		if y, ok := asString(b); ok {
+	if x, ok := AsString(a); ok {
+		if y, ok := AsString(b); ok {
 			if len(x)+len(y) > maxBuilt {
 				return nil, fmt.Errorf("+: result longer than %d bytes", maxBuilt)
 			}
@@ -682,8 +684,8 @@ func pyAdd(a, b any) (any, error) {
 		}
 		return nil, fmt.Errorf("TypeError: can only concatenate str (not \"%s\") to str", pyTypeName(b))
 	}
-	if x, xt, ok := asList(a); ok {
-		if y, yt, ok := asList(b); ok && xt == yt {
+	if x, xt, ok := AsList(a); ok {
+		if y, yt, ok := AsList(b); ok && xt == yt {
 			if len(x)+len(y) > maxItems {
 				return nil, fmt.Errorf("+: more than %d items", maxItems)
 			}
@@ -710,25 +712,25 @@ func pyAdd(a, b any) (any, error) {
 
 // getOr is Python's m.get(key, default).
 func getOr(m, key, def any) (any, error) {
-	d, ok := asDict(m)
+	d, ok := AsDict(m)
 	if !ok {
 		return nil, fmt.Errorf("AttributeError: '%s' object has no attribute 'get'", pyTypeName(m))
 	}
 	if err := hashable(key); err != nil {
 		return nil, err
 	}
-	k, ok := asString(key)
+	k, ok := AsString(key)
 	if !ok {
 		return def, nil
 	}
-	if v, ok := d.get(k); ok {
+	if v, ok := d.Get(k); ok {
 		return v, nil
 	}
 	return def, nil
 }
 
-func needDict(name string, m any) (pyDict, error) {
-	d, ok := asDict(m)
+func needDict(name string, m any) (Dict, error) {
+	d, ok := AsDict(m)
 	if !ok {
 		return d, fmt.Errorf("AttributeError: '%s' object has no attribute '%s'", pyTypeName(m), name)
 	}
@@ -742,9 +744,9 @@ func pyItems(m any) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, len(d.keys))
-	for i, k := range d.keys {
-		v, _ := d.get(k)
+	out := make([]any, len(d.Keys))
+	for i, k := range d.Keys {
+		v, _ := d.Get(k)
 		out[i] = []any{k, v}
 	}
 	return out, nil
@@ -756,8 +758,8 @@ func pyKeys(m any) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, len(d.keys))
-	for i, k := range d.keys {
+	out := make([]any, len(d.Keys))
+	for i, k := range d.Keys {
 		out[i] = k
 	}
 	return out, nil
@@ -769,9 +771,9 @@ func pyValues(m any) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, len(d.keys))
-	for i, k := range d.keys {
-		out[i], _ = d.get(k)
+	out := make([]any, len(d.Keys))
+	for i, k := range d.Keys {
+		out[i], _ = d.Get(k)
 	}
 	return out, nil
 }
@@ -781,19 +783,19 @@ func pyValues(m any) ([]any, error) {
 // iterate is Python's list(v): a list's or tuple's items, a string's
 // characters, a dict's keys.
 func iterate(v any) ([]any, error) {
-	if items, _, ok := asList(v); ok {
+	if items, _, ok := AsList(v); ok {
 		return items, nil
 	}
-	if s, ok := asString(v); ok {
+	if s, ok := AsString(v); ok {
 		out := make([]any, 0, len(s))
 		for _, r := range s {
 			out = append(out, string(r))
 		}
 		return out, nil
 	}
-	if d, ok := asDict(v); ok {
-		out := make([]any, len(d.keys))
-		for i, k := range d.keys {
+	if d, ok := AsDict(v); ok {
+		out := make([]any, len(d.Keys))
+		for i, k := range d.Keys {
 			out[i] = k
 		}
 		return out, nil
@@ -804,14 +806,14 @@ func iterate(v any) ([]any, error) {
 // pyLength is Python's len(v): code points of a string, items of a list,
 // tuple or dict.
 func pyLength(v any) (int64, error) {
-	if s, ok := asString(v); ok {
+	if s, ok := AsString(v); ok {
 		return int64(utf8.RuneCountInString(s)), nil
 	}
-	if items, _, ok := asList(v); ok {
+	if items, _, ok := AsList(v); ok {
 		return int64(len(items)), nil
 	}
-	if d, ok := asDict(v); ok {
-		return int64(len(d.keys)), nil
+	if d, ok := AsDict(v); ok {
+		return int64(len(d.Keys)), nil
 	}
 	return 0, fmt.Errorf("TypeError: object of type '%s' has no len()", pyTypeName(v))
 }
@@ -822,13 +824,13 @@ func pyJoinFn(seq, sep any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s := strOf(sep)
+	s := Str(sep)
 	var b strings.Builder
 	for i, e := range items {
 		if i > 0 {
 			b.WriteString(s)
 		}
-		b.WriteString(strOf(e))
+		b.WriteString(Str(e))
 		if b.Len() > maxBuilt {
 			return "", fmt.Errorf("join: result longer than %d bytes", maxBuilt)
 		}
@@ -895,14 +897,14 @@ func pyUnique(seq any) ([]any, error) {
 // uniqueKey spells a string or an exact number so that Python-equal values
 // spell the same; other values are compared one by one.
 func uniqueKey(v any) (string, bool) {
-	if s, ok := asString(v); ok {
+	if s, ok := AsString(v); ok {
 		return "s" + s, true
 	}
 	if v == nil {
 		return "n", true
 	}
-	if n, ok := toNum(v); ok {
-		if n.isFloat && (math.IsNaN(n.f) || math.IsInf(n.f, 0)) {
+	if n, ok := ToNum(v); ok {
+		if n.IsFloat && (math.IsNaN(n.F) || math.IsInf(n.F, 0)) {
 			return "", false
 		}
 		return "#" + rat(n).RatString(), true
@@ -913,7 +915,7 @@ func uniqueKey(v any) (string, bool) {
 // pySplitFn (template name pySplit) is Python's s.split() (runs of whitespace, no empty items) or
 // s.split(sep).
 func pySplitFn(s any, sep ...any) ([]any, error) {
-	str, ok := asString(s)
+	str, ok := AsString(s)
 	if !ok {
 		return nil, fmt.Errorf("AttributeError: '%s' object has no attribute 'split'", pyTypeName(s))
 	}
@@ -924,7 +926,7 @@ func pySplitFn(s any, sep ...any) ([]any, error) {
 	if len(sep) == 0 || sep[0] == nil {
 		parts = strings.FieldsFunc(str, pyIsSpace)
 	} else {
-		d, ok := asString(sep[0])
+		d, ok := AsString(sep[0])
 		if !ok {
 			return nil, fmt.Errorf("TypeError: must be str or None, not %s", pyTypeName(sep[0]))
 		}
@@ -950,14 +952,14 @@ func sliceIndex(v any) (int, bool, error) {
 	if v == nil {
 		return 0, false, nil
 	}
-	if n, ok := toNum(v); ok && !n.isFloat {
-		if !n.i.IsInt64() {
-			if n.i.Sign() < 0 {
+	if n, ok := ToNum(v); ok && !n.IsFloat {
+		if !n.I.IsInt64() {
+			if n.I.Sign() < 0 {
 				return math.MinInt32, true, nil
 			}
 			return math.MaxInt32, true, nil
 		}
-		i := n.i.Int64()
+		i := n.I.Int64()
 		i = max(min(i, math.MaxInt32), math.MinInt32)
 		return int(i), true, nil
 	}
@@ -999,7 +1001,7 @@ func bounds(n int, start, end any) (int, int, error) {
 // pySlice is Python's v[start:end] on a string (by code point), list or
 // tuple; nil is an open end, negative indices count from the end.
 func pySlice(v, start, end any) (any, error) {
-	if s, ok := asString(v); ok {
+	if s, ok := AsString(v); ok {
 		if isASCII(s) {
 			lo, hi, err := bounds(len(s), start, end)
 			if err != nil {
@@ -1014,7 +1016,7 @@ func pySlice(v, start, end any) (any, error) {
 		}
 		return string(rs[lo:hi]), nil
 	}
-	if items, tuple, ok := asList(v); ok {
+	if items, tuple, ok := AsList(v); ok {
 		lo, hi, err := bounds(len(items), start, end)
 		if err != nil {
 			return nil, err
@@ -1041,7 +1043,7 @@ func isASCII(s string) bool {
 
 // pyReplace is Jinja's s|replace(old, new): str(s).replace(old, new).
 func pyReplace(s, old, new any) (string, error) {
-	str, o, n := strOf(s), strOf(old), strOf(new)
+	str, o, n := Str(s), Str(old), Str(new)
 	count := strings.Count(str, o)
 	if len(str)+count*(len(n)-len(o)) > maxBuilt {
 		return "", fmt.Errorf("replace: result longer than %d bytes", maxBuilt)
@@ -1050,22 +1052,22 @@ func pyReplace(s, old, new any) (string, error) {
 }
 
 // pyLower is Jinja's s|lower: str(s).lower().
-func pyLower(s any) string { return strings.ToLower(strOf(s)) }
+func pyLower(s any) string { return strings.ToLower(Str(s)) }
 
 // pyUpper is Jinja's s|upper: str(s).upper().
-func pyUpper(s any) string { return strings.ToUpper(strOf(s)) }
+func pyUpper(s any) string { return strings.ToUpper(Str(s)) }
 
 // pyStrip is Python's s.strip() (Python's whitespace) or s.strip(chars),
 // and Jinja's s|trim.
 func pyStrip(s any, chars ...any) (string, error) {
-	str := strOf(s)
+	str := Str(s)
 	if len(chars) > 1 {
 		return "", fmt.Errorf("strip: takes at most one argument, got %d", len(chars))
 	}
 	if len(chars) == 0 || chars[0] == nil {
 		return strings.TrimFunc(str, pyIsSpace), nil
 	}
-	c, ok := asString(chars[0])
+	c, ok := AsString(chars[0])
 	if !ok {
 		return "", fmt.Errorf("TypeError: strip arg must be None or str, not %s", pyTypeName(chars[0]))
 	}
@@ -1075,17 +1077,17 @@ func pyStrip(s any, chars ...any) (string, error) {
 // affixes is the prefix or suffix argument of startswith/endswith: a string
 // or a tuple (list) of strings.
 func affixes(name string, s, a any) (string, []string, error) {
-	str, ok := asString(s)
+	str, ok := AsString(s)
 	if !ok {
 		return "", nil, fmt.Errorf("AttributeError: '%s' object has no attribute '%s'", pyTypeName(s), name)
 	}
-	if p, ok := asString(a); ok {
+	if p, ok := AsString(a); ok {
 		return str, []string{p}, nil
 	}
-	if items, _, ok := asList(a); ok {
+	if items, _, ok := AsList(a); ok {
 		out := make([]string, len(items))
 		for i, e := range items {
-			p, ok := asString(e)
+			p, ok := AsString(e)
 			if !ok {
 				return "", nil, fmt.Errorf("TypeError: tuple for %s must only contain str, not %s", name, pyTypeName(e))
 			}
@@ -1128,11 +1130,11 @@ func endsWith(s, suffix any) (bool, error) {
 
 // ---- JSON ----
 
-// jsonEncode is Salt's |json filter: salt.utils.json.dumps(v,
+// JSONEncode is Salt's |json filter: salt.utils.json.dumps(v,
 // sort_keys=True), with ", " and ": " separators, non-ASCII as it is
 // (Salt's ensure_ascii=False), floats as Python spells them (1.0, 1e+16,
 // NaN, Infinity).
-func jsonEncode(v any) (string, error) {
+func JSONEncode(v any) (string, error) {
 	var b strings.Builder
 	if err := writePyJSON(&b, v, true, false, 0); err != nil {
 		return "", err
@@ -1140,10 +1142,10 @@ func jsonEncode(v any) (string, error) {
 	return b.String(), nil
 }
 
-// tojsonEncode is Salt's |tojson filter: json.dumps(v, ensure_ascii=True)
+// ToJSON is Salt's |tojson filter: json.dumps(v, ensure_ascii=True)
 // in the dict's own order, with <, >, & and ' written as \u003c, \u003e,
 // \u0026 and \u0027.
-func tojsonEncode(v any) (string, error) {
+func ToJSON(v any) (string, error) {
 	var b strings.Builder
 	if err := writePyJSON(&b, v, false, true, 0); err != nil {
 		return "", err
@@ -1151,10 +1153,12 @@ func tojsonEncode(v any) (string, error) {
 	return b.String(), nil
 }
 
-const maxJSONDepth = 1000
+// MaxJSONDepth is how deep the JSON encoders nest before they give up, as
+// Python's recursion limit stops json.dumps.
+const MaxJSONDepth = 1000
 
 func writePyJSON(b *strings.Builder, v any, sortKeys, html bool, depth int) error {
-	if depth > maxJSONDepth {
+	if depth > MaxJSONDepth {
 		return errors.New("RecursionError: maximum recursion depth exceeded while encoding a JSON object")
 	}
 	if b.Len() > maxBuilt {
@@ -1167,31 +1171,31 @@ func writePyJSON(b *strings.Builder, v any, sortKeys, html bool, depth int) erro
 	case bool:
 		b.WriteString(strconv.FormatBool(x))
 		return nil
-	case pyBytes:
+	case Bytes:
 		return errors.New("TypeError: Object of type bytes is not JSON serializable")
 	}
-	if s, ok := asString(v); ok {
+	if s, ok := AsString(v); ok {
 		writePyJSONString(b, s, html)
 		return nil
 	}
-	if n, ok := toNum(v); ok {
-		if !n.isFloat {
-			b.WriteString(n.i.String())
+	if n, ok := ToNum(v); ok {
+		if !n.IsFloat {
+			b.WriteString(n.I.String())
 			return nil
 		}
 		switch {
-		case math.IsNaN(n.f):
+		case math.IsNaN(n.F):
 			b.WriteString("NaN")
-		case math.IsInf(n.f, 1):
+		case math.IsInf(n.F, 1):
 			b.WriteString("Infinity")
-		case math.IsInf(n.f, -1):
+		case math.IsInf(n.F, -1):
 			b.WriteString("-Infinity")
 		default:
-			b.WriteString(pyFloat(n.f))
+			b.WriteString(event.PyFloat(n.F))
 		}
 		return nil
 	}
-	if items, _, ok := asList(v); ok {
+	if items, _, ok := AsList(v); ok {
 		b.WriteByte('[')
 		for i, e := range items {
 			if i > 0 {
@@ -1204,8 +1208,8 @@ func writePyJSON(b *strings.Builder, v any, sortKeys, html bool, depth int) erro
 		b.WriteByte(']')
 		return nil
 	}
-	if d, ok := asDict(v); ok {
-		keys := d.keys
+	if d, ok := AsDict(v); ok {
+		keys := d.Keys
 		if sortKeys && !sort.StringsAreSorted(keys) {
 			keys = append([]string(nil), keys...)
 			sort.Strings(keys)
@@ -1217,7 +1221,7 @@ func writePyJSON(b *strings.Builder, v any, sortKeys, html bool, depth int) erro
 			}
 			writePyJSONString(b, k, html)
 			b.WriteString(": ")
-			e, _ := d.get(k)
+			e, _ := d.Get(k)
 			if err := writePyJSON(b, e, sortKeys, html, depth+1); err != nil {
 				return err
 			}
@@ -1277,7 +1281,7 @@ func writePyJSONString(b *strings.Builder, s string, html bool) {
 // map[string]any and numbers take event data's forms (int64, float64,
 // json.Number beyond them).
 func loadJSON(s any) (any, error) {
-	text := strOf(s)
+	text := Str(s)
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
 	var v any
@@ -1325,15 +1329,15 @@ func dquote(s string) string {
 }
 
 // yamlDquote is Salt's |yaml_dquote: str(v) as a YAML double-quoted scalar.
-func yamlDquote(v any) yamlQuoted {
-	s := strOf(v)
-	return yamlQuoted{text: dquote(s), val: s}
+func yamlDquote(v any) YAMLQuoted {
+	s := Str(v)
+	return YAMLQuoted{text: dquote(s), val: s}
 }
 
 // yamlSquote is Salt's |yaml_squote: str(v) as a YAML single-quoted scalar
 // (PyYAML's write_single_quoted: ' doubled, a line break written twice).
-func yamlSquote(v any) yamlQuoted {
-	s := strOf(v)
+func yamlSquote(v any) YAMLQuoted {
+	s := Str(v)
 	var b strings.Builder
 	b.WriteByte('\'')
 	rs := []rune(s)
@@ -1361,7 +1365,7 @@ func yamlSquote(v any) yamlQuoted {
 		i++
 	}
 	b.WriteByte('\'')
-	return yamlQuoted{text: b.String(), val: s}
+	return YAMLQuoted{text: b.String(), val: s}
 }
 
 func isYAMLBreak(r rune) bool { return r == '\n' || r == 0x85 || r == 0x2028 || r == 0x2029 }
@@ -1376,22 +1380,22 @@ func yamlEncode(v any) (any, error) {
 	case bool:
 		return strconv.FormatBool(x), nil
 	}
-	if s, ok := asString(v); ok {
-		return yamlQuoted{text: dquote(s), val: s}, nil
+	if s, ok := AsString(v); ok {
+		return YAMLQuoted{text: dquote(s), val: s}, nil
 	}
-	if n, ok := toNum(v); ok {
-		if !n.isFloat {
-			return n.i.String(), nil
+	if n, ok := ToNum(v); ok {
+		if !n.IsFloat {
+			return n.I.String(), nil
 		}
 		switch {
-		case math.IsNaN(n.f):
+		case math.IsNaN(n.F):
 			return ".nan", nil
-		case math.IsInf(n.f, 1):
+		case math.IsInf(n.F, 1):
 			return ".inf", nil
-		case math.IsInf(n.f, -1):
+		case math.IsInf(n.F, -1):
 			return "-.inf", nil
 		}
-		t := strings.ToLower(pyFloat(n.f))
+		t := strings.ToLower(event.PyFloat(n.F))
 		if !strings.Contains(t, ".") && strings.Contains(t, "e") {
 			t = strings.Replace(t, "e", ".0e", 1)
 		}
@@ -1483,11 +1487,11 @@ func regexGroups(s string, m []int) any {
 // re.search's groups as a tuple (the whole match when the pattern has no
 // group, as Salt 3007 does), or None when nothing matches.
 func regexSearch(s, pattern any, flags ...any) (any, error) {
-	str, ok := asString(s)
+	str, ok := AsString(s)
 	if !ok {
 		return nil, fmt.Errorf("TypeError: expected string or bytes-like object, got '%s'", pyTypeName(s))
 	}
-	p, ok := asString(pattern)
+	p, ok := AsString(pattern)
 	if !ok {
 		return nil, fmt.Errorf("TypeError: first argument must be string or compiled pattern, not %s", pyTypeName(pattern))
 	}
@@ -1505,7 +1509,7 @@ func regexSearch(s, pattern any, flags ...any) (any, error) {
 // regexMatchPy is Salt's s|regex_match(pattern[, ignorecase[, multiline]]):
 // as regexSearch, anchored at the start (re.match).
 func regexMatchPy(s, pattern any, flags ...any) (any, error) {
-	p, ok := asString(pattern)
+	p, ok := AsString(pattern)
 	if !ok {
 		return nil, fmt.Errorf("TypeError: first argument must be string or compiled pattern, not %s", pyTypeName(pattern))
 	}
@@ -1518,15 +1522,15 @@ func regexMatchPy(s, pattern any, flags ...any) (any, error) {
 // dict's key, or a list's index for a number.
 func attrOf(v any, attr string) (any, bool) {
 	for _, part := range strings.Split(attr, ".") {
-		if d, ok := asDict(v); ok {
-			e, ok := d.get(part)
+		if d, ok := AsDict(v); ok {
+			e, ok := d.Get(part)
 			if !ok {
 				return nil, false
 			}
 			v = e
 			continue
 		}
-		if items, _, ok := asList(v); ok {
+		if items, _, ok := AsList(v); ok {
 			i, err := strconv.Atoi(part)
 			if err != nil || i < 0 || i >= len(items) {
 				return nil, false
@@ -1626,13 +1630,13 @@ func runTest(v any, found bool, attr string, test []any) (bool, error) {
 		b, ok := v.(bool)
 		return ok && !b, nil
 	case "string":
-		_, ok := asString(v)
+		_, ok := AsString(v)
 		return ok, nil
 	case "number":
-		_, ok := toNum(v)
+		_, ok := ToNum(v)
 		return ok, nil
 	case "mapping":
-		_, ok := asDict(v)
+		_, ok := AsDict(v)
 		return ok, nil
 	case "sequence":
 		_, err := pyLength(v)

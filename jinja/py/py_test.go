@@ -1,4 +1,4 @@
-package reactions
+package py
 
 import (
 	"encoding/json"
@@ -31,7 +31,7 @@ func TestPyEqCompare(t *testing.T) {
 		{big, json.Number("99999999999999999999"), true}, {big, 1e20, false},
 		{json.Number("100000000000000000000"), 1e20, true},
 		{int64(9007199254740993), float64(9007199254740992), false},
-		{yamlQuoted{text: "'a'", val: "a"}, "'a'", true},
+		{YAMLQuoted{text: "'a'", val: "a"}, "'a'", true},
 	}
 	for _, c := range cases {
 		if got := pyEq(c.a, c.b); got != c.eq {
@@ -145,7 +145,7 @@ func TestPyStrRepr(t *testing.T) {
 		{[]any{}, "[]", "[]"}, {map[string]any{}, "{}", "{}"},
 	}
 	for _, c := range cases {
-		if got := strOf(c.v); got != c.str {
+		if got := Str(c.v); got != c.str {
 			t.Errorf("pyStr(%#v) = %s, want %s", c.v, got, c.str)
 		}
 		if c.repr != "" {
@@ -153,8 +153,8 @@ func TestPyStrRepr(t *testing.T) {
 				t.Errorf("pyRepr(%#v) = %s, want %s", c.v, got, c.repr)
 			}
 		}
-		if got := printText(c.v); got != c.str {
-			t.Errorf("printText(%#v) = %s, want %s", c.v, got, c.str)
+		if got := Text(c.v); got != c.str {
+			t.Errorf("Text(%#v) = %s, want %s", c.v, got, c.str)
 		}
 	}
 	if got, _ := pyConcat(int64(1), []any{"a"}); got != "1['a']" {
@@ -360,10 +360,10 @@ func TestPyEncoders(t *testing.T) {
 		{om, `{"a": "<&'>", "b": 1.0}`, `{"b": 1.0, "a": "\u003c\u0026\u0027\u003e"}`, ""},
 		{map[string]any{}, "{}", "{}", ""}, {pyTuple{"a"}, `["a"]`, `["a"]`, ""},
 	} {
-		if got, err := jsonEncode(c.v); err != nil || got != c.json {
+		if got, err := JSONEncode(c.v); err != nil || got != c.json {
 			t.Errorf("jsonEncode(%#v) = %s, %v; want %s", c.v, got, err, c.json)
 		}
-		if got, err := tojsonEncode(c.v); err != nil || got != c.toj {
+		if got, err := ToJSON(c.v); err != nil || got != c.toj {
 			t.Errorf("tojsonEncode(%#v) = %s, %v; want %s", c.v, got, err, c.toj)
 		}
 		got, err := yamlEncode(c.v)
@@ -371,8 +371,8 @@ func TestPyEncoders(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "yaml_encode() only works with YAML scalar data; failed for <class '") {
 				t.Errorf("yamlEncode(%#v): err %v", c.v, err)
 			}
-		} else if err != nil || strOf(got) != c.yamlEncode {
-			t.Errorf("yamlEncode(%#v) = %s, %v; want %s", c.v, strOf(got), err, c.yamlEncode)
+		} else if err != nil || Str(got) != c.yamlEncode {
+			t.Errorf("yamlEncode(%#v) = %s, %v; want %s", c.v, Str(got), err, c.yamlEncode)
 		}
 	}
 	for _, c := range []struct {
@@ -384,7 +384,7 @@ func TestPyEncoders(t *testing.T) {
 		{"\t\x00\x07\x1b\u0085\u00a0\u2028\ufeff\u00e9", `"\t\0\a\e\N\_\L\uFEFF\xE9"`, "'\t\x00\x07\x1b\u0085\u00a0\u2028\ufeff\u00e9'"},
 		{int64(5), `"5"`, `'5'`}, {nil, `"None"`, `'None'`}, {[]any{"a"}, `"['a']"`, `'[''a'']'`},
 	} {
-		if got := yamlDquote(c.v); got.text != c.dquote || got.val != strOf(c.v) {
+		if got := yamlDquote(c.v); got.text != c.dquote || got.val != Str(c.v) {
 			t.Errorf("yamlDquote(%#v) = %q, want %q", c.v, got.text, c.dquote)
 		}
 		if got := yamlSquote(c.v); got.text != c.squote {
@@ -396,7 +396,7 @@ func TestPyEncoders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strOf(v); got != "{'a': 'x', 'b': [1, 1.0, inf, 99999999999999999999, None, True]}" {
+	if got := Str(v); got != "{'a': 'x', 'b': [1, 1.0, inf, 99999999999999999999, None, True]}" {
 		t.Errorf("loadJson = %s", got)
 	}
 	if m, ok := v.(map[string]any); !ok || pyTypeName(m["b"].([]any)[0]) != "int" {
@@ -473,65 +473,5 @@ func TestRegexAndAttrs(t *testing.T) {
 	}
 	if _, err := pySelectAttr(seq, "ok"); err == nil {
 		t.Error("selectattr truthiness of a missing attribute: no error")
-	}
-}
-
-// TestPyFuncsInTemplates renders through the whole pipeline: printed
-// helper results are values, never structure, and encoders insert one node.
-func TestPyFuncsInTemplates(t *testing.T) {
-	src := `{{- if pyIn "web" .data.id }}
-{{ .data.id }}:
-  local.state.apply:
-    - tgt: {{ pyStr .data.id }}
-    - arg:
-      - {{ .data.fun_args }}
-      - {{ pyStr .data.fun_args }}
-      - {{ yamlDquote .data.msg }}
-      - {{ yamlSquote .data.msg }}
-      - x {{ yamlDquote "a" }}
-      - {{ pyStr .data.flag }}
-      - {{ pyConcat .data.id .data.n }}
-      - {{ yamlEncode .data.n }}
-      - {{ yamlEncode .data.f }}
-      - {{ pyAdd .data.n 1 }}
-      - {{ pyEq .data.n 3.0 }}
-    - kwarg:
-        pillar: {{ jsonEncode .data.fun_args }}
-        other: {{ tojsonEncode .data.fun_args }}
-        f: {{ jsonEncode .data.f }}
-{{- end }}
-`
-	f, err := ParseFile("py.sls", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := map[string]any{
-		"id":       "web1",
-		"fun_args": []any{map[string]any{"mods": "orch.deploy"}},
-		"msg":      "x: y\n- tgt: '*'",
-		"flag":     true,
-		"n":        int64(3),
-		"f":        1.0,
-	}
-	rs, err := f.Render("t", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rs) != 1 {
-		t.Fatalf("%d reactions", len(rs))
-	}
-	got, _ := rs[0].Body.MarshalJSON()
-	want := `{"local":[{"tgt":"web1"},{"arg":["[{'mods': 'orch.deploy'}]","[{'mods': 'orch.deploy'}]","x: y\n- tgt: '*'","x: y\n- tgt: '*'","x \"a\"",true,"web13",3,1.0,4,true]},{"kwarg":{"pillar":[{"mods":"orch.deploy"}],"other":[{"mods":"orch.deploy"}],"f":1.0}},"state.apply"],"__sls__":"py.sls"}`
-	if string(got) != want {
-		t.Errorf("rendered\n%s\nwant\n%s", got, want)
-	}
-	// An error names the position and Python's message.
-	f, err = ParseFile("bad.sls", []byte("a: {{ pyLt .data.id 1 }}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.Render("t", data)
-	if err == nil || !strings.Contains(err.Error(), "bad.sls:1:") || !strings.Contains(err.Error(), "'<' not supported between instances of 'str' and 'int'") {
-		t.Errorf("error: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package reactions
+package py
 
 import (
 	"regexp"
@@ -19,13 +19,13 @@ const pprintWidth = 80
 // literals at spaces, as pformat does.
 // A map or list that fits on one line is printed as its sorted repr, which
 // Salt's loader reads back as the structure when it stands as a whole
-// value (pyPrinted).
+// value (Printed).
 func pyPprint(v any) any {
 	var b strings.Builder
 	(&pprinter{}).format(&b, v, 0, 0, 1)
 	text := b.String()
-	if _, isText := pyValue(v).(pyPrinted); isText && !strings.Contains(text, "\n") {
-		return pyPrinted{v: v, text: text}
+	if _, isText := pyValue(v).(Printed); isText && !strings.Contains(text, "\n") {
+		return Printed{v: v, text: text}
 	}
 	return text
 }
@@ -36,17 +36,17 @@ type pprinter struct{}
 // sortedRepr is the repr pformat measures: dict keys sorted, at every
 // depth.
 func sortedRepr(v any) string {
-	if d, ok := asDict(v); ok {
-		keys := slices.Clone(d.keys)
+	if d, ok := AsDict(v); ok {
+		keys := slices.Clone(d.Keys)
 		slices.Sort(keys)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
-			e, _ := d.get(k)
+			e, _ := d.Get(k)
 			parts[i] = yaml11.PyRepr(k) + ": " + sortedRepr(e)
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
-	if items, tuple, ok := asList(v); ok {
+	if items, tuple, ok := AsList(v); ok {
 		parts := make([]string, len(items))
 		for i, e := range items {
 			parts[i] = sortedRepr(e)
@@ -70,8 +70,8 @@ func (p *pprinter) format(b *strings.Builder, v any, indent, allowance, level in
 		b.WriteString(rep)
 		return
 	}
-	if d, ok := asDict(v); ok && len(d.keys) > 0 {
-		keys := slices.Clone(d.keys)
+	if d, ok := AsDict(v); ok && len(d.Keys) > 0 {
+		keys := slices.Clone(d.Keys)
 		slices.Sort(keys)
 		b.WriteByte('{')
 		in := indent + 1
@@ -79,7 +79,7 @@ func (p *pprinter) format(b *strings.Builder, v any, indent, allowance, level in
 			last := i == len(keys)-1
 			kr := yaml11.PyRepr(k)
 			b.WriteString(kr + ": ")
-			e, _ := d.get(k)
+			e, _ := d.Get(k)
 			p.format(b, e, in+runes(kr)+2, pick(last, allowance+1, 1), level+1)
 			if !last {
 				b.WriteString(",\n" + strings.Repeat(" ", in))
@@ -88,7 +88,7 @@ func (p *pprinter) format(b *strings.Builder, v any, indent, allowance, level in
 		b.WriteByte('}')
 		return
 	}
-	if items, tuple, ok := asList(v); ok && len(items) > 0 {
+	if items, tuple, ok := AsList(v); ok && len(items) > 0 {
 		open, end := "[", "]"
 		if tuple {
 			open, end = "(", ")"
@@ -108,7 +108,7 @@ func (p *pprinter) format(b *strings.Builder, v any, indent, allowance, level in
 		b.WriteString(end)
 		return
 	}
-	if s, ok := asString(v); ok && s != "" {
+	if s, ok := AsString(v); ok && s != "" {
 		p.str(b, s, indent, allowance, level)
 		return
 	}

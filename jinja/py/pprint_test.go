@@ -1,4 +1,4 @@
-package reactions
+package py
 
 import (
 	"os"
@@ -29,7 +29,7 @@ func TestPprint(t *testing.T) {
 			t.Fatalf("%s: %v", in, err)
 		}
 		v := d["v"]
-		if got := printText(pyPprint(v)); got != want {
+		if got := Text(pyPprint(v)); got != want {
 			t.Errorf("pprint %s:\n got %s\nwant %s", in, got, want)
 		}
 	}

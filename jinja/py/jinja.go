@@ -1,4 +1,4 @@
-package reactions
+package py
 
 import (
 	"errors"
@@ -15,13 +15,13 @@ import (
 	"github.com/reactord/reactord/event"
 )
 
-// Template helpers for files converted from Jinja by package jinja, beside
-// the ones in pyfuncs.go: each keeps a Jinja/Python behaviour the converted
-// template relies on.
+// The helpers below are the ones only translated files call (arithmetic,
+// % and format, tests, indexing, sort, indent), beside the general ones in
+// py.go: each keeps a Jinja/Python behaviour the converted template relies
+// on.
 
-// jinjaFuncs are registered into pyFuncs and into the function map every
-// template sees (built from pyFuncs when the package's variables are
-// initialized, before init runs).
+// jinjaFuncs are the helpers only files converted from Jinja call, by
+// template name; Funcs returns them with pyFuncs.
 var jinjaFuncs = map[string]any{
 	"pyNone":      pyNone,
 	"pyChars":     pyChars,
@@ -47,13 +47,6 @@ var jinjaFuncs = map[string]any{
 	"pyIndent":    pyIndent,
 }
 
-func init() {
-	for name, f := range jinjaFuncs {
-		pyFuncs[name] = f
-		baseFuncs[name] = f
-	}
-}
-
 // pyNone is Python's None as a command: a Go template cannot use the nil
 // constant alone, as in {% set x = None %}.
 func pyNone() any { return nil }
@@ -72,23 +65,23 @@ func pyChars(s string) []any {
 // int op int is an int (unbounded), a float on either side makes a float,
 // and a bool counts as 0 or 1.
 func pyArith(op string, a, b any, ints func(x, y *big.Int) (*big.Int, error), floats func(x, y float64) (float64, error)) (any, error) {
-	x, okx := toNum(a)
-	y, oky := toNum(b)
+	x, okx := ToNum(a)
+	y, oky := ToNum(b)
 	if !okx || !oky {
 		return nil, fmt.Errorf("TypeError: unsupported operand type(s) for %s: '%s' and '%s'", op, pyTypeName(a), pyTypeName(b))
 	}
-	if !x.isFloat && !y.isFloat && ints != nil {
-		r, err := ints(x.i, y.i)
+	if !x.IsFloat && !y.IsFloat && ints != nil {
+		r, err := ints(x.I, y.I)
 		if err != nil {
 			return nil, err
 		}
 		return intValue(r), nil
 	}
-	fx, err := x.float()
+	fx, err := x.Float()
 	if err != nil {
 		return nil, err
 	}
-	fy, err := y.float()
+	fy, err := y.Float()
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +139,11 @@ func pyMul(a, b any) (any, error) {
 // repeatCount is an int operand of sequence repetition (negative repeats
 // nothing).
 func repeatCount(v any) (int, bool) {
-	n, ok := toNum(v)
-	if !ok || n.isFloat || !n.i.IsInt64() {
+	n, ok := ToNum(v)
+	if !ok || n.IsFloat || !n.I.IsInt64() {
 		return 0, false
 	}
-	c := n.i.Int64()
+	c := n.I.Int64()
 	if c < 0 {
 		c = 0
 	}
@@ -196,7 +189,7 @@ func pyFloorDiv(a, b any) (any, error) {
 // string it is printf-style formatting (pyPercent).
 func pyMod(a, b any) (any, error) {
 	if s, ok := a.(string); ok {
-		if _, isDict := asDict(b); isDict {
+		if _, isDict := AsDict(b); isDict {
 			return pyPercent(s, b)
 		}
 		return pyPercent(s, []any{b}) // one value (a tuple literal is pyPercent's list)
@@ -244,17 +237,17 @@ func jinjaInt(v any) any {
 		}
 		return int64(0)
 	}
-	n, ok := toNum(v)
+	n, ok := ToNum(v)
 	if !ok {
 		return int64(0)
 	}
-	if !n.isFloat {
-		return intValue(n.i)
+	if !n.IsFloat {
+		return intValue(n.I)
 	}
-	if math.IsInf(n.f, 0) || math.IsNaN(n.f) {
+	if math.IsInf(n.F, 0) || math.IsNaN(n.F) {
 		return int64(0)
 	}
-	i, _ := new(big.Float).SetFloat64(math.Trunc(n.f)).Int(nil)
+	i, _ := new(big.Float).SetFloat64(math.Trunc(n.F)).Int(nil)
 	return intValue(i)
 }
 
@@ -275,11 +268,11 @@ func jinjaFloat(v any) float64 {
 		}
 		return f
 	}
-	n, ok := toNum(v)
+	n, ok := ToNum(v)
 	if !ok {
 		return 0
 	}
-	f, err := n.float()
+	f, err := n.Float()
 	if err != nil {
 		return 0
 	}
@@ -289,22 +282,22 @@ func jinjaFloat(v any) float64 {
 // pyRound is Jinja's |round(precision) (method "common"): Python's
 // round(v, precision), a float, ties to even on the exact binary value.
 func pyRound(v, precision any) (float64, error) {
-	n, ok := toNum(v)
+	n, ok := ToNum(v)
 	if !ok {
 		return 0, fmt.Errorf("TypeError: type %s doesn't define __round__ method", pyTypeName(v))
 	}
-	p, ok := toNum(precision)
-	if !ok || p.isFloat || !p.i.IsInt64() {
+	p, ok := ToNum(precision)
+	if !ok || p.IsFloat || !p.I.IsInt64() {
 		return 0, fmt.Errorf("TypeError: '%s' object cannot be interpreted as an integer", pyTypeName(precision))
 	}
-	f, err := n.float()
+	f, err := n.Float()
 	if err != nil {
 		return 0, err
 	}
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return f, nil
 	}
-	digits := p.i.Int64()
+	digits := p.I.Int64()
 	if digits > 300 {
 		return f, nil
 	}
@@ -325,8 +318,8 @@ func pyRound(v, precision any) (float64, error) {
 // with flags, width and precision.
 func pyPercent(format string, args any) (string, error) {
 	var pos []any
-	dict, isDict := asDict(args)
-	if l, _, ok := asList(args); ok {
+	dict, isDict := AsDict(args)
+	if l, _, ok := AsList(args); ok {
 		pos = l
 	} else if !isDict {
 		pos = []any{args}
@@ -352,7 +345,7 @@ func pyPercent(format string, args any) (string, error) {
 				return "", errors.New("TypeError: format requires a mapping")
 			}
 			key := rs[i+1 : i+end]
-			v, ok := dict.get(key)
+			v, ok := dict.Get(key)
 			if !ok {
 				return "", fmt.Errorf("KeyError: %s", reprOf(key))
 			}
@@ -412,34 +405,34 @@ func percentOne(flags, width string, conv byte, v any) (string, error) {
 	spec := "%" + flags + width
 	switch conv {
 	case 's':
-		return fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", strOf(v)), nil
+		return fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", Str(v)), nil
 	case 'r', 'a':
 		return fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+"s", reprOf(v)), nil
 	case 'c':
 		if s, ok := v.(string); ok && len([]rune(s)) == 1 {
 			return fmt.Sprintf(spec+"s", s), nil
 		}
-		n, ok := toNum(v)
-		if !ok || n.isFloat || !n.i.IsInt64() {
+		n, ok := ToNum(v)
+		if !ok || n.IsFloat || !n.I.IsInt64() {
 			return "", errors.New("TypeError: %c requires an int or a unicode character")
 		}
-		return fmt.Sprintf(spec+"c", rune(n.i.Int64())), nil
+		return fmt.Sprintf(spec+"c", rune(n.I.Int64())), nil
 	}
-	n, ok := toNum(v)
+	n, ok := ToNum(v)
 	if !ok {
 		return "", fmt.Errorf("TypeError: %%%c format: a real number is required, not %s", conv, pyTypeName(v))
 	}
 	switch conv {
 	case 'd', 'i', 'u', 'x', 'X', 'o':
-		i := n.i
-		if n.isFloat {
+		i := n.I
+		if n.IsFloat {
 			if conv != 'd' && conv != 'i' && conv != 'u' {
 				return "", fmt.Errorf("TypeError: %%%c format: an integer is required, not float", conv)
 			}
-			if math.IsInf(n.f, 0) || math.IsNaN(n.f) {
+			if math.IsInf(n.F, 0) || math.IsNaN(n.F) {
 				return "", errors.New("OverflowError: cannot convert float infinity or NaN to integer")
 			}
-			i, _ = new(big.Float).SetFloat64(math.Trunc(n.f)).Int(nil)
+			i, _ = new(big.Float).SetFloat64(math.Trunc(n.F)).Int(nil)
 		}
 		verb := map[byte]string{'d': "d", 'i': "d", 'u': "d", 'x': "x", 'X': "X", 'o': "o"}[conv]
 		s := fmt.Sprintf(strings.ReplaceAll(spec, "#", "")+verb, i)
@@ -449,7 +442,7 @@ func percentOne(flags, width string, conv byte, v any) (string, error) {
 		}
 		return s, nil
 	case 'f', 'F', 'e', 'E', 'g', 'G':
-		f, err := n.float()
+		f, err := n.Float()
 		if err != nil {
 			return "", err
 		}
@@ -516,7 +509,7 @@ func pyFormat(format string, args ...any) (string, error) {
 		case "r", "a":
 			v = reprOf(v)
 		case "s":
-			v = strOf(v)
+			v = Str(v)
 		case "":
 		default:
 			return "", fmt.Errorf("ValueError: Unknown conversion specifier %s", convName)
@@ -539,7 +532,7 @@ var formatSpec = regexp.MustCompile(`^(?:(.)?([<>^=]))?([-+ ])?(0)?(\d*)(?:\.(\d
 // pyFormatSpec formats one value for pyFormat.
 func pyFormatSpec(v any, spec string) (string, error) {
 	if spec == "" {
-		return strOf(v), nil
+		return Str(v), nil
 	}
 	m := formatSpec.FindStringSubmatch(spec)
 	if m == nil {
@@ -564,11 +557,11 @@ func pyFormatSpec(v any, spec string) (string, error) {
 			align = "<"
 		}
 	case typ == "" && prec == "":
-		s = strOf(v)
+		s = Str(v)
 		if align == "" {
 			align = ">"
 		}
-		if _, ok := toNum(v); !ok {
+		if _, ok := ToNum(v); !ok {
 			align = "<"
 		}
 	default:
@@ -580,11 +573,11 @@ func pyFormatSpec(v any, spec string) (string, error) {
 			precPart = "." + prec
 		}
 		if typ == "%" {
-			n, ok := toNum(v)
+			n, ok := ToNum(v)
 			if !ok {
 				return "", fmt.Errorf("ValueError: Unknown format code '%%' for object of type '%s'", pyTypeName(v))
 			}
-			f, err := n.float()
+			f, err := n.Float()
 			if err != nil {
 				return "", err
 			}
@@ -638,15 +631,15 @@ func pyFormatSpec(v any, spec string) (string, error) {
 // true, false, sequence, iterable, even, odd, divisibleby(n), lower, upper,
 // and sameas with None, True or False.
 func pyIs(name string, v any, args ...any) (bool, error) {
-	n, isNum := toNum(v)
+	n, isNum := ToNum(v)
 	_, isBool := v.(bool)
 	switch name {
 	case "number":
 		return isNum, nil
 	case "integer":
-		return isNum && !n.isFloat && !isBool, nil
+		return isNum && !n.IsFloat && !isBool, nil
 	case "float":
-		return isNum && n.isFloat, nil
+		return isNum && n.IsFloat, nil
 	case "boolean":
 		return isBool, nil
 	case "true":
@@ -657,10 +650,10 @@ func pyIs(name string, v any, args ...any) (bool, error) {
 		if _, ok := v.(string); ok {
 			return true, nil
 		}
-		if _, ok := asDict(v); ok {
+		if _, ok := AsDict(v); ok {
 			return true, nil
 		}
-		_, _, ok := asList(v)
+		_, _, ok := AsList(v)
 		return ok, nil
 	case "even", "odd", "divisibleby":
 		d := any(int64(2))
@@ -680,7 +673,7 @@ func pyIs(name string, v any, args ...any) (bool, error) {
 		}
 		return zero, nil
 	case "lower", "upper":
-		s := strOf(v)
+		s := Str(v)
 		cased := false
 		for _, r := range s {
 			if unicode.IsUpper(r) || unicode.IsTitle(r) {
@@ -718,10 +711,10 @@ func pyIs(name string, v any, args ...any) (bool, error) {
 // What Python refuses is undefined in Jinja, and an error under Salt's
 // StrictUndefined, worded as Jinja words it.
 func pyIndex(v, k any) (any, error) {
-	if d, ok := asDict(v); ok {
+	if d, ok := AsDict(v); ok {
 		s, isStr := k.(string)
 		if isStr {
-			if e, ok := d.get(s); ok {
+			if e, ok := d.Get(s); ok {
 				return e, nil
 			}
 			return nil, fmt.Errorf("%s is undefined: 'dict object' has no attribute %s", reprOf(k), reprOf(k))
@@ -731,8 +724,8 @@ func pyIndex(v, k any) (any, error) {
 	if _, isStr := k.(string); isStr {
 		return nil, fmt.Errorf("%s has no attribute %s", jinjaTypeRepr(v), reprOf(k))
 	}
-	n, ok := toNum(k)
-	if !ok || n.isFloat {
+	n, ok := ToNum(k)
+	if !ok || n.IsFloat {
 		return nil, noElement(v, k)
 	}
 	if s, ok := v.(string); ok {
@@ -743,7 +736,7 @@ func pyIndex(v, k any) (any, error) {
 		}
 		return string(rs[i]), nil
 	}
-	if items, _, ok := asList(v); ok {
+	if items, _, ok := AsList(v); ok {
 		i, err := seqIndex(len(items), n)
 		if err != nil {
 			return nil, noElement(v, k)
@@ -783,11 +776,11 @@ func jinjaTypeRepr(v any) string {
 	return "'" + pyTypeName(v) + " object'"
 }
 
-func seqIndex(length int, n pyNum) (int, error) {
-	if !n.i.IsInt64() {
+func seqIndex(length int, n Num) (int, error) {
+	if !n.I.IsInt64() {
 		return 0, errors.New("IndexError: cannot fit 'int' into an index-sized integer")
 	}
-	i := n.i.Int64()
+	i := n.I.Int64()
 	if i < 0 {
 		i += int64(length)
 	}
@@ -802,11 +795,11 @@ func seqIndex(length int, n pyNum) (int, error) {
 func pySliceStep(v, start, stop, step any) (any, error) {
 	st := int64(1)
 	if step != nil {
-		n, ok := toNum(step)
-		if !ok || n.isFloat || !n.i.IsInt64() {
+		n, ok := ToNum(step)
+		if !ok || n.IsFloat || !n.I.IsInt64() {
 			return nil, errors.New("TypeError: slice indices must be integers or None or have an __index__ method")
 		}
-		st = n.i.Int64()
+		st = n.I.Int64()
 	}
 	if st == 0 {
 		return nil, errors.New("ValueError: slice step cannot be zero")
@@ -820,7 +813,7 @@ func pySliceStep(v, start, stop, step any) (any, error) {
 		}
 	} else {
 		var ok bool
-		if items, tuple, ok = asList(v); !ok {
+		if items, tuple, ok = AsList(v); !ok {
 			return nil, fmt.Errorf("TypeError: '%s' object is not subscriptable", pyTypeName(v))
 		}
 	}
@@ -833,17 +826,17 @@ func pySliceStep(v, start, stop, step any) (any, error) {
 		if x == nil {
 			return def, nil
 		}
-		n, ok := toNum(x)
-		if !ok || n.isFloat {
+		n, ok := ToNum(x)
+		if !ok || n.IsFloat {
 			return 0, errors.New("TypeError: slice indices must be integers or None or have an __index__ method")
 		}
-		if !n.i.IsInt64() {
-			if n.i.Sign() < 0 {
+		if !n.I.IsInt64() {
+			if n.I.Sign() < 0 {
 				return lower, nil
 			}
 			return upper, nil
 		}
-		i := n.i.Int64()
+		i := n.I.Int64()
 		if i < 0 {
 			i += length
 			if i < lower {
@@ -890,19 +883,19 @@ func pySliceStep(v, start, stop, step any) (any, error) {
 // keeps it (a Go map forgets it): the keys named that m holds, in that
 // order, then any others in m's own order.
 func pyOrdered(m any, keys ...string) (*event.Map, error) {
-	d, ok := asDict(m)
+	d, ok := AsDict(m)
 	if !ok {
 		return nil, fmt.Errorf("pyOrdered: %s is not a dict", pyTypeName(m))
 	}
-	out := event.NewMap(len(d.keys))
+	out := event.NewMap(len(d.Keys))
 	for _, k := range keys {
-		if v, ok := d.get(k); ok {
+		if v, ok := d.Get(k); ok {
 			out.Set(k, v)
 		}
 	}
-	for _, k := range d.keys {
+	for _, k := range d.Keys {
 		if _, done := out.Get(k); !done {
-			v, _ := d.get(k)
+			v, _ := d.Get(k)
 			out.Set(k, v)
 		}
 	}
@@ -928,7 +921,7 @@ func jinjaSort(seq any, reverse, caseSensitive bool, attribute string) ([]any, e
 			}
 			k = v
 		}
-		if s, ok := asString(k); ok && !caseSensitive {
+		if s, ok := AsString(k); ok && !caseSensitive {
 			k = strings.ToLower(s)
 		}
 		keys[i] = k
@@ -964,12 +957,12 @@ func jinjaSort(seq any, reverse, caseSensitive bool, attribute string) ([]any, e
 // string), the first too when first, blank lines too when blank. Lines
 // are split as Python's str.splitlines splits them.
 func pyIndent(s any, width any, first, blank any) (string, error) {
-	text := strOf(s)
+	text := Str(s)
 	ind := ""
-	if w, ok := asString(width); ok {
+	if w, ok := AsString(width); ok {
 		ind = w
-	} else if n, ok := toNum(width); ok && !n.isFloat && n.i.IsInt64() && n.i.Int64() >= 0 && n.i.Int64() <= 1024 {
-		ind = strings.Repeat(" ", int(n.i.Int64()))
+	} else if n, ok := ToNum(width); ok && !n.IsFloat && n.I.IsInt64() && n.I.Int64() >= 0 && n.I.Int64() <= 1024 {
+		ind = strings.Repeat(" ", int(n.I.Int64()))
 	} else {
 		return "", fmt.Errorf("TypeError: indent width must be an integer or a string, not %s", pyTypeName(width))
 	}
