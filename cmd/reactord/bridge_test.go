@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -276,9 +275,7 @@ func testBridgeAcrossRestart(t *testing.T, external bool) {
 	}
 	fire(0, 5)
 	read(daemon, 5)
-	if err := daemon.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	daemon.terminate()
 	select {
 	case <-daemon.done:
 	case <-time.After(20 * time.Second):

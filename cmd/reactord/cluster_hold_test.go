@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 // waitExit sends SIGTERM and waits for a clean exit.
 func waitExit(t *testing.T, p *proc) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.terminate()
 	select {
 	case err := <-p.done:
 		if err != nil {

@@ -7,11 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,33 +23,17 @@ import (
 )
 
 // natsCluster is a three-node NATS cluster with JetStream, each node a
-// process of its own (testdata/natsnode) that a test can SIGKILL.
+// process of its own (natsNode) that a test can SIGKILL.
 type natsCluster struct {
 	urls  []string // client URLs
 	https []string // monitoring addresses
 	cmds  []*exec.Cmd
 }
 
-var (
-	natsNodeOnce sync.Once
-	natsNodeBin  string
-	natsNodeErr  error
-)
-
 // startCluster starts three clustered nodes and waits until JetStream
 // answers (a meta leader is elected).
 func startCluster(t *testing.T) *natsCluster {
 	t.Helper()
-	natsNodeOnce.Do(func() {
-		natsNodeBin = filepath.Join(filepath.Dir(binPath), "natsnode")
-		out, err := exec.Command("go", "build", "-o", natsNodeBin, "./testdata/natsnode").CombinedOutput()
-		if err != nil {
-			natsNodeErr = fmt.Errorf("building natsnode: %w\n%s", err, out)
-		}
-	})
-	if natsNodeErr != nil {
-		t.Fatal(natsNodeErr)
-	}
 	port := func() int {
 		_, p, _ := net.SplitHostPort(freeAddr(t))
 		n, _ := strconv.Atoi(p)
@@ -64,7 +47,7 @@ func startCluster(t *testing.T) *natsCluster {
 	}
 	for i := range 3 {
 		cp, hp := port(), port()
-		c.cmds = append(c.cmds, startNode(t, natsNodeBin, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
+		c.cmds = append(c.cmds, startNode(t, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
 			"-cluster", strconv.Itoa(clusterPorts[i]), "-routes", strings.Join(routes, ","), "-store", t.TempDir()))
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", cp))
 		c.https = append(c.https, fmt.Sprintf("127.0.0.1:%d", hp))
@@ -476,14 +459,15 @@ func (c *natsCluster) stop(t *testing.T, i int) {
 func (c *natsCluster) restart(t *testing.T, i int) {
 	t.Helper()
 	old := c.cmds[i]
-	c.cmds[i] = startNode(t, old.Path, old.Args[1:]...)
+	c.cmds[i] = startNode(t, old.Args[1:]...)
 }
 
-// startNode starts a natsnode process, killed at the end of the test
-// (its output logged if the test failed).
-func startNode(t *testing.T, bin string, args ...string) *exec.Cmd {
+// startNode starts a natsnode process (this binary, natsNode), killed at
+// the end of the test (its output logged if the test failed).
+func startNode(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), roleEnv+"=natsnode")
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -149,7 +149,7 @@ func TestDaemonJinja(t *testing.T) {
 		"reactor.conf": "reactor:\n  - 'salt/minion/*/start':\n    - start.sls\n",
 		"start.sls":    "{% set id = data['id'] %}\nstart_{{ id }}:\n  local.state.apply:\n    - tgt: {{ id }}\n",
 	})
-	p := startDaemon(t, "-c", filepath.Join(dir, "reactor.conf"), "--dry-run", "--jinja", "--nats", srv.ClientURL())
+	p := startProcess(t, "-c", filepath.Join(dir, "reactor.conf"), "--dry-run", "--jinja", "--nats", srv.ClientURL())
 	read := func() string {
 		t.Helper()
 		ch := make(chan string, 1)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,7 +43,7 @@ func TestDedupeWindowFlag(t *testing.T) {
 		if got := window(); got != w {
 			t.Errorf("--dedupe-window %v: stream window %v", w, got)
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.terminate()
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):

@@ -77,7 +77,7 @@ func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
 	// Small lanes keep what is in flight well inside --ack-wait even in a
 	// -race build on a busy machine, so redeliveries come from the kill only.
 	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--ack-wait", "5s", "--queue", "64", "--driver", "null", "--store", url, "--data-dir", dataDir}
-	victim := startDaemon(t, args...)
+	victim := startProcess(t, args...)
 	run := fmt.Sprintf("k%d", time.Now().UnixNano())
 	n := 6000
 	if raceEnabled {
@@ -115,7 +115,7 @@ func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
 	if atKill >= n {
 		t.Log("the kill came after every event was archived: the burst was too short to test anything")
 	}
-	_ = successor.cmd.Process.Signal(syscall.SIGTERM)
+	successor.terminate()
 	<-successor.done
 }
 
@@ -275,7 +275,7 @@ func storeOutage(t *testing.T, base string) {
 	proxy.cut()
 	publishStarts(t, c, run, 600, 700)
 	checkFor(t, 20*time.Second, reacted(700))
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.terminate()
 	select {
 	case err := <-p.done:
 		if err != nil {
@@ -302,7 +302,7 @@ func storeOutage(t *testing.T, base string) {
 		}
 		return nil
 	})
-	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
+	p2.terminate()
 	<-p2.done
 }
 
@@ -336,7 +336,7 @@ func TestDaemonStoreFromFile(t *testing.T) {
 				}
 				return nil
 			})
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			p.terminate()
 			<-p.done
 		})
 	}

@@ -54,7 +54,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 	conf := copyExampleConfig(t)
 	listen := freeAddr(t)
 	args := []string{"-c", conf, "--listen", listen, "--data-dir", data, "--driver", "exec", "--salt-bin", salt}
-	victim := startDaemon(t, args...)
+	victim := startProcess(t, args...)
 	c := embeddedClient(t, data, listen)
 	const n = 300
 	for i := range n {

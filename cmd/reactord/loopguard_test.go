@@ -113,7 +113,7 @@ func TestLoopWithoutGuard(t *testing.T) {
 		}
 		return nil
 	})
-	_ = p.cmd.Process.Kill()
+	p.terminate()
 	t.Logf("without the guard: %d state.apply calls for one genuine change (and counting)", countLines(t, calls))
 }
 

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,7 +70,7 @@ func readReaction(t *testing.T, p *proc) string {
 
 func stopDaemon(t *testing.T, p *proc) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.terminate()
 	select {
 	case <-p.done:
 	case <-time.After(15 * time.Second):

@@ -124,7 +124,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 	conf := orderConf(t)
 	args := []string{"-c", conf, "--nats", all, "--jetstream", "--stream-replicas", "3", "--partitions", "6", "--ack-wait", "5s",
 		"--driver", "nats", "--exec-subject", "test.exec.", "--store", "none", "--no-loop-guard"}
-	ps := startReplicas(t, 3, args...)
+	ps := []*proc{startProcess(t, args...), startDaemon(t, args...), startDaemon(t, args...)}
 	waitBalanced(t, ps, "2")
 	c, err := natsbus.Connect(natsbus.ConnOptions{URL: cl.urls[victimNode+1], Name: "test"})
 	if err != nil {

@@ -57,7 +57,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 			}
 			args := append([]string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--driver", "exec", "--salt-bin", salt,
 				"--exec-coalesce", "1", "--data-dir", filepath.Join(dir, "data"), "--ack-wait", "2s"}, mode.args...)
-			p := startDaemon(t, args...)
+			p := startProcess(t, args...)
 			pub := func(id string) {
 				if err := c.PublishStream(t.Context(), "myco/step", []byte(`{"tag": "myco/step", "data": {"id": "`+id+`"}}`), natsbus.Meta{}); err != nil {
 					t.Fatal(err)
@@ -76,7 +76,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 					if crashes > 6 {
 						t.Fatalf("the daemon died %d times on the event and never parked it", crashes)
 					}
-					p = launchDaemon(t, args...)
+					p = launchProcess(t, args...)
 				case <-time.After(100 * time.Millisecond):
 				}
 			}

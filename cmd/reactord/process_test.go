@@ -10,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,47 +21,48 @@ import (
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/internal/freeport"
 	"github.com/reactord/reactord/internal/natstest"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
 
-// These tests run the reactord binary as real processes against a real
-// NATS server (embedded in the test process on a random port).
+// The process tests run reactord as processes of their own against a real
+// NATS server (embedded in the test process on a random port): this test
+// binary, which is reactord's main when its arguments carry none of the
+// -test. flags go test gives it (a stand-in salt a daemon runs calls
+// binPath fire, with the environment the exec driver passes on), or a NATS
+// cluster node when $REACTORD_TEST_ROLE is natsnode. Built with -race, its
+// processes report their data races too, which fail the tests.
 
+// roleEnv set to "natsnode" makes this binary a NATS cluster node.
+const roleEnv = "REACTORD_TEST_ROLE"
+
+// binPath is this test binary, reactord when run by a test.
 var binPath string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "reactord-bin-")
+	if os.Getenv(roleEnv) == "natsnode" {
+		natsNode(os.Args[1:])
+		return
+	}
+	if !slices.ContainsFunc(os.Args[1:], func(a string) bool { return strings.HasPrefix(a, "-test.") }) {
+		main()
+		return
+	}
+	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binPath = filepath.Join(dir, "reactord")
-	build := []string{"build", "-o", binPath}
-	if raceEnabled {
-		build = append(build, "-race")
-	}
-	out, err := exec.Command("go", append(build, ".")...).CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building reactord: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	binPath = self
+	os.Exit(m.Run())
 }
 
+// checkFor waits until fn returns nil, failing the test after timeout
+// (wait.For).
 func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = fn(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("condition not met after %v: %v", timeout, err)
+	wait.For(t, timeout, fn)
 }
 
 // freeAddr returns 127.0.0.1:PORT with a port no other role of the test
@@ -74,9 +75,13 @@ func freeAddr(t *testing.T) string {
 // natsServer runs an embedded server and connects to it (natstest.Start).
 func natsServer(t *testing.T) (*embedded.Server, *natsbus.Conn) { t.Helper(); return natstest.Start(t) }
 
+// proc is a reactord under test: a process of its own (cmd set,
+// startProcess) or run in the test process (stop set, startDaemon).
 type proc struct {
 	http   string // the --http address
 	cmd    *exec.Cmd
+	stop   context.CancelFunc
+	out    *outPipe // in the test process: all of stdout
 	stdout *bufio.Reader
 	stderr *strings.Builder
 	mu     *sync.Mutex
@@ -98,29 +103,31 @@ func (p *proc) logs() string {
 	return p.stderr.String()
 }
 
-// startDaemon runs reactord with args and waits for /healthz.
-func startDaemon(t *testing.T, args ...string) *proc {
+// terminate asks p to stop as SIGTERM does: the signal to a process, the
+// cancel of run's context (what main makes of SIGTERM) in the test process.
+func (p *proc) terminate() {
+	if p.cmd == nil {
+		p.stop()
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// startProcess runs the reactord binary with args and waits for /healthz:
+// for the tests that kill it or signal it.
+func startProcess(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := launchDaemon(t, args...)
-	checkFor(t, 20*time.Second, func() error {
-		if code := healthCode(p, "/healthz"); code != 200 {
-			return fmt.Errorf("healthz %d", code)
-		}
-		return nil
-	})
+	p := launchProcess(t, args...)
+	waitHealthy(t, p)
 	return p
 }
 
-// launchDaemon starts reactord with args (a data directory and --http
-// added) without waiting for it to be healthy.
-func launchDaemon(t *testing.T, args ...string) *proc {
+// launchProcess starts the reactord binary with args (a data directory and
+// --http added, daemonArgs) without waiting for it to be healthy.
+func launchProcess(t *testing.T, args ...string) *proc {
 	t.Helper()
-	if !containsArg(args, "--data-dir") {
-		args = append(args, "--data-dir", t.TempDir())
-	}
-	// Port 0, read back from the log: a port picked here and freed could
-	// be taken by the embedded server's own random port meanwhile.
-	cmd := exec.Command(binPath, append(args, "--http", "127.0.0.1:0")...)
+	args = daemonArgs(t, args)
+	cmd := exec.Command(binPath, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -146,20 +153,7 @@ func launchDaemon(t *testing.T, args ...string) *proc {
 			t.Logf("reactord %v logs:\n%s", args, p.logs())
 		}
 	})
-	servingAt := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`)
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if m := servingAt.FindStringSubmatch(p.logs()); m != nil {
-			p.http = m[1]
-			return p
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err // for the caller
-			return p
-		default:
-		}
-	}
-	t.Fatalf("reactord %v did not serve /metrics within 60s:\n%s", args, p.logs())
+	waitServing(t, p, args)
 	return p
 }
 
@@ -189,7 +183,7 @@ func startEvent(id string) []byte {
 func TestDryRunStreamsReactions(t *testing.T) {
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
-	p := startDaemon(t, "-c", conf, "--dry-run", "--nats", srv.ClientURL())
+	p := startProcess(t, "-c", conf, "--dry-run", "--nats", srv.ClientURL())
 	readLine := func() map[string]any {
 		t.Helper()
 		type res struct {
@@ -383,7 +377,7 @@ func TestJetStreamSurvivesSIGKILL(t *testing.T) {
 	conf := copyExampleConfig(t)
 	ce := collect(t, c, "test.exec.")
 	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--ack-wait", "1s", "--queue", "64", "--driver", "nats", "--exec-subject", "test.exec."}
-	victim := startDaemon(t, args...)
+	victim := startProcess(t, args...)
 	startDaemon(t, args...)
 	ctx := context.Background()
 	const n = 4000
@@ -426,15 +420,7 @@ func TestJetStreamSurvivesSIGKILL(t *testing.T) {
 // by 4 with sorted keys, filtered by a Salt glob.
 func TestEventsCommandFormat(t *testing.T) {
 	srv, c := natsServer(t)
-	cmd := exec.Command(binPath, "events", "--nats", srv.ClientURL(), "--count", "1", "salt/minion/*/start")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	events := goRun(t, "events", "--nats", srv.ClientURL(), "--count", "1", "salt/minion/*/start")
 	// Publish until the subscriber is up: the first matching event it sees
 	// ends it.
 	stop := make(chan struct{})
@@ -450,7 +436,7 @@ func TestEventsCommandFormat(t *testing.T) {
 		}
 	}()
 	defer close(stop)
-	got, err := io.ReadAll(out)
+	got, err := io.ReadAll(events.stdout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestReloadWaitsForSettledFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startDaemon(t, "-c", conf, "--dry-run", "--nats", srv.ClientURL())
+	p := startProcess(t, "-c", conf, "--dry-run", "--nats", srv.ClientURL())
 	lines := make(chan string, 64)
 	go func() {
 		for {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +78,7 @@ func sumLogs(ps []*proc, line string) int {
 func stopAll(t *testing.T, ps []*proc) {
 	t.Helper()
 	for _, p := range ps {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.terminate()
 	}
 	for _, p := range ps {
 		select {
