@@ -85,6 +85,7 @@ func fakeMasterSocket(t *testing.T, frames <-chan []byte) string {
 // one) and checks that every event fired on the master is dispatched
 // exactly once.
 func TestBridgesDispatchOnce(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		jetstream bool
@@ -217,6 +218,7 @@ func TestBridgesDispatchOnce(t *testing.T) {
 // meanwhile are held by the bridge and dispatched once the daemon is back:
 // every event exactly once.
 func TestBridgeHoldsEventsAcrossDaemonRestart(t *testing.T) {
+	t.Parallel()
 	for _, external := range []bool{false, true} {
 		t.Run(map[bool]string{false: "embedded", true: "external"}[external], func(t *testing.T) {
 			testBridgeAcrossRestart(t, external)
@@ -302,6 +304,7 @@ func testBridgeAcrossRestart(t *testing.T, external bool) {
 // 0; when it is back, the daemon logs how long it was down and is healthy
 // again.
 func TestDaemonNATSOutageIsVisible(t *testing.T) {
+	t.Parallel()
 	listen := freeAddr(t)
 	srv, err := embedded.Start(embedded.Options{Listen: listen})
 	if err != nil {

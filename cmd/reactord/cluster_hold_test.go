@@ -33,6 +33,7 @@ func waitExit(t *testing.T, p *proc) {
 // being redelivered while the first daemon holds it. In core mode the
 // stop drops it and says so (issue 12).
 func TestDebounceSurvivesStop(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	sls := filepath.Join(dir, "r.sls")
@@ -110,6 +111,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 // redelivering what waits in the lane, so every event runs exactly once
 // (issue 12).
 func TestBacklogNotRedelivered(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	dir := t.TempDir()

@@ -130,6 +130,7 @@ func (c *natsCluster) nodeOf(name string) (int, error) {
 // the stream (whose leader was moved to that node) keeps its quorum and
 // elects another leader, and every event is acted on (issue 12).
 func TestClusterNodeSIGKILL(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	conf := copyExampleConfig(t)
 	// The stream exists with one copy, as a single-server setup left it:
@@ -285,6 +286,7 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 // The bridge holds what it could not publish, reconnects to another node
 // and publishes it: every event the master fired reacts once (issue 12).
 func TestClusterBridgeNodeSIGKILL(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	conf := copyExampleConfig(t)
 	all := strings.Join(cl.urls, ",")
@@ -370,6 +372,7 @@ func TestClusterBridgeNodeSIGKILL(t *testing.T) {
 // in all: a replica waits for the bucket's new leader rather than count
 // alone (issue 12).
 func TestClusterThrottleThroughNodeKill(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	conf := throttleConf(t, "throttle: {count: 3, per: 1h, key: data.id}")
 	js := cl.js(t)
@@ -491,6 +494,7 @@ func startNode(t *testing.T, args ...string) *exec.Cmd {
 // bucket by itself, in the background: /healthz 200, the gauge 1 and a
 // log line (issue 22, item 7).
 func TestSharedStateArrivesLate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a NATS cluster of three processes")
 	}

@@ -13,6 +13,7 @@ import (
 // stream the daemon creates, and changes it on the existing stream at the
 // next start.
 func TestDedupeWindowFlag(t *testing.T) {
+	t.Parallel()
 	srv, _ := natsServer(t)
 	conf := copyExampleConfig(t)
 	nc, err := nats.Connect(srv.ClientURL())

@@ -13,6 +13,7 @@ import (
 // through JetStream unless told otherwise (a burst waits on disk); with
 // --nats URL the default stays core NATS.
 func TestDefaultDelivery(t *testing.T) {
+	t.Parallel()
 	srv, _ := natsServer(t)
 	conf := copyExampleConfig(t)
 	fileJS := filepath.Join(t.TempDir(), "reactor.conf")

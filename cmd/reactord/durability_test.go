@@ -70,6 +70,7 @@ func publishStarts(t *testing.T, c *natsbus.Conn, run string, from, to int) {
 // killed with SIGKILL in the middle of a burst leaves no event unarchived:
 // its successor gets the unacknowledged ones again.
 func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	url := "sqlite://" + filepath.Join(t.TempDir(), "audit.db")
@@ -200,6 +201,7 @@ func healthCode(p *proc, path string) int {
 // disk and the next start writes them. A daemon started while the
 // database is down reacts too. Nothing acknowledged is lost.
 func TestStoreOutageJetStream(t *testing.T) {
+	t.Parallel()
 	for _, db := range []struct{ name, env, example string }{
 		{"mariadb", "REACTORD_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"},
 		{"postgres", "REACTORD_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"},

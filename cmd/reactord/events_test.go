@@ -15,6 +15,7 @@ import (
 // TestEventsOutJSONReplays records live events with `events --out json`
 // and feeds what it printed to `replay` and to `fire --file` (issue 10 #9).
 func TestEventsOutJSONReplays(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	events := goRun(t, "events", "--nats", srv.ClientURL(), "--out", "json", "--count", "2", "salt/minion/*/start")
 	stop := make(chan struct{})

@@ -14,6 +14,7 @@ import (
 // take effect (the daemon serves /metrics there and consumes the stream);
 // --http on the command line wins over the file's (issue 10 #14).
 func TestDaemonSettingsFromFile(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	fileHTTP := freeAddr(t)
 	conf := copyExampleConfig(t)

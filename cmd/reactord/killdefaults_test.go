@@ -37,6 +37,7 @@ func embeddedClient(t *testing.T, data, listen string) *natsbus.Conn {
 // reacted to, and the events the killed run had in hand come back within
 // the ack wait (10s), not the 30s of before (issue 22, item 6).
 func TestSIGKILLOnDefaultsRecoversPromptly(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills and restarts a daemon")
 	}

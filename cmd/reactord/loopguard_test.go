@@ -103,6 +103,7 @@ func genuineChange(t *testing.T, c *natsbus.Conn, id string) {
 // TestLoopWithoutGuard shows the classic Salt loop: each state.apply
 // rewrites the file, the beacon fires, the reactor applies the state again.
 func TestLoopWithoutGuard(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, salt, calls := revertSetup(t, srv.ClientURL())
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--no-loop-guard")
@@ -121,6 +122,7 @@ func TestLoopWithoutGuard(t *testing.T) {
 // state.apply; a second genuine change after the settle window gives
 // exactly one more.
 func TestLoopGuardStopsTheLoop(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, salt, calls := revertSetup(t, srv.ClientURL())
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1s")
@@ -196,6 +198,7 @@ echo "[WARNING ] Running in asynchronous mode. This execution is running under t
 // TestHopLimitStopsSelfFiringReaction: a reaction whose runner fires its
 // own trigger tag is stopped by the hop limit.
 func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, saltRun, calls := selfFiringLoop(t, srv.ClientURL())
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
@@ -223,6 +226,7 @@ func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
 // earlier jobs still run, give fifteen jobs (issue 21's alert and
 // per-minion cases).
 func TestLoopGuardKeepsGenuineEvents(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "reactor.conf")

@@ -15,6 +15,7 @@ import (
 // two JetStream replicas with --dedupe-masters. Every emission reacts
 // once; a genuine repeat (stamped 10 s later) reacts again (issue 12).
 func TestTwoMastersOneReaction(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	ce := collect(t, c, "test.exec.")

@@ -118,6 +118,7 @@ func (ro *reactionOrder) check() (distinct, dups, outOfOrder int) {
 // would look like a lost event. The dying node still holds the stream's
 // leader and its share of the consumers' and buckets' leaders.
 func TestPartitionsOrderThroughKills(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	const victimNode = 0
 	all := strings.Join(cl.urls[victimNode+1:], ",")

@@ -20,6 +20,7 @@ import (
 // ledger — and the events behind it are all reacted to. With the shared
 // consumer and with partitions (issue 22, item 2).
 func TestPoisonEventParked(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name string
 		args []string

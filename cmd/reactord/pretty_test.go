@@ -16,6 +16,7 @@ import (
 // several lines) and feeds what it printed to `replay` and to
 // `fire --events` (issue 10 #9).
 func TestEventsPrettyReplays(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	const body = `{"tag": "salt/minion/web7/start", "data": {"id": "web7", "cmd": "_minion_event", "s": "a } b { \" ] c", "l": [1, {"k": [2, {}]}], "e": {}}}`
 	events := goRun(t, "events", "--nats", srv.ClientURL(), "--count", "2", "salt/minion/*/start")

@@ -181,6 +181,7 @@ func startEvent(id string) []byte {
 // line as it happens, reload keeps the old configuration when the new one
 // is broken, and SIGTERM exits 0.
 func TestDryRunStreamsReactions(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	p := startProcess(t, "-c", conf, "--dry-run", "--nats", srv.ClientURL())
@@ -340,6 +341,7 @@ func (ce *collectExec) snapshot() (total, distinct int, origins map[string]int, 
 // TestCoreQueueGroupSplitsLoad: two replicas in core mode share the events
 // (queue group) and none is handled twice.
 func TestCoreQueueGroupSplitsLoad(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	ce := collect(t, c, "test.exec.")
@@ -373,6 +375,7 @@ func TestCoreQueueGroupSplitsLoad(t *testing.T) {
 // is killed with SIGKILL mid-stream. Every event is still acted on, and the
 // only events acted on twice are the ones in flight at the kill.
 func TestJetStreamSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	ce := collect(t, c, "test.exec.")
@@ -419,6 +422,7 @@ func TestJetStreamSurvivesSIGKILL(t *testing.T) {
 // TestEventsCommandFormat: `reactord events` prints TAG<tab>JSON indented
 // by 4 with sorted keys, filtered by a Salt glob.
 func TestEventsCommandFormat(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	events := goRun(t, "events", "--nats", srv.ClientURL(), "--count", "1", "salt/minion/*/start")
 	// Publish until the subscriber is up: the first matching event it sees
@@ -450,6 +454,7 @@ func TestEventsCommandFormat(t *testing.T) {
 // without a restart, and a reaction whose driver fails lands on the
 // dead-letter subject.
 func TestReloadOnFileChangeAndDeadLetter(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "reactor.conf")

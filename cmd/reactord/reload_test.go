@@ -16,6 +16,7 @@ import (
 // truncated file is refused on file change (events keep reacting) and
 // applied on SIGHUP.
 func TestReloadWaitsForSettledFile(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	orig, err := os.ReadFile(conf)

@@ -93,6 +93,7 @@ func stopAll(t *testing.T, ps []*proc) {
 // replicas: the beacon event the state run causes, and the job's return,
 // land on any replica; 3 genuine changes give 3 state.apply, as with one.
 func TestReplicasRevertOnInotify(t *testing.T) {
+	t.Parallel()
 	for _, mode := range replicaModes {
 		t.Run(mode.name, func(t *testing.T) {
 			srv, c := natsServer(t)
@@ -160,6 +161,7 @@ func pingStream(t *testing.T, c *natsbus.Conn, id string) {
 // replicas: 3 reactions in all for a minion; after every replica was
 // stopped, a new one goes on counting (none more for that minion).
 func TestReplicasThrottle(t *testing.T) {
+	t.Parallel()
 	for _, mode := range replicaModes {
 		t.Run(mode.name, func(t *testing.T) {
 			srv, c := natsServer(t)
@@ -204,6 +206,7 @@ func TestReplicasThrottle(t *testing.T) {
 // TestReplicasDebounce: the events of one key, spread over three core
 // replicas within the quiet period, fire once.
 func TestReplicasDebounce(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := throttleConf(t, "debounce: 1s")
 	ce := collect(t, c, "test.exec.")
@@ -236,6 +239,7 @@ func TestReplicasDebounce(t *testing.T) {
 // daemon: a job returned just before a stop still holds its reaction, in
 // its settle window, for the replica started next.
 func TestReplicasLoopGuardRestart(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, salt, calls := revertSetup(t, srv.ClientURL())
 	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1h"}
@@ -272,6 +276,7 @@ func TestReplicasLoopGuardRestart(t *testing.T) {
 // tag, with three replicas: the event lands on any replica and still
 // carries its hop count; the hop limit stops the chain after 3 hops.
 func TestReplicasHopLimit(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, saltRun, calls := selfFiringLoop(t, srv.ClientURL())
 	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
@@ -295,6 +300,7 @@ func TestReplicasHopLimit(t *testing.T) {
 // there: three replicas, three minions, three events each, three
 // reactions, each with its minion's three events.
 func TestReplicasCollectByPartition(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	sls := filepath.Join(dir, "batch.sls")
@@ -340,6 +346,7 @@ func TestReplicasCollectByPartition(t *testing.T) {
 // reaction again. Shared consumer and partitions; and one daemon
 // restarted.
 func TestReplicasResumeRetries(t *testing.T) {
+	t.Parallel()
 	modes := append(slices.Clone(replicaModes[1:]), struct {
 		name string
 		args []string
@@ -459,6 +466,7 @@ func readFile(t *testing.T, path string) string {
 // at a time, each after the previous job returned; the two minions'
 // jobs run side by side.
 func TestReplicasConcurrencyByPartition(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	conf := ruleFiles(t, dir, "#!gotmpl|yaml\nhs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n", "  - 'myco/ping':\n      sls: %s\n      concurrency: 1\n")

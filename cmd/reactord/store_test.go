@@ -29,6 +29,7 @@ func storeURLsForTest(t *testing.T) map[string]string {
 // a job publish, a job return and an event that reacts, then reads them
 // back with jobs list, jobs lookup, trace and events --since.
 func TestDaemonArchivesAndCLIReads(t *testing.T) {
+	t.Parallel()
 	for name, url := range storeURLsForTest(t) {
 		t.Run(name, func(t *testing.T) {
 			srv, c := natsServer(t)
