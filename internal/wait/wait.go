@@ -21,3 +21,17 @@ func For(t testing.TB, timeout time.Duration, fn func() error) {
 	}
 	t.Fatalf("condition not met after %v: %v", timeout, err)
 }
+
+// Until polls cond every millisecond until it holds, and fails the test
+// saying what it waited for when timeout passes first: for conditions
+// cheap to test, such as a counter in memory.
+func Until(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
