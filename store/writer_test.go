@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // fakeStore records the batches written to it. fail, if set, decides
@@ -85,13 +87,7 @@ func ids(from, to int) []string {
 // waitFor polls cond for up to 5s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(t, 5*time.Second, what, cond)
 }
 
 func closeWriter(t *testing.T, w *Writer) {
