@@ -77,7 +77,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 			}
 			return nil
 		})
-		time.Sleep(2500 * time.Millisecond) // a second one would come within a quiet period
+		waitSettled(t, srv.ClientURL(), 30*time.Second) // a second one would come within a quiet period
 		if total, _, _, _ := ce.snapshot(); total != 1 || held(b) != 1 {
 			t.Fatalf("%d reactions, held %d times by the next daemon; want 1 and 1", total, held(b))
 		}
@@ -140,7 +140,7 @@ echo "Executed command with job ID: 20261123000000000000"
 		return nil
 	})
 	took := time.Since(start)
-	time.Sleep(1500 * time.Millisecond) // a late redelivery would show up
+	waitSettled(t, srv.ClientURL(), 30*time.Second) // a late redelivery would show up
 	b, _ := os.ReadFile(calls)
 	seen := map[string]int{}
 	for _, l := range strings.Fields(string(b)) {

@@ -247,7 +247,7 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 	})
 	<-published
 	took := time.Since(killedAt)
-	time.Sleep(2500 * time.Millisecond) // one more ack-wait: late redeliveries would show as duplicates
+	waitSettled(t, strings.Join(cl.urls, ","), 30*time.Second) // late redeliveries would show as duplicates
 	total, distinct, _, dups := ce.snapshot()
 	if distinct != n {
 		t.Fatalf("%d of %d events acted on", distinct, n)
@@ -346,7 +346,7 @@ func TestClusterBridgeNodeSIGKILL(t *testing.T) {
 		return nil
 	})
 	took := time.Since(killedAt)
-	time.Sleep(2500 * time.Millisecond) // one more ack-wait: late redeliveries would show as duplicates
+	waitSettled(t, strings.Join(cl.urls, ","), 30*time.Second) // late redeliveries would show as duplicates
 	total, distinct, _, dups := ce.snapshot()
 	if distinct != n {
 		t.Fatalf("%d of %d events acted on", distinct, n)

@@ -220,7 +220,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 		return nil
 	})
 	took := time.Since(killedAt)
-	time.Sleep(2 * time.Second) // late duplicates would show
+	waitSettled(t, strings.Join(cl.urls[victimNode+1:], ","), 30*time.Second) // late duplicates would show
 	distinct, dups, ooo := ro.check()
 	ro.mu.Lock()
 	late := 0

@@ -106,7 +106,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 			if !strings.Contains(p.logs(), "event parked") {
 				t.Errorf("the parking is not logged:\n%s", lastLines(p.logs(), 10))
 			}
-			time.Sleep(3 * time.Second) // past the ack wait: nothing comes back
+			waitSettled(t, srv.ClientURL(), 30*time.Second) // nothing comes back
 			if b, _ := os.ReadFile(calls); strings.Count(string(b), "poison\n") != 3 {
 				t.Errorf("the poison event was dispatched %d times, want 3 (once per crash)", strings.Count(string(b), "poison\n"))
 			}
