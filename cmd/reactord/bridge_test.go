@@ -97,6 +97,7 @@ func TestBridgesDispatchOnce(t *testing.T) {
 		{"jetstream/salt-api", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			srv, _ := natsServer(t)
 			conf := copyExampleConfig(t)
 			dargs := []string{"-c", conf, "--dry-run", "--nats", srv.ClientURL()}
@@ -221,6 +222,7 @@ func TestBridgeHoldsEventsAcrossDaemonRestart(t *testing.T) {
 	t.Parallel()
 	for _, external := range []bool{false, true} {
 		t.Run(map[bool]string{false: "embedded", true: "external"}[external], func(t *testing.T) {
+			t.Parallel()
 			testBridgeAcrossRestart(t, external)
 		})
 	}

@@ -29,6 +29,7 @@ func TestPoisonEventParked(t *testing.T) {
 		{"partitions", []string{"--partitions", "2"}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := natsServer(t)
 			dir := t.TempDir()
 			calls := filepath.Join(dir, "calls")

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,8 +59,20 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = self
+	// The daemon tests spend their time waiting (on timers, the network,
+	// other processes), not computing: more of them run at once than
+	// go test's default of one per CPU, unless -parallel says otherwise.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit && runtime.GOMAXPROCS(0) < minParallel {
+		_ = flag.Set("test.parallel", strconv.Itoa(minParallel))
+	}
 	os.Exit(m.Run())
 }
+
+// minParallel is the number of parallel tests run at once at least.
+const minParallel = 4
 
 // checkFor waits until fn returns nil, failing the test after timeout
 // (wait.For).

@@ -96,6 +96,7 @@ func TestReplicasRevertOnInotify(t *testing.T) {
 	t.Parallel()
 	for _, mode := range replicaModes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := natsServer(t)
 			conf, salt, calls := revertSetup(t, srv.ClientURL())
 			ps := startReplicas(t, 3, append([]string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1s"}, mode.args...)...)
@@ -164,6 +165,7 @@ func TestReplicasThrottle(t *testing.T) {
 	t.Parallel()
 	for _, mode := range replicaModes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := natsServer(t)
 			conf := throttleConf(t, "throttle: {count: 3, per: 1h, key: data.id}")
 			ce := collect(t, c, "test.exec.")
@@ -353,6 +355,7 @@ func TestReplicasResumeRetries(t *testing.T) {
 	}{"restart", []string{"--jetstream"}})
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := natsServer(t)
 			dir := t.TempDir()
 			conf := ruleFiles(t, dir, "#!yaml\ndeploy:\n  local.state.apply:\n    - tgt: web1,web2\n    - tgt_type: list\n",
