@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -84,6 +86,34 @@ func (c *natsCluster) js(t *testing.T) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// stepDown asks the event stream's leader to step down for node to lead
+// it, and waits (up to 5s) for the election to end: it returns an error
+// saying which node leads then, nil when node does.
+func stepDown(nc *nats.Conn, js jetstream.JetStream, node string) error {
+	if _, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.REACTORD_EVENTS", []byte(`{"placement":{"preferred":"`+node+`"}}`), 2*time.Second); err != nil {
+		return err
+	}
+	leader := ""
+	err := wait.Poll(5*time.Second, func() error {
+		info, err := streamInfo(js, "REACTORD_EVENTS")
+		if err != nil {
+			return err
+		}
+		if info.Cluster == nil || info.Cluster.Leader == "" {
+			return errors.New("no stream leader yet")
+		}
+		leader = info.Cluster.Leader
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if leader != node {
+		return fmt.Errorf("stream leader %s, not %s", leader, node)
+	}
+	return nil
 }
 
 // streamInfo asks for a stream's info, within 2s.
@@ -197,15 +227,12 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 		if l := info().Cluster.Leader; l == victimName {
 			return nil
 		}
-		_, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.REACTORD_EVENTS", []byte(`{"placement":{"preferred":"`+victimName+`"}}`), 2*time.Second)
-		if err != nil {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-		return fmt.Errorf("stream leader %s, not %s", info().Cluster.Leader, victimName)
+		return stepDown(nc, js, victimName)
 	})
 	const n = 2000
 	var retries int
+	steady := time.NewTicker(20 * time.Millisecond)
+	defer steady.Stop()
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
@@ -213,18 +240,21 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 			id := fmt.Sprintf("m%d", i)
 			// A publish the stream did not acknowledge (a leader
 			// election) is retried with the same id: one copy is kept.
-			for {
+			err := wait.Poll(30*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
 				err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id})
-				cancel()
-				if err == nil {
-					break
+				if err != nil {
+					retries++
 				}
-				retries++
-				time.Sleep(50 * time.Millisecond)
+				return err
+			})
+			if err != nil {
+				t.Errorf("publishing %s: %v", id, err)
+				return
 			}
 			if i%100 == 0 {
-				time.Sleep(20 * time.Millisecond) // a steady stream, not one burst
+				<-steady.C // a steady stream, not one burst
 			}
 		}
 	}()
@@ -303,13 +333,15 @@ func TestClusterBridgeNodeSIGKILL(t *testing.T) {
 	}
 	const n = 1500
 	base := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	steady := time.NewTicker(20 * time.Millisecond)
+	defer steady.Stop()
 	go func() {
 		for i := range n {
 			id := fmt.Sprintf("m%d", i)
 			frames <- saltFrame(t, "salt/minion/"+id+"/start", map[string]any{"id": id, "cmd": "_minion_event",
 				"_stamp": base.Add(time.Duration(i) * time.Millisecond).Format("2006-01-02T15:04:05.000000")})
 			if i%50 == 0 {
-				time.Sleep(20 * time.Millisecond) // a steady stream, not one burst
+				<-steady.C // a steady stream, not one burst
 			}
 		}
 	}()
@@ -401,15 +433,11 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 	publish := func(r int) {
 		for m := range minions {
 			id := fmt.Sprintf("m%02d", m)
-			for {
+			checkFor(t, 30*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := c.PublishStream(ctx, "myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, r)})
-				cancel()
-				if err == nil {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				defer cancel()
+				return c.PublishStream(ctx, "myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, r)})
+			})
 		}
 	}
 	publish(0)
@@ -422,9 +450,11 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 	if err := cl.cmds[victim].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	pace := time.NewTicker(300 * time.Millisecond) // events keep coming through the election
+	defer pace.Stop()
 	for r := 1; r < rounds; r++ {
 		publish(r)
-		time.Sleep(300 * time.Millisecond)
+		<-pace.C
 	}
 	checkFor(t, 60*time.Second, func() error {
 		total, _, _, _ := ce.snapshot()
@@ -434,7 +464,7 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	waitSettled(t, strings.Join(cl.urls, ","), 30*time.Second) // a late reaction would show
 	ce.snapshot()
 	ce.mu.Lock()
 	defer ce.mu.Unlock()

@@ -257,7 +257,12 @@ func storeOutage(t *testing.T, base string) {
 	if code := healthCode(p, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d during a store outage; reactions go on, so it stays 200", code)
 	}
-	time.Sleep(2 * time.Second) // a few retries
+	checkFor(t, 20*time.Second, func() error { // a few retries
+		if v := gauge(t, p, "reactord_store_write_failures_total"); v < 3 {
+			return fmt.Errorf("%v failed writes", v)
+		}
+		return nil
+	})
 	proxy.restore()
 	checkFor(t, 30*time.Second, func() error {
 		if got := archivedMinions(t, url, run); got < 600 {

@@ -148,16 +148,13 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 		if info.Cluster.Leader == victimName {
 			return nil
 		}
-		_, err = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.REACTORD_EVENTS", []byte(`{"placement":{"preferred":"`+victimName+`"}}`), 2*time.Second)
-		if err != nil {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-		return fmt.Errorf("stream leader %s, not %s", info.Cluster.Leader, victimName)
+		return stepDown(nc, js, victimName)
 	})
 
 	const minions, each = 200, 50
 	published := make(chan error, 1)
+	steady := time.NewTicker(20 * time.Millisecond)
+	defer steady.Stop()
 	go func() {
 		// A round holds one event per minion and is acknowledged whole
 		// before the next: each minion's events are stored in number
@@ -192,7 +189,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 					return
 				}
 			}
-			time.Sleep(20 * time.Millisecond) // a steady stream, not one burst
+			<-steady.C // a steady stream, not one burst
 		}
 		published <- nil
 	}()

@@ -330,7 +330,7 @@ func TestReplicasCollectByPartition(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3500 * time.Millisecond) // nothing more comes
+	waitSettled(t, srv.ClientURL(), 30*time.Second) // nothing more comes
 	ce.mu.Lock()
 	got := fmt.Sprint(ce.byMinion)
 	ce.mu.Unlock()

@@ -35,3 +35,17 @@ func Until(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Poll calls fn every 10ms until it returns nil, and returns fn's last
+// error when timeout passes first: for a goroutine of a test, which may
+// not end the test itself, or a retry with a bound.
+func Poll(timeout time.Duration, fn func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil || !time.Now().Before(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
