@@ -255,10 +255,12 @@ echo "[WARNING ] Running in asynchronous mode. This execution is running under t
 			t.Fatal(err)
 		}
 	}
+	pace := time.NewTicker(200 * time.Millisecond) // three on web1 within a second
+	defer pace.Stop()
 	for i, id := range []string{"web1", "web1", "web1", "web2"} {
 		jid := fmt.Sprintf("2026112607000000000%d", i)
 		publish("salt/job/"+jid+"/ret/"+id, fmt.Sprintf(`{"id": %q, "jid": %q, "fun": "state.apply", "success": false, "retcode": 2}`, id, jid))
-		time.Sleep(200 * time.Millisecond)
+		<-pace.C
 	}
 	for range 5 {
 		for _, id := range []string{"web1", "web2", "web3"} {

@@ -214,9 +214,11 @@ func TestReplicasDebounce(t *testing.T) {
 	ce := collect(t, c, "test.exec.")
 	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--no-loop-guard")
 	const events = 12
+	pace := time.NewTicker(30 * time.Millisecond) // spread over the replicas, within the quiet period
+	defer pace.Stop()
 	for range events {
 		ping(t, c, "web1")
-		time.Sleep(30 * time.Millisecond)
+		<-pace.C
 	}
 	checkFor(t, 20*time.Second, func() error {
 		if total, _, _, _ := ce.snapshot(); total != 1 {
