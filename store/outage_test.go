@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // TestDatabaseDownMidStream streams events through a Writer while the
@@ -96,8 +99,10 @@ func TestDatabaseDownMidStream(t *testing.T) {
 // limit has passed (the test then fails on its check of Failures).
 func waitForFailure(t *testing.T, w *Writer, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for w.Stats().Failures == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	_ = wait.Poll(limit, func() error {
+		if w.Stats().Failures == 0 {
+			return errors.New("no failed write yet")
+		}
+		return nil
+	})
 }
