@@ -129,8 +129,17 @@ func TestMasterBusRecoversReturnsFromJobCache(t *testing.T) {
 		}
 		return nil
 	})
-	// Nothing more comes.
-	time.Sleep(300 * time.Millisecond)
+	// Nothing more comes: the recovery said what it found (after offering
+	// it all) and the outbox published or set aside all it was offered.
+	checkFor(t, waitLong, poll, func() error {
+		if len(sink.find(slog.LevelWarn, "recovered job returns fired while disconnected from the master's job cache", nil)) == 0 {
+			return errors.New("the recovery has not ended")
+		}
+		if done := st.Published.Load() + st.Dropped.Load() + st.Unpublishable.Load(); done != st.Offered.Load() {
+			return fmt.Errorf("%d of %d offered events handled by the outbox", done, st.Offered.Load())
+		}
+		return nil
+	})
 	msgs := env.messages(t)
 	if len(msgs) != 3 {
 		t.Fatalf("%d events in the stream, want 3", len(msgs))
