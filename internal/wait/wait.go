@@ -40,12 +40,18 @@ func Until(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 // error when timeout passes first: for a goroutine of a test, which may
 // not end the test itself, or a retry with a bound.
 func Poll(timeout time.Duration, fn func() error) error {
+	return PollEvery(timeout, 10*time.Millisecond, fn)
+}
+
+// PollEvery is Poll calling fn every interval: for a condition costly to
+// test (a command to run, a server to ask).
+func PollEvery(timeout, interval time.Duration, fn func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := fn()
 		if err == nil || !time.Now().Before(deadline) {
 			return err
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
