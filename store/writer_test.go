@@ -21,10 +21,14 @@ type fakeStore struct {
 	calls   int
 	fail    func(call int, b Batch) error
 	gate    chan struct{}
+	atGate  int // writes that reached the gate
 }
 
 func (f *fakeStore) Write(ctx context.Context, b Batch) error {
 	if f.gate != nil {
+		f.mu.Lock()
+		f.atGate++
+		f.mu.Unlock()
 		select {
 		case <-f.gate:
 		case <-ctx.Done():
