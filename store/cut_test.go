@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/reactord/reactord/internal/syncbuf"
@@ -158,8 +159,10 @@ func TestValuesCutLedger(t *testing.T) {
 
 // TestCutSummaryTimer: cuts held after the first line are summarised once
 // the interval has passed, without another write; a cut after a quiet
-// interval is logged at once again.
-func TestCutSummaryTimer(t *testing.T) {
+// interval is logged at once again. Its clock is a bubble's.
+func TestCutSummaryTimer(t *testing.T) { synctest.Test(t, testCutSummaryTimer) }
+
+func testCutSummaryTimer(t *testing.T) {
 	buf := captureCutLog(t, 50*time.Millisecond)
 	var tally cutTally
 	for range 5 {
