@@ -21,6 +21,7 @@ import (
 // open WAL database, whose files are already open for writing.)
 func TestDatabaseDownMidStream(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *testDB) {
+		t.Parallel() // each backend on a database of its own; mostly waiting out the outage
 		s := db.open(t)
 		w := NewWriter(s, WriterOptions{
 			Interval:     10 * time.Millisecond,
