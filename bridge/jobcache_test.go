@@ -78,6 +78,7 @@ func (w jobCacheWriter) ret(jid, minion string, ret map[string]any, out string, 
 // from the bus before the loss is not published again, nor one stored
 // long before, and a return.p that is no dict is counted and skipped.
 func TestMasterBusRecoversReturnsFromJobCache(t *testing.T) {
+	t.Parallel() // it mostly waits
 	env := startNATS(t)
 	dir := t.TempDir()
 	cache := jobCacheWriter{t: t, dir: t.TempDir()}
