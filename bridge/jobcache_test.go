@@ -78,6 +78,7 @@ func (w jobCacheWriter) ret(jid, minion string, ret map[string]any, out string, 
 // from the bus before the loss is not published again, nor one stored
 // long before, and a return.p that is no dict is counted and skipped.
 func TestMasterBusRecoversReturnsFromJobCache(t *testing.T) {
+	t.Parallel() // it mostly waits
 	env := startNATS(t)
 	dir := t.TempDir()
 	cache := jobCacheWriter{t: t, dir: t.TempDir()}
@@ -129,8 +130,17 @@ func TestMasterBusRecoversReturnsFromJobCache(t *testing.T) {
 		}
 		return nil
 	})
-	// Nothing more comes.
-	time.Sleep(300 * time.Millisecond)
+	// Nothing more comes: the recovery said what it found (after offering
+	// it all) and the outbox published or set aside all it was offered.
+	checkFor(t, waitLong, poll, func() error {
+		if len(sink.find(slog.LevelWarn, "recovered job returns fired while disconnected from the master's job cache", nil)) == 0 {
+			return errors.New("the recovery has not ended")
+		}
+		if done := st.Published.Load() + st.Dropped.Load() + st.Unpublishable.Load(); done != st.Offered.Load() {
+			return fmt.Errorf("%d of %d offered events handled by the outbox", done, st.Offered.Load())
+		}
+		return nil
+	})
 	msgs := env.messages(t)
 	if len(msgs) != 3 {
 		t.Fatalf("%d events in the stream, want 3", len(msgs))

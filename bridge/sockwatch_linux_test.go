@@ -18,6 +18,7 @@ import (
 // 150, 310, 630, 1270ms) would connect 270ms after it listens (the real-Salt
 // restart test saw an event published in such a gap missed).
 func TestMasterBusDialsSoonAfterBind(t *testing.T) {
+	t.Parallel() // it mostly waits
 	dir := t.TempDir()
 	path := filepath.Join(dir, MasterEventSocket)
 	log, _ := newLogger(t)

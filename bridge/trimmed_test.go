@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // collect is a Publisher that keeps what it is given.
@@ -45,13 +47,7 @@ func TestOutboxCountsEventsSaltTrimmed(t *testing.T) {
 	o.Offer("salt/job/1/ret/web1", []byte(`{"tag": "salt/job/1/ret/web1", "data": {"return": "VALUE_TRIMMED", "id": "web1"}}`), "1")
 	o.Offer("salt/job/2/ret/web1", []byte(`{"tag": "salt/job/2/ret/web1", "data": {"return": {"a": "VALUE_TRIMMED"}}}`), "2")
 	o.Offer("salt/job/3/ret/web1", []byte(`{"tag": "salt/job/3/ret/web1", "data": {"return": "the words VALUE_TRIMMED in a value"}}`), "3")
-	deadline := time.Now().Add(10 * time.Second)
-	for pub.count() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 3 published", pub.count())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "3 published", func() bool { return pub.count() >= 3 })
 	if n := o.Stats().TrimmedBySalt.Load(); n != 2 {
 		t.Errorf("TrimmedBySalt = %d, want 2", n)
 	}

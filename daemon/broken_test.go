@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -74,13 +76,15 @@ func TestBrokenFilesRefuseStart(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("#!yaml\nr:\n  local.test.ping:\n    - tgt: x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for d.Health() != nil || brokenMetric(t, d) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("still unhealthy after the fix: %v", d.Health())
+	wait.For(t, 10*time.Second, func() error {
+		if err := d.Health(); err != nil {
+			return fmt.Errorf("still unhealthy after the fix: %w", err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if n := brokenMetric(t, d); n != 0 {
+			return fmt.Errorf("reactord_reaction_files_broken = %v after the fix", n)
+		}
+		return nil
+	})
 }
 
 // TestFilesNoEventRendersRefuseStart: a reaction file whose every render
@@ -138,10 +142,19 @@ func TestReloadKeepsConfigurationWhenFilesBreak(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("{% if data.x %}\nbroken: {{ data.id }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond) // reaction files are looked at once a second
-	publish(t, d, "myco/b", `{"id": "m2"}`)
-	waitFor(t, out, `"tgt":"m2-v1"`)
-	waitFor(t, o.Stderr.(*syncbuf.Buffer), "bad.sls:2:")
+	// Reaction files are looked at on disk at most once a second, when an
+	// event renders them: events react with the previous version until
+	// the edit is seen (and logged), and after.
+	seen := 0
+	wait.For(t, 10*time.Second, func() error {
+		seen++
+		publish(t, d, "myco/b", fmt.Sprintf(`{"id": "m2-%d"}`, seen))
+		waitFor(t, out, fmt.Sprintf(`"tgt":"m2-%d-v1"`, seen))
+		if !strings.Contains(o.Stderr.(*syncbuf.Buffer).String(), "bad.sls:2:") {
+			return errors.New("the broken edit is not seen yet")
+		}
+		return nil
+	})
 	if n := brokenMetric(t, d); n != 1 {
 		t.Errorf("reactord_reaction_files_broken = %v while the edit does not load, want 1", n)
 	}
@@ -149,14 +162,13 @@ func TestReloadKeepsConfigurationWhenFilesBreak(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("#!gotmpl|yaml\nv2:\n  local.test.ping:\n    - tgt: {{ .data.id }}-v2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for n := 0; !strings.Contains(out.String(), "-v2"); n++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fixed file was not taken: %s", out.String())
+	wait.For(t, 10*time.Second, func() error {
+		if strings.Contains(out.String(), "-v2") {
+			return nil
 		}
 		publish(t, d, "myco/c", `{"id": "m3"}`)
-		time.Sleep(200 * time.Millisecond)
-	}
+		return errors.New("the fixed file is not taken yet")
+	})
 	if n := brokenMetric(t, d); n != 0 {
 		t.Errorf("reactord_reaction_files_broken = %v once fixed, want 0", n)
 	}
@@ -223,11 +235,10 @@ func publish(t *testing.T, d *Daemon, tag, data string) {
 
 func waitFor(t *testing.T, buf *syncbuf.Buffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(buf.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q within 10s in:\n%s", want, buf.String())
+	wait.For(t, 10*time.Second, func() error {
+		if !strings.Contains(buf.String(), want) {
+			return fmt.Errorf("no %q in:\n%s", want, buf.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -135,7 +135,7 @@ func TestWriterCloseSpoolsForTheNextStart(t *testing.T) {
 	if st := w2.Stats(); st.Spooled != 40 {
 		t.Fatalf("restored %d records, want 40", st.Spooled)
 	}
-	time.Sleep(50 * time.Millisecond) // the spool's batch is now waiting at the gate
+	waitFor(t, "the spool's batch at the gate", func() bool { up.mu.Lock(); defer up.mu.Unlock(); return up.atGate > 0 })
 	w2.Add(ev(40))
 	flushed := make(chan error, 1)
 	go func() {
@@ -271,7 +271,7 @@ func TestWriterOnDurableWithoutSpool(t *testing.T) {
 	var fired atomic.Int64
 	w.Add(ev(0))
 	w.OnDurable(func() { fired.Add(1) })
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "two failed writes", func() bool { return w.Stats().Failures >= 2 })
 	if fired.Load() != 0 {
 		t.Fatal("OnDurable fired while the record was only in memory")
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // fakeStore records the batches written to it. fail, if set, decides
@@ -19,10 +21,14 @@ type fakeStore struct {
 	calls   int
 	fail    func(call int, b Batch) error
 	gate    chan struct{}
+	atGate  int // writes that reached the gate
 }
 
 func (f *fakeStore) Write(ctx context.Context, b Batch) error {
 	if f.gate != nil {
+		f.mu.Lock()
+		f.atGate++
+		f.mu.Unlock()
 		select {
 		case <-f.gate:
 		case <-ctx.Done():
@@ -85,13 +91,7 @@ func ids(from, to int) []string {
 // waitFor polls cond for up to 5s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(t, 5*time.Second, what, cond)
 }
 
 func closeWriter(t *testing.T, w *Writer) {

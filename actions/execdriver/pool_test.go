@@ -16,18 +16,13 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/execdriver"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // waitFor polls cond until it holds, failing the test after a few seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(t, 5*time.Second, what, cond)
 }
 
 // concurrencyScript is a stand-in that notes how many copies of itself run

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +85,7 @@ func fakeMasterSocket(t *testing.T, frames <-chan []byte) string {
 // one) and checks that every event fired on the master is dispatched
 // exactly once.
 func TestBridgesDispatchOnce(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		jetstream bool
@@ -97,6 +97,7 @@ func TestBridgesDispatchOnce(t *testing.T) {
 		{"jetstream/salt-api", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			srv, _ := natsServer(t)
 			conf := copyExampleConfig(t)
 			dargs := []string{"-c", conf, "--dry-run", "--nats", srv.ClientURL()}
@@ -218,8 +219,10 @@ func TestBridgesDispatchOnce(t *testing.T) {
 // meanwhile are held by the bridge and dispatched once the daemon is back:
 // every event exactly once.
 func TestBridgeHoldsEventsAcrossDaemonRestart(t *testing.T) {
+	t.Parallel()
 	for _, external := range []bool{false, true} {
 		t.Run(map[bool]string{false: "embedded", true: "external"}[external], func(t *testing.T) {
+			t.Parallel()
 			testBridgeAcrossRestart(t, external)
 		})
 	}
@@ -241,7 +244,12 @@ func testBridgeAcrossRestart(t *testing.T, external bool) {
 	}
 	daemon := startDaemon(t, dargs...)
 	frames := make(chan []byte, 32)
-	startDaemon(t, append([]string{"bridge", "--sock-dir", fakeMasterSocket(t, frames), "--nats", url}, bargs...)...)
+	br := startDaemon(t, append([]string{"bridge", "--sock-dir", fakeMasterSocket(t, frames), "--nats", url}, bargs...)...)
+	bridgeCount := func(name string) float64 {
+		var v float64
+		fmt.Sscan(metricValue(t, scrape(t, br), name), &v)
+		return v
+	}
 	fire := func(from, to int) {
 		for i := from; i < to; i++ {
 			id := fmt.Sprintf("web%d", i)
@@ -276,20 +284,40 @@ func testBridgeAcrossRestart(t *testing.T, external bool) {
 	}
 	fire(0, 5)
 	read(daemon, 5)
-	if err := daemon.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	daemon.terminate()
 	select {
 	case <-daemon.done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("daemon did not stop")
 	}
 	fire(5, 10) // while the daemon (and its NATS server) is down
-	time.Sleep(500 * time.Millisecond)
+	checkFor(t, 10*time.Second, func() error {
+		if n := bridgeCount("reactord_bridge_events_received_total"); n < 10 {
+			return fmt.Errorf("the bridge received %v events", n)
+		}
+		return nil
+	})
 	daemon2 := startDaemon(t, dargs...)
 	fire(10, 15)
 	read(daemon2, 10)
-	time.Sleep(time.Second)
+	// Nothing more comes: the bridge published each event once and,
+	// with JetStream, the stream has nothing left to deliver again.
+	checkFor(t, 10*time.Second, func() error {
+		if n := bridgeCount("reactord_bridge_events_published_total"); n < 15 {
+			return fmt.Errorf("the bridge published %v events", n)
+		}
+		return nil
+	})
+	if !external {
+		token := strings.TrimSpace(readFile(t, filepath.Join(data, "nats.token")))
+		waitSettled(t, "nats://"+token+"@"+listen, 10*time.Second)
+	}
+	if n := bridgeCount("reactord_bridge_events_published_total"); n != 15 {
+		t.Errorf("the bridge published %v events, want 15", n)
+	}
+	if got := metricValue(t, scrape(t, daemon2), `reactord_actions_total{driver="dryrun",state="dispatched"}`); got != "10" {
+		t.Errorf("the restarted daemon dispatched %s reactions, want 10", got)
+	}
 	if len(seen) != 15 {
 		t.Errorf("%d distinct events dispatched, want 15: %v", len(seen), seen)
 	}
@@ -305,6 +333,7 @@ func testBridgeAcrossRestart(t *testing.T, external bool) {
 // 0; when it is back, the daemon logs how long it was down and is healthy
 // again.
 func TestDaemonNATSOutageIsVisible(t *testing.T) {
+	t.Parallel()
 	listen := freeAddr(t)
 	srv, err := embedded.Start(embedded.Options{Listen: listen})
 	if err != nil {

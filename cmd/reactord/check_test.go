@@ -17,6 +17,7 @@ import (
 // breaks once filled in — once per problem, at its first line, with how
 // many other events repeat it.
 func TestCheckEvents(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'salt/minion/*/start': start.sls\n  - 'deploy/*': deploy.sls\n",
 		// The type is printed from the event: only an event shows it.
@@ -60,6 +61,7 @@ func TestCheckEvents(t *testing.T) {
 
 // TestCheckNoRules: `reactors:` (a typo) loads no rule: check says both.
 func TestCheckNoRules(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{"master": "reactors:\n  - 'x/*': x.sls\n", "x.sls": "x:\n  local.test.ping:\n    - tgt: a\n"})
 	code, out, errOut := runCmd(t, "", "check", "-c", filepath.Join(dir, "master"))
 	if code != exitFound {
@@ -77,6 +79,7 @@ func TestCheckNoRules(t *testing.T) {
 // daemon runs with what loads and logs, at start, every problem check
 // would report.
 func TestDaemonLogsFilesThatDoNotLoad(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'a/*': missing.sls\n  - 'b/*': broken.sls\n  - 'c/*': ok.sls\n",
 		"broken.sls":   "x:\n  local.test.ping:\n    - tgt: {{ .data.id \n",
@@ -107,6 +110,7 @@ func TestDaemonLogsFilesThatDoNotLoad(t *testing.T) {
 // to salt-api (a real HTTP server here) and reports a refused login as a
 // problem; --offline does not contact it.
 func TestCheckLogsInToSaltAPI(t *testing.T) {
+	t.Parallel()
 	var logins atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.URL.Path == "/" {
@@ -159,6 +163,7 @@ func TestCheckLogsInToSaltAPI(t *testing.T) {
 // TestCheckOutJSON: check --out json prints one object with how each file
 // is read and each problem split into file, line, col and message.
 func TestCheckOutJSON(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'a/*': a.sls\n  - 'b/*': b.sls\n",
 		"a.sls":        "r:\n  local.test.ping:\n    - tgt: {{ data['id'] }}\n",
@@ -193,6 +198,7 @@ func TestCheckOutJSON(t *testing.T) {
 // answering as rest_cherrypy's runner client does) and lists each call
 // and its answer; --salt-calls off calls nothing.
 func TestExplainRunsSaltCalls(t *testing.T) {
+	t.Parallel()
 	var posts atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var low []map[string]any

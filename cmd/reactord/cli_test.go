@@ -13,6 +13,7 @@ import (
 // TestVersion: `reactord version` and `--version` print the version, the
 // commit and the Go version on stdout (issue 10 #12).
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
 		code, out, errOut := runCmd(t, "", args...)
 		if code != exitOK || errOut != "" {
@@ -30,6 +31,7 @@ func TestVersion(t *testing.T) {
 // TestBuildInfoMetric: reactord_build_info is 1 with version, commit and
 // goversion labels.
 func TestBuildInfoMetric(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	registerBuildInfo(reg)
 	mfs, err := reg.Gather()
@@ -53,6 +55,7 @@ func TestBuildInfoMetric(t *testing.T) {
 // TestHelpOnceOnStdout: every command's --help prints its help once, to
 // stdout, and exits 0; jobs --help describes both subcommands' flags.
 func TestHelpOnceOnStdout(t *testing.T) {
+	t.Parallel()
 	cmds := [][]string{{"run"}, {"render"}, {"check"}, {"replay"}, {"fire"}, {"events"}, {"bridge"},
 		{"explain"}, {"jobs"}, {"jobs", "list"}, {"jobs", "lookup"}, {"trace"}, {"version"}}
 	for _, c := range cmds {
@@ -75,6 +78,7 @@ func TestHelpOnceOnStdout(t *testing.T) {
 // TestInvalidFlagValues: a negative number, or 0 where it means nothing,
 // is a usage error naming the flag, before anything starts (issue 10 #14).
 func TestInvalidFlagValues(t *testing.T) {
+	t.Parallel()
 	conf := exampleConf
 	cases := []struct {
 		args []string
@@ -116,6 +120,7 @@ func TestInvalidFlagValues(t *testing.T) {
 
 // TestEventFormats: --out names a format (jobs' text is events' pretty).
 func TestEventFormats(t *testing.T) {
+	t.Parallel()
 	ev := event.Event{Tag: "a/b", Data: map[string]any{"id": "web1", "n": int64(2)}}
 	cases := []struct{ out, want string }{
 		{"", "a/b\t{\n    \"id\": \"web1\",\n    \"n\": 2\n}\n"},
@@ -156,6 +161,7 @@ func mustFormat(t *testing.T, name string) eventFormatter {
 // TestNATSHelpSaysWhatEmptyDoes: only the daemon starts an embedded server
 // when --nats is empty; the other commands' help does not say it does.
 func TestNATSHelpSaysWhatEmptyDoes(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range []string{"run", "fire", "events", "bridge"} {
 		_, out, _ := runCmd(t, "", cmd, "--help")
 		if says := strings.Contains(out, "start an embedded server"); says != (cmd == "run") {
@@ -167,6 +173,7 @@ func TestNATSHelpSaysWhatEmptyDoes(t *testing.T) {
 // TestFireFileRefusesEmptyTag: a line without a tag is reported with its
 // line number; the others are published.
 func TestFireFileRefusesEmptyTag(t *testing.T) {
+	t.Parallel()
 	srv, _ := natsServer(t)
 	code, _, errOut := runCmd(t, "{\"tag\": \"\", \"data\": {}}\n{\"tag\": \"a/b\", \"data\": {}}\n", "fire", "--nats", srv.ClientURL(), "--file", "-")
 	if code != exitFound || !strings.Contains(errOut, "line 1: ") || !strings.Contains(errOut, " tag") || !strings.Contains(errOut, "published 1 event(s)") {
@@ -177,6 +184,7 @@ func TestFireFileRefusesEmptyTag(t *testing.T) {
 // TestHiddenAlias: a former flag spelling sets the flag and is left out of
 // the help (issue 10 #13).
 func TestHiddenAlias(t *testing.T) {
+	t.Parallel()
 	var help strings.Builder
 	fs := newFlags("x", "x", "x", &help)
 	s := fs.String("saltapi-url", "", "the URL")

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 // waitExit sends SIGTERM and waits for a clean exit.
 func waitExit(t *testing.T, p *proc) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.terminate()
 	select {
 	case err := <-p.done:
 		if err != nil {
@@ -34,6 +33,7 @@ func waitExit(t *testing.T, p *proc) {
 // being redelivered while the first daemon holds it. In core mode the
 // stop drops it and says so (issue 12).
 func TestDebounceSurvivesStop(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	sls := filepath.Join(dir, "r.sls")
@@ -77,7 +77,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 			}
 			return nil
 		})
-		time.Sleep(2500 * time.Millisecond) // a second one would come within a quiet period
+		waitSettled(t, srv.ClientURL(), 30*time.Second) // a second one would come within a quiet period
 		if total, _, _, _ := ce.snapshot(); total != 1 || held(b) != 1 {
 			t.Fatalf("%d reactions, held %d times by the next daemon; want 1 and 1", total, held(b))
 		}
@@ -111,6 +111,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 // redelivering what waits in the lane, so every event runs exactly once
 // (issue 12).
 func TestBacklogNotRedelivered(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	dir := t.TempDir()
@@ -139,7 +140,7 @@ echo "Executed command with job ID: 20261123000000000000"
 		return nil
 	})
 	took := time.Since(start)
-	time.Sleep(1500 * time.Millisecond) // a late redelivery would show up
+	waitSettled(t, srv.ClientURL(), 30*time.Second) // a late redelivery would show up
 	b, _ := os.ReadFile(calls)
 	seen := map[string]int{}
 	for _, l := range strings.Fields(string(b)) {

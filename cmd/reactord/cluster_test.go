@@ -3,15 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,37 +20,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 )
 
 // natsCluster is a three-node NATS cluster with JetStream, each node a
-// process of its own (testdata/natsnode) that a test can SIGKILL.
+// process of its own (natsNode) that a test can SIGKILL.
 type natsCluster struct {
 	urls  []string // client URLs
 	https []string // monitoring addresses
 	cmds  []*exec.Cmd
 }
 
-var (
-	natsNodeOnce sync.Once
-	natsNodeBin  string
-	natsNodeErr  error
-)
-
 // startCluster starts three clustered nodes and waits until JetStream
 // answers (a meta leader is elected).
 func startCluster(t *testing.T) *natsCluster {
 	t.Helper()
-	natsNodeOnce.Do(func() {
-		natsNodeBin = filepath.Join(filepath.Dir(binPath), "natsnode")
-		out, err := exec.Command("go", "build", "-o", natsNodeBin, "./testdata/natsnode").CombinedOutput()
-		if err != nil {
-			natsNodeErr = fmt.Errorf("building natsnode: %w\n%s", err, out)
-		}
-	})
-	if natsNodeErr != nil {
-		t.Fatal(natsNodeErr)
-	}
 	port := func() int {
 		_, p, _ := net.SplitHostPort(freeAddr(t))
 		n, _ := strconv.Atoi(p)
@@ -64,7 +49,7 @@ func startCluster(t *testing.T) *natsCluster {
 	}
 	for i := range 3 {
 		cp, hp := port(), port()
-		c.cmds = append(c.cmds, startNode(t, natsNodeBin, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
+		c.cmds = append(c.cmds, startNode(t, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
 			"-cluster", strconv.Itoa(clusterPorts[i]), "-routes", strings.Join(routes, ","), "-store", t.TempDir()))
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", cp))
 		c.https = append(c.https, fmt.Sprintf("127.0.0.1:%d", hp))
@@ -101,6 +86,34 @@ func (c *natsCluster) js(t *testing.T) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// stepDown asks the event stream's leader to step down for node to lead
+// it, and waits (up to 5s) for the election to end: it returns an error
+// saying which node leads then, nil when node does.
+func stepDown(nc *nats.Conn, js jetstream.JetStream, node string) error {
+	if _, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.REACTORD_EVENTS", []byte(`{"placement":{"preferred":"`+node+`"}}`), 2*time.Second); err != nil {
+		return err
+	}
+	leader := ""
+	err := wait.Poll(5*time.Second, func() error {
+		info, err := streamInfo(js, "REACTORD_EVENTS")
+		if err != nil {
+			return err
+		}
+		if info.Cluster == nil || info.Cluster.Leader == "" {
+			return errors.New("no stream leader yet")
+		}
+		leader = info.Cluster.Leader
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if leader != node {
+		return fmt.Errorf("stream leader %s, not %s", leader, node)
+	}
+	return nil
 }
 
 // streamInfo asks for a stream's info, within 2s.
@@ -147,6 +160,7 @@ func (c *natsCluster) nodeOf(name string) (int, error) {
 // the stream (whose leader was moved to that node) keeps its quorum and
 // elects another leader, and every event is acted on (issue 12).
 func TestClusterNodeSIGKILL(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	conf := copyExampleConfig(t)
 	// The stream exists with one copy, as a single-server setup left it:
@@ -213,15 +227,12 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 		if l := info().Cluster.Leader; l == victimName {
 			return nil
 		}
-		_, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.REACTORD_EVENTS", []byte(`{"placement":{"preferred":"`+victimName+`"}}`), 2*time.Second)
-		if err != nil {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-		return fmt.Errorf("stream leader %s, not %s", info().Cluster.Leader, victimName)
+		return stepDown(nc, js, victimName)
 	})
 	const n = 2000
 	var retries int
+	steady := time.NewTicker(20 * time.Millisecond)
+	defer steady.Stop()
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
@@ -229,18 +240,21 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 			id := fmt.Sprintf("m%d", i)
 			// A publish the stream did not acknowledge (a leader
 			// election) is retried with the same id: one copy is kept.
-			for {
+			err := wait.Poll(30*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
 				err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id})
-				cancel()
-				if err == nil {
-					break
+				if err != nil {
+					retries++
 				}
-				retries++
-				time.Sleep(50 * time.Millisecond)
+				return err
+			})
+			if err != nil {
+				t.Errorf("publishing %s: %v", id, err)
+				return
 			}
 			if i%100 == 0 {
-				time.Sleep(20 * time.Millisecond) // a steady stream, not one burst
+				<-steady.C // a steady stream, not one burst
 			}
 		}
 	}()
@@ -263,7 +277,7 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 	})
 	<-published
 	took := time.Since(killedAt)
-	time.Sleep(2500 * time.Millisecond) // one more ack-wait: late redeliveries would show as duplicates
+	waitSettled(t, strings.Join(cl.urls, ","), 30*time.Second) // late redeliveries would show as duplicates
 	total, distinct, _, dups := ce.snapshot()
 	if distinct != n {
 		t.Fatalf("%d of %d events acted on", distinct, n)
@@ -302,6 +316,7 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 // The bridge holds what it could not publish, reconnects to another node
 // and publishes it: every event the master fired reacts once (issue 12).
 func TestClusterBridgeNodeSIGKILL(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	conf := copyExampleConfig(t)
 	all := strings.Join(cl.urls, ",")
@@ -318,13 +333,15 @@ func TestClusterBridgeNodeSIGKILL(t *testing.T) {
 	}
 	const n = 1500
 	base := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	steady := time.NewTicker(20 * time.Millisecond)
+	defer steady.Stop()
 	go func() {
 		for i := range n {
 			id := fmt.Sprintf("m%d", i)
 			frames <- saltFrame(t, "salt/minion/"+id+"/start", map[string]any{"id": id, "cmd": "_minion_event",
 				"_stamp": base.Add(time.Duration(i) * time.Millisecond).Format("2006-01-02T15:04:05.000000")})
 			if i%50 == 0 {
-				time.Sleep(20 * time.Millisecond) // a steady stream, not one burst
+				<-steady.C // a steady stream, not one burst
 			}
 		}
 	}()
@@ -361,7 +378,7 @@ func TestClusterBridgeNodeSIGKILL(t *testing.T) {
 		return nil
 	})
 	took := time.Since(killedAt)
-	time.Sleep(2500 * time.Millisecond) // one more ack-wait: late redeliveries would show as duplicates
+	waitSettled(t, strings.Join(cl.urls, ","), 30*time.Second) // late redeliveries would show as duplicates
 	total, distinct, _, dups := ce.snapshot()
 	if distinct != n {
 		t.Fatalf("%d of %d events acted on", distinct, n)
@@ -387,6 +404,7 @@ func TestClusterBridgeNodeSIGKILL(t *testing.T) {
 // in all: a replica waits for the bucket's new leader rather than count
 // alone (issue 12).
 func TestClusterThrottleThroughNodeKill(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	conf := throttleConf(t, "throttle: {count: 3, per: 1h, key: data.id}")
 	js := cl.js(t)
@@ -415,15 +433,11 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 	publish := func(r int) {
 		for m := range minions {
 			id := fmt.Sprintf("m%02d", m)
-			for {
+			checkFor(t, 30*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := c.PublishStream(ctx, "myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, r)})
-				cancel()
-				if err == nil {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				defer cancel()
+				return c.PublishStream(ctx, "myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, r)})
+			})
 		}
 	}
 	publish(0)
@@ -436,9 +450,11 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 	if err := cl.cmds[victim].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	pace := time.NewTicker(300 * time.Millisecond) // events keep coming through the election
+	defer pace.Stop()
 	for r := 1; r < rounds; r++ {
 		publish(r)
-		time.Sleep(300 * time.Millisecond)
+		<-pace.C
 	}
 	checkFor(t, 60*time.Second, func() error {
 		total, _, _, _ := ce.snapshot()
@@ -448,7 +464,7 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	waitSettled(t, strings.Join(cl.urls, ","), 30*time.Second) // a late reaction would show
 	ce.snapshot()
 	ce.mu.Lock()
 	defer ce.mu.Unlock()
@@ -476,14 +492,15 @@ func (c *natsCluster) stop(t *testing.T, i int) {
 func (c *natsCluster) restart(t *testing.T, i int) {
 	t.Helper()
 	old := c.cmds[i]
-	c.cmds[i] = startNode(t, old.Path, old.Args[1:]...)
+	c.cmds[i] = startNode(t, old.Args[1:]...)
 }
 
-// startNode starts a natsnode process, killed at the end of the test
-// (its output logged if the test failed).
-func startNode(t *testing.T, bin string, args ...string) *exec.Cmd {
+// startNode starts a natsnode process (this binary, natsNode), killed at
+// the end of the test (its output logged if the test failed).
+func startNode(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), roleEnv+"=natsnode")
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -507,6 +524,7 @@ func startNode(t *testing.T, bin string, args ...string) *exec.Cmd {
 // bucket by itself, in the background: /healthz 200, the gauge 1 and a
 // log line (issue 22, item 7).
 func TestSharedStateArrivesLate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a NATS cluster of three processes")
 	}

@@ -16,6 +16,7 @@ import (
 // the file keeping FILE.orig; a refused file is not written and exits 1
 // with its positioned problems; usage errors exit 2.
 func TestConvertCLI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.sls")
 	bad := filepath.Join(dir, "bad.sls")
@@ -80,6 +81,7 @@ func TestConvertCLI(t *testing.T) {
 // gotmpl the same configuration fails with one line per file naming the
 // setting and convert.
 func TestRendererFlag(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'salt/auth':\n    - accept.sls\n  - 'salt/minion/*/start':\n    - start.sls\n",
 		"accept.sls":   "{% if data['act'] == 'pend' and data['id'].startswith('web') %}\naccept_{{ data['id'] }}:\n  wheel.key.accept:\n    - match: {{ data['id'] }}\n{% endif %}\n",
@@ -144,12 +146,13 @@ func TestRendererFlag(t *testing.T) {
 // TestDaemonJinja runs the daemon with --jinja on a Jinja reaction file: it
 // reacts, and after a reload (SIGHUP) the file is still read as Jinja.
 func TestDaemonJinja(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'salt/minion/*/start':\n    - start.sls\n",
 		"start.sls":    "{% set id = data['id'] %}\nstart_{{ id }}:\n  local.state.apply:\n    - tgt: {{ id }}\n",
 	})
-	p := startDaemon(t, "-c", filepath.Join(dir, "reactor.conf"), "--dry-run", "--jinja", "--nats", srv.ClientURL())
+	p := startProcess(t, "-c", filepath.Join(dir, "reactor.conf"), "--dry-run", "--jinja", "--nats", srv.ClientURL())
 	read := func() string {
 		t.Helper()
 		ch := make(chan string, 1)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 // stream the daemon creates, and changes it on the existing stream at the
 // next start.
 func TestDedupeWindowFlag(t *testing.T) {
+	t.Parallel()
 	srv, _ := natsServer(t)
 	conf := copyExampleConfig(t)
 	nc, err := nats.Connect(srv.ClientURL())
@@ -44,7 +44,7 @@ func TestDedupeWindowFlag(t *testing.T) {
 		if got := window(); got != w {
 			t.Errorf("--dedupe-window %v: stream window %v", w, got)
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.terminate()
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):

@@ -14,6 +14,7 @@ import (
 // told otherwise (a burst waits on disk). (A server without JetStream:
 // daemon.TestDeliveryDefaultFollowsTheServer.)
 func TestDefaultDelivery(t *testing.T) {
+	t.Parallel()
 	srv, _ := natsServer(t)
 	conf := copyExampleConfig(t)
 	fileJS := filepath.Join(t.TempDir(), "reactor.conf")

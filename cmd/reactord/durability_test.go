@@ -70,6 +70,7 @@ func publishStarts(t *testing.T, c *natsbus.Conn, run string, from, to int) {
 // killed with SIGKILL in the middle of a burst leaves no event unarchived:
 // its successor gets the unacknowledged ones again.
 func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	url := "sqlite://" + filepath.Join(t.TempDir(), "audit.db")
@@ -77,7 +78,7 @@ func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
 	// Small lanes keep what is in flight well inside --ack-wait even in a
 	// -race build on a busy machine, so redeliveries come from the kill only.
 	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--ack-wait", "5s", "--queue", "64", "--driver", "null", "--store", url, "--data-dir", dataDir}
-	victim := startDaemon(t, args...)
+	victim := startProcess(t, args...)
 	run := fmt.Sprintf("k%d", time.Now().UnixNano())
 	n := 6000
 	if raceEnabled {
@@ -115,7 +116,7 @@ func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
 	if atKill >= n {
 		t.Log("the kill came after every event was archived: the burst was too short to test anything")
 	}
-	_ = successor.cmd.Process.Signal(syscall.SIGTERM)
+	successor.terminate()
 	<-successor.done
 }
 
@@ -200,6 +201,7 @@ func healthCode(p *proc, path string) int {
 // disk and the next start writes them. A daemon started while the
 // database is down reacts too. Nothing acknowledged is lost.
 func TestStoreOutageJetStream(t *testing.T) {
+	t.Parallel()
 	for _, db := range []struct{ name, env, example string }{
 		{"mariadb", "REACTORD_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"},
 		{"postgres", "REACTORD_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"},
@@ -255,7 +257,12 @@ func storeOutage(t *testing.T, base string) {
 	if code := healthCode(p, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d during a store outage; reactions go on, so it stays 200", code)
 	}
-	time.Sleep(2 * time.Second) // a few retries
+	checkFor(t, 20*time.Second, func() error { // a few retries
+		if v := gauge(t, p, "reactord_store_write_failures_total"); v < 3 {
+			return fmt.Errorf("%v failed writes", v)
+		}
+		return nil
+	})
 	proxy.restore()
 	checkFor(t, 30*time.Second, func() error {
 		if got := archivedMinions(t, url, run); got < 600 {
@@ -275,7 +282,7 @@ func storeOutage(t *testing.T, base string) {
 	proxy.cut()
 	publishStarts(t, c, run, 600, 700)
 	checkFor(t, 20*time.Second, reacted(700))
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.terminate()
 	select {
 	case err := <-p.done:
 		if err != nil {
@@ -302,7 +309,7 @@ func storeOutage(t *testing.T, base string) {
 		}
 		return nil
 	})
-	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
+	p2.terminate()
 	<-p2.done
 }
 
@@ -336,7 +343,7 @@ func TestDaemonStoreFromFile(t *testing.T) {
 				}
 				return nil
 			})
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			p.terminate()
 			<-p.done
 		})
 	}

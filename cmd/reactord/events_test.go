@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -17,16 +15,9 @@ import (
 // TestEventsOutJSONReplays records live events with `events --out json`
 // and feeds what it printed to `replay` and to `fire --file` (issue 10 #9).
 func TestEventsOutJSONReplays(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
-	cmd := exec.Command(binPath, "events", "--nats", srv.ClientURL(), "--out", "json", "--count", "2", "salt/minion/*/start")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	events := goRun(t, "events", "--nats", srv.ClientURL(), "--out", "json", "--count", "2", "salt/minion/*/start")
 	stop := make(chan struct{})
 	go func() {
 		for {
@@ -39,7 +30,7 @@ func TestEventsOutJSONReplays(t *testing.T) {
 			}
 		}
 	}()
-	recorded, err := io.ReadAll(out)
+	recorded, err := io.ReadAll(events.stdout)
 	close(stop)
 	if err != nil {
 		t.Fatal(err)
@@ -62,15 +53,12 @@ func TestEventsOutJSONReplays(t *testing.T) {
 	}
 
 	// replay reads it.
-	rp := exec.Command(binPath, "replay", "-c", exampleConf, "-")
-	rp.Stdin = bytes.NewReader(recorded)
-	var rout, rerr bytes.Buffer
-	rp.Stdout, rp.Stderr = &rout, &rerr
-	if err := rp.Run(); err != nil {
-		t.Fatalf("replay: %v\n%s", err, rerr.String())
+	code, rout, rerr := runCmd(t, string(recorded), "replay", "-c", exampleConf, "-")
+	if code != exitOK {
+		t.Fatalf("replay: exit %d\n%s", code, rerr)
 	}
-	if n := strings.Count(rout.String(), `"tgt":"web7"`) + strings.Count(rout.String(), `"tgt": "web7"`); n != 2 {
-		t.Errorf("replay printed %d reactions for web7, want 2:\n%s\n%s", n, rout.String(), rerr.String())
+	if n := strings.Count(rout, `"tgt":"web7"`) + strings.Count(rout, `"tgt": "web7"`); n != 2 {
+		t.Errorf("replay printed %d reactions for web7, want 2:\n%s\n%s", n, rout, rerr)
 	}
 
 	// fire --file publishes it again, unchanged.
@@ -103,10 +91,8 @@ func refire(t *testing.T, c *natsbus.Conn, url, flag string, recorded []byte, n 
 	if err := c.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	fire := exec.Command(binPath, "fire", "--nats", url, flag, "-")
-	fire.Stdin = bytes.NewReader(recorded)
-	if b, err := fire.CombinedOutput(); err != nil || !strings.Contains(string(b), fmt.Sprintf("published %d event(s)", n)) {
-		t.Fatalf("fire %s: %v\n%s", flag, err, b)
+	if code, out, errOut := runCmd(t, string(recorded), "fire", "--nats", url, flag, "-"); code != exitOK || !strings.Contains(out+errOut, fmt.Sprintf("published %d event(s)", n)) {
+		t.Fatalf("fire %s: exit %d\n%s%s", flag, code, out, errOut)
 	}
 	checkFor(t, 5*time.Second, func() error {
 		mu.Lock()

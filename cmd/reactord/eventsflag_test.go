@@ -11,6 +11,7 @@ import (
 // positional, fire's and bench's --file, bench's --events N) still work
 // and are not in the help (issue 10 #13).
 func TestEventFileFlags(t *testing.T) {
+	t.Parallel()
 	const evs = `{"tag": "salt/minion/web1/start", "data": {"id": "web1"}}` + "\n"
 	file := filepath.Join(writeFiles(t, map[string]string{"day.jsonl": evs}), "day.jsonl")
 

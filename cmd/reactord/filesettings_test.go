@@ -3,12 +3,10 @@ package main
 import (
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -16,6 +14,7 @@ import (
 // take effect (the daemon serves /metrics there and consumes the stream);
 // --http on the command line wins over the file's (issue 10 #14).
 func TestDaemonSettingsFromFile(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	fileHTTP := freeAddr(t)
 	conf := copyExampleConfig(t)
@@ -32,13 +31,7 @@ func TestDaemonSettingsFromFile(t *testing.T) {
 	}
 
 	// From the file.
-	cmd := exec.Command(binPath, "-c", conf, "--nats", srv.ClientURL(), "--dry-run", "--data-dir", t.TempDir())
-	var stdout, stderr syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	fromFile := goRun(t, "-c", conf, "--nats", srv.ClientURL(), "--dry-run", "--data-dir", t.TempDir())
 	checkFor(t, 20*time.Second, func() error {
 		resp, err := http.Get("http://" + fileHTTP + "/metrics")
 		if err != nil {
@@ -51,7 +44,7 @@ func TestDaemonSettingsFromFile(t *testing.T) {
 		return nil
 	})
 	checkFor(t, 10*time.Second, func() error {
-		if logs := stderr.String(); !strings.Contains(logs, "reactord ready") || !strings.Contains(logs, "mode=jetstream") {
+		if logs := fromFile.logs(); !strings.Contains(logs, "reactord ready") || !strings.Contains(logs, "mode=jetstream") {
 			return errFmt("jetstream: true did not take effect:\n" + logs)
 		}
 		return nil
@@ -60,13 +53,15 @@ func TestDaemonSettingsFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFor(t, 10*time.Second, func() error {
-		if !strings.Contains(stdout.String(), `"tgt":"web3"`) {
+		if !strings.Contains(fromFile.out.String(), `"tgt":"web3"`) {
 			return errFmt("no reaction yet")
 		}
 		return nil
 	})
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	fromFile.terminate()
+	if err := <-fromFile.done; err != nil {
+		t.Fatalf("the daemon's stop: %v", err)
+	}
 
 	// The command line wins: startDaemon gives --http, which serves;
 	// the file's address does not.

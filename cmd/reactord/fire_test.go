@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
@@ -22,6 +24,7 @@ import (
 // payload is published with its return cut and reported with its line; a
 // malformed line is reported; the lines after both are still published.
 func TestFireFileCutsOversizedEvents(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", MaxPayload: limit})
 	if err != nil {
@@ -69,16 +72,14 @@ func TestFireFileCutsOversizedEvents(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	_ = wait.Poll(5*time.Second, func() error {
 		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n == 3 || time.Now().After(deadline) {
-			break
+		defer mu.Unlock()
+		if len(got) != 3 {
+			return errors.New("not 3 events yet")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 3 {
@@ -104,6 +105,7 @@ func TestFireFileCutsOversizedEvents(t *testing.T) {
 // on a bounded subject with the whole tag in the body, and the next event
 // still goes out.
 func TestFireOverLongTag(t *testing.T) {
+	t.Parallel()
 	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -163,16 +165,18 @@ func writeStarts(t *testing.T, n int) string {
 
 // TestFireFileIntoJetStream: into a server whose stream captures the
 // event subjects (a --jetstream daemon's), fire --file publishes with
-// acknowledgements: all 20,000 events are in the stream when it exits 0.
+// acknowledgements: all events (three windows of unacknowledged ones) are
+// in the stream when it exits 0.
 // (How fast is the disk's business: the embedded server flushes each write;
 // BenchmarkJetStreamFloor measures it.)
 func TestFireFileIntoJetStream(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	ctx := context.Background()
 	if err := c.EnsureStream(ctx, natsbus.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	const n = 20000
+	const n = 3 * fireMaxInFlight
 	file := writeStarts(t, n)
 	start := time.Now()
 	code, _, errOut := runCmd(t, "", "fire", "--nats", srv.ClientURL(), "--file", file)
@@ -190,6 +194,7 @@ func TestFireFileIntoJetStream(t *testing.T) {
 // TestFireCountsUnacknowledged: events the stream refuses (it is full and
 // discards new ones) are counted and make fire exit 1; a single event too.
 func TestFireCountsUnacknowledged(t *testing.T) {
+	t.Parallel()
 	srv, _ := natsServer(t)
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {

@@ -59,6 +59,7 @@ func fill(t *testing.T, dir string) string {
 // every event published afterwards is reacted to; nothing the stream
 // acknowledged is lost (issue 22, item 1).
 func TestFullDiskRecovers(t *testing.T) {
+	t.Parallel()
 	fs := tmpfs(t, 64)
 	data := filepath.Join(fs, "data")
 	conf := copyExampleConfig(t)
@@ -144,6 +145,7 @@ func TestFullDiskRecovers(t *testing.T) {
 // restarts (the server's operator's move; here the test's): then the
 // daemon is healthy again and events flow (issue 22, item 1).
 func TestFullDiskExternalNATS(t *testing.T) {
+	t.Parallel()
 	fs := tmpfs(t, 64)
 	srv, c := natstest.StartIn(t, filepath.Join(fs, "js"))
 	ce := collect(t, c, "test.exec.")

@@ -201,6 +201,7 @@ var lookupFile = regexp.MustCompile(`^lookup_jid_(.+)_([0-9]{20})\.json$`)
 // returned (ping_list_5 is one where that differs from Salt's order), jobs
 // newest first.
 func TestJobsMatchSalt(t *testing.T) {
+	t.Parallel()
 	evs := readRecordedEvents(t)
 	entries, err := os.ReadDir(jobsFixture)
 	if err != nil {

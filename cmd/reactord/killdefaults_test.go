@@ -37,6 +37,7 @@ func embeddedClient(t *testing.T, data, listen string) *natsbus.Conn {
 // reacted to, and the events the killed run had in hand come back within
 // the ack wait (10s), not the 30s of before (issue 22, item 6).
 func TestSIGKILLOnDefaultsRecoversPromptly(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills and restarts a daemon")
 	}
@@ -54,7 +55,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 	conf := copyExampleConfig(t)
 	listen := freeAddr(t)
 	args := []string{"-c", conf, "--listen", listen, "--data-dir", data, "--driver", "exec", "--salt-bin", salt}
-	victim := startDaemon(t, args...)
+	victim := startProcess(t, args...)
 	c := embeddedClient(t, data, listen)
 	const n = 300
 	for i := range n {

@@ -17,6 +17,7 @@ import (
 // reactord_overflow_total (events dropped unreacted, events reacted to but
 // not archived).
 func TestMetricsCarryRuntime(t *testing.T) {
+	t.Parallel()
 	srv, _ := natsServer(t)
 	p := startDaemon(t, "-c", copyExampleConfig(t), "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
 	m := scrape(t, p)
@@ -34,6 +35,7 @@ func TestMetricsCarryRuntime(t *testing.T) {
 // TestDriverMetrics: the nats driver exports its unconfirmed reactions;
 // a driver that counts none adds nothing.
 func TestDriverMetrics(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	reactor.RegisterDriverMetrics(reg, actions.Null{})
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {

@@ -103,6 +103,7 @@ func genuineChange(t *testing.T, c *natsbus.Conn, id string) {
 // TestLoopWithoutGuard shows the classic Salt loop: each state.apply
 // rewrites the file, the beacon fires, the reactor applies the state again.
 func TestLoopWithoutGuard(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, salt, calls := revertSetup(t, srv.ClientURL())
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--no-loop-guard")
@@ -113,7 +114,7 @@ func TestLoopWithoutGuard(t *testing.T) {
 		}
 		return nil
 	})
-	_ = p.cmd.Process.Kill()
+	p.terminate()
 	t.Logf("without the guard: %d state.apply calls for one genuine change (and counting)", countLines(t, calls))
 }
 
@@ -121,6 +122,7 @@ func TestLoopWithoutGuard(t *testing.T) {
 // state.apply; a second genuine change after the settle window gives
 // exactly one more.
 func TestLoopGuardStopsTheLoop(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, salt, calls := revertSetup(t, srv.ClientURL())
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1s")
@@ -196,6 +198,7 @@ echo "[WARNING ] Running in asynchronous mode. This execution is running under t
 // TestHopLimitStopsSelfFiringReaction: a reaction whose runner fires its
 // own trigger tag is stopped by the hop limit.
 func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, saltRun, calls := selfFiringLoop(t, srv.ClientURL())
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
@@ -223,6 +226,7 @@ func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
 // earlier jobs still run, give fifteen jobs (issue 21's alert and
 // per-minion cases).
 func TestLoopGuardKeepsGenuineEvents(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "reactor.conf")
@@ -251,10 +255,12 @@ echo "[WARNING ] Running in asynchronous mode. This execution is running under t
 			t.Fatal(err)
 		}
 	}
+	pace := time.NewTicker(200 * time.Millisecond) // three on web1 within a second
+	defer pace.Stop()
 	for i, id := range []string{"web1", "web1", "web1", "web2"} {
 		jid := fmt.Sprintf("2026112607000000000%d", i)
 		publish("salt/job/"+jid+"/ret/"+id, fmt.Sprintf(`{"id": %q, "jid": %q, "fun": "state.apply", "success": false, "retcode": 2}`, id, jid))
-		time.Sleep(200 * time.Millisecond)
+		<-pace.C
 	}
 	for range 5 {
 		for _, id := range []string{"web1", "web2", "web3"} {

@@ -28,6 +28,7 @@ func writeFiles(t *testing.T, files map[string]string) string { return testfiles
 const exampleConf = "../../reactor.conf.example"
 
 func TestHelpOnEveryCommand(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range []string{"render", "check", "replay"} {
 		code, out, errOut := runCmd(t, "", cmd, "--help")
 		if code != exitOK || !strings.Contains(out, "Usage: reactord "+cmd) || !strings.Contains(out, "-c string") {
@@ -46,6 +47,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 }
 
 func TestExampleConfigIsValid(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := runCmd(t, "", "check", "-c", exampleConf)
 	if code != exitOK {
 		t.Fatalf("check reactor.conf.example: exit %d\n%s%s", code, out, errOut)
@@ -56,6 +58,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 }
 
 func TestRenderContract(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := runCmd(t, "", "render", "-c", exampleConf, "--tag", "salt/minion/web7/start", "--data", `{"id": "web7"}`)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -93,6 +96,7 @@ func TestRenderContract(t *testing.T) {
 }
 
 func TestRenderErrorsArePositioned(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'a/*':\n    - bad.sls\n    - good.sls\n",
 		"bad.sls":      "x:\n  local.test.ping:\n    - tgt: {{ .data.nope }}\n",
@@ -112,6 +116,7 @@ func TestRenderErrorsArePositioned(t *testing.T) {
 }
 
 func TestRenderUsageErrors(t *testing.T) {
+	t.Parallel()
 	cases := [][]string{
 		{"render"},
 		{"render", "-c", exampleConf},
@@ -127,6 +132,7 @@ func TestRenderUsageErrors(t *testing.T) {
 }
 
 func TestCheckReportsEveryProblem(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": `reactor:
   - 'a/*':
@@ -164,6 +170,7 @@ reactord:
 }
 
 func TestCheckConfigSyntaxError(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{"reactor.conf": "reactor:\n  - *unquoted:\n    - x.sls\n"})
 	code, _, errOut := runCmd(t, "", "check", "-c", filepath.Join(dir, "reactor.conf"))
 	if code != exitFound && code != exitUsage {
@@ -175,6 +182,7 @@ func TestCheckConfigSyntaxError(t *testing.T) {
 }
 
 func TestReplayContract(t *testing.T) {
+	t.Parallel()
 	events := strings.Join([]string{
 		`{"tag": "salt/minion/web1/start", "data": {"id": "web1"}}`,
 		"salt/auth\t{\"act\": \"pend\", \"id\": \"web2\"}",
@@ -224,6 +232,7 @@ func TestReplayContract(t *testing.T) {
 }
 
 func TestReplayKeepsInputOrder(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	for i := range 3000 {
 		b.WriteString(`{"tag": "salt/minion/web` + itoa(i) + `/start", "data": {"id": "web` + itoa(i) + `"}}` + "\n")
@@ -246,6 +255,7 @@ func TestReplayKeepsInputOrder(t *testing.T) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestExplain(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": `reactor:
   - 'salt/beacon/*/inotify/*':
@@ -318,6 +328,7 @@ func TestExplain(t *testing.T) {
 // guard (the default, or its guard: option); a guard that is not a mode
 // is an error at its position.
 func TestCheckRules(t *testing.T) {
+	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"reactor.conf": "reactor:\n  - 'salt/minion/*/start': [start.sls]\n  - 'salt/beacon/*/inotify/*':\n      id: revert\n      sls: start.sls\n      guard: minion\n      from: minion\n      concurrency: 5\n      retry: {attempts: 2, backoff: 30s}\n",
 		"start.sls":    "hs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",

@@ -15,6 +15,7 @@ import (
 // two JetStream replicas with --dedupe-masters. Every emission reacts
 // once; a genuine repeat (stamped 10 s later) reacts again (issue 12).
 func TestTwoMastersOneReaction(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	ce := collect(t, c, "test.exec.")
@@ -53,7 +54,25 @@ func TestTwoMastersOneReaction(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(1500 * time.Millisecond) // a copy reacting late would show up
+	copiesDropped := func() int {
+		copies := 0.0
+		for _, d := range daemons {
+			var v float64
+			fmt.Sscan(metricValue(t, scrape(t, d), `reactord_suppressed_total{reason="master_copy"}`), &v)
+			copies += v
+		}
+		return int(copies)
+	}
+	// A copy reacting late would show up: wait until each emission's two
+	// copies are accounted for (reacted or dropped) and the stream has
+	// nothing left to deliver.
+	checkFor(t, 30*time.Second, func() error {
+		if total, _, _, _ := ce.snapshot(); total+copiesDropped() < 2*want {
+			return fmt.Errorf("%d reactions and %d copies dropped of %d copies", total, copiesDropped(), 2*want)
+		}
+		return nil
+	})
+	waitSettled(t, srv.ClientURL(), 30*time.Second)
 	total, distinct, origins, _ := ce.snapshot()
 	ce.mu.Lock()
 	wrong := 0
@@ -70,13 +89,8 @@ func TestTwoMastersOneReaction(t *testing.T) {
 		}
 	}
 	ce.mu.Unlock()
-	copies := 0.0
-	for _, d := range daemons {
-		var v float64
-		fmt.Sscan(metricValue(t, scrape(t, d), `reactord_suppressed_total{reason="master_copy"}`), &v)
-		copies += v
-	}
-	if wrong > 0 || total != want || distinct != n || int(copies) != want {
+	copies := copiesDropped()
+	if wrong > 0 || total != want || distinct != n || copies != want {
 		t.Fatalf("%d reactions (want %d), %d minions wrong, %v copies dropped (want %d)", total, want, wrong, copies, want)
 	}
 	t.Logf("%d emissions fired by both masters (%d events, %d repeated 10 s later): %d reactions, %v copies dropped, by replica %v", want, n, repeats, total, copies, origins)

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,7 +70,7 @@ func readReaction(t *testing.T, p *proc) string {
 
 func stopDaemon(t *testing.T, p *proc) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.terminate()
 	select {
 	case <-p.done:
 	case <-time.After(15 * time.Second):
@@ -284,6 +283,7 @@ func TestSecretFilesAndEnvProcesses(t *testing.T) {
 // TestSaltAPIURLRedacted: a salt-api URL whose password makes it invalid
 // is reported without the password, by the daemon and by the bridge.
 func TestSaltAPIURLRedacted(t *testing.T) {
+	t.Parallel()
 	srv, _ := natsServer(t)
 	bad := "http://salt:S3cretPw@127.0.0.1:notaport"
 	code, _, errOut := runCmd(t, "", "-c", copyExampleConfig(t), "--nats", srv.ClientURL(), "--driver", "saltapi", "--saltapi-url", bad, "--store", "none", "--data-dir", t.TempDir())
@@ -301,6 +301,7 @@ func TestSaltAPIURLRedacted(t *testing.T) {
 // daemon recorded in its (default) data directory, with its token; flags
 // may follow the tag and data. Without either they say what they need.
 func TestClientsFindTheLocalDaemon(t *testing.T) {
+	t.Parallel()
 	cache := t.TempDir()
 	data := filepath.Join(cache, "reactord")
 	conf := copyExampleConfig(t)

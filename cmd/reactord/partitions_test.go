@@ -118,13 +118,14 @@ func (ro *reactionOrder) check() (distinct, dups, outOfOrder int) {
 // would look like a lost event. The dying node still holds the stream's
 // leader and its share of the consumers' and buckets' leaders.
 func TestPartitionsOrderThroughKills(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	const victimNode = 0
 	all := strings.Join(cl.urls[victimNode+1:], ",")
 	conf := orderConf(t)
 	args := []string{"-c", conf, "--nats", all, "--jetstream", "--stream-replicas", "3", "--partitions", "6", "--ack-wait", "5s",
 		"--driver", "nats", "--exec-subject", "test.exec.", "--store", "none", "--no-loop-guard"}
-	ps := startReplicas(t, 3, args...)
+	ps := []*proc{startProcess(t, args...), startDaemon(t, args...), startDaemon(t, args...)}
 	waitBalanced(t, ps, "2")
 	c, err := natsbus.Connect(natsbus.ConnOptions{URL: cl.urls[victimNode+1], Name: "test"})
 	if err != nil {
@@ -147,16 +148,13 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 		if info.Cluster.Leader == victimName {
 			return nil
 		}
-		_, err = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.REACTORD_EVENTS", []byte(`{"placement":{"preferred":"`+victimName+`"}}`), 2*time.Second)
-		if err != nil {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-		return fmt.Errorf("stream leader %s, not %s", info.Cluster.Leader, victimName)
+		return stepDown(nc, js, victimName)
 	})
 
 	const minions, each = 200, 50
 	published := make(chan error, 1)
+	steady := time.NewTicker(20 * time.Millisecond)
+	defer steady.Stop()
 	go func() {
 		// A round holds one event per minion and is acknowledged whole
 		// before the next: each minion's events are stored in number
@@ -191,7 +189,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 					return
 				}
 			}
-			time.Sleep(20 * time.Millisecond) // a steady stream, not one burst
+			<-steady.C // a steady stream, not one burst
 		}
 		published <- nil
 	}()
@@ -219,7 +217,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 		return nil
 	})
 	took := time.Since(killedAt)
-	time.Sleep(2 * time.Second) // late duplicates would show
+	waitSettled(t, strings.Join(cl.urls[victimNode+1:], ","), 30*time.Second) // late duplicates would show
 	distinct, dups, ooo := ro.check()
 	ro.mu.Lock()
 	late := 0

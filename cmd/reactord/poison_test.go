@@ -20,6 +20,7 @@ import (
 // ledger — and the events behind it are all reacted to. With the shared
 // consumer and with partitions (issue 22, item 2).
 func TestPoisonEventParked(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name string
 		args []string
@@ -28,6 +29,7 @@ func TestPoisonEventParked(t *testing.T) {
 		{"partitions", []string{"--partitions", "2"}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := natsServer(t)
 			dir := t.TempDir()
 			calls := filepath.Join(dir, "calls")
@@ -57,7 +59,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 			}
 			args := append([]string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--driver", "exec", "--salt-bin", salt,
 				"--exec-coalesce", "1", "--data-dir", filepath.Join(dir, "data"), "--ack-wait", "2s"}, mode.args...)
-			p := startDaemon(t, args...)
+			p := startProcess(t, args...)
 			pub := func(id string) {
 				if err := c.PublishStream(t.Context(), "myco/step", []byte(`{"tag": "myco/step", "data": {"id": "`+id+`"}}`), natsbus.Meta{}); err != nil {
 					t.Fatal(err)
@@ -76,7 +78,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 					if crashes > 6 {
 						t.Fatalf("the daemon died %d times on the event and never parked it", crashes)
 					}
-					p = launchDaemon(t, args...)
+					p = launchProcess(t, args...)
 				case <-time.After(100 * time.Millisecond):
 				}
 			}
@@ -105,7 +107,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 			if !strings.Contains(p.logs(), "event parked") {
 				t.Errorf("the parking is not logged:\n%s", lastLines(p.logs(), 10))
 			}
-			time.Sleep(3 * time.Second) // past the ack wait: nothing comes back
+			waitSettled(t, srv.ClientURL(), 30*time.Second) // nothing comes back
 			if b, _ := os.ReadFile(calls); strings.Count(string(b), "poison\n") != 3 {
 				t.Errorf("the poison event was dispatched %d times, want 3 (once per crash)", strings.Count(string(b), "poison\n"))
 			}

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"io"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,17 +16,10 @@ import (
 // several lines) and feeds what it printed to `replay` and to
 // `fire --events` (issue 10 #9).
 func TestEventsPrettyReplays(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	const body = `{"tag": "salt/minion/web7/start", "data": {"id": "web7", "cmd": "_minion_event", "s": "a } b { \" ] c", "l": [1, {"k": [2, {}]}], "e": {}}}`
-	cmd := exec.Command(binPath, "events", "--nats", srv.ClientURL(), "--count", "2", "salt/minion/*/start")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	events := goRun(t, "events", "--nats", srv.ClientURL(), "--count", "2", "salt/minion/*/start")
 	stop := make(chan struct{})
 	go func() {
 		for {
@@ -39,7 +31,7 @@ func TestEventsPrettyReplays(t *testing.T) {
 			}
 		}
 	}()
-	recorded, err := io.ReadAll(out)
+	recorded, err := io.ReadAll(events.stdout)
 	close(stop)
 	if err != nil {
 		t.Fatal(err)

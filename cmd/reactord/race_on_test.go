@@ -2,6 +2,6 @@
 
 package main
 
-// raceEnabled: the tests run with -race, so the reactord binary the process
-// tests start is built with it too, and a data race it reports fails them.
+// raceEnabled: the tests run with -race (and so do the reactord processes
+// they start, this binary): a test may allow for its slower pace.
 const raceEnabled = true

@@ -16,13 +16,14 @@ import (
 // truncated file is refused on file change (events keep reacting) and
 // applied on SIGHUP.
 func TestReloadWaitsForSettledFile(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
 	orig, err := os.ReadFile(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startDaemon(t, "-c", conf, "--dry-run", "--nats", srv.ClientURL())
+	p := startProcess(t, "-c", conf, "--dry-run", "--nats", srv.ClientURL())
 	lines := make(chan string, 64)
 	go func() {
 		for {

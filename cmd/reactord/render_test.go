@@ -10,6 +10,7 @@ import (
 // matched file renders to, numbered by line as errors "in the rendered
 // text" count them (issue 10 #15). Stdout stays the JSON array.
 func TestRenderShowText(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, sls string
 		code      int
@@ -51,6 +52,7 @@ func TestRenderShowText(t *testing.T) {
 // TestRenderSaysForged: render of a forged minion event prints no
 // reaction and says why on stderr.
 func TestRenderSaysForged(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := runCmd(t, "", "render", "-c", "../../reactor.conf.example", "--tag", "salt/minion/web1/start",
 		"--data", `{"id": "web2", "cmd": "_minion_event"}`)
 	if code != exitOK || strings.TrimSpace(out) != "[]" ||

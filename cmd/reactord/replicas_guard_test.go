@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +78,7 @@ func sumLogs(ps []*proc, line string) int {
 func stopAll(t *testing.T, ps []*proc) {
 	t.Helper()
 	for _, p := range ps {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.terminate()
 	}
 	for _, p := range ps {
 		select {
@@ -94,8 +93,10 @@ func stopAll(t *testing.T, ps []*proc) {
 // replicas: the beacon event the state run causes, and the job's return,
 // land on any replica; 3 genuine changes give 3 state.apply, as with one.
 func TestReplicasRevertOnInotify(t *testing.T) {
+	t.Parallel()
 	for _, mode := range replicaModes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := natsServer(t)
 			conf, salt, calls := revertSetup(t, srv.ClientURL())
 			ps := startReplicas(t, 3, append([]string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1s"}, mode.args...)...)
@@ -161,8 +162,10 @@ func pingStream(t *testing.T, c *natsbus.Conn, id string) {
 // replicas: 3 reactions in all for a minion; after every replica was
 // stopped, a new one goes on counting (none more for that minion).
 func TestReplicasThrottle(t *testing.T) {
+	t.Parallel()
 	for _, mode := range replicaModes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := natsServer(t)
 			conf := throttleConf(t, "throttle: {count: 3, per: 1h, key: data.id}")
 			ce := collect(t, c, "test.exec.")
@@ -205,14 +208,17 @@ func TestReplicasThrottle(t *testing.T) {
 // TestReplicasDebounce: the events of one key, spread over three core
 // replicas within the quiet period, fire once.
 func TestReplicasDebounce(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf := throttleConf(t, "debounce: 1s")
 	ce := collect(t, c, "test.exec.")
 	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--no-loop-guard")
 	const events = 12
+	pace := time.NewTicker(30 * time.Millisecond) // spread over the replicas, within the quiet period
+	defer pace.Stop()
 	for range events {
 		ping(t, c, "web1")
-		time.Sleep(30 * time.Millisecond)
+		<-pace.C
 	}
 	checkFor(t, 20*time.Second, func() error {
 		if total, _, _, _ := ce.snapshot(); total != 1 {
@@ -237,6 +243,7 @@ func TestReplicasDebounce(t *testing.T) {
 // daemon: a job returned just before a stop still holds its reaction, in
 // its settle window, for the replica started next.
 func TestReplicasLoopGuardRestart(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, salt, calls := revertSetup(t, srv.ClientURL())
 	args := []string{"-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--settle", "1h"}
@@ -273,6 +280,7 @@ func TestReplicasLoopGuardRestart(t *testing.T) {
 // tag, with three replicas: the event lands on any replica and still
 // carries its hop count; the hop limit stops the chain after 3 hops.
 func TestReplicasHopLimit(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	conf, saltRun, calls := selfFiringLoop(t, srv.ClientURL())
 	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
@@ -296,6 +304,7 @@ func TestReplicasHopLimit(t *testing.T) {
 // there: three replicas, three minions, three events each, three
 // reactions, each with its minion's three events.
 func TestReplicasCollectByPartition(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	sls := filepath.Join(dir, "batch.sls")
@@ -323,7 +332,7 @@ func TestReplicasCollectByPartition(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3500 * time.Millisecond) // nothing more comes
+	waitSettled(t, srv.ClientURL(), 30*time.Second) // nothing more comes
 	ce.mu.Lock()
 	got := fmt.Sprint(ce.byMinion)
 	ce.mu.Unlock()
@@ -341,12 +350,14 @@ func TestReplicasCollectByPartition(t *testing.T) {
 // reaction again. Shared consumer and partitions; and one daemon
 // restarted.
 func TestReplicasResumeRetries(t *testing.T) {
+	t.Parallel()
 	modes := append(slices.Clone(replicaModes[1:]), struct {
 		name string
 		args []string
 	}{"restart", []string{"--jetstream"}})
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := natsServer(t)
 			dir := t.TempDir()
 			conf := ruleFiles(t, dir, "#!yaml\ndeploy:\n  local.state.apply:\n    - tgt: web1,web2\n    - tgt_type: list\n",
@@ -460,6 +471,7 @@ func readFile(t *testing.T, path string) string {
 // at a time, each after the previous job returned; the two minions'
 // jobs run side by side.
 func TestReplicasConcurrencyByPartition(t *testing.T) {
+	t.Parallel()
 	srv, c := natsServer(t)
 	dir := t.TempDir()
 	conf := ruleFiles(t, dir, "#!gotmpl|yaml\nhs:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n", "  - 'myco/ping':\n      sls: %s\n      concurrency: 1\n")

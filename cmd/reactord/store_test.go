@@ -3,11 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +29,7 @@ func storeURLsForTest(t *testing.T) map[string]string {
 // a job publish, a job return and an event that reacts, then reads them
 // back with jobs list, jobs lookup, trace and events --since.
 func TestDaemonArchivesAndCLIReads(t *testing.T) {
+	t.Parallel()
 	for name, url := range storeURLsForTest(t) {
 		t.Run(name, func(t *testing.T) {
 			srv, c := natsServer(t)
@@ -52,7 +51,7 @@ func TestDaemonArchivesAndCLIReads(t *testing.T) {
 				}
 				return nil
 			})
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			p.terminate()
 			select {
 			case <-p.done:
 			case <-time.After(20 * time.Second):
@@ -60,11 +59,11 @@ func TestDaemonArchivesAndCLIReads(t *testing.T) {
 			}
 			run := func(args ...string) string {
 				t.Helper()
-				out, err := exec.Command(binPath, args...).CombinedOutput()
-				if err != nil {
-					t.Fatalf("%v: %v\n%s", args, err, out)
+				code, out, errOut := runCmd(t, "", args...)
+				if code != exitOK {
+					t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
 				}
-				return string(out)
+				return out + errOut
 			}
 			if out := run("jobs", "list", "--store", url); !strings.Contains(out, jid+":") || !strings.Contains(out, "Function: test.ping") {
 				t.Errorf("jobs list:\n%s", out)
@@ -97,10 +96,8 @@ func TestDaemonArchivesAndCLIReads(t *testing.T) {
 			if !strings.HasPrefix(rec, `{"tag":"salt/minion/web7/start","data":{`) && !strings.Contains(rec, "\n"+`{"tag":"salt/minion/web7/start","data":{`) {
 				t.Errorf("events --since --out json:\n%s", rec)
 			}
-			rp := exec.Command(binPath, "replay", "-c", conf, "-")
-			rp.Stdin = strings.NewReader(rec)
-			if out, err := rp.CombinedOutput(); err != nil || !strings.Contains(string(out), "web7") {
-				t.Errorf("replay of events --since --out json: %v\n%s", err, out)
+			if code, out, errOut := runCmd(t, rec, "replay", "-c", conf, "-"); code != exitOK || !strings.Contains(out+errOut, "web7") {
+				t.Errorf("replay of events --since --out json: exit %d\n%s%s", code, out, errOut)
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 // --since shows each event's id, in both formats, and what it prints
 // replays and fires (issue 10 #10).
 func TestStoreReadersFindTheStore(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	url := "sqlite://" + filepath.Join(dataDir, "reactord.db")
 	evs := readRecordedEvents(t)

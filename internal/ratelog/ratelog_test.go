@@ -2,10 +2,14 @@ package ratelog
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-func TestEvery(t *testing.T) {
+// TestEvery runs in a bubble: its clock moves past the interval at once.
+func TestEvery(t *testing.T) { synctest.Test(t, testEvery) }
+
+func testEvery(t *testing.T) {
 	e := New(50 * time.Millisecond)
 	if n, ok := e.Tick(); !ok || n != 1 {
 		t.Fatalf("first tick = %d, %v; want 1, true", n, ok)

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // logLines splits what buf holds into lines.
@@ -158,8 +160,10 @@ func TestValuesCutLedger(t *testing.T) {
 
 // TestCutSummaryTimer: cuts held after the first line are summarised once
 // the interval has passed, without another write; a cut after a quiet
-// interval is logged at once again.
-func TestCutSummaryTimer(t *testing.T) {
+// interval is logged at once again. Its clock is a bubble's.
+func TestCutSummaryTimer(t *testing.T) { synctest.Test(t, testCutSummaryTimer) }
+
+func testCutSummaryTimer(t *testing.T) {
 	buf := captureCutLog(t, 50*time.Millisecond)
 	var tally cutTally
 	for range 5 {
@@ -171,10 +175,7 @@ func TestCutSummaryTimer(t *testing.T) {
 	if got := len(logLines(buf)); got != 1 {
 		t.Fatalf("%d lines at once, want 1", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(logLines(buf)) < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 5*time.Second, "the summary line", func() bool { return len(logLines(buf)) >= 2 })
 	lines := logLines(buf)
 	if len(lines) != 2 || !strings.Contains(lines[1], "count=49") || !strings.Contains(lines[1], "salt_events.tag=49") {
 		t.Fatalf("want one summary of 49 cuts:\n%s", strings.Join(lines, "\n"))

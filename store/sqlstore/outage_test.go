@@ -2,10 +2,13 @@ package sqlstore
 
 import (
 	"context"
-	"github.com/reactord/reactord/store"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/reactord/reactord/internal/wait"
+	"github.com/reactord/reactord/store"
 )
 
 // TestDatabaseDownMidStream streams events through a Writer while the
@@ -19,6 +22,7 @@ import (
 // open WAL database, whose files are already open for writing.)
 func TestDatabaseDownMidStream(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *testDB) {
+		t.Parallel() // each backend on a database of its own; mostly waiting out the outage
 		s := db.open(t)
 		w := store.NewWriter(s, store.WriterOptions{
 			Interval:     10 * time.Millisecond,
@@ -97,8 +101,10 @@ func TestDatabaseDownMidStream(t *testing.T) {
 // limit has passed (the test then fails on its check of Failures).
 func waitForFailure(t *testing.T, w *store.Writer, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for w.Stats().Failures == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	_ = wait.Poll(limit, func() error {
+		if w.Stats().Failures == 0 {
+			return errors.New("no failed write yet")
+		}
+		return nil
+	})
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/freeport"
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -406,15 +407,9 @@ func (e *saltEnv) waitFor(d time.Duration, what string, f func() error) {
 
 func waitFor(t *testing.T, d time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := wait.PollEvery(d, 200*time.Millisecond, f); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
-	t.Fatalf("waiting for %s: %v", what, err)
 }
 
 // reactord runs the daemon and the native bridge against e.

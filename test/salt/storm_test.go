@@ -3,6 +3,7 @@ package salt_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/reactord/reactord/bridge"
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // TestStorm measures, side by side in one run on the same machine, how fast
@@ -242,16 +244,14 @@ func countJobs(t *testing.T, sockDir string, runner bool) *jobCounter {
 // waitQuiet waits until want minion jobs were seen, or none came for quiet
 // (or none at all within ten minutes).
 func (jc *jobCounter) waitQuiet(want int, quiet time.Duration) {
-	deadline := time.Now().Add(10 * time.Minute)
-	for time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
+	_ = wait.PollEvery(10*time.Minute, 200*time.Millisecond, func() error {
 		jc.mu.Lock()
-		done := jc.minionJobs >= want || (!jc.last.IsZero() && time.Since(jc.last) > quiet)
-		jc.mu.Unlock()
-		if done {
-			return
+		defer jc.mu.Unlock()
+		if jc.minionJobs >= want || (!jc.last.IsZero() && time.Since(jc.last) > quiet) {
+			return nil
 		}
-	}
+		return errors.New("jobs still coming")
+	})
 }
 
 func (jc *jobCounter) totals() (jobs, minionJobs int, last time.Time) {

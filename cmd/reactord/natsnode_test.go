@@ -1,6 +1,3 @@
-// Command natsnode runs one node of a NATS cluster with JetStream, for the
-// cluster tests in cmd/reactord: a separate process, so a test can kill it
-// with SIGKILL. It uses the nats-server the module embeds.
 package main
 
 import (
@@ -12,14 +9,18 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-func main() {
-	name := flag.String("name", "n1", "server name")
-	port := flag.Int("port", 0, "client port")
-	httpPort := flag.Int("http", 0, "monitoring port")
-	clusterPort := flag.Int("cluster", 0, "cluster (route) port")
-	routes := flag.String("routes", "", "comma-separated nats-route:// URLs of the cluster's nodes")
-	dir := flag.String("store", "", "JetStream store directory")
-	flag.Parse()
+// natsNode runs one node of a NATS cluster with JetStream, for the cluster
+// tests: a process of its own (this test binary in the role "natsnode"),
+// so a test can kill it with SIGKILL.
+func natsNode(args []string) {
+	fs := flag.NewFlagSet("natsnode", flag.ExitOnError)
+	name := fs.String("name", "n1", "server name")
+	port := fs.Int("port", 0, "client port")
+	httpPort := fs.Int("http", 0, "monitoring port")
+	clusterPort := fs.Int("cluster", 0, "cluster (route) port")
+	routes := fs.String("routes", "", "comma-separated nats-route:// URLs of the cluster's nodes")
+	dir := fs.String("store", "", "JetStream store directory")
+	_ = fs.Parse(args)
 	srv, err := server.NewServer(&server.Options{
 		ServerName: *name, Host: "127.0.0.1", Port: *port, HTTPHost: "127.0.0.1", HTTPPort: *httpPort,
 		JetStream: true, StoreDir: *dir, NoSigs: true, Logtime: true,
