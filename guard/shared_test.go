@@ -3,12 +3,14 @@ package guard
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/reactord/reactord/internal/natstest"
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // sharedGuards runs an embedded NATS server and returns a function that
@@ -27,15 +29,26 @@ func sharedGuards(t *testing.T) func(Options) *Guard {
 	}
 }
 
-// eventually polls fn for up to 5 seconds.
+// eventually waits up to 5 seconds for fn to hold.
 func eventually(t *testing.T, what string, fn func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if fn() {
-			return
-		}
-	}
-	t.Fatalf("%s: not after 5s", what)
+	wait.Until(t, 5*time.Second, what, fn)
+}
+
+// hasEarlyReturn reports whether g recorded a return of jid that came
+// before the job's own record.
+func hasEarlyReturn(g *Guard, jid string) bool {
+	g.jobs.mu.Lock()
+	defer g.jobs.mu.Unlock()
+	_, ok := g.jobs.early[jid]
+	return ok
+}
+
+// knowsJob reports whether g follows job jid's returns.
+func knowsJob(g *Guard, jid string) bool {
+	g.jobs.mu.Lock()
+	defer g.jobs.mu.Unlock()
+	return len(g.jobs.byJID[jid]) > 0
 }
 
 // TestSharedGuardJobLinked: a job one replica started holds its reaction
@@ -45,36 +58,44 @@ func TestSharedGuardJobLinked(t *testing.T) {
 	newGuard := sharedGuards(t)
 	o := Options{Settle: 2 * time.Second, JobTimeout: time.Minute}
 	g := []*Guard{newGuard(o), newGuard(o), newGuard(o)}
-	phase := func(g *Guard) string {
-		_, p, _ := beaconHeld(g, "web1")
+	// phase is the guard's phase for a beacon of minion at: the settle
+	// window is over at a time past it, without waiting for it.
+	phase := func(g *Guard, minion string, at time.Time) string {
+		_, p, _ := beaconHeldAt(g, minion, at)
 		return p
 	}
+	now := func(time.Duration) time.Time { return time.Now() }
 	cases := []struct {
-		name string
-		act  func()
-		want [3]string
+		name   string
+		act    func()
+		minion string
+		at     func(time.Duration) time.Time
+		want   [3]string
 	}{
 		{"started on replica 0", func() {
 			g[0].Started("ev-1", Reaction{"revert.sls", "revert"}, "jid1", []string{"web1"}, time.Now())
-		}, [3]string{"job running", "job running", "job running"}},
+		}, "web1", now, [3]string{"job running", "job running", "job running"}},
 		{"returned on replica 2", func() {
 			if !g[2].Returned("jid1", "web1", OutcomeOK, time.Now()) {
 				t.Error("replica 2 did not know the job")
 			}
-		}, [3]string{"settling", "settling", "settling"}},
-		{"settle window over", func() { time.Sleep(2 * time.Second) }, [3]string{"", "", ""}},
-		// The return overtakes the job's record: replica 1 sees it before
-		// replica 0 recorded the dispatch.
+		}, "web1", now, [3]string{"settling", "settling", "settling"}},
+		{"settle window over", func() {}, "web1", func(settle time.Duration) time.Time { return time.Now().Add(settle) }, [3]string{"", "", ""}},
+		// The return overtakes the job's record: replica 1 keeps it (a
+		// return of a job no replica recorded is not shared) and shares it
+		// once replica 0's record of the dispatch reaches it.
 		{"early return on replica 1", func() {
-			g[1].Returned("jid2", "web1", OutcomeOK, time.Now())
-			time.Sleep(50 * time.Millisecond)
-			g[0].Started("ev-2", Reaction{"revert.sls", "revert"}, "jid2", []string{"web1"}, time.Now())
-		}, [3]string{"settling", "settling", "settling"}},
+			g[1].Returned("jid2", "web4", OutcomeOK, time.Now())
+			if !hasEarlyReturn(g[1], "jid2") {
+				t.Error("replica 1 did not keep the return of a job it does not know yet")
+			}
+			g[0].Started("ev-2", Reaction{"revert.sls", "revert"}, "jid2", []string{"web4"}, time.Now())
+		}, "web4", now, [3]string{"settling", "settling", "settling"}},
 	}
 	for _, c := range cases {
 		c.act()
 		for i := range g {
-			eventually(t, fmt.Sprintf("%s: replica %d phase %q", c.name, i, c.want[i]), func() bool { return phase(g[i]) == c.want[i] })
+			eventually(t, fmt.Sprintf("%s: replica %d phase %q", c.name, i, c.want[i]), func() bool { return phase(g[i], c.minion, c.at(o.Settle)) == c.want[i] })
 		}
 	}
 	g[0].Started("ev-3", Reaction{"revert.sls", "revert"}, "jid3", []string{"web2"}, time.Now())
@@ -152,9 +173,11 @@ func TestSharedDebounce(t *testing.T) {
 	var mu sync.Mutex
 	var fired []string
 	released := map[string]bool{}
+	// Each event goes to the next replica once the one before is in
+	// hand everywhere: its replica saw its own record come back, and the
+	// replica holding the previous event released it as replaced.
 	for i := range 6 {
 		body := fmt.Sprintf("event %d", i)
-		time.Sleep(20 * time.Millisecond)
 		g[i%3].Debounce("r0", "web1", []byte(body), 0, 500*time.Millisecond, func(abandon bool) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -165,8 +188,15 @@ func TestSharedDebounce(t *testing.T) {
 			mu.Unlock()
 			let(false)
 		})
+		eventually(t, body+"'s record back on its replica", func() bool { return debounceSeen(g[i%3], "r0", "web1") })
+		if i > 0 {
+			prev := fmt.Sprintf("event %d", i-1)
+			eventually(t, prev+" released as replaced", func() bool { mu.Lock(); defer mu.Unlock(); return released[prev] })
+		}
 	}
-	time.Sleep(time.Second)
+	// Every event is let go once: five replaced, the last fired. A second
+	// fire would let its event go too, before the count is complete.
+	eventually(t, "all 6 events let go", func() bool { mu.Lock(); defer mu.Unlock(); return len(released) == 6 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(fired) != 1 || fired[0] != "event 5" {
@@ -175,6 +205,15 @@ func TestSharedDebounce(t *testing.T) {
 	if len(released) != 6 {
 		t.Fatalf("released %v, want all 6 events", released)
 	}
+}
+
+// debounceSeen reports whether g holds an event of rule and key whose
+// record the shared state handed back.
+func debounceSeen(g *Guard, rule, key string) bool {
+	g.debounces.mu.Lock()
+	defer g.debounces.mu.Unlock()
+	st := g.debounces.states[ruleKey{rule, key}]
+	return st != nil && st.seen
 }
 
 // TestSharedExpectedEvent: an event a reaction on one replica is expected
@@ -381,7 +420,12 @@ func (g *Guard) counts() guardCounts {
 // beaconHeld reports whether the revert reaction is held back from a
 // beacon of minion now, with the jid and the phase.
 func beaconHeld(g *Guard, minion string) (jid, phase string, ok bool) {
-	h, ok := g.Held(Reaction{"revert.sls", "revert"}, ModeBeacons, EventOf("salt/beacon/"+minion+"/inotify//etc/important_file", minion, time.Now()))
+	return beaconHeldAt(g, minion, time.Now())
+}
+
+// beaconHeldAt is beaconHeld for a beacon at.
+func beaconHeldAt(g *Guard, minion string, at time.Time) (jid, phase string, ok bool) {
+	h, ok := g.Held(Reaction{"revert.sls", "revert"}, ModeBeacons, EventOf("salt/beacon/"+minion+"/inotify//etc/important_file", minion, at))
 	return h.JID, h.Phase, ok
 }
 
@@ -432,20 +476,24 @@ func TestSharedReturnOfReplacedJob(t *testing.T) {
 	r := Reaction{"revert.sls", "revert"}
 	a.Started("ev1", r, "J1", []string{"web1"}, now)
 	a.Started("ev2", r, "J2", []string{"web1"}, now.Add(time.Millisecond))
+	// A last job of another reaction, whose return b shares after the
+	// others: once a follows it, a has all b shared before.
+	a.Started("ev9", Reaction{"mark.sls", "mark"}, "J9", []string{"web9"}, now)
 	eventually(t, "b learns J2", func() bool { jid, _, ok := beaconHeld(b, "web1"); return ok && jid == "J2" })
+	eventually(t, "b learns J9", func() bool { return knowsJob(b, "J9") })
 	b.Returned("other", "web1", OutcomeFailed, now)
 	b.Returned("J1", "web1", OutcomeFailed, now)
 	b.Returned("J2", "web1", OutcomeOK, now)
-	eventually(t, "a follows both returns", func() bool {
+	b.Returned("J9", "web9", OutcomeOK, now)
+	eventually(t, "a follows J9's return", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(got) == 2
+		return len(got) > 0 && strings.HasPrefix(got[len(got)-1], "J9 ")
 	})
-	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
-	if s := fmt.Sprint(got); s != "[J1 web1 2 J2 web1 1]" {
-		t.Fatalf("a followed %s, want J1 failed and J2 ok, not the unknown job", s)
+	if s := fmt.Sprint(got); s != "[J1 web1 2 J2 web1 1 J9 web9 1]" {
+		t.Fatalf("a followed %s, want J1 failed, J2 ok and J9 ok, not the unknown job", s)
 	}
 }
 
