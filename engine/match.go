@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/reactord/reactord/config"
@@ -68,14 +69,17 @@ func (e *Engine) Match(ctx context.Context, tag string, raw []byte, opts MatchOp
 	return e.match(tag, func() (map[string]any, error) { return event.DecodeData(raw) }, opts, raw)
 }
 
-// MatchRule admits the event to the rule of that ID (config.Rule.ID)
-// alone, without its glob, `from` or `when`: an event a caller held for
-// the rule (debounce, concurrency, collect) and now lets react. It returns
-// nil, nil when the configuration has no rule of that ID (a reload
-// removed it).
+// MatchRule matches an event a caller held for one rule (debounce,
+// concurrency, collect) and now lets react against that rule alone, by ID
+// (config.Rule.ID), as the configuration has it now: its glob, `from` and
+// `when` apply again (a reload may have changed them), its gating options
+// do not (they held the event already). It returns nil, nil when the
+// configuration has no rule of that ID whose glob matches the tag (a
+// reload removed or changed it); a rule whose `from` or `when` refuses the
+// event now leaves Admitted empty, with a note.
 func (e *Engine) MatchRule(ctx context.Context, tag string, raw []byte, id string, opts MatchOptions) (*Match, error) {
 	ri := e.RuleIndex(id)
-	if ri < 0 {
+	if ri < 0 || !slices.Contains(e.table.Match(tag, nil), ri) {
 		return nil, nil
 	}
 	d, err := event.DecodeData(raw)
@@ -83,7 +87,9 @@ func (e *Engine) MatchRule(ctx context.Context, tag string, raw []byte, id strin
 		return nil, fmt.Errorf("event %q: %w", tag, err)
 	}
 	m := &Match{Result: &Result{Tag: tag, Config: e.cfg, Rules: []int{ri}}, Data: d, eng: e, log: e.eventLog(opts.EventID), raw: raw}
-	m.Admitted = []Admitted{{Index: ri, Rule: &e.cfg.Rules[ri]}}
+	if e.admits(m, ri, OriginOf(tag, d)) {
+		m.Admitted = []Admitted{{Index: ri, Rule: &e.cfg.Rules[ri]}}
+	}
 	return m, nil
 }
 

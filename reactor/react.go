@@ -44,7 +44,8 @@ func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 }
 
 // match matches the event with the current engine; an event a gate held
-// and let go is admitted to its rule alone. It returns nil when no rule
+// and let go is matched against its rule alone (engine.MatchRule: its
+// glob, from and when as they are now). It returns nil when no rule
 // reacts: none matched, a pre-filter skipped the event, its data is
 // malformed, or a reload removed the rule a held event waited for.
 func (d *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
@@ -57,10 +58,15 @@ func (d *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
 			return nil
 		}
 		if mt == nil {
-			// Let go after a reload removed (or changed) its rule: no
-			// other rule takes the held event.
+			// Let go after a reload removed its rule (or changed its
+			// glob): no other rule takes the held event.
 			m.Suppressed.WithLabelValues("rule_removed").Inc()
-			d.noisy(slog.LevelWarn, "rule_removed "+r.rule, "held event dropped: a reload removed its rule", "event_id", ev.id, "tag", ev.tag, "rule_id", r.rule)
+			d.noisy(slog.LevelWarn, "rule_removed "+r.rule, "held event dropped: a reload removed its rule, or changed its glob so that the event no longer matches", "event_id", ev.id, "tag", ev.tag, "rule_id", r.rule)
+			return nil
+		}
+		if mt.Result.Forged != "" {
+			// The rule's from: tightened by a reload refuses it now.
+			m.Suppressed.WithLabelValues("forged_event").Inc()
 		}
 		return mt
 	}

@@ -91,3 +91,55 @@ func TestReloadBetweenMatchAndGate(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldEventMeetsTheRuleAsReloaded: an event a debounce held reacts,
+// when let go, under its rule as the configuration has it then: a reload
+// that gave the rule (same id) a when that refuses the event stops it,
+// and one that changed its glob drops it, counted.
+func TestHeldEventMeetsTheRuleAsReloaded(t *testing.T) {
+	files := map[string]string{"a.sls": "a:\n  runner.test.arg:\n    - args: [a]\n"}
+	rule := func(glob, extra string) string {
+		return "reactor:\n  - '" + glob + "':\n      id: deb\n      sls: a.sls\n      debounce: 2s\n" + extra
+	}
+	for _, tc := range []struct {
+		name, after, reason string
+	}{
+		{"when refuses", rule("deb/*", "      when: 'false'\n"), ""},
+		{"glob no longer matches", rule("other/*", ""), "rule_removed"},
+		{"unchanged", rule("deb/*", ""), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				drv := &jidDriver{}
+				m := NewMetrics(prometheus.NewRegistry())
+				d, err := New(engineWith(t, rule("deb/*", ""), files), Options{Driver: drv, Lanes: 1, Block: true, Metrics: m, Guard: guard.New(guard.Options{Disabled: true})})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				d.Start(ctx)
+				d.Submit(ctx, Delivery{Body: []byte(`{"tag": "deb/x", "data": {"id": "web1"}}`)})
+				synctest.Wait()
+				if err := d.Reload(engineWith(t, tc.after, files)); err != nil {
+					t.Fatal(err)
+				}
+				pass(3 * time.Second)
+				want := "[]"
+				if tc.name == "unchanged" {
+					want = "[deb/x a]"
+				}
+				if got := fmt.Sprint(drv.snapshot()); got != want {
+					t.Errorf("dispatched %s, want %s", got, want)
+				}
+				if tc.reason != "" {
+					if n := testutil.ToFloat64(m.Suppressed.WithLabelValues(tc.reason)); n != 1 {
+						t.Errorf("reactord_suppressed_total{reason=%q} = %v, want 1", tc.reason, n)
+					}
+				}
+				if err := d.Stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
