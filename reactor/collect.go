@@ -148,15 +148,7 @@ func (d *Reactor) collect(ctx context.Context, ev *inflight, a engine.Admitted) 
 		}
 		hold.let(abandon)
 	}
-	added := d.collects.add(r.ID, key, opts, holding(ev, r.ID), let, func(g *collection) {
-		if g.left > 0 {
-			d.opts.Log.Warn("collection ended with events left out past its max", "rule", r.Glob, "key", key, "max", opts.Max, "left_out", g.left)
-		}
-		last := g.last
-		last.collected = g.events()
-		d.opts.Log.Info("collection ended: the rule reacts once for its events", "rule", r.Glob, "key", key, "events", len(g.bodies))
-		d.resubmit(ctx, last, g.let) // a refused one is settled: g.let(true)
-	})
+	added := d.collects.add(r.ID, key, opts, holding(ev, r.ID), let, func(g *collection) { d.tasks.run(func() { d.collected(ctx, r, key, g) }) })
 	if !added {
 		hold.let(false)
 		d.opts.Metrics.Suppressed.WithLabelValues("collect_full").Inc()
@@ -164,4 +156,16 @@ func (d *Reactor) collect(ctx context.Context, ev *inflight, a engine.Admitted) 
 		return fmt.Sprintf("collect: the collection for key %q is full (max %d); left out", key, opts.Max), false
 	}
 	return fmt.Sprintf("collect: gathered for key %q; the rule reacts once when the collection ends (within %s)", key, opts.Within), false
+}
+
+// collected ends collection g of rule r and key: the rule reacts once,
+// for its last event, with all of them as events.
+func (d *Reactor) collected(ctx context.Context, r *config.Rule, key string, g *collection) {
+	if g.left > 0 {
+		d.opts.Log.Warn("collection ended with events left out past its max", "rule", r.Glob, "key", key, "max", r.Options.Collect.Max, "left_out", g.left)
+	}
+	last := g.last
+	last.collected = g.events()
+	d.opts.Log.Info("collection ended: the rule reacts once for its events", "rule", r.Glob, "key", key, "events", len(g.bodies))
+	d.resubmit(ctx, last, g.let) // a refused one is settled: g.let(true)
 }

@@ -19,6 +19,8 @@ type limits struct {
 	jobs    map[string][]*limitJob // by jid: reactions merged into one job share it
 	timeout time.Duration
 	early   *earlyReturns
+	// spawn runs a released event's resubmission (tasks.spawn).
+	spawn func(func())
 }
 
 type ruleKey struct{ rule, key string }
@@ -55,8 +57,8 @@ type limitJob struct {
 	deadline time.Time
 }
 
-func newLimits(timeout time.Duration, early *earlyReturns) *limits {
-	return &limits{keys: map[ruleKey]*limitKey{}, slots: map[slotID]*slot{}, jobs: map[string][]*limitJob{}, timeout: timeout, early: early}
+func newLimits(timeout time.Duration, early *earlyReturns, spawn func(func())) *limits {
+	return &limits{keys: map[ruleKey]*limitKey{}, slots: map[slotID]*slot{}, jobs: map[string][]*limitJob{}, timeout: timeout, early: early, spawn: spawn}
 }
 
 // acquire gives the event a slot of rule and key when fewer than max are
@@ -113,7 +115,7 @@ func (l *limits) started(event, rule, jid string, targets []string, now time.Tim
 		l.jobs[jid] = append(l.jobs[jid], j)
 	}
 	l.mu.Unlock()
-	release(next)
+	l.release(next)
 }
 
 // hold keeps the event's slot in rule taken while something outside its
@@ -130,7 +132,7 @@ func (l *limits) unhold(event, rule string) {
 	l.mu.Lock()
 	next := l.jobDone(slotID{event, rule})
 	l.mu.Unlock()
-	release(next)
+	l.release(next)
 }
 
 // returned records a minion's return of jid.
@@ -147,7 +149,7 @@ func (l *limits) returned(jid, minion string) {
 		return true
 	})
 	l.mu.Unlock()
-	release(next)
+	l.release(next)
 }
 
 // ended records that the event's handling ended: slots with no job in
@@ -165,7 +167,7 @@ func (l *limits) ended(event string, rules []string) {
 		}
 	}
 	l.mu.Unlock()
-	release(next)
+	l.release(next)
 }
 
 // expire ends the jobs past their deadline (targets that never returned).
@@ -182,7 +184,7 @@ func (l *limits) expire(now time.Time) {
 		})
 	}
 	l.mu.Unlock()
-	release(next)
+	l.release(next)
 }
 
 // jobDone counts a job of the slot done, freeing the slot when it was the
@@ -241,10 +243,10 @@ func (l *limits) stop() int {
 }
 
 // release hands the freed slots to their queued events, each from a
-// goroutine of its own: resubmitting may block on a full lane, and the
-// caller may be that lane.
-func release(qs []*queued) {
+// goroutine of its own (spawn: the reactor's tasks): resubmitting may
+// block on a full lane, and the caller may be that lane.
+func (l *limits) release(qs []*queued) {
 	for _, q := range qs {
-		go q.release()
+		l.spawn(q.release)
 	}
 }

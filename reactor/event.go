@@ -70,7 +70,9 @@ func (d *Reactor) handle(ctx context.Context, dl Delivery) {
 		ev.id = d.ids.next()
 	}
 	defer d.finish(ctx, ev)
-	d.opts.Metrics.Events.Inc()
+	if ev.resume == nil {
+		d.opts.Metrics.Events.Inc() // a held event let go was counted when it came
+	}
 	if !d.decode(ev) || !d.firstCopy(ctx, ev) || !d.archive(ev) || !d.checkHops(ctx, ev) {
 		return
 	}

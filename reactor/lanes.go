@@ -13,7 +13,8 @@ import (
 )
 
 // Start runs one goroutine per lane until Stop, and a ticker (tick);
-// Stop waits for all of them.
+// Stop waits for all of them, and for the tasks beside them (held events
+// let go, retries).
 func (d *Reactor) Start(ctx context.Context) {
 	d.opts.Guard.FollowReturns(func(jid, minion string, o guard.Outcome, at time.Time) {
 		if d.jobOpts.Load() {
@@ -136,13 +137,20 @@ func (d *Reactor) Stop(ctx context.Context) error {
 	}
 	d.opts.Guard.StopTimers()
 	d.limits.stop()
-	if n := d.collects.stop(); n > 0 {
+	collected := d.collects.stop()
+	retrying := d.retries.stop()
+	if terr := d.tasks.close(ctx); terr != nil && err == nil {
+		err = terr
+	}
+	// The counts below are complete: every task that could add to them
+	// is done.
+	if n := collected; n > 0 {
 		d.opts.Log.Info("stopping: events gathered by a rule's collect option left unacknowledged; JetStream redelivers them", "events", n)
 	}
 	if n := d.collectLost.Swap(0); n > 0 {
 		d.opts.Log.Warn("stopping: events gathered by a rule's collect option dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
 	}
-	if n := d.retries.stop(); n > 0 {
+	if n := retrying; n > 0 {
 		d.opts.Log.Info("stopping: reactions waiting for a retry or for their job's returns left their events unacknowledged (core NATS mode drops them); JetStream redelivers them", "reactions", n)
 	}
 	if n := d.queuedReturned.Swap(0); n > 0 {
@@ -188,7 +196,13 @@ func (d *Reactor) handleIn(ctx context.Context, lane int, dl Delivery) {
 		case d.suspect <- struct{}{}:
 			defer func() { <-d.suspect }()
 		case <-ctx.Done():
+			// Stopping: left for redelivery, as handle leaves an
+			// event it is cancelled in.
+			d.opts.Metrics.Events.Inc()
 			dl.settle(Retry)
+			if d.opts.OnDone != nil {
+				d.opts.OnDone(dl)
+			}
 			return
 		}
 	}

@@ -141,6 +141,10 @@ type Reactor struct {
 	// collects applies the rules' collect option.
 	collects *collects
 
+	// tasks are the goroutines beside the lanes: held events let go,
+	// retries; Stop waits for them.
+	tasks tasks
+
 	// hookMatched, set by tests, runs between an event's match and its
 	// gates (a reload there must not change the rules the gates apply).
 	hookMatched func()
@@ -193,7 +197,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}), suspect: make(chan struct{}, 1),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
 		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), early: &earlyReturns{}}
-	d.limits = newLimits(opts.Guard.JobTimeout(), d.early)
+	d.limits = newLimits(opts.Guard.JobTimeout(), d.early, d.tasks.spawn)
 	d.retries = newRetries(d, opts.Guard.JobTimeout(), d.early)
 	d.collects = newCollects()
 	d.eng.Store(eng)

@@ -225,13 +225,15 @@ func (r *retries) schedule(ctx context.Context, j *retryJob, wait time.Duration)
 	// The retry keeps the reaction's concurrency place until it is done.
 	r.d.limits.hold(j.ev.id, j.rule.reaction.Rule)
 	r.timers[j] = time.AfterFunc(wait, func() {
-		r.mu.Lock()
-		_, pending := r.timers[j]
-		delete(r.timers, j)
-		r.mu.Unlock()
-		if pending {
-			r.again(ctx, j)
-		}
+		r.d.tasks.run(func() {
+			r.mu.Lock()
+			_, pending := r.timers[j]
+			delete(r.timers, j)
+			r.mu.Unlock()
+			if pending {
+				r.again(ctx, j)
+			}
+		})
 	})
 	r.mu.Unlock()
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/reactord/reactord/actions"
 )
 
 func jobRetOK(jid, id string, ok bool) []byte {
@@ -144,4 +146,55 @@ func TestReturnFailed(t *testing.T) {
 			t.Errorf("returnFailed(%s) = %v, want %v", c.data, got, c.want)
 		}
 	}
+}
+
+// blockingDriver records calls and holds each one after the first until
+// release is closed.
+type blockingDriver struct {
+	recDriver
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingDriver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+	if b.calls.Add(1) > 1 {
+		close(b.entered)
+		<-b.release
+	}
+	return b.recDriver.Do(ctx, a)
+}
+
+// TestStopWaitsForARetryUnderWay: a retry whose timer fired is running
+// its job when the reactor stops; Stop returns only once it is done, so
+// that the daemon does not close the driver or the store under it.
+func TestStopWaitsForARetryUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := engineWith(t, "reactor:\n  - 'myco/deploy':\n      sls: d.sls\n      retry: {attempts: 2, backoff: 10s, on: [failed]}\n",
+			map[string]string{"d.sls": "#!yaml\ndeploy:\n  local.state.apply:\n    - tgt: web1\n"})
+		drv := &blockingDriver{entered: make(chan struct{}), release: make(chan struct{})}
+		d, _ := optionsReactor(t, eng, drv, 1)
+		ctx := context.Background()
+		d.Submit(ctx, Delivery{Body: []byte(`{"tag": "myco/deploy", "data": {}}`), Redelivers: true})
+		synctest.Wait()
+		d.Submit(ctx, Delivery{Body: jobRetOK("20260000000000000001", "web1", false), Redelivers: true})
+		pass(11 * time.Second)
+		<-drv.entered // the retry is in the driver
+		var stopped atomic.Bool
+		go func() {
+			if err := d.Stop(ctx); err != nil {
+				t.Error(err)
+			}
+			stopped.Store(true)
+		}()
+		synctest.Wait()
+		if stopped.Load() {
+			t.Fatal("Stop returned while a retry was in the driver")
+		}
+		close(drv.release)
+		synctest.Wait()
+		if !stopped.Load() {
+			t.Fatal("Stop did not return once the retry was done")
+		}
+	})
 }
