@@ -9,7 +9,6 @@ import (
 	"github.com/reactord/reactord/actions/masterdriver"
 	"github.com/reactord/reactord/actions/natsdriver"
 	"github.com/reactord/reactord/actions/saltapi"
-	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
@@ -80,7 +79,6 @@ func Defaults() Options {
 		SharedState:   true,
 		LogLevel:      DefaultLogLevel,
 		LogFormat:     DefaultLogFormat,
-		Renderer:      config.RendererAuto,
 		Drivers:       DefaultDriverOptions(),
 	}
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
 	"os"
@@ -211,5 +212,27 @@ reactor:
 		if src[k] != wantSrc {
 			t.Errorf("--%s came from %s, want %s", k, src[k], wantSrc)
 		}
+	}
+}
+
+// TestSectionRendererWithoutFlag: with no --renderer (the default, auto),
+// the reactord: section's renderer is the one used, also when the caller
+// gives New a path it did not merge: a section's gotmpl refuses a Jinja
+// file that Salt's way (auto) would load.
+func TestSectionRendererWithoutFlag(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "reactor.conf")
+	for p, s := range map[string]string{
+		conf:                        "reactord:\n  renderer: gotmpl\nreactor:\n  - 'myco/*': " + filepath.Join(dir, "j.sls") + "\n",
+		filepath.Join(dir, "j.sls"): "r:\n  local.test.ping:\n    - tgt: {{ data['id'] }}\n",
+	} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := testOptions(t)
+	o.Config = conf
+	if _, err := New(context.Background(), o); !errors.Is(err, ErrConfig) {
+		t.Fatalf("New: %v, want the Jinja file refused as a Go template (the section's renderer)", err)
 	}
 }

@@ -125,7 +125,7 @@ func RendererUsage() string {
 		}
 	}
 	return autoHelp("how reaction files without a shebang (or with Salt's #!jinja|yaml) are read: "+orList(parts, "or")+
-		"; #!gotmpl|yaml and #!yaml always win", rendererHelp[config.RendererAuto])
+		"; #!gotmpl|yaml and #!yaml always win", "the reactord: section's renderer; without one, "+rendererHelp[config.RendererAuto])
 }
 
 // orList joins words as "a, b or c".

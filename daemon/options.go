@@ -193,11 +193,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 // RendererFlags registers --renderer and the older --jinja on a command
 // that loads reaction files.
 func RendererFlags(fs *flag.FlagSet, mode *RendererMode, jinja *bool) {
-	usage := RendererUsage()
-	if *mode == "" {
-		usage += " (empty: the reactord: section's renderer)"
-	}
-	fs.Var(rendererFlag{mode}, "renderer", usage)
+	fs.Var(rendererFlag{mode}, "renderer", RendererUsage())
 	fs.BoolVar(jinja, "jinja", *jinja, "the same as --renderer "+config.RendererJinja)
 }
 
@@ -206,8 +202,11 @@ func RendererFlags(fs *flag.FlagSet, mode *RendererMode, jinja *bool) {
 type rendererFlag struct{ m *RendererMode }
 
 func (r rendererFlag) String() string {
-	if r.m == nil {
+	switch {
+	case r.m == nil:
 		return ""
+	case *r.m == "":
+		return Auto
 	}
 	return r.m.String()
 }
@@ -221,9 +220,13 @@ type RendererMode string
 func (m *RendererMode) String() string { return string(*m) }
 
 // Set accepts one of config.Renderers.
+// Auto is "": the reactord: section's renderer, else Salt's way.
 func (m *RendererMode) Set(s string) error {
 	if !slices.Contains(config.Renderers, s) {
 		return fmt.Errorf("want one of %s", strings.Join(config.Renderers, ", "))
+	}
+	if s == config.RendererAuto {
+		s = ""
 	}
 	*m = RendererMode(s)
 	return nil
