@@ -7,6 +7,7 @@ import (
 
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/reactor"
+	"github.com/reactord/reactord/store/sqlstore"
 )
 
 // The help texts that name the members of a list are made from the list,
@@ -81,12 +82,9 @@ func driversOf(names []string) string {
 	return orList(names, "and") + " drivers"
 }
 
-// StoreSchemes are the audit store URLs store.Open takes, as the help
-// shows them.
-var StoreSchemes = []string{"sqlite:///path.db", "mysql://...", "postgres://..."}
-
-// StoreUsage lists the audit store's URL forms.
-func StoreUsage() string { return strings.Join(StoreSchemes, ", ") }
+// StoreUsage lists the audit store's URL forms, from the databases
+// sqlstore.Open takes.
+func StoreUsage() string { return strings.Join(sqlstore.URLForms(), ", ") }
 
 // LogFormats are the log line formats --log-format takes, with what each
 // writes.

@@ -5,13 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/reactord/reactord/store"
 	"io/fs"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/reactord/reactord/store"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -40,26 +42,44 @@ var ErrBadURL = errors.New("bad store URL")
 func Open(ctx context.Context, url string) (store.Store, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
-		return nil, fmt.Errorf("store: %q is not a URL (want sqlite://, mysql:// or postgres://): %w", redact.URL(url), ErrBadURL)
+		return nil, fmt.Errorf("store: %q is not a URL (want %s): %w", redact.URL(url), strings.Join(URLForms(), ", "), ErrBadURL)
 	}
-	var (
-		s   *sqlStore
-		err error
-	)
-	switch strings.ToLower(scheme) {
-	case "sqlite", "sqlite3":
-		s, err = openSQLite(ctx, rest)
-	case "mysql", "mariadb":
-		s, err = openMySQL(ctx, rest)
-	case "postgres", "postgresql":
-		s, err = openPostgres(ctx, "postgres://"+rest)
-	default:
-		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want sqlite, mysql or postgres): %w", scheme, redact.URL(url), ErrBadURL)
+	i := slices.IndexFunc(backends, func(b backend) bool { return slices.Contains(b.schemes, strings.ToLower(scheme)) })
+	if i < 0 {
+		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want %s): %w", scheme, redact.URL(url), strings.Join(URLForms(), ", "), ErrBadURL)
 	}
+	s, err := backends[i].open(ctx, rest)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", redact.URL(url), err)
 	}
 	return s, nil
+}
+
+// backend is one database Open takes: its URL schemes, the form its help
+// shows, and how it opens the rest of the URL.
+type backend struct {
+	schemes []string
+	form    string
+	open    func(ctx context.Context, rest string) (*sqlStore, error)
+}
+
+// backends are the databases Open takes, in the order help lists them.
+var backends = []backend{
+	{[]string{"sqlite", "sqlite3"}, "sqlite:///path.db", openSQLite},
+	{[]string{"mysql", "mariadb"}, "mysql://...", openMySQL},
+	{[]string{"postgres", "postgresql"}, "postgres://...", func(ctx context.Context, rest string) (*sqlStore, error) {
+		return openPostgres(ctx, "postgres://"+rest)
+	}},
+}
+
+// URLForms are the URL forms Open takes, one per database, as help shows
+// them.
+func URLForms() []string {
+	out := make([]string, len(backends))
+	for i, b := range backends {
+		out[i] = b.form
+	}
+	return out
 }
 
 // sqliteSchema is Salt's MySQL schema with TEXT columns, and reactord's
