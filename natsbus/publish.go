@@ -192,7 +192,11 @@ func (c *Conn) deliverInboxSub() (string, error) {
 
 // noResponderBuffer is how many "no responders" answers the inbox's
 // channel holds: each PublishDelivered takes those waiting after its
-// flush, so it holds about one per publish under way.
+// flush, so it holds about one per publish under way. Past it (more
+// publishes under way at once than that), the client drops an answer as a
+// slow consumer (logged and counted in reactord_dropped_total
+// {reason="slow_consumer"}), and the publish it answered is taken for
+// delivered.
 const noResponderBuffer = 4096
 
 // noResponder reports whether the server answered "no responders" to the
