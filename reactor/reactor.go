@@ -10,9 +10,10 @@
 //
 // One stage per file: lanes.go (Submit, the lanes, Stop), event.go (the
 // gates on the event), react.go (match and render), gates.go (the rule
-// options that hold events), dispatch.go, and a file per rule option's
-// state (concurrency.go, collect.go, retry.go). locks.md gives the lock
-// order.
+// options that hold events, and the one way a held event comes back),
+// dispatch.go, a file per rule option's state (concurrency.go,
+// collect.go, retry.go), and tasks.go (the goroutines beside the lanes,
+// which Stop waits for). locks.md gives the lock order.
 package reactor
 
 import (
