@@ -148,7 +148,7 @@ func (d *Reactor) collect(ctx context.Context, ev *inflight, a engine.Admitted) 
 		}
 		hold.let(abandon)
 	}
-	added := d.collects.add(r.ID, key, opts, holding(ev, r.ID), let, func(g *collection) { d.tasks.run(func() { d.collected(ctx, r, key, g) }) })
+	added := d.collects.add(r.ID, key, opts, holding(ev, r.ID), let, func(g *collection) { d.runTask(func() { d.collected(ctx, r, key, g) }) })
 	if !added {
 		hold.let(false)
 		d.opts.Metrics.Suppressed.WithLabelValues("collect_full").Inc()

@@ -19,7 +19,7 @@ type limits struct {
 	jobs    map[string][]*limitJob // by jid: reactions merged into one job share it
 	timeout time.Duration
 	early   *earlyReturns
-	// spawn runs a released event's resubmission (tasks.spawn).
+	// spawn runs a released event's resubmission (Reactor.spawnTask).
 	spawn func(func())
 }
 

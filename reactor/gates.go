@@ -124,7 +124,7 @@ func (d *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted)
 	h := holding(ev, r.ID)
 	let := d.letter(ev, &d.debounceReturned, &d.debounceLost)
 	d.opts.Guard.Debounce(r.ID, a.Key, ev.dl.Body, ev.dl.Hop, quiet, let, func(_ []byte, _ int, let func(bool)) {
-		d.tasks.run(func() { d.resubmit(ctx, h, let) })
+		d.runTask(func() { d.resubmit(ctx, h, let) })
 	})
 	d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
 	d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "quiet", quiet.String())

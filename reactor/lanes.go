@@ -139,8 +139,8 @@ func (d *Reactor) Stop(ctx context.Context) error {
 	d.limits.stop()
 	collected := d.collects.stop()
 	retrying := d.retries.stop()
-	if terr := d.tasks.close(ctx); terr != nil && err == nil {
-		err = terr
+	if terr := d.tasks.Close(ctx); terr != nil && err == nil {
+		err = fmt.Errorf("stopping: tasks of held events and retries still running: %w", terr)
 	}
 	// The counts below are complete: every task that could add to them
 	// is done.

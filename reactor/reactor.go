@@ -31,6 +31,7 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/ratelog"
+	"github.com/reactord/reactord/internal/tasks"
 	"github.com/reactord/reactord/store"
 )
 
@@ -143,8 +144,8 @@ type Reactor struct {
 	collects *collects
 
 	// tasks are the goroutines beside the lanes: held events let go,
-	// retries; Stop waits for them.
-	tasks tasks
+	// retries; Stop waits for them (tasks.go).
+	tasks tasks.Set
 
 	// hookMatched, set by tests, runs between an event's match and its
 	// gates (a reload there must not change the rules the gates apply).
@@ -198,7 +199,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}), suspect: make(chan struct{}, 1),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
 		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), early: &earlyReturns{}}
-	d.limits = newLimits(opts.Guard.JobTimeout(), d.early, d.tasks.spawn)
+	d.limits = newLimits(opts.Guard.JobTimeout(), d.early, d.spawnTask)
 	d.retries = newRetries(d, opts.Guard.JobTimeout(), d.early)
 	d.collects = newCollects()
 	d.eng.Store(eng)

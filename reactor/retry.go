@@ -225,7 +225,7 @@ func (r *retries) schedule(ctx context.Context, j *retryJob, wait time.Duration)
 	// The retry keeps the reaction's concurrency place until it is done.
 	r.d.limits.hold(j.ev.id, j.rule.reaction.Rule)
 	r.timers[j] = time.AfterFunc(wait, func() {
-		r.d.tasks.run(func() {
+		r.d.runTask(func() {
 			r.mu.Lock()
 			_, pending := r.timers[j]
 			delete(r.timers, j)

@@ -62,7 +62,7 @@ func (p *Partitioned) balance() {
 			if r := p.owned[u.i]; r != nil && !u.plain {
 				p.release = r
 				why := fmt.Sprintf("balancing: %d partitions to share, %d each at most", len(pref), share)
-				p.tasks.goFn(func() { p.handOver(r, why) }) // manage runs: not released yet
+				p.tasks.Go(func() { p.handOver(r, why) }) // manage runs: not released yet
 				break
 			}
 		}
@@ -117,7 +117,7 @@ func (p *Partitioned) balance() {
 			p.writeFree(u)
 			return
 		}
-		p.tasks.goFn(func() { r.start("acquired") }) // manage runs: not released yet
+		p.tasks.Go(func() { r.start("acquired") }) // manage runs: not released yet
 	}
 }
 

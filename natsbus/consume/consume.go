@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/reactord/reactord/internal/retry"
+	"github.com/reactord/reactord/internal/tasks"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -69,7 +70,7 @@ type Consumer struct {
 	// for.
 	end       chan struct{}
 	closeOnce sync.Once
-	tasks     tasks
+	tasks     tasks.Set
 }
 
 // Consume creates the stream and the shared durable consumer when absent and
@@ -87,10 +88,10 @@ func New(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, handler 
 		return nil, err
 	}
 	k.healthy.Store(true)
-	k.tasks.goFn(k.supervise)
-	k.tasks.goFn(k.deliver)
+	k.tasks.Go(k.supervise)
+	k.tasks.Go(k.deliver)
 	if o.Progress {
-		k.tasks.goFn(k.progress)
+		k.tasks.Go(k.progress)
 	}
 	return k, nil
 }
@@ -281,7 +282,7 @@ func (k *Consumer) Stop() {
 		cc, closed := k.cc, k.ccClosed
 		k.mu.Unlock()
 		if cc != nil {
-			k.tasks.stopConsuming(cc, closed)
+			stopConsuming(&k.tasks, cc, closed)
 		}
 		k.heldMu.Lock()
 		k.stopped = true
@@ -303,7 +304,7 @@ func (k *Consumer) Close() {
 	k.Stop()
 	k.closeOnce.Do(func() {
 		close(k.end)
-		k.tasks.closeAndWait()
+		_ = k.tasks.Close(context.Background()) // no deadline: waits for every one
 	})
 }
 
@@ -319,18 +320,18 @@ func (k *Consumer) start(ctx context.Context) error {
 	}
 	k.warnPartitionConsumers(ctx)
 	receive := func(m jetstream.Msg) {
-		if !k.tasks.enter() {
+		if !k.tasks.Enter() {
 			_ = m.Nak() // closed: another replica takes it at once
 			return
 		}
-		defer k.tasks.leave()
+		defer k.tasks.Leave()
 		k.receive(m)
 	}
 	cc, err := cons.Consume(receive, jetstream.PullMaxMessages(min(o.MaxAckPending, 1024)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if !k.tasks.enter() {
+		if !k.tasks.Enter() {
 			return
 		}
-		defer k.tasks.leave()
+		defer k.tasks.Leave()
 		if lost(err) {
 			select {
 			case k.kick <- struct{}{}:
@@ -347,7 +348,7 @@ func (k *Consumer) start(ctx context.Context) error {
 	k.cc, k.ccClosed = cc, closed
 	k.mu.Unlock()
 	if old != nil {
-		k.tasks.stopConsuming(old, oldClosed)
+		stopConsuming(&k.tasks, old, oldClosed)
 	}
 	return nil
 }

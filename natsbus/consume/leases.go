@@ -231,7 +231,7 @@ func (p *Partitioned) lose(r *partRun, why string) {
 	r.lost.Store(true)
 	r.halt()
 	// Acknowledge what was handled; the rest goes to the next owner.
-	if !p.tasks.goFn(func() { r.settle(0) }) {
+	if !p.tasks.Go(func() { r.settle(0) }) {
 		r.settle(0)
 	}
 	p.log.Error("partition lost: stopped consuming it; its events not acknowledged go to the replica that takes it over",

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/reactord/reactord/internal/tasks"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/kv"
 )
@@ -169,7 +170,7 @@ type Partitioned struct {
 	// tasks counts the goroutines started here (manage, each partition's
 	// start and acknowledgements, hand-overs, resyncs, settles) and the
 	// client's callbacks under way: Release waits for them all.
-	tasks tasks
+	tasks tasks.Set
 
 	resyncs, ignored, received atomic.Int64
 }
@@ -231,7 +232,7 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 	p.heartbeat()
 	p.log.Info("partitioned consumption: events of one minion are handled in order by one replica at a time",
 		"partitions", o.Partitions, "replica", o.Replica, "lease_ttl", o.LeaseTTL.String(), "bucket", o.Bucket)
-	p.tasks.goFn(p.manage)
+	p.tasks.Go(p.manage)
 	return p, nil
 }
 
@@ -407,7 +408,7 @@ func (p *Partitioned) Release(ctx context.Context) {
 		_ = p.c.Flush(ctx)
 		p.cancel()
 		<-p.watched
-		p.tasks.closeAndWait()
+		_ = p.tasks.Close(context.Background()) // no deadline: waits for every one
 		if len(runs) > 0 {
 			p.log.Info("partitions handed over at stop", "partitions", len(runs), "replica", p.o.Replica)
 		}

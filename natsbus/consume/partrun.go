@@ -60,7 +60,7 @@ func (r *partRun) overdue() bool { return time.Since(r.renewedAt()) >= r.p.o.Lea
 // until the partition is halted.
 func (r *partRun) start(change string) {
 	p := r.p
-	if !p.tasks.goFn(r.acks) {
+	if !p.tasks.Go(r.acks) {
 		return // released
 	}
 	if !r.sessionRetrying("partition: starting its consumption failed; retrying") || r.isHalted() {
@@ -178,18 +178,18 @@ func (r *partRun) session0() error {
 func (r *partRun) consume(cons jetstream.Consumer) error {
 	p := r.p
 	receive := func(m jetstream.Msg) {
-		if !p.tasks.enter() {
+		if !p.tasks.Enter() {
 			return // released: left pending for the next owner
 		}
-		defer p.tasks.leave()
+		defer p.tasks.Leave()
 		r.receive(m)
 	}
 	cc, err := cons.Consume(receive, jetstream.PullPriorityGroup(PartitionGroup), jetstream.PullMaxMessages(min(p.o.MaxAckPending, 1024)),
 		jetstream.PullExpiry(p.o.LeaseTTL/2), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !p.tasks.enter() {
+			if !p.tasks.Enter() {
 				return
 			}
-			defer p.tasks.leave()
+			defer p.tasks.Leave()
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 				r.resync("the consumer is gone: " + err.Error())
 			}
@@ -205,7 +205,7 @@ func (r *partRun) consume(cons jetstream.Consumer) error {
 	}
 	r.mu.Unlock()
 	if halted {
-		p.tasks.stopConsuming(cc, closed)
+		stopConsuming(&p.tasks, cc, closed)
 	}
 	return nil
 }
@@ -221,6 +221,6 @@ func (r *partRun) halt() {
 	cc, closed := r.cc, r.ccClosed
 	r.mu.Unlock()
 	if cc != nil {
-		r.p.tasks.stopConsuming(cc, closed)
+		stopConsuming(&r.p.tasks, cc, closed)
 	}
 }

@@ -111,7 +111,7 @@ func (r *partRun) resync(why string) {
 	p.changed("resync", r.i)
 	again := func() {
 		if cc != nil {
-			p.tasks.stopConsuming(cc, closed)
+			stopConsuming(&p.tasks, cc, closed)
 		}
 		r.waitSettled(p.o.AckWait)
 		r.mu.Lock()
@@ -127,7 +127,7 @@ func (r *partRun) resync(why string) {
 			p.log.Info("partition resynced: consuming it from its acknowledgement floor", "consumer", r.u.name, "from_seq", r.nextSeq())
 		}
 	}
-	if !p.tasks.goFn(again) && cc != nil {
+	if !p.tasks.Go(again) && cc != nil {
 		cc.Stop() // released meanwhile: the next owner starts at the floor
 	}
 }
