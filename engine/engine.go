@@ -200,18 +200,6 @@ func (e *Engine) RuleIndex(id string) int {
 	return -1
 }
 
-// Options adjust how one event is processed (Process*: Match then
-// Render, every admitted rule reacting).
-type Options struct {
-	// EventID, when set, is added as event_id to every line the engine
-	// logs about the event (the daemon's event ids).
-	EventID string
-	// Collected, when set, are the events a rule's collect option gathered
-	// ({"tag", "data"} maps, in order; the event processed is the last):
-	// the files render with them as events.
-	Collected []any
-}
-
 // RuleNote says why a matching rule did not react.
 type RuleNote struct {
 	Rule int
@@ -299,11 +287,6 @@ func (e *Engine) MatchTag(tag string, dst []int) []int {
 // ProcessLine handles one serialized event (a JSON envelope or a
 // `TAG<tab>JSON` line), decoding its data only when a rule matches.
 func (e *Engine) ProcessLine(ctx context.Context, line []byte) (*Result, error) {
-	return e.ProcessLineWith(ctx, line, Options{})
-}
-
-// ProcessLineWith is ProcessLine with options.
-func (e *Engine) ProcessLineWith(ctx context.Context, line []byte, opts Options) (*Result, error) {
 	e.stats.Events.Add(1)
 	var tag string
 	var raw []byte
@@ -315,7 +298,7 @@ func (e *Engine) ProcessLineWith(ctx context.Context, line []byte, opts Options)
 		var ev event.Event
 		ev, err = event.Decode(trimmed)
 		if err == nil {
-			return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil }, opts, nil)
+			return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil }, nil)
 		}
 	}
 	if err != nil {
@@ -324,15 +307,15 @@ func (e *Engine) ProcessLineWith(ctx context.Context, line []byte, opts Options)
 		e.noisy(e.log, slog.LevelWarn, "", "malformed event", "err", err)
 		return nil, err
 	}
-	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) }, opts, raw)
+	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) }, raw)
 }
 
 // ProcessEnvelope handles an event whose envelope the caller already split
 // (event.SplitEnvelope): its tag and the raw bytes of its data, decoded
 // only when a rule matches.
-func (e *Engine) ProcessEnvelope(ctx context.Context, tag string, raw []byte, opts Options) (*Result, error) {
+func (e *Engine) ProcessEnvelope(ctx context.Context, tag string, raw []byte) (*Result, error) {
 	e.stats.Events.Add(1)
-	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) }, opts, raw)
+	return e.process(ctx, tag, func() (map[string]any, error) { return event.DecodeData(raw) }, raw)
 }
 
 func trimSpace(b []byte) []byte {
@@ -348,17 +331,17 @@ func trimSpace(b []byte) []byte {
 // Process handles one decoded event.
 func (e *Engine) Process(ctx context.Context, ev event.Event) (*Result, error) {
 	e.stats.Events.Add(1)
-	return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil }, Options{}, nil)
+	return e.process(ctx, ev.Tag, func() (map[string]any, error) { return ev.Data, nil }, nil)
 }
 
 // process matches an event and renders what every admitted rule makes
 // of it.
-func (e *Engine) process(ctx context.Context, tag string, data func() (map[string]any, error), opts Options, raw []byte) (*Result, error) {
-	m, err := e.match(tag, data, MatchOptions{EventID: opts.EventID}, raw)
+func (e *Engine) process(ctx context.Context, tag string, data func() (map[string]any, error), raw []byte) (*Result, error) {
+	m, err := e.match(tag, data, MatchOptions{}, raw)
 	if err != nil {
 		return nil, err
 	}
-	return m.Render(ctx, RenderOptions{Collected: opts.Collected})
+	return m.Render(ctx, RenderOptions{})
 }
 
 // literalTargets applies a rule's literal_target option to the reactions

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/reactord/reactord/config"
-	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/reactions"
 )
 
@@ -158,15 +157,4 @@ func (r *Result) RuleOf(i int) *config.Rule {
 		return nil
 	}
 	return &r.Config.Rules[r.ChunkRules[i]]
-}
-
-// ChunkRule returns the rule whose file made chunk c of the result, nil
-// when none is known.
-func (r *Result) ChunkRule(c *event.Chunk) *config.Rule {
-	for i, x := range r.Chunks {
-		if x == c {
-			return r.RuleOf(i)
-		}
-	}
-	return nil
 }

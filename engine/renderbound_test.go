@@ -121,7 +121,7 @@ func TestRenderMemoryBounded(t *testing.T) {
 	start := time.Now()
 	grew := heapPeak(func() {
 		for i, raw := range big {
-			res, err := eng.ProcessEnvelope(ctx, "big/1", raw, Options{})
+			res, err := eng.ProcessEnvelope(ctx, "big/1", raw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func TestRenderMemoryBounded(t *testing.T) {
 				t.Errorf("event %d: small.sls: err %v, %d chunks", i, res.Files[1].Err, len(res.Chunks))
 			}
 		}
-		res, err := eng.ProcessEnvelope(ctx, "big/2", near, Options{})
+		res, err := eng.ProcessEnvelope(ctx, "big/2", near)
 		if err != nil {
 			t.Fatal(err)
 		}
