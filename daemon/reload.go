@@ -224,3 +224,15 @@ func (r *reloader) reload(why string, snap snapshot, forced bool) {
 	r.setOK(true)
 	r.log.Info("configuration reloaded", "why", why, "rules", len(cfg.Rules))
 }
+
+// reloader reloads the configuration into the pipeline.
+func (d *Daemon) reloader() *reloader {
+	return newReloader(d.opts.Config, d.cfg, d.opts.ReloadSettle, d.log, func(ncfg *config.Config) error {
+		neng, err := d.loadEngine(ncfg)
+		if err != nil {
+			return err
+		}
+		neng.SetSaltCalls(d.saltCalls)
+		return d.pipe.Reload(neng)
+	}, func(ok bool) { d.metrics.ReloadOK.Set(b2f(ok)) })
+}

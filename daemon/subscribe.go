@@ -1,0 +1,103 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/natsbus/consume"
+	"github.com/reactord/reactord/reactor"
+)
+
+// subscribe starts taking events: a partitioned or shared JetStream
+// consumer, or a core queue group.
+func (d *Daemon) subscribe(ctx context.Context) error {
+	so := natsbus.StreamOptions{AckWait: d.opts.AckWait, MaxAckPending: MaxAckPending(d.opts.Queue, d.opts.Workers), Duplicates: d.opts.DedupeWindow,
+		Replicas: d.opts.StreamReplicas, Logger: d.log}
+	var err error
+	switch {
+	case d.jetstream && d.opts.Partitions > 0:
+		var p *consume.Partitioned
+		if p, err = d.consumePartitioned(so); err == nil {
+			d.sub, d.partitioned = p, p
+			d.addHealth("partitions", func() error {
+				if err := p.Health(); err != nil {
+					return fmt.Errorf("partitions: %w", err)
+				}
+				return nil
+			})
+		}
+	case d.jetstream:
+		// An event is acknowledged once dispatched and its archive
+		// records are durable, a batch of the store's writer later: leave
+		// room for the events in the lanes, the client's pull buffer
+		// (1024) and those waiting for a write (about a batch). Progress
+		// acknowledgements keep a backlog (and debounced events) from
+		// being redelivered to another replica while this one lives.
+		so.Progress = true
+		var c *consume.Consumer
+		if c, err = consume.New(d.runCtx, d.conn, so, d.handle); err == nil {
+			d.sub = c
+			d.addHealth("JetStream consumer", func() error {
+				if !c.Healthy() {
+					return errors.New("JetStream stream or consumer missing (being recreated)")
+				}
+				return nil
+			})
+			d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_jetstream_recreated_total", Help: "Times the JetStream stream or consumer was found missing and recreated."},
+				func() float64 { return float64(c.Recreated()) }))
+		}
+	default:
+		d.sub, err = d.conn.SubscribeQueue("", "reactord", d.handle)
+	}
+	if err != nil {
+		return configErr(err)
+	}
+	d.push("consumer", func(context.Context) error { d.sub.Stop(); return nil })
+	if err := d.conn.Flush(ctx); err != nil {
+		return configErr(err)
+	}
+	return nil
+}
+
+// handle hands one message to the pipeline with the one function that
+// settles it.
+func (d *Daemon) handle(m *natsbus.Message) {
+	dl := reactor.Delivery{Body: m.Body, Received: m.Received, Sent: m.Meta.Sent, Hop: m.Meta.Hop, Seq: m.Seq, MsgID: m.Meta.MsgID}
+	if d.jetstream {
+		dl.Redelivers = true
+		dl.Settle = func(o reactor.Outcome) {
+			switch o {
+			case reactor.Ack:
+				_ = m.Ack()
+			case reactor.Retry:
+				_ = m.Nak()
+			}
+		}
+		if d.opts.Partitions > 0 {
+			dl.Owned = func() bool { return !m.Moved() }
+		}
+	}
+	d.pipe.Submit(d.runCtx, dl) // settles what it refuses
+}
+
+// consumePartitioned consumes the stream in partitions by minion (the key
+// of the daemon's lanes) and registers the ownership metrics.
+func (d *Daemon) consumePartitioned(so natsbus.StreamOptions) (*consume.Partitioned, error) {
+	changes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_partition_changes_total",
+		Help: "Changes of partition ownership in this replica: acquired, released (handed over), lost (lease not renewed), resync (reset to the acknowledgement floor), drained (a partition of a former number emptied and deleted)."}, []string{"change"})
+	for _, c := range []string{"acquired", "released", "lost", "resync", "drained"} {
+		changes.WithLabelValues(c)
+	}
+	d.reg.MustRegister(changes)
+	p, err := consume.NewPartitioned(d.runCtx, d.conn, consume.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions,
+		OnChange: func(change string, _ int) { changes.WithLabelValues(change).Inc() }}, d.handle)
+	if err != nil {
+		return nil, err
+	}
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_partitions_owned", Help: "Partitions of the event stream this replica holds (--partitions)."},
+		func() float64 { return float64(len(p.Owned())) }))
+	return p, nil
+}
