@@ -141,16 +141,11 @@ func (d *Reactor) collect(ctx context.Context, ev *inflight, a engine.Admitted) 
 	if r.Options.Key == "" {
 		key = "" // one collection for the rule
 	}
-	hold := d.holdFor(ev)
-	let := func(abandon bool) {
-		if abandon && d.stopped.Load() && !ev.dl.Redelivers {
-			d.collectLost.Add(1)
-		}
-		hold.let(abandon)
-	}
+	// Those JetStream redelivers are counted by collects.stop.
+	let := d.letter(ev, nil, &d.collectLost)
 	added := d.collects.add(r.ID, key, opts, holding(ev, r.ID), let, func(g *collection) { d.runTask(func() { d.collected(ctx, r, key, g) }) })
 	if !added {
-		hold.let(false)
+		let(false)
 		d.opts.Metrics.Suppressed.WithLabelValues("collect_full").Inc()
 		d.noisy(slog.LevelWarn, "collect\x00"+r.ID+"\x00"+key, "event left out of a full collection (collect max)", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", key, "max", opts.Max)
 		return fmt.Sprintf("collect: the collection for key %q is full (max %d); left out", key, opts.Max), false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/engine"
@@ -99,16 +100,17 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (st
 }
 
 // letter returns a function that lets go of the event's hold, counting
-// an event abandoned by a stop in returned (JetStream redelivers it) or
-// lost (core NATS).
-func (d *Reactor) letter(ev *inflight, returned, lost interface{ Add(int64) int64 }) func(abandon bool) {
+// an event abandoned by a stop in returned (JetStream redelivers it; nil:
+// not counted there) or lost (core NATS).
+func (d *Reactor) letter(ev *inflight, returned, lost *atomic.Int64) func(abandon bool) {
 	hold, js := d.holdFor(ev), ev.dl.Redelivers
 	return func(abandon bool) {
 		if abandon && d.stopped.Load() {
-			if js {
-				returned.Add(1)
-			} else {
+			switch {
+			case !js:
 				lost.Add(1)
+			case returned != nil:
+				returned.Add(1)
 			}
 		}
 		hold.let(abandon)
