@@ -1,0 +1,493 @@
+package shadow
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/event"
+)
+
+// Defaults of Options.
+const (
+	DefaultWindow     = 15 * time.Second
+	DefaultSkew       = 2 * time.Second
+	DefaultGrace      = 5 * time.Second
+	DefaultMasterUser = "root"
+	DefaultMaxPending = 100_000
+)
+
+// Options configure a Comparer.
+type Options struct {
+	// Window is how long after an event a job of Salt's reactor may start
+	// and still pair with reactord's decision for it (DefaultWindow).
+	Window time.Duration
+	// Skew is how much earlier than its event a job may be stamped and
+	// still pair (the master stamps both; DefaultSkew).
+	Skew time.Duration
+	// Grace is how long past Window a side waits on reactord's own clock
+	// for the other (bridge and queue delays; DefaultGrace).
+	Grace time.Duration
+	// Hold is the longest a rule option holds an event before it reacts
+	// (debounce, collect): a job waits that much longer for the decision.
+	Hold time.Duration
+	// MasterUser is the user the master runs as: the user of the local jobs
+	// Salt's reactor publishes (DefaultMasterUser).
+	MasterUser string
+	// MaxPending bounds each side's unpaired items; past it the oldest is
+	// decided early (DefaultMaxPending).
+	MaxPending int
+	// Adopt, when set, is called for each job paired at once with a
+	// reaction reactord would run: reactord takes the job as its own (the
+	// loop guard follows it, as it follows the jobs it starts).
+	Adopt func(d *Decision, j *Job)
+	// Verdict is called once per verdict, outside the Comparer's lock.
+	Verdict func(v Verdict)
+}
+
+// Comparer pairs reactord's decisions with Salt's jobs (see the package
+// doc for the rule). It is safe for concurrent use; Expire must be called
+// now and then (each second) to decide what waited long enough.
+type Comparer struct {
+	o Options
+
+	mu        sync.Mutex
+	decisions queue[pendingDecision]
+	jobs      queue[pendingJob]
+	notes     []Note
+}
+
+type pendingDecision struct {
+	d    *Decision
+	c    call
+	done bool
+}
+
+type pendingJob struct {
+	j    *Job
+	c    call
+	done bool
+}
+
+// queue is the unpaired items of one side, oldest first, with an index
+// by exact and by loose key; paired ones are marked done and dropped as
+// the head passes them.
+type queue[T any] struct {
+	items []*T
+	exact map[string][]*T
+	loose map[string][]*T
+}
+
+func (q *queue[T]) add(it *T, exact, loose string) {
+	if q.exact == nil {
+		q.exact, q.loose = map[string][]*T{}, map[string][]*T{}
+	}
+	q.items = append(q.items, it)
+	q.exact[exact] = append(q.exact[exact], it)
+	q.loose[loose] = append(q.loose[loose], it)
+}
+
+// drop removes it from the indexes (it stays in items, done).
+func (q *queue[T]) drop(it *T, exact, loose string) {
+	q.exact[exact] = remove(q.exact[exact], it)
+	if len(q.exact[exact]) == 0 {
+		delete(q.exact, exact)
+	}
+	q.loose[loose] = remove(q.loose[loose], it)
+	if len(q.loose[loose]) == 0 {
+		delete(q.loose, loose)
+	}
+}
+
+func remove[T any](s []*T, it *T) []*T {
+	for i, x := range s {
+		if x == it {
+			return append(s[:i], s[i+1:]...)
+		}
+	}
+	return s
+}
+
+// New returns a Comparer.
+func New(o Options) *Comparer {
+	o.Window = cmpDur(o.Window, DefaultWindow)
+	o.Skew = cmpDur(o.Skew, DefaultSkew)
+	o.Grace = cmpDur(o.Grace, DefaultGrace)
+	o.MasterUser = cmpOr(o.MasterUser, DefaultMasterUser)
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	return &Comparer{o: o}
+}
+
+func cmpDur(a, b time.Duration) time.Duration {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
+// SetHold sets Options.Hold (a reload changes the longest debounce or
+// collect).
+func (c *Comparer) SetHold(d time.Duration) {
+	c.mu.Lock()
+	c.o.Hold = d
+	c.mu.Unlock()
+}
+
+// Window returns the pairing window.
+func (c *Comparer) Window() time.Duration { return c.o.Window }
+
+// inWindow reports whether job j may pair with decision d's event: by
+// the master's stamps when both have one, else by when reactord saw them.
+func (c *Comparer) inWindow(d *Decision, j *Job) bool {
+	if !d.Stamp.IsZero() && !j.Stamp.IsZero() {
+		return !j.Stamp.Before(d.Stamp.Add(-c.o.Skew)) && !j.Stamp.After(d.Stamp.Add(c.o.Window))
+	}
+	return !j.Seen.Before(d.Seen.Add(-c.o.Window)) && !j.Seen.After(d.Seen.Add(c.o.Window))
+}
+
+// Candidate reports whether a job may be Salt's reactor's: runner and
+// wheel jobs of the user Reactor, local jobs of the master's user.
+func (c *Comparer) Candidate(j *Job) bool {
+	switch j.Kind {
+	case "runner", "wheel":
+		return j.User == "Reactor"
+	case "local":
+		return j.User == c.o.MasterUser && j.Fun != "saltutil.find_job"
+	}
+	return false
+}
+
+// Decided takes a decision of reactord's.
+func (c *Comparer) Decided(d Decision) {
+	cl, err := callOfChunk(d.Chunk)
+	if err != nil {
+		cl = call{kind: d.Chunk.Str("state"), fun: d.Chunk.Str("fun")}
+	}
+	p := &pendingDecision{d: &d, c: cl}
+	var out []Verdict
+	var adopt *pendingJob
+	c.mu.Lock()
+	for _, pj := range c.jobs.exact[cl.exact()] {
+		if c.inWindow(p.d, pj.j) {
+			adopt = pj
+			out = append(out, c.pairLocked(p, pj, true))
+			break
+		}
+	}
+	if adopt == nil {
+		c.decisions.add(p, cl.exact(), cl.loose())
+		if n := len(c.decisions.items); n > c.o.MaxPending {
+			out = c.expireLocked(time.Time{}, c.decisions.items[0].d.Seen, out)
+		}
+	}
+	c.mu.Unlock()
+	c.emit(out, p, adopt)
+}
+
+// Job takes a job Salt's master published; one that cannot be Salt's
+// reactor's (Candidate) is ignored, and reported false.
+func (c *Comparer) Job(j Job) bool {
+	if !c.Candidate(&j) {
+		return false
+	}
+	cl := callOfJob(&j)
+	p := &pendingJob{j: &j, c: cl}
+	var out []Verdict
+	var pd *pendingDecision
+	c.mu.Lock()
+	for _, x := range c.decisions.exact[cl.exact()] {
+		if c.inWindow(x.d, p.j) {
+			pd = x
+			out = append(out, c.pairLocked(x, p, true))
+			break
+		}
+	}
+	if pd == nil {
+		c.jobs.add(p, cl.exact(), cl.loose())
+		if n := len(c.jobs.items); n > c.o.MaxPending {
+			out = c.expireLocked(c.jobs.items[0].j.Seen, time.Time{}, out)
+		}
+	}
+	c.mu.Unlock()
+	if pd != nil {
+		c.emit(out, pd, p)
+	} else {
+		c.emit(out, nil, nil)
+	}
+	return true
+}
+
+// Noted takes a note of a rule that did not react.
+func (c *Comparer) Noted(n Note) {
+	c.mu.Lock()
+	c.notes = append(c.notes, n)
+	if len(c.notes) > c.o.MaxPending {
+		c.notes = c.notes[len(c.notes)-c.o.MaxPending:]
+	}
+	c.mu.Unlock()
+}
+
+// emit hands out the verdicts, and the adoption of an exact pair of a
+// reaction reactord would run.
+func (c *Comparer) emit(out []Verdict, pd *pendingDecision, pj *pendingJob) {
+	if pd != nil && pj != nil && pd.d.Held == "" && c.o.Adopt != nil {
+		c.o.Adopt(pd.d, pj.j)
+	}
+	if c.o.Verdict != nil {
+		for _, v := range out {
+			c.o.Verdict(v)
+		}
+	}
+}
+
+// pairLocked pairs a decision and a job, taking both out of their
+// queues, and returns the verdict; called with mu held.
+func (c *Comparer) pairLocked(pd *pendingDecision, pj *pendingJob, exact bool) Verdict {
+	if !pd.done {
+		pd.done = true
+		c.decisions.drop(pd, pd.c.exact(), pd.c.loose())
+	}
+	if !pj.done {
+		pj.done = true
+		c.jobs.drop(pj, pj.c.exact(), pj.c.loose())
+	}
+	d, j := pd.d, pj.j
+	v := Verdict{Decision: d, Job: j}
+	switch {
+	case d.Held != "":
+		v.Verdict = d.Held
+		v.Reason = fmt.Sprintf("%s; Salt's reactor ran it (job %s)", d.Reason, j.JID)
+	case exact:
+		v.Verdict = Agree
+	default:
+		v.Verdict = Differ
+		v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would run %s", describeJob(j), j.JID, describeChunk(pd))
+	}
+	return v
+}
+
+// Expire decides what waited long enough at now: a decision Window+Grace
+// after reactord made it, a job Window+Grace+Hold after reactord saw it.
+func (c *Comparer) Expire(now time.Time) {
+	c.mu.Lock()
+	w := c.o.Window + c.o.Grace
+	out := c.expireLocked(now.Add(-w-c.o.Hold), now.Add(-w), nil)
+	c.dropNotesLocked(now.Add(-2*w - c.o.Hold))
+	c.mu.Unlock()
+	c.emit(out, nil, nil)
+}
+
+// Flush decides everything still unpaired (a stop).
+func (c *Comparer) Flush() {
+	far := time.Now().Add(100 * 365 * 24 * time.Hour)
+	c.mu.Lock()
+	out := c.expireLocked(far, far, nil)
+	c.notes = nil
+	c.mu.Unlock()
+	c.emit(out, nil, nil)
+}
+
+// Pending returns the number of unpaired decisions and jobs.
+func (c *Comparer) Pending() (decisions, jobs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.decisions.items {
+		if !p.done {
+			decisions++
+		}
+	}
+	for _, p := range c.jobs.items {
+		if !p.done {
+			jobs++
+		}
+	}
+	return decisions, jobs
+}
+
+// expireLocked decides the jobs seen up to jobsBefore and the decisions
+// made up to decisionsBefore, oldest first; called with mu held.
+func (c *Comparer) expireLocked(jobsBefore, decisionsBefore time.Time, out []Verdict) []Verdict {
+	for {
+		pd := c.decisions.head()
+		pj := c.jobs.head()
+		dOK := pd != nil && !pd.d.Seen.After(decisionsBefore)
+		jOK := pj != nil && !pj.j.Seen.After(jobsBefore)
+		switch {
+		case dOK && (!jOK || !pj.j.Seen.Before(pd.d.Seen)):
+			out = append(out, c.expireDecision(pd))
+		case jOK:
+			out = append(out, c.expireJob(pj))
+		default:
+			return out
+		}
+	}
+}
+
+// head returns the oldest item not yet done, dropping the done ones
+// before it.
+func (q *queue[T]) head() *T {
+	for len(q.items) > 0 {
+		it := q.items[0]
+		if !isDone(it) {
+			return it
+		}
+		q.items[0] = nil
+		q.items = q.items[1:]
+	}
+	return nil
+}
+
+func isDone(it any) bool {
+	switch x := it.(type) {
+	case *pendingDecision:
+		return x.done
+	case *pendingJob:
+		return x.done
+	}
+	return true
+}
+
+// expireDecision decides an unpaired decision: a job of the same
+// function in its window differs; none: reactord-only, or, for one held
+// back, an agreement (neither ran it).
+func (c *Comparer) expireDecision(pd *pendingDecision) Verdict {
+	for _, pj := range c.jobs.loose[pd.c.loose()] {
+		if c.inWindow(pd.d, pj.j) {
+			return c.pairLocked(pd, pj, false)
+		}
+	}
+	pd.done = true
+	c.decisions.drop(pd, pd.c.exact(), pd.c.loose())
+	d := pd.d
+	if d.Held != "" {
+		return Verdict{Verdict: Agree, Decision: d, Reason: d.Reason + "; Salt's reactor did not run it either"}
+	}
+	return Verdict{Verdict: ReactordOnly, Decision: d,
+		Reason: fmt.Sprintf("reactord would run %s (rule %q, file %s): Salt's reactor started no such job within %s of the event", describeChunk(pd), d.Rule, d.File, c.o.Window)}
+}
+
+// expireJob decides an unpaired job: a decision of the same function in
+// its window differs; else a note in its window accounts for it, or
+// nothing does.
+func (c *Comparer) expireJob(pj *pendingJob) Verdict {
+	for _, pd := range c.decisions.loose[pj.c.loose()] {
+		if c.inWindow(pd.d, pj.j) {
+			return c.pairLocked(pd, pj, false)
+		}
+	}
+	pj.done = true
+	c.jobs.drop(pj, pj.c.exact(), pj.c.loose())
+	j := pj.j
+	n := c.noteFor(j)
+	v := Verdict{Job: j, Note: n}
+	why := fmt.Sprintf("no reaction of reactord's accounts for it: no rule reacted to an event in the %s before it", c.o.Window)
+	if n != nil {
+		why = fmt.Sprintf("rule %q did not react to %s (event %s): %s", n.Rule, n.Tag, n.EventID, n.Note)
+		if h := n.held(); h != "" && (n.Minion == "" || j.Kind != "local" || targets(j, n.Minion)) {
+			v.Verdict = h
+			v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s", describeJob(j), j.JID, why)
+			return v
+		}
+	}
+	if j.Kind == "local" {
+		v.Verdict = Ambiguous
+		v.Reason = fmt.Sprintf("local job %s (%s) of the master's user %q: Salt's reactor, or someone as %q, started it; %s",
+			j.JID, describeJob(j), j.User, j.User, why)
+		return v
+	}
+	v.Verdict = SaltOnly
+	v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s", describeJob(j), j.JID, why)
+	return v
+}
+
+// noteFor returns the note that best accounts for job j: in its window,
+// of an event of a minion it targets when there is one, the latest.
+func (c *Comparer) noteFor(j *Job) *Note {
+	var best *Note
+	bestMinion := false
+	for i := len(c.notes) - 1; i >= 0; i-- {
+		n := &c.notes[i]
+		d := Decision{Stamp: n.Stamp, Seen: n.Seen}
+		if !c.inWindow(&d, j) {
+			continue
+		}
+		m := n.Minion != "" && targets(j, n.Minion)
+		if best == nil || (m && !bestMinion) {
+			best, bestMinion = n, m
+		}
+		if bestMinion {
+			break
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	cp := *best
+	return &cp
+}
+
+// dropNotesLocked forgets notes seen before t.
+func (c *Comparer) dropNotesLocked(t time.Time) {
+	i := 0
+	for i < len(c.notes) && c.notes[i].Seen.Before(t) {
+		i++
+	}
+	if i > 0 {
+		c.notes = append(c.notes[:0], c.notes[i:]...)
+	}
+}
+
+// targets reports whether job j ran on, or targets, minion.
+func targets(j *Job, minion string) bool {
+	for _, m := range j.Minions {
+		if m == minion {
+			return true
+		}
+	}
+	switch t := j.Tgt.(type) {
+	case string:
+		return t == minion || strings.Contains(","+t+",", ","+minion+",")
+	case []any:
+		for _, x := range t {
+			if x == minion {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// describeJob says what a job ran: kind, function, target and arguments.
+func describeJob(j *Job) string {
+	if j.Kind == "local" {
+		return fmt.Sprintf("local %s on %s %s with %s", j.Fun, cmpOr(j.TgtType, "glob"), canonical(j.Tgt), canonical(j.Arg))
+	}
+	return fmt.Sprintf("%s %s with %s", j.Kind, j.Fun, canonical(j.Arg))
+}
+
+// describeChunk says what a decision would run, as describeJob does.
+func describeChunk(pd *pendingDecision) string {
+	ch := pd.d.Chunk
+	if pd.c.kind == "local" {
+		tgt, _ := ch.Get("tgt")
+		return fmt.Sprintf("local %s on %s %s with %s", pd.c.fun, cmpOr(ch.Str("tgt_type"), "glob"), canonical(tgt), argsOf(ch))
+	}
+	return fmt.Sprintf("%s %s with %s", pd.c.kind, pd.c.fun, argsOf(ch))
+}
+
+// argsOf is a chunk's arguments as Salt would publish them.
+func argsOf(ch *event.Chunk) string {
+	sc, err := actions.CallFor(ch)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	a := canonical(sc.Arg)
+	if sc.Kwarg != nil && sc.Kwarg.Len() > 0 {
+		a += " " + canonical(sc.Kwarg)
+	}
+	return a
+}
