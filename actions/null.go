@@ -19,3 +19,17 @@ func (Null) Do(context.Context, Action) (Result, error) { return Result{}, nil }
 func (Null) Close(context.Context) error { return nil }
 
 var _ Driver = Null{}
+
+// Shadow is the driver of shadow mode (reactord shadow): it dispatches
+// nothing, as Null, under its own name; Salt's own reactor runs the jobs.
+type Shadow struct{ Null }
+
+// Name implements Driver.
+func (Shadow) Name() string { return "shadow" }
+
+// ShowsActions reports that shadow mode's dispatches are its verdicts
+// (logged and in the ledger), not lines of their own: they are logged at
+// debug level (DispatchLevel).
+func (Shadow) ShowsActions() bool { return true }
+
+var _ Driver = Shadow{}

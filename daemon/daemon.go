@@ -148,6 +148,12 @@ func (d *Daemon) settle() error {
 	if o.Config == "" {
 		return errors.New("need -c CONF")
 	}
+	if o.Shadow && o.DryRun {
+		return errors.New("reactord shadow dispatches nothing already: drop --dry-run (--driver serves the reaction files' read-only Salt calls)")
+	}
+	if o.Shadow && o.ShadowWindow <= 0 {
+		return fmt.Errorf("--shadow-window %s: want a positive duration", o.ShadowWindow)
+	}
 	if o.DryRun && o.Driver != "" && o.Driver != "dryrun" {
 		return fmt.Errorf("--dry-run executes nothing but --driver %s executes reactions: give one of them", o.Driver)
 	}
@@ -266,6 +272,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		mode = fmt.Sprintf("jetstream, %d partitions", d.opts.Partitions)
 	}
 	d.log.Info("reactord ready", "nats", redact.URLs(d.natsURL), "mode", mode, "driver", d.drv.Name(), "rules", len(d.cfg.Rules))
+	if d.opts.Shadow {
+		d.log.Info("shadow mode: dispatching nothing; each decision is compared with the jobs Salt's own reactor starts (reactord shadow report)",
+			"window", d.opts.ShadowWindow.String(), "salt_user", d.opts.ShadowSaltUser, "salt_calls_driver", d.driver)
+	}
 	d.reloader().run(ctx, d.hup)
 	d.log.Info("stopping: draining in-flight events", "timeout", d.opts.DrainTimeout.String())
 	return d.Stop(context.WithoutCancel(ctx))

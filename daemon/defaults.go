@@ -13,6 +13,7 @@ import (
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/reactor"
+	"github.com/reactord/reactord/shadow"
 	"github.com/reactord/reactord/store"
 )
 
@@ -59,27 +60,29 @@ var CallDrivers = []string{"saltapi", "exec"}
 // auto is); New settles them.
 func Defaults() Options {
 	return Options{
-		Listen:        DefaultListen,
-		SaltCalls:     SaltCallsDefault,
-		MaxPayload:    embedded.DefaultMaxPayload,
-		Driver:        DefaultDriver,
-		Queue:         reactor.DefaultQueueSize,
-		DrainTimeout:  DefaultDrainTimeout,
-		DeadLetter:    DefaultDeadLetter,
-		ParkedSubject: DefaultParkedSubject,
-		AckWait:       natsbus.DefaultAckWait,
-		DedupeWindow:  natsbus.DefaultDuplicates,
-		ReloadSettle:  DefaultReloadSettle,
-		Settle:        guard.DefaultSettle,
-		JobTimeout:    guard.DefaultJobTimeout,
-		MaxHops:       reactor.DefaultMaxHops,
-		StoreSpool:    store.DefaultSpoolLimit,
-		KeepJobs:      DefaultKeepJobs,
-		MasterID:      store.DefaultMasterID(),
-		SharedState:   true,
-		LogLevel:      DefaultLogLevel,
-		LogFormat:     DefaultLogFormat,
-		Drivers:       DefaultDriverOptions(),
+		Listen:         DefaultListen,
+		SaltCalls:      SaltCallsDefault,
+		MaxPayload:     embedded.DefaultMaxPayload,
+		Driver:         DefaultDriver,
+		Queue:          reactor.DefaultQueueSize,
+		DrainTimeout:   DefaultDrainTimeout,
+		DeadLetter:     DefaultDeadLetter,
+		ParkedSubject:  DefaultParkedSubject,
+		AckWait:        natsbus.DefaultAckWait,
+		DedupeWindow:   natsbus.DefaultDuplicates,
+		ReloadSettle:   DefaultReloadSettle,
+		Settle:         guard.DefaultSettle,
+		JobTimeout:     guard.DefaultJobTimeout,
+		MaxHops:        reactor.DefaultMaxHops,
+		StoreSpool:     store.DefaultSpoolLimit,
+		KeepJobs:       DefaultKeepJobs,
+		MasterID:       store.DefaultMasterID(),
+		SharedState:    true,
+		LogLevel:       DefaultLogLevel,
+		LogFormat:      DefaultLogFormat,
+		Drivers:        DefaultDriverOptions(),
+		ShadowWindow:   shadow.DefaultWindow,
+		ShadowSaltUser: shadow.DefaultMasterUser,
 	}
 }
 

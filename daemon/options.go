@@ -42,6 +42,17 @@ type Options struct {
 	HTTP string
 	// DryRun is Driver "dryrun".
 	DryRun bool
+	// Shadow runs shadow mode (reactord shadow): the pipeline runs as if
+	// live and dispatches nothing; each decision is compared with the jobs
+	// Salt's own reactor starts (package shadow). The configured driver
+	// serves only the reaction files' read-only Salt calls.
+	Shadow bool
+	// ShadowWindow is how long after an event Salt's reactor's job may
+	// start and still pair with reactord's decision (shadow mode).
+	ShadowWindow time.Duration
+	// ShadowSaltUser is the user the master runs as (its user: option):
+	// the user of the local jobs Salt's reactor publishes (shadow mode).
+	ShadowSaltUser string
 	// SaltCalls is what reaction files may call while rendering
 	// (--salt-calls: read-only, off, or function globs).
 	SaltCalls string
@@ -188,6 +199,13 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, LogFormatUsage())
 	RendererFlags(fs, &o.Renderer, &o.Jinja)
 	fs.BoolVar(&o.StartBroken, "start-broken", o.StartBroken, "start (and reload) even when reaction files do not load: each event they match fails, /healthz answers 503 naming them and reactord_reaction_files_broken counts their problems (false: refuse the start, or keep the previous configuration on a reload, printing every problem)")
+}
+
+// ShadowFlags registers the settings of shadow mode (reactord shadow),
+// which `run` does not take.
+func (o *Options) ShadowFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.ShadowWindow, "shadow-window", o.ShadowWindow, "how long after an event a job of Salt's reactor may start and still pair with reactord's decision for it (the master's _stamp on both)")
+	fs.StringVar(&o.ShadowSaltUser, "salt-user", o.ShadowSaltUser, "the user the Salt master runs as (its user: option): Salt's reactor publishes local jobs as this user; runner and wheel jobs as Reactor")
 }
 
 // RendererFlags registers --renderer and the older --jinja on a command

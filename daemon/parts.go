@@ -26,6 +26,7 @@ import (
 	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/natsbus/kv"
 	"github.com/reactord/reactord/reactor"
+	"github.com/reactord/reactord/shadow"
 	"github.com/reactord/reactord/store"
 	"github.com/reactord/reactord/store/sqlstore"
 )
@@ -131,6 +132,11 @@ func (d *Daemon) openDriver(context.Context) error {
 		return drv.Close(cctx)
 	})
 	caller := drv
+	if d.opts.Shadow {
+		// Salt's reactor runs the jobs: the configured driver serves the
+		// files' read-only Salt calls alone.
+		d.drv = actions.Shadow{}
+	}
 	if d.opts.DryRun && d.opts.Drivers.APIURL != "" && d.opts.SaltCalls != "off" {
 		// --dry-run executes nothing, but the files' read-only Salt calls
 		// run for real, as explain's do.
@@ -148,7 +154,7 @@ func (d *Daemon) openDriver(context.Context) error {
 	d.saltCalls = sc
 	d.eng.SetSaltCalls(sc)
 	reactor.RegisterDriverMetrics(d.reg, drv)
-	if p, ok := drv.(actions.Prober); ok && !d.opts.DryRun {
+	if p, ok := drv.(actions.Prober); ok && !d.opts.DryRun { // shadow mode: the driver of the Salt calls
 		dp := &driverProbe{p: p, name: drv.Name(), log: d.log, every: 30 * time.Second}
 		dp.probe(d.runCtx)
 		go dp.run(d.runCtx)
@@ -472,6 +478,12 @@ func (d *Daemon) startPipeline(context.Context) error {
 		Guard: d.guard, MaxHops: d.opts.MaxHops, Archive: d.archive, Copy: d.copyOf,
 		DeadLetter: func(a actions.Action, cause error) { natsdriver.DeadLetter(d.conn, deadLetter, a, cause) },
 		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone,
+	}
+	if d.opts.Shadow {
+		ro.Shadow = &shadow.Options{Window: d.opts.ShadowWindow, MasterUser: d.opts.ShadowSaltUser}
+		if d.archive == nil {
+			d.log.Warn("shadow: the audit store is off (--store none): verdicts are counted (reactord_shadow_total) and logged, but reactord shadow report has nothing to read")
+		}
 	}
 	if d.jetstream {
 		d.openJournal(&ro)

@@ -12,6 +12,7 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/guard"
+	"github.com/reactord/reactord/shadow"
 	"github.com/reactord/reactord/store"
 )
 
@@ -57,7 +58,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	}
 	rule := ruleOf(res, i)
 	if ev.overHops && rule.reaction == ev.firedBy {
-		d.overHops(ev, sls, id, rule)
+		d.overHops(ev, c, rule)
 		return
 	}
 	// A pending retry goes on (the guard let the reaction through when it
@@ -66,7 +67,7 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 		return
 	}
 	if h, held := d.opts.Guard.Held(rule.reaction, rule.mode, ev.gev); held {
-		d.heldBack(ev, sls, rule, h)
+		d.heldBack(ev, c, rule, h)
 		return
 	}
 	r, err := d.run(ctx, ev, a)
@@ -82,12 +83,17 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 
 // overHops holds back a reaction whose own event fired it again too many
 // times in a row.
-func (d *Reactor) overHops(ev *inflight, sls, id string, rule chunkRule) {
+func (d *Reactor) overHops(ev *inflight, c *event.Chunk, rule chunkRule) {
+	sls, id := c.Str("__sls__"), c.Str("__id__")
+	detail := fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, d.opts.MaxHops)
+	if d.shadow != nil {
+		d.shadowDecided(ev, c, rule, shadow.HeldHops, detail)
+	}
 	d.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
 	d.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction held back: hop limit reached (the event is the reaction's own, fired again too many times in a row)",
 		"event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
 	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion,
-		Detail: fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, d.opts.MaxHops)})
+		Detail: detail})
 }
 
 // run executes the action through the driver, with retries of retryable
@@ -147,6 +153,9 @@ func (d *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rul
 		}
 	}
 	d.dispatched.Add(1)
+	if d.shadow != nil {
+		d.shadowDecided(ev, c, rule, "", "")
+	}
 	level := actions.DispatchLevel(drv)
 	if d.opts.Archive != nil {
 		// The ledger keeps each dispatch (reactord trace); the log gets a
@@ -162,10 +171,13 @@ func (d *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rul
 // from ev: the metric's reason and the line name the evidence. The line
 // is limited per reaction, minion and evidence, so the first of a new
 // kind always shows.
-func (d *Reactor) heldBack(ev *inflight, sls string, rule chunkRule, h guard.Hold) {
-	r := rule.reaction
+func (d *Reactor) heldBack(ev *inflight, c *event.Chunk, rule chunkRule, h guard.Hold) {
+	r, sls := rule.reaction, c.Str("__sls__")
 	d.opts.Metrics.Suppressed.WithLabelValues("loop_guard_" + h.Evidence).Inc()
 	detail := "loop guard: " + heldDetail(h)
+	if d.shadow != nil {
+		d.shadowDecided(ev, c, rule, shadow.HeldLoop, detail)
+	}
 	d.noisy(slog.LevelInfo, r.Rule+"\x00"+r.ID+"\x00"+ev.minion+"\x00"+h.Evidence, "reaction held back by the loop guard: the event is its own consequence",
 		"event_id", ev.id, "tag", ev.tag, "id", r.ID, "file", sls, "rule_id", r.Rule, "minion", ev.minion, "evidence", h.Evidence, "jid", h.JID, "phase", h.Phase, "detail", detail)
 	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: r.ID, JID: h.JID, Minion: ev.minion,

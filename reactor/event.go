@@ -51,6 +51,8 @@ type inflight struct {
 	// happened to a reaction of it), so that only the events `reactord
 	// trace` has something to say about get an id row.
 	archived, ledgered bool
+	// stamp is the event's _stamp (shadow mode, once matched).
+	stamp time.Time
 }
 
 // handle takes one event through the pipeline: decode, archive, loop
@@ -73,7 +75,11 @@ func (d *Reactor) handle(ctx context.Context, dl Delivery) {
 	if ev.resume == nil {
 		d.opts.Metrics.Events.Inc() // a held event let go was counted when it came
 	}
-	if !d.decode(ev) || !d.firstCopy(ctx, ev) || !d.archive(ev) || !d.checkHops(ctx, ev) {
+	if !d.decode(ev) || !d.firstCopy(ctx, ev) || !d.archive(ev) {
+		return
+	}
+	d.shadowJob(ev)
+	if !d.checkHops(ctx, ev) {
 		return
 	}
 	res := d.react(ctx, ev)

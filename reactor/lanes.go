@@ -142,6 +142,7 @@ func (d *Reactor) Stop(ctx context.Context) error {
 	if terr := d.tasks.Close(ctx); terr != nil && err == nil {
 		err = fmt.Errorf("stopping: tasks of held events and retries still running: %w", terr)
 	}
+	d.shadowStop()
 	// The counts below are complete: every task that could add to them
 	// is done.
 	if n := collected; n > 0 {
@@ -252,6 +253,9 @@ func (d *Reactor) tick(ctx context.Context) {
 			}
 			d.retries.expire(ctx, now)
 			d.limits.expire(now)
+			if d.shadow != nil {
+				d.shadow.Expire(now)
+			}
 			for _, x := range d.opts.Guard.TakeExpired(now) {
 				d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "rule_id", x.Rule)
 				d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,

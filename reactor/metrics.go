@@ -44,6 +44,8 @@ type Metrics struct {
 	// Reactord-Sent header, which reactord-bench's publisher sets) to the
 	// event being handled; events without the stamp are not counted.
 	SentLatency prometheus.Histogram
+	// Shadow counts shadow mode's verdicts (shadow.Verdicts), by verdict.
+	Shadow *prometheus.CounterVec
 }
 
 // SentLatencyBuckets are the upper bounds of
@@ -103,11 +105,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SentLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_sent_latency_seconds",
 			Help:    "From the publisher's send stamp (the Reactord-Sent header, set by reactord-bench's publisher) to the event being handled (reactions dispatched, or none due); events without the stamp are not counted.",
 			Buckets: SentLatencyBuckets}),
+		Shadow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_shadow_total",
+			Help: "Shadow mode (reactord shadow): decisions compared with what Salt's reactor did, by verdict (agree, differ, reactord-only, salt-only, ambiguous, and held-* for what reactord holds back on purpose: held-loop, held-hops, held-forged, held-throttle, held-debounce, held-collect)."}, []string{"verdict"}),
 	}
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
 	m.Dropped.WithLabelValues(DropSlowConsumer)
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Retries, m.Latency, m.SentLatency)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Retries, m.Latency, m.SentLatency, m.Shadow)
 	}
 	return m
 }

@@ -40,6 +40,9 @@ func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 	if d.opts.Archive != nil {
 		d.ledgerResult(ev, res.Config.Rules, res)
 	}
+	if d.shadow != nil {
+		d.shadowNotes(ev, m, res)
+	}
 	return res
 }
 

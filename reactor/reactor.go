@@ -32,6 +32,7 @@ import (
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/internal/tasks"
+	"github.com/reactord/reactord/shadow"
 	"github.com/reactord/reactord/store"
 )
 
@@ -79,6 +80,11 @@ type Options struct {
 	// Park receives a poisoned event (with the crashes it caused), to keep
 	// it where an operator can look at it; it must not fail.
 	Park func(dl Delivery, crashes int)
+	// Shadow, when set, turns shadow mode on (reactord shadow): the
+	// pipeline's decisions are compared with the jobs Salt's reactor
+	// starts (shadow.Comparer; its Adopt and Verdict are the reactor's).
+	// The driver should dispatch nothing (actions.Shadow).
+	Shadow *shadow.Options
 }
 
 // Journal remembers which events were in hand when the process died
@@ -147,6 +153,10 @@ type Reactor struct {
 	// retries; Stop waits for them (tasks.go).
 	tasks tasks.Set
 
+	// shadow compares decisions with Salt's reactor's jobs (shadow mode;
+	// nil otherwise).
+	shadow *shadow.Comparer
+
 	// hookMatched, set by tests, runs between an event's match and its
 	// gates (a reload there must not change the rules the gates apply).
 	hookMatched func()
@@ -204,6 +214,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	d.collects = newCollects()
 	d.eng.Store(eng)
 	d.jobOpts.Store(jobOptions(eng))
+	d.startShadow()
 	d.lanes = make([]chan Delivery, opts.Lanes)
 	for i := range d.lanes {
 		d.lanes[i] = make(chan Delivery, opts.QueueSize)
@@ -241,6 +252,9 @@ func (d *Reactor) Reload(eng *engine.Engine) error {
 	}
 	d.eng.Store(eng)
 	d.jobOpts.Store(jobOptions(eng))
+	if d.shadow != nil {
+		d.shadow.SetHold(longestHold(eng))
+	}
 	d.opts.Metrics.ReloadOK.Set(1)
 	return nil
 }

@@ -281,14 +281,15 @@ func (c *Comparer) Expire(now time.Time) {
 	c.emit(out, nil, nil)
 }
 
-// Flush decides everything still unpaired (a stop).
-func (c *Comparer) Flush() {
-	far := time.Now().Add(100 * 365 * 24 * time.Hour)
+// Abandon forgets everything still unpaired and returns how much (a
+// stop: deciding it now would call reactord-only what Salt's reactor may
+// still start, so none of it gets a verdict).
+func (c *Comparer) Abandon() (decisions, jobs int) {
+	decisions, jobs = c.Pending()
 	c.mu.Lock()
-	out := c.expireLocked(far, far, nil)
-	c.notes = nil
+	c.decisions, c.jobs, c.notes = queue[pendingDecision]{}, queue[pendingJob]{}, nil
 	c.mu.Unlock()
-	c.emit(out, nil, nil)
+	return decisions, jobs
 }
 
 // Pending returns the number of unpaired decisions and jobs.

@@ -117,6 +117,7 @@ const (
 	StageFailed     = "failed"     // rendering or dispatch failed
 	StageReturned   = "returned"   // a dispatched job's minion returned
 	StageTimeout    = "timeout"    // a dispatched job's minion did not return in time
+	StageShadow     = "shadow"     // shadow mode: a verdict comparing a decision with Salt's reactor (detail: shadow.Record as JSON)
 )
 
 // LedgerEntry is one step reactord took for an event, stored in

@@ -29,8 +29,16 @@ Each setting comes from its flag, else its environment variable
 the configuration's reactord: section (the flag's name with underscores),
 else its default; 'reactord check -c CONF --settings' prints the result.`
 
-// daemonFlags returns the daemon's flag set bound to opts.
-func daemonFlags(opts *daemon.Options, stderr io.Writer) *flag.FlagSet {
+// daemonFlags returns the daemon's flag set bound to opts; with shadow,
+// the flag set of reactord shadow.
+func daemonFlags(opts *daemon.Options, shadow bool, stderr io.Writer) *flag.FlagSet {
+	if shadow {
+		fs := newFlags("reactord shadow", shadowSynopsis, shadowHelp, stderr)
+		opts.Flags(fs)
+		opts.ShadowFlags(fs)
+		opts.Shadow = true
+		return fs
+	}
 	fs := newFlags("reactord", daemonSynopsis, daemonHelp, stderr)
 	opts.Flags(fs)
 	return fs
@@ -41,8 +49,13 @@ func daemonFlags(opts *daemon.Options, stderr io.Writer) *flag.FlagSet {
 // returns the options, the flag set with every value merged and where each
 // came from; a code other than exitOK when the command cannot go on.
 func mergedOptions(args []string, stdout, stderr io.Writer) (opts daemon.Options, fs *flag.FlagSet, sources map[string]daemon.Source, code int) {
+	return merged(args, false, stdout, stderr)
+}
+
+// merged is mergedOptions, for reactord shadow when shadow is set.
+func merged(args []string, shadow bool, stdout, stderr io.Writer) (opts daemon.Options, fs *flag.FlagSet, sources map[string]daemon.Source, code int) {
 	opts = daemon.Defaults()
-	fs = daemonFlags(&opts, stderr)
+	fs = daemonFlags(&opts, shadow, stderr)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return opts, fs, nil, code
 	}
@@ -66,12 +79,18 @@ func mergedOptions(args []string, stdout, stderr io.Writer) (opts daemon.Options
 }
 
 func cmdDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runDaemon(ctx, args, false, stdout, stderr)
+}
+
+// runDaemon runs the daemon: reactord run, or reactord shadow when
+// shadow is set.
+func runDaemon(ctx context.Context, args []string, shadow bool, stdout, stderr io.Writer) int {
 	// Catch SIGHUP from the start: its default action would end the
 	// process if a reload arrived while it starts.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	opts, _, _, code := mergedOptions(args, stdout, stderr)
+	opts, _, _, code := merged(args, shadow, stdout, stderr)
 	if code != exitOK || opts.Loaded == nil {
 		return code
 	}

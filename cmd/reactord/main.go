@@ -51,6 +51,8 @@ Usage:
 
 Commands:
   run      run the reactor daemon (the same as giving flags only)
+  shadow   run beside Salt's own reactor, dispatching nothing, and compare
+           each decision with what Salt's reactor did (shadow report: the verdicts)
   render   compile the reactions of one event into Salt low chunks (JSON)
   check    validate a reactor configuration and its reaction files
   replay   run recorded events through the reactor, printing reactions
@@ -84,6 +86,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch cmd {
 	case "run":
 		return cmdDaemon(ctx, rest, stdout, stderr)
+	case "shadow":
+		return cmdShadow(ctx, rest, stdout, stderr)
 	case "render":
 		return cmdRender(ctx, rest, stdin, stdout, stderr)
 	case "check":
