@@ -64,8 +64,9 @@ func (d *Reactor) shadowJob(ev *inflight) {
 func (d *Reactor) shadowNotes(ev *inflight, m *engine.Match, res *engine.Result) {
 	ev.stamp = shadow.Stamp(m.Data)
 	rules := res.Config.Rules
+	sender, _ := m.Data["id"].(string)
 	note := func(rule, why string) {
-		d.shadow.Noted(shadow.Note{EventID: ev.id, Tag: ev.tag, Minion: ev.minion, Stamp: ev.stamp, Seen: ev.received, Rule: rule, Note: why})
+		d.shadow.Noted(shadow.Note{EventID: ev.id, Tag: ev.tag, Minion: ev.minion, Sender: sender, Stamp: ev.stamp, Seen: ev.received, Rule: rule, Note: why})
 		ev.ledgered = d.opts.Archive != nil
 	}
 	for _, n := range res.Notes {

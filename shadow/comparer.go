@@ -388,7 +388,7 @@ func (c *Comparer) expireJob(pj *pendingJob) Verdict {
 	why := fmt.Sprintf("no reaction of reactord's accounts for it: no rule reacted to an event in the %s before it", c.o.Window)
 	if n != nil {
 		why = fmt.Sprintf("rule %q did not react to %s (event %s): %s", n.Rule, n.Tag, n.EventID, n.Note)
-		if h := n.held(); h != "" && (n.Minion == "" || j.Kind != "local" || targets(j, n.Minion)) {
+		if h := n.held(); h != "" && (n.Minion == "" || j.Kind != "local" || n.about(j)) {
 			v.Verdict = h
 			v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s", describeJob(j), j.JID, why)
 			return v
@@ -416,7 +416,7 @@ func (c *Comparer) noteFor(j *Job) *Note {
 		if !c.inWindow(&d, j) {
 			continue
 		}
-		m := n.Minion != "" && targets(j, n.Minion)
+		m := n.about(j)
 		if best == nil || (m && !bestMinion) {
 			best, bestMinion = n, m
 		}
@@ -429,6 +429,12 @@ func (c *Comparer) noteFor(j *Job) *Note {
 	}
 	cp := *best
 	return &cp
+}
+
+// about reports whether job j runs on the minion note n's event is
+// about, or on the one that sent it.
+func (n *Note) about(j *Job) bool {
+	return (n.Minion != "" && targets(j, n.Minion)) || (n.Sender != "" && targets(j, n.Sender))
 }
 
 // dropNotesLocked forgets notes seen before t.

@@ -183,10 +183,14 @@ type Decision struct {
 type Note struct {
 	EventID string
 	Tag     string
-	Minion  string
-	Stamp   time.Time
-	Seen    time.Time
-	Rule    string
+	// Minion is the minion the event is about (its tag's); Sender the id
+	// in its data (the minion that sent it, which a forged event's tag
+	// does not name).
+	Minion string
+	Sender string
+	Stamp  time.Time
+	Seen   time.Time
+	Rule   string
 	// Note says why, in explain's words ("when: `…` is false",
 	// "throttle: …", "forged event: …").
 	Note string
