@@ -425,6 +425,8 @@ type reactord struct {
 	evMu    sync.Mutex
 	events  []event.Event
 	eventCh chan struct{}
+	// pids are the daemon's and the bridge's processes.
+	pids []int
 }
 
 // startReactord writes a reactor configuration with the four recipes and
@@ -447,8 +449,7 @@ func startReactordWith(t *testing.T, e *saltEnv, driver, revert string, extra ..
 func startReactordRules(t *testing.T, e *saltEnv, driver, revert, rules string, extra ...string) *reactord {
 	t.Helper()
 	root, _ := filepath.Abs("../..")
-	r := &reactord{t: t, data: t.TempDir(), eventCh: make(chan struct{}, 1)}
-	r.conf = filepath.Join(r.data, "reactor.conf")
+	r := newReactord(t)
 	watchGlob := filepath.Join(e.dir, "watch", "*", "important_file")
 	writeFile(t, r.conf, fmt.Sprintf(`reactor:
   - 'salt/beacon/*/inotify/%s':
@@ -460,6 +461,22 @@ func startReactordRules(t *testing.T, e *saltEnv, driver, revert, rules string, 
   - 'salt/job/*/ret/*':
     - %[2]s/examples/reactor/alert-on-failed-job/alert.sls
 %[4]s`, watchGlob, root, revert, rules))
+	r.launch(e, nil, driver, extra...)
+	return r
+}
+
+// newReactord returns a reactord whose configuration goes in r.conf.
+func newReactord(t *testing.T) *reactord {
+	r := &reactord{t: t, data: t.TempDir(), eventCh: make(chan struct{}, 1)}
+	r.conf = filepath.Join(r.data, "reactor.conf")
+	return r
+}
+
+// launch starts the daemon on r.conf — `reactord CMD...` (nil: run) with
+// driver — and the native bridge on e's socket, and follows the bus.
+func (r *reactord) launch(e *saltEnv, cmd []string, driver string, extra ...string) {
+	t := r.t
+	t.Helper()
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	r.url = "nats://" + listen
 	r.http = fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -473,7 +490,7 @@ func startReactordRules(t *testing.T, e *saltEnv, driver, revert, rules string, 
 		args = append(args, "--saltapi-url", e.apiURL, "--saltapi-user", "root", "--saltapi-password", "x", "--saltapi-eauth", "auto",
 			"--salt-call-bin", e.bin("salt-call"))
 	}
-	r.run(append(args, extra...)...)
+	r.run(append(append(cmd, args...), extra...)...)
 	waitFor(t, 20*time.Second, "reactord's NATS server", func() error {
 		c, err := net.Dial("tcp", listen)
 		if err == nil {
@@ -534,7 +551,6 @@ func startReactordRules(t *testing.T, e *saltEnv, driver, revert, rules string, 
 		}
 		return nil
 	})
-	return r
 }
 
 func (r *reactord) run(args ...string) {
@@ -548,6 +564,7 @@ func (r *reactord) run(args ...string) {
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
+	r.pids = append(r.pids, cmd.Process.Pid)
 	pw.Close()
 	go func() {
 		sc := bufio.NewScanner(pr)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/reactord/reactord/bridge"
+	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/wait"
 )
 
@@ -157,27 +159,40 @@ func TestStorm(t *testing.T) {
 // over minions.
 func pushStarts(t *testing.T, sockDir string, minions []string, n int, runner bool) {
 	t.Helper()
-	c, err := net.Dial("unix", filepath.Join(sockDir, "master_event_pull.ipc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	w := bufio.NewWriter(c)
+	evs := make([]event.Event, n)
 	for i := range n {
 		id := minions[i%len(minions)]
 		tag := "salt/minion/" + id + "/start"
 		if runner {
 			tag = "myco/storm/" + id
 		}
-		data, err := msgpack.Marshal(map[string]any{
-			"id": id, "cmd": "_minion_event", "pretag": nil, "tag": tag,
-			"data":   fmt.Sprintf("Minion %s started at storm %d", id, i),
-			"_stamp": time.Now().UTC().Format("2006-01-02T15:04:05.000000"),
-		})
+		evs[i] = event.Event{Tag: tag, Data: map[string]any{"id": id, "cmd": "_minion_event", "pretag": nil, "tag": tag,
+			"data": fmt.Sprintf("Minion %s started at storm %d", id, i)}}
+	}
+	pushEvents(t, sockDir, evs)
+}
+
+// pushEvents fires events into the master's bus through
+// master_event_pull.ipc, as the master's own processes do; each gets a
+// _stamp of now (UTC, Salt's form) unless it has one.
+func pushEvents(t *testing.T, sockDir string, evs []event.Event) {
+	t.Helper()
+	c, err := net.Dial("unix", filepath.Join(sockDir, "master_event_pull.ipc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := bufio.NewWriter(c)
+	for _, ev := range evs {
+		data := maps.Clone(ev.Data)
+		if _, ok := data["_stamp"]; !ok {
+			data["_stamp"] = time.Now().UTC().Format("2006-01-02T15:04:05.000000")
+		}
+		b, err := msgpack.Marshal(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.Write(bridge.SaltFrame(tag, data)); err != nil {
+		if _, err := w.Write(bridge.SaltFrame(ev.Tag, b)); err != nil {
 			t.Fatal(err)
 		}
 	}
