@@ -387,7 +387,10 @@ func (m *memStore) Events(context.Context, time.Time, string, int) ([]store.Even
 	return nil, nil
 }
 func (m *memStore) Trace(context.Context, string) ([]store.LedgerEntry, error) { return nil, nil }
-func (m *memStore) Purge(context.Context, time.Time) (int64, error)            { return 0, nil }
-func (m *memStore) Close() error                                               { return nil }
+func (m *memStore) Ledger(context.Context, store.LedgerQuery) ([]store.LedgerEntry, error) {
+	return nil, nil
+}
+func (m *memStore) Purge(context.Context, time.Time) (int64, error) { return 0, nil }
+func (m *memStore) Close() error                                    { return nil }
 
 var confPath = regexp.MustCompile(`\S*/reactor\.conf`)

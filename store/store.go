@@ -35,6 +35,9 @@ type Store interface {
 	// id is id. For an event id it adds the entries of the jobs that event
 	// dispatched; for a jid, the entries of the event that dispatched it.
 	Trace(ctx context.Context, id string) ([]LedgerEntry, error)
+	// Ledger returns the ledger entries of one stage (q.Stage, required)
+	// that q selects, oldest first (by Time, then in the order written).
+	Ledger(ctx context.Context, q LedgerQuery) ([]LedgerEntry, error)
 	// Purge deletes what is older than olderThan, like Salt's keep_jobs:
 	// the returns, events and ledger entries stored before it, the jobs
 	// those returns belong to, and the jobs whose jid dates from before
@@ -117,7 +120,7 @@ const (
 	StageFailed     = "failed"     // rendering or dispatch failed
 	StageReturned   = "returned"   // a dispatched job's minion returned
 	StageTimeout    = "timeout"    // a dispatched job's minion did not return in time
-	StageShadow     = "shadow"     // shadow mode: a verdict comparing a decision with Salt's reactor (detail: shadow.Record as JSON)
+	StageShadow     = "shadow"     // shadow mode's verdict on one decision or Salt job (Detail: a shadow.Record as JSON)
 )
 
 // LedgerEntry is one step reactord took for an event, stored in
@@ -144,6 +147,25 @@ type LedgerEntry struct {
 	// Time is when the step happened; zero means the time of the write.
 	Time time.Time
 }
+
+// LedgerQuery selects the ledger entries Store.Ledger returns.
+type LedgerQuery struct {
+	// Stage is the entries' stage, one of the Stage constants; it is
+	// required.
+	Stage string
+	// Since and Until bound the entries' Time to [Since, Until); a zero
+	// time leaves that side unbounded.
+	Since, Until time.Time
+	// Rule, when not empty, keeps the entries of that rule only (the
+	// rule's tag glob, compared as it is, not matched as a glob).
+	Rule string
+	// Limit is the most entries returned, the oldest ones (all when zero
+	// or negative).
+	Limit int
+}
+
+// ErrNoStage is returned by Store.Ledger for a query without a stage.
+var ErrNoStage = errors.New("store: ledger query without a stage")
 
 // ErrRejected is wrapped by the errors of writes that the database refused
 // because of the data written (a value too long or malformed for its

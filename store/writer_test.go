@@ -54,9 +54,10 @@ func (f *fakeStore) Lookup(context.Context, string) ([]Return, error) {
 func (f *fakeStore) Events(context.Context, time.Time, string, int) ([]Event, error) {
 	return nil, nil
 }
-func (f *fakeStore) Trace(context.Context, string) ([]LedgerEntry, error) { return nil, nil }
-func (f *fakeStore) Purge(context.Context, time.Time) (int64, error)      { return 0, nil }
-func (f *fakeStore) Close() error                                         { return nil }
+func (f *fakeStore) Trace(context.Context, string) ([]LedgerEntry, error)       { return nil, nil }
+func (f *fakeStore) Ledger(context.Context, LedgerQuery) ([]LedgerEntry, error) { return nil, nil }
+func (f *fakeStore) Purge(context.Context, time.Time) (int64, error)            { return 0, nil }
+func (f *fakeStore) Close() error                                               { return nil }
 func (f *fakeStore) sizes() []int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -25,7 +25,7 @@ import (
 )
 
 // storeSource is how a command that reads the audit store (jobs, trace,
-// events --since) finds it, as the daemon does: --store, else
+// events --since, shadow report) finds it, as the daemon does: --store, else
 // --store-file, else $REACTORD_STORE, else the store (or store_file) of the
 // reactord: section of -c CONF, else sqlite under --data-dir, else under
 // the configuration's data_dir, else under the default data directory.
@@ -113,7 +113,11 @@ func openStore(ctx context.Context, src *storeSource) (store.Store, error) {
 }
 
 // parseSince takes a duration back from now (1h) or an RFC 3339 time.
-func parseSince(s string) (time.Time, error) {
+func parseSince(s string) (time.Time, error) { return parseWhen("--since", s) }
+
+// parseWhen reads the value s of the time flag name (--since, --until): a
+// duration back from now (1h) or an RFC 3339 time; "" is the zero time.
+func parseWhen(name, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
@@ -122,7 +126,7 @@ func parseSince(s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("--since %q: want a duration (24h) or an RFC 3339 time", s)
+		return time.Time{}, fmt.Errorf("%s %q: want a duration (24h) or an RFC 3339 time", name, s)
 	}
 	return t, nil
 }

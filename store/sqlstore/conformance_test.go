@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/reactord/reactord/store"
 	"reflect"
@@ -382,6 +383,81 @@ func TestTrace(t *testing.T) {
 					t.Errorf("trace(%s):\n got %+v\nwant %+v", tc.id, got, tc.want)
 				}
 			})
+		}
+	})
+}
+
+// TestLedger: Ledger reads one stage's entries in [Since, Until), of one
+// rule compared byte for byte, oldest first (ties in the order written),
+// at most Limit of them.
+func TestLedger(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *testDB) {
+		ctx := context.Background()
+		s := db.open(t)
+		ms := func(sec, milli int) time.Time { return at(sec).Add(time.Duration(milli) * time.Millisecond) }
+		const start = "salt/minion/*/start"
+		shadowAt := func(tm time.Time, rule, eid, detail string) store.LedgerEntry {
+			return store.LedgerEntry{EventID: eid, Tag: "salt/minion/web1/start", Stage: store.StageShadow, Rule: rule,
+				File: "/srv/reactor/start.sls", ReactionID: "highstate", JID: jidAt(tm), Minion: "web1", Detail: detail, Time: tm}
+		}
+		l := []store.LedgerEntry{
+			0: shadowAt(ms(0, 0), start, "ev-0", `{"verdict":"agree"}`),
+			1: shadowAt(ms(1, 250), start, "ev-1", `{"verdict":"differ","reason":"other arguments"}`),
+			2: shadowAt(ms(2, 0), "salt/auth", "ev-2", `{"verdict":"agree"}`),
+			// Not the rule start: another case, a trailing space.
+			3: shadowAt(ms(2, 500), "SALT/minion/*/start", "ev-3", `{"verdict":"agree"}`),
+			4: shadowAt(ms(2, 500), start+" ", "ev-4", `{"verdict":"agree"}`),
+			// Another stage, between the others.
+			5: {EventID: "ev-5", Tag: "salt/minion/web1/start", Stage: store.StageDispatched, Rule: start, JID: jidAt(at(3)), Time: ms(3, 0)},
+			// Salt jobs no decision accounts for have no rule.
+			6: {Tag: "salt/job/" + jidAt(at(3)) + "/new", Stage: store.StageShadow, JID: jidAt(at(3)), Detail: `{"verdict":"ambiguous"}`, Time: ms(3, 0)},
+			7: shadowAt(ms(4, 0), start, "ev-7", `{"verdict":"held-loop"}`),
+			8: shadowAt(ms(5, 999), start, "ev-8", `{"verdict":"agree"}`),
+		}
+		// In two batches, the second written first: the order is by
+		// time, and, for ties, the order of the writes.
+		write(t, s, store.Batch{Ledger: l[6:]})
+		write(t, s, store.Batch{Ledger: l[:6]})
+		pick := func(idx ...int) []store.LedgerEntry {
+			out := []store.LedgerEntry{}
+			for _, x := range idx {
+				out = append(out, l[x])
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			name string
+			q    store.LedgerQuery
+			want []store.LedgerEntry
+		}{
+			{"stage", store.LedgerQuery{Stage: store.StageShadow}, pick(0, 1, 2, 3, 4, 6, 7, 8)},
+			{"other stage", store.LedgerQuery{Stage: store.StageDispatched}, pick(5)},
+			{"stage case", store.LedgerQuery{Stage: "SHADOW"}, pick()},
+			{"since inclusive", store.LedgerQuery{Stage: store.StageShadow, Since: ms(2, 0)}, pick(2, 3, 4, 6, 7, 8)},
+			{"since sub-second", store.LedgerQuery{Stage: store.StageShadow, Since: ms(1, 251)}, pick(2, 3, 4, 6, 7, 8)},
+			{"until exclusive", store.LedgerQuery{Stage: store.StageShadow, Until: ms(2, 500)}, pick(0, 1, 2)},
+			{"span", store.LedgerQuery{Stage: store.StageShadow, Since: ms(1, 250), Until: ms(4, 0)}, pick(1, 2, 3, 4, 6)},
+			{"empty span", store.LedgerQuery{Stage: store.StageShadow, Since: ms(4, 1), Until: ms(5, 999)}, pick()},
+			{"rule exact", store.LedgerQuery{Stage: store.StageShadow, Rule: start}, pick(0, 1, 7, 8)},
+			{"rule other case", store.LedgerQuery{Stage: store.StageShadow, Rule: "SALT/minion/*/start"}, pick(3)},
+			{"rule is no glob", store.LedgerQuery{Stage: store.StageShadow, Rule: "salt/*"}, pick()},
+			{"limit oldest", store.LedgerQuery{Stage: store.StageShadow, Limit: 3}, pick(0, 1, 2)},
+			{"limit ties", store.LedgerQuery{Stage: store.StageShadow, Limit: 5}, pick(0, 1, 2, 3, 4)},
+			{"all", store.LedgerQuery{Stage: store.StageShadow, Since: ms(1, 0), Until: ms(6, 0), Rule: start, Limit: 2}, pick(1, 7)},
+			{"negative limit", store.LedgerQuery{Stage: store.StageShadow, Rule: start, Limit: -1}, pick(0, 1, 7, 8)},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got, err := s.Ledger(ctx, tc.q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("ledger(%+v):\n got %+v\nwant %+v", tc.q, got, tc.want)
+				}
+			})
+		}
+		if got, err := s.Ledger(ctx, store.LedgerQuery{}); !errors.Is(err, store.ErrNoStage) {
+			t.Errorf("ledger without a stage = %v, %v; want ErrNoStage", got, err)
 		}
 	})
 }

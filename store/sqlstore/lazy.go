@@ -102,6 +102,15 @@ func (l *Lazy) Trace(ctx context.Context, id string) ([]store.LedgerEntry, error
 	return s.Trace(ctx, id)
 }
 
+// Ledger reads ledger entries once the database is open.
+func (l *Lazy) Ledger(ctx context.Context, q store.LedgerQuery) ([]store.LedgerEntry, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Ledger(ctx, q)
+}
+
 // Purge purges once the database is open.
 func (l *Lazy) Purge(ctx context.Context, olderThan time.Time) (int64, error) {
 	s, err := l.get(ctx)

@@ -792,7 +792,7 @@ func (s *sqlStore) Events(ctx context.Context, since time.Time, tagGlob string, 
 	}
 }
 
-// ledgerColumns are the columns Trace reads, id first.
+// ledgerColumns are the columns Trace and Ledger read, id first.
 const ledgerColumns = "`id`, `event_id`, `tag`, `stage`, `rule`, `file`, `reaction_id`, `jid`, `minion`, `detail`, "
 
 // Trace returns the ledger entries of a jid or an event id, oldest first.
@@ -861,6 +861,60 @@ func (s *sqlStore) Trace(ctx context.Context, id string) ([]store.LedgerEntry, e
 		out[i] = r.LedgerEntry
 	}
 	return out, nil
+}
+
+// Ledger returns the entries of one stage in a span of time, optionally of
+// one rule, oldest first. The span is read through the alter_time index.
+func (s *sqlStore) Ledger(ctx context.Context, q store.LedgerQuery) ([]store.LedgerEntry, error) {
+	if q.Stage == "" {
+		return nil, store.ErrNoStage
+	}
+	conds := []string{s.exact("`stage`") + " = ?"}
+	args := []any{q.Stage}
+	if !q.Since.IsZero() {
+		conds = append(conds, "`alter_time` >= ?")
+		args = append(args, s.timeArg(q.Since, false))
+	}
+	if !q.Until.IsZero() {
+		conds = append(conds, "`alter_time` < ?")
+		args = append(args, s.timeArg(q.Until, false))
+	}
+	if q.Rule != "" {
+		conds = append(conds, s.exact("`rule`")+" = ?")
+		args = append(args, q.Rule)
+	}
+	query := "SELECT " + ledgerColumns + s.timeExpr("`alter_time`") + " FROM `reactord_ledger` WHERE " +
+		strings.Join(conds, " AND ") + " ORDER BY `alter_time`, `id`"
+	if q.Limit > 0 {
+		query += " LIMIT " + strconv.Itoa(q.Limit)
+	}
+	out := []store.LedgerEntry{}
+	_, err := s.query(ctx, query, args, func(r *sql.Rows) error {
+		var (
+			id int64
+			e  store.LedgerEntry
+			at scanTime
+		)
+		if err := r.Scan(&id, &e.EventID, &e.Tag, &e.Stage, &e.Rule, &e.File, &e.ReactionID, &e.JID, &e.Minion, &e.Detail, &at); err != nil {
+			return err
+		}
+		e.Time = at.t
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: %s ledger: %w", s.fl, err)
+	}
+	return out, nil
+}
+
+// exact makes a text column compare with = byte for byte: MySQL's
+// collations ignore case (and, PAD SPACE ones, trailing spaces).
+func (s *sqlStore) exact(col string) string {
+	if s.fl == flavorMySQL {
+		return "CAST(" + col + " AS BINARY)"
+	}
+	return col
 }
 
 func cmpInt(a, b int64) int {
