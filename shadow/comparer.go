@@ -89,8 +89,12 @@ func (q *queue[T]) add(it *T, exact, loose string) {
 	q.loose[loose] = append(q.loose[loose], it)
 }
 
-// drop removes it from the indexes (it stays in items, done).
+// drop removes it from the indexes (it stays in items, done); an item
+// paired as it came was never added.
 func (q *queue[T]) drop(it *T, exact, loose string) {
+	if q.exact == nil {
+		return
+	}
 	q.exact[exact] = remove(q.exact[exact], it)
 	if len(q.exact[exact]) == 0 {
 		delete(q.exact, exact)
