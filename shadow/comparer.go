@@ -174,6 +174,7 @@ func (c *Comparer) Decided(d Decision) {
 	for _, pj := range c.jobs.exact[cl.exact()] {
 		if c.inWindow(p.d, pj.j) {
 			adopt = pj
+			p.done = true // never queued: nothing to take out
 			out = append(out, c.pairLocked(p, pj, true))
 			break
 		}
@@ -202,6 +203,7 @@ func (c *Comparer) Job(j Job) bool {
 	for _, x := range c.decisions.exact[cl.exact()] {
 		if c.inWindow(x.d, p.j) {
 			pd = x
+			p.done = true // never queued: nothing to take out
 			out = append(out, c.pairLocked(x, p, true))
 			break
 		}
@@ -244,8 +246,9 @@ func (c *Comparer) emit(out []Verdict, pd *pendingDecision, pj *pendingJob) {
 	}
 }
 
-// pairLocked pairs a decision and a job, taking both out of their
-// queues, and returns the verdict; called with mu held.
+// pairLocked pairs a decision and a job, taking out of its queue each
+// one not yet done (one that was never queued must come done), and
+// returns the verdict; called with mu held.
 func (c *Comparer) pairLocked(pd *pendingDecision, pj *pendingJob, exact bool) Verdict {
 	if !pd.done {
 		pd.done = true
