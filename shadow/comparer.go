@@ -78,6 +78,8 @@ type queue[T any] struct {
 	items []*T
 	exact map[string][]*T
 	loose map[string][]*T
+	// n is the number of items not done.
+	n int
 }
 
 func (q *queue[T]) add(it *T, exact, loose string) {
@@ -85,12 +87,14 @@ func (q *queue[T]) add(it *T, exact, loose string) {
 		q.exact, q.loose = map[string][]*T{}, map[string][]*T{}
 	}
 	q.items = append(q.items, it)
+	q.n++
 	q.exact[exact] = append(q.exact[exact], it)
 	q.loose[loose] = append(q.loose[loose], it)
 }
 
 // drop removes it from the indexes (it stays in items, done).
 func (q *queue[T]) drop(it *T, exact, loose string) {
+	q.n--
 	q.exact[exact] = remove(q.exact[exact], it)
 	if len(q.exact[exact]) == 0 {
 		delete(q.exact, exact)
@@ -181,8 +185,8 @@ func (c *Comparer) Decided(d Decision) {
 	}
 	if adopt == nil {
 		c.decisions.add(p, cl.exact(), cl.loose())
-		if n := len(c.decisions.items); n > c.o.MaxPending {
-			out = c.expireLocked(time.Time{}, c.decisions.items[0].d.Seen, out)
+		if c.decisions.n > c.o.MaxPending {
+			out = c.expireLocked(time.Time{}, c.decisions.head().d.Seen, out)
 		}
 	}
 	c.mu.Unlock()
@@ -210,8 +214,8 @@ func (c *Comparer) Job(j Job) bool {
 	}
 	if pd == nil {
 		c.jobs.add(p, cl.exact(), cl.loose())
-		if n := len(c.jobs.items); n > c.o.MaxPending {
-			out = c.expireLocked(c.jobs.items[0].j.Seen, time.Time{}, out)
+		if c.jobs.n > c.o.MaxPending {
+			out = c.expireLocked(c.jobs.head().j.Seen, time.Time{}, out)
 		}
 	}
 	c.mu.Unlock()
@@ -299,17 +303,7 @@ func (c *Comparer) Abandon() (decisions, jobs int) {
 func (c *Comparer) Pending() (decisions, jobs int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range c.decisions.items {
-		if !p.done {
-			decisions++
-		}
-	}
-	for _, p := range c.jobs.items {
-		if !p.done {
-			jobs++
-		}
-	}
-	return decisions, jobs
+	return c.decisions.n, c.jobs.n
 }
 
 // expireLocked decides the jobs seen up to jobsBefore and the decisions
