@@ -357,6 +357,22 @@ func values(arg []any, kw map[string]any) string {
 			if !x {
 				return
 			}
+		case string:
+			if x == "" {
+				return
+			}
+		case []any:
+			if len(x) == 0 {
+				return
+			}
+		case map[string]any:
+			if len(x) == 0 {
+				return
+			}
+		case *event.Map:
+			if x.Len() == 0 {
+				return
+			}
 		}
 		vs = append(vs, canonical(v))
 	}
