@@ -89,9 +89,9 @@ type Job struct {
 	User string `json:"user"`
 	// Minions are the minions a local job was sent to.
 	Minions []string `json:"minions,omitempty"`
-	// Stamp is the master's _stamp of the job event; Seen is when
-	// reactord received it.
-	Stamp time.Time `json:"stamp"`
+	// Stamp is the master's _stamp of the job event (zero, and left out
+	// of the JSON, when it had none); Seen is when reactord received it.
+	Stamp time.Time `json:"stamp,omitzero"`
 	Seen  time.Time `json:"-"`
 }
 
