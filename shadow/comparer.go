@@ -78,6 +78,8 @@ type queue[T any] struct {
 	items []*T
 	exact map[string][]*T
 	loose map[string][]*T
+	// n is the number of items not done.
+	n int
 }
 
 func (q *queue[T]) add(it *T, exact, loose string) {
@@ -85,6 +87,7 @@ func (q *queue[T]) add(it *T, exact, loose string) {
 		q.exact, q.loose = map[string][]*T{}, map[string][]*T{}
 	}
 	q.items = append(q.items, it)
+	q.n++
 	q.exact[exact] = append(q.exact[exact], it)
 	q.loose[loose] = append(q.loose[loose], it)
 }
@@ -92,9 +95,7 @@ func (q *queue[T]) add(it *T, exact, loose string) {
 // drop removes it from the indexes (it stays in items, done); an item
 // paired as it came was never added.
 func (q *queue[T]) drop(it *T, exact, loose string) {
-	if q.exact == nil {
-		return
-	}
+	q.n--
 	q.exact[exact] = remove(q.exact[exact], it)
 	if len(q.exact[exact]) == 0 {
 		delete(q.exact, exact)
@@ -178,14 +179,15 @@ func (c *Comparer) Decided(d Decision) {
 	for _, pj := range c.jobs.exact[cl.exact()] {
 		if c.inWindow(p.d, pj.j) {
 			adopt = pj
+			p.done = true // never queued: nothing to take out
 			out = append(out, c.pairLocked(p, pj, true))
 			break
 		}
 	}
 	if adopt == nil {
 		c.decisions.add(p, cl.exact(), cl.loose())
-		if n := len(c.decisions.items); n > c.o.MaxPending {
-			out = c.expireLocked(time.Time{}, c.decisions.items[0].d.Seen, out)
+		if c.decisions.n > c.o.MaxPending {
+			out = c.expireLocked(time.Time{}, c.decisions.head().d.Seen, out)
 		}
 	}
 	c.mu.Unlock()
@@ -206,14 +208,15 @@ func (c *Comparer) Job(j Job) bool {
 	for _, x := range c.decisions.exact[cl.exact()] {
 		if c.inWindow(x.d, p.j) {
 			pd = x
+			p.done = true // never queued: nothing to take out
 			out = append(out, c.pairLocked(x, p, true))
 			break
 		}
 	}
 	if pd == nil {
 		c.jobs.add(p, cl.exact(), cl.loose())
-		if n := len(c.jobs.items); n > c.o.MaxPending {
-			out = c.expireLocked(c.jobs.items[0].j.Seen, time.Time{}, out)
+		if c.jobs.n > c.o.MaxPending {
+			out = c.expireLocked(c.jobs.head().j.Seen, time.Time{}, out)
 		}
 	}
 	c.mu.Unlock()
@@ -248,8 +251,9 @@ func (c *Comparer) emit(out []Verdict, pd *pendingDecision, pj *pendingJob) {
 	}
 }
 
-// pairLocked pairs a decision and a job, taking both out of their
-// queues, and returns the verdict; called with mu held.
+// pairLocked pairs a decision and a job, taking out of its queue each
+// one not yet done (one that was never queued must come done), and
+// returns the verdict; called with mu held.
 func (c *Comparer) pairLocked(pd *pendingDecision, pj *pendingJob, exact bool) Verdict {
 	if !pd.done {
 		pd.done = true
@@ -300,17 +304,7 @@ func (c *Comparer) Abandon() (decisions, jobs int) {
 func (c *Comparer) Pending() (decisions, jobs int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range c.decisions.items {
-		if !p.done {
-			decisions++
-		}
-	}
-	for _, p := range c.jobs.items {
-		if !p.done {
-			jobs++
-		}
-	}
-	return decisions, jobs
+	return c.decisions.n, c.jobs.n
 }
 
 // expireLocked decides the jobs seen up to jobsBefore and the decisions

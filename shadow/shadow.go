@@ -89,9 +89,9 @@ type Job struct {
 	User string `json:"user"`
 	// Minions are the minions a local job was sent to.
 	Minions []string `json:"minions,omitempty"`
-	// Stamp is the master's _stamp of the job event; Seen is when
-	// reactord received it.
-	Stamp time.Time `json:"stamp"`
+	// Stamp is the master's _stamp of the job event (zero, and left out
+	// of the JSON, when it had none); Seen is when reactord received it.
+	Stamp time.Time `json:"stamp,omitzero"`
 	Seen  time.Time `json:"-"`
 }
 
@@ -346,8 +346,11 @@ func callOfChunk(ch *event.Chunk) (call, error) {
 // and publishes them as the function's signature places them (a wheel's
 // key.accept match= comes out as its first positional argument, with the
 // defaults of the others after it), which reactord cannot know without
-// Salt's functions. Keyword arguments Salt filled in with the function's
-// defaults (false, none, empty) are left out of both sides.
+// Salt's functions. A mapping among the positional arguments counts as
+// keyword arguments on both sides (Salt publishes the keyword arguments as
+// the last mapping of fun_args, where a positional mapping looks the same).
+// Keyword arguments Salt filled in with the function's defaults (false,
+// none, empty) are left out of both sides.
 func values(arg []any, kw map[string]any) string {
 	var vs []string
 	add := func(v any) {
@@ -358,19 +361,42 @@ func values(arg []any, kw map[string]any) string {
 			if !x {
 				return
 			}
+		case string:
+			if x == "" {
+				return
+			}
+		case []any:
+			if len(x) == 0 {
+				return
+			}
+		case map[string]any:
+			if len(x) == 0 {
+				return
+			}
+		case *event.Map:
+			if x.Len() == 0 {
+				return
+			}
 		}
 		vs = append(vs, canonical(v))
 	}
 	for _, a := range arg {
-		if m, ok := a.(map[string]any); ok {
+		switch m := a.(type) {
+		case map[string]any: // a job's
 			for k, v := range m {
 				if k != "__kwarg__" {
 					add(v)
 				}
 			}
-			continue
+		case *event.Map: // a chunk's: a mapping the reaction passes positionally
+			for i := 0; i < m.Len(); i++ {
+				if k, v := m.At(i); k != "__kwarg__" {
+					add(v)
+				}
+			}
+		default:
+			add(a)
 		}
-		add(a)
 	}
 	for _, v := range kw {
 		add(v)
