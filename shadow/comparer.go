@@ -92,8 +92,7 @@ func (q *queue[T]) add(it *T, exact, loose string) {
 	q.loose[loose] = append(q.loose[loose], it)
 }
 
-// drop removes it from the indexes (it stays in items, done); an item
-// paired as it came was never added.
+// drop removes it from the indexes (it stays in items, done).
 func (q *queue[T]) drop(it *T, exact, loose string) {
 	q.n--
 	q.exact[exact] = remove(q.exact[exact], it)
