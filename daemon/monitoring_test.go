@@ -151,3 +151,44 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 		t.Errorf("not exported: %s", m)
 	}
 }
+
+// TestDashboardLayout: the shipped dashboard's panels have ids of their
+// own (Grafana keys a panel's state by it) and do not overlap on its
+// 24-column grid.
+func TestDashboardLayout(t *testing.T) {
+	raw, err := os.ReadFile(dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type grid struct{ H, W, X, Y int }
+	var dash struct {
+		Panels []struct {
+			ID      int
+			Title   string
+			GridPos grid
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[int]string{}
+	for i, p := range dash.Panels {
+		if p.ID <= 0 {
+			t.Errorf("panel %q: id %d", p.Title, p.ID)
+		}
+		if other, ok := ids[p.ID]; ok {
+			t.Errorf("panels %q and %q: both id %d", other, p.Title, p.ID)
+		}
+		ids[p.ID] = p.Title
+		g := p.GridPos
+		if g.W <= 0 || g.H <= 0 || g.X < 0 || g.Y < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q: gridPos %+v off the 24-column grid", p.Title, g)
+		}
+		for _, q := range dash.Panels[:i] {
+			o := q.GridPos
+			if g.X < o.X+o.W && o.X < g.X+g.W && g.Y < o.Y+o.H && o.Y < g.Y+g.H {
+				t.Errorf("panels %q %+v and %q %+v overlap", q.Title, o, p.Title, g)
+			}
+		}
+	}
+}

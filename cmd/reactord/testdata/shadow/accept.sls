@@ -1,0 +1,7 @@
+#!gotmpl|yaml
+{{- if eq .data.act "pend" }}
+accept:
+  wheel.key.accept:
+    - args:
+      - match: {{ .data.id }}
+{{- end }}

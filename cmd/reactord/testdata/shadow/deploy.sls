@@ -1,0 +1,6 @@
+#!gotmpl|yaml
+deploy:
+  local.state.sls:
+    - tgt: {{ .data.id }}
+    - args:
+      - mods: deploy

@@ -1,0 +1,4 @@
+#!gotmpl|yaml
+highstate:
+  local.state.apply:
+    - tgt: {{ .data.id }}
