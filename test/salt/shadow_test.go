@@ -113,17 +113,19 @@ func TestShadowOnRealSalt(t *testing.T) {
 		}))
 	}
 	for _, id := range e.minions {
-		writeFile(t, e.watch[id], "tampered by the test\n")
-	}
-	waitFor(t, 90*time.Second, "Salt's reactor to revert both files", func() error {
-		for _, id := range e.minions {
-			b, err := os.ReadFile(e.watch[id])
-			if err != nil || string(b) != "known content\n" {
+		f, err := os.OpenFile(e.watch[id], os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(f, "a genuine change")
+		f.Close()
+		waitFor(t, 90*time.Second, "Salt's reactor to revert "+id, func() error {
+			if b, err := os.ReadFile(e.watch[id]); err != nil || strings.TrimSpace(string(b)) != "known content" {
 				return fmt.Errorf("%s: %q %v", id, b, err)
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	waitFor(t, 60*time.Second, "Salt's reactor to revert web2 again (its own write's beacon)", func() error {
 		if n := reverts("web2"); n < 2 {
 			return fmt.Errorf("%d reverts of web2", n)
