@@ -391,7 +391,7 @@ func (c *Comparer) expireJob(pj *pendingJob) Verdict {
 			return v
 		}
 	}
-	if j.Kind == "local" {
+	if j.Kind == "local" && (n == nil || !n.about(j)) {
 		v.Verdict = Ambiguous
 		v.Reason = fmt.Sprintf("local job %s (%s) of the master's user %q: Salt's reactor, or someone as %q, started it; %s",
 			j.JID, describeJob(j), j.User, j.User, why)

@@ -28,8 +28,10 @@
 //     reactord-only (for one held back: Salt did not run it either, an
 //     agreement).
 //   - A job still unpaired is salt-only when it is certainly the reactor's
-//     (user Reactor), ambiguous when it is a local job of the master's user:
-//     someone else may have started it. Either takes the reason of the
+//     (user Reactor), or a local job of the master's user that a note about
+//     a minion it runs on accounts for; ambiguous when it is a local job of
+//     the master's user nothing accounts for: someone else may have
+//     started it. Either takes the reason of the
 //     closest note in its window (a rule that did not react, and why); a
 //     note of a gate reactord applies on purpose (throttle, debounce,
 //     collect, a forged event) gives that gate's expected verdict instead.

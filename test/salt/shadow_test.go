@@ -180,7 +180,11 @@ func TestShadowOnRealSalt(t *testing.T) {
 		}
 		rep = report()
 		if rep.Verdicts["salt-only"] == 0 || rep.Verdicts["reactord-only"] == 0 || rep.Verdicts["differ"] == 0 {
-			return fmt.Errorf("not all decided yet: %v", rep.Verdicts)
+			var b strings.Builder
+			for _, d := range rep.Disagreements {
+				fmt.Fprintf(&b, "\n  %s %s %s jid=%s: %s", d.Verdict, d.Rule, d.Tag, d.JID, d.Reason)
+			}
+			return fmt.Errorf("not all decided yet: %v%s", rep.Verdicts, b.String())
 		}
 		return nil
 	})
@@ -206,10 +210,12 @@ func TestShadowOnRealSalt(t *testing.T) {
 		return u == "Reactor" || (p[1] == "job" && u == "root" && ev.Data["fun"] != "saltutil.find_job")
 	})
 	agreed := rep.Verdicts["agree"]
+	// web2's revert may write the file in more than one step: each beacon
+	// event of it is a reaction Salt's reactor ran again.
 	want := map[string]int{"differ": 1, "reactord-only": 1, "salt-only": 1, "held-loop": 1, "held-forged": 1}
 	for v, n := range want {
-		if rep.Verdicts[v] != n {
-			t.Errorf("%d %s verdicts, want %d", rep.Verdicts[v], v, n)
+		if got := rep.Verdicts[v]; got != n && (v != "held-loop" || got < n || got > reverts("web2")-1) {
+			t.Errorf("%d %s verdicts, want %d", got, v, n)
 		}
 	}
 	for v, n := range rep.Verdicts {
