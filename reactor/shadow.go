@@ -45,9 +45,16 @@ func longestHold(eng *engine.Engine) time.Duration {
 	return h
 }
 
-// shadowJob hands a job event to the comparer.
+// shadowJob hands a job event to the comparer, and a runner's return.
 func (d *Reactor) shadowJob(ev *inflight) {
-	if d.shadow == nil || !strings.HasSuffix(ev.tag, "/new") {
+	if d.shadow == nil {
+		return
+	}
+	if rest, ok := strings.CutPrefix(ev.tag, "salt/run/"); ok && strings.HasSuffix(rest, "/ret") {
+		d.shadow.RunnerDone(strings.TrimSuffix(rest, "/ret"), ev.received)
+		return
+	}
+	if !strings.HasSuffix(ev.tag, "/new") {
 		return
 	}
 	data, err := event.DecodeData(ev.raw)
@@ -149,6 +156,9 @@ func jobTag(j *shadow.Job) string {
 func (d *Reactor) shadowStop() {
 	if d.shadow == nil {
 		return
+	}
+	if n := d.shadow.Children(); n > 0 {
+		d.opts.Log.Info("shadow: local jobs Salt's reactor's runners started (an orchestration's own jobs) got no verdict of their own", "jobs", n)
 	}
 	if nd, nj := d.shadow.Abandon(); nd+nj > 0 {
 		d.opts.Log.Info("shadow: stopping with decisions and jobs still within their pairing window; they get no verdict",

@@ -57,7 +57,19 @@ type Comparer struct {
 	decisions queue[pendingDecision]
 	jobs      queue[pendingJob]
 	notes     []Note
+	// runners are the runner jobs of Salt's reactor under way, by jid:
+	// when each was seen, and when it returned (zero: not yet).
+	runners map[string]*runSpan
+	// children counts the local jobs runners started (no verdict).
+	children int
 }
+
+// runSpan is when a runner job of Salt's reactor ran, as reactord saw it.
+type runSpan struct{ seen, done time.Time }
+
+// MaxRunner is how long a runner job of Salt's reactor is taken to run
+// when its return never comes.
+const MaxRunner = 10 * time.Minute
 
 type pendingDecision struct {
 	d    *Decision
@@ -204,6 +216,12 @@ func (c *Comparer) Job(j Job) bool {
 	var out []Verdict
 	var pd *pendingDecision
 	c.mu.Lock()
+	if j.Kind == "runner" {
+		if c.runners == nil {
+			c.runners = map[string]*runSpan{}
+		}
+		c.runners[j.JID] = &runSpan{seen: j.Seen}
+	}
 	for _, x := range c.decisions.exact[cl.exact()] {
 		if c.inWindow(x.d, p.j) {
 			pd = x
@@ -225,6 +243,44 @@ func (c *Comparer) Job(j Job) bool {
 		c.emit(out, nil, nil)
 	}
 	return true
+}
+
+// RunnerDone takes the return of a runner job (salt/run/<jid>/ret): the
+// local jobs of the master's user it started are its own, not reactions
+// (an orchestration's jobs), until then.
+func (c *Comparer) RunnerDone(jid string, seen time.Time) {
+	c.mu.Lock()
+	if r := c.runners[jid]; r != nil {
+		r.done = seen
+	}
+	c.mu.Unlock()
+}
+
+// Children returns how many local jobs were taken as started by a runner
+// of Salt's reactor (an orchestration's), which get no verdict.
+func (c *Comparer) Children() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.children
+}
+
+// childLocked reports whether local job j started while a runner job of
+// Salt's reactor ran, forgetting runners long done; called with mu held.
+func (c *Comparer) childLocked(j *Job) bool {
+	child := false
+	for jid, r := range c.runners {
+		end := r.done
+		if end.IsZero() {
+			end = r.seen.Add(MaxRunner)
+		}
+		if j.Seen.After(end.Add(c.o.Window + c.o.Grace + c.o.Hold)) {
+			delete(c.runners, jid)
+		}
+		if !j.Seen.Before(r.seen) && !j.Seen.After(end) {
+			child = true
+		}
+	}
+	return child
 }
 
 // Noted takes a note of a rule that did not react.
@@ -318,7 +374,9 @@ func (c *Comparer) expireLocked(jobsBefore, decisionsBefore time.Time, out []Ver
 		case dOK && (!jOK || !pj.j.Seen.Before(pd.d.Seen)):
 			out = append(out, c.expireDecision(pd))
 		case jOK:
-			out = append(out, c.expireJob(pj))
+			if v, ok := c.expireJob(pj); ok {
+				out = append(out, v)
+			}
 		default:
 			return out
 		}
@@ -371,15 +429,19 @@ func (c *Comparer) expireDecision(pd *pendingDecision) Verdict {
 // expireJob decides an unpaired job: a decision of the same function in
 // its window differs; else a note in its window accounts for it, or
 // nothing does.
-func (c *Comparer) expireJob(pj *pendingJob) Verdict {
+func (c *Comparer) expireJob(pj *pendingJob) (Verdict, bool) {
 	for _, pd := range c.decisions.loose[pj.c.loose()] {
 		if c.inWindow(pd.d, pj.j) {
-			return c.pairLocked(pd, pj, false)
+			return c.pairLocked(pd, pj, false), true
 		}
 	}
 	pj.done = true
 	c.jobs.drop(pj, pj.c.exact(), pj.c.loose())
 	j := pj.j
+	if j.Kind == "local" && c.childLocked(j) {
+		c.children++
+		return Verdict{}, false
+	}
 	n := c.noteFor(j)
 	v := Verdict{Job: j, Note: n}
 	why := fmt.Sprintf("no reaction of reactord's accounts for it: no rule reacted to an event in the %s before it", c.o.Window)
@@ -388,18 +450,18 @@ func (c *Comparer) expireJob(pj *pendingJob) Verdict {
 		if h := n.held(); h != "" && (n.Minion == "" || j.Kind != "local" || n.about(j)) {
 			v.Verdict = h
 			v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s", describeJob(j), j.JID, why)
-			return v
+			return v, true
 		}
 	}
 	if j.Kind == "local" && (n == nil || !n.about(j)) {
 		v.Verdict = Ambiguous
 		v.Reason = fmt.Sprintf("local job %s (%s) of the master's user %q: Salt's reactor, or someone as %q, started it; %s",
 			j.JID, describeJob(j), j.User, j.User, why)
-		return v
+		return v, true
 	}
 	v.Verdict = SaltOnly
 	v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s", describeJob(j), j.JID, why)
-	return v
+	return v, true
 }
 
 // noteFor returns the note that best accounts for job j: in its window,
