@@ -350,7 +350,7 @@ func (c *Comparer) Expire(now time.Time) {
 func (c *Comparer) Abandon() (decisions, jobs int) {
 	decisions, jobs = c.Pending()
 	c.mu.Lock()
-	c.decisions, c.jobs, c.notes = queue[pendingDecision]{}, queue[pendingJob]{}, nil
+	c.decisions, c.jobs, c.notes, c.runners = queue[pendingDecision]{}, queue[pendingJob]{}, nil, nil
 	c.mu.Unlock()
 	return decisions, jobs
 }

@@ -595,11 +595,22 @@ func scenarios() []scenario {
 				salt("salt/run/j2/new", time.Second, orchestrateJob("j2")),
 				abandon(1, 2),
 				pending(0, 0),
-				salt("salt/run/j3/new", 2*time.Second, orchestrateJob("j3")),
-				salt("salt/job/j4/new", 3*time.Second, highstateJob("j4", "web1")),
+				salt("salt/job/j4/new", 2*time.Second, highstateJob("j4", "web1")),
+				salt("salt/run/j3/new", 3*time.Second, orchestrateJob("j3")),
 				expire(2 * time.Minute),
 			},
-			want: []string{"salt-only - j3", "ambiguous - j4"}},
+			want: []string{"ambiguous - j4", "salt-only - j3"}},
+		// A local job of the master's user that starts while a runner of
+		// Salt's reactor runs is the runner's own (an orchestration's): no
+		// verdict; one before the runner is not.
+		{name: "runner-child",
+			steps: []step{
+				salt("salt/job/j0/new", 0, highstateJob("j0", "web1")),
+				salt("salt/run/j1/new", time.Second, orchestrateJob("j1")),
+				salt("salt/job/j2/new", 2*time.Second, highstateJob("j2", "web1")),
+				expire(2 * time.Minute),
+			},
+			want: []string{"ambiguous - j0", "salt-only - j1"}},
 		{name: "hold-delays-jobs",
 			steps: []step{
 				setHold(30 * time.Second),
