@@ -46,6 +46,9 @@ type Metrics struct {
 	SentLatency prometheus.Histogram
 	// Shadow counts shadow mode's verdicts (shadow.Verdicts), by verdict.
 	Shadow *prometheus.CounterVec
+	// ShadowRunnerJobs counts the local jobs a runner of Salt's reactor
+	// started (an orchestration's), which get no verdict (shadow mode).
+	ShadowRunnerJobs prometheus.Counter
 }
 
 // SentLatencyBuckets are the upper bounds of
@@ -107,11 +110,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: SentLatencyBuckets}),
 		Shadow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_shadow_total",
 			Help: "Shadow mode (reactord shadow): decisions compared with what Salt's reactor did, by verdict (agree, differ, reactord-only, salt-only, ambiguous, and held-* for what reactord holds back on purpose: held-loop, held-hops, held-forged, held-throttle, held-debounce, held-collect)."}, []string{"verdict"}),
+		ShadowRunnerJobs: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_shadow_runner_jobs_total",
+			Help: "Shadow mode: local jobs of the master's user that started while a runner job of Salt's reactor ran (an orchestration's own jobs): the runner's, with no verdict of their own."}),
 	}
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
 	m.Dropped.WithLabelValues(DropSlowConsumer)
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Retries, m.Latency, m.SentLatency, m.Shadow)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Retries, m.Latency, m.SentLatency, m.Shadow, m.ShadowRunnerJobs)
 	}
 	return m
 }

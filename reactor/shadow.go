@@ -28,6 +28,7 @@ func (d *Reactor) startShadow() {
 	}
 	so := *o
 	so.Adopt, so.Verdict = d.adopt, d.verdict
+	so.Child = func(*shadow.Job) { d.opts.Metrics.ShadowRunnerJobs.Inc() }
 	d.shadow = shadow.New(so)
 	d.shadow.SetHold(longestHold(d.eng.Load()))
 	for _, v := range shadow.Verdicts {

@@ -45,6 +45,10 @@ type Options struct {
 	Adopt func(d *Decision, j *Job)
 	// Verdict is called once per verdict, outside the Comparer's lock.
 	Verdict func(v Verdict)
+	// Child, when set, is called for each local job taken as started by a
+	// runner of Salt's reactor (an orchestration's), which gets no
+	// verdict; with the Comparer's lock held: it must not call back.
+	Child func(j *Job)
 }
 
 // Comparer pairs reactord's decisions with Salt's jobs (see the package
@@ -440,6 +444,9 @@ func (c *Comparer) expireJob(pj *pendingJob) (Verdict, bool) {
 	j := pj.j
 	if j.Kind == "local" && c.childLocked(j) {
 		c.children++
+		if c.o.Child != nil {
+			c.o.Child(j)
+		}
 		return Verdict{}, false
 	}
 	n := c.noteFor(j)
