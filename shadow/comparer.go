@@ -325,9 +325,14 @@ func (c *Comparer) pairLocked(pd *pendingDecision, pj *pendingJob, exact bool) V
 	d, j := pd.d, pj.j
 	v := Verdict{Decision: d, Job: j}
 	switch {
-	case d.Held != "":
+	case d.Held != "" && exact:
 		v.Verdict = d.Held
 		v.Reason = fmt.Sprintf("%s; Salt's reactor ran it (job %s)", d.Reason, j.JID)
+	case d.Held != "":
+		// Salt ran the reaction with other arguments than reactord
+		// rendered (and holds back): the files differ first.
+		v.Verdict = Differ
+		v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would render %s, and hold it back: %s", describeJob(j), j.JID, describeChunk(pd), d.Reason)
 	case exact:
 		v.Verdict = Agree
 	default:
@@ -451,7 +456,7 @@ func (c *Comparer) expireJob(pj *pendingJob) (Verdict, bool) {
 	}
 	n := c.noteFor(j)
 	v := Verdict{Job: j, Note: n}
-	why := fmt.Sprintf("no reaction of reactord's accounts for it: no rule reacted to an event in the %s before it", c.o.Window)
+	why := fmt.Sprintf("no reaction of reactord's in the %s before it accounts for it, and no rule of reactord's that matched an event then refused it", c.o.Window)
 	if n != nil {
 		why = fmt.Sprintf("rule %q did not react to %s (event %s): %s", n.Rule, n.Tag, n.EventID, n.Note)
 		if h := n.held(); h != "" && (n.Minion == "" || j.Kind != "local" || n.about(j)) {
