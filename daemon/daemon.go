@@ -151,6 +151,9 @@ func (d *Daemon) settle() error {
 	if o.Shadow && o.DryRun {
 		return errors.New("reactord shadow dispatches nothing already: drop --dry-run (--driver serves the reaction files' read-only Salt calls)")
 	}
+	if o.Shadow && o.Partitions > 0 {
+		return errors.New("reactord shadow pairs each decision with Salt's job in one process: --partitions would hand an event and its job to different replicas; run one shadow daemon, without --partitions")
+	}
 	if o.Shadow && o.ShadowWindow <= 0 {
 		return fmt.Errorf("--shadow-window %s: want a positive duration", o.ShadowWindow)
 	}

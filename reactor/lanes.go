@@ -247,7 +247,9 @@ func (d *Reactor) tick(ctx context.Context) {
 		case now := <-t.C:
 			if d.opts.Archive != nil && now.Sub(summary) >= time.Minute {
 				summary = now
-				if n := d.dispatched.Swap(0); n > 0 {
+				if n := d.dispatched.Swap(0); n > 0 && d.shadow != nil {
+					d.opts.Log.Info("reactions decided in the last minute (shadow mode: none dispatched; each verdict is in reactord shadow report)", "reactions", n)
+				} else if n > 0 {
 					d.opts.Log.Info("reactions dispatched in the last minute (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
 				}
 			}

@@ -29,6 +29,10 @@ func (d *Reactor) startShadow() {
 	so := *o
 	so.Adopt, so.Verdict = d.adopt, d.verdict
 	so.Child = func(*shadow.Job) { d.opts.Metrics.ShadowRunnerJobs.Inc() }
+	so.Overflow = func(what string) {
+		d.noisy(slog.LevelWarn, "shadow overflow "+what, "shadow: too many unpaired "+what+": the oldest decided early, or forgotten (notes, runners); the window is too long for the traffic",
+			"what", what, "max", so.MaxPending)
+	}
 	d.shadow = shadow.New(so)
 	d.shadow.SetHold(longestHold(d.eng.Load()))
 	for _, v := range shadow.Verdicts {
@@ -48,7 +52,7 @@ func longestHold(eng *engine.Engine) time.Duration {
 
 // shadowJob hands a job event to the comparer, and a runner's return.
 func (d *Reactor) shadowJob(ev *inflight) {
-	if d.shadow == nil {
+	if d.shadow == nil || ev.resume != nil { // a held event let go was handed over when it came
 		return
 	}
 	if rest, ok := strings.CutPrefix(ev.tag, "salt/run/"); ok && strings.HasSuffix(rest, "/ret") {
@@ -120,6 +124,9 @@ func (d *Reactor) verdict(v shadow.Verdict) {
 		e.JID = j.JID
 		if e.Tag == "" {
 			e.Tag = jobTag(j)
+		}
+		if e.Minion == "" {
+			e.Minion = strings.Join(j.Minions, ",")
 		}
 	}
 	if v.Verdict != shadow.Agree {

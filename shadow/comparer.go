@@ -1,6 +1,7 @@
 package shadow
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"sync"
@@ -49,6 +50,10 @@ type Options struct {
 	// runner of Salt's reactor (an orchestration's), which gets no
 	// verdict; with the Comparer's lock held: it must not call back.
 	Child func(j *Job)
+	// Overflow, when set, is called when a bound is reached: what says
+	// what was cut ("decisions", "jobs", "notes", "runners"); with the
+	// Comparer's lock held: it must not call back.
+	Overflow func(what string)
 }
 
 // Comparer pairs reactord's decisions with Salt's jobs (see the package
@@ -62,8 +67,14 @@ type Comparer struct {
 	jobs      queue[pendingJob]
 	notes     []Note
 	// runners are the runner jobs of Salt's reactor under way, by jid:
-	// when each was seen, and when it returned (zero: not yet).
-	runners map[string]*runSpan
+	// when each was seen, and when it returned (zero: not yet); returned
+	// are the returns that came before their runner's job event (another
+	// lane), by jid.
+	runners  map[string]*runSpan
+	returned map[string]time.Time
+	// early, while the oldest item is decided because a bound was
+	// reached, is what its reason says of it.
+	early string
 	// children counts the local jobs runners started (no verdict).
 	children int
 }
@@ -135,7 +146,7 @@ func New(o Options) *Comparer {
 	o.Window = cmpDur(o.Window, DefaultWindow)
 	o.Skew = cmpDur(o.Skew, DefaultSkew)
 	o.Grace = cmpDur(o.Grace, DefaultGrace)
-	o.MasterUser = cmpOr(o.MasterUser, DefaultMasterUser)
+	o.MasterUser = cmp.Or(o.MasterUser, DefaultMasterUser)
 	if o.MaxPending <= 0 {
 		o.MaxPending = DefaultMaxPending
 	}
@@ -181,8 +192,12 @@ func (c *Comparer) Candidate(j *Job) bool {
 	return false
 }
 
-// Decided takes a decision of reactord's.
+// Decided takes a decision of reactord's; one without a chunk is
+// ignored.
 func (c *Comparer) Decided(d Decision) {
+	if d.Chunk == nil {
+		return
+	}
 	cl, err := callOfChunk(d.Chunk)
 	if err != nil {
 		cl = call{kind: d.Chunk.Str("state"), fun: d.Chunk.Str("fun")}
@@ -202,7 +217,7 @@ func (c *Comparer) Decided(d Decision) {
 	if adopt == nil {
 		c.decisions.add(p, cl.exact(), cl.loose())
 		if c.decisions.n > c.o.MaxPending {
-			out = c.expireLocked(time.Time{}, c.decisions.head().d.Seen, out)
+			out = c.earlyLocked("decisions", func() []Verdict { return c.expireLocked(time.Time{}, c.decisions.head().d.Seen, out) })
 		}
 	}
 	c.mu.Unlock()
@@ -221,10 +236,7 @@ func (c *Comparer) Job(j Job) bool {
 	var pd *pendingDecision
 	c.mu.Lock()
 	if j.Kind == "runner" {
-		if c.runners == nil {
-			c.runners = map[string]*runSpan{}
-		}
-		c.runners[j.JID] = &runSpan{seen: j.Seen}
+		c.runnerLocked(&j)
 	}
 	for _, x := range c.decisions.exact[cl.exact()] {
 		if c.inWindow(x.d, p.j) {
@@ -237,7 +249,7 @@ func (c *Comparer) Job(j Job) bool {
 	if pd == nil {
 		c.jobs.add(p, cl.exact(), cl.loose())
 		if c.jobs.n > c.o.MaxPending {
-			out = c.expireLocked(c.jobs.head().j.Seen, time.Time{}, out)
+			out = c.earlyLocked("jobs", func() []Verdict { return c.expireLocked(c.jobs.head().j.Seen, time.Time{}, out) })
 		}
 	}
 	c.mu.Unlock()
@@ -254,10 +266,58 @@ func (c *Comparer) Job(j Job) bool {
 // (an orchestration's jobs), until then.
 func (c *Comparer) RunnerDone(jid string, seen time.Time) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if r := c.runners[jid]; r != nil {
 		r.done = seen
+		return
 	}
-	c.mu.Unlock()
+	// Its job event is on another lane, and late.
+	if len(c.returned) >= c.o.MaxPending {
+		c.overflowLocked("runners")
+		return
+	}
+	if c.returned == nil {
+		c.returned = map[string]time.Time{}
+	}
+	c.returned[jid] = seen
+}
+
+// runnerLocked records a runner job of Salt's reactor under way; called
+// with mu held.
+func (c *Comparer) runnerLocked(j *Job) {
+	if _, ok := c.runners[j.JID]; ok {
+		return // its event again (a redelivery)
+	}
+	if len(c.runners) >= c.o.MaxPending {
+		c.overflowLocked("runners")
+		return
+	}
+	if c.runners == nil {
+		c.runners = map[string]*runSpan{}
+	}
+	r := &runSpan{seen: j.Seen}
+	if done, ok := c.returned[j.JID]; ok {
+		r.done = done
+		delete(c.returned, j.JID)
+	}
+	c.runners[j.JID] = r
+}
+
+// overflowLocked reports a bound reached; called with mu held.
+func (c *Comparer) overflowLocked(what string) {
+	if c.o.Overflow != nil {
+		c.o.Overflow(what)
+	}
+}
+
+// earlyLocked runs expire, which decides the oldest item of what early
+// because a bound was reached, saying so in its reason; called with mu
+// held.
+func (c *Comparer) earlyLocked(what string, expire func() []Verdict) []Verdict {
+	c.overflowLocked(what)
+	c.early = fmt.Sprintf(" (decided early: more than %d unpaired %s)", c.o.MaxPending, what)
+	defer func() { c.early = "" }()
+	return expire()
 }
 
 // Children returns how many local jobs were taken as started by a runner
@@ -271,20 +331,36 @@ func (c *Comparer) Children() int {
 // childLocked reports whether local job j started while a runner job of
 // Salt's reactor ran, forgetting runners long done; called with mu held.
 func (c *Comparer) childLocked(j *Job) bool {
-	child := false
-	for jid, r := range c.runners {
-		end := r.done
-		if end.IsZero() {
-			end = r.seen.Add(MaxRunner)
-		}
-		if j.Seen.After(end.Add(c.o.Window + c.o.Grace + c.o.Hold)) {
-			delete(c.runners, jid)
-		}
-		if !j.Seen.Before(r.seen) && !j.Seen.After(end) {
-			child = true
+	for _, r := range c.runners {
+		if !j.Seen.Before(r.seen) && !j.Seen.After(r.end()) {
+			return true
 		}
 	}
-	return child
+	return false
+}
+
+// end is when the runner is taken to have ended: its return, or
+// MaxRunner after it started.
+func (r *runSpan) end() time.Time {
+	if r.done.IsZero() {
+		return r.seen.Add(MaxRunner)
+	}
+	return r.done
+}
+
+// pruneRunnersLocked forgets the runners that ended before t, and the
+// early returns seen before t; called with mu held.
+func (c *Comparer) pruneRunnersLocked(t time.Time) {
+	for jid, r := range c.runners {
+		if r.end().Before(t) {
+			delete(c.runners, jid)
+		}
+	}
+	for jid, at := range c.returned {
+		if at.Before(t) {
+			delete(c.returned, jid)
+		}
+	}
 }
 
 // Noted takes a note of a rule that did not react.
@@ -292,6 +368,7 @@ func (c *Comparer) Noted(n Note) {
 	c.mu.Lock()
 	c.notes = append(c.notes, n)
 	if len(c.notes) > c.o.MaxPending {
+		c.overflowLocked("notes")
 		c.notes = c.notes[len(c.notes)-c.o.MaxPending:]
 	}
 	c.mu.Unlock()
@@ -349,6 +426,8 @@ func (c *Comparer) Expire(now time.Time) {
 	w := c.o.Window + c.o.Grace
 	out := c.expireLocked(now.Add(-w-c.o.Hold), now.Add(-w), nil)
 	c.dropNotesLocked(now.Add(-2*w - c.o.Hold))
+	// A runner is kept while a job it started may still be waiting.
+	c.pruneRunnersLocked(now.Add(-2*w - c.o.Hold))
 	c.mu.Unlock()
 	c.emit(out, nil, nil)
 }
@@ -357,10 +436,10 @@ func (c *Comparer) Expire(now time.Time) {
 // stop: deciding it now would call reactord-only what Salt's reactor may
 // still start, so none of it gets a verdict).
 func (c *Comparer) Abandon() (decisions, jobs int) {
-	decisions, jobs = c.Pending()
 	c.mu.Lock()
-	c.decisions, c.jobs, c.notes, c.runners = queue[pendingDecision]{}, queue[pendingJob]{}, nil, nil
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	decisions, jobs = c.decisions.n, c.jobs.n
+	c.decisions, c.jobs, c.notes, c.runners, c.returned = queue[pendingDecision]{}, queue[pendingJob]{}, nil, nil, nil
 	return decisions, jobs
 }
 
@@ -432,7 +511,7 @@ func (c *Comparer) expireDecision(pd *pendingDecision) Verdict {
 		return Verdict{Verdict: Agree, Decision: d, Reason: d.Reason + "; Salt's reactor did not run it either"}
 	}
 	return Verdict{Verdict: ReactordOnly, Decision: d,
-		Reason: fmt.Sprintf("reactord would run %s (rule %q, file %s): Salt's reactor started no such job within %s of the event", describeChunk(pd), d.Rule, d.File, c.o.Window)}
+		Reason: fmt.Sprintf("reactord would run %s (rule %q, file %s): Salt's reactor started no such job within %s of the event%s", describeChunk(pd), d.Rule, d.File, c.o.Window, c.early)}
 }
 
 // expireJob decides an unpaired job: a decision of the same function in
@@ -447,32 +526,39 @@ func (c *Comparer) expireJob(pj *pendingJob) (Verdict, bool) {
 	pj.done = true
 	c.jobs.drop(pj, pj.c.exact(), pj.c.loose())
 	j := pj.j
-	if j.Kind == "local" && c.childLocked(j) {
+	n := c.noteFor(j)
+	// A note accounts for the job when it is about a minion the job runs
+	// on, or when there is no minion to compare (a runner or wheel job, an
+	// event of no minion).
+	accounts := n != nil && (n.about(j) || n.Minion == "" || j.Kind != "local")
+	if j.Kind == "local" && !accounts && c.childLocked(j) {
 		c.children++
 		if c.o.Child != nil {
 			c.o.Child(j)
 		}
 		return Verdict{}, false
 	}
-	n := c.noteFor(j)
-	v := Verdict{Job: j, Note: n}
+	v := Verdict{Job: j}
+	if accounts {
+		v.Note = n
+	}
 	why := fmt.Sprintf("no reaction of reactord's in the %s before it accounts for it, and no rule of reactord's that matched an event then refused it", c.o.Window)
 	if n != nil {
 		why = fmt.Sprintf("rule %q did not react to %s (event %s): %s", n.Rule, n.Tag, n.EventID, n.Note)
-		if h := n.held(); h != "" && (n.Minion == "" || j.Kind != "local" || n.about(j)) {
+		if h := n.held(); h != "" && accounts {
 			v.Verdict = h
-			v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s", describeJob(j), j.JID, why)
+			v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s%s", describeJob(j), j.JID, why, c.early)
 			return v, true
 		}
 	}
-	if j.Kind == "local" && (n == nil || !n.about(j)) {
+	if j.Kind == "local" && !accounts {
 		v.Verdict = Ambiguous
-		v.Reason = fmt.Sprintf("local job %s (%s) of the master's user %q: Salt's reactor, or someone as %q, started it; %s",
-			j.JID, describeJob(j), j.User, j.User, why)
+		v.Reason = fmt.Sprintf("local job %s (%s) of the master's user %q: Salt's reactor, or someone as %q, started it; %s%s",
+			j.JID, describeJob(j), j.User, j.User, why, c.early)
 		return v, true
 	}
 	v.Verdict = SaltOnly
-	v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s", describeJob(j), j.JID, why)
+	v.Reason = fmt.Sprintf("Salt's reactor ran %s (job %s); reactord would not: %s%s", describeJob(j), j.JID, why, c.early)
 	return v, true
 }
 
@@ -481,6 +567,9 @@ func (c *Comparer) expireJob(pj *pendingJob) (Verdict, bool) {
 func (c *Comparer) noteFor(j *Job) *Note {
 	var best *Note
 	bestMinion := false
+	// The notes kept are those of the last 2×(Window+Grace)+Hold: a scan
+	// of them all (a job held up in the bridge's spool still pairs by its
+	// stamp).
 	for i := len(c.notes) - 1; i >= 0; i-- {
 		n := &c.notes[i]
 		d := Decision{Stamp: n.Stamp, Seen: n.Seen}
@@ -542,7 +631,7 @@ func targets(j *Job, minion string) bool {
 // describeJob says what a job ran: kind, function, target and arguments.
 func describeJob(j *Job) string {
 	if j.Kind == "local" {
-		return fmt.Sprintf("local %s on %s %s with %s", j.Fun, cmpOr(j.TgtType, "glob"), canonical(j.Tgt), canonical(j.Arg))
+		return fmt.Sprintf("local %s on %s %s with %s", j.Fun, cmp.Or(j.TgtType, "glob"), canonical(j.Tgt), canonical(j.Arg))
 	}
 	return fmt.Sprintf("%s %s with %s", j.Kind, j.Fun, canonical(j.Arg))
 }
@@ -552,7 +641,7 @@ func describeChunk(pd *pendingDecision) string {
 	ch := pd.d.Chunk
 	if pd.c.kind == "local" {
 		tgt, _ := ch.Get("tgt")
-		return fmt.Sprintf("local %s on %s %s with %s", pd.c.fun, cmpOr(ch.Str("tgt_type"), "glob"), canonical(tgt), argsOf(ch))
+		return fmt.Sprintf("local %s on %s %s with %s", pd.c.fun, cmp.Or(ch.Str("tgt_type"), "glob"), canonical(tgt), argsOf(ch))
 	}
 	return fmt.Sprintf("%s %s with %s", pd.c.kind, pd.c.fun, argsOf(ch))
 }

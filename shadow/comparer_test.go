@@ -199,6 +199,26 @@ func pending(decisions, jobs int) step {
 	}
 }
 
+// runnerDone hands the comparer runner jid's return, seen at t0+seen.
+func runnerDone(jid string, seen time.Duration) step {
+	return func(h *harness) {
+		fmt.Fprintf(&h.out, "runner done jid=%s seen=%s\n", jid, clock(at(seen)))
+		h.c.RunnerDone(jid, at(seen))
+	}
+}
+
+// children checks how many jobs were taken as runners' own.
+func children(n int) step {
+	return func(h *harness) {
+		h.t.Helper()
+		got := h.c.Children()
+		fmt.Fprintf(&h.out, "children=%d\n", got)
+		if got != n {
+			h.t.Errorf("Children() = %d, want %d", got, n)
+		}
+	}
+}
+
 // abandon calls Abandon and checks its counts.
 func abandon(decisions, jobs int) step {
 	return func(h *harness) {
@@ -391,7 +411,9 @@ func scenarios() []scenario {
 				salt("salt/job/j1/new", time.Second, highstateJob("j1", "web1")),
 				expire(time.Minute),
 			},
-			want: []string{"ambiguous ev9 j1"}},
+			// A note about another minion does not account for the job: its
+			// event is not the job's (the reason names it all the same).
+			want: []string{"ambiguous - j1"}},
 		{name: "note-targeted-minion-preferred",
 			steps: []step{
 				noted("ev1", 0, "web1", "throttle: more than 1 per 1m0s for key \"web1\""),
@@ -611,6 +633,38 @@ func scenarios() []scenario {
 				expire(2 * time.Minute),
 			},
 			want: []string{"ambiguous - j0", "salt-only - j1"}},
+		// The runner's own jobs are those of its run: until its return.
+		{name: "runner-child-until-ret",
+			steps: []step{
+				salt("salt/run/j1/new", time.Second, orchestrateJob("j1")),
+				salt("salt/job/j2/new", 3*time.Second, highstateJob("j2", "web1")),
+				runnerDone("j1", 5*time.Second),
+				salt("salt/job/j3/new", 6*time.Second, highstateJob("j3", "web1")),
+				expire(2 * time.Minute),
+				children(1),
+			},
+			want: []string{"salt-only - j1", "ambiguous - j3"}},
+		// A return handled before its runner's job event (another lane)
+		// still ends the run.
+		{name: "runner-ret-before-new",
+			steps: []step{
+				runnerDone("j1", 1500*time.Millisecond),
+				salt("salt/run/j1/new", time.Second, orchestrateJob("j1")),
+				salt("salt/job/j2/new", 3*time.Second, highstateJob("j2", "web1")),
+				expire(2 * time.Minute),
+				children(0),
+			},
+			want: []string{"salt-only - j1", "ambiguous - j2"}},
+		// A note about its minion accounts for a job, runner or not.
+		{name: "runner-note-first",
+			steps: []step{
+				salt("salt/run/j1/new", 0, orchestrateJob("j1")),
+				noted("ev1", 3*time.Second, "web1", "throttle: more than 1 per 1m0s for key \"web1\""),
+				salt("salt/job/j2/new", 4*time.Second, highstateJob("j2", "web1")),
+				expire(2 * time.Minute),
+				children(0),
+			},
+			want: []string{"salt-only - j1", "held-throttle ev1 j2"}},
 		{name: "hold-delays-jobs",
 			steps: []step{
 				setHold(30 * time.Second),

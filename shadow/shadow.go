@@ -17,9 +17,11 @@
 //     reactor's and are not paired. saltutil.find_job jobs (which Salt's
 //     command line sends while it waits, and the reactor never does) are
 //     not either.
-//   - A job pairs with a decision of the same kind and function, whose
-//     event Salt stamped no earlier than Skew before the job and no later
-//     than Window before it (both sides use the master's _stamp).
+//   - A job pairs with a decision of the same kind and function when the
+//     master stamped the job at most Window after the decision's event and
+//     at most Skew before it (both _stamps are the master's); when either
+//     lacks a stamp, when reactord received them, at most Window apart
+//     either way.
 //   - Same target and arguments: the pair is made at once, oldest decision
 //     first, and agrees (or, for a decision held back on purpose, gets its
 //     expected verdict). Same function only: the pair is made when one side
@@ -31,13 +33,19 @@
 //     (user Reactor), or a local job of the master's user that a note about
 //     a minion it runs on accounts for; ambiguous when it is a local job of
 //     the master's user nothing accounts for: someone else may have
-//     started it. Either takes the reason of the
-//     closest note in its window (a rule that did not react, and why); a
-//     note of a gate reactord applies on purpose (throttle, debounce,
-//     collect, a forged event) gives that gate's expected verdict instead.
+//     started it. Either takes the reason of the closest note in its
+//     window (a rule that did not react, and why); a note of a gate
+//     reactord applies on purpose (throttle, debounce, collect, a forged
+//     event) gives that gate's expected verdict instead. The same
+//     function with other arguments, held back on purpose, differs: the
+//     files differ first.
+//   - A local job nothing accounts for that started while a runner job of
+//     Salt's reactor ran (between its new and ret events) is that
+//     runner's own (an orchestration's) and gets no verdict.
 package shadow
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -298,7 +306,7 @@ func (c call) loose() string { return c.kind + "\x00" + c.fun }
 func callOfJob(j *Job) call {
 	c := call{kind: j.Kind, fun: j.Fun}
 	if j.Kind == "local" {
-		c.target = canonical([]any{j.Tgt, cmpOr(j.TgtType, "glob")})
+		c.target = canonical([]any{j.Tgt, cmp.Or(j.TgtType, "glob")})
 		c.args = canonical(j.Arg)
 		return c
 	}
@@ -316,7 +324,7 @@ func callOfChunk(ch *event.Chunk) (call, error) {
 	c := call{kind: sc.Client, fun: sc.Fun}
 	switch sc.Client {
 	case "local":
-		c.target = canonical([]any{sc.Tgt, cmpOr(sc.TgtType, "glob")})
+		c.target = canonical([]any{sc.Tgt, cmp.Or(sc.TgtType, "glob")})
 		arg := append([]any(nil), sc.Arg...)
 		if sc.Kwarg != nil && sc.Kwarg.Len() > 0 {
 			kw := map[string]any{"__kwarg__": true}
@@ -420,11 +428,4 @@ func canonical(v any) string {
 	}
 	out, _ := json.Marshal(x)
 	return string(out)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -14,12 +14,15 @@ dispatched. Each decision is compared with the jobs Salt's reactor really
 started, read from the bus (the bridge publishes them), and gets one verdict:
 agree, differ, reactord-only, salt-only, ambiguous, or held-* for what
 reactord holds back on purpose (held-loop: the loop guard). Verdicts are
-counted in reactord_shadow_total{verdict}, logged (one line per verdict and
-rule a minute), and kept in the audit store: 'reactord shadow report' reads
-them. --driver serves only the reaction files' read-only Salt calls.
+counted in reactord_shadow_total{verdict}, kept in the audit store ('reactord
+shadow report' reads them), and each disagreement logged (one line per verdict
+and rule a minute). --driver serves only the reaction files' read-only Salt
+calls. Run one shadow daemon: a decision and Salt's job pair in one process.
 
-It takes every flag of 'reactord run' but --dry-run. docs/migration.md has the
-procedure: shadow for a week, read the report, switch, and how to go back.`
+It takes every flag of 'reactord run' but --dry-run and --partitions (the two
+below are flags or REACTORD_SHADOW_WINDOW and REACTORD_SALT_USER only, not
+settings of the reactord: section). docs/migration.md has the procedure:
+shadow for a week, read the report, switch, and how to go back.`
 
 // cmdShadow runs the daemon in shadow mode, or, as `shadow report`, reads
 // its verdicts.
