@@ -16,7 +16,9 @@ import (
 	"github.com/reactord/reactord/store/sqlstore"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/shadow-report")
+// update rewrites the golden files of the package's tests
+// (testdata/shadow-report, testdata/shadow/ledger.golden).
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/shadow-report, testdata/shadow/ledger.golden)")
 
 // shadowAt is a time of the shadow report's fixture.
 func shadowAt(sec, milli int) time.Time {

@@ -197,19 +197,8 @@ func TestShadowOnRealSalt(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(window) // whatever came late is decided too
-	cpu1, wall := cpuOf(t, e, r), time.Since(wall0)
-	rep = report()
-	t.Logf("verdicts: %v", rep.Verdicts)
-	for _, d := range rep.Disagreements {
-		t.Logf("  %s %s %s jid=%s: %s", d.Verdict, d.Rule, d.Tag, d.JID, d.Reason)
-	}
-
-	// Every job Salt's reactor started is in a verdict.
-	inVerdict := map[string]string{}
-	for _, d := range rep.Disagreements {
-		inVerdict[d.JID] = d.Verdict
-	}
+	// Every job Salt's reactor started gets a verdict (its shadow row in
+	// the ledger: reactord trace JID), but an orchestration's own job.
 	saltJobs := r.seen(func(ev event.Event) bool {
 		p := strings.Split(ev.Tag, "/")
 		if len(p) != 4 || p[3] != "new" || (p[1] != "job" && p[1] != "run" && p[1] != "wheel") {
@@ -218,6 +207,30 @@ func TestShadowOnRealSalt(t *testing.T) {
 		u, _ := ev.Data["user"].(string)
 		return u == "Reactor" || (p[1] == "job" && u == "root" && ev.Data["fun"] != "saltutil.find_job")
 	})
+	unpaired := map[string]bool{}
+	for _, ev := range saltJobs {
+		unpaired[fmt.Sprint(ev.Data["jid"])] = true
+	}
+	waitFor(t, 60*time.Second, "a verdict for every job of Salt's reactor", func() error {
+		for jid := range unpaired {
+			if out, _ := r.cli([]string{"trace"}, jid); strings.Contains(out, " shadow ") {
+				delete(unpaired, jid)
+			}
+		}
+		if children := r.metric("reactord_shadow_runner_jobs_total"); len(unpaired) != children {
+			return fmt.Errorf("%d jobs without a verdict, %d an orchestration's: %v", len(unpaired), children, unpaired)
+		}
+		return nil
+	})
+	if len(unpaired) != 1 {
+		t.Errorf("%d jobs of Salt's reactor taken as an orchestration's, want its one state.sls: %v", len(unpaired), unpaired)
+	}
+	cpu1, wall := cpuOf(t, e, r), time.Since(wall0)
+	rep = report()
+	t.Logf("verdicts: %v", rep.Verdicts)
+	for _, d := range rep.Disagreements {
+		t.Logf("  %s %s %s jid=%s: %s", d.Verdict, d.Rule, d.Tag, d.JID, d.Reason)
+	}
 	agreed := rep.Verdicts["agree"]
 	// Each revert Salt's reactor ran after the first on a minion is the
 	// revert's own write come back (web2's beacon does not pause during
@@ -238,13 +251,7 @@ func TestShadowOnRealSalt(t *testing.T) {
 			t.Errorf("%d unexpected %s verdicts", n, v)
 		}
 	}
-	// The orchestration's own local job is the runner's: no verdict.
-	children := r.metric("reactord_shadow_runner_jobs_total")
-	paired := agreed + rep.Verdicts["differ"] + rep.Verdicts["salt-only"] + rep.Verdicts["held-loop"] + rep.Verdicts["held-forged"] + rep.Verdicts["ambiguous"]
-	if paired+children != len(saltJobs) || children != 1 {
-		t.Errorf("%d jobs of Salt's reactor on the bus: %d in verdicts, %d an orchestration's (want 1)", len(saltJobs), paired, children)
-	}
-	t.Logf("%d jobs of Salt's reactor: %d in verdicts (%d agreements), %d an orchestration's", len(saltJobs), paired, agreed, children)
+	t.Logf("%d jobs of Salt's reactor: %d with a verdict (%d agreements in all), %d an orchestration's", len(saltJobs), len(saltJobs)-len(unpaired), agreed, len(unpaired))
 	for _, check := range []struct{ verdict, rule, reason string }{
 		{"differ", "myco/edited", "reactord"},
 		{"reactord-only", "myco/only", "no such job"},
