@@ -161,7 +161,11 @@ func (d *Reactor) Stop(ctx context.Context) error {
 		d.opts.Log.Warn("stopping: events queued by a rule's concurrency limit dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
 	}
 	if n := d.dispatched.Swap(0); n > 0 && d.opts.Archive != nil {
-		d.opts.Log.Info("reactions dispatched since the last count (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
+		if d.shadow != nil {
+			d.opts.Log.Info("reactions decided since the last count (shadow mode: none dispatched; each verdict is in reactord shadow report)", "reactions", n)
+		} else {
+			d.opts.Log.Info("reactions dispatched since the last count (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
+		}
 	}
 	if n := d.debounceReturned.Swap(0); n > 0 {
 		d.opts.Log.Info("stopping: debounced events still in their quiet period left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
