@@ -531,7 +531,10 @@ func (c *Comparer) expireJob(pj *pendingJob) (Verdict, bool) {
 	// on, or when there is no minion to compare (a runner or wheel job, an
 	// event of no minion).
 	accounts := n != nil && (n.about(j) || n.Minion == "" || j.Kind != "local")
-	if j.Kind == "local" && !accounts && c.childLocked(j) {
+	// A runner's own job, unless a gate reactord applies on purpose
+	// accounts for it (a note of a rule that did not react otherwise — a
+	// when — is weaker evidence than the run it started in).
+	if j.Kind == "local" && !(accounts && n.held() != "") && c.childLocked(j) {
 		c.children++
 		if c.o.Child != nil {
 			c.o.Child(j)

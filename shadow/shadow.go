@@ -39,9 +39,10 @@
 //     event) gives that gate's expected verdict instead. The same
 //     function with other arguments, held back on purpose, differs: the
 //     files differ first.
-//   - A local job nothing accounts for that started while a runner job of
-//     Salt's reactor ran (between its new and ret events) is that
-//     runner's own (an orchestration's) and gets no verdict.
+//   - A local job that started while a runner job of Salt's reactor ran
+//     (between its new and ret events) is that runner's own (an
+//     orchestration's) and gets no verdict, unless a gate's note (held-*)
+//     accounts for it.
 package shadow
 
 import (
