@@ -1,6 +1,7 @@
 package reactor
 
 import (
+	"cmp"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -31,7 +32,7 @@ func (d *Reactor) startShadow() {
 	so.Child = func(*shadow.Job) { d.opts.Metrics.ShadowRunnerJobs.Inc() }
 	so.Overflow = func(what string) {
 		d.noisy(slog.LevelWarn, "shadow overflow "+what, "shadow: too many unpaired "+what+": the oldest decided early, or forgotten (notes, runners); the window is too long for the traffic",
-			"what", what, "max", so.MaxPending)
+			"what", what, "max", cmp.Or(so.MaxPending, shadow.DefaultMaxPending))
 	}
 	d.shadow = shadow.New(so)
 	d.shadow.SetHold(longestHold(d.eng.Load()))
