@@ -75,6 +75,11 @@ type Comparer struct {
 	// early, while the oldest item is decided because a bound was
 	// reached, is what its reason says of it.
 	early string
+	// lagCur and lagPrev are the longest lags of Salt's reactor (from an
+	// event to its job, exact pairs) in the current span, begun at lagAt,
+	// and in the one before (window).
+	lagCur, lagPrev time.Duration
+	lagAt           time.Time
 	// children counts the local jobs runners started (no verdict).
 	children int
 }
@@ -168,16 +173,57 @@ func (c *Comparer) SetHold(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// Window returns the pairing window.
-func (c *Comparer) Window() time.Duration { return c.o.Window }
+// Window returns the pairing window in force (see window).
+func (c *Comparer) Window() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.window()
+}
+
+// MaxWindow bounds how far the window stretches with Salt's reactor's
+// lag.
+const MaxWindow = 10 * time.Minute
+
+// lagSpan is how long an observed lag of Salt's reactor keeps stretching
+// the window: the lags of the last one to two spans count.
+const lagSpan = 5 * time.Minute
+
+// window is the pairing window in force: Options.Window, or, when Salt's
+// reactor has been slower than that, 1.5 times the longest lag from an
+// event to its job among the exact pairs of the last 5 to 10 minutes
+// (Salt's reactor publishes a burst's local jobs one after the other,
+// falling behind as it goes), at most MaxWindow; called with mu held.
+func (c *Comparer) window() time.Duration {
+	return min(max(c.o.Window, max(c.lagCur, c.lagPrev)*3/2), max(c.o.Window, MaxWindow))
+}
+
+// lagLocked records the lag of an exact pair: from the event to the job,
+// by the master's stamps (else by when reactord saw them); called with mu
+// held.
+func (c *Comparer) lagLocked(d *Decision, j *Job) {
+	lag, now := j.Seen.Sub(d.Seen), j.Seen
+	if !d.Stamp.IsZero() && !j.Stamp.IsZero() {
+		lag = j.Stamp.Sub(d.Stamp)
+	}
+	if d.Seen.After(now) {
+		now = d.Seen
+	}
+	if since := now.Sub(c.lagAt); since > 2*lagSpan {
+		c.lagPrev, c.lagCur, c.lagAt = 0, 0, now
+	} else if since > lagSpan {
+		c.lagPrev, c.lagCur, c.lagAt = c.lagCur, 0, now
+	}
+	c.lagCur = max(c.lagCur, lag)
+}
 
 // inWindow reports whether job j may pair with decision d's event: by
 // the master's stamps when both have one, else by when reactord saw them.
 func (c *Comparer) inWindow(d *Decision, j *Job) bool {
+	w := c.window()
 	if !d.Stamp.IsZero() && !j.Stamp.IsZero() {
-		return !j.Stamp.Before(d.Stamp.Add(-c.o.Skew)) && !j.Stamp.After(d.Stamp.Add(c.o.Window))
+		return !j.Stamp.Before(d.Stamp.Add(-c.o.Skew)) && !j.Stamp.After(d.Stamp.Add(w))
 	}
-	return !j.Seen.Before(d.Seen.Add(-c.o.Window)) && !j.Seen.After(d.Seen.Add(c.o.Window))
+	return !j.Seen.Before(d.Seen.Add(-w)) && !j.Seen.After(d.Seen.Add(w))
 }
 
 // Candidate reports whether a job may be Salt's reactor's: runner and
@@ -400,6 +446,9 @@ func (c *Comparer) pairLocked(pd *pendingDecision, pj *pendingJob, exact bool) V
 		c.jobs.drop(pj, pj.c.exact(), pj.c.loose())
 	}
 	d, j := pd.d, pj.j
+	if exact {
+		c.lagLocked(d, j)
+	}
 	v := Verdict{Decision: d, Job: j}
 	switch {
 	case d.Held != "" && exact:
@@ -423,7 +472,7 @@ func (c *Comparer) pairLocked(pd *pendingDecision, pj *pendingJob, exact bool) V
 // after reactord made it, a job Window+Grace+Hold after reactord saw it.
 func (c *Comparer) Expire(now time.Time) {
 	c.mu.Lock()
-	w := c.o.Window + c.o.Grace
+	w := c.window() + c.o.Grace
 	out := c.expireLocked(now.Add(-w-c.o.Hold), now.Add(-w), nil)
 	c.dropNotesLocked(now.Add(-2*w - c.o.Hold))
 	// A runner is kept while a job it started may still be waiting.
@@ -511,7 +560,7 @@ func (c *Comparer) expireDecision(pd *pendingDecision) Verdict {
 		return Verdict{Verdict: Agree, Decision: d, Reason: d.Reason + "; Salt's reactor did not run it either"}
 	}
 	return Verdict{Verdict: ReactordOnly, Decision: d,
-		Reason: fmt.Sprintf("reactord would run %s (rule %q, file %s): Salt's reactor started no such job within %s of the event%s", describeChunk(pd), d.Rule, d.File, c.o.Window, c.early)}
+		Reason: fmt.Sprintf("reactord would run %s (rule %q, file %s): Salt's reactor started no such job within %s of the event%s", describeChunk(pd), d.Rule, d.File, c.window(), c.early)}
 }
 
 // expireJob decides an unpaired job: a decision of the same function in
@@ -545,7 +594,7 @@ func (c *Comparer) expireJob(pj *pendingJob) (Verdict, bool) {
 	if accounts {
 		v.Note = n
 	}
-	why := fmt.Sprintf("no reaction of reactord's in the %s before it accounts for it, and no rule of reactord's that matched an event then refused it", c.o.Window)
+	why := fmt.Sprintf("no reaction of reactord's in the %s before it accounts for it, and no rule of reactord's that matched an event then refused it", c.window())
 	if n != nil {
 		why = fmt.Sprintf("rule %q did not react to %s (event %s): %s", n.Rule, n.Tag, n.EventID, n.Note)
 		if h := n.held(); h != "" && accounts {

@@ -234,6 +234,7 @@ func abandon(decisions, jobs int) step {
 // Reactions and jobs of the scenarios.
 var (
 	highstate    = func() *event.Chunk { return reaction("highstate", "local", "state.apply", "tgt", "web1") }
+	highstateFor = func(tgt string) *event.Chunk { return reaction("highstate", "local", "state.apply", "tgt", tgt) }
 	highstateJob = func(jid, tgt string) string {
 		return `{"jid":"` + jid + `","tgt_type":"glob","tgt":"` + tgt + `","user":"root","fun":"state.apply","arg":[],"minions":["` + tgt + `"],"missing":[]}`
 	}
@@ -633,6 +634,28 @@ func scenarios() []scenario {
 				expire(2 * time.Minute),
 			},
 			want: []string{"ambiguous - j0", "salt-only - j1"}},
+		// Salt's reactor falls behind in a burst: the lags of the exact
+		// pairs stretch the window (1.5 times the longest), so a later
+		// job, past Window (15s) after its event, still pairs.
+		{name: "lag-stretches-window",
+			steps: []step{
+				decide(dec("ev1", 0, highstateFor("a1"))),
+				salt("salt/job/j1/new", 12*time.Second, highstateJob("j1", "a1")),
+				decide(dec("ev2", 100*time.Millisecond, highstateFor("a2"))),
+				salt("salt/job/j2/new", 14*time.Second, highstateJob("j2", "a2")),
+				decide(dec("ev3", 200*time.Millisecond, highstateFor("a3"))),
+				salt("salt/job/j3/new", 19*time.Second, highstateJob("j3", "a3")),
+				expire(2 * time.Minute),
+			},
+			want: []string{"agree ev1 j1", "agree ev2 j2", "agree ev3 j3"}, adopted: []string{"ev1 j1", "ev2 j2", "ev3 j3"}},
+		// Without such lags, the window is Window.
+		{name: "lag-none",
+			steps: []step{
+				decide(dec("ev3", 200*time.Millisecond, highstateFor("a3"))),
+				salt("salt/job/j3/new", 19*time.Second, highstateJob("j3", "a3")),
+				expire(2 * time.Minute),
+			},
+			want: []string{"reactord-only ev3 -", "ambiguous - j3"}},
 		// The runner's own jobs are those of its run: until its return.
 		{name: "runner-child-until-ret",
 			steps: []step{

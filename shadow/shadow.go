@@ -21,7 +21,8 @@
 //     master stamped the job at most Window after the decision's event and
 //     at most Skew before it (both _stamps are the master's); when either
 //     lacks a stamp, when reactord received them, at most Window apart
-//     either way.
+//     either way. The window stretches with Salt's reactor's lag (see
+//     Comparer.Window).
 //   - Same target and arguments: the pair is made at once, oldest decision
 //     first, and agrees (or, for a decision held back on purpose, gets its
 //     expected verdict). Same function only: the pair is made when one side
