@@ -375,7 +375,8 @@ func (c *Comparer) Children() int {
 }
 
 // childLocked reports whether local job j started while a runner job of
-// Salt's reactor ran, forgetting runners long done; called with mu held.
+// Salt's reactor ran (Expire forgets the runners long done); called with
+// mu held.
 func (c *Comparer) childLocked(j *Job) bool {
 	for _, r := range c.runners {
 		if !j.Seen.Before(r.seen) && !j.Seen.After(r.end()) {
