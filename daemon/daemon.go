@@ -98,6 +98,12 @@ type Daemon struct {
 	runCtx context.Context
 	cancel context.CancelFunc
 
+	// serverVersion is the NATS server's release (the lowest the
+	// connection sees); sharedRefused, when set, why the server cannot
+	// keep the shared state (natsbus.FeatureSharedState).
+	serverVersion natsbus.ServerVersion
+	sharedRefused error
+
 	shared    atomic.Bool
 	sharedErr atomic.Pointer[error] // the last failure to open it, until it opened
 

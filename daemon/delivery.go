@@ -3,17 +3,10 @@ package daemon
 import (
 	"context"
 	"errors"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/natsbus"
 )
-
-// jetStreamAskTimeout bounds the question whether the server has
-// JetStream.
-const jetStreamAskTimeout = 5 * time.Second
 
 // chooseDelivery settles --jetstream auto once connected: JetStream
 // whenever the server has it, the embedded one or another, so that a
@@ -25,7 +18,7 @@ func (d *Daemon) chooseDelivery(ctx context.Context) error {
 	if o.JetStream.Given {
 		d.jetstream = o.JetStream.Value
 	} else {
-		has, why := serverJetStream(ctx, d.conn)
+		has, why := d.conn.JetStreamEnabled(ctx)
 		d.jetstream = has
 		if !has {
 			d.log.Warn("the NATS server has no JetStream: events come through a core NATS queue group, and those that overflow the lanes, or arrive while no replica runs, are dropped (reactord_dropped_total); enable JetStream on the server, or give --jetstream=false to choose core NATS",
@@ -50,23 +43,47 @@ func needJetStream(o *Options) error {
 	return nil
 }
 
-// serverJetStream asks the server whether this connection's account has
-// JetStream (its account information), else, when the question gets no
-// answer, what the server's INFO says. why says how it knows.
-func serverJetStream(ctx context.Context, conn *natsbus.Conn) (has bool, why string) {
-	actx, cancel := context.WithTimeout(ctx, jetStreamAskTimeout)
-	defer cancel()
-	_, err := conn.JetStream().AccountInfo(actx)
-	switch {
-	case err == nil:
-		return true, "the account has JetStream"
-	case errors.Is(err, jetstream.ErrJetStreamNotEnabled):
-		return false, "JetStream is not enabled on the server"
-	case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		return false, "JetStream is not enabled for this account"
+// gateFeatures refuses, with one line naming the feature, the server's
+// version and the version it needs (natsbus.FeatureError), a feature
+// the NATS server is too old for: the daemon would otherwise say ready
+// and then take nothing (a partition consumer whose reset is never
+// answered). JetStream delivery chosen by default falls back to core NATS
+// and the shared state to this process's memory, each with a warning
+// naming the versions.
+func (d *Daemon) gateFeatures(ctx context.Context) error {
+	o := &d.opts
+	sv, err := d.conn.ServerVersion(ctx)
+	if err != nil {
+		d.log.Warn("cannot tell the NATS server's version: features it may lack are not checked at start", "err", err)
+		return nil
 	}
-	if on, _ := conn.NATS().ConnectedServerJetStream(); on {
-		return true, "the server's INFO says JetStream (its account information did not answer: " + err.Error() + ")"
+	d.serverVersion = sv
+	if d.jetstream {
+		if err := natsbus.FeatureJetStream.Check(sv); err != nil {
+			if o.JetStream.Given {
+				return err
+			}
+			d.log.Warn("JetStream delivery refused, falling back to core NATS (events that overflow the lanes, or arrive while no replica runs, are dropped): "+err.Error(), "nats", sv.URL)
+			d.jetstream = false
+			if err := needJetStream(o); err != nil {
+				return err
+			}
+		}
+		if o.Partitions > 0 {
+			if err := natsbus.FeaturePartitions.Check(sv); err != nil {
+				return err
+			}
+		}
+		if o.DedupeMasters > 0 {
+			if err := natsbus.FeatureDedupeMasters.Check(sv); err != nil {
+				return err
+			}
+		}
 	}
-	return false, "the server's INFO says no JetStream, and its account information did not answer: " + err.Error()
+	if o.SharedState {
+		if err := natsbus.FeatureSharedState.Check(sv); err != nil {
+			d.sharedRefused = err
+		}
+	}
+	return nil
 }

@@ -105,6 +105,9 @@ func (d *Daemon) connect(ctx context.Context) error {
 	if err := d.chooseDelivery(ctx); err != nil {
 		return configErr(err)
 	}
+	if err := d.gateFeatures(ctx); err != nil {
+		return configErr(err)
+	}
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_nats_connected", Help: "1 while the NATS connection is up."},
 		func() float64 { return b2f(conn.Connected()) }))
 	d.addHealth("NATS connection", func() error {
@@ -342,6 +345,10 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 	if !d.opts.SharedState {
 		return nil
 	}
+	if d.sharedRefused != nil {
+		d.log.Warn("shared state unavailable: "+d.sharedRefused.Error()+": the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it); --shared-state=false says this is meant")
+		return nil
+	}
 	err := d.attachSharedState(ctx, d.guard, sharedOpenTimeout)
 	switch {
 	case err == nil:
@@ -429,7 +436,7 @@ func (d *Daemon) openCopies(ctx context.Context) error {
 	if d.opts.DedupeMasters <= 0 {
 		return nil
 	}
-	copies, err := kv.OpenCopies(ctx, d.conn, kv.CopiesOptions{Window: d.opts.DedupeMasters, Replicas: d.opts.StreamReplicas})
+	copies, err := kv.OpenCopies(ctx, d.conn, kv.CopiesOptions{Window: d.opts.DedupeMasters, Replicas: d.opts.StreamReplicas, WaitLog: d.log})
 	if err != nil {
 		return configErr(fmt.Errorf("--dedupe-masters: %w", err))
 	}

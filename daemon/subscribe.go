@@ -16,11 +16,17 @@ import (
 func (d *Daemon) subscribe(ctx context.Context) error {
 	so := natsbus.StreamOptions{AckWait: d.opts.AckWait, MaxAckPending: MaxAckPending(d.opts.Queue, d.opts.Workers), Duplicates: d.opts.DedupeWindow,
 		Replicas: d.opts.StreamReplicas, Logger: d.log}
+	// The stream, the consumers and the buckets are created with
+	// retries while JetStream cannot yet (a cluster electing): until
+	// then, or until the daemon is told to stop.
+	start, cancel := context.WithCancel(d.runCtx)
+	defer context.AfterFunc(ctx, cancel)()
+	defer cancel()
 	var err error
 	switch {
 	case d.jetstream && d.opts.Partitions > 0:
 		var p *consume.Partitioned
-		if p, err = d.consumePartitioned(so); err == nil {
+		if p, err = d.consumePartitioned(start, so); err == nil {
 			d.sub, d.partitioned = p, p
 			d.addHealth("partitions", func() error {
 				if err := p.Health(); err != nil {
@@ -38,7 +44,7 @@ func (d *Daemon) subscribe(ctx context.Context) error {
 		// being redelivered to another replica while this one lives.
 		so.Progress = true
 		var c *consume.Consumer
-		if c, err = consume.New(d.runCtx, d.conn, so, d.handle); err == nil {
+		if c, err = consume.New(start, d.conn, so, d.handle); err == nil {
 			d.sub = c
 			d.addHealth("JetStream consumer", func() error {
 				if !c.Healthy() {
@@ -85,14 +91,14 @@ func (d *Daemon) handle(m *natsbus.Message) {
 
 // consumePartitioned consumes the stream in partitions by minion (the key
 // of the daemon's lanes) and registers the ownership metrics.
-func (d *Daemon) consumePartitioned(so natsbus.StreamOptions) (*consume.Partitioned, error) {
+func (d *Daemon) consumePartitioned(ctx context.Context, so natsbus.StreamOptions) (*consume.Partitioned, error) {
 	changes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_partition_changes_total",
 		Help: "Changes of partition ownership in this replica: acquired, released (handed over), lost (lease not renewed), resync (reset to the acknowledgement floor), drained (a partition of a former number emptied and deleted)."}, []string{"change"})
 	for _, c := range []string{"acquired", "released", "lost", "resync", "drained"} {
 		changes.WithLabelValues(c)
 	}
 	d.reg.MustRegister(changes)
-	p, err := consume.NewPartitioned(d.runCtx, d.conn, consume.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions,
+	p, err := consume.NewPartitioned(ctx, d.conn, consume.PartitionOptions{StreamOptions: so, Partitions: d.opts.Partitions,
 		OnChange: func(change string, _ int) { changes.WithLabelValues(change).Inc() }}, d.handle)
 	if err != nil {
 		return nil, err

@@ -96,31 +96,12 @@ func New(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, handler 
 	return k, nil
 }
 
-// startWait bounds how long Consume retries a JetStream that is not ready
-// (a cluster electing a leader, a stream whose replicas are being added).
-const startWait = 30 * time.Second
-
-// startRetrying starts consuming, retrying for up to startWait while
-// JetStream answers that it is not ready.
+// startRetrying starts consuming, retrying with backoff until ctx ends
+// while JetStream cannot create the stream or the consumer yet (a cluster
+// electing a leader, a stream whose replicas are being added):
+// natsbus.Ensure logs the wait and its end.
 func (k *Consumer) startRetrying(ctx context.Context) error {
-	first := true
-	return retryTransient(ctx, func() error {
-		err := k.start(ctx)
-		if err != nil && natsbus.Transient(err) && first {
-			first = false
-			k.log.Warn("JetStream not ready; retrying", "stream", k.o.Stream, "for_up_to", startWait.String(), "err", err)
-		}
-		return err
-	})
-}
-
-// retryTransient calls fn until it succeeds or fails for good (an error
-// that is not transient, ctx ended), for up to startWait, with
-// retry.Until's pauses.
-func retryTransient(ctx context.Context, fn func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, startWait)
-	defer cancel()
-	return retry.Until(ctx, fn, func(err error) bool { return !natsbus.Transient(err) })
+	return natsbus.Ensure(ctx, k.log, "stream "+k.o.Stream+" and its consumer "+k.o.Durable, k.start)
 }
 
 // heldMsg is a message this client holds unacknowledged, and when the

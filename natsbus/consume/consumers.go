@@ -99,7 +99,7 @@ func consumerSets(c *natsbus.Conn, ctx context.Context, stream, durable string) 
 // (and reported) while a daemon still pulls from it.
 func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 	var sets map[string]*consumerSet
-	err := retryTransient(ctx, func() error {
+	err := natsbus.Ensure(ctx, p.log, "the list of stream "+p.o.Stream+"'s consumers", func(ctx context.Context) error {
 		var err error
 		sets, err = consumerSets(p.c, ctx, p.o.Stream, p.o.Durable)
 		return err
@@ -241,7 +241,7 @@ func (p *Partitioned) createConsumer(ctx context.Context, u *unit, start uint64)
 	if start > 1 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 	}
-	err := retryTransient(ctx, func() error {
+	err := natsbus.Ensure(ctx, p.log, "consumer "+u.name, func(ctx context.Context) error {
 		_, err := p.c.JetStream().Consumer(ctx, p.o.Stream, u.name)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			_, err = p.c.JetStream().CreateConsumer(ctx, p.o.Stream, cfg)

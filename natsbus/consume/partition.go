@@ -195,10 +195,10 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 	}
 	so := o.StreamOptions
 	so.Partitions = o.Partitions // interest retention, and the subject transform to this number
-	if err := retryTransient(ctx, func() error { return c.EnsureStream(ctx, so) }); err != nil {
+	if err := natsbus.Ensure(ctx, o.Logger, "stream "+so.Stream, func(ctx context.Context) error { return c.EnsureStream(ctx, so) }); err != nil {
 		return nil, err
 	}
-	st, err := kv.Open(ctx, c, kv.StateOptions{Bucket: o.Bucket, Replicas: o.Replicas, Logger: o.Logger,
+	st, err := kv.Open(ctx, c, kv.StateOptions{Bucket: o.Bucket, Replicas: o.Replicas, Logger: o.Logger, WaitLog: o.Logger,
 		Description: "reactord --partitions: which replica owns each partition of the event stream, and the live replicas"})
 	if err != nil {
 		return nil, fmt.Errorf("partitions: %w", err)
@@ -256,7 +256,7 @@ func (p *Partitioned) begin(ctx context.Context, so natsbus.StreamOptions) error
 	// The consumers exist: the stream may store keyed events under this
 	// number's subjects now.
 	so.Logger = o.Logger
-	if err := retryTransient(ctx, func() error { return p.c.SetPartitionTransform(ctx, so) }); err != nil {
+	if err := natsbus.Ensure(ctx, o.Logger, "the subject transform of stream "+so.Stream, func(ctx context.Context) error { return p.c.SetPartitionTransform(ctx, so) }); err != nil {
 		return fmt.Errorf("partitions: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,6 +26,10 @@ type CopiesOptions struct {
 	TTL time.Duration
 	// Replicas of the bucket (default 1), as the event stream's.
 	Replicas int
+	// WaitLog, when set, receives a line when the bucket cannot be
+	// created yet (OpenCopies retries until its context ends) and one
+	// when it was; nil: none.
+	WaitLog *slog.Logger
 }
 
 // Copies recognises the copies of one event that the masters of a
@@ -55,9 +60,14 @@ func OpenCopies(ctx context.Context, c *natsbus.Conn, o CopiesOptions) (*Copies,
 	if o.TTL <= 0 {
 		o.TTL = time.Hour
 	}
-	kv, err := c.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: o.Bucket, TTL: o.TTL, History: 1,
+	cfg := jetstream.KeyValueConfig{Bucket: o.Bucket, TTL: o.TTL, History: 1,
 		Storage: jetstream.FileStorage, Replicas: max(o.Replicas, 1),
-		Description: "reactord --dedupe-masters: the emissions of each event taken, by a key that leaves out the master's _stamp"})
+		Description: "reactord --dedupe-masters: the emissions of each event taken, by a key that leaves out the master's _stamp"}
+	var kv jetstream.KeyValue
+	err := natsbus.Ensure(ctx, o.WaitLog, "key-value bucket "+o.Bucket, func(ctx context.Context) (err error) {
+		kv, err = c.JetStream().CreateOrUpdateKeyValue(ctx, cfg)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("creating key-value bucket %s: %w", o.Bucket, err)
 	}

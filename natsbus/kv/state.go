@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/internal/ratelog"
-	"github.com/reactord/reactord/internal/retry"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -33,6 +32,10 @@ type StateOptions struct {
 	Logger *slog.Logger
 	// Description is the bucket's description (default: the loop guard's).
 	Description string
+	// WaitLog, when set, receives a line when the bucket cannot be
+	// created yet (Open retries until its context ends) and one when it
+	// was; nil: none.
+	WaitLog *slog.Logger
 	// Resend, when set, names the keys whose Put or Delete is sent again
 	// when it fails (for up to 30s), for records only one replica
 	// writes: the others' newer writes of a key would be overwritten by
@@ -79,8 +82,10 @@ type pendingWrite struct {
 }
 
 // ErrStateUnsupported is returned by Open when the NATS server has
-// no JetStream or is older than 2.11 (no per-message TTL).
-var ErrStateUnsupported = errors.New("the NATS server cannot keep the shared state (needs JetStream, server 2.11 or later)")
+// no JetStream or is older than natsbus.FeatureSharedState's minimum (no
+// per-message TTL).
+var ErrStateUnsupported = errors.New("the NATS server cannot keep the shared state (needs JetStream and per-message TTLs, nats-server " +
+	natsbus.FeatureSharedState.Min().String() + " or later)")
 
 // DefaultStateBucket is the shared state bucket's name unless
 // StateOptions.Bucket names another.
@@ -101,8 +106,10 @@ func Open(ctx context.Context, c *natsbus.Conn, o StateOptions) (*State, error) 
 	// A server without JetStream answers this at once (creating the
 	// bucket would wait for ctx); other errors (a cluster electing) are
 	// left to the retries below.
-	if _, err := js.AccountInfo(ctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
+	actx, cancel := context.WithTimeout(ctx, natsbus.EnsureAttempt)
+	_, err := js.AccountInfo(actx)
+	cancel()
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("key-value bucket %s: %w: %w", o.Bucket, ErrStateUnsupported, err)
 	}
 	cfg := jetstream.KeyValueConfig{Bucket: o.Bucket, History: 1,
@@ -110,8 +117,10 @@ func Open(ctx context.Context, c *natsbus.Conn, o StateOptions) (*State, error) 
 		Description: o.Description}
 	var kv jetstream.KeyValue
 	// A cluster electing, forming, or busy adding a stream's replicas
-	// answers so for a while: retry until ctx ends.
-	err := retry.Until(ctx, func() error {
+	// answers so for a while, or not at all (each attempt's own deadline):
+	// retry until ctx ends. What is refused for good (a server without
+	// per-message TTLs) stops at once.
+	err = natsbus.Ensure(ctx, o.WaitLog, "key-value bucket "+o.Bucket, func(ctx context.Context) error {
 		var err error
 		if o.Replicas > 0 {
 			kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
@@ -122,9 +131,6 @@ func Open(ctx context.Context, c *natsbus.Conn, o StateOptions) (*State, error) 
 			}
 		}
 		return err
-	}, func(err error) bool {
-		var apiErr *jetstream.APIError
-		return !errors.As(err, &apiErr) || !natsbus.Transient(err)
 	})
 	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
@@ -133,7 +139,11 @@ func Open(ctx context.Context, c *natsbus.Conn, o StateOptions) (*State, error) 
 	if err != nil {
 		return nil, fmt.Errorf("creating key-value bucket %s: %w", o.Bucket, err)
 	}
-	st, err := js.Stream(ctx, "KV_"+o.Bucket)
+	var st jetstream.Stream
+	err = natsbus.Ensure(ctx, o.WaitLog, "stream KV_"+o.Bucket, func(ctx context.Context) (err error) {
+		st, err = js.Stream(ctx, "KV_"+o.Bucket)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("key-value bucket %s: %w", o.Bucket, err)
 	}
