@@ -346,7 +346,7 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 		return nil
 	}
 	if d.sharedRefused != nil {
-		d.log.Warn("shared state unavailable: "+d.sharedRefused.Error()+": the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it); --shared-state=false says this is meant")
+		d.log.Warn("shared state unavailable: " + d.sharedRefused.Error() + ": the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it); --shared-state=false says this is meant")
 		return nil
 	}
 	err := d.attachSharedState(ctx, d.guard, sharedOpenTimeout)
