@@ -18,7 +18,7 @@ import (
 )
 
 func cmdCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("check", "reactord check -c CONF [--event FILE|-] [--events FILE|-]",
+	fs := newFlags("check", "reactord check -c CONF [--event FILE|-] [--events FILE|-] [--nats URL]\n  or: reactord check --nats URL",
 		`Validates everything that can be checked without an event: the
 configuration (against schemas/reactor-config.json and Salt's rules), every
 SLS reference (it must name at least one file), every reaction file (it must
@@ -35,7 +35,13 @@ shows (a templated file that breaks once filled in, an unknown reaction
 type) is found before the daemon meets it; a problem many events repeat is
 printed once. Every problem is printed to
 stderr as file:line:col: message; entries Salt would skip silently count as
-problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stderr)
+problems. With --nats URL (and the daemon's NATS connection flags), it
+connects to that server and prints its version (in a cluster, the lowest of
+the nodes it can read), whether it has JetStream, and for each feature built
+on JetStream whether it works there or is refused, with the version it
+needs; a feature the configuration turns on that the server refuses (the
+daemon would not start) is a problem. Exit 0 when clean, 1 when problems
+were found, 2 on bad usage.`, stderr)
 	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
 	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
 	evsFile := fs.String("events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
@@ -44,22 +50,37 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	out := fs.String("out", "text", `text (problems on stderr, one a line, as file:line:col: message) or json (one object on stdout: ok, rules, files, loaded files and their renderers, problems with file, line, col and message)`)
 	offline := fs.Bool("offline", false, "do not contact the driver's salt-api (by default, with driver: saltapi configured, check logs in to it)")
 	settings := fs.Bool("settings", false, "print the daemon's settings as `reactord run -c CONF` would merge them (flag, environment, reactord: section, default), with where each came from")
+	var nopts daemon.NATSOptions
+	nopts.Flags(fs, "NATS URL(s) of a server to check: its version, JetStream, and which of reactord's features it can have (none: no NATS check)")
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if *conf == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "check: need -c CONF")
+	if *conf == "" && nopts.URL == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "check: need -c CONF, or --nats URL")
 		fs.Usage()
 		return exitUsage
+	}
+	if *out != "text" && *out != "json" {
+		fmt.Fprintf(stderr, "check: --out %q: want text or json\n", *out)
+		return exitUsage
+	}
+	var natsRep *natsReport
+	var natsProblems []error
+	if nopts.URL != "" {
+		rep, probs := checkNATS(ctx, nopts, enabledFeatures(*conf))
+		natsRep, natsProblems = &rep, probs
+	}
+	if *conf == "" {
+		res := checkResult{NATS: natsRep, problems: natsProblems, natsOnly: true}
+		if *out == "json" {
+			return res.printJSON(stdout)
+		}
+		return res.printText(stdout, stderr)
 	}
 	if *settings {
 		if code := printSettings(*conf, stdout, stderr); code != exitOK {
 			return code
 		}
-	}
-	if *out != "text" && *out != "json" {
-		fmt.Fprintf(stderr, "check: --out %q: want text or json\n", *out)
-		return exitUsage
 	}
 	rep := engine.Check(*conf, renderer())
 	if *rules && rep.Config != nil && *out == "text" {
@@ -71,7 +92,7 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s) guard: %s%s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r), ruleOptionsText(r.Options))
 		}
 	}
-	res := checkResult{Rules: rep.Rules, Files: rep.Files, Loaded: []loadedJSON{}, problems: rep.Problems}
+	res := checkResult{Rules: rep.Rules, Files: rep.Files, Loaded: []loadedJSON{}, problems: append(rep.Problems, natsProblems...), NATS: natsRep}
 	for _, f := range rep.Loaded {
 		res.Loaded = append(res.Loaded, loadedJSON{Path: f.Path, Renderer: f.Renderer, SaltCalls: f.SaltCalls})
 	}
@@ -101,8 +122,11 @@ type checkResult struct {
 	// Driver says what the driver's probe found ("" without one).
 	Driver string `json:"driver,omitempty"`
 	// Events notes each event rendered (--event, --events).
-	Events   []string `json:"events,omitempty"`
+	Events []string `json:"events,omitempty"`
+	// NATS is what --nats found.
+	NATS     *natsReport `json:"nats,omitempty"`
 	problems []error
+	natsOnly bool // no configuration: the NATS report alone
 }
 
 // loadedJSON is one reaction file that loads, and how it is read.
@@ -171,9 +195,16 @@ func (r *checkResult) printText(stdout, stderr io.Writer) int {
 	for _, e := range r.Events {
 		fmt.Fprintln(stdout, e)
 	}
+	if r.NATS != nil {
+		printNATSText(stdout, r.NATS)
+	}
 	if len(r.problems) > 0 {
 		fmt.Fprintf(stdout, "%d problem(s) found\n", len(r.problems))
 		return exitFound
+	}
+	if r.natsOnly {
+		fmt.Fprintln(stdout, "ok")
+		return exitOK
 	}
 	fmt.Fprintf(stdout, "ok: %d rule(s), %d reaction file(s)\n", r.Rules, r.Files)
 	return exitOK
@@ -204,11 +235,19 @@ func (r *checkResult) printJSON(stdout io.Writer) int {
 			probs = append(probs, p)
 		}
 	}
-	b, _ := json.MarshalIndent(struct {
+	var doc any = struct {
 		OK bool `json:"ok"`
 		*checkResult
 		Problems []problem `json:"problems"`
-	}{len(probs) == 0, r, probs}, "", "  ")
+	}{len(probs) == 0, r, probs}
+	if r.natsOnly {
+		doc = struct {
+			OK       bool        `json:"ok"`
+			NATS     *natsReport `json:"nats"`
+			Problems []problem   `json:"problems"`
+		}{len(probs) == 0, r.NATS, probs}
+	}
+	b, _ := json.MarshalIndent(doc, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", b)
 	if len(probs) > 0 {
 		return exitFound
