@@ -36,24 +36,7 @@ type natsCluster struct {
 // answers (a meta leader is elected).
 func startCluster(t *testing.T) *natsCluster {
 	t.Helper()
-	port := func() int {
-		_, p, _ := net.SplitHostPort(freeAddr(t))
-		n, _ := strconv.Atoi(p)
-		return n
-	}
-	c := &natsCluster{}
-	var routes []string
-	clusterPorts := []int{port(), port(), port()}
-	for _, p := range clusterPorts {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-	}
-	for i := range 3 {
-		cp, hp := port(), port()
-		c.cmds = append(c.cmds, startNode(t, "-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
-			"-cluster", strconv.Itoa(clusterPorts[i]), "-routes", strings.Join(routes, ","), "-store", t.TempDir()))
-		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", cp))
-		c.https = append(c.https, fmt.Sprintf("127.0.0.1:%d", hp))
-	}
+	c := launchCluster(t, 3)
 	nc, err := nats.Connect(strings.Join(c.urls, ","), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +52,36 @@ func startCluster(t *testing.T) *natsCluster {
 		_, err := js.AccountInfo(ctx)
 		return err
 	})
+	return c
+}
+
+// launchCluster prepares a three-node cluster and starts its first n
+// nodes without waiting for anything; restart starts the others.
+func launchCluster(t *testing.T, n int) *natsCluster {
+	t.Helper()
+	port := func() int {
+		_, p, _ := net.SplitHostPort(freeAddr(t))
+		n, _ := strconv.Atoi(p)
+		return n
+	}
+	c := &natsCluster{}
+	var routes []string
+	clusterPorts := []int{port(), port(), port()}
+	for _, p := range clusterPorts {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	for i := range 3 {
+		cp, hp := port(), port()
+		args := []string{"-name", fmt.Sprintf("n%d", i+1), "-port", strconv.Itoa(cp), "-http", strconv.Itoa(hp),
+			"-cluster", strconv.Itoa(clusterPorts[i]), "-routes", strings.Join(routes, ","), "-store", t.TempDir()}
+		if i < n {
+			c.cmds = append(c.cmds, startNode(t, args...))
+		} else {
+			c.cmds = append(c.cmds, exec.Command(binPath, args...)) // not started: restart starts it
+		}
+		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", cp))
+		c.https = append(c.https, fmt.Sprintf("127.0.0.1:%d", hp))
+	}
 	return c
 }
 

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/natsbus"
+)
+
+// TestPartitionsWaitForTheCluster: a replica with --partitions started on
+// a fresh three-node cluster before it could elect (one node up, no
+// JetStream quorum) neither exits nor says ready: it logs once that
+// JetStream cannot create the stream yet and why, waits, and once the
+// other two nodes are up and have elected, logs that it was created,
+// says ready and takes every event. (It exited before: "creating
+// key-value bucket REACTORD_PARTITIONS: context deadline exceeded".)
+func TestPartitionsWaitForTheCluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a NATS cluster of three processes")
+	}
+	cl := launchCluster(t, 1)
+	node1 := strings.TrimPrefix(cl.urls[0], "nats://")
+	checkFor(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", node1)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	conf := copyExampleConfig(t)
+	p := launchDaemon(t, "-c", conf, "--nats", strings.Join(cl.urls, ","), "--jetstream", "--stream-replicas", "3", "--partitions", "2",
+		"--shared-state=false", "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
+	checkFor(t, 30*time.Second, func() error {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return fmt.Errorf("the replica exited while the cluster could not elect: %v", err)
+		default:
+		}
+		if !strings.Contains(p.logs(), "JetStream cannot create") {
+			return errors.New("no line saying it waits for JetStream")
+		}
+		return nil
+	})
+	if strings.Contains(p.logs(), "reactord ready") {
+		t.Fatalf("said ready before JetStream could hold its stream:\n%s", p.logs())
+	}
+	if n := strings.Count(p.logs(), "JetStream cannot create"); n != 1 {
+		t.Fatalf("%d lines saying it waits, want 1:\n%s", n, p.logs())
+	}
+	cl.restart(t, 1)
+	cl.restart(t, 2)
+	checkFor(t, 60*time.Second, func() error {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return fmt.Errorf("the replica exited: %v", err)
+		default:
+		}
+		if !strings.Contains(p.logs(), "reactord ready") {
+			return errors.New("not ready yet")
+		}
+		return nil
+	})
+	if !strings.Contains(p.logs(), "after waiting") {
+		t.Fatalf("no line saying the wait ended:\n%s", p.logs())
+	}
+	waitHealthy(t, p)
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: strings.Join(cl.urls, ","), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ce := collect(t, c, "test.exec.")
+	fireStarts(t, c, "late", false)
+	expectEveryReaction(t, strings.Join(cl.urls, ","), ce)
+	for _, l := range strings.Split(p.logs(), "\n") {
+		if strings.Contains(l, "JetStream cannot create") || strings.Contains(l, "after waiting") {
+			t.Log(l)
+		}
+	}
+}
