@@ -167,7 +167,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Driver, "driver", o.Driver, DriverUsage())
 	fs.Var(autoBool{&o.JetStream}, "jetstream", autoHelp("consume a JetStream stream with a shared durable consumer (ack after dispatch; a burst waits on disk, nothing is dropped) instead of a core queue group, which drops what overflows the lanes",
 		"true when the NATS server has JetStream, as the embedded server does; false, logged once, when it has none"))
-	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "JetStream: split the stream into this many partitions by minion, each handled by one replica at a time, so one minion's events are handled in order across replicas and through a replica's death (every replica must give the same number; about the number of replicas; 0: one shared consumer, no order across replicas)")
+	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "JetStream: split the stream into this many partitions by minion, each handled by one replica at a time, so one minion's events are handled in order across replicas and through a replica's death (every replica must give the same number; about the number of replicas; 0: one shared consumer, no order across replicas; needs nats-server "+natsbus.FeaturePartitions.Min().String()+" or later, for its consumer reset: refused at start on an older one)")
 	intAuto(fs, &o.Workers, "workers", "ordered worker lanes", workersAuto())
 	fs.IntVar(&o.Queue, "queue", o.Queue, "events queued per lane")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long SIGTERM waits for in-flight events")
@@ -192,7 +192,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.ArchiveAll, "archive-all", o.ArchiveAll, "also archive saltutil.find_job polling and Salt's legacy duplicate tags")
 	fs.StringVar(&o.ArchiveTags, "archive-tags", o.ArchiveTags, "archive only events whose tag matches one of these comma-separated globs (job publishes and returns are always kept)")
 	fs.BoolVar(&o.NoLoopGuard, "no-loop-guard", o.NoLoopGuard, "turn the job-linked loop guard off (throttle, debounce and the hop limit still apply)")
-	fs.BoolVar(&o.SharedState, "shared-state", o.SharedState, "keep the loop guard's jobs, hop counts, throttle counts and debounces in a JetStream key-value bucket ("+kv.DefaultStateBucket+") that every replica shares and a restarted one reloads, in core mode too; false, or a NATS server without JetStream 2.11+: in this process's memory")
+	fs.BoolVar(&o.SharedState, "shared-state", o.SharedState, "keep the loop guard's jobs, hop counts, throttle counts and debounces in a JetStream key-value bucket ("+kv.DefaultStateBucket+") that every replica shares and a restarted one reloads, in core mode too; false, or a NATS server without JetStream or older than "+natsbus.FeatureSharedState.Min().String()+" (no per-message TTLs; a warning names the versions): in this process's memory")
 	o.Drivers.Flags(fs)
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, LogLevelUsage())
 	fs.BoolVar(&o.Verbose, "v", o.Verbose, "debug logging (--log-level debug)")
