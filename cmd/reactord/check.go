@@ -96,6 +96,11 @@ were found, 2 on bad usage.`, stderr)
 	for _, f := range rep.Loaded {
 		res.Loaded = append(res.Loaded, loadedJSON{Path: f.Path, Renderer: f.Renderer, SaltCalls: f.SaltCalls})
 	}
+	if rep.Config != nil {
+		if opts, _, _, code := mergedOptions([]string{"-c", *conf}, io.Discard, io.Discard); code == exitOK {
+			res.Warnings = daemon.TopologyWarnings(rep.Config, opts)
+		}
+	}
 	if rep.Config != nil && !*offline {
 		note, err := probeDriver(ctx, *conf)
 		res.Driver = note
@@ -123,6 +128,9 @@ type checkResult struct {
 	Driver string `json:"driver,omitempty"`
 	// Events notes each event rendered (--event, --events).
 	Events []string `json:"events,omitempty"`
+	// Warnings are what is not wrong but would surprise: a topology that
+	// reacts once per master (daemon.TopologyWarnings).
+	Warnings []string `json:"warnings,omitempty"`
 	// NATS is what --nats found.
 	NATS     *natsReport `json:"nats,omitempty"`
 	problems []error
@@ -176,6 +184,9 @@ func (r *checkResult) renderEvents(ctx context.Context, rep engine.CheckReport, 
 func (r *checkResult) printText(stdout, stderr io.Writer) int {
 	for _, p := range r.problems {
 		fmt.Fprintln(stderr, p)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintln(stderr, "warning: "+w)
 	}
 	salty := 0
 	for _, f := range r.Loaded {
