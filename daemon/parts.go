@@ -348,14 +348,15 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 	if !d.opts.SharedState {
 		return nil
 	}
-	if d.sharedRefused != nil {
-		d.log.Warn("shared state unavailable: " + d.sharedRefused.Error() + ": the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it); --shared-state=false says this is meant")
-		return nil
+	err := d.sharedRefused // a server too old: not asked
+	if err == nil {
+		err = d.attachSharedState(ctx, d.guard, sharedOpenTimeout)
 	}
-	err := d.attachSharedState(ctx, d.guard, sharedOpenTimeout)
 	switch {
 	case err == nil:
 		d.shared.Store(true)
+	case err == d.sharedRefused:
+		d.log.Warn("shared state unavailable: " + err.Error() + ": the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it); --shared-state=false says this is meant")
 	case errors.Is(err, kv.ErrStateUnsupported):
 		d.log.Warn("shared state unavailable: the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it)", "err", err)
 	default:

@@ -222,6 +222,10 @@ func matrixSharedState(t *testing.T, url string, c *natsbus.Conn, v natsbus.Vers
 	} else if !strings.Contains(p.logs(), "shared state loaded") {
 		t.Fatalf("the shared state was not loaded:\n%s", p.logs())
 	}
+	up := map[bool]string{true: "0", false: "1"}[v.Less(natsbus.Version{Major: 2, Minor: 11})]
+	if got := metricValue(t, scrape(t, p), "reactord_shared_state_up"); got != up {
+		t.Fatalf("reactord_shared_state_up %s on %s, want %s", got, v, up)
+	}
 	fireStarts(t, c, "state", false)
 	expectEveryReaction(t, url, ce)
 }
