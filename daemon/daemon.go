@@ -98,10 +98,8 @@ type Daemon struct {
 	runCtx context.Context
 	cancel context.CancelFunc
 
-	// serverVersion is the NATS server's release (the lowest the
-	// connection sees); sharedRefused, when set, why the server cannot
-	// keep the shared state (natsbus.FeatureSharedState).
-	serverVersion natsbus.ServerVersion
+	// sharedRefused, when set, is why the NATS server is too old to keep
+	// the shared state (natsbus.FeatureSharedState).
 	sharedRefused error
 
 	shared    atomic.Bool

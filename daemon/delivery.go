@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/natsbus"
@@ -49,15 +50,21 @@ func needJetStream(o *Options) error {
 // and then take nothing (a partition consumer whose reset is never
 // answered). JetStream delivery chosen by default falls back to core NATS
 // and the shared state to this process's memory, each with a warning
-// naming the versions.
+// naming the versions. --jetstream given on a server that says it has no
+// JetStream is refused too (creating the stream would otherwise wait for
+// ever, as for a cluster that has not elected yet).
 func (d *Daemon) gateFeatures(ctx context.Context) error {
 	o := &d.opts
+	if d.jetstream && o.JetStream.Given {
+		if err := d.conn.JetStreamAbsent(ctx); err != nil {
+			return fmt.Errorf("--jetstream: %s: %w; enable JetStream on the server (or for the account), or give --jetstream=false for core NATS", redact.URLs(d.natsURL), err)
+		}
+	}
 	sv, err := d.conn.ServerVersion(ctx)
 	if err != nil {
 		d.log.Warn("cannot tell the NATS server's version: features it may lack are not checked at start", "err", err)
 		return nil
 	}
-	d.serverVersion = sv
 	if d.jetstream {
 		if err := natsbus.FeatureJetStream.Check(sv); err != nil {
 			if o.JetStream.Given {

@@ -1,10 +1,15 @@
 package daemon
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
 
@@ -71,4 +76,48 @@ func TestDeliveryDefaultFollowsTheServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestJetStreamInsistedOnWithoutJetStream: --jetstream given on a server
+// without JetStream refuses the start at once, in one line saying so and
+// what to do, instead of waiting for ever to create the stream as if a
+// cluster were forming.
+func TestJetStreamInsistedOnWithoutJetStream(t *testing.T) {
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1"}) // no DataDir: no JetStream
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	o := testOptions(t)
+	o.NATS.URL = srv.ClientURL()
+	o.SharedState = false
+	if err := o.JetStream.Set("true"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		d, err := New(ctx, o)
+		if err == nil {
+			err = d.Run(ctx)
+			if err == nil {
+				err = errors.New("Run returned nil")
+			}
+			err = fmt.Errorf("started (want refused): %w", err)
+		}
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatalf("still starting after 20s, want refused at once; logs:\n%s", o.Stderr)
+	}
+	msg := err.Error()
+	if !errors.Is(err, ErrConfig) || !errors.Is(err, natsbus.ErrNoJetStream) || strings.Contains(msg, "\n") ||
+		!strings.Contains(msg, "--jetstream") || !strings.Contains(msg, "not enabled") || !strings.Contains(msg, "--jetstream=false") {
+		t.Fatalf("want one line refusing --jetstream (ErrConfig, ErrNoJetStream), got %q", msg)
+	}
+	t.Log(msg)
 }

@@ -352,10 +352,11 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 	if err == nil {
 		err = d.attachSharedState(ctx, d.guard, sharedOpenTimeout)
 	}
+	var tooOld *natsbus.FeatureError
 	switch {
 	case err == nil:
 		d.shared.Store(true)
-	case err == d.sharedRefused:
+	case errors.As(err, &tooOld):
 		d.log.Warn("shared state unavailable: " + err.Error() + ": the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it); --shared-state=false says this is meant")
 	case errors.Is(err, kv.ErrStateUnsupported):
 		d.log.Warn("shared state unavailable: the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it)", "err", err)

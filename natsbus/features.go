@@ -239,19 +239,46 @@ func readInfoVersion(ctx context.Context, addr string) (Version, error) {
 // JetStream (its account information), else, when the question gets no
 // answer, what the server's INFO says. why says how it knows.
 func (c *Conn) JetStreamEnabled(ctx context.Context) (has bool, why string) {
+	has, _, why = c.jetStreamAnswer(ctx)
+	return has, why
+}
+
+// ErrNoJetStream is what JetStreamAbsent returns, wrapped with why, when
+// the server says for certain that this connection has no JetStream.
+var ErrNoJetStream = errors.New("the NATS server has no JetStream for this connection")
+
+// JetStreamAbsent returns an error (errors.Is ErrNoJetStream, saying why)
+// when the server answers for certain that this connection's account has
+// no JetStream: the account information says so, and so does the server's
+// INFO (a cluster node that has JetStream but has not elected yet says
+// JetStream in its INFO). nil when it has JetStream or cannot tell yet.
+func (c *Conn) JetStreamAbsent(ctx context.Context) error {
+	has, definite, why := c.jetStreamAnswer(ctx)
+	if has || !definite {
+		return nil
+	}
+	return fmt.Errorf("%w (%s)", ErrNoJetStream, why)
+}
+
+// jetStreamAnswer is JetStreamEnabled's answer; definite: the server
+// itself said no (not a question left unanswered).
+func (c *Conn) jetStreamAnswer(ctx context.Context) (has, definite bool, why string) {
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := c.js.AccountInfo(actx)
+	info, _ := c.nc.ConnectedServerJetStream()
 	switch {
 	case err == nil:
-		return true, "the account has JetStream"
-	case errors.Is(err, jetstream.ErrJetStreamNotEnabled):
-		return false, "JetStream is not enabled on the server"
+		return true, true, "the account has JetStream"
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		return false, "JetStream is not enabled for this account"
+		return false, true, "JetStream is not enabled for this account"
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		// Also what no answer at all becomes (no server subscribed to
+		// the JetStream API): definite when the INFO agrees.
+		return false, !info, "JetStream is not enabled on the server"
 	}
-	if on, _ := c.nc.ConnectedServerJetStream(); on {
-		return true, "the server's INFO says JetStream (its account information did not answer: " + err.Error() + ")"
+	if info {
+		return true, false, "the server's INFO says JetStream (its account information did not answer: " + err.Error() + ")"
 	}
-	return false, "the server's INFO says no JetStream, and its account information did not answer: " + err.Error()
+	return false, false, "the server's INFO says no JetStream, and its account information did not answer: " + err.Error()
 }

@@ -264,10 +264,14 @@ func (c *Conn) StreamMessages(ctx context.Context, stream string) (uint64, error
 // unavailable or short of resources for now (a cluster electing a leader,
 // a stream being scaled), a cluster still forming (no peers to place a
 // replicated stream on yet), a timeout. Who starts a stream, a consumer or
-// a bucket retries these for a while.
+// a bucket retries these for a while. JetStream not enabled, on the
+// server or for the account (503 too), does not pass by itself.
 func Transient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
+		if apiErr.ErrorCode == jetstream.JSErrCodeJetStreamNotEnabled || apiErr.ErrorCode == jetstream.JSErrCodeJetStreamNotEnabledForAccount {
+			return false
+		}
 		return apiErr.Code >= 500 || apiErr.ErrorCode == jsClusterNoPeers
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
