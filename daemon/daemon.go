@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -123,9 +124,31 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, configErr(err)
 	}
 	if err := d.start(ctx, d.startOrder()); err != nil {
+		if d.stoppedWaiting(ctx, err) {
+			return nil, fmt.Errorf("%w: %w", ErrStopped, err)
+		}
 		return nil, err
 	}
 	return d, nil
+}
+
+// ErrStopped is New's error when its context ended (the stop signal)
+// while it waited for NATS to create a stream, a consumer or a bucket (a
+// cluster forming): a clean stop, logged in one line ("stopped while
+// waiting for ..."), not a failure.
+var ErrStopped = errors.New("stopped while starting")
+
+// stoppedWaiting tells whether err is a wait for JetStream
+// (natsbus.WaitError) that ctx's end cut short, and if so logs it in
+// one line.
+func (d *Daemon) stoppedWaiting(ctx context.Context, err error) bool {
+	var we *natsbus.WaitError
+	if ctx.Err() == nil || !errors.As(err, &we) || !errors.Is(we.Cause, context.Cause(ctx)) {
+		return false
+	}
+	d.log.Info("stopped while waiting for JetStream to create "+we.What, "waited", we.Waited.Round(time.Millisecond).String(),
+		"attempts", we.Attempts, "last_err", we.Last)
+	return true
 }
 
 // startOrder lists the parts in start order.
@@ -267,7 +290,10 @@ func (d *Daemon) JetStream() bool { return d.jetstream }
 // error.
 func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.subscribe(ctx); err != nil {
-		_ = d.Stop(context.WithoutCancel(ctx))
+		stopErr := d.Stop(context.WithoutCancel(ctx))
+		if d.stoppedWaiting(ctx, err) {
+			return stopErr // a clean stop, before any event was taken
+		}
 		return err
 	}
 	d.markReady()

@@ -42,7 +42,7 @@ func Ensure(ctx context.Context, log *slog.Logger, what string, try func(ctx con
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: gave up waiting after %v: %w", what, time.Since(start).Round(time.Millisecond), err)
+			return &WaitError{What: what, Waited: time.Since(start), Attempts: b.Failures() + 1, Last: err, Cause: context.Cause(ctx)}
 		}
 		if !Transient(err) {
 			return err
@@ -52,10 +52,31 @@ func Ensure(ctx context.Context, log *slog.Logger, what string, try func(ctx con
 				"why", WhyNotYet(err), "err", err)
 		}
 		if !retry.Sleep(ctx, b.Next()) {
-			return fmt.Errorf("%s: gave up waiting after %v: %w", what, time.Since(start).Round(time.Millisecond), err)
+			return &WaitError{What: what, Waited: time.Since(start), Attempts: b.Failures(), Last: err, Cause: context.Cause(ctx)}
 		}
 	}
 }
+
+// WaitError is Ensure's error when its context ended while it waited:
+// errors.Is both the last attempt's error and the context's cause (a
+// deadline, or the stop signal that canceled it).
+type WaitError struct {
+	// What was being created ("stream REACTORD_EVENTS").
+	What     string
+	Waited   time.Duration
+	Attempts int
+	Last     error
+	Cause    error
+}
+
+// Error names what was waited for, how long, how many attempts, the last
+// attempt's error and why the wait ended.
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("%s: gave up waiting after %v (%d attempts): %v (%v)", e.What, e.Waited.Round(time.Millisecond), e.Attempts, e.Last, e.Cause)
+}
+
+// Unwrap returns the last attempt's error and the context's cause.
+func (e *WaitError) Unwrap() []error { return []error{e.Last, e.Cause} }
 
 // WhyNotYet says, for an error Transient takes for passing, what is
 // likely going on.

@@ -96,3 +96,29 @@ func TestEnsure(t *testing.T) {
 		})
 	}
 }
+
+// TestEnsureStopped: a wait cut by the caller (a stop signal, a
+// deadline) returns a *WaitError that errors.Is both the last attempt's
+// error and the context's cause, naming what it waited for and how many
+// attempts it made.
+func TestEnsureStopped(t *testing.T) {
+	t.Parallel()
+	notReady := &jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}
+	stopSignal := errors.New("terminated")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	n := 0
+	err := natsbus.Ensure(ctx, nil, "stream X", func(context.Context) error {
+		n++
+		if n == 3 {
+			cancel(stopSignal)
+		}
+		return notReady
+	})
+	var we *natsbus.WaitError
+	if !errors.As(err, &we) || !errors.Is(err, stopSignal) || !errors.Is(err, notReady) {
+		t.Fatalf("err %v (%T), want a *WaitError wrapping %v and %v", err, err, notReady, stopSignal)
+	}
+	if we.What != "stream X" || we.Attempts != 3 || !strings.Contains(err.Error(), "3 attempts") {
+		t.Fatalf("WaitError %+v (%v), want stream X after 3 attempts", we, err)
+	}
+}

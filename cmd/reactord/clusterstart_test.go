@@ -55,7 +55,8 @@ func TestPartitionsWaitForTheCluster(t *testing.T) {
 	}
 	cl.restart(t, 1)
 	cl.restart(t, 2)
-	checkFor(t, 60*time.Second, func() error {
+	// 120s: three nodes electing on a loaded two-core machine.
+	checkFor(t, 120*time.Second, func() error {
 		select {
 		case err := <-p.done:
 			p.done <- err
@@ -83,5 +84,45 @@ func TestPartitionsWaitForTheCluster(t *testing.T) {
 		if strings.Contains(l, "JetStream cannot create") || strings.Contains(l, "after waiting") {
 			t.Log(l)
 		}
+	}
+}
+
+// TestStopWhileWaitingForTheCluster: the stop signal (SIGTERM) while a
+// replica waits for a cluster that cannot elect yet is a clean stop: exit
+// 0, one line saying what it was waiting for, no error.
+func TestStopWhileWaitingForTheCluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a NATS cluster node")
+	}
+	cl := launchCluster(t, 1)
+	node1 := strings.TrimPrefix(cl.urls[0], "nats://")
+	checkFor(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", node1)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	conf := copyExampleConfig(t)
+	p := launchDaemon(t, "-c", conf, "--nats", strings.Join(cl.urls, ","), "--jetstream", "--stream-replicas", "3",
+		"--shared-state=false", "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
+	checkFor(t, 30*time.Second, func() error {
+		if !strings.Contains(p.logs(), "JetStream cannot create") {
+			return errors.New("no line saying it waits for JetStream")
+		}
+		return nil
+	})
+	p.stop()
+	var err error
+	select {
+	case err = <-p.done:
+		p.done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30s after the stop signal:\n%s", p.logs())
+	}
+	logs := p.logs()
+	if err != nil || strings.Count(logs, "stopped while waiting for JetStream to create") != 1 || strings.Contains(logs, "reactord: ") {
+		t.Fatalf("exit %v, want 0 with one line saying it stopped while waiting, and no error:\n%s", err, logs)
 	}
 }

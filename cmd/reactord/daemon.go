@@ -98,6 +98,9 @@ func runDaemon(ctx context.Context, args []string, shadow bool, stdout, stderr i
 	opts.Registry = prometheus.NewRegistry()
 	registerBuildInfo(opts.Registry)
 	d, err := daemon.New(ctx, opts)
+	if errors.Is(err, daemon.ErrStopped) {
+		return exitOK // the stop signal while it waited for JetStream: logged
+	}
 	if err != nil {
 		printDaemonError(stderr, err)
 		return exitUsage
