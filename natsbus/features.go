@@ -18,32 +18,51 @@ import (
 	"github.com/reactord/reactord/internal/redact"
 )
 
-// Version is a nats-server release: major.minor.patch (a pre-release
-// suffix such as -RC.1 is ignored).
-type Version struct{ Major, Minor, Patch int }
+// Version is a nats-server release: major.minor.patch, and a
+// pre-release ("beta", "RC.1") that ranks below the release itself.
+type Version struct {
+	Major, Minor, Patch int
+	// Pre is the pre-release, without its "-"; "" for a release.
+	Pre string
+}
 
 // ParseVersion reads a server's version as its INFO gives it ("2.12.3",
-// "v2.11.0-RC.2").
+// "v2.11.0-RC.2"); build metadata ("2.12.3+abc") is left out.
 func ParseVersion(s string) (Version, error) {
-	core, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(s), "v"), "-")
+	bad := fmt.Errorf("nats-server version %q: want major.minor.patch", s)
+	v, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(s), "v"), "+")
+	core, pre, hasPre := strings.Cut(v, "-")
+	if hasPre && pre == "" {
+		return Version{}, bad
+	}
 	parts := strings.Split(core, ".")
 	if len(parts) != 3 {
-		return Version{}, fmt.Errorf("nats-server version %q: want major.minor.patch", s)
+		return Version{}, bad
 	}
 	var n [3]int
 	for i, p := range parts {
 		v, err := strconv.Atoi(p)
 		if err != nil || v < 0 {
-			return Version{}, fmt.Errorf("nats-server version %q: want major.minor.patch", s)
+			return Version{}, bad
 		}
 		n[i] = v
 	}
-	return Version{n[0], n[1], n[2]}, nil
+	return Version{n[0], n[1], n[2], pre}, nil
 }
 
-func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+// String is the version as nats-server gives it: "2.12.3",
+// "2.14.0-RC.1".
+func (v Version) String() string {
+	s := fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
+	if v.Pre != "" {
+		s += "-" + v.Pre
+	}
+	return s
+}
 
-// Less reports whether v is an earlier release than w.
+// Less reports whether v is an earlier release than w; a pre-release
+// comes before its release, and pre-releases compare as semantic
+// versioning says (dot-separated, numbers as numbers, below words).
 func (v Version) Less(w Version) bool {
 	if v.Major != w.Major {
 		return v.Major < w.Major
@@ -51,7 +70,40 @@ func (v Version) Less(w Version) bool {
 	if v.Minor != w.Minor {
 		return v.Minor < w.Minor
 	}
-	return v.Patch < w.Patch
+	if v.Patch != w.Patch {
+		return v.Patch < w.Patch
+	}
+	switch {
+	case v.Pre == w.Pre:
+		return false
+	case v.Pre == "":
+		return false
+	case w.Pre == "":
+		return true
+	}
+	return preLess(v.Pre, w.Pre)
+}
+
+// preLess orders two pre-releases.
+func preLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		if as[i] == bs[i] {
+			continue
+		}
+		an, aErr := strconv.Atoi(as[i])
+		bn, bErr := strconv.Atoi(bs[i])
+		switch {
+		case aErr == nil && bErr == nil:
+			return an < bn
+		case aErr == nil:
+			return true
+		case bErr == nil:
+			return false
+		}
+		return as[i] < bs[i]
+	}
+	return len(as) < len(bs)
 }
 
 // Requirement is one JetStream API a feature calls, and the first
@@ -86,26 +138,26 @@ var (
 	// the shared durable consumer, the default whenever the server has
 	// JetStream.
 	FeatureJetStream = Feature{Name: "--jetstream", What: "JetStream delivery: stream REACTORD_EVENTS and the shared durable consumer",
-		Needs:    []Requirement{{"the JetStream client API (pull consumers with heartbeats)", Version{2, 9, 0}}},
+		Needs:    []Requirement{{"the JetStream client API (pull consumers with heartbeats)", Version{Major: 2, Minor: 9, Patch: 0}}},
 		Fallback: "core NATS queue group (events can be dropped), when --jetstream is not given"}
 	// FeaturePartitions is --partitions: per-minion order across
 	// replicas.
 	FeaturePartitions = Feature{Name: "--partitions", What: "partitions by minion, one replica each",
 		Needs: []Requirement{
-			{"stream subject transform partition()", Version{2, 10, 0}},
-			{"pinned-client priority groups and consumer unpin", Version{2, 11, 0}},
-			{"per-message TTLs for the partitions bucket", Version{2, 11, 0}},
-			{"consumer reset", Version{2, 14, 0}},
+			{"stream subject transform partition()", Version{Major: 2, Minor: 10, Patch: 0}},
+			{"pinned-client priority groups and consumer unpin", Version{Major: 2, Minor: 11, Patch: 0}},
+			{"per-message TTLs for the partitions bucket", Version{Major: 2, Minor: 11, Patch: 0}},
+			{"consumer reset", Version{Major: 2, Minor: 14, Patch: 0}},
 		}}
 	// FeatureSharedState is --shared-state: the loop guard, throttle and
 	// debounce shared by the replicas.
 	FeatureSharedState = Feature{Name: "--shared-state", What: "the loop guard, throttle and debounce shared by the replicas (bucket REACTORD_GUARD)",
-		Needs:    []Requirement{{"per-message TTLs", Version{2, 11, 0}}},
+		Needs:    []Requirement{{"per-message TTLs", Version{Major: 2, Minor: 11, Patch: 0}}},
 		Fallback: "the state stays in each process's memory"}
 	// FeatureDedupeMasters is --dedupe-masters: one reaction for the
 	// copies several masters fire of one event.
 	FeatureDedupeMasters = Feature{Name: "--dedupe-masters", What: "copies of one event from several masters react once (bucket REACTORD_COPIES)",
-		Needs: []Requirement{{"key-value buckets with a TTL", Version{2, 9, 0}}}}
+		Needs: []Requirement{{"key-value buckets with a TTL", Version{Major: 2, Minor: 9, Patch: 0}}}}
 )
 
 // Features lists the features in the order check reports them.

@@ -24,8 +24,11 @@ func TestParseVersion(t *testing.T) {
 		bad  bool
 	}{
 		{in: "2.12.3", want: natsbus.Version{Major: 2, Minor: 12, Patch: 3}},
-		{in: "v2.11.0-RC.2", want: natsbus.Version{Major: 2, Minor: 11}},
+		{in: "v2.11.0-RC.2", want: natsbus.Version{Major: 2, Minor: 11, Pre: "RC.2"}},
 		{in: " 2.15.2 ", want: natsbus.Version{Major: 2, Minor: 15, Patch: 2}},
+		{in: "2.12.3+x", want: natsbus.Version{Major: 2, Minor: 12, Patch: 3}},
+		{in: "2.14.0-beta+build.7", want: natsbus.Version{Major: 2, Minor: 14, Pre: "beta"}},
+		{in: "2.14.0-", bad: true},
 		{in: "2.12", bad: true},
 		{in: "", bad: true},
 		{in: "2.x.1", bad: true},
@@ -34,6 +37,34 @@ func TestParseVersion(t *testing.T) {
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("ParseVersion(%q) = %v, %v; want %v (error: %v)", tc.in, got, err, tc.want, tc.bad)
 		}
+	}
+}
+
+// TestVersionLess: releases in order, a pre-release below its release
+// and above the one before, pre-releases as semantic versioning orders
+// them.
+func TestVersionLess(t *testing.T) {
+	t.Parallel()
+	ordered := []string{"2.9.10", "2.10.29", "2.11.0-RC.1", "2.11.0-RC.2", "2.11.0-RC.10", "2.11.0", "2.12.3",
+		"2.14.0-alpha", "2.14.0-alpha.1", "2.14.0-beta", "2.14.0", "2.14.1", "3.0.0"}
+	for i, a := range ordered {
+		va, err := natsbus.ParseVersion(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if va.String() != a {
+			t.Errorf("ParseVersion(%q).String() = %q", a, va)
+		}
+		for j, b := range ordered {
+			vb, _ := natsbus.ParseVersion(b)
+			if got := va.Less(vb); got != (i < j) {
+				t.Errorf("%s < %s: %v, want %v", a, b, got, i < j)
+			}
+		}
+	}
+	beta, _ := natsbus.ParseVersion("2.14.0-beta")
+	if err := natsbus.FeaturePartitions.Check(natsbus.ServerVersion{URL: "nats://n1:4222", Version: beta}); err == nil {
+		t.Error("2.14.0-beta admitted for --partitions, which needs 2.14.0")
 	}
 }
 
