@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,9 +98,13 @@ func consumerSets(c *natsbus.Conn, ctx context.Context, stream, durable string) 
 // nobody reads would hold every event until MaxAge. Replicas with another
 // number of partitions were refused before; the shared consumer is kept
 // (and reported) while a daemon still pulls from it.
-func (p *Partitioned) ensureConsumers(ctx context.Context) error {
+//
+// waitLog receives Ensure's lines while JetStream cannot create them
+// yet: the logger at start, nil when a partition's session recovers (no
+// WARN per recovery).
+func (p *Partitioned) ensureConsumers(ctx context.Context, waitLog *slog.Logger) error {
 	var sets map[string]*consumerSet
-	err := natsbus.Ensure(ctx, p.log, "the list of stream "+p.o.Stream+"'s consumers", func(ctx context.Context) error {
+	err := natsbus.Ensure(ctx, waitLog, "the list of stream "+p.o.Stream+"'s consumers", func(ctx context.Context) error {
 		var err error
 		sets, err = consumerSets(p.c, ctx, p.o.Stream, p.o.Durable)
 		return err
@@ -108,7 +113,7 @@ func (p *Partitioned) ensureConsumers(ctx context.Context) error {
 		return fmt.Errorf("listing the consumers of stream %s: %w", p.o.Stream, err)
 	}
 	plan := p.planConsumers(sets)
-	if err := p.placeConsumers(ctx, plan); err != nil {
+	if err := p.placeConsumers(ctx, plan, waitLog); err != nil {
 		return err
 	}
 	p.removeOtherSets(ctx, plan)
@@ -170,7 +175,7 @@ func (p *Partitioned) planConsumers(sets map[string]*consumerSet) consumerPlan {
 
 // placeConsumers deletes the stale consumers of plan and creates the
 // missing ones.
-func (p *Partitioned) placeConsumers(ctx context.Context, plan consumerPlan) error {
+func (p *Partitioned) placeConsumers(ctx context.Context, plan consumerPlan, waitLog *slog.Logger) error {
 	p.mu.Lock()
 	units := slices.Clone(p.own)
 	p.mu.Unlock()
@@ -197,7 +202,7 @@ func (p *Partitioned) placeConsumers(ctx context.Context, plan consumerPlan) err
 			}
 			staleMine = false
 		}
-		if err := p.createConsumer(ctx, u, plan.start); err != nil {
+		if err := p.createConsumer(ctx, u, plan.start, waitLog); err != nil {
 			return err
 		}
 	}
@@ -234,14 +239,14 @@ func (p *Partitioned) removeOtherSets(ctx context.Context, plan consumerPlan) {
 
 // createConsumer creates u's durable consumer when it is missing, its new
 // deliveries from stream sequence start (0: all).
-func (p *Partitioned) createConsumer(ctx context.Context, u *unit, start uint64) error {
+func (p *Partitioned) createConsumer(ctx context.Context, u *unit, start uint64, waitLog *slog.Logger) error {
 	cfg := jetstream.ConsumerConfig{Durable: u.name, AckPolicy: jetstream.AckAllPolicy, AckWait: p.o.AckWait, FilterSubject: u.filter,
 		MaxAckPending: p.o.MaxAckPending, PriorityPolicy: jetstream.PriorityPolicyPinned, PinnedTTL: 2 * p.o.LeaseTTL,
 		PriorityGroups: []string{PartitionGroup}, Description: "reactord: " + u.what}
 	if start > 1 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 	}
-	err := natsbus.Ensure(ctx, p.log, "consumer "+u.name, func(ctx context.Context) error {
+	err := natsbus.Ensure(ctx, waitLog, "consumer "+u.name, func(ctx context.Context) error {
 		_, err := p.c.JetStream().Consumer(ctx, p.o.Stream, u.name)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			_, err = p.c.JetStream().CreateConsumer(ctx, p.o.Stream, cfg)

@@ -250,7 +250,7 @@ func (p *Partitioned) begin(ctx context.Context, so natsbus.StreamOptions) error
 		}
 	}
 	p.mu.Unlock()
-	if err := p.ensureConsumers(ctx); err != nil {
+	if err := p.ensureConsumers(ctx, p.log); err != nil {
 		return err
 	}
 	// The consumers exist: the stream may store keyed events under this

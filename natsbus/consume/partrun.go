@@ -144,8 +144,11 @@ func (r *partRun) session0() error {
 		return nil
 	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// No wait lines from Ensure here: a partition's session
+		// recovering is not the start waiting for a cluster; a failure
+		// is this session's error, which its caller reports.
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-		if err = p.ensureConsumers(ctx); err == nil {
+		if err = p.ensureConsumers(ctx, nil); err == nil {
 			res, err = s.ResetConsumer(ctx, name)
 		}
 		cancel()
