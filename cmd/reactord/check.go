@@ -66,8 +66,25 @@ were found, 2 on bad usage.`, stderr)
 	}
 	var natsRep *natsReport
 	var natsProblems []error
+	if *conf == "" {
+		// --nats alone: what needs a configuration is refused, not
+		// silently skipped.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"--event", *evFile != ""}, {"--events", *evsFile != ""}, {"--settings", *settings}, {"--rules", *rules}} {
+			if f.set {
+				fmt.Fprintf(stderr, "check: %s needs -c CONF (check --nats URL alone checks the server only)\n", f.name)
+				return exitUsage
+			}
+		}
+	}
 	if nopts.URL != "" {
-		rep, probs := checkNATS(ctx, nopts, enabledFeatures(*conf))
+		enabled, err := enabledFeatures(*conf)
+		rep, probs := checkNATS(ctx, nopts, enabled)
+		if err != nil {
+			probs = append(probs, err)
+		}
 		natsRep, natsProblems = &rep, probs
 	}
 	if *conf == "" {

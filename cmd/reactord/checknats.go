@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/reactord/reactord/daemon"
@@ -42,21 +44,24 @@ type featureStatus struct {
 
 // enabledFeatures returns the features the configuration turns on that
 // the daemon cannot run without (refused rather than fallen back from):
-// by flag name; nil without a configuration.
-func enabledFeatures(conf string) map[string]bool {
+// by flag name; nil without a configuration. An error says why the
+// daemon's settings could not be merged from conf (none is checked then).
+func enabledFeatures(conf string) (map[string]bool, error) {
 	if conf == "" {
-		return nil
+		return nil, nil
 	}
-	opts, _, _, code := mergedOptions([]string{"-c", conf}, io.Discard, io.Discard)
+	var errOut bytes.Buffer
+	opts, _, _, code := mergedOptions([]string{"-c", conf}, io.Discard, &errOut)
 	if code != exitOK {
-		return nil
+		return nil, fmt.Errorf("nats: cannot merge the daemon's settings from %s, so the features it turns on were not checked against the server: %s",
+			conf, strings.Join(strings.Fields(errOut.String()), " "))
 	}
 	return map[string]bool{
 		natsbus.FeatureJetStream.Name:     opts.JetStream.Given && opts.JetStream.Value || opts.Partitions > 0 || opts.DedupeMasters > 0,
 		natsbus.FeaturePartitions.Name:    opts.Partitions > 0,
 		natsbus.FeatureSharedState.Name:   opts.SharedState,
 		natsbus.FeatureDedupeMasters.Name: opts.DedupeMasters > 0,
-	}
+	}, nil
 }
 
 // checkNATS connects to the server nopts names and reports what it

@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -113,5 +115,30 @@ func TestCheckNATSUsage(t *testing.T) {
 	code, out, errOut := runCmd(t, "", "check", "--nats", url)
 	if code != exitFound || !strings.Contains(errOut, "nats: connecting to NATS at "+url) || !strings.Contains(out, "1 problem(s) found") {
 		t.Fatalf("check --nats %s (no server): exit %d\n%s%s", url, code, out, errOut)
+	}
+}
+
+// TestCheckNATSNeedsConfig: check --nats without -c refuses what needs a
+// configuration (--event, --events, --settings, --rules) with a usage
+// error naming the flag; with -c whose daemon settings do not merge, the
+// features the configuration turns on cannot be checked: a problem
+// saying so, not a silent pass.
+func TestCheckNATSNeedsConfig(t *testing.T) {
+	t.Parallel()
+	srv, _ := natstest.Start(t)
+	url := srv.ClientURL()
+	for _, flags := range [][]string{{"--event", "-"}, {"--events", "-"}, {"--settings"}, {"--rules"}} {
+		code, out, errOut := runCmd(t, "", append([]string{"check", "--nats", url}, flags...)...)
+		if code != exitUsage || !strings.Contains(errOut, flags[0]+" needs -c CONF") {
+			t.Errorf("check --nats %s without -c: exit %d, want %d and a line naming %s:\n%s%s", flags, code, exitUsage, flags[0], out, errOut)
+		}
+	}
+	conf := filepath.Join(t.TempDir(), "reactor.conf")
+	if err := os.WriteFile(conf, []byte("reactor: []\nreactord:\n  partitions: lots\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "", "check", "-c", conf, "--nats", url)
+	if code != exitFound || !strings.Contains(out+errOut, "cannot merge the daemon's settings from "+conf) {
+		t.Errorf("check -c (settings that do not merge) --nats: exit %d, want %d and a problem saying the features were not checked:\n%s%s", code, exitFound, out, errOut)
 	}
 }
