@@ -131,7 +131,8 @@ type Feature struct {
 }
 
 // The features, and the nats-server releases their APIs need (measured
-// against 2.9.10, 2.10.29, 2.11.12, 2.12.3 and the embedded 2.15.2: see
+// against 2.9.10, 2.10.29, 2.11.12, 2.12.3, 2.14.0 and the embedded 2.15.2 by
+// TestFeatureTableMatchesServers; see
 // docs/delivery-and-replicas.md#nats-server-versions).
 var (
 	// FeatureJetStream is the JetStream delivery: the event stream and
