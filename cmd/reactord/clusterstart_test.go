@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +125,21 @@ func TestStopWhileWaitingForTheCluster(t *testing.T) {
 	logs := p.logs()
 	if err != nil || strings.Count(logs, "stopped while waiting for JetStream to create") != 1 || strings.Contains(logs, "reactord: ") {
 		t.Fatalf("exit %v, want 0 with one line saying it stopped while waiting, and no error:\n%s", err, logs)
+	}
+}
+
+// TestSystemdUnitWaitsForTheCluster: the example unit, Type=notify (ready
+// once the consumers are subscribed, which waits for JetStream), has no
+// start timeout: with systemd's default 90 s, a cluster slower to form
+// would have the daemon killed and restarted in a loop.
+func TestSystemdUnitWaitsForTheCluster(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../examples/systemd/reactord.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := "\n" + string(b)
+	if !strings.Contains(unit, "\nType=notify\n") || !strings.Contains(unit, "\nTimeoutStartSec=infinity\n") {
+		t.Fatal("examples/systemd/reactord.service: want Type=notify with TimeoutStartSec=infinity")
 	}
 }
