@@ -148,7 +148,10 @@ func testSyndicTree(t *testing.T, mode string) {
 	tr := startSyndicTree(t, mode)
 	var rs []*reactord
 	for _, syn := range tr.syn {
-		rs = append(rs, startReactord(t, syn, "master"))
+		// Nine Salt daemons on two cores: salt-run (the accept
+		// reaction's wheel call) can take more than the default 30s to
+		// start; killing and retrying it only queues more behind it.
+		rs = append(rs, startReactord(t, syn, "master", "--exec-timeout", "120s"))
 	}
 	for _, syn := range tr.syn {
 		syn.startMinions()
