@@ -390,7 +390,9 @@ func (d *Driver) request(ctx context.Context, load map[string]any) (map[string]a
 
 // roundTrip sends body on s and waits for the reply; on a timeout or an
 // error the socket is closed (a REQ socket cannot send again without its
-// reply) and dialled again by the next request.
+// reply) and dialled again by the next request. A socket dialled by an
+// earlier request that cannot send (its connection broke: the master
+// restarted) is dialled again and the request sent on the new one at once.
 func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]byte, error) {
 	d.mu.Lock()
 	closed := d.closed
@@ -398,7 +400,8 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 	if closed {
 		return nil, errors.New("the driver is closed")
 	}
-	if s.sock == nil {
+	fresh := s.sock == nil
+	if fresh {
 		sctx, stop := context.WithCancel(context.Background())
 		sock := zmq4.NewReq(sctx, zmq4.WithDialerRetry(250*time.Millisecond), zmq4.WithDialerMaxRetries(2), zmq4.WithDialerTimeout(2*time.Second), zmq4.WithTimeout(d.cfg.Timeout))
 		if err := sock.Dial(d.uri); err != nil {
@@ -409,6 +412,12 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 	}
 	if err := s.sock.Send(zmq4.NewMsg(body)); err != nil {
 		s.reset()
+		if !fresh {
+			// The connection this socket made earlier is gone (the master
+			// restarted, and the pool's other sockets are as stale): the
+			// request did not go out. Dial again and send it once more.
+			return d.roundTrip(ctx, s, body)
+		}
 		return nil, actions.Retryable(fmt.Errorf("sending to %s: %w", d.uri, err))
 	}
 	type result struct {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,17 +27,27 @@ type standIn struct {
 	uri   string
 	mu    sync.Mutex
 	loads []map[string]any
+	// stop closes the socket, as a master that stops does.
+	stop func()
 }
 
 func startStandIn(t *testing.T, reply func(load map[string]any) any) *standIn {
 	t.Helper()
+	return startStandInAt(t, fmt.Sprintf("tcp://127.0.0.1:%d", freeport.Port(t)), reply)
+}
+
+// startStandInAt is startStandIn listening on uri (a master started again
+// on its port).
+func startStandInAt(t *testing.T, uri string, reply func(load map[string]any) any) *standIn {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := &standIn{uri: fmt.Sprintf("tcp://127.0.0.1:%d", freeport.Port(t))}
+	s := &standIn{uri: uri}
 	router := zmq4.NewRouter(ctx, zmq4.WithID(zmq4.SocketIdentity("master")))
 	if err := router.Listen(s.uri); err != nil {
 		t.Fatal(err)
 	}
+	s.stop = func() { router.Close(); cancel() }
 	t.Cleanup(func() { router.Close() })
 	go func() {
 		for {
@@ -241,6 +252,49 @@ func TestNoAnswerIsNotResent(t *testing.T) {
 	res, err := d.Do(context.Background(), a)
 	if err != nil || res.JID != "20261126120000000002" {
 		t.Fatalf("the next request: %+v, %v", res, err)
+	}
+}
+
+// TestMasterRestarted: the master restarts while every socket of the pool
+// is connected to it (those the overlapping requests before it dialled);
+// the next request goes through at its first attempt
+// (a socket whose connection the restart broke sent nothing: it is dialled
+// again and the request sent on the new connection), and so does each one
+// after it.
+func TestMasterRestarted(t *testing.T) {
+	mc := keyDir(t, "K")
+	var n atomic.Int64
+	answer := func(map[string]any) any {
+		return map[string]any{"enc": "clear", "load": map[string]any{"jid": fmt.Sprintf("2026112612%010d", n.Add(1)), "minions": []any{"web1"}}}
+	}
+	srv := startStandIn(t, answer)
+	const sockets = 3
+	d, err := New(Config{Master: mc, URI: srv.uri, Sockets: sockets, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	a := actions.Action{Chunk: chunk(t, `{"state": "local", "fun": "test.ping", "tgt": "web1"}`)}
+	var wg sync.WaitGroup
+	for range sockets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := d.Do(context.Background(), a); err != nil {
+				t.Errorf("before the restart: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	srv.stop()
+	srv = startStandInAt(t, srv.uri, answer)
+	for i := range sockets + 1 {
+		if res, err := d.Do(context.Background(), a); err != nil || res.JID == "" {
+			t.Fatalf("request %d after the restart: %+v, %v", i+1, res, err)
+		}
+	}
+	if got := len(srv.requests()); got != sockets+1 {
+		t.Errorf("the restarted master got %d requests, want %d (each sent once)", got, sockets+1)
 	}
 }
 
