@@ -44,7 +44,11 @@ type Journal struct {
 	dir       string
 	threshold int
 	f         *os.File
-	slots     []byte // Slots × 8 bytes, shared with the file
+	// slotMu guards slots against Close: a lane still handling an event
+	// when a stop's drain timed out ends it after the journal closed, and
+	// must not write to unmapped memory.
+	slotMu sync.RWMutex
+	slots  []byte // Slots × 8 bytes, shared with the file; nil once closed
 
 	any      atomic.Bool // suspects is not empty
 	mu       sync.Mutex
@@ -121,7 +125,11 @@ func (j *Journal) Begin(lane int, seq uint64) {
 	if j == nil || seq == 0 {
 		return
 	}
-	binary.LittleEndian.PutUint64(j.slots[(lane%Slots)*8:], seq)
+	j.slotMu.RLock()
+	if j.slots != nil {
+		binary.LittleEndian.PutUint64(j.slots[(lane%Slots)*8:], seq)
+	}
+	j.slotMu.RUnlock()
 }
 
 // End records that lane is done with its event; an event that was a
@@ -130,7 +138,11 @@ func (j *Journal) End(lane int, seq uint64) {
 	if j == nil || seq == 0 {
 		return
 	}
-	binary.LittleEndian.PutUint64(j.slots[(lane%Slots)*8:], 0)
+	j.slotMu.RLock()
+	if j.slots != nil {
+		binary.LittleEndian.PutUint64(j.slots[(lane%Slots)*8:], 0)
+	}
+	j.slotMu.RUnlock()
 	if !j.any.Load() {
 		return
 	}
@@ -197,15 +209,19 @@ func (j *Journal) Save() error {
 }
 
 // Close saves the suspects and releases the journal; the slots are all
-// clear after a clean stop.
+// clear after a clean stop. An event still in hand (a stop whose drain
+// timed out) stays in its slot, a suspect at the next start; its End,
+// after Close, does nothing.
 func (j *Journal) Close() error {
 	if j == nil {
 		return nil
 	}
 	err := j.Save()
+	j.slotMu.Lock()
 	if j.slots != nil {
 		err = errors.Join(err, unmapFile(j.slots))
 		j.slots = nil
 	}
+	j.slotMu.Unlock()
 	return errors.Join(err, j.f.Close())
 }
