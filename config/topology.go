@@ -19,8 +19,9 @@ type Topology struct {
 	// SyndicMaster is syndic_master: this master is a syndic, under the
 	// master (or masters) named.
 	SyndicMaster []string
-	// SyndicForwardAll is syndic_forward_all_events: the syndic forwards
-	// every event to its master, not only job returns.
+	// SyndicForwardAll is syndic_forward_all_events. Salt 3006 and 3007
+	// read it nowhere: a syndic in syndic_mode sync forwards every event
+	// whatever it says. Kept so that check can say so.
 	SyndicForwardAll bool
 	// ClusterID is cluster_id (Salt 3007): this master is a member of a
 	// master cluster, whose members all fire every event.
