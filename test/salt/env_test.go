@@ -290,7 +290,7 @@ api_logfile: %[4]s/log/api
 	}
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
-	e.waitFor(90*time.Second, "the master's event socket", func() error {
+	e.waitFor(180*time.Second, "the master's event socket", func() error {
 		_, err := os.Stat(filepath.Join(e.sockDir, "master_event_pub.ipc"))
 		return err
 	})
@@ -382,7 +382,7 @@ func (e *saltEnv) startMaster() {
 	e.t.Helper()
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
-	e.waitFor(90*time.Second, "the master's event socket", func() error {
+	e.waitFor(180*time.Second, "the master's event socket", func() error {
 		c, err := net.Dial("unix", filepath.Join(e.sockDir, "master_event_pub.ipc"))
 		if err == nil {
 			c.Close()
