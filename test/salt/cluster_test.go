@@ -3,6 +3,7 @@ package salt_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -127,11 +128,14 @@ func (c *saltCluster) addMinion(t *testing.T, i int, id string) {
 	writeFile(t, filepath.Join(e.dir, "minions", id, "etc", "minion.d", "cluster.conf"), "master: "+c.ips[i]+"\nacceptance_wait_time: 10\n")
 }
 
-// emissionID is what the bridge makes an event's Nats-Msg-Id: one per
-// emission, whichever member's bus (and bridge) carried it.
+// emissionID identifies one emission whichever member's bus (and bridge)
+// carried it: the tag and the data, "_stamp" included, without the
+// "__peer_id" a member adds to its peers' events.
 func emissionID(ev event.Event) string {
-	data, _ := json.Marshal(ev.Data)
-	return bridge.MsgID(ev.Tag, data)
+	data := maps.Clone(ev.Data)
+	delete(data, "__peer_id")
+	b, _ := json.Marshal(data)
+	return bridge.MsgID(ev.Tag, b)
 }
 
 // emissions returns the events on the bus matching f, one per emission
