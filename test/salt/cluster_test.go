@@ -196,19 +196,21 @@ func stillFor(t *testing.T, d time.Duration, what string, f func() error) {
 
 // TestSaltClusterOnRealSalt runs reactord against a Salt 3007 master
 // cluster of three members (web1 on the first, web2 on the second, none on
-// the third), with a bridge on every member (no job cache recovery) into the daemon's JetStream
-// stream and --dedupe-masters 1ms (a peer's copy carries the first member's
-// _stamp, so the window needs to fold only equal stamps; a wider one would
-// fold genuine repeats too, such as a pending key's salt/auth every
-// acceptance_wait_time), the daemon dispatching through the first member
-// (master driver). Every member's bus carries every event (a peer's
-// copy with the first member's _stamp and its id in __peer_id), so each
-// emission reaches NATS three times and is stored once. The four recipes
-// react exactly once per emission: keys accepted, one highstate per minion
-// start, one revert per genuine change on web2 (whose beacon Salt does not
-// pause, the revert's own write held back by the loop guard), one alert per
-// failed job. The second member then restarts: the events fired on the
-// others meanwhile, and a failed job's return, reach the daemon once each.
+// the third), with a bridge on every member (no job cache recovery) into
+// the daemon's JetStream stream and --dedupe-masters 1ms (a peer's copy
+// carries the first member's _stamp, so the window needs to fold only
+// equal stamps; a wider one would fold genuine repeats too, such as a
+// pending key's salt/auth every acceptance_wait_time), the daemon
+// dispatching through the first member (master driver). Every member's bus
+// carries every event (a peer's copy with the first member's _stamp and
+// its id in __peer_id), so each emission reaches NATS three times and is
+// stored once. The four recipes react once per emission: each salt/auth
+// emission is taken at most once and the keys are accepted, one highstate
+// per minion start, one revert per genuine change on web2 (whose beacon
+// Salt does not pause, the revert's own write held back by the loop
+// guard), one alert per failed job. The second member then restarts: the
+// events fired on the others meanwhile, and a failed job's return, reach
+// the daemon once each.
 func TestSaltClusterOnRealSalt(t *testing.T) {
 	t.Parallel()
 	if ok, version := saltHasCluster(t); !ok {
