@@ -17,6 +17,15 @@ import (
 // value the data carried).
 const stampKey = "_stamp"
 
+// peerKey is the key a member of a Salt master cluster (3007: cluster_id,
+// cluster_peers) adds to the data of each event it receives from a peer
+// and fires again on its own bus: the id of the member that fired it
+// first. The member leaves the rest of the data as the peer fired it,
+// "_stamp" included, so every member's bus carries one emission with the
+// same stamp, once without peerKey (on the member that fired it) and once
+// on each peer with it.
+const peerKey = "__peer_id"
+
 // MsgID derives the de-duplication id that becomes the Nats-Msg-Id header of
 // an event: it identifies one emission of one event on one master, so that
 // JetStream keeps one copy of that emission however many bridges (or
@@ -24,7 +33,9 @@ const stampKey = "_stamp"
 //
 // The id is the SHA-256, hex-encoded and truncated to 32 characters (128
 // bits), of the tag, a NUL byte, and the canonical JSON of data, "_stamp"
-// included. Canonical JSON is data decoded (numbers kept as their literal
+// included and a top-level "__peer_id" left out (peerKey: the copies of one
+// emission that the members of a master cluster fire get one id, so one
+// bridge per member feeding one stream stores each emission once). Canonical JSON is data decoded (numbers kept as their literal
 // text) and encoded again by encoding/json: object keys sorted, no
 // insignificant whitespace, strings re-escaped the same way, so formatting,
 // key order and \u escapes (Python's ensure_ascii) do not matter: the socket
@@ -70,7 +81,7 @@ const stampLayout = "2006-01-02T15:04:05.999999"
 
 // CopyKey identifies an event independently of the master that fired it:
 // MsgID's hash of the tag and the canonical data with the top-level
-// "_stamp" left out, and that stamp, the time the master fired it. The
+// "_stamp" (and, as in MsgID, "__peer_id") left out, and that stamp, the time the master fired it. The
 // masters of a multi-master pair each fire their own copy of what a minion
 // sends them (an event.send, a beacon, a job return, salt/auth): the
 // copies have the same key and stamps a clock skew and a network delay
@@ -103,8 +114,9 @@ func receiptID(tag string, data json.RawMessage) string {
 }
 
 // canonicalData returns data re-encoded canonically, without its
-// top-level "_stamp" when dropStamp is set, and that "_stamp" when data is
-// an object with a non-empty string there ("" otherwise).
+// top-level "__peer_id", and without its top-level "_stamp" when dropStamp
+// is set, and that "_stamp" when data is an object with a non-empty string
+// there ("" otherwise).
 func canonicalData(data []byte, dropStamp bool) ([]byte, string, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -118,6 +130,7 @@ func canonicalData(data []byte, dropStamp bool) ([]byte, string, error) {
 	stamp := ""
 	if m, ok := v.(map[string]any); ok {
 		stamp, _ = m[stampKey].(string)
+		delete(m, peerKey)
 		if dropStamp {
 			delete(m, stampKey)
 		}

@@ -137,3 +137,38 @@ func TestCopyKey(t *testing.T) {
 		t.Error("other tag: same key")
 	}
 }
+
+// TestMsgIDClusterCopies: the members of a Salt 3007 master cluster each
+// fire every event; a peer's copy keeps the data and _stamp of the member
+// that fired it first and adds "__peer_id" (seen on real Salt 3007.1: the
+// return of web2, connected to 127.0.0.3, on all three members). The
+// copies have one MsgID and one CopyKey; a nested "__peer_id", another
+// stamp or other data still tell events apart.
+func TestMsgIDClusterCopies(t *testing.T) {
+	const tag = "salt/job/20261128201345680243/ret/web2"
+	origin := `{"id": "web2", "jid": "20261128201345680243", "fun": "state.apply", "success": false, "retcode": 1, "_stamp": "2026-11-28T20:13:48.008905"}`
+	id := MsgID(tag, json.RawMessage(origin))
+	key, _, ok := CopyKey(tag, json.RawMessage(origin))
+	if id == "" || !ok {
+		t.Fatalf("origin copy: MsgID %q, CopyKey ok %v", id, ok)
+	}
+	for _, tc := range []struct {
+		name, data string
+		same       bool
+	}{
+		{"a peer's copy", `{"id": "web2", "jid": "20261128201345680243", "fun": "state.apply", "success": false, "retcode": 1, "_stamp": "2026-11-28T20:13:48.008905", "__peer_id": "127.0.0.3"}`, true},
+		{"another peer's copy", `{"__peer_id": "127.0.0.4", "_stamp": "2026-11-28T20:13:48.008905", "id": "web2", "jid": "20261128201345680243", "fun": "state.apply", "success": false, "retcode": 1}`, true},
+		{"nested __peer_id", `{"id": "web2", "jid": "20261128201345680243", "fun": "state.apply", "success": false, "retcode": 1, "_stamp": "2026-11-28T20:13:48.008905", "x": {"__peer_id": "127.0.0.3"}}`, false},
+		{"a later emission", `{"id": "web2", "jid": "20261128201345680243", "fun": "state.apply", "success": false, "retcode": 1, "_stamp": "2026-11-28T20:13:49.008905", "__peer_id": "127.0.0.3"}`, false},
+		{"other data", `{"id": "web2", "jid": "20261128201345680243", "fun": "state.apply", "success": true, "retcode": 0, "_stamp": "2026-11-28T20:13:48.008905", "__peer_id": "127.0.0.3"}`, false},
+	} {
+		gotID := MsgID(tag, json.RawMessage(tc.data))
+		if (gotID == id) != tc.same {
+			t.Errorf("%s: MsgID %s, origin's %s: want same %v", tc.name, gotID, id, tc.same)
+		}
+		k, _, _ := CopyKey(tag, json.RawMessage(tc.data))
+		if wantKey := tc.same || tc.name == "a later emission"; (k == key) != wantKey {
+			t.Errorf("%s: CopyKey %s, origin's %s: want same %v", tc.name, k, key, wantKey)
+		}
+	}
+}

@@ -80,6 +80,9 @@ type saltEnv struct {
 	dir     string // root_dir
 	etc     string // the master's config dir (-c)
 	sockDir string
+	// bridgeJobCache, when set, is the bridge's --job-cache instead of
+	// the master's cachedir/jobs ("-": "", recovery off).
+	bridgeJobCache string
 	// bridgeSockDir, when set, is the sock_dir the bridge reads instead of
 	// sockDir (a proxy the test can cut).
 	bridgeSockDir string
@@ -181,6 +184,11 @@ type saltOptions struct {
 	// noMinions writes no minion (addMinion adds them, under several
 	// masters); noAPI starts no salt-api.
 	noMinions, noAPI bool
+	// masterOverride, when set, is written to the master's
+	// master.d/override.conf before it starts: Salt merges the included
+	// file over the master file, so its keys replace startSalt's
+	// (interface, root_dir, cachedir).
+	masterOverride string
 }
 
 // netapiConfig is the master's configuration section for salt-api's
@@ -258,6 +266,9 @@ api_pidfile: %[4]s/run/salt-api.pid
 api_logfile: %[4]s/log/api
 %[6]s
 `, user, pub, ret, dir, api, o.masterExtra, netapiConfig(t, api)))
+	if o.masterOverride != "" {
+		writeFile(t, filepath.Join(e.etc, "master.d", "override.conf"), o.masterOverride)
+	}
 	writeFile(t, filepath.Join(dir, "srv/salt/top.sls"), "base:\n  '*':\n    - trivial\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/trivial.sls"), "trivial_ok:\n  test.succeed_without_changes:\n    - name: trivial state\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/fail.sls"), "always_fails:\n  test.fail_without_changes:\n    - name: this state always fails\n")
@@ -279,7 +290,7 @@ api_logfile: %[4]s/log/api
 	}
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
-	e.waitFor(90*time.Second, "the master's event socket", func() error {
+	e.waitFor(180*time.Second, "the master's event socket", func() error {
 		_, err := os.Stat(filepath.Join(e.sockDir, "master_event_pub.ipc"))
 		return err
 	})
@@ -371,7 +382,7 @@ func (e *saltEnv) startMaster() {
 	e.t.Helper()
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
-	e.waitFor(90*time.Second, "the master's event socket", func() error {
+	e.waitFor(180*time.Second, "the master's event socket", func() error {
 		c, err := net.Dial("unix", filepath.Join(e.sockDir, "master_event_pub.ipc"))
 		if err == nil {
 			c.Close()
@@ -616,7 +627,11 @@ func (r *reactord) launch(e *saltEnv, cmd []string, driver string, extra ...stri
 // with its own data directory under r.data.
 func (r *reactord) runBridge(e *saltEnv, dataDir string) {
 	r.t.Helper()
-	r.run("bridge", "--sock-dir", cmp.Or(e.bridgeSockDir, e.sockDir), "--job-cache", filepath.Join(e.dir, "cache", "master", "jobs"),
+	jobCache := cmp.Or(e.bridgeJobCache, filepath.Join(e.dir, "cache", "master", "jobs"))
+	if jobCache == "-" {
+		jobCache = ""
+	}
+	r.run("bridge", "--sock-dir", cmp.Or(e.bridgeSockDir, e.sockDir), "--job-cache", jobCache,
 		"--nats", r.url, "--nats-token-file", natsbus.TokenFile(r.data), "--data-dir", filepath.Join(r.data, dataDir))
 	r.bridges++
 }
