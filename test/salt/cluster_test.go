@@ -165,16 +165,6 @@ func (r *reactord) jobs(f func(event.Event) bool) []string {
 	return out
 }
 
-// isHighstate matches the publish of a state.apply of id without
-// arguments (the start recipe's; a revert or a failing job names its
-// states).
-func isHighstate(id string) func(event.Event) bool {
-	return func(ev event.Event) bool {
-		arg, _ := ev.Data["arg"].([]any)
-		return isJobNew("state.apply", id, "")(ev) && len(arg) == 0
-	}
-}
-
 // stillFor fails the test if f returns an error within d (a further
 // reaction that must not come).
 func stillFor(t *testing.T, d time.Duration, what string, f func() error) {

@@ -47,6 +47,16 @@ func targets(tgt any, id string) bool {
 	return false
 }
 
+// isHighstate matches the publish of a state.apply of id without
+// arguments (the start recipe's; a revert or a failing job names its
+// states).
+func isHighstate(id string) func(event.Event) bool {
+	return func(ev event.Event) bool {
+		arg, _ := ev.Data["arg"].([]any)
+		return isJobNew("state.apply", id, "")(ev) && len(arg) == 0
+	}
+}
+
 func tagIs(tag string) func(event.Event) bool {
 	return func(ev event.Event) bool { return ev.Tag == tag }
 }

@@ -99,16 +99,6 @@ func saltKeys(e *saltEnv) (map[string][]string, error) {
 	return keys, nil
 }
 
-// isHighstate matches the publish of a state.apply of id without mods
-// (the start recipe's; the revert names maintain_important_file).
-func isHighstate(id string) func(event.Event) bool {
-	job := isJobNew("state.apply", id, "")
-	return func(ev event.Event) bool {
-		arg, _ := json.Marshal(ev.Data["arg"])
-		return job(ev) && !strings.Contains(string(arg), "maintain_important_file")
-	}
-}
-
 // seenAll counts the events matching f on every daemon's bus.
 func seenAll(rs []*reactord, f func(event.Event) bool) int {
 	n := 0
