@@ -18,8 +18,8 @@ func TopologyWarnings(cfg *config.Config, o Options) []string {
 	}
 	t := cfg.Topology
 	var out []string
-	if t.ClusterID != "" && o.DedupeMasters <= 0 {
-		out = append(out, fmt.Sprintf("%s: cluster_id %q: this master is a member of a Salt master cluster, and every member fires every minion event on its own bus; with a bridge on each member (as a member can die), each event reacts once per member unless the daemon runs with --dedupe-masters 2s (dedupe_masters in the reactord: section) on JetStream (docs/topologies.md#a-salt-3007-master-cluster)",
+	if t.ClusterID != "" && (o.DedupeMasters <= 0 || !o.JetStream.On(true)) {
+		out = append(out, fmt.Sprintf("%s: cluster_id %q: this master is a member of a Salt master cluster, and every member fires every event of the cluster on its own bus (a peer's copy with the same _stamp and __peer_id added); with a bridge on each member (as any member can die), JetStream's Nats-Msg-Id window makes the copies one, and --dedupe-masters 1ms (dedupe_masters in the reactord: section) keeps doing so past it; with --jetstream=false, or without --dedupe-masters when a bridge's spool is flushed late, an event reacts once per member (docs/topologies.md#a-salt-3007-master-cluster)",
 			t.Pos["cluster_id"], t.ClusterID))
 	}
 	if t.OrderMasters && o.DedupeMasters <= 0 {

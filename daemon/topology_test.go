@@ -18,6 +18,7 @@ func TestTopologyWarnings(t *testing.T) {
 		name   string
 		master string
 		dedupe time.Duration
+		core   bool     // --jetstream=false
 		want   []string // one substring per warning, in order
 	}{
 		{name: "plain master", master: "reactor: []\n"},
@@ -26,7 +27,9 @@ func TestTopologyWarnings(t *testing.T) {
 		{name: "master of masters with dedupe", master: "reactor: []\norder_masters: True\n", dedupe: 2 * time.Second},
 		{name: "cluster", master: "reactor: []\ncluster_id: prod\n",
 			want: []string{`master:2:13: cluster_id "prod": this master is a member of a Salt master cluster`}},
-		{name: "cluster with dedupe", master: "reactor: []\ncluster_id: prod\n", dedupe: 2 * time.Second},
+		{name: "cluster with dedupe", master: "reactor: []\ncluster_id: prod\n", dedupe: time.Millisecond},
+		{name: "cluster with dedupe in core NATS", master: "reactor: []\ncluster_id: prod\n", dedupe: time.Millisecond, core: true,
+			want: []string{`master:2:13: cluster_id "prod"`}},
 		// A syndic master is where reactord belongs in a tree;
 		// syndic_forward_all_events does nothing in Salt 3006 and 3007.
 		{name: "syndic", master: "reactor: []\nsyndic_master: top\nsyndic_forward_all_events: True\n"},
@@ -43,6 +46,9 @@ func TestTopologyWarnings(t *testing.T) {
 			}
 			o := Defaults()
 			o.DedupeMasters = tc.dedupe
+			if tc.core {
+				o.JetStream = AutoBool{Given: true}
+			}
 			got := TopologyWarnings(cfg, o)
 			if len(got) != len(tc.want) {
 				t.Fatalf("warnings = %q, want %d", got, len(tc.want))

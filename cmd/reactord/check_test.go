@@ -242,7 +242,7 @@ func TestCheckWarnsOncePerMaster(t *testing.T) {
 	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"master":    "cluster_id: prod\nreactor:\n  - 'salt/minion/*/start': start.sls\n",
-		"deduped":   "cluster_id: prod\nreactord:\n  dedupe_masters: 2s\nreactor:\n  - 'salt/minion/*/start': start.sls\n",
+		"deduped":   "cluster_id: prod\nreactord:\n  dedupe_masters: 1ms\nreactor:\n  - 'salt/minion/*/start': start.sls\n",
 		"start.sls": "highstate:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",
 	})
 	code, out, errOut := runCmd(t, "", "check", "--offline", "-c", filepath.Join(dir, "master"))
