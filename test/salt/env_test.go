@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("skipping the real-Salt suite: no salt-master on PATH and SALT_BIN_DIR is unset (docs/salt-compatibility.md: Setting up Salt for the suite)")
 		os.Exit(0)
 	}
-	for _, name := range []string{"salt-master", "salt-minion", "salt-api", "salt", "salt-run", "salt-call", "salt-key"} {
+	for _, name := range []string{"salt-master", "salt-minion", "salt-syndic", "salt-api", "salt", "salt-run", "salt-call", "salt-key"} {
 		if _, err := exec.LookPath(filepath.Join(saltBinDir, name)); err != nil {
 			fmt.Fprintf(os.Stderr, "the real-Salt suite needs %s in %s: %v (docs/salt-compatibility.md: Setting up Salt for the suite)\n", name, saltBinDir, err)
 			os.Exit(1)
