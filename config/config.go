@@ -41,6 +41,9 @@ type Config struct {
 	Warnings []error
 	// ReactorFile is set when `reactor:` names a file holding the rule list.
 	ReactorFile string
+	// Topology is what the master's configuration says about the masters
+	// around it (syndic, cluster).
+	Topology Topology
 }
 
 // Rule is one entry of the reactor list: a tag glob and the reaction files
@@ -440,6 +443,7 @@ func Load(path string) (*Config, error) {
 		if rs := lookup(d.root, "reactord"); rs != nil {
 			l.settings(cfg, d.path, rs)
 		}
+		l.topology(cfg, d)
 	}
 	if len(cfg.FileRoots) == 0 {
 		cfg.FileRoots["base"] = []string{"/srv/salt"}

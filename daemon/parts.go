@@ -178,6 +178,9 @@ func (d *Daemon) buildEngine(context.Context) error {
 		}
 	}
 	d.cfg = cfg
+	for _, w := range TopologyWarnings(cfg, d.opts) {
+		d.log.Warn(w)
+	}
 	eng, err := d.loadEngine(cfg)
 	if err != nil {
 		return configErr(&LoadError{err})

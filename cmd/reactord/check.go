@@ -75,6 +75,11 @@ problems. Exit 0 when clean, 1 when problems were found, 2 on bad usage.`, stder
 	for _, f := range rep.Loaded {
 		res.Loaded = append(res.Loaded, loadedJSON{Path: f.Path, Renderer: f.Renderer, SaltCalls: f.SaltCalls})
 	}
+	if rep.Config != nil {
+		if opts, _, _, code := mergedOptions([]string{"-c", *conf}, io.Discard, io.Discard); code == exitOK {
+			res.Warnings = daemon.TopologyWarnings(rep.Config, opts)
+		}
+	}
 	if rep.Config != nil && !*offline {
 		note, err := probeDriver(ctx, *conf)
 		res.Driver = note
@@ -101,7 +106,10 @@ type checkResult struct {
 	// Driver says what the driver's probe found ("" without one).
 	Driver string `json:"driver,omitempty"`
 	// Events notes each event rendered (--event, --events).
-	Events   []string `json:"events,omitempty"`
+	Events []string `json:"events,omitempty"`
+	// Warnings are what is not wrong but would surprise: a topology that
+	// reacts once per master (daemon.TopologyWarnings).
+	Warnings []string `json:"warnings,omitempty"`
 	problems []error
 }
 
@@ -152,6 +160,9 @@ func (r *checkResult) renderEvents(ctx context.Context, rep engine.CheckReport, 
 func (r *checkResult) printText(stdout, stderr io.Writer) int {
 	for _, p := range r.problems {
 		fmt.Fprintln(stderr, p)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintln(stderr, "warning: "+w)
 	}
 	salty := 0
 	for _, f := range r.Loaded {

@@ -234,3 +234,35 @@ func TestExplainRunsSaltCalls(t *testing.T) {
 		t.Errorf("--salt-calls off: exit %d, %d calls\n%s", code, posts.Load(), out)
 	}
 }
+
+// TestCheckWarnsOncePerMaster: check warns, without failing, about a
+// Salt cluster member whose events would react once per member, and stops
+// warning once the reactord: section dedupes the masters' copies.
+func TestCheckWarnsOncePerMaster(t *testing.T) {
+	t.Parallel()
+	dir := writeFiles(t, map[string]string{
+		"master":    "cluster_id: prod\nreactor:\n  - 'salt/minion/*/start': start.sls\n",
+		"deduped":   "cluster_id: prod\nreactord:\n  dedupe_masters: 2s\nreactor:\n  - 'salt/minion/*/start': start.sls\n",
+		"start.sls": "highstate:\n  local.state.apply:\n    - tgt: {{ .data.id }}\n",
+	})
+	code, out, errOut := runCmd(t, "", "check", "--offline", "-c", filepath.Join(dir, "master"))
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d (a warning is not a problem)\n%s%s", code, exitOK, out, errOut)
+	}
+	want := "warning: " + filepath.Join(dir, "master") + `:1:13: cluster_id "prod": this master is a member of a Salt master cluster`
+	if !strings.Contains(errOut, want) || strings.Count(errOut, "warning: ") != 1 {
+		t.Errorf("stderr lacks one %q:\n%s", want, errOut)
+	}
+	code, out, errOut = runCmd(t, "", "check", "--offline", "--out", "json", "-c", filepath.Join(dir, "master"))
+	var res struct {
+		OK       bool     `json:"ok"`
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitOK || !res.OK || len(res.Warnings) != 1 {
+		t.Errorf("--out json: exit %d, %+v, %v\n%s%s", code, res, err, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "", "check", "--offline", "-c", filepath.Join(dir, "deduped"))
+	if code != exitOK || strings.Contains(errOut, "warning:") {
+		t.Errorf("with dedupe_masters: exit %d\n%s%s", code, out, errOut)
+	}
+}

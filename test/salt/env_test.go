@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,6 +73,9 @@ func TestMain(m *testing.M) {
 // saltEnv is one Salt installation under a temporary directory.
 type saltEnv struct {
 	t       *testing.T
+	user    string // Salt's user:
+	pub     int    // the master's publish_port
+	ret     int    // the master's ret_port
 	minions []string
 	dir     string // root_dir
 	etc     string // the master's config dir (-c)
@@ -116,9 +120,7 @@ func stopGroup(pid int, done <-chan struct{}, grace time.Duration) (killed bool)
 // restartMaster stops the master (and its workers) and starts it again.
 func (e *saltEnv) restartMaster() {
 	e.t.Helper()
-	if stopGroup(e.master.Process.Pid, e.exited[e.master], 30*time.Second) {
-		e.t.Logf("the master's processes needed SIGKILL to stop")
-	}
+	e.stopMaster()
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
 }
@@ -176,6 +178,9 @@ type saltOptions struct {
 	masterExtra string
 	// minionExtra is appended to each minion's configuration.
 	minionExtra string
+	// noMinions writes no minion (addMinion adds them, under several
+	// masters); noAPI starts no salt-api.
+	noMinions, noAPI bool
 }
 
 // netapiConfig is the master's configuration section for salt-api's
@@ -221,13 +226,13 @@ func startSalt(t *testing.T, opts ...saltOptions) *saltEnv {
 	if len(o.minions) == 0 {
 		o.minions = []string{"web1", "web2"}
 	}
-	e := &saltEnv{t: t, minions: o.minions, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
 	pub, ret, api := freePort(t), freePort(t), freePort(t)
-	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d", api)
 	user := "root"
 	if os.Geteuid() != 0 {
 		user = os.Getenv("USER")
 	}
+	e := &saltEnv{t: t, user: user, pub: pub, ret: ret, minions: o.minions, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
+	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d", api)
 	writeFile(t, filepath.Join(e.etc, "master"), fmt.Sprintf(`user: %[1]s
 interface: 127.0.0.1
 ipv6: False
@@ -262,39 +267,12 @@ api_logfile: %[4]s/log/api
 	// runner job with a minion job of its own.
 	writeFile(t, filepath.Join(dir, "srv/salt/orch/revert.sls"),
 		"revert_through_orchestration:\n  salt.state:\n    - tgt: {{ pillar['target'] }}\n    - sls: maintain_important_file\n")
-	// web1's beacon pauses during state runs (Salt's own protection);
-	// web2's does not, so its revert's own write comes back as a beacon
-	// event, which only reactord's loop guard stops.
-	pause := map[string]string{"web2": "False"}
-	for _, id := range o.minions {
-		m := filepath.Join(dir, "minions", id)
-		watch := filepath.Join(dir, "watch", id, "important_file")
-		e.watch[id] = watch
-		writeFile(t, watch, "known content\n")
-		writeFile(t, filepath.Join(m, "etc", "minion"), fmt.Sprintf(`id: %[1]s
-user: %[2]s
-master: 127.0.0.1
-master_port: %[3]d
-publish_port: %[4]d
-ipv6: False
-root_dir: %[5]s
-pki_dir: %[6]s/pki
-cachedir: %[6]s/cache
-extension_modules: %[6]s/cache/extmods
-sock_dir: %[6]s/sock
-pidfile: %[5]s/run/salt-minion-%[1]s.pid
-log_file: %[6]s/log
-log_level_logfile: info
-acceptance_wait_time: 2
-reactord_watch_file: %[7]s
-beacons:
-  inotify:
-    - files:
-        %[7]s:
-          mask: [modify]
-    - disable_during_state_run: %[8]s
-%[9]s
-`, id, user, ret, pub, dir, m, watch, cmp.Or(pause[id], "True"), o.minionExtra))
+	if !o.noMinions {
+		for _, id := range o.minions {
+			addMinion(e, id, []*saltEnv{e}, o.minionExtra)
+		}
+	} else {
+		e.minions = nil
 	}
 	for _, d := range []string{"run", "log"} {
 		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
@@ -305,6 +283,10 @@ beacons:
 		_, err := os.Stat(filepath.Join(e.sockDir, "master_event_pub.ipc"))
 		return err
 	})
+	if o.noAPI {
+		e.apiURL = ""
+		return e
+	}
 	e.start("salt-api", "-c", e.etc, "-l", "error")
 	// salt-api takes long to start on a loaded machine.
 	e.waitFor(120*time.Second, "salt-api", func() error {
@@ -316,6 +298,86 @@ beacons:
 		return nil
 	})
 	return e
+}
+
+// addMinion writes minion id's configuration under e's directory, with
+// masters as its master list (one: a plain master; several: host:port
+// entries, hot multi-master unless extra says master_type), and adds it
+// to e's minions, which e.startMinions starts. web1's beacon pauses during
+// state runs (Salt's own protection); web2's does not, so its revert's own
+// write comes back as a beacon event, which only reactord's loop guard
+// stops.
+func addMinion(e *saltEnv, id string, masters []*saltEnv, extra string) {
+	e.t.Helper()
+	m := filepath.Join(e.dir, "minions", id)
+	watch := filepath.Join(e.dir, "watch", id, "important_file")
+	e.watch[id] = watch
+	writeFile(e.t, watch, "known content\n")
+	master := fmt.Sprintf("master: 127.0.0.1\nmaster_port: %d\npublish_port: %d", masters[0].ret, masters[0].pub)
+	if len(masters) > 1 {
+		master = "master:"
+		for _, ms := range masters {
+			master += fmt.Sprintf("\n  - 127.0.0.1:%d", ms.ret)
+		}
+	}
+	pause := map[string]string{"web2": "False"}
+	writeFile(e.t, filepath.Join(m, "etc", "minion"), fmt.Sprintf(`id: %[1]s
+user: %[2]s
+%[3]s
+ipv6: False
+root_dir: %[4]s
+pki_dir: %[5]s/pki
+cachedir: %[5]s/cache
+extension_modules: %[5]s/cache/extmods
+sock_dir: %[5]s/sock
+pidfile: %[4]s/run/salt-minion-%[1]s.pid
+log_file: %[5]s/log
+log_level_logfile: info
+acceptance_wait_time: 2
+reactord_watch_file: %[6]s
+beacons:
+  inotify:
+    - files:
+        %[6]s:
+          mask: [modify]
+    - disable_during_state_run: %[7]s
+%[8]s
+`, id, e.user, master, e.dir, m, watch, cmp.Or(pause[id], "True"), extra))
+	if !slices.Contains(e.minions, id) {
+		e.minions = append(e.minions, id)
+	}
+}
+
+// stopMaster stops the master and its workers (SIGTERM, then SIGKILL
+// after 30s); startMaster starts it again on the same configuration.
+func (e *saltEnv) stopMaster() {
+	e.t.Helper()
+	if stopGroup(e.master.Process.Pid, e.exited[e.master], 30*time.Second) {
+		e.t.Logf("the master's processes needed SIGKILL to stop")
+	}
+}
+
+// killMaster ends the master and its workers at once with SIGKILL, as a
+// crash or a power loss would.
+func (e *saltEnv) killMaster() {
+	e.t.Helper()
+	_ = syscall.Kill(-e.master.Process.Pid, syscall.SIGKILL)
+	stopGroup(e.master.Process.Pid, e.exited[e.master], 5*time.Second)
+}
+
+// startMaster starts the master stopped by stopMaster or killMaster and
+// waits for its event socket.
+func (e *saltEnv) startMaster() {
+	e.t.Helper()
+	e.start("salt-master", "-c", e.etc, "-l", "error")
+	e.master = e.procs[len(e.procs)-1]
+	e.waitFor(90*time.Second, "the master's event socket", func() error {
+		c, err := net.Dial("unix", filepath.Join(e.sockDir, "master_event_pub.ipc"))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
 }
 
 // startMinions starts the minions; their keys go pending.
@@ -425,8 +487,10 @@ type reactord struct {
 	evMu    sync.Mutex
 	events  []event.Event
 	eventCh chan struct{}
-	// pids are the daemon's and the bridge's processes.
+	// pids are the daemon's and the bridges' processes.
 	pids []int
+	// bridges counts the bridges started.
+	bridges int
 }
 
 // startReactord writes a reactor configuration with the four recipes and
@@ -501,7 +565,7 @@ func (r *reactord) launch(e *saltEnv, cmd []string, driver string, extra ...stri
 	// The embedded server wants the token the daemon keeps in its data
 	// directory.
 	tokenFile := natsbus.TokenFile(r.data)
-	r.run("bridge", "--sock-dir", cmp.Or(e.bridgeSockDir, e.sockDir), "--job-cache", filepath.Join(e.dir, "cache", "master", "jobs"), "--nats", r.url, "--nats-token-file", tokenFile, "--data-dir", filepath.Join(r.data, "bridge"))
+	r.runBridge(e, "bridge")
 	token, err := os.ReadFile(tokenFile)
 	if err != nil {
 		t.Fatal(err)
@@ -545,12 +609,37 @@ func (r *reactord) launch(e *saltEnv, cmd []string, driver string, extra ...stri
 			}
 		})
 	}
-	waitFor(t, 20*time.Second, "the bridge", func() error {
-		if !strings.Contains(r.log(), "connected to the master's event bus") {
-			return fmt.Errorf("not connected yet")
+	r.waitBridges(1)
+}
+
+// runBridge starts a native bridge on e's event socket into r's NATS,
+// with its own data directory under r.data.
+func (r *reactord) runBridge(e *saltEnv, dataDir string) {
+	r.t.Helper()
+	r.run("bridge", "--sock-dir", cmp.Or(e.bridgeSockDir, e.sockDir), "--job-cache", filepath.Join(e.dir, "cache", "master", "jobs"),
+		"--nats", r.url, "--nats-token-file", natsbus.TokenFile(r.data), "--data-dir", filepath.Join(r.data, dataDir))
+	r.bridges++
+}
+
+// waitBridges waits until n bridges said they reached their master's
+// event bus.
+func (r *reactord) waitBridges(n int) {
+	r.t.Helper()
+	waitFor(r.t, 20*time.Second, fmt.Sprintf("%d bridge(s) on their masters' buses", n), func() error {
+		if got := strings.Count(r.log(), "connected to the master's event bus"); got < n {
+			return fmt.Errorf("%d connected yet", got)
 		}
 		return nil
 	})
+}
+
+// addBridge starts one more native bridge, on master e's event socket,
+// into the daemon's NATS (one bridge per master of a multi-master or
+// syndic topology), and waits for it to reach e's bus.
+func (r *reactord) addBridge(e *saltEnv) {
+	r.t.Helper()
+	r.runBridge(e, fmt.Sprintf("bridge-%d", r.bridges))
+	r.waitBridges(r.bridges)
 }
 
 func (r *reactord) run(args ...string) {
