@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,9 @@ func refusedUnrun(status int, raw []byte) bool {
 // master of a multi-master Salt, in order of preference: the master that
 // last started a job, else the next in the list. It is safe for concurrent
 // use.
+//
+// A wheel key reaction (key.accept, key.reject, key.delete, ...) runs on
+// every master instead: each keeps its own minion keys.
 //
 // A reaction goes to the next master only after a failure that provably
 // started no job (RanNothing: a refused connection, a failed login, a 503
@@ -153,6 +157,11 @@ func (f *Failover) Describe(a actions.Action) (string, error) { return f.drivers
 // Do implements actions.Driver; see Failover for which failures move a
 // reaction to the next master.
 func (f *Failover) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+	if a.Chunk != nil {
+		if call, err := actions.CallFor(a.Chunk); err == nil && call.Client == "wheel" && strings.HasPrefix(call.Fun, "key.") {
+			return f.everyMaster(ctx, a)
+		}
+	}
 	f.mu.Lock()
 	start, pinned := f.cur, false
 	if p, ok := f.pinned[a.Chunk]; ok && a.Chunk != nil {
@@ -189,6 +198,42 @@ func (f *Failover) Do(ctx context.Context, a actions.Action) (actions.Result, er
 	}
 	// No master started it: a retry may try them all again.
 	return actions.Result{}, actions.Retryable(fmt.Errorf("no salt-api took the reaction: %w", errors.Join(errs...)))
+}
+
+// everyMaster runs a wheel key reaction on every master: each master of a
+// multi-master Salt keeps its own minion keys, and a minion signs in to
+// each, so its key is accepted (or rejected, or deleted) on each. The key
+// functions are idempotent: running one again, on a master where it was
+// done, changes nothing, so a failure on any master is retryable and the
+// retry runs it on all of them again, except when the failing masters
+// provably ran nothing (they are down: a minion signing in to them when
+// they are back fires its salt/auth again), which is logged. The result is
+// the first master's job that started.
+func (f *Failover) everyMaster(ctx context.Context, a actions.Action) (actions.Result, error) {
+	var (
+		first actions.Result
+		errs  []error
+	)
+	for i, d := range f.drivers {
+		res, err := d.Do(ctx, a)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", redact.URL(f.urls[i]), err))
+			continue
+		}
+		if first.JID == "" {
+			first = res
+		}
+	}
+	if len(errs) == 0 {
+		return first, nil
+	}
+	if first.JID != "" && !slices.ContainsFunc(errs, func(err error) bool { return !RanNothing(err) }) {
+		// The others are down: a minion signing in there when they
+		// are back fires its salt/auth again.
+		f.log.Warn("saltapi: a key reaction ran on the masters that answer only", "jid", first.JID, "err", errors.Join(errs...))
+		return first, nil
+	}
+	return first, actions.Retryable(fmt.Errorf("a key reaction runs on every master; %d of %d failed: %w", len(errs), len(f.drivers), errors.Join(errs...)))
 }
 
 // outcome moves new reactions away from master idx after a failure there,

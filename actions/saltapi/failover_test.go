@@ -237,3 +237,39 @@ func TestNewFailoverRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestFailoverKeysOnEveryMaster: a wheel key reaction runs on each master,
+// which keeps its own minion keys; a master that is down is skipped with a
+// log line, one that fails after reading the request makes the reaction
+// retryable (the key functions are idempotent).
+func TestFailoverKeysOnEveryMaster(t *testing.T) {
+	accept := func() actions.Action {
+		return actions.Action{Chunk: reaction("wheel", "accept_key", "key.accept", "args", []any{m("match", "web1")})}
+	}
+	f1, f2 := newFakeSalt(), newFakeSalt()
+	s1, s2 := httptest.NewServer(f1), httptest.NewServer(f2)
+	t.Cleanup(s1.Close)
+	t.Cleanup(s2.Close)
+	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	if _, err := d.Do(t.Context(), accept()); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if n1, n2 := len(f1.stats().lows), len(f2.stats().lows); n1 != 1 || n2 != 1 {
+		t.Fatalf("key.accept ran %d and %d times on the two masters, want once on each", n1, n2)
+	}
+	f2.failNext(http.StatusInternalServerError)
+	if _, err := d.Do(t.Context(), accept()); err == nil || !actions.IsRetryable(err) || !strings.Contains(err.Error(), "1 of 2 failed") {
+		t.Fatalf("Do with the second master failing: %v, want a retryable error", err)
+	}
+	s2.Close()
+	if res, err := d.Do(t.Context(), accept()); err != nil || res.JID == "" {
+		t.Fatalf("Do with the second master down: %v %v, want the first master's job", res, err)
+	}
+	if n1 := len(f1.stats().lows); n1 != 3 {
+		t.Fatalf("key.accept ran %d times on the first master, want 3", n1)
+	}
+}

@@ -181,6 +181,10 @@ type saltOptions struct {
 	// noMinions writes no minion (addMinion adds them, under several
 	// masters); noAPI starts no salt-api.
 	noMinions, noAPI bool
+	// keysOf, when set, is a master whose key pair this master takes
+	// before it starts: the masters of a multi-master Salt share one, as
+	// a minion keeps a single minion_master.pub.
+	keysOf *saltEnv
 }
 
 // netapiConfig is the master's configuration section for salt-api's
@@ -277,6 +281,16 @@ api_logfile: %[4]s/log/api
 	for _, d := range []string{"run", "log"} {
 		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
+	if o.keysOf != nil {
+		for _, name := range []string{"master.pem", "master.pub"} {
+			b, err := os.ReadFile(filepath.Join(o.keysOf.dir, "pki", "master", name))
+			if err != nil {
+				t.Fatalf("the key pair of the master to share: %v", err)
+			}
+			writeFile(t, filepath.Join(dir, "pki", "master", name), string(b))
+		}
+		_ = os.Chmod(filepath.Join(dir, "pki", "master", "master.pem"), 0o400)
+	}
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
 	e.waitFor(90*time.Second, "the master's event socket", func() error {
@@ -315,7 +329,10 @@ func addMinion(e *saltEnv, id string, masters []*saltEnv, extra string) {
 	writeFile(e.t, watch, "known content\n")
 	master := fmt.Sprintf("master: 127.0.0.1\nmaster_port: %d\npublish_port: %d", masters[0].ret, masters[0].pub)
 	if len(masters) > 1 {
-		master = "master:"
+		// publish_port 4506 makes the minion take each master's own
+		// publish port from its answer to the minion's sign-in, instead
+		// of one publish_port (4505 by default) for all of them.
+		master = "publish_port: 4506\nmaster:"
 		for _, ms := range masters {
 			master += fmt.Sprintf("\n  - 127.0.0.1:%d", ms.ret)
 		}
