@@ -74,6 +74,7 @@ func TestMain(m *testing.M) {
 type saltEnv struct {
 	t       *testing.T
 	user    string // Salt's user:
+	addr    string // the master's interface
 	pub     int    // the master's publish_port
 	ret     int    // the master's ret_port
 	minions []string
@@ -185,6 +186,11 @@ type saltOptions struct {
 	// before it starts: the masters of a multi-master Salt share one, as
 	// a minion keeps a single minion_master.pub.
 	keysOf *saltEnv
+	// addr is the address the master listens on (default 127.0.0.1;
+	// another loopback address lets two masters share a publish port);
+	// pub, when not zero, is its publish_port.
+	addr string
+	pub  int
 }
 
 // netapiConfig is the master's configuration section for salt-api's
@@ -230,15 +236,16 @@ func startSalt(t *testing.T, opts ...saltOptions) *saltEnv {
 	if len(o.minions) == 0 {
 		o.minions = []string{"web1", "web2"}
 	}
-	pub, ret, api := freePort(t), freePort(t), freePort(t)
+	pub, ret, api := cmp.Or(o.pub, freePort(t)), freePort(t), freePort(t)
+	addr := cmp.Or(o.addr, "127.0.0.1")
 	user := "root"
 	if os.Geteuid() != 0 {
 		user = os.Getenv("USER")
 	}
-	e := &saltEnv{t: t, user: user, pub: pub, ret: ret, minions: o.minions, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
+	e := &saltEnv{t: t, user: user, addr: addr, pub: pub, ret: ret, minions: o.minions, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
 	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d", api)
 	writeFile(t, filepath.Join(e.etc, "master"), fmt.Sprintf(`user: %[1]s
-interface: 127.0.0.1
+interface: %[8]s
 ipv6: False
 publish_port: %[2]d
 ret_port: %[3]d
@@ -261,7 +268,7 @@ external_auth:
 api_pidfile: %[4]s/run/salt-api.pid
 api_logfile: %[4]s/log/api
 %[6]s
-`, user, pub, ret, dir, api, o.masterExtra, netapiConfig(t, api)))
+`, user, pub, ret, dir, api, o.masterExtra, netapiConfig(t, api), addr))
 	writeFile(t, filepath.Join(dir, "srv/salt/top.sls"), "base:\n  '*':\n    - trivial\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/trivial.sls"), "trivial_ok:\n  test.succeed_without_changes:\n    - name: trivial state\n")
 	writeFile(t, filepath.Join(dir, "srv/salt/fail.sls"), "always_fails:\n  test.fail_without_changes:\n    - name: this state always fails\n")
@@ -327,14 +334,20 @@ func addMinion(e *saltEnv, id string, masters []*saltEnv, extra string) {
 	watch := filepath.Join(e.dir, "watch", id, "important_file")
 	e.watch[id] = watch
 	writeFile(e.t, watch, "known content\n")
-	master := fmt.Sprintf("master: 127.0.0.1\nmaster_port: %d\npublish_port: %d", masters[0].ret, masters[0].pub)
+	master := fmt.Sprintf("master: %s\nmaster_port: %d\npublish_port: %d", masters[0].addr, masters[0].ret, masters[0].pub)
 	if len(masters) > 1 {
 		// publish_port 4506 makes the minion take each master's own
 		// publish port from its answer to the minion's sign-in, instead
-		// of one publish_port (4505 by default) for all of them.
-		master = "publish_port: 4506\nmaster:"
+		// of one publish_port (4505 by default) for all of them. Masters
+		// on one publish port (on different addresses) are given it:
+		// master_alive_interval looks for a connection to that port.
+		pub := 4506
+		if !slices.ContainsFunc(masters, func(ms *saltEnv) bool { return ms.pub != masters[0].pub }) {
+			pub = masters[0].pub
+		}
+		master = fmt.Sprintf("publish_port: %d\nmaster:", pub)
 		for _, ms := range masters {
-			master += fmt.Sprintf("\n  - 127.0.0.1:%d", ms.ret)
+			master += fmt.Sprintf("\n  - %s:%d", ms.addr, ms.ret)
 		}
 	}
 	pause := map[string]string{"web2": "False"}
