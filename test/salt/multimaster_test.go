@@ -163,12 +163,13 @@ func (r *reactord) distinct(f func(event.Event) bool) int {
 	return n
 }
 
-// isHighstate matches a state.apply job on id that is not a revert.
+// isHighstate matches a state.apply job on id without arguments: not a
+// revert, not a failing state.apply fail.
 func isHighstate(id string) func(event.Event) bool {
 	all := isJobNew("state.apply", id, "")
 	return func(ev event.Event) bool {
-		arg, _ := json.Marshal(ev.Data["arg"])
-		return all(ev) && !strings.Contains(string(arg), "maintain_important_file")
+		arg, _ := ev.Data["arg"].([]any)
+		return all(ev) && len(arg) == 0
 	}
 }
 
