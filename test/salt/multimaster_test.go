@@ -248,9 +248,13 @@ func revertOnce(t *testing.T, e *saltEnv, r *reactord, id string) {
 	}
 	fmt.Fprintf(f, "genuine change\n")
 	f.Close()
+	beacons := func() int {
+		return len(r.seen(func(ev event.Event) bool { return strings.HasPrefix(ev.Tag, "salt/beacon/"+id+"/inotify/") }))
+	}
+	beaconsBefore := beacons()
 	waitFor(t, 90*time.Second, "the revert of "+id, func() error {
 		if n := len(r.seen(reverts)); n <= before {
-			return fmt.Errorf("%d reverts", n-before)
+			return fmt.Errorf("%d reverts (%d beacon events of %s on the buses since the change)", n-before, beacons()-beaconsBefore, id)
 		}
 		return nil
 	})
