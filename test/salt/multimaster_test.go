@@ -50,7 +50,11 @@ func startMultiMaster(t *testing.T, minionExtra string, shared bool) *multiMaste
 	}
 	root, _ := filepath.Abs("../..")
 	r := startReactordRules(t, m1, "saltapi", root+"/examples/reactor/revert-on-inotify/revert.sls", tickRules(t),
-		"--jetstream", "--dedupe-masters", "2s", "--saltapi-url", m1.apiURL+","+m2.apiURL)
+		"--jetstream", "--dedupe-masters", "2s", "--saltapi-url", m1.apiURL+","+m2.apiURL,
+		// On a loaded machine the beacon event of a revert's own write
+		// reached the bus more than the default 2s after the revert
+		// returned (failover, 3007.1).
+		"--settle", "5s")
 	r.addBridge(m2)
 	m1.startMinions()
 	return &multiMaster{m1: m1, m2: m2, r: r}
