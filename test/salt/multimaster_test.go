@@ -56,7 +56,6 @@ func startMultiMaster(t *testing.T, minionExtra string, shared bool) *multiMaste
 		// returned (failover, 3007.1).
 		"--settle", "5s")
 	r.addBridge(m2)
-	m1.startMinions()
 	return &multiMaster{m1: m1, m2: m2, r: r}
 }
 
@@ -387,6 +386,7 @@ func TestHotMultiMasterOnRealSalt(t *testing.T) {
 	began := time.Now()
 	mm := startMultiMaster(t, "", false)
 	m1, m2, r := mm.m1, mm.m2, mm.r
+	m1.startMinions()
 	ids := []string{"web1", "web2"}
 
 	acceptedOn(t, ids, m1, m2)
@@ -520,7 +520,8 @@ func TestHotMultiMasterOnRealSalt(t *testing.T) {
 // multi-master Salt (master_type: failover: a minion is connected to one
 // master at a time, m1 first): keys pending on m1 are accepted, the
 // minions' starts give highstates and a change a revert, all
-// through m1. m1's host (master and salt-api) is killed: the minions move
+// through m1 (m2 is down meanwhile, then started). m1's host (master and
+// salt-api) is killed: the minions move
 // to m2, sign in there (their keys, pending there, accepted by the
 // reactor through m2's salt-api), and their start on m2 gives a highstate through m2's salt-api
 // (the driver moves there); a genuine change is reverted, and a failed job
@@ -531,6 +532,12 @@ func TestFailoverMultiMasterOnRealSalt(t *testing.T) {
 	mm := startMultiMaster(t, "master_type: failover\nmaster_alive_interval: 5\nretry_dns: 0\nrandom_master: False\n", true)
 	m1, m2, r := mm.m1, mm.m2, mm.r
 	ids := []string{"web1", "web2"}
+	// m2 is down while the minions first sign in: a failover minion
+	// whose key stays pending on m1 for a while moves to m2 (on a loaded
+	// machine it did, after 13s), and jobs published through m1 never
+	// reach it. m2 comes up once they are on m1.
+	killHost(m2)
+	m1.startMinions()
 
 	// A failover minion signs in to m1 only: its key is pending there,
 	// and the key reaction's key.accept on m2 finds nothing to accept.
@@ -539,8 +546,25 @@ func TestFailoverMultiMasterOnRealSalt(t *testing.T) {
 		t.Logf("%s: key accepted on m1 by %d key.accept jobs on the two masters", id, keyAccepts(r, id))
 	}
 	startsReactOnce(t, r, ids...)
+	for _, id := range ids {
+		news := r.seen(isHighstate(id))
+		j := fmt.Sprint(news[len(news)-1].Data["jid"])
+		waitFor(t, 90*time.Second, id+"'s highstate through m1 to return", func() error {
+			if len(r.seen(tagIs("salt/job/"+j+"/ret/"+id))) == 0 {
+				return fmt.Errorf("job %s has not returned", j)
+			}
+			return nil
+		})
+	}
 	quiet(t, r, ids...)
 	revertOnce(t, m1, r, "web2")
+	startHost(m2)
+	waitFor(t, 90*time.Second, "m2's bridge to reconnect", func() error {
+		if !strings.Contains(r.log(), "reconnected to the master's event bus") {
+			return fmt.Errorf("no reconnection logged")
+		}
+		return nil
+	})
 
 	startsBefore, highstatesBefore := map[string]int{}, map[string]int{}
 	for _, id := range ids {
