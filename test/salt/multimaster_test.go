@@ -461,14 +461,18 @@ func TestHotMultiMasterOnRealSalt(t *testing.T) {
 		case c == 0 && len(ticked) == 0:
 			// Sent by the minion to m1 alone as m1 died: no bus saw it.
 			unseen++
+		case c == 0 && n > killAt:
+			t.Fatalf("tick %d, fired while m1 was down, reached a bus but has no reaction (tick:copies on the buses %v)", n, copies)
 		case c == 0:
 			missing++
 		}
 	}
-	// A reaction in flight to m1's salt-api when it died may or may not
-	// have run: it is not sent to m2, and it fails, counted.
-	if missing > unknown {
-		t.Fatalf("%d ticks that reached a bus have no reaction but only %d dispatches failed (tick:copies on the buses %v)", missing, unknown, copies)
+	// A reaction in flight to m1 when it died is not sent to m2: either
+	// its dispatch failed (outcome unknown, counted) or m1 had taken the
+	// job (a jid) and died before the runner fired its event. Only the
+	// last ticks before the kill can be in flight.
+	if missing > 2 {
+		t.Fatalf("%d ticks fired before the kill reached a bus but have no reaction (tick:copies on the buses %v; failed dispatches %d)", missing, copies, unknown)
 	}
 	t.Logf("%d ticks, m1 killed after tick %d (tick:copies on the buses %v): each that reached a bus reacted once, but %d (failed dispatches with an unknown outcome at m1: %d); %d reached no bus (the minion sent them to m1 as it died)",
 		ticks, killAt, copies, missing, unknown, unseen)
