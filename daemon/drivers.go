@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	osuser "os/user"
 	"strings"
@@ -36,12 +37,15 @@ type DriverOptions struct {
 	// the master driver
 	MasterURI, MasterKeyFile, MasterUser string
 	MasterSockets                        int
+	// Log receives the drivers' own lines (the saltapi driver's moves
+	// between masters); nil means slog.Default().
+	Log *slog.Logger
 }
 
 // Flags registers the drivers' flags, their defaults f's values.
 func (f *DriverOptions) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&f.ExecSubject, "exec-subject", f.ExecSubject, "nats driver: subject prefix reactions are published under (<prefix><state>)")
-	fs.StringVar(&f.APIURL, "saltapi-url", f.APIURL, "saltapi driver: salt-api base URL")
+	fs.StringVar(&f.APIURL, "saltapi-url", f.APIURL, "saltapi driver: salt-api base URL; several, comma-separated (one per master of a multi-master Salt), fail over in order on failures that started no job")
 	fs.StringVar(&f.APIUser, "saltapi-user", f.APIUser, "saltapi driver: eauth user")
 	fs.StringVar(&f.APIPassword, "saltapi-password", f.APIPassword, "saltapi driver: eauth password (shows in ps: prefer --saltapi-password-file or $"+EnvName("saltapi-password")+")")
 	fs.StringVar(&f.APIPasswordFile, "saltapi-password-file", f.APIPasswordFile, "saltapi driver: file holding the eauth password")
@@ -99,6 +103,24 @@ func (f *DriverOptions) master() (actions.Driver, error) {
 	return actions.Router{Primary: m, Fallback: exec}, nil
 }
 
+// APIURLs returns the salt-api URLs of --saltapi-url: one, or several
+// separated by commas, one per master of a multi-master Salt, in order of
+// preference.
+func (f *DriverOptions) APIURLs() ([]string, error) {
+	if !strings.Contains(f.APIURL, ",") {
+		return []string{f.APIURL}, nil
+	}
+	var urls []string
+	for i, u := range strings.Split(f.APIURL, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			return nil, fmt.Errorf("saltapi: url list %q: entry %d is empty (separate the salt-api URLs with single commas)", f.APIURL, i+1)
+		}
+		urls = append(urls, u)
+	}
+	return urls, nil
+}
+
 // ErrUnknownDriver reports a driver name that is none of the drivers.
 var ErrUnknownDriver = errors.New("unknown driver")
 
@@ -142,8 +164,17 @@ func (f *DriverOptions) Driver(name string, stdout io.Writer, conn *natsbus.Conn
 		if eauth == "auto" && f.APIUser == "" && pw == "" {
 			eauth = "" // the default backend is no credential: a token alone logs in nothing
 		}
-		api, err := saltapi.New(saltapi.Config{URL: f.APIURL, Username: f.APIUser, Password: pw, EAuth: eauth, Token: tok, CAFile: f.APICA, InsecureSkipVerify: f.APIInsecure,
-			MaxInFlight: f.APIMaxInFlight, MaxBatch: f.APIMaxBatch, MaxMerge: f.APIMaxMerge})
+		cfg := saltapi.Config{URL: f.APIURL, Username: f.APIUser, Password: pw, EAuth: eauth, Token: tok, CAFile: f.APICA, InsecureSkipVerify: f.APIInsecure,
+			MaxInFlight: f.APIMaxInFlight, MaxBatch: f.APIMaxBatch, MaxMerge: f.APIMaxMerge}
+		var api actions.Driver
+		urls, err := f.APIURLs()
+		switch {
+		case err != nil:
+		case len(urls) > 1:
+			api, err = saltapi.NewFailover(saltapi.FailoverConfig{Config: cfg, URLs: urls, Logger: f.Log})
+		default:
+			api, err = saltapi.New(cfg)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("--driver saltapi: %w (set --saltapi-url URL, and --saltapi-user, --saltapi-eauth and --saltapi-password-file or $%s, or --saltapi-token-file; or saltapi_url, saltapi_user, saltapi_eauth, saltapi_password_file in the reactord: section)",
 				err, EnvName("saltapi-password"))

@@ -122,6 +122,9 @@ func (d *Daemon) connect(ctx context.Context) error {
 // openDriver makes the driver; its Close runs after the pipeline drained.
 func (d *Daemon) openDriver(context.Context) error {
 	drv := d.opts.DriverOverride
+	if d.opts.Drivers.Log == nil {
+		d.opts.Drivers.Log = d.log
+	}
 	if drv == nil {
 		var err error
 		if drv, err = d.opts.Drivers.Driver(d.driver, d.opts.Stdout, d.conn); err != nil {

@@ -310,14 +310,14 @@ func (d *Driver) runBatch(ctx context.Context, batch []*request) []reply {
 	body := listBody(lows)
 	tok, err := d.token(ctx)
 	if err != nil {
-		return same(len(batch), err)
+		return same(len(batch), ranNothing(err))
 	}
 	for attempt := 1; ; attempt++ {
 		status, raw, sent, err := d.post(ctx, "/", tok, body)
 		if err != nil {
 			d.setHealthy(false)
 			if !sent {
-				return same(len(batch), err)
+				return same(len(batch), ranNothing(err))
 			}
 			return unknown(batch, err)
 		}
@@ -344,7 +344,7 @@ func (d *Driver) runBatch(ctx context.Context, batch []*request) []reply {
 			// The session was refused before the body was read:
 			// nothing ran, so the batch goes again with a new token.
 			if tok, err = d.token(ctx); err != nil {
-				return same(len(batch), err)
+				return same(len(batch), ranNothing(err))
 			}
 		case status == http.StatusRequestEntityTooLarge:
 			// Refused before the body was read: nothing ran.
@@ -354,7 +354,7 @@ func (d *Driver) runBatch(ctx context.Context, batch []*request) []reply {
 			status == http.StatusNotFound, status == http.StatusMethodNotAllowed, status == http.StatusNotAcceptable:
 			// Answered before any lowstate ran (by a proxy, or by
 			// cherrypy's dispatch and content negotiation).
-			return same(len(batch), checkStatus(status, raw))
+			return same(len(batch), ranNothing(checkStatus(status, raw)))
 		default:
 			return unknown(batch, errors.New(statusText(status, raw)))
 		}

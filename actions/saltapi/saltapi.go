@@ -382,17 +382,24 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 func (d *Driver) run(ctx context.Context, body []byte) ([]byte, error) {
 	tok, err := d.token(ctx)
 	if err != nil {
-		return nil, err
+		return nil, ranNothing(err)
 	}
 	for attempt := 1; ; attempt++ {
-		status, raw, _, err := d.post(ctx, "/", tok, body)
+		status, raw, sent, err := d.post(ctx, "/", tok, body)
 		if err != nil {
 			d.setHealthy(false)
+			if !sent {
+				err = ranNothing(err)
+			}
 			return nil, err
 		}
 		d.setHealthy(status >= 200 && status < 300)
 		if status != http.StatusUnauthorized {
-			return raw, checkStatus(status, raw)
+			err := checkStatus(status, raw)
+			if refusedUnrun(status, raw) {
+				err = ranNothing(err)
+			}
+			return raw, err
 		}
 		switch {
 		case !d.canLogin():
@@ -404,7 +411,7 @@ func (d *Driver) run(ctx context.Context, body []byte) ([]byte, error) {
 		}
 		d.retire(tok)
 		if tok, err = d.token(ctx); err != nil {
-			return nil, err
+			return nil, ranNothing(err)
 		}
 	}
 }

@@ -79,7 +79,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	explainRules(w, ev, eng.Config().Rules, res)
 	explainFiles(w, res)
 	explainSaltCalls(w, res)
-	apiURL := df.APIURL
+	apiURL, _, _ := strings.Cut(df.APIURL, ",") // several: the first describes the call
 	if apiURL == "" {
 		apiURL = "https://salt-api:8000"
 	}

@@ -74,6 +74,7 @@ func TestMain(m *testing.M) {
 type saltEnv struct {
 	t       *testing.T
 	user    string // Salt's user:
+	addr    string // the master's interface
 	pub     int    // the master's publish_port
 	ret     int    // the master's ret_port
 	minions []string
@@ -189,6 +190,15 @@ type saltOptions struct {
 	// file over the master file, so its keys replace startSalt's
 	// (interface, root_dir, cachedir).
 	masterOverride string
+	// keysOf, when set, is a master whose key pair this master takes
+	// before it starts: the masters of a multi-master Salt share one, as
+	// a minion keeps a single minion_master.pub.
+	keysOf *saltEnv
+	// addr is the address the master listens on (default 127.0.0.1;
+	// another loopback address lets two masters share a publish port);
+	// pub, when not zero, is its publish_port.
+	addr string
+	pub  int
 }
 
 // netapiConfig is the master's configuration section for salt-api's
@@ -234,15 +244,16 @@ func startSalt(t *testing.T, opts ...saltOptions) *saltEnv {
 	if len(o.minions) == 0 {
 		o.minions = []string{"web1", "web2"}
 	}
-	pub, ret, api := freePort(t), freePort(t), freePort(t)
+	pub, ret, api := cmp.Or(o.pub, freePort(t)), freePort(t), freePort(t)
+	addr := cmp.Or(o.addr, "127.0.0.1")
 	user := "root"
 	if os.Geteuid() != 0 {
 		user = os.Getenv("USER")
 	}
-	e := &saltEnv{t: t, user: user, pub: pub, ret: ret, minions: o.minions, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
+	e := &saltEnv{t: t, user: user, addr: addr, pub: pub, ret: ret, minions: o.minions, dir: dir, etc: filepath.Join(dir, "etc"), sockDir: filepath.Join(dir, "sock", "master"), watch: map[string]string{}}
 	e.apiURL = fmt.Sprintf("http://127.0.0.1:%d", api)
 	writeFile(t, filepath.Join(e.etc, "master"), fmt.Sprintf(`user: %[1]s
-interface: 127.0.0.1
+interface: %[8]s
 ipv6: False
 publish_port: %[2]d
 ret_port: %[3]d
@@ -265,7 +276,7 @@ external_auth:
 api_pidfile: %[4]s/run/salt-api.pid
 api_logfile: %[4]s/log/api
 %[6]s
-`, user, pub, ret, dir, api, o.masterExtra, netapiConfig(t, api)))
+`, user, pub, ret, dir, api, o.masterExtra, netapiConfig(t, api), addr))
 	if o.masterOverride != "" {
 		writeFile(t, filepath.Join(e.etc, "master.d", "override.conf"), o.masterOverride)
 	}
@@ -287,6 +298,16 @@ api_logfile: %[4]s/log/api
 	}
 	for _, d := range []string{"run", "log"} {
 		_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	if o.keysOf != nil {
+		for _, name := range []string{"master.pem", "master.pub"} {
+			b, err := os.ReadFile(filepath.Join(o.keysOf.dir, "pki", "master", name))
+			if err != nil {
+				t.Fatalf("the key pair of the master to share: %v", err)
+			}
+			writeFile(t, filepath.Join(dir, "pki", "master", name), string(b))
+		}
+		_ = os.Chmod(filepath.Join(dir, "pki", "master", "master.pem"), 0o400)
 	}
 	e.start("salt-master", "-c", e.etc, "-l", "error")
 	e.master = e.procs[len(e.procs)-1]
@@ -324,11 +345,20 @@ func addMinion(e *saltEnv, id string, masters []*saltEnv, extra string) {
 	watch := filepath.Join(e.dir, "watch", id, "important_file")
 	e.watch[id] = watch
 	writeFile(e.t, watch, "known content\n")
-	master := fmt.Sprintf("master: 127.0.0.1\nmaster_port: %d\npublish_port: %d", masters[0].ret, masters[0].pub)
+	master := fmt.Sprintf("master: %s\nmaster_port: %d\npublish_port: %d", masters[0].addr, masters[0].ret, masters[0].pub)
 	if len(masters) > 1 {
-		master = "master:"
+		// publish_port 4506 makes the minion take each master's own
+		// publish port from its answer to the minion's sign-in, instead
+		// of one publish_port (4505 by default) for all of them. Masters
+		// on one publish port (on different addresses) are given it:
+		// master_alive_interval looks for a connection to that port.
+		pub := 4506
+		if !slices.ContainsFunc(masters, func(ms *saltEnv) bool { return ms.pub != masters[0].pub }) {
+			pub = masters[0].pub
+		}
+		master = fmt.Sprintf("publish_port: %d\nmaster:", pub)
 		for _, ms := range masters {
-			master += fmt.Sprintf("\n  - 127.0.0.1:%d", ms.ret)
+			master += fmt.Sprintf("\n  - %s:%d", ms.addr, ms.ret)
 		}
 	}
 	pause := map[string]string{"web2": "False"}

@@ -212,7 +212,7 @@ func testSyndicTree(t *testing.T, mode string) {
 	revertsOf(t, tr.syn[0], r1, mode, "web2", "state.apply")
 	before := revertsIn(rs, "web3")
 	appendLine(t, tr.syn[1].watch["web3"], "genuine change")
-	revertOnce(t, tr.syn[1], rs, "web3", before)
+	syndicRevertOnce(t, tr.syn[1], rs, "web3", before)
 
 	// alert-on-failed-job: a failed job the top starts (its return reaches
 	// syn1's bus) and one syn2's master starts give one alert each.
@@ -220,7 +220,7 @@ func testSyndicTree(t *testing.T, mode string) {
 	topJob := jidOf(t, out, err)
 	out, err = tr.syn[1].salt("salt", "--async", "web3", "state.apply", "fail")
 	synJob := jidOf(t, out, err)
-	alertsOnce(t, rs, map[string]*reactord{topJob: r1, synJob: r2})
+	syndicAlertsOnce(t, rs, map[string]*reactord{topJob: r1, synJob: r2})
 	t.Logf("%s: failed jobs %s (from the top, on web1) and %s (from syn2, on web3) → one alert each (%s)", mode, topJob, synJob, time.Since(start).Round(time.Second))
 
 	// syn1's master restarts: failed jobs published as soon as it takes
@@ -247,7 +247,7 @@ func testSyndicTree(t *testing.T, mode string) {
 	})
 	before = revertsIn(rs, "web1")
 	appendLine(t, tr.syn[0].watch["web1"], "changed as the master came back")
-	revertOnce(t, tr.syn[0], rs, "web1", before)
+	syndicRevertOnce(t, tr.syn[0], rs, "web1", before)
 	// Each job web1 ran reacts once; one published before web1 was back
 	// on its master never ran, and has neither a return nor an alert.
 	returned := map[string]*reactord{}
@@ -258,7 +258,7 @@ func testSyndicTree(t *testing.T, mode string) {
 			t.Errorf("job %s: not in syn1's job cache, but %d returns on the bus", j, n)
 		}
 	}
-	alertsOnce(t, rs, returned)
+	syndicAlertsOnce(t, rs, returned)
 	if !strings.Contains(r1.log(), "reconnected to the master's event bus") {
 		t.Errorf("syn1's bridge logged no reconnection")
 	}
@@ -292,10 +292,10 @@ func revertsIn(rs []*reactord, id string) int {
 	return seenAll(rs, isJobNew("state.apply", id, "maintain_important_file"))
 }
 
-// revertOnce waits for one revert of id's watched file more than before
+// syndicRevertOnce waits for one revert of id's watched file more than before
 // (the count before its genuine change) and for its known content, and
 // checks that no further revert follows.
-func revertOnce(t *testing.T, syn *saltEnv, rs []*reactord, id string, before int) {
+func syndicRevertOnce(t *testing.T, syn *saltEnv, rs []*reactord, id string, before int) {
 	t.Helper()
 	waitFor(t, 90*time.Second, "the revert of "+id, func() error {
 		if got := revertsIn(rs, id); got <= before {
@@ -317,9 +317,9 @@ func revertOnce(t *testing.T, syn *saltEnv, rs []*reactord, id string, before in
 	})
 }
 
-// alertsOnce waits for one alert per job, on the bus of the daemon given
+// syndicAlertsOnce waits for one alert per job, on the bus of the daemon given
 // for it, and checks that no job has two in the tree.
-func alertsOnce(t *testing.T, rs []*reactord, jobs map[string]*reactord) {
+func syndicAlertsOnce(t *testing.T, rs []*reactord, jobs map[string]*reactord) {
 	t.Helper()
 	alertsOf := func(j string) func(event.Event) bool {
 		return func(ev event.Event) bool { return ev.Tag == "myco/alert/job_failed" && fmt.Sprint(ev.Data["jid"]) == j }
