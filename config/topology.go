@@ -21,7 +21,7 @@ type Topology struct {
 	SyndicMaster []string
 	// SyndicForwardAll is syndic_forward_all_events. Salt 3006 and 3007
 	// read it nowhere: a syndic in syndic_mode sync forwards every event
-	// whatever it says. Kept so that check can say so.
+	// whatever it says, and reactord warns about nothing on it.
 	SyndicForwardAll bool
 	// ClusterID is cluster_id (Salt 3007): this master is a member of a
 	// master cluster, whose members all fire every event.

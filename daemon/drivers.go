@@ -17,6 +17,7 @@ import (
 	"github.com/reactord/reactord/actions/natsdriver"
 	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/config"
+	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -114,7 +115,7 @@ func (f *DriverOptions) APIURLs() ([]string, error) {
 	for i, u := range strings.Split(f.APIURL, ",") {
 		u = strings.TrimSpace(u)
 		if u == "" {
-			return nil, fmt.Errorf("saltapi: url list %q: entry %d is empty (separate the salt-api URLs with single commas)", f.APIURL, i+1)
+			return nil, fmt.Errorf("saltapi: url list %q: entry %d is empty (separate the salt-api URLs with single commas)", redact.URLs(f.APIURL), i+1)
 		}
 		urls = append(urls, u)
 	}

@@ -24,7 +24,10 @@ func TestTopologyWarnings(t *testing.T) {
 		{name: "plain master", master: "reactor: []\n"},
 		{name: "master of masters", master: "reactor: []\norder_masters: True\n",
 			want: []string{"master:2:16: order_masters: this master is the top of a syndic tree"}},
-		{name: "master of masters with dedupe", master: "reactor: []\norder_masters: True\n", dedupe: 2 * time.Second},
+		// --dedupe-masters cannot help: the syndics' daemons have NATS
+		// of their own, so the top's copies meet no other copy.
+		{name: "master of masters with dedupe", master: "reactor: []\norder_masters: True\n", dedupe: 2 * time.Second,
+			want: []string{"master:2:16: order_masters"}},
 		{name: "cluster", master: "reactor: []\ncluster_id: prod\n",
 			want: []string{`master:2:13: cluster_id "prod": this master is a member of a Salt master cluster`}},
 		{name: "cluster with dedupe", master: "reactor: []\ncluster_id: prod\n", dedupe: time.Millisecond},

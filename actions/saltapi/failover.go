@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -58,11 +59,12 @@ func refusedUnrun(status int, raw []byte) bool {
 
 // Failover runs reactions through one of several salt-api servers, one per
 // master of a multi-master Salt, in order of preference: the master that
-// last started a job, else the next in the list. It is safe for concurrent
+// last started a job, else the next in the list; the health probe (Probe)
+// sets it to the first of the list that answers. It is safe for concurrent
 // use.
 //
-// A wheel key reaction (key.accept, key.reject, key.delete, ...) runs on
-// every master instead: each keeps its own minion keys.
+// A wheel key reaction (key.accept, key.reject, key.delete and their _dict
+// forms) runs on every master instead: each keeps its own minion keys.
 //
 // A reaction goes to the next master only after a failure that provably
 // started no job (RanNothing: a refused connection, a failed login, a 503
@@ -73,9 +75,12 @@ func refusedUnrun(status int, raw []byte) bool {
 // answer a publish in time) leaves it unknown whether that master published
 // the job: the reaction is never sent to another master, and its retries,
 // if its error is retryable, go to that master alone, as with a single
-// URL. New reactions go to the next master after any failure, so a master
-// that died with its salt-api still up costs only the reactions in flight
-// to it.
+// URL. New reactions move to the next master after a failure that shows
+// the master down (RanNothing); after an unknown outcome they stay, as a
+// live but slow master answers so too (and in a failover multi-master,
+// only the minions' current master reaches them), until the health probe
+// finds that master's salt-api not answering (a dead master's salt-api
+// does not answer /login).
 type Failover struct {
 	drivers []*Driver
 	urls    []string
@@ -158,7 +163,7 @@ func (f *Failover) Describe(a actions.Action) (string, error) { return f.drivers
 // reaction to the next master.
 func (f *Failover) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
 	if a.Chunk != nil {
-		if call, err := actions.CallFor(a.Chunk); err == nil && call.Client == "wheel" && strings.HasPrefix(call.Fun, "key.") {
+		if call, err := actions.CallFor(a.Chunk); err == nil && call.Client == "wheel" && everyMasterKeyFuns[call.Fun] {
 			return f.everyMaster(ctx, a)
 		}
 	}
@@ -200,14 +205,39 @@ func (f *Failover) Do(ctx context.Context, a actions.Action) (actions.Result, er
 	return actions.Result{}, actions.Retryable(fmt.Errorf("no salt-api took the reaction: %w", errors.Join(errs...)))
 }
 
+// everyMasterKeyFuns are the wheel key functions run on every master:
+// those that change a minion's key and change nothing when run again.
+// key.gen_accept and key.gen make a new key pair on each run, and key.list
+// or key.finger only read: they go to one master.
+var everyMasterKeyFuns = map[string]bool{
+	"key.accept": true, "key.accept_dict": true,
+	"key.reject": true, "key.reject_dict": true,
+	"key.delete": true, "key.delete_dict": true,
+}
+
+// masterDown reports whether err shows the master unreachable rather than
+// refusing the request: no connection (refused, or the dial timed out), or
+// salt-api's "Salt Master is not available".
+func masterDown(err error) bool {
+	if !RanNothing(err) {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return strings.Contains(err.Error(), "Salt Master is not available")
+}
+
 // everyMaster runs a wheel key reaction on every master: each master of a
 // multi-master Salt keeps its own minion keys, and a minion signs in to
 // each, so its key is accepted (or rejected, or deleted) on each. The key
 // functions are idempotent: running one again, on a master where it was
-// done, changes nothing, so a failure on any master is retryable and the
-// retry runs it on all of them again, except when the failing masters
-// provably ran nothing (they are down: a minion signing in to them when
-// they are back fires its salt/auth again), which is logged. The result is
+// done, changes nothing, so a failure on any master is retryable (unless
+// one refused it for good, an eauth refusal after a fresh login say) and
+// the retry runs it on all of them again, except when the failing masters
+// are down (masterDown: a minion signing in to them when they are back
+// fires its salt/auth again), which is logged. The result is
 // the first master's job that started.
 func (f *Failover) everyMaster(ctx context.Context, a actions.Action) (actions.Result, error) {
 	var (
@@ -227,20 +257,28 @@ func (f *Failover) everyMaster(ctx context.Context, a actions.Action) (actions.R
 	if len(errs) == 0 {
 		return first, nil
 	}
-	if first.JID != "" && !slices.ContainsFunc(errs, func(err error) bool { return !RanNothing(err) }) {
+	if first.JID != "" && !slices.ContainsFunc(errs, func(err error) bool { return !masterDown(err) }) {
 		// The others are down: a minion signing in there when they
 		// are back fires its salt/auth again.
 		f.log.Warn("saltapi: a key reaction ran on the masters that answer only", "jid", first.JID, "err", errors.Join(errs...))
 		return first, nil
 	}
-	return first, actions.Retryable(fmt.Errorf("a key reaction runs on every master; %d of %d failed: %w", len(errs), len(f.drivers), errors.Join(errs...)))
+	err := fmt.Errorf("a key reaction runs on every master; %d of %d failed: %w", len(errs), len(f.drivers), errors.Join(errs...))
+	if slices.ContainsFunc(errs, func(err error) bool { return !RanNothing(err) && !actions.IsRetryable(err) }) {
+		return first, err // refused for good somewhere (eauth, a bad request): a retry would fail the same
+	}
+	return first, actions.Retryable(err)
 }
 
-// outcome moves new reactions away from master idx after a failure there,
-// and to it after a success.
+// outcome moves new reactions away from master idx after a failure there
+// that shows it down (RanNothing: refused, not logged in, "Salt Master is
+// not available"), and to it after a success. A failure whose outcome is
+// unknown (a 500, a timeout) does not move them: a live but slow master
+// answers so too, and with failover minions only it reaches them; Probe
+// moves them when the master stops answering its health check.
 func (f *Failover) outcome(ctx context.Context, idx int, err error) {
-	if err != nil && (errors.Is(err, ErrNoMinions) || ctx.Err() != nil) {
-		return // salt-api answered; or the caller gave up
+	if err != nil && (errors.Is(err, ErrNoMinions) || ctx.Err() != nil || !RanNothing(err)) {
+		return // salt-api answered; the caller gave up; or the master may be live
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -277,21 +315,29 @@ func (f *Failover) unpin(c *event.Chunk) {
 // changes.
 func (f *Failover) Probe(ctx context.Context) error {
 	var errs []error
-	ok := false
-	for _, d := range f.drivers {
+	first := -1
+	for i, d := range f.drivers {
 		if err := d.Probe(ctx); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		ok = true
+		if first < 0 {
+			first = i
+		}
 	}
 	err := errors.Join(errs...)
-	if !ok {
+	if first < 0 {
 		return fmt.Errorf("no salt-api answers: %w", err)
 	}
 	f.mu.Lock()
 	changed := fmt.Sprint(err) != f.probed
 	f.probed = fmt.Sprint(err)
+	if f.cur != first {
+		// The first in the list's order that answers: back to m1 once it
+		// is back, away from a master that stopped answering.
+		f.log.Info("saltapi: reactions go to this salt-api now, the first that answers its health check", "url", redact.URL(f.urls[first]), "instead_of", redact.URL(f.urls[f.cur]))
+		f.cur = first
+	}
 	f.mu.Unlock()
 	if changed && err != nil {
 		f.log.Warn("saltapi: a salt-api does not answer; reactions go to the others", "err", err)

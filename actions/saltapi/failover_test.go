@@ -173,18 +173,20 @@ func TestFailover(t *testing.T) {
 			if c2.posts.Load() != 0 || ran2 != 0 {
 				t.Fatalf("a reaction whose outcome was unknown at the first master went to the second (%d posts)", c2.posts.Load())
 			}
-			// A new reaction goes to the second master...
-			if _, err := d.Do(t.Context(), actions.Action{Chunk: reaction("local", "other", "test.ping", "tgt", "web2")}); err != nil {
-				t.Fatalf("a new reaction: %v", err)
-			}
-			if len(f2.stats().lows) != 1 {
-				t.Fatalf("a new reaction after the failure: %d lowstates on the second master, want 1", len(f2.stats().lows))
-			}
-			// ...and the retry of the first one to the first master alone.
+			// A new reaction stays with the first master too: a live but
+			// slow master answers so, and with failover minions only it
+			// reaches them (the health probe moves reactions away from a
+			// master that stops answering: TestFailoverProbe)...
 			posts1 := c1.posts.Load()
+			_, _ = d.Do(t.Context(), actions.Action{Chunk: reaction("local", "other", "test.ping", "tgt", "web2")})
+			if c1.posts.Load() != posts1+1 || c2.posts.Load() != 0 {
+				t.Fatalf("a new reaction after the failure: %d posts to the first master, %d to the second; want 1 and 0", c1.posts.Load()-posts1, c2.posts.Load())
+			}
+			// ...and the retry of the first one goes to the first master alone.
+			posts1 = c1.posts.Load()
 			_, err = d.Do(t.Context(), a)
-			if c1.posts.Load() != posts1+1 || len(f2.stats().lows) != 1 {
-				t.Fatalf("the retry (%v): %d posts to the first master, %d lowstates on the second; want 1 and 1", err, c1.posts.Load()-posts1, len(f2.stats().lows))
+			if c1.posts.Load() != posts1+1 || c2.posts.Load() != 0 {
+				t.Fatalf("the retry (%v): %d posts to the first master, %d to the second; want 1 and 0", err, c1.posts.Load()-posts1, c2.posts.Load())
 			}
 			if err != nil && !strings.Contains(err.Error(), "not sent to another master") {
 				t.Fatalf("the retry's error does not say it stayed: %v", err)
@@ -271,5 +273,79 @@ func TestFailoverKeysOnEveryMaster(t *testing.T) {
 	}
 	if n1 := len(f1.stats().lows); n1 != 3 {
 		t.Fatalf("key.accept ran %d times on the first master, want 3", n1)
+	}
+}
+
+// TestFailoverProbe: the health probe sends new reactions to the first
+// master of the list that answers it: away from one that stopped
+// answering (its login fails), back to it once it answers again.
+func TestFailoverProbe(t *testing.T) {
+	f1, f2 := newFakeSalt(), newFakeSalt()
+	var down atomic.Bool
+	h1 := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			loginFails().ServeHTTP(w, r)
+			return
+		}
+		f1.ServeHTTP(w, r)
+	})
+	s1, s2 := httptest.NewServer(h1), httptest.NewServer(f2)
+	t.Cleanup(s1.Close)
+	t.Cleanup(s2.Close)
+	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	ping := func(id string) {
+		t.Helper()
+		if _, err := d.Do(t.Context(), actions.Action{Chunk: reaction("local", id, "test.ping", "tgt", "web1")}); err != nil {
+			t.Fatalf("Do %s: %v", id, err)
+		}
+	}
+	ping("a")
+	down.Store(true)
+	if err := d.Probe(t.Context()); err != nil {
+		t.Fatalf("Probe with the second master up: %v", err)
+	}
+	down.Store(false) // answers again, but the probe has not seen it yet
+	ping("b")
+	if n1, n2 := len(f1.stats().lows), len(f2.stats().lows); n1 != 1 || n2 != 1 {
+		t.Fatalf("after the first master failed its probe: %d and %d lowstates, want 1 and 1", n1, n2)
+	}
+	if err := d.Probe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ping("c")
+	if n1, n2 := len(f1.stats().lows), len(f2.stats().lows); n1 != 2 || n2 != 1 {
+		t.Fatalf("after the first master answered its probe again: %d and %d lowstates, want 2 and 1", n1, n2)
+	}
+}
+
+// TestFailoverKeysRefused: a key reaction that a live master refuses (a
+// failed login: wrong credentials, no eauth there) is an error, not a
+// master skipped as down; key functions that are not idempotent, or only
+// read, run on one master.
+func TestFailoverKeysRefused(t *testing.T) {
+	f1 := newFakeSalt()
+	s1, s2 := httptest.NewServer(f1), httptest.NewServer(loginFails())
+	t.Cleanup(s1.Close)
+	t.Cleanup(s2.Close)
+	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	accept := actions.Action{Chunk: reaction("wheel", "accept_key", "key.accept", "args", []any{m("match", "web1")})}
+	if _, err := d.Do(t.Context(), accept); err == nil || !strings.Contains(err.Error(), "1 of 2 failed") {
+		t.Fatalf("key.accept with the second master refusing the login: %v, want an error", err)
+	}
+	before := len(f1.stats().lows)
+	gen := actions.Action{Chunk: reaction("wheel", "gen", "key.gen_accept", "args", []any{m("id_", "web9")})}
+	if _, err := d.Do(t.Context(), gen); err != nil {
+		t.Fatalf("key.gen_accept: %v", err)
+	}
+	if n := len(f1.stats().lows) - before; n != 1 {
+		t.Fatalf("key.gen_accept ran %d times on the first master, want 1", n)
 	}
 }

@@ -139,11 +139,14 @@ func (j *Journal) End(lane int, seq uint64) {
 		return
 	}
 	j.slotMu.RLock()
-	if j.slots != nil {
+	closed := j.slots == nil
+	if !closed {
 		binary.LittleEndian.PutUint64(j.slots[(lane%Slots)*8:], 0)
 	}
 	j.slotMu.RUnlock()
-	if !j.any.Load() {
+	if closed || !j.any.Load() {
+		// Closed: the lock is released and a new process may own the
+		// suspects file now.
 		return
 	}
 	j.mu.Lock()
