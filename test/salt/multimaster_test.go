@@ -209,8 +209,11 @@ func startsReactOnce(t *testing.T, r *reactord, ids ...string) {
 	t.Logf("starts held back by the loop guard (inside the highstate of an earlier start) so far: %d", held())
 }
 
-// quiet waits out the settle window of the minions' last highstates,
-// watching that no more start.
+// quiet waits until every highstate of ids seen so far has returned and
+// no new one came for 4s: web1's beacon is closed while a state runs on
+// it (disable_during_state_run), so a change made during a late
+// highstate (a start whose reaction waited behind key reactions on a
+// loaded machine) would never be seen.
 func quiet(t *testing.T, r *reactord, ids ...string) {
 	t.Helper()
 	count := func() int {
@@ -220,12 +223,31 @@ func quiet(t *testing.T, r *reactord, ids ...string) {
 		}
 		return n
 	}
-	before := count()
-	holds(t, 4*time.Second, "no highstate without a start", func() error {
-		if n := count(); n != before {
-			return fmt.Errorf("%d more highstates", n-before)
+	returned := func() error {
+		for _, id := range ids {
+			for _, ev := range r.seen(isHighstate(id)) {
+				jid := fmt.Sprint(ev.Data["jid"])
+				if len(r.seen(tagIs("salt/job/"+jid+"/ret/"+id))) == 0 {
+					return fmt.Errorf("highstate %s of %s has not returned", jid, id)
+				}
+			}
 		}
 		return nil
+	}
+	waitFor(t, 3*time.Minute, "the highstates to return and no new one for 4s", func() error {
+		if err := returned(); err != nil {
+			return err
+		}
+		before, since := count(), time.Now()
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for time.Since(since) < 4*time.Second {
+			if count() != before {
+				return fmt.Errorf("a new highstate came")
+			}
+			<-tick.C
+		}
+		return returned()
 	})
 }
 
