@@ -165,25 +165,6 @@ func (r *reactord) jobs(f func(event.Event) bool) []string {
 	return out
 }
 
-// stillFor fails the test if f returns an error within d (a further
-// reaction that must not come).
-func stillFor(t *testing.T, d time.Duration, what string, f func() error) {
-	t.Helper()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	end := time.After(d)
-	for {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		select {
-		case <-end:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // TestSaltClusterOnRealSalt runs reactord against a Salt 3007 master
 // cluster of three members (web1 on the first, web2 on the second, none on
 // the third), with a bridge on every member (no job cache recovery) into
@@ -276,7 +257,7 @@ func TestSaltClusterOnRealSalt(t *testing.T) {
 			return nil
 		}
 	}
-	stillFor(t, 4*time.Second, "one highstate per start", func() error {
+	holds(t, 4*time.Second, "one highstate per start", func() error {
 		if err := highstates("web1")(); err != nil {
 			return err
 		}
@@ -310,7 +291,7 @@ func TestSaltClusterOnRealSalt(t *testing.T) {
 		})
 		// The beacon interval and the settle window: a loop would show a
 		// further revert here.
-		stillFor(t, 6*time.Second, fmt.Sprintf("web2 after %d genuine change(s)", change), func() error {
+		holds(t, 6*time.Second, fmt.Sprintf("web2 after %d genuine change(s)", change), func() error {
 			if n := len(r.jobs(reverts)); n != change {
 				return fmt.Errorf("%d reverts", n)
 			}
@@ -353,7 +334,7 @@ func TestSaltClusterOnRealSalt(t *testing.T) {
 		fails = append(fails, jidOf(t, out, err))
 	}
 	waitFor(t, 60*time.Second, "an alert for each failed job", alertedOnce(fails))
-	stillFor(t, 4*time.Second, "one alert per failed job", alertedOnce(fails))
+	holds(t, 4*time.Second, "one alert per failed job", alertedOnce(fails))
 	t.Logf("failed jobs %v (started on %s) → one alert each", fails, c.ips[2])
 
 	// The second member restarts. What the others fire meanwhile reaches
@@ -394,7 +375,7 @@ func TestSaltClusterOnRealSalt(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "every event sent across the restart", matched)
 	waitFor(t, 60*time.Second, "one alert per failed job, the one during the restart included", alertedOnce(fails))
-	stillFor(t, 5*time.Second, "no copy reacting late", func() error {
+	holds(t, 5*time.Second, "no copy reacting late", func() error {
 		if err := matched(); err != nil {
 			return err
 		}

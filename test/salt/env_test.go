@@ -515,6 +515,25 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() error) {
 	}
 }
 
+// holds checks f every 200ms for d: what must stay true (no second
+// reaction) is watched for the whole window, not looked at once after it.
+func holds(t *testing.T, d time.Duration, what string, f func() error) {
+	t.Helper()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	end := time.After(d)
+	for {
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		select {
+		case <-end:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // reactord runs the daemon and the native bridge against e.
 type reactord struct {
 	t       *testing.T

@@ -59,25 +59,6 @@ func startMultiMaster(t *testing.T, minionExtra string, shared bool) *multiMaste
 	return &multiMaster{m1: m1, m2: m2, r: r}
 }
 
-// holds checks f every 200ms for d: what must stay true (no second
-// reaction) is watched for the whole window, not looked at once after it.
-func holds(t *testing.T, d time.Duration, what string, f func() error) {
-	t.Helper()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	end := time.After(d)
-	for {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		select {
-		case <-end:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // killHost ends a master and its salt-api at once with SIGKILL, as the
 // loss of the master's host would.
 func killHost(e *saltEnv) {

@@ -196,7 +196,7 @@ func testSyndicTree(t *testing.T, mode string) {
 		return nil
 	})
 	// Past the highstates' settle window, still one each.
-	steady(t, 4*time.Second, func() error {
+	holds(t, 4*time.Second, "nothing more", func() error {
 		for _, id := range all {
 			starts, hs := seenAll(rs, tagIs("salt/minion/"+id+"/start")), seenAll(rs, isHighstate(id))
 			if starts != 1 || hs != 1 {
@@ -309,7 +309,7 @@ func syndicRevertOnce(t *testing.T, syn *saltEnv, rs []*reactord, id string, bef
 	})
 	// A loop would show a further revert within the beacon interval and
 	// the settle window.
-	steady(t, 8*time.Second, func() error {
+	holds(t, 8*time.Second, "nothing more", func() error {
 		if got := revertsIn(rs, id) - before; got != 1 {
 			return fmt.Errorf("%s: %d reverts after one genuine change, want 1", id, got)
 		}
@@ -333,7 +333,7 @@ func syndicAlertsOnce(t *testing.T, rs []*reactord, jobs map[string]*reactord) {
 		return nil
 	})
 	// A second alert would be here by now.
-	steady(t, 4*time.Second, func() error {
+	holds(t, 4*time.Second, "nothing more", func() error {
 		for j := range jobs {
 			if n := seenAll(rs, alertsOf(j)); n != 1 {
 				return fmt.Errorf("job %s: %d alerts in the tree, want 1", j, n)
@@ -341,24 +341,4 @@ func syndicAlertsOnce(t *testing.T, rs []*reactord, jobs map[string]*reactord) {
 		}
 		return nil
 	})
-}
-
-// steady checks f every 200ms for d and fails the test at its first
-// error: what must stay true while a duplicate or a loop could still
-// show.
-func steady(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	end := time.After(d)
-	for {
-		if err := f(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-end:
-			return
-		case <-tick.C:
-		}
-	}
 }
