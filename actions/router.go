@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"errors"
+	"strings"
 )
 
 // Router sends each reaction type to its own driver: the chosen driver for
@@ -54,6 +55,20 @@ func (r Router) Probe(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// Status joins what each driver says of how it runs reactions now (the
+// master driver's engine), for /healthz; "" when neither says anything.
+func (r Router) Status() string {
+	var parts []string
+	for _, d := range []Driver{r.Primary, r.Fallback} {
+		if s, ok := d.(interface{ Status() string }); ok {
+			if st := s.Status(); st != "" {
+				parts = append(parts, st)
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // SaltCall runs an execution function on the master through the first

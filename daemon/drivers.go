@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,8 +38,8 @@ type DriverOptions struct {
 	SaltConfigDir                    string
 	ExecMaxProcs, ExecCoalesce       int
 	// the master driver
-	MasterURI, MasterKeyFile, MasterUser string
-	MasterSockets                        int
+	MasterURI, MasterKeyFile, MasterUser, MasterEngine string
+	MasterSockets                                      int
 	// Log receives the drivers' own lines (the saltapi driver's moves
 	// between masters); nil means slog.Default().
 	Log *slog.Logger
@@ -70,13 +72,16 @@ func (f *DriverOptions) Flags(fs *flag.FlagSet) {
 	stringAuto(fs, &f.MasterKeyFile, "master-key-file", "master driver: the key file the salt command reads", "CACHEDIR/.USER_key of the master configuration")
 	stringAuto(fs, &f.MasterUser, "master-user", "master driver: the user jobs are published as, whose key file is read: root, the master's user, or a user in the master's publisher_acl",
 		"the user reactord runs as")
+	stringAuto(fs, &f.MasterEngine, "master-engine", "master driver: the socket of reactord's Salt engine (salt-engine/reactord.py in the master's engines:), which runs runner and wheel reactions and render-time Salt calls inside the master, as Salt's reactor does; off for none. When it does not answer, runners go through the master's request server and wheel reactions and calls through salt-run",
+		"SOCK_DIR/reactord.ipc of the master configuration")
 	fs.IntVar(&f.MasterSockets, "master-sockets", f.MasterSockets, "master driver: requests to the master in flight at once (one REQ socket each)")
 	fs.IntVar(&f.ExecCoalesce, "exec-coalesce", f.ExecCoalesce, "exec driver: waiting local reactions that differ only in their literal minion target share one salt -L run, up to this many (1: never)")
 }
 
 // master returns the master driver, with the exec driver's salt-call for
-// caller reactions and salt-run for wheel ones (the master's wheel clear
-// function holds a master worker until it returns).
+// caller reactions, and its salt-run for wheel reactions and render-time
+// calls when reactord's Salt engine does not answer (the master's wheel
+// clear function holds a master worker until it returns).
 func (f *DriverOptions) master() (actions.Driver, error) {
 	dir := f.SaltConfigDir
 	if dir == "" {
@@ -93,15 +98,42 @@ func (f *DriverOptions) master() (actions.Driver, error) {
 			user = u.Username
 		}
 	}
-	m, err := masterdriver.New(masterdriver.Config{Master: mc, User: user, KeyFile: f.MasterKeyFile, URI: f.MasterURI, Sockets: f.MasterSockets})
-	if err != nil {
-		return nil, fmt.Errorf("--driver master: %w", err)
-	}
 	exec, err := f.Exec()
 	if err != nil {
 		return nil, err
 	}
+	m, err := masterdriver.New(masterdriver.Config{Master: mc, User: user, KeyFile: f.MasterKeyFile, URI: f.MasterURI, Sockets: f.MasterSockets,
+		Engine: f.MasterEngine, Fallback: exec, Log: f.Log})
+	if err != nil {
+		return nil, fmt.Errorf("--driver master: %w", err)
+	}
 	return actions.Router{Primary: m, Fallback: exec}, nil
+}
+
+// ProbeMasterEngine asks whether reactord's Salt engine listens for the
+// master driver: the note when it does, the warning when it does not
+// (runner and wheel reactions and render-time calls then leave the
+// master's process: slower, but they run). Both are "" with the engine
+// off.
+func (f *DriverOptions) ProbeMasterEngine(ctx context.Context) (note, warning string) {
+	if f.MasterEngine == "off" {
+		return "", ""
+	}
+	path := f.MasterEngine
+	if path == "" {
+		mc, err := masterdriver.ReadMasterConfig(cmp.Or(f.SaltConfigDir, DefaultMasterSaltConfigDir))
+		if err != nil {
+			return "", fmt.Sprintf("driver master: %v", err)
+		}
+		path = mc.EngineSocket()
+	}
+	e := masterdriver.NewEngine(path, slog.New(slog.DiscardHandler))
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if e.Check(pctx) != nil {
+		return "", "driver master: " + e.Status()
+	}
+	return "driver master: " + e.Status(), ""
 }
 
 // APIURLs returns the salt-api URLs of --saltapi-url: one, or several

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ type lifecycle struct {
 
 	healthMu  sync.Mutex
 	health    []healthCheck
+	notes     []func() string
 	ready     atomic.Bool
 	readyOnce sync.Once
 	readyCh   chan struct{}
@@ -109,6 +111,29 @@ func (l *lifecycle) addHealth(part string, check func() error) {
 	l.health = append(l.health, healthCheck{part, check})
 }
 
+// addNote adds a line /healthz shows after its verdict, whatever it is:
+// how a part works now when that is not a failure (the master driver's
+// engine not answering, its fallback in use). An empty note is not shown.
+func (l *lifecycle) addNote(note func() string) {
+	l.healthMu.Lock()
+	defer l.healthMu.Unlock()
+	l.notes = append(l.notes, note)
+}
+
+// Notes returns the parts' notes, one a line ("" with none).
+func (l *lifecycle) Notes() string {
+	l.healthMu.Lock()
+	notes := append([]func() string(nil), l.notes...)
+	l.healthMu.Unlock()
+	var b strings.Builder
+	for _, n := range notes {
+		if s := n(); s != "" {
+			b.WriteString(s + "\n")
+		}
+	}
+	return b.String()
+}
+
 // Health returns nil when the process takes events and every part's check
 // passes, else each failure, one per line, in start order.
 func (l *lifecycle) Health() error {
@@ -139,10 +164,10 @@ func (l *lifecycle) serveHTTP(addr string, reg *prometheus.Registry, log *slog.L
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := l.Health(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			http.Error(w, err.Error()+"\n"+l.Notes(), http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		fmt.Fprint(w, "ok\n"+l.Notes())
 	})
 	if more != nil {
 		more(mux)

@@ -166,6 +166,14 @@ func (d *Daemon) openDriver(context.Context) error {
 		go dp.run(d.runCtx)
 		d.addHealth("driver", dp.health)
 	}
+	if s, ok := drv.(interface{ Status() string }); ok && !d.opts.DryRun {
+		d.addNote(func() string {
+			if st := s.Status(); st != "" {
+				return "driver " + drv.Name() + ": " + st
+			}
+			return ""
+		})
+	}
 	return nil
 }
 

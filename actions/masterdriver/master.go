@@ -3,10 +3,13 @@
 // request channel (ZeroMQ, ret_port 4506), with a clear-text request
 // authenticated by the key file the master writes for its local users
 // (cachedir/.root_key). It publishes local jobs (LocalClient.pub's
-// payload, as _prep_pub builds it) and starts runner functions through
-// the master's runner clear function, which runs them asynchronously.
-// wheel and caller reactions are not its: the daemon routes them to the
-// exec driver.
+// payload, as _prep_pub builds it). Runner and wheel reactions and
+// render-time Salt calls go to reactord's Salt engine in the master
+// (Engine) when it answers, as Salt's reactor runs them in its own
+// process; otherwise runners start through the master's runner clear
+// function, which runs each in a process of its own, and wheel reactions
+// and calls go to Config.Fallback (the exec driver's salt-run). caller
+// reactions are not its: the daemon routes them to the exec driver.
 //
 // Requests go through a bounded pool of REQ sockets, one request in
 // flight each; a socket whose reply does not come in time is closed and
@@ -17,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -47,6 +51,15 @@ type Config struct {
 	// Timeout bounds one request (default 15s; the salt command's is 5s,
 	// a busy master answers later).
 	Timeout time.Duration
+	// Engine is the socket of reactord's Salt engine: "" for the master's
+	// sock_dir/reactord.ipc (MasterConfig.EngineSocket), "off" for none.
+	Engine string
+	// Fallback runs wheel reactions and render-time Salt calls when the
+	// engine does not answer (the exec driver); nil refuses them then.
+	Fallback actions.Driver
+	// Log receives the engine's changes (answers, does not); nil means
+	// slog.Default().
+	Log *slog.Logger
 }
 
 // DefaultSockets bounds the requests in flight when Config.Sockets is
@@ -55,9 +68,10 @@ const DefaultSockets = 8
 
 // Driver publishes jobs over the master's request channel.
 type Driver struct {
-	cfg  Config
-	uri  string
-	pool chan *reqSocket
+	cfg    Config
+	uri    string
+	pool   chan *reqSocket
+	engine *Engine // nil: none
 
 	mu     sync.Mutex
 	key    string
@@ -95,6 +109,13 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	d.key = key
+	switch cfg.Engine {
+	case "off":
+	case "":
+		d.engine = NewEngine(cfg.Master.EngineSocket(), cfg.Log)
+	default:
+		d.engine = NewEngine(cfg.Engine, cfg.Log)
+	}
 	for range cfg.Sockets {
 		d.pool <- &reqSocket{}
 	}
@@ -113,8 +134,20 @@ func (d *Driver) readKey() (string, error) {
 // Name implements actions.Driver.
 func (d *Driver) Name() string { return "master" }
 
-// Supports implements actions.Driver: local and runner reactions.
-func (d *Driver) Supports(state string) bool { return state == "local" || state == "runner" }
+// Supports implements actions.Driver: local and runner reactions, and
+// wheel ones with the engine or a fallback that runs them.
+func (d *Driver) Supports(state string) bool {
+	switch state {
+	case "local", "runner":
+		return true
+	case "wheel":
+		return d.engine != nil || d.cfg.Fallback != nil && d.cfg.Fallback.Supports(state)
+	}
+	return false
+}
+
+// Engine is the client of reactord's Salt engine (nil with Engine "off").
+func (d *Driver) Engine() *Engine { return d.engine }
 
 // Do implements actions.Driver.
 func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
@@ -125,10 +158,55 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	switch call.Client {
 	case "local":
 		return d.publish(ctx, call)
-	case "runner":
-		return d.runner(ctx, call)
+	case "runner", "wheel":
+		if d.engine != nil {
+			jid, err := d.engine.Run(ctx, call.Client, plain(a.Chunk).(map[string]any))
+			if err == nil {
+				return actions.Result{JID: jid}, nil
+			}
+			if !errors.Is(err, errEngineDown) {
+				return actions.Result{}, err
+			}
+		}
+		if call.Client == "runner" {
+			return d.runner(ctx, call)
+		}
+		if d.cfg.Fallback != nil && d.cfg.Fallback.Supports("wheel") {
+			return d.cfg.Fallback.Do(ctx, a)
+		}
+		return actions.Result{}, actions.Retryable(fmt.Errorf("wheel reactions run through reactord's Salt engine, which does not answer at %s", d.engine.Path()))
 	}
 	return actions.Result{}, fmt.Errorf("%s reactions run through the exec or saltapi driver", call.Client)
+}
+
+// SaltCall implements reactions.SaltCaller: an execution function run by
+// the master's loader in reactord's Salt engine, as Salt's reactor runs a
+// reaction file's salt['mod.fun'](...) calls, or by the fallback (salt-run
+// salt.cmd) when the engine does not answer.
+func (d *Driver) SaltCall(ctx context.Context, fun string, args []any, kwargs map[string]any) (any, error) {
+	if d.engine != nil {
+		v, err := d.engine.Call(ctx, fun, args, kwargs)
+		if err == nil || !errors.Is(err, errEngineDown) {
+			return v, err
+		}
+	}
+	type saltCaller interface {
+		SaltCall(ctx context.Context, fun string, args []any, kwargs map[string]any) (any, error)
+	}
+	if c, ok := d.cfg.Fallback.(saltCaller); ok {
+		return c.SaltCall(ctx, fun, args, kwargs)
+	}
+	return nil, errors.New("the reactord Salt engine does not answer and no fallback runs Salt functions (the exec driver does)")
+}
+
+// Status says how runner and wheel reactions and render-time calls run
+// (the engine's Status), for /healthz and check; "" without an engine or
+// before it was asked.
+func (d *Driver) Status() string {
+	if d.engine == nil {
+		return ""
+	}
+	return d.engine.Status()
 }
 
 // PublishLoad is the load LocalClient._prep_pub builds for a call, with
@@ -470,6 +548,9 @@ func (d *Driver) Probe(ctx context.Context) error {
 		return err
 	}
 	d.setKey(key)
+	if d.engine != nil {
+		_ = d.engine.Check(ctx) // not a failure: runners then go the master's way
+	}
 	addr := strings.TrimPrefix(d.uri, "tcp://")
 	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -487,6 +568,11 @@ func (d *Driver) Close(ctx context.Context) error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	if d.engine != nil {
+		if err := d.engine.Close(ctx); err != nil {
+			return err
+		}
+	}
 	for range d.cfg.Sockets {
 		select {
 		case s := <-d.pool:

@@ -92,7 +92,7 @@ func keyDir(t *testing.T, key string) MasterConfig {
 	if err := os.WriteFile(filepath.Join(dir, ".root_key"), []byte(key), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	return MasterConfig{Interface: "127.0.0.1", RetPort: 4506, CacheDir: dir, User: "root",
+	return MasterConfig{Interface: "127.0.0.1", RetPort: 4506, CacheDir: dir, SockDir: dir, User: "root",
 		Nodegroups: map[string]string{"web": "web* or G@role:web", "edge": "N@web and not db1", "pair": "web1 web2", "rx": "web[12] db3"}, ExtJobCache: "mysql"}
 }
 
@@ -187,8 +187,16 @@ func TestPublishAsTheSaltCommand(t *testing.T) {
 			t.Errorf("nodegroup %s: %q, want %q", c.ng, got, c.want)
 		}
 	}
-	if d.Supports("wheel") || d.Supports("caller") || !d.Supports("runner") {
-		t.Error("Supports: want local and runner only")
+	if !d.Supports("wheel") || d.Supports("caller") || !d.Supports("runner") {
+		t.Error("Supports: want local, runner and (with the engine) wheel")
+	}
+	off, err := New(Config{Master: mc, URI: srv.uri, Engine: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close(ctx)
+	if off.Supports("wheel") {
+		t.Error("without the engine or a fallback, wheel reactions are not the master driver's")
 	}
 }
 
@@ -328,6 +336,9 @@ func TestReadMasterConfig(t *testing.T) {
 	}
 	if got := c.KeyFile("alice"); got != "/srv/salt-root/var/cache/salt/master/.alice_key" {
 		t.Errorf("alice's key file = %s", got)
+	}
+	if got := c.EngineSocket(); got != "/srv/salt-root/var/run/salt/master/reactord.ipc" {
+		t.Errorf("engine socket = %s", got)
 	}
 }
 

@@ -32,7 +32,19 @@ type MasterConfig struct {
 	// OrderMasters is order_masters: a syndic's master passes the job's
 	// timeout on.
 	OrderMasters bool
+	// SockDir is sock_dir, with root_dir applied: where reactord's Salt
+	// engine listens by default (EngineSocket).
+	SockDir string
 }
+
+// EngineSocket is where reactord's Salt engine listens by default:
+// sock_dir/reactord.ipc.
+func (c MasterConfig) EngineSocket() string {
+	return filepath.Join(c.SockDir, EngineSocketName)
+}
+
+// EngineSocketName is the engine's socket in the master's sock_dir.
+const EngineSocketName = "reactord.ipc"
 
 // URI is the master's request server as a ZeroMQ endpoint: an interface
 // of 0.0.0.0 (or ::) is reached on the loopback address.
@@ -69,7 +81,7 @@ func (c MasterConfig) KeyFile(user string) string {
 // in name order, later files winning. A missing master file is Salt's
 // defaults.
 func ReadMasterConfig(path string) (MasterConfig, error) {
-	c := MasterConfig{Interface: "0.0.0.0", RetPort: 4506, CacheDir: "/var/cache/salt/master", User: "root", Nodegroups: map[string]string{}}
+	c := MasterConfig{Interface: "0.0.0.0", RetPort: 4506, CacheDir: "/var/cache/salt/master", SockDir: "/var/run/salt/master", User: "root", Nodegroups: map[string]string{}}
 	main := path
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		main = filepath.Join(path, "master")
@@ -109,6 +121,10 @@ func ReadMasterConfig(path string) (MasterConfig, error) {
 		c.CacheDir = s
 	}
 	c.CacheDir = underRoot(rootDir, c.CacheDir)
+	if s, ok := raw["sock_dir"].(string); ok && s != "" {
+		c.SockDir = s
+	}
+	c.SockDir = underRoot(rootDir, c.SockDir)
 	if s, ok := raw["user"].(string); ok && s != "" {
 		c.User = s
 	}

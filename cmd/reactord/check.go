@@ -48,7 +48,7 @@ were found, 2 on bad usage.`, stderr)
 	renderer := rendererFlag(fs)
 	rules := fs.Bool("rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob, reaction files and loop guard")
 	out := fs.String("out", "text", `text (problems on stderr, one a line, as file:line:col: message) or json (one object on stdout: ok, rules, files, loaded files and their renderers, problems with file, line, col and message)`)
-	offline := fs.Bool("offline", false, "do not contact the driver's salt-api (by default, with driver: saltapi configured, check logs in to it)")
+	offline := fs.Bool("offline", false, "do not contact the driver's salt-api or the master's reactord engine (by default, with driver: saltapi configured, check logs in to it; with driver: master, it asks whether the engine listens)")
 	settings := fs.Bool("settings", false, "print the daemon's settings as `reactord run -c CONF` would merge them (flag, environment, reactord: section, default), with where each came from")
 	var nopts daemon.NATSOptions
 	nopts.Flags(fs, "NATS URL(s) of a server to check: its version, JetStream, and which of reactord's features it can have (none: no NATS check)")
@@ -119,8 +119,15 @@ were found, 2 on bad usage.`, stderr)
 		}
 	}
 	if rep.Config != nil && !*offline {
+		if note, warn := probeMasterEngine(ctx, *conf); warn != "" {
+			res.Warnings = append(res.Warnings, warn)
+		} else if note != "" {
+			res.Driver = note
+		}
 		note, err := probeDriver(ctx, *conf)
-		res.Driver = note
+		if note != "" {
+			res.Driver = note
+		}
 		if err != nil {
 			res.problems = append(res.problems, err)
 		}
@@ -281,6 +288,16 @@ func (r *checkResult) printJSON(stdout io.Writer) int {
 		return exitFound
 	}
 	return exitOK
+}
+
+// probeMasterEngine, when the configuration chooses the master driver,
+// asks whether reactord's Salt engine listens (daemon.ProbeMasterEngine).
+func probeMasterEngine(ctx context.Context, conf string) (note, warning string) {
+	opts, _, _, code := mergedOptions([]string{"-c", conf}, io.Discard, io.Discard)
+	if code != exitOK || opts.Driver != "master" {
+		return "", ""
+	}
+	return opts.Drivers.ProbeMasterEngine(ctx)
 }
 
 // probeDriver, when the configuration (its reactord: section, flags'

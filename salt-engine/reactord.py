@@ -1,0 +1,349 @@
+"""
+reactord's Salt engine: runs runner and wheel reactions and render-time
+execution-module calls inside the Salt master, as Salt's own reactor does,
+for a reactord that runs on the master's host.
+
+Salt's reactor runs a runner or wheel reaction in a thread of its own
+process (``RunnerClient.low``/``WheelClient.low`` in a pool of
+``reactor_worker_threads``), and a reaction file's ``salt['mod.fun']``
+calls through the master's execution-module loader (``MasterMinion``).
+This engine keeps the same three things and serves them on a local socket
+to reactord's ``master`` driver; from outside the master, each runner
+would cost a new process.
+
+Configuration (the master's configuration, e.g. /etc/salt/master.d/reactord.conf)::
+
+    engines_dirs:
+      - /usr/share/reactord/salt-engine
+    engines:
+      - reactord:
+          # all optional:
+          socket: /var/run/salt/master/reactord.ipc   # default: sock_dir/reactord.ipc
+          worker_threads: 10       # default: the master's reactor_worker_threads
+          salt_calls: read-only    # or a list of function globs
+
+The socket is created mode 0600, owned by the master's user: only that
+user and root reach it, and the engine also checks each peer's uid
+(SO_PEERCRED). It takes three requests, each a msgpack frame as Salt's
+IPC writes them (``{"head": {"id": N}, "body": {...}}``), and answers each
+in a frame with the same id:
+
+- ``{"kind": "runner", "low": CHUNK}`` and ``{"kind": "wheel", "low":
+  CHUNK}``: a reaction's compiled low chunk, run through Salt's own
+  ``ReactWrap.run`` (the same arguments, ``__user__: Reactor``, the same
+  job events). At most ``worker_threads`` run at once; past that a
+  request waits for a free thread (none is dropped) and is answered once
+  its job starts: ``{"jid": JID}``.
+- ``{"kind": "call", "fun": NAME, "arg": [...], "kwarg": {...}}``: an
+  execution function for a render, answered ``{"return": VALUE}``. Only
+  the functions ``salt_calls`` allows (read-only ones by default).
+
+Anything else is refused, answered ``{"error": ...}`` and logged in the
+master's log.
+"""
+
+import datetime
+import fnmatch
+import logging
+import os
+import socket
+import struct
+import threading
+
+import salt.minion
+import salt.payload
+import salt.runner
+import salt.utils.cache
+import salt.utils.jid
+import salt.utils.msgpack
+import salt.utils.reactor
+import salt.wheel
+
+log = logging.getLogger(__name__)
+
+__virtualname__ = "reactord"
+
+# The functions a reaction file may call while rendering by default: they
+# read and change nothing. reactord's --salt-calls read-only list; the Go
+# test TestEngineReadOnlyListMatches keeps the two the same.
+# BEGIN read-only
+READ_ONLY = [
+    "pillar.get", "pillar.item", "pillar.items", "pillar.raw", "pillar.keys",
+    "grains.get", "grains.item", "grains.items", "grains.ls",
+    "config.get", "config.option", "config.items",
+    "file.file_exists", "file.directory_exists", "file.is_link", "file.stats", "file.get_hash",
+    "mine.get", "test.ping", "test.echo", "test.version",
+    "network.ip_addrs", "network.interfaces", "dnsutil.A", "dnsutil.AAAA",
+    "match.glob", "match.compound", "match.list", "environ.get",
+    "saltutil.runner:jobs.list_jobs", "saltutil.runner:jobs.list_job", "saltutil.runner:jobs.lookup_jid",
+    "saltutil.runner:jobs.print_job", "saltutil.runner:jobs.exit_success",
+    "saltutil.runner:manage.up", "saltutil.runner:manage.down", "saltutil.runner:manage.status",
+    "saltutil.runner:manage.present", "saltutil.runner:manage.not_present", "saltutil.runner:manage.alived",
+    "saltutil.runner:manage.not_alived", "saltutil.runner:manage.list_state",
+    "saltutil.runner:pillar.show_pillar", "saltutil.runner:cache.grains", "saltutil.runner:cache.pillar",
+    "saltutil.runner:cache.mine", "saltutil.wheel:key.list_all", "saltutil.wheel:key.finger",
+]
+# END read-only
+
+SOCKET_NAME = "reactord.ipc"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+class RequestError(Exception):
+    """A request the engine refuses or cannot run; its text is the answer."""
+
+
+class _Wrap(salt.utils.reactor.ReactWrap):
+    """Salt's reactor wrapper, with its thread pool replaced by the
+    engine's: a runner or wheel reaction waits for a free thread instead of
+    being dropped when the pool's queue is full."""
+
+    def __init__(self, opts, engine):  # pylint: disable=super-init-not-called
+        # ReactWrap.__init__ less its ThreadPool, whose queue drops work.
+        self.opts = opts
+        if salt.utils.reactor.ReactWrap.client_cache is None:
+            salt.utils.reactor.ReactWrap.client_cache = salt.utils.cache.CacheDict(
+                opts["reactor_refresh_interval"]
+            )
+        self.engine = engine
+        self.local_state = threading.local()
+
+    def runner(self, fun, **kwargs):
+        return self._start("runner", fun, kwargs)
+
+    def wheel(self, fun, **kwargs):
+        return self._start("wheel", fun, kwargs)
+
+    def _start(self, kind, fun, kwargs):
+        client = self.client_cache[kind]
+        try:
+            self.engine.start_job(self.local_state.conn, client.low, fun, kwargs)
+        except RequestError as exc:
+            # ReactWrap.run would log it as a failed reaction: keep it for
+            # the answer instead.
+            self.local_state.error = exc
+            return None
+        self.local_state.started = True
+        return True
+
+
+class Engine:
+    """The engine's state: the clients, the loader, the pool's bound."""
+
+    def __init__(self, opts, path, workers, calls):
+        self.opts = opts
+        self.path = path
+        self.workers = workers
+        self.calls = calls
+        self.slots = threading.BoundedSemaphore(workers)
+        self.running = 0
+        self.waiting = 0
+        self.count_lock = threading.Lock()
+        self.jid_lock = threading.Lock()
+        self.last_jid = ""
+        self.wrap = _Wrap(opts, self)
+        self._mminion = None
+        self.mminion_lock = threading.Lock()
+
+    @property
+    def mminion(self):
+        with self.mminion_lock:
+            if self._mminion is None:
+                self._mminion = salt.minion.MasterMinion(self.opts)
+            return self._mminion
+
+    def gen_jid(self):
+        """A jid as Salt writes them, never the same twice in this process
+        (threads may ask in the same microsecond)."""
+        with self.jid_lock:
+            jid = salt.utils.jid.gen_jid(self.opts)
+            stamp, sep, rest = jid.partition("_")
+            if self.last_jid and stamp <= self.last_jid:
+                last = datetime.datetime.strptime(self.last_jid, "%Y%m%d%H%M%S%f")
+                stamp = f"{last + datetime.timedelta(microseconds=1):%Y%m%d%H%M%S%f}"
+            self.last_jid = stamp
+            return stamp + sep + rest
+
+    def start_job(self, conn, low_fn, fun, kwargs):
+        """Run low_fn(fun, kwargs) in a thread of the pool once one is free;
+        while waiting, give up if the requester hung up."""
+        with self.count_lock:
+            self.waiting += 1
+        try:
+            while not self.slots.acquire(timeout=0.5):
+                if _hung_up(conn):
+                    raise RequestError(
+                        "the requester hung up while the reaction waited for a free thread: not run"
+                    )
+        finally:
+            with self.count_lock:
+                self.waiting -= 1
+        with self.count_lock:
+            self.running += 1
+
+        def run():
+            try:
+                low_fn(fun, kwargs)
+            except Exception:  # pylint: disable=broad-except
+                log.error("reactord engine: %s failed", fun, exc_info=True)
+            finally:
+                with self.count_lock:
+                    self.running -= 1
+                self.slots.release()
+
+        threading.Thread(target=run, name="reactord-" + fun, daemon=True).start()
+
+    def allowed(self, fun, args, kwargs):
+        for pattern in self.calls:
+            if fnmatch.fnmatchcase(fun, pattern):
+                return True
+        if fun in ("saltutil.runner", "saltutil.wheel"):
+            name = args[0] if args else kwargs.get("name")
+            if isinstance(name, str):
+                return any(fnmatch.fnmatchcase(f"{fun}:{name}", p) for p in self.calls)
+        return False
+
+    def handle(self, conn, body):
+        """Answer one request's body."""
+        if not isinstance(body, dict):
+            raise RequestError("a request is a map")
+        kind = body.get("kind")
+        if kind in ("runner", "wheel"):
+            return self.react(conn, kind, body.get("low"))
+        if kind == "call":
+            return self.call(body.get("fun"), body.get("arg") or [], body.get("kwarg") or {})
+        raise RequestError(f"unknown request {kind!r} (runner, wheel or call)")
+
+    def react(self, conn, kind, low):
+        if not isinstance(low, dict) or low.get("state") != kind:
+            raise RequestError(f"a {kind} request carries a {kind} reaction's low chunk")
+        fun = low.get("fun")
+        if not isinstance(fun, str) or not fun:
+            raise RequestError("the reaction names no function")
+        self.wrap.populate_client_cache(low)
+        if fun not in self.wrap.client_cache[kind].functions:
+            raise RequestError(f"{kind} function {fun!r} is not available on this master")
+        low = dict(low)
+        jid = self.gen_jid()
+        low["__jid__"] = jid
+        state = self.wrap.local_state
+        state.conn, state.started, state.error = conn, False, None
+        self.wrap.run(low)  # Salt's own argument handling; logs its failures
+        if state.error is not None:
+            raise state.error
+        if not state.started:
+            raise RequestError(
+                f"Salt's reactor wrapper did not start {kind} {fun!r}: its error is in the master's log"
+            )
+        return {"jid": jid}
+
+    def call(self, fun, args, kwargs):
+        if not isinstance(fun, str) or not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise RequestError("a call names a function, a list of arguments and a map of keyword arguments")
+        if not self.allowed(fun, args, kwargs):
+            raise RequestError(
+                f"{fun} is not allowed while rendering (the engine's salt_calls: read-only functions by default)"
+            )
+        functions = self.mminion.functions
+        if fun not in functions:
+            raise RequestError(f"{fun!r} is not available on this master")
+        return {"return": functions[fun](*args, **kwargs)}
+
+
+def _hung_up(conn):
+    """Whether the peer closed its end (nothing else may arrive while a
+    request is answered)."""
+    try:
+        conn.setblocking(False)
+        try:
+            data = conn.recv(1, socket.MSG_PEEK)
+        finally:
+            conn.setblocking(True)
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+    return data == b""
+
+
+def _peer_uid(conn):
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    return uid
+
+
+def _serve_conn(engine, conn):
+    try:
+        uid = _peer_uid(conn)
+        if uid not in (0, os.getuid()):
+            log.warning("reactord engine: refused a connection from uid %d (root and the master's user only)", uid)
+            return
+        unpacker = salt.utils.msgpack.Unpacker(raw=False)
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            unpacker.feed(data)
+            for msg in unpacker:
+                head = msg.get("head") if isinstance(msg, dict) else None
+                rid = head.get("id") if isinstance(head, dict) else None
+                body = msg.get("body") if isinstance(msg, dict) else None
+                try:
+                    answer = engine.handle(conn, body)
+                except RequestError as exc:
+                    log.warning("reactord engine: refused a request from uid %d: %s", uid, exc)
+                    answer = {"error": str(exc)}
+                except Exception as exc:  # pylint: disable=broad-except
+                    log.error("reactord engine: request failed", exc_info=True)
+                    answer = {"error": f"{type(exc).__name__}: {exc}"}
+                conn.sendall(salt.payload.dumps({"head": {"id": rid}, "body": answer}, use_bin_type=True))
+    except OSError as exc:
+        log.debug("reactord engine: connection closed: %s", exc)
+    finally:
+        conn.close()
+
+
+def _listen(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return sock
+
+
+def start(socket=None, worker_threads=None, salt_calls="read-only"):  # pylint: disable=redefined-outer-name
+    """The engine's entry point: serve reactord's master driver until the
+    master stops."""
+    opts = __opts__  # pylint: disable=undefined-variable
+    path = socket or os.path.join(opts["sock_dir"], SOCKET_NAME)
+    workers = int(worker_threads or opts.get("reactor_worker_threads") or 10)
+    if isinstance(salt_calls, str):
+        salt_calls = [w.strip() for w in salt_calls.split(",") if w.strip()]
+    calls = []
+    for pattern in salt_calls or []:
+        calls.extend(READ_ONLY if pattern == "read-only" else [pattern])
+    engine = Engine(opts, path, workers, calls)
+    # Load the runner and wheel functions now, as Salt's reactor does, so
+    # that the pool's threads do not race to load them.
+    for kind in ("runner", "wheel"):
+        engine.wrap.populate_client_cache({"state": kind})
+    server = _listen(path)
+    log.info(
+        "reactord engine: listening on %s (runner and wheel reactions, %d at once; render-time calls)",
+        path,
+        workers,
+    )
+    while True:
+        conn, _ = server.accept()
+        threading.Thread(target=_serve_conn, args=(engine, conn), name="reactord-conn", daemon=True).start()
