@@ -23,7 +23,8 @@ type jinja2Case struct {
 	Jinja2Error string         `json:"jinja2_error"`
 }
 
-// TestJinja2Text renders the cases recorded from Jinja2 3.1.6 in
+// TestJinja2Text renders the cases recorded from Jinja2 (3.1.2, which
+// Salt 3007.1 and 3006.8 run here, and 3.1.6 record the same) in
 // testdata/jinja2/raw_kwargs.json ({% raw %} blocks and their whitespace
 // control, literal braces next to printed values, repeated keyword
 // arguments) through reactord, with the options of a file loaded at start
