@@ -296,6 +296,14 @@ func lex(src string, keepLines bool) ([]token, *Error) {
 		}
 		tagPos := l.pos()
 		open := l.src[l.i : l.i+2]
+		if end, _, strip, ok := rawTag(l.src, l.i, "raw"); ok {
+			s, err := l.lexRaw(tagPos, end, strip)
+			if err != nil {
+				return nil, err
+			}
+			stripNext = s
+			continue
+		}
 		l.advance(2)
 		if l.i < len(l.src) && (l.src[l.i] == '-' || l.src[l.i] == '+') {
 			l.advance(1)
@@ -326,6 +334,103 @@ func lex(src string, keepLines bool) ([]token, *Error) {
 	}
 	l.toks = append(l.toks, token{kind: tEOF, pos: l.pos()})
 	return l.toks, nil
+}
+
+// rawTag matches {% raw %} (word "raw") or {% endraw %} (word "endraw")
+// at src[i:], as Jinja's lexer does: "{%", an optional - or +, spaces,
+// the word, spaces and "%}" or "-%}" ("+%}" too for endraw; a raw tag
+// with anything else in it is an ordinary statement, which Jinja then
+// calls an unknown tag). It returns the offset after the closer, the
+// sign after "{%" (0 for none) and whether the closer is "-%}", which
+// strips the whitespace after the tag.
+func rawTag(src string, i int, word string) (end int, sign byte, strip, ok bool) {
+	if !strings.HasPrefix(src[i:], "{%") {
+		return 0, 0, false, false
+	}
+	k := i + 2
+	if k < len(src) && (src[k] == '-' || src[k] == '+') {
+		sign = src[k]
+		k++
+	}
+	k = skipSpace(src, k)
+	if !strings.HasPrefix(src[k:], word) {
+		return 0, 0, false, false
+	}
+	k = skipSpace(src, k+len(word))
+	rest := src[k:]
+	switch {
+	case strings.HasPrefix(rest, "-%}"):
+		return k + 3, sign, true, true
+	case strings.HasPrefix(rest, "%}"):
+		return k + 2, sign, false, true
+	case word == "endraw" && strings.HasPrefix(rest, "+%}"):
+		return k + 3, sign, false, true
+	}
+	return 0, 0, false, false
+}
+
+// skipSpace returns the offset of the first non-space rune at or after i.
+func skipSpace(s string, i int) int {
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// lexRaw reads a raw block whose {% raw %} tag starts at the lexer's
+// offset, at tagPos, and ends at end (strip: it ends with "-%}"). The
+// block's text up to the first {% endraw %} is one text token, kept as
+// written: Jinja reads nothing in it, {{ }}, {% %} and {# #} included.
+// It reports whether the {% endraw -%} asks to strip the whitespace after
+// it. Like Jinja, it takes a {% raw %} at the very end of the file as an
+// empty block.
+func (l *lexer) lexRaw(tagPos Pos, end int, strip bool) (bool, *Error) {
+	l.advance(end - l.i)
+	l.pad(tagPos, l.line-tagPos.Line)
+	if strip {
+		p, line := l.pos(), l.line
+		l.advance(skipSpace(l.src, l.i) - l.i)
+		l.pad(p, l.line-line)
+	}
+	if l.i >= len(l.src) {
+		return false, nil
+	}
+	m := l.i
+	var endEnd int
+	var sign byte
+	for {
+		k := strings.Index(l.src[m:], "{%")
+		if k < 0 {
+			return false, errorAt("", tagPos, "{% raw %}", "raw block not closed with {% endraw %}")
+		}
+		m += k
+		var ok bool
+		if endEnd, sign, strip, ok = rawTag(l.src, m, "endraw"); ok {
+			break
+		}
+		m += 2
+	}
+	start := l.pos()
+	text := l.src[l.i:m]
+	rightPad := 0
+	if sign == '-' {
+		trimmed := strings.TrimRightFunc(text, unicode.IsSpace)
+		rightPad = strings.Count(text[len(trimmed):], "\n")
+		text = trimmed
+	}
+	if text != "" {
+		l.toks = append(l.toks, token{kind: tText, s: text, pos: start})
+	}
+	l.pad(start, rightPad)
+	l.advance(m - l.i)
+	endPos := l.pos()
+	l.advance(endEnd - l.i)
+	l.pad(endPos, l.line-endPos.Line)
+	return strip, nil
 }
 
 // nextTag returns the offset of the next {{, {% or {# at or after i, or

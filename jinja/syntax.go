@@ -115,7 +115,6 @@ var unsupportedBlocks = map[string]string{
 	"macro":      "macros are not supported: reactord's templates have no functions defined in the file",
 	"call":       "macro calls are not supported",
 	"filter":     "filter blocks are not supported",
-	"raw":        "raw blocks are not supported",
 	"block":      "template inheritance is not supported",
 	"with":       "with blocks are not supported",
 	"autoescape": "autoescape blocks are not supported",
@@ -598,6 +597,14 @@ func (p *parser) args() ([]Expr, []Kwarg) {
 		if t := p.peek(); t.kind == tName && p.toks[p.i+1].kind == tOp && p.toks[p.i+1].s == "=" {
 			p.next()
 			p.next()
+			for _, k := range kw {
+				if k.Name == t.s {
+					// Jinja compiles the call to Python, which refuses
+					// it: SyntaxError: keyword argument repeated.
+					p.refuse(t.pos, t.s+"=...", "keyword argument repeated (Salt's Jinja refuses the file: SyntaxError)")
+					break
+				}
+			}
 			kw = append(kw, Kwarg{Name: t.s, X: p.expr()})
 		} else {
 			args = append(args, p.expr())

@@ -315,16 +315,47 @@ func (t *translator) stmt(x Expr, boolean bool) (string, gx) {
 	return b.String(), g
 }
 
+// literalBrace is what writeLiteral writes for a "{" that would
+// otherwise meet the next "{" of the output: the brace, then a comment
+// whose "{{-" trims the space before it. Go's template reads the brace
+// as text and the comment prints nothing, so the rendered text holds
+// both braces, as text of the file (YAML structure, as in Salt), not as
+// a printed value.
+const literalBrace = "{ {{- /**/}}"
+
+// writeLiteral writes s as text of the template: text the Go template
+// engine prints as it is, never reads as an action, whatever s holds
+// ({{ and {{/* from a {% raw %} block or a string constant) and
+// whatever comes after it. A "{" followed by another "{", or last in s
+// (the translation may go on with an action), is written as
+// literalBrace; everything else as it is.
+func writeLiteral(out *strings.Builder, s string) {
+	for {
+		k := strings.IndexByte(s, '{')
+		if k < 0 {
+			out.WriteString(s)
+			return
+		}
+		out.WriteString(s[:k])
+		if k+1 == len(s) || s[k+1] == '{' {
+			out.WriteString(literalBrace)
+		} else {
+			out.WriteByte('{')
+		}
+		s = s[k+1:]
+	}
+}
+
 func (t *translator) node(out *strings.Builder, n Node) {
 	switch n := n.(type) {
 	case *Text:
-		out.WriteString(n.S)
+		writeLiteral(out, n.S)
 	case *Pad:
 		out.WriteString("{{/*" + strings.Repeat("\n", n.N) + "*/}}")
 	case *Output:
 		if l, ok := n.X.(*Lit); ok {
-			if s, ok := l.V.(string); ok && !strings.Contains(s, "{{") {
-				out.WriteString(s)
+			if s, ok := l.V.(string); ok {
+				writeLiteral(out, s)
 				return
 			}
 		}
