@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // SaltCaller runs a Salt execution function on the master, as Salt's
@@ -57,8 +59,9 @@ type SaltCalls struct {
 	CacheFor time.Duration
 	Log      *slog.Logger
 
-	mu    sync.Mutex
-	cache map[string]cachedCall
+	mu     sync.Mutex
+	cache  map[string]cachedCall
+	flight singleflight.Group
 }
 
 type cachedCall struct {
@@ -167,12 +170,17 @@ func saltFn(root map[string]any, fun string, args []any, kwargs map[string]any) 
 		if left <= 0 {
 			return nil, fmt.Errorf("%s: the render's time budget for Salt calls (%s) is used up", what, s.c.budget())
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, left)
-		v, err = s.c.Caller.SaltCall(ctx, fun, args, kwargs)
-		cancel()
-		if err == nil { // a failure is asked again next time
-			s.c.keep(string(key), v, start)
-		}
+		// Renders that make the same call at once (a burst of events for
+		// one file) share one request, not one after another.
+		v, err, _ = s.c.flight.Do(string(key), func() (any, error) {
+			ctx, cancel := context.WithTimeout(s.ctx, left)
+			defer cancel()
+			v, err := s.c.Caller.SaltCall(ctx, fun, args, kwargs)
+			if err == nil { // a failure is asked again next time
+				s.c.keep(string(key), v, start)
+			}
+			return v, err
+		})
 	}
 	v = deepCopy(v) // the cache keeps its own: a file may change its copy ({% do g.update(...) %})
 	rec.Result, rec.Cached, rec.Took = v, cached, time.Since(start)

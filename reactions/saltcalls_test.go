@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,6 +87,37 @@ func TestSaltCalls(t *testing.T) {
 	}
 	if _, err := saltFn(map[string]any{}, "pillar.get", nil, nil); !errors.Is(err, errNoSaltCaller) {
 		t.Errorf("no session: %v", err)
+	}
+}
+
+// TestSaltCallsTogether: renders that make the same call at once share one
+// request (a burst of events for one file), and each gets its own copy of
+// the answer.
+func TestSaltCallsTogether(t *testing.T) {
+	caller := &countingCaller{delay: 100 * time.Millisecond}
+	sc := &SaltCalls{Caller: caller, Allow: []string{"grains.get"}}
+	const renders = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, renders)
+	for range renders {
+		wg.Go(func() {
+			s := sc.Session(context.Background())
+			v, err := saltFn(map[string]any{saltSessionKey: s}, "grains.get", []any{"os"}, nil)
+			if err == nil && v != "grains.get: os" {
+				err = fmt.Errorf("answer %v", v)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := caller.n.Load(); n != 1 {
+		t.Errorf("%d renders at once made %d calls, want 1", renders, n)
 	}
 }
 

@@ -42,6 +42,7 @@ Anything else is refused, answered ``{"error": ...}`` and logged in the
 master's log.
 """
 
+import collections.abc
 import datetime
 import fnmatch
 import logging
@@ -119,6 +120,9 @@ class _Wrap(salt.utils.reactor.ReactWrap):
 
     def _start(self, kind, fun, kwargs):
         client = self.client_cache[kind]
+        # The jid the answer names: RunnerClient/WheelClient.low runs under
+        # __jid__ (set here, past ReactWrap.run's checks of the arguments).
+        kwargs["__jid__"] = self.local_state.jid
         try:
             self.engine.start_job(self.local_state.conn, client.low, fun, kwargs)
         except RequestError as exc:
@@ -226,11 +230,9 @@ class Engine:
         self.wrap.populate_client_cache(low)
         if fun not in self.wrap.client_cache[kind].functions:
             raise RequestError(f"{kind} function {fun!r} is not available on this master")
-        low = dict(low)
         jid = self.gen_jid()
-        low["__jid__"] = jid
         state = self.wrap.local_state
-        state.conn, state.started, state.error = conn, False, None
+        state.conn, state.jid, state.started, state.error = conn, jid, False, None
         self.wrap.run(low)  # Salt's own argument handling; logs its failures
         if state.error is not None:
             raise state.error
@@ -250,7 +252,10 @@ class Engine:
         functions = self.mminion.functions
         if fun not in functions:
             raise RequestError(f"{fun!r} is not available on this master")
-        return {"return": functions[fun](*args, **kwargs)}
+        # Inside the loader's context: a function that returns one of its
+        # dunders (config.items returns __opts__) is read there, where it
+        # has a value, as Salt's reactor reads its own opts.
+        return {"return": functions.run(lambda: _plain(functions[fun](*args, **kwargs)))}
 
 
 def _hung_up(conn):
@@ -267,6 +272,40 @@ def _hung_up(conn):
     except OSError:
         return True
     return data == b""
+
+
+def _plain(value):
+    """value with what msgpack cannot carry written plainly: the loader's
+    context objects in the master's opts (__pillar__, __grains__, ...),
+    which have no value outside a loaded function, become None (salt.cmd
+    config.items fails on them), other objects their text."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if isinstance(value, collections.abc.Mapping):
+        try:
+            items = list(value.items())
+        except Exception:  # pylint: disable=broad-except
+            return None
+        return {str(k): _plain(v) for k, v in items}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    try:
+        return str(value)
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def _frame(rid, answer):
+    """One answer in Salt's framing."""
+    try:
+        return salt.payload.dumps({"head": {"id": rid}, "body": answer}, use_bin_type=True)
+    except Exception:  # pylint: disable=broad-except
+        pass
+    try:
+        return salt.payload.dumps({"head": {"id": rid}, "body": _plain(answer)}, use_bin_type=True)
+    except Exception as exc:  # pylint: disable=broad-except
+        log.error("reactord engine: cannot encode an answer", exc_info=True)
+        return salt.payload.dumps({"head": {"id": rid}, "body": {"error": f"the answer cannot be encoded: {exc}"}}, use_bin_type=True)
 
 
 def _peer_uid(conn):
@@ -299,7 +338,7 @@ def _serve_conn(engine, conn):
                 except Exception as exc:  # pylint: disable=broad-except
                     log.error("reactord engine: request failed", exc_info=True)
                     answer = {"error": f"{type(exc).__name__}: {exc}"}
-                conn.sendall(salt.payload.dumps({"head": {"id": rid}, "body": answer}, use_bin_type=True))
+                conn.sendall(_frame(rid, answer))
     except OSError as exc:
         log.debug("reactord engine: connection closed: %s", exc)
     finally:
@@ -338,6 +377,7 @@ def start(socket=None, worker_threads=None, salt_calls="read-only"):  # pylint: 
     # that the pool's threads do not race to load them.
     for kind in ("runner", "wheel"):
         engine.wrap.populate_client_cache({"state": kind})
+    engine.mminion  # pylint: disable=pointless-statement; loaded before the first render needs it
     server = _listen(path)
     log.info(
         "reactord engine: listening on %s (runner and wheel reactions, %d at once; render-time calls)",

@@ -61,8 +61,14 @@ func TestStorm(t *testing.T) {
 		seconds, jps, mjobps float64
 	}
 	// REACTORD_E2E_STORM_KIND=runner reacts to myco/storm/<id> events with
-	// runner.test.arg instead (counted from salt/run/<jid>/new).
-	runner := os.Getenv("REACTORD_E2E_STORM_KIND") == "runner"
+	// runner.test.arg instead (counted from salt/run/<jid>/new);
+	// runner-event with runner.event.send.
+	kind := os.Getenv("REACTORD_E2E_STORM_KIND")
+	runner := kind == "runner" || kind == "runner-event"
+	runnerFun, runnerSrc := "runner.test.arg", "storm_runner:\n  runner.test.arg:\n    - id: {{ data['id'] }}\n"
+	if kind == "runner-event" {
+		runnerFun, runnerSrc = "runner.event.send", "storm_runner:\n  runner.event.send:\n    - tag: myco/storm-echo/{{ data['id'] }}\n    - data:\n        id: {{ data['id'] }}\n"
+	}
 	var results []result
 	contenders := []string{"salt-reactor", "reactord-master", "reactord-saltapi", "reactord-saltapi-no-merge", "reactord-exec", "reactord-exec-1proc", "reactord-saltapi-guard-on"}
 	if only := os.Getenv("REACTORD_E2E_STORM_ONLY"); only != "" {
@@ -74,13 +80,17 @@ func TestStorm(t *testing.T) {
 			dir := t.TempDir()
 			runnerSLS, runnerRule := filepath.Join(dir, "runner.sls"), ""
 			if runner {
-				writeFile(t, runnerSLS, "storm_runner:\n  runner.test.arg:\n    - id: {{ data['id'] }}\n")
+				writeFile(t, runnerSLS, runnerSrc)
 				runnerRule = "  - 'myco/storm/*':\n    - " + runnerSLS + "\n"
 			}
 			if contender == "salt-reactor" {
 				sls := filepath.Join(dir, "highstate.sls")
 				writeFile(t, sls, "highstate_on_start:\n  local.state.apply:\n    - tgt: {{ data['id'] }}\n")
 				extra = "reactor:\n  - 'salt/minion/*/start':\n    - " + sls + "\n" + runnerRule
+			}
+			if contender == "reactord-master-engine" {
+				// reactord's Salt engine in the master, at its defaults.
+				extra = engineConfig("{}")
 			}
 			e := startSalt(t, saltOptions{minions: minions, masterExtra: extra, minionExtra: ""})
 			e.startMinions()
@@ -119,14 +129,21 @@ func TestStorm(t *testing.T) {
 				startReactord(t, e, "exec", "--no-loop-guard", "--exec-max-procs", "1")
 			case "reactord-saltapi-guard-on":
 				startReactord(t, e, "saltapi")
-			case "reactord-master":
+			case "reactord-master", "reactord-master-engine":
+				if contender == "reactord-master-engine" {
+					waitEngine(t, e)
+				}
 				root, _ := filepath.Abs("../..")
 				startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard")
 			case "reactord-master-guard-on":
 				startReactord(t, e, "master")
 			}
 			time.Sleep(5 * time.Second) // let the start-up settle
-			jobs := countJobs(t, e.sockDir, runner)
+			fun := ""
+			if runner {
+				fun = runnerFun
+			}
+			jobs := countJobs(t, e.sockDir, fun)
 			start := time.Now()
 			pushStarts(t, e.sockDir, minions, n, runner)
 			pushed := time.Since(start)
@@ -203,7 +220,7 @@ func pushEvents(t *testing.T, sockDir string, evs []event.Event) {
 }
 
 // jobCounter counts state.apply job publishes on the master's bus (with
-// runner, runner.test.arg runs).
+// runnerFun, that runner's runs).
 type jobCounter struct {
 	mu         sync.Mutex
 	jobs       int
@@ -211,7 +228,7 @@ type jobCounter struct {
 	last       time.Time
 }
 
-func countJobs(t *testing.T, sockDir string, runner bool) *jobCounter {
+func countJobs(t *testing.T, sockDir string, runnerFun string) *jobCounter {
 	t.Helper()
 	c, err := net.Dial("unix", filepath.Join(sockDir, "master_event_pub.ipc"))
 	if err != nil {
@@ -229,8 +246,8 @@ func countJobs(t *testing.T, sockDir string, runner bool) *jobCounter {
 			body, _ := frame["body"].([]byte)
 			tag, packed, ok := bytes.Cut(body, []byte("\n\n"))
 			prefix, fun := "salt/job/", "state.apply"
-			if runner {
-				prefix, fun = "salt/run/", "runner.test.arg"
+			if runnerFun != "" {
+				prefix, fun = "salt/run/", runnerFun
 			}
 			if !ok || !bytes.HasPrefix(tag, []byte(prefix)) || !bytes.HasSuffix(tag, []byte("/new")) {
 				continue
@@ -243,7 +260,7 @@ func countJobs(t *testing.T, sockDir string, runner bool) *jobCounter {
 				continue
 			}
 			ms, _ := data["minions"].([]any)
-			if runner {
+			if runnerFun != "" {
 				ms = []any{nil}
 			}
 			jc.mu.Lock()
