@@ -9,7 +9,7 @@ for arch in amd64 arm64; do
   ls dist/reactord_*_"$arch".deb dist/reactord-*."$( [ "$arch" = amd64 ] && echo x86_64 || echo aarch64)".rpm >/dev/null
 done
 contents=$(dpkg-deb -c "$deb")
-for f in ./usr/bin/reactord ./lib/systemd/system/reactord.service ./lib/systemd/system/reactord-bridge.service ./etc/reactord/reactord.conf; do
+for f in ./usr/bin/reactord ./lib/systemd/system/reactord.service ./lib/systemd/system/reactord-bridge.service ./etc/reactord/reactord.conf ./usr/share/reactord/salt-engine/reactord.py; do
   echo "$contents" | grep -q " $f\$" || { echo "$deb lacks $f"; exit 1; }
 done
 dpkg-deb -f "$deb" Package Version Architecture

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/reactions"
 )
 
 // engineStandIn answers on a Unix socket in the engine's framing, as
@@ -285,3 +288,26 @@ func TestEngineCallNotResentOnCancel(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestEngineReadOnlyListMatches: the engine's default salt_calls
+// (salt-engine/reactord.py's READ_ONLY) are --salt-calls' read-only
+// functions, so that a call reactord allows by default the engine allows
+// too.
+func TestEngineReadOnlyListMatches(t *testing.T) {
+	src, err := os.ReadFile("../../salt-engine/reactord.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(src), "# BEGIN read-only\n")
+	block, _, ok2 := strings.Cut(block, "# END read-only\n")
+	if !ok || !ok2 {
+		t.Fatal("reactord.py has no read-only block")
+	}
+	var got []string
+	for _, m := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(block, -1) {
+		got = append(got, m[1])
+	}
+	if !reflect.DeepEqual(got, reactions.ReadOnlySaltCalls) {
+		t.Errorf("the engine's read-only functions\n%v\ndiffer from --salt-calls'\n%v", got, reactions.ReadOnlySaltCalls)
+	}
+}
