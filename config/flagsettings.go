@@ -102,6 +102,7 @@ var flagSettings = map[string]settingKind{
 	"master_key_file":       kindPath,
 	"master_user":           kindString,
 	"master_sockets":        kindCount,
+	"master_engine":         kindString,
 	"salt_calls":            kindString,
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -157,6 +159,53 @@ func TestCheckLogsInToSaltAPI(t *testing.T) {
 		if code != tc.code || !strings.Contains(out+errOut, tc.want) || logins.Load() != tc.logins {
 			t.Errorf("check (password %s %s): exit %d, %d login(s), want %d and %q\n%s%s", tc.password, tc.flag, code, logins.Load(), tc.code, tc.want, out, errOut)
 		}
+	}
+}
+
+// TestCheckAsksTheMasterEngine: with driver: master configured, check
+// connects to reactord's Salt engine's socket in the master's sock_dir:
+// a note when it listens, a warning (not a failure: runners then go the
+// master's way) when it does not; --offline does not ask.
+func TestCheckAsksTheMasterEngine(t *testing.T) {
+	t.Parallel()
+	sock, err := os.MkdirTemp("", "rde") // a Unix socket's path is short
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sock)
+	dir := writeFiles(t, map[string]string{
+		"reactor.conf":        "reactor:\n  - 'x/*': x.sls\nreactord:\n  driver: master\n  salt_config_dir: salt\n",
+		"x.sls":               "#!yaml\nx:\n  runner.test.arg:\n    - a: 1\n",
+		"salt/master":         "sock_dir: " + sock + "\n",
+		"salt/master.d/.keep": "",
+	})
+	conf := filepath.Join(dir, "reactor.conf")
+	path := filepath.Join(sock, "reactord.ipc")
+	code, out, errOut := runCmd(t, "", "check", "-c", conf)
+	if code != exitOK || !strings.Contains(errOut, "warning: driver master: the reactord Salt engine does not answer at "+path) {
+		t.Errorf("check without the engine: exit %d\n%s%s", code, out, errOut)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	code, out, errOut = runCmd(t, "", "check", "-c", conf)
+	if code != exitOK || !strings.Contains(out+errOut, "driver master: the reactord Salt engine answers at "+path) || strings.Contains(errOut, "warning") {
+		t.Errorf("check with the engine: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "", "check", "-c", conf, "--offline")
+	if code != exitOK || strings.Contains(out+errOut, "reactord Salt engine") {
+		t.Errorf("check --offline: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
