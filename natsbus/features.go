@@ -159,11 +159,16 @@ var (
 	// copies several masters fire of one event.
 	FeatureDedupeMasters = Feature{Name: "--dedupe-masters", What: "copies of one event from several masters react once (bucket REACTORD_COPIES)",
 		Needs: []Requirement{{"key-value buckets with a TTL", Version{Major: 2, Minor: 9, Patch: 0}}}}
+	// FeatureBatchPublish is the publishers' atomic batches (the bridge,
+	// fire; see BatchPublisher): no flag, on whenever the server has it.
+	FeatureBatchPublish = Feature{Name: "batched publishing", What: "publishers send events in atomic batches, each written and flushed to disk once (stream allow_atomic)",
+		Needs:    []Requirement{{"atomic batch publish", AtomicBatchMin}},
+		Fallback: "each event published and flushed on its own (several in flight)"}
 )
 
 // Features lists the features in the order check reports them.
 func Features() []Feature {
-	return []Feature{FeatureJetStream, FeaturePartitions, FeatureSharedState, FeatureDedupeMasters}
+	return []Feature{FeatureJetStream, FeaturePartitions, FeatureSharedState, FeatureDedupeMasters, FeatureBatchPublish}
 }
 
 // Min is the first release with every API the feature needs.

@@ -149,15 +149,16 @@ var ErrWorkQueueStream = errors.New("the stream is a work queue (made for one sh
 // existing stream's duplicate window and replicas to o.Duplicates and
 // o.Replicas when those are set and differ (its other settings are left
 // alone); a change of replicas is logged to o.Logger. With o.Partitions it
-// sets the stream's subject transform to that number of partitions.
+// sets the stream's subject transform to that number of partitions. On
+// nats-server 2.12 or later (every node that answers, see ServerVersion)
+// it creates the stream with atomic batch publish allowed (allow_atomic),
+// and allows it on an existing stream that does not (logged), so that
+// BatchPublisher's batches are written and flushed once each.
 func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	window, replicas := o.Duplicates, o.Replicas
 	o.Defaults()
 	s, err := c.js.Stream(ctx, o.Stream)
 	if err == nil {
-		if window <= 0 && replicas <= 0 && o.Partitions <= 0 {
-			return nil
-		}
 		info, err := s.Info(ctx)
 		if err != nil {
 			return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
@@ -177,12 +178,19 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 			// the partitions' consumers exist.
 			cfg.Subjects = append(slices.Clone(cfg.Subjects), PartitionPrefix(c.prefix)+">")
 		}
-		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) && len(cfg.Subjects) == len(info.Config.Subjects) {
+		if !cfg.AllowAtomicPublish && c.atomicBatches(ctx) && !cfg.Sealed && cfg.Mirror == nil {
+			cfg.AllowAtomicPublish = true
+		}
+		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) && len(cfg.Subjects) == len(info.Config.Subjects) &&
+			cfg.AllowAtomicPublish == info.Config.AllowAtomicPublish {
 			return nil
 		}
 		if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("updating stream %s (duplicate window %v, was %v; replicas %d, was %d; partitions %d): %w",
-				o.Stream, cfg.Duplicates, info.Config.Duplicates, cfg.Replicas, max(info.Config.Replicas, 1), o.Partitions, err)
+			return fmt.Errorf("updating stream %s (duplicate window %v, was %v; replicas %d, was %d; partitions %d; allow_atomic %t, was %t): %w",
+				o.Stream, cfg.Duplicates, info.Config.Duplicates, cfg.Replicas, max(info.Config.Replicas, 1), o.Partitions, cfg.AllowAtomicPublish, info.Config.AllowAtomicPublish, err)
+		}
+		if cfg.AllowAtomicPublish != info.Config.AllowAtomicPublish && o.Logger != nil {
+			o.Logger.Info("JetStream stream now allows atomic batch publish (allow_atomic): publishers send batches, each written and flushed once", "stream", o.Stream)
 		}
 		if cfg.Replicas != max(info.Config.Replicas, 1) && o.Logger != nil {
 			o.Logger.Warn("JetStream stream replicas changed", "stream", o.Stream, "replicas", cfg.Replicas, "was", max(info.Config.Replicas, 1))
@@ -200,6 +208,9 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		Duplicates: o.Duplicates,
 		MaxAge:     o.MaxAge,
 		Replicas:   max(o.Replicas, 1),
+		// Publishers send atomic batches, which the server writes and
+		// flushes once each (BatchPublisher).
+		AllowAtomicPublish: c.atomicBatches(ctx),
 	}
 	if o.Partitions > 0 {
 		t := PartitionTransform(c.prefix, o.Partitions)
@@ -214,6 +225,13 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		return fmt.Errorf("creating stream %s: %w", o.Stream, err)
 	}
 	return nil
+}
+
+// atomicBatches reports whether every server of the connection's cluster
+// that answers has atomic batch publish (AtomicBatchMin).
+func (c *Conn) atomicBatches(ctx context.Context) bool {
+	sv, err := c.ServerVersion(ctx)
+	return err == nil && !sv.Version.Less(AtomicBatchMin)
 }
 
 // SetPartitionTransform sets the subject transform of the stream o.Stream

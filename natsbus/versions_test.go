@@ -2,6 +2,7 @@ package natsbus_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/internal/freeport"
@@ -113,6 +115,48 @@ var apiProbes = map[string]func(ctx context.Context, c *natsbus.Conn) error{
 		}
 		_, err = s.ResetConsumer(ctx, "r")
 		return err
+	},
+	"atomic batch publish": func(ctx context.Context, c *natsbus.Conn) error {
+		// A server without atomic batches ignores the stream's field and
+		// the batch headers (storing each message as it comes): read the
+		// field back, and want the commit's acknowledgement to count the
+		// batch.
+		s, err := c.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "PROBE_ATOMIC", Subjects: []string{"probe.atomic"}, AllowAtomicPublish: true})
+		if err != nil {
+			return err
+		}
+		if !s.CachedInfo().Config.AllowAtomicPublish {
+			return errors.New("the stream's allow_atomic reads back false")
+		}
+		nc := c.NATS()
+		m := nats.NewMsg("probe.atomic")
+		m.Header.Set("Nats-Batch-Id", "probe")
+		m.Header.Set("Nats-Batch-Sequence", "1")
+		if err := nc.PublishMsg(m); err != nil {
+			return err
+		}
+		m = nats.NewMsg("probe.atomic")
+		m.Header.Set("Nats-Batch-Id", "probe")
+		m.Header.Set("Nats-Batch-Sequence", "2")
+		m.Header.Set("Nats-Batch-Commit", "1")
+		resp, err := nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			return err
+		}
+		var ack struct {
+			Count int                 `json:"count"`
+			Error *jetstream.APIError `json:"error"`
+		}
+		if err := json.Unmarshal(resp.Data, &ack); err != nil {
+			return err
+		}
+		if ack.Error != nil {
+			return ack.Error
+		}
+		if ack.Count != 2 {
+			return fmt.Errorf("the commit's acknowledgement counts %d messages, want 2: %s", ack.Count, resp.Data)
+		}
+		return nil
 	},
 	"key-value buckets with a TTL": func(ctx context.Context, c *natsbus.Conn) error {
 		kv, err := c.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "PROBE_COPIES", TTL: time.Hour, History: 1})

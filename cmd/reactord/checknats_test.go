@@ -29,6 +29,7 @@ func TestCheckNATS(t *testing.T) {
 			}
 			partsOK := !v.Less(natsbus.Version{Major: 2, Minor: 14})
 			stateOK := !v.Less(natsbus.Version{Major: 2, Minor: 11})
+			batchOK := !v.Less(natsbus.Version{Major: 2, Minor: 12})
 
 			code, out, errOut := runCmd(t, "", "check", "--nats", url)
 			if code != exitOK {
@@ -49,6 +50,11 @@ func TestCheckNATS(t *testing.T) {
 				want = append(want, "feature --shared-state: works\n")
 			} else {
 				want = append(want, "feature --shared-state: refused: needs nats-server 2.11.0 or later (per-message TTLs) (server runs "+v.String()+"); the daemon falls back: the state stays in each process's memory\n")
+			}
+			if batchOK {
+				want = append(want, "feature batched publishing: works\n")
+			} else {
+				want = append(want, "feature batched publishing: refused: needs nats-server 2.12.0 or later (atomic batch publish) (server runs "+v.String()+"); the daemon falls back: each event published and flushed on its own (several in flight)\n")
 			}
 			for _, w := range want {
 				if !strings.Contains(out, w) {
@@ -74,7 +80,8 @@ func TestCheckNATS(t *testing.T) {
 			for _, f := range doc.NATS.Features {
 				status[f.Feature] = f.Status
 			}
-			if !doc.OK || doc.NATS.Version != v.String() || !doc.NATS.JetStream || len(status) != 4 ||
+			if !doc.OK || doc.NATS.Version != v.String() || !doc.NATS.JetStream || len(status) != 5 ||
+				status["batched publishing"] != map[bool]string{true: "works", false: "refused"}[batchOK] ||
 				status["--partitions"] != map[bool]string{true: "works", false: "refused"}[partsOK] ||
 				status["--shared-state"] != map[bool]string{true: "works", false: "refused"}[stateOK] {
 				t.Fatalf("--out json: %+v", doc)

@@ -1,0 +1,514 @@
+package natsbus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The headers of JetStream's atomic batch publish (nats-server 2.12+).
+const (
+	headerBatchID     = "Nats-Batch-Id"
+	headerBatchSeq    = "Nats-Batch-Sequence"
+	headerBatchCommit = "Nats-Batch-Commit"
+)
+
+// AtomicBatchMin is the first nats-server release with atomic batch
+// publish (a stream's allow_atomic): a committed batch is written and, with
+// sync_interval always, flushed to disk once.
+var AtomicBatchMin = Version{Major: 2, Minor: 12, Patch: 0}
+
+// The server's refusals of an atomic batch that the per-message path then
+// settles (its errors are exact per event).
+const (
+	errCodeAtomicDisabled  jetstream.ErrorCode = 10174 // the stream has no allow_atomic
+	errCodeAtomicTooLarge  jetstream.ErrorCode = 10199 // over the server's max_batch_size
+	errCodeAtomicDuplicate jetstream.ErrorCode = 10201 // an id the stream has (or the batch has twice)
+)
+
+// Defaults for BatchOptions.
+const (
+	// DefaultBatchMax is the most events in one batch (nats-server takes
+	// up to 1000 unless its max_batch_size says fewer).
+	DefaultBatchMax = 256
+	// DefaultBatchLinger is how long a batch stays open for more events
+	// after its first one.
+	DefaultBatchLinger = time.Millisecond
+	// DefaultBatchInFlight is how many batches wait for their
+	// acknowledgement at once (nats-server allows 50 open atomic batches
+	// per stream, all publishers together).
+	DefaultBatchInFlight = 4
+)
+
+// batchAckTimeout bounds the wait for one batch's acknowledgement.
+var batchAckTimeout = 10 * time.Second
+
+// BatchOptions configure a BatchPublisher.
+type BatchOptions struct {
+	// MaxBatch is the most events in one batch (default DefaultBatchMax,
+	// at most 1000).
+	MaxBatch int
+	// Linger is how long a batch stays open after its first event
+	// (default DefaultBatchLinger): a lone event waits no longer than that
+	// before it is sent.
+	Linger time.Duration
+	// InFlight is how many batches wait for their acknowledgement at once
+	// (default DefaultBatchInFlight); while all do, the open batch keeps
+	// filling up to MaxBatch, and Publish blocks beyond.
+	InFlight int
+	// Retries is how many times a batch that got no acknowledgement (a
+	// timeout, no responders, a connection lost) is sent again before its
+	// events fail (default 0).
+	Retries int
+	// Logger receives the line saying how events are published, and why
+	// (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// BatchStats count what a BatchPublisher sent.
+type BatchStats struct {
+	// Batches is the atomic batches the stream acknowledged.
+	Batches int64
+	// Batched is the events in them.
+	Batched int64
+	// Single is the events published one at a time: alone in their
+	// batch, on a server without atomic batches, or settled one by one
+	// after the server refused their batch (a duplicate id in it).
+	Single int64
+	// Fallbacks is the batches the server refused and that were then
+	// published one message at a time.
+	Fallbacks int64
+}
+
+// BatchPublisher publishes events to JetStream in atomic batches
+// (nats-server 2.12+): events gather in an open batch, which is sent when
+// it holds MaxBatch events or Linger after its first one, while up to
+// InFlight batches wait for their acknowledgement. The stream stores a
+// batch whole or not at all and, with each write flushed (sync_interval
+// always), flushes it once: that is what makes it cheaper than one
+// acknowledged publish per event. Every event carries its Nats-Msg-Id (the
+// caller's, else one of the publisher's): the server refuses a batch that
+// holds an id it stored within its duplicate window, and the publisher
+// then publishes that batch's events one at a time, so that duplicates
+// are dropped and acknowledged as the per-message path does; an event
+// given twice in one open batch is sent once and acknowledged with it.
+//
+// On a server older than AtomicBatchMin (asked once, at creation), or a
+// stream without allow_atomic (found at the first refusal), it publishes
+// each event on its own, several at once, and says so in one log line. A
+// batch of one event is always published on its own.
+//
+// Publish may be called from several goroutines; each event's done
+// function is called once, from the publisher's goroutines.
+type BatchPublisher struct {
+	c      *Conn
+	js     jetstream.JetStream
+	log    *slog.Logger
+	linger time.Duration
+	tries  int
+	idBase string
+	seq    atomic.Uint64 // the publisher's message ids
+	bseq   atomic.Uint64 // batch ids
+
+	atomic   atomic.Bool // atomic batches, else one message at a time
+	maxBatch atomic.Int64
+
+	mu      sync.Mutex
+	room    *sync.Cond // signalled when the open batch was taken
+	open    []*batchEvent
+	openIDs map[string]*batchEvent
+	first   time.Time // the open batch's first event
+	flush   bool
+	closed  bool
+
+	kick     chan struct{} // wakes the closer
+	slots    chan struct{} // batches in flight
+	inFlight sync.WaitGroup
+	loopDone chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+
+	batches, batched, single, fallbacks atomic.Int64
+}
+
+type batchEvent struct {
+	msg  *nats.Msg
+	done []func(error)
+}
+
+func (e *batchEvent) settle(err error) {
+	for _, d := range e.done {
+		if d != nil {
+			d(err)
+		}
+	}
+}
+
+// NewBatchPublisher returns a publisher into the event stream. It asks the
+// server's version (the lowest of a cluster's, see ServerVersion) once to
+// choose atomic batches or one message at a time, and logs the choice.
+func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPublisher, error) {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultBatchMax
+	}
+	o.MaxBatch = min(o.MaxBatch, 1000)
+	if o.Linger <= 0 {
+		o.Linger = DefaultBatchLinger
+	}
+	if o.InFlight <= 0 {
+		o.InFlight = DefaultBatchInFlight
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(o.MaxBatch*o.InFlight+1), jetstream.WithPublishAsyncTimeout(batchAckTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	pctx, cancel := context.WithCancel(context.Background())
+	p := &BatchPublisher{c: c, js: js, log: log, linger: o.Linger, tries: max(o.Retries, 0) + 1,
+		idBase: "reactord-" + hex.EncodeToString(b[:]) + "-", openIDs: map[string]*batchEvent{},
+		kick: make(chan struct{}, 1), slots: make(chan struct{}, o.InFlight), loopDone: make(chan struct{}), ctx: pctx, cancel: cancel}
+	p.room = sync.NewCond(&p.mu)
+	p.maxBatch.Store(int64(o.MaxBatch))
+	sv, err := c.ServerVersion(ctx)
+	switch {
+	case err != nil:
+		log.Warn("JetStream publishing: one message at a time (the server's version is unreadable, so atomic batches are not tried)", "err", err)
+	case sv.Version.Less(AtomicBatchMin):
+		log.Info("JetStream publishing: one message at a time, several in flight (nats-server "+sv.Version.String()+" has no atomic batch publish, which needs "+AtomicBatchMin.String()+" or later)",
+			"server", sv.URL)
+	default:
+		p.atomic.Store(true)
+		log.Info("JetStream publishing: atomic batches (one disk flush per batch)", "max_batch", o.MaxBatch, "linger", o.Linger, "in_flight", o.InFlight,
+			"server", sv.URL, "version", sv.Version.String())
+	}
+	go p.loop()
+	return p, nil
+}
+
+// Atomic reports whether the publisher sends atomic batches (false: one
+// message at a time).
+func (p *BatchPublisher) Atomic() bool { return p.atomic.Load() }
+
+// Stats returns the counts so far.
+func (p *BatchPublisher) Stats() BatchStats {
+	return BatchStats{Batches: p.batches.Load(), Batched: p.batched.Load(), Single: p.single.Load(), Fallbacks: p.fallbacks.Load()}
+}
+
+// Publish adds one event envelope, on its keyed subject, to the open
+// batch; done (may be nil) is called once with nil when the stream
+// acknowledged it (stored, or known already by its id), else with the
+// error. Publish blocks while the open batch is full and every batch in
+// flight waits for its acknowledgement; it fails only after Close.
+func (p *BatchPublisher) Publish(tag string, body []byte, meta Meta, done func(error)) error {
+	if meta.MsgID == "" {
+		meta.MsgID = p.idBase + strconv.FormatUint(p.seq.Add(1), 10)
+	}
+	msg := &nats.Msg{Subject: p.c.streamSubject(tag, body, meta), Data: body, Header: meta.header()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed && int64(len(p.open)) >= p.maxBatch.Load() {
+		p.room.Wait()
+	}
+	if p.closed {
+		return errors.New("publishing after Close")
+	}
+	if e, ok := p.openIDs[meta.MsgID]; ok {
+		// The same id twice in a batch: the server would refuse the
+		// batch; the stream keeps one, so this one rides on the first.
+		e.done = append(e.done, done)
+		return nil
+	}
+	e := &batchEvent{msg: msg, done: []func(error){done}}
+	p.open = append(p.open, e)
+	p.openIDs[meta.MsgID] = e
+	if len(p.open) == 1 {
+		p.first = time.Now()
+		p.wake()
+	} else if int64(len(p.open)) >= p.maxBatch.Load() {
+		p.wake()
+	}
+	return nil
+}
+
+func (p *BatchPublisher) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Flush sends the open batch without waiting for Linger.
+func (p *BatchPublisher) Flush() {
+	p.mu.Lock()
+	p.flush = true
+	p.mu.Unlock()
+	p.wake()
+}
+
+// Close sends what is open and waits for every acknowledgement, or for
+// ctx's end, which fails the events still waiting. Publish must not be
+// called after Close.
+func (p *BatchPublisher) Close(ctx context.Context) {
+	p.mu.Lock()
+	p.closed = true
+	p.room.Broadcast()
+	p.mu.Unlock()
+	p.wake()
+	stop := context.AfterFunc(ctx, p.cancel)
+	defer stop()
+	<-p.loopDone
+	p.inFlight.Wait()
+	p.cancel()
+}
+
+// loop closes batches and sends them, each on a goroutine of its own
+// holding one of the InFlight slots.
+func (p *BatchPublisher) loop() {
+	defer close(p.loopDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		p.mu.Lock()
+		n, first, closing, flush := len(p.open), p.first, p.closed, p.flush
+		p.mu.Unlock()
+		if n == 0 {
+			if closing {
+				return
+			}
+			select {
+			case <-p.kick:
+			case <-p.ctx.Done():
+				return
+			}
+			continue
+		}
+		if p.atomic.Load() && !closing && !flush && int64(n) < p.maxBatch.Load() {
+			if wait := p.linger - time.Since(first); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-p.kick:
+					timer.Stop()
+				}
+				continue
+			}
+		}
+		select {
+		case p.slots <- struct{}{}: // while every slot is taken, the batch grows
+		case <-p.ctx.Done():
+			p.failOpen(p.ctx.Err())
+			return
+		}
+		p.mu.Lock()
+		take := min(len(p.open), int(p.maxBatch.Load()))
+		batch := p.open[:take:take]
+		p.open = append([]*batchEvent(nil), p.open[take:]...)
+		clear(p.openIDs)
+		for _, e := range p.open {
+			p.openIDs[e.msg.Header.Get(HeaderMsgID)] = e
+		}
+		if len(p.open) > 0 {
+			p.first = time.Now()
+		}
+		p.flush = p.flush && len(p.open) > 0
+		p.room.Broadcast()
+		p.mu.Unlock()
+		p.inFlight.Add(1)
+		go func() {
+			defer func() { <-p.slots; p.inFlight.Done() }()
+			p.send(batch)
+		}()
+	}
+}
+
+// failOpen fails the events of the open batch (Close's context ended).
+func (p *BatchPublisher) failOpen(err error) {
+	p.mu.Lock()
+	open := p.open
+	p.open = nil
+	clear(p.openIDs)
+	p.mu.Unlock()
+	for _, e := range open {
+		e.settle(fmt.Errorf("%s: %w", e.msg.Subject, err))
+	}
+}
+
+// send publishes one batch and settles its events.
+func (p *BatchPublisher) send(batch []*batchEvent) {
+	if len(batch) == 1 || !p.atomic.Load() {
+		p.sendEach(batch)
+		return
+	}
+	var err error
+	for try := 0; try < p.tries; try++ {
+		if try > 0 {
+			select {
+			case <-time.After(time.Duration(100<<(2*(try-1))) * time.Millisecond):
+			case <-p.ctx.Done():
+				err = p.ctx.Err()
+				try = p.tries
+				continue
+			}
+		}
+		err = p.sendAtomic(batch)
+		if err == nil {
+			p.batches.Add(1)
+			p.batched.Add(int64(len(batch)))
+			for _, e := range batch {
+				e.settle(nil)
+			}
+			return
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			// A refusal: each event's own publish says which are
+			// duplicates, and what else is wrong.
+			p.refused(apiErr, len(batch))
+			p.sendEach(batch)
+			return
+		}
+		if !transientPublishError(err) && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrConnectionReconnecting) {
+			break
+		}
+	}
+	for _, e := range batch {
+		e.settle(fmt.Errorf("publishing a batch of %d events to JetStream (%s first): %w", len(batch), e.msg.Subject, err))
+	}
+}
+
+// refused counts a refused batch and acts on the refusals that say
+// something of the publisher's settings.
+func (p *BatchPublisher) refused(apiErr *jetstream.APIError, n int) {
+	p.fallbacks.Add(1)
+	switch apiErr.ErrorCode {
+	case errCodeAtomicDisabled:
+		if p.atomic.CompareAndSwap(true, false) {
+			p.log.Warn("JetStream publishing: one message at a time from now on: the event stream does not allow atomic batches (allow_atomic); the daemon turns it on when it creates or updates the stream on nats-server "+
+				AtomicBatchMin.String()+" or later", "err", apiErr)
+		}
+	case errCodeAtomicTooLarge:
+		if half := int64(max(n/2, 1)); half < p.maxBatch.Load() {
+			p.maxBatch.Store(half)
+			p.log.Warn("JetStream publishing: the server refuses batches this large (its max_batch_size); batches of at most this many from now on", "max_batch", half, "err", apiErr)
+		}
+	}
+}
+
+// sendAtomic sends batch as one atomic batch and waits for its
+// acknowledgement: the messages before the last without a reply subject,
+// the last with the commit and the reply.
+func (p *BatchPublisher) sendAtomic(batch []*batchEvent) error {
+	id := p.idBase + "b" + strconv.FormatUint(p.bseq.Add(1), 36)
+	last := len(batch) - 1
+	for i, e := range batch {
+		h := make(nats.Header, len(e.msg.Header)+3)
+		for k, v := range e.msg.Header {
+			h[k] = v
+		}
+		h[headerBatchID] = []string{id}
+		h[headerBatchSeq] = []string{strconv.Itoa(i + 1)}
+		m := &nats.Msg{Subject: e.msg.Subject, Data: e.msg.Data, Header: h}
+		if i < last {
+			if err := p.c.nc.PublishMsg(m); err != nil {
+				return err
+			}
+			continue
+		}
+		h[headerBatchCommit] = []string{"1"}
+		ctx, cancel := context.WithTimeout(p.ctx, batchAckTimeout)
+		resp, err := p.c.nc.RequestMsgWithContext(ctx, m)
+		cancel()
+		if err != nil {
+			return err
+		}
+		var ack struct {
+			Error  *jetstream.APIError `json:"error"`
+			Stream string              `json:"stream"`
+			Count  int                 `json:"count"`
+		}
+		if err := json.Unmarshal(resp.Data, &ack); err != nil {
+			return fmt.Errorf("reading the batch's acknowledgement %q: %w", resp.Data, err)
+		}
+		if ack.Error != nil {
+			return ack.Error
+		}
+		if ack.Stream == "" {
+			return fmt.Errorf("the batch's acknowledgement names no stream: %q", resp.Data)
+		}
+		if ack.Count != 0 && ack.Count != len(batch) {
+			return fmt.Errorf("the stream acknowledged %d of a batch of %d", ack.Count, len(batch))
+		}
+	}
+	return nil
+}
+
+// sendEach publishes the events one at a time, all at once, and settles
+// each with its own acknowledgement; one that gets none is sent again up
+// to Retries times.
+func (p *BatchPublisher) sendEach(batch []*batchEvent) {
+	p.single.Add(int64(len(batch)))
+	todo := batch
+	var errs []error
+	for try := 0; try < p.tries && len(todo) > 0; try++ {
+		if try > 0 {
+			select {
+			case <-time.After(time.Duration(100<<(2*(try-1))) * time.Millisecond):
+			case <-p.ctx.Done():
+			}
+		}
+		futs := make([]jetstream.PubAckFuture, len(todo))
+		errs = make([]error, len(todo))
+		for i, e := range todo {
+			if p.ctx.Err() != nil {
+				errs[i] = p.ctx.Err()
+				continue
+			}
+			fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: e.msg.Subject, Data: e.msg.Data, Header: e.msg.Header})
+			for errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				fut, err = p.js.PublishMsgAsync(&nats.Msg{Subject: e.msg.Subject, Data: e.msg.Data, Header: e.msg.Header})
+			}
+			futs[i], errs[i] = fut, err
+		}
+		var again []*batchEvent
+		var againErrs []error
+		for i, e := range todo {
+			err := errs[i]
+			if err == nil {
+				select {
+				case <-futs[i].Ok():
+				case err = <-futs[i].Err():
+				case <-p.ctx.Done():
+					err = p.ctx.Err()
+				}
+			}
+			switch {
+			case err == nil:
+				e.settle(nil)
+			case transientPublishError(err) && try+1 < p.tries && p.ctx.Err() == nil:
+				again, againErrs = append(again, e), append(againErrs, err)
+			default:
+				e.settle(fmt.Errorf("publishing %s to JetStream: %w", e.msg.Subject, err))
+			}
+		}
+		todo, errs = again, againErrs
+	}
+	for i, e := range todo {
+		e.settle(fmt.Errorf("publishing %s to JetStream: %w", e.msg.Subject, errs[i]))
+	}
+}
