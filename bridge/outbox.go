@@ -38,6 +38,27 @@ type PayloadLimiter interface {
 	MaxPayload() int
 }
 
+// AsyncPublisher is implemented by a Publisher that publishes several
+// events without waiting for each (natsbus.Conn does, in atomic batches):
+// the outbox then keeps up to its window of events in flight and releases
+// each from its spool only once done said it was published.
+type AsyncPublisher interface {
+	// PublishEventAsync queues one event for publishing as PublishEvent
+	// does; done is called once, from another goroutine, with nil when
+	// the event is stored, else the error. An error returned means the
+	// event was not queued (done is not called).
+	PublishEventAsync(ctx context.Context, tag string, body []byte, msgID string, done func(error)) error
+}
+
+// asyncWindow bounds the events an Outbox has in flight with an
+// AsyncPublisher.
+const asyncWindow = 4096
+
+// asyncDrain bounds the wait, once the outbox stops, for the
+// acknowledgements of the events in flight (those that do not come leave
+// their events in the spool, published again by the next run).
+const asyncDrain = 5 * time.Second
+
 // OutboxConfig configures an Outbox.
 type OutboxConfig struct {
 	// Dir holds the disk part of the spool; empty keeps the spool in memory
@@ -181,6 +202,9 @@ func (o *Outbox) Offer(tag string, body []byte, msgID string) {
 // an outage and its end are logged, with how long it lasted and how many
 // events waited.
 func (o *Outbox) Run(ctx context.Context) error {
+	if ap, ok := o.pub.(AsyncPublisher); ok {
+		return o.runAsync(ctx, ap)
+	}
 	for {
 		it, ok := o.spool.pop(ctx)
 		if n, err := o.spool.takeLost(); n > 0 {
@@ -197,10 +221,241 @@ func (o *Outbox) Run(ctx context.Context) error {
 	}
 }
 
+// flight is an event handed out to an AsyncPublisher.
+type flight struct {
+	it      item
+	settled bool
+	dropped bool  // not published, and counted so: released in its turn
+	err     error // the publisher's; nil once published (or dropped)
+}
+
+// runAsync is Run with an AsyncPublisher: it hands events out in order,
+// up to asyncWindow in flight, and releases from the spool the oldest ones
+// once they are published; an event is never released before. After a
+// failure it waits for every event in flight, then hands them all out
+// again from the oldest not published, in order, after a backoff (those
+// published after it are published again: their ids make the stream drop
+// the copies). Once it stops, it waits up to asyncDrain for the
+// acknowledgements under way; events that get none stay in the spool.
+func (o *Outbox) runAsync(ctx context.Context, ap AsyncPublisher) error {
+	var mu sync.Mutex // guards inFlight, unsettled and the flights
+	var inFlight []*flight
+	unsettled := 0
+	wake := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	delay := retry.Backoff{Min: o.minDelay, Max: o.maxDelay}
+	var outage time.Time
+	// release takes the settled events at the head out of the spool and
+	// returns the failure that stops it, if any.
+	release := func() error {
+		mu.Lock()
+		n, published := 0, int64(0)
+		var failed error
+		for _, f := range inFlight {
+			if !f.settled {
+				break
+			}
+			if f.err != nil {
+				failed = f.err
+				break
+			}
+			n++
+			if !f.dropped {
+				published++
+			}
+		}
+		inFlight = inFlight[n:]
+		mu.Unlock()
+		if n == 0 {
+			return failed
+		}
+		o.stats.Published.Add(published)
+		if err := o.spool.release(n); err != nil {
+			o.log.Error("spool: releasing published events", "error", err)
+		}
+		if published > 0 && !outage.IsZero() {
+			o.backAfter(outage, 0)
+			outage, delay = time.Time{}, retry.Backoff{Min: o.minDelay, Max: o.maxDelay}
+		}
+		return failed
+	}
+	// settle waits until no event is in flight, or until ctx ends or the
+	// deadline (nil: none) passes.
+	settle := func(ctx context.Context, deadline <-chan time.Time) bool {
+		for {
+			mu.Lock()
+			n := unsettled
+			mu.Unlock()
+			if n == 0 {
+				return true
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return false
+			case <-deadline:
+				return false
+			}
+		}
+	}
+	stop := func() error {
+		t := time.NewTimer(asyncDrain)
+		defer t.Stop()
+		settle(context.Background(), t.C)
+		_ = release()
+		o.spool.rewind()
+		return nil
+	}
+	for {
+		if n, err := o.spool.takeLost(); n > 0 {
+			o.stats.Dropped.Add(int64(n))
+			o.log.Error("spool file damaged: events in it lost", "events", n, "error", err)
+		}
+		if ctx.Err() != nil {
+			return stop()
+		}
+		if failed := release(); failed != nil {
+			mu.Lock()
+			head := inFlight[0].it
+			mu.Unlock()
+			o.stats.PublishErrors.Add(1)
+			if outage.IsZero() {
+				outage = time.Now()
+				o.outageBegins(head, failed)
+			}
+			// Let every event in flight settle, then start again from
+			// the oldest not published.
+			if !settle(ctx, nil) {
+				return stop()
+			}
+			_ = release()
+			mu.Lock()
+			inFlight = nil
+			mu.Unlock()
+			o.spool.rewind()
+			if !retry.Sleep(ctx, delay.Next()) {
+				return stop()
+			}
+			continue
+		}
+		mu.Lock()
+		full := len(inFlight) >= asyncWindow
+		mu.Unlock()
+		var it item
+		ok := false
+		if !full {
+			it, ok = o.spool.next()
+		}
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-wake:
+			case <-o.spool.ready:
+			}
+			continue
+		}
+		f := &flight{it: it}
+		body, publishable := o.prepare(it)
+		mu.Lock()
+		inFlight = append(inFlight, f)
+		if publishable {
+			unsettled++
+		} else {
+			f.settled, f.dropped = true, true
+		}
+		mu.Unlock()
+		if !publishable {
+			continue
+		}
+		done := func(err error) {
+			mu.Lock()
+			if err != nil && o.tooBig(f.it, len(body), err) {
+				f.dropped, err = true, nil
+			}
+			f.settled, f.err = true, err
+			unsettled--
+			mu.Unlock()
+			signal()
+		}
+		if err := ap.PublishEventAsync(ctx, it.tag, body, it.msgID, done); err != nil {
+			done(err)
+		}
+	}
+}
+
 // publish publishes one event, retrying until it is accepted or ctx ends
 // (false: the event is still to be published).
 func (o *Outbox) publish(ctx context.Context, it item) bool {
-	body := it.body
+	body, ok := o.prepare(it)
+	if !ok {
+		return true
+	}
+	delay := retry.Backoff{Min: o.minDelay, Max: o.maxDelay}
+	var outage time.Time
+	for {
+		err := o.pub.PublishEvent(ctx, it.tag, body, it.msgID)
+		if err == nil {
+			o.stats.Published.Add(1)
+			if !outage.IsZero() {
+				o.backAfter(outage, 1)
+			}
+			return true
+		}
+		o.stats.PublishErrors.Add(1)
+		if ctx.Err() != nil {
+			return false
+		}
+		if o.tooBig(it, len(body), err) {
+			return true
+		}
+		if outage.IsZero() {
+			outage = time.Now()
+			o.outageBegins(it, err)
+		}
+		if !retry.Sleep(ctx, delay.Next()) {
+			return false
+		}
+	}
+}
+
+// backAfter logs the end of an outage that began at outage.
+// extra counts events held outside the spool.
+func (o *Outbox) backAfter(outage time.Time, extra int) {
+	o.healthy.Store(true)
+	mem, disk, _ := o.spool.len()
+	o.log.Info("NATS takes events again", "outage", time.Since(outage).Round(time.Millisecond), "waiting", mem+disk+extra)
+}
+
+// outageBegins logs the first failure of an outage.
+func (o *Outbox) outageBegins(it item, err error) {
+	o.healthy.Store(false)
+	o.log.Warn("NATS does not take events; holding them in the spool and retrying", "tag", it.tag, "error", err)
+}
+
+// tooBig reports (counting and logging it) an event NATS refused as over
+// its max payload: it is dropped, not retried.
+func (o *Outbox) tooBig(it item, size int, err error) bool {
+	if !strings.Contains(err.Error(), "maximum payload") {
+		return false
+	}
+	o.stats.Unpublishable.Add(1)
+	if n, ok := o.failLog.Tick(); ok {
+		o.log.Error("NATS refused the event as too big; dropped", "tag", it.tag, "bytes", size, "error", err,
+			"dropped_since_last_log", n)
+	}
+	return true
+}
+
+// prepare returns the body to publish: cut to fit the server's max
+// payload when it is over; ok is false when it cannot be made to fit (the
+// event is dropped, counted and logged).
+func (o *Outbox) prepare(it item) (body []byte, ok bool) {
+	body = it.body
 	if bytes.Contains(body, valueTrimmed) {
 		o.stats.TrimmedBySalt.Add(1)
 		if n, ok := o.trimLog.Tick(); ok {
@@ -217,7 +472,7 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 					o.log.Error("event over the NATS max payload cannot be cut to fit; dropped", "tag", it.tag,
 						"bytes", len(body), "max_payload", max+headerReserve, "error", err, "dropped_since_last_log", n)
 				}
-				return true
+				return nil, false
 			}
 			o.stats.Truncated.Add(1)
 			if n, ok := o.cutLog.Tick(); ok {
@@ -232,41 +487,7 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 			body = out
 		}
 	}
-	delay := retry.Backoff{Min: o.minDelay, Max: o.maxDelay}
-	var outage time.Time
-	for {
-		err := o.pub.PublishEvent(ctx, it.tag, body, it.msgID)
-		if err == nil {
-			o.stats.Published.Add(1)
-			if !outage.IsZero() {
-				o.healthy.Store(true)
-				mem, disk, _ := o.spool.len()
-				o.log.Info("NATS takes events again", "outage", time.Since(outage).Round(time.Millisecond),
-					"waiting", mem+disk+1)
-			}
-			return true
-		}
-		o.stats.PublishErrors.Add(1)
-		if ctx.Err() != nil {
-			return false
-		}
-		if strings.Contains(err.Error(), "maximum payload") {
-			o.stats.Unpublishable.Add(1)
-			if n, ok := o.failLog.Tick(); ok {
-				o.log.Error("NATS refused the event as too big; dropped", "tag", it.tag, "bytes", len(body), "error", err,
-					"dropped_since_last_log", n)
-			}
-			return true
-		}
-		if outage.IsZero() {
-			outage = time.Now()
-			o.healthy.Store(false)
-			o.log.Warn("NATS does not take events; holding them in the spool and retrying", "tag", it.tag, "error", err)
-		}
-		if !retry.Sleep(ctx, delay.Next()) {
-			return false
-		}
-	}
+	return body, true
 }
 
 // Close persists what is still held (to the disk spool, for the next run)

@@ -50,7 +50,21 @@ type spool struct {
 	closed   bool
 	restored int   // items found in the file at open
 	torn     int64 // bytes cut from the file at open: a record written in part
+
+	// Handed out by next and not released yet (they stay in the spool,
+	// and close keeps them): the first outMem items in memory, then the
+	// disk records whose frame sizes diskOut holds (diskOutBytes in all).
+	// diskAhead are the records read from the file after those, not
+	// handed out yet.
+	outMem       int
+	diskOut      []int64
+	diskOutBytes int64
+	diskAhead    []item
+	aheadSizes   []int64
 }
+
+// diskReadAhead is how many records next reads from the file at once.
+const diskReadAhead = 256
 
 // spoolName names the bridge's disk spool under its data directory.
 const spoolName = "bridge-events"
@@ -213,6 +227,104 @@ func (s *spool) tryPop() (item, bool) {
 		return item{}, false
 	}
 	return it, true
+}
+
+// next hands out the oldest item not handed out yet, leaving it in the
+// spool until release (or rewind) says what became of it; it never waits.
+// Items are handed out in order: those in memory, then those on disk.
+func (s *spool) next() (item, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.memHead+s.outMem < len(s.mem) {
+		it := s.mem[s.memHead+s.outMem]
+		s.outMem++
+		return it, true
+	}
+	if len(s.diskAhead) == 0 {
+		if s.diskErr != nil || s.diskLen() <= len(s.diskOut) {
+			return item{}, false
+		}
+		recs, sizes, err := s.disk.PeekAt(s.diskOutBytes, diskReadAhead)
+		for i := 0; err == nil && i < len(recs); i++ {
+			var it item
+			if it, err = decodeItem(recs[i]); err == nil {
+				s.diskAhead, s.aheadSizes = append(s.diskAhead, it), append(s.aheadSizes, sizes[i])
+			}
+		}
+		if err != nil {
+			// A record written but unreadable: the file is damaged. The
+			// records from there on are lost (takeLost reports them);
+			// the file is emptied once those handed out are released.
+			s.diskErr = fmt.Errorf("reading spool file %s: %w", s.path, err)
+			s.lost += s.diskLen() - len(s.diskOut) - len(s.diskAhead)
+			if len(s.diskAhead) == 0 {
+				s.resetDamaged()
+				return item{}, false
+			}
+		}
+	}
+	it, size := s.diskAhead[0], s.aheadSizes[0]
+	s.diskAhead[0] = item{}
+	s.diskAhead, s.aheadSizes = s.diskAhead[1:], s.aheadSizes[1:]
+	s.diskOut = append(s.diskOut, size)
+	s.diskOutBytes += size
+	return it, true
+}
+
+// release removes the n oldest items handed out: they were published.
+func (s *spool) release(n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ; n > 0 && s.outMem > 0; n-- {
+		s.outMem--
+		it := s.mem[s.memHead]
+		s.mem[s.memHead] = item{}
+		s.memHead++
+		s.memBytes -= it.size()
+	}
+	if s.memHead == len(s.mem) {
+		s.mem, s.memHead = s.mem[:0], 0
+	} else if s.memHead > 1024 && s.memHead*2 > len(s.mem) {
+		s.mem = append(s.mem[:0], s.mem[s.memHead:]...)
+		s.memHead = 0
+	}
+	if n <= 0 {
+		return nil
+	}
+	if n > len(s.diskOut) {
+		return fmt.Errorf("spool: releasing %d items more than were handed out", n-len(s.diskOut))
+	}
+	var bytes int64
+	for _, sz := range s.diskOut[:n] {
+		bytes += sz
+	}
+	s.diskOut = s.diskOut[n:]
+	s.diskOutBytes -= bytes
+	if s.diskErr != nil && len(s.diskOut) == 0 && len(s.diskAhead) == 0 {
+		s.resetDamaged()
+		return nil
+	}
+	if err := s.disk.Drop(n, bytes); err != nil {
+		return err
+	}
+	return nil
+}
+
+// resetDamaged empties a damaged file once nothing read from it is held;
+// s.mu is held.
+func (s *spool) resetDamaged() {
+	_ = s.disk.Reset()
+	s.diskOut, s.diskOutBytes, s.diskAhead, s.aheadSizes = nil, 0, nil, nil
+}
+
+// rewind takes back every item handed out and not released: next hands
+// them out again, from the oldest.
+func (s *spool) rewind() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outMem = 0
+	s.diskOut, s.diskOutBytes, s.diskAhead, s.aheadSizes = nil, 0, nil, nil
+	s.signal()
 }
 
 // takeLost reports (once) how many records a damaged file lost, and why.

@@ -376,10 +376,14 @@ func (p *BatchPublisher) send(batch []*batchEvent) {
 			return
 		}
 		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) {
+		if errors.As(err, &apiErr) || errors.Is(err, nats.ErrMaxPayload) {
 			// A refusal: each event's own publish says which are
-			// duplicates, and what else is wrong.
-			p.refused(apiErr, len(batch))
+			// duplicates, and what else is wrong (one event over the
+			// max payload fails alone).
+			p.fallbacks.Add(1)
+			if apiErr != nil {
+				p.refused(apiErr, len(batch))
+			}
 			p.sendEach(batch)
 			return
 		}
@@ -395,7 +399,6 @@ func (p *BatchPublisher) send(batch []*batchEvent) {
 // refused counts a refused batch and acts on the refusals that say
 // something of the publisher's settings.
 func (p *BatchPublisher) refused(apiErr *jetstream.APIError, n int) {
-	p.fallbacks.Add(1)
 	switch apiErr.ErrorCode {
 	case errCodeAtomicDisabled:
 		if p.atomic.CompareAndSwap(true, false) {

@@ -86,6 +86,13 @@ type Conn struct {
 	deliverWaiting map[string]bool
 	deliverSeq     atomic.Uint64
 
+	// log is the connection's logger (ConnOptions.Logger).
+	log *slog.Logger
+	// batchMu guards batcher, the BatchPublisher PublishEventAsync makes
+	// on first use; Close closes it.
+	batchMu sync.Mutex
+	batcher *BatchPublisher
+
 	// watchers are the slow-subscription watchers (slowConsumerHandler);
 	// Close waits for them.
 	watchers sync.WaitGroup
@@ -124,7 +131,7 @@ func Connect(opts ConnOptions) (*Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Conn{prefix: DefaultPrefix}
+	c := &Conn{prefix: DefaultPrefix, log: log}
 	no = append(no, nats.ErrorHandler(slowConsumerHandler(log, opts.SlowConsumer, &c.watchers)))
 	no = append(no,
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
@@ -232,6 +239,13 @@ func (c *Conn) Close() {
 		return
 	}
 	c.closing.Store(true)
+	c.batchMu.Lock()
+	if c.batcher != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.batcher.Close(ctx)
+		cancel()
+	}
+	c.batchMu.Unlock()
 	_ = c.nc.Drain()
 	c.nc.Close()
 	// Their subscriptions are closed now: each watcher sees it at its

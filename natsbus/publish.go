@@ -248,6 +248,50 @@ func (c *Conn) PublishEvent(ctx context.Context, tag string, body []byte, msgID 
 	return err
 }
 
+// PublishEventAsync is PublishEvent without the wait, for a publisher
+// that keeps many events in flight (the bridge's outbox): to JetStream it
+// adds the event to the connection's BatchPublisher (made on first use,
+// with the default BatchOptions: atomic batches where the server has
+// them) and done gets its acknowledgement; with core NATS it publishes
+// with PublishDelivered and calls done before it returns. done is called
+// once unless an error is returned.
+func (c *Conn) PublishEventAsync(ctx context.Context, tag string, body []byte, msgID string, done func(error)) error {
+	if c.EventStream(ctx) == "" {
+		done(c.PublishDelivered(ctx, tag, body, Meta{MsgID: msgID}))
+		return nil
+	}
+	p, err := c.batchPublisher(ctx)
+	if err != nil {
+		return err
+	}
+	return p.Publish(tag, body, Meta{MsgID: msgID}, func(err error) {
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// The stream went away since it was looked up: ask again
+			// before the event's next try.
+			c.forgetStream()
+		}
+		done(err)
+	})
+}
+
+// batchPublisher returns the connection's BatchPublisher, made on first
+// use.
+func (c *Conn) batchPublisher(ctx context.Context) (*BatchPublisher, error) {
+	c.batchMu.Lock()
+	defer c.batchMu.Unlock()
+	if c.closing.Load() {
+		return nil, errors.New("publishing on a closed connection")
+	}
+	if c.batcher == nil {
+		p, err := c.NewBatchPublisher(ctx, BatchOptions{Logger: c.log})
+		if err != nil {
+			return nil, err
+		}
+		c.batcher = p
+	}
+	return c.batcher, nil
+}
+
 // EventStream names the JetStream stream that captures event subjects, or
 // returns "" when there is none (or the server has no JetStream). The answer
 // is cached for a few seconds.

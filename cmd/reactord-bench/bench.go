@@ -675,10 +675,27 @@ func writeWorkloadConfig(dir string, rules int) (string, error) {
 }
 
 // publishWorkload publishes total events from lines at rate per second (0:
-// flat out), stamping each with its send time.
+// flat out), stamping each with its send time. To JetStream it publishes
+// as the bridge does: through a BatchPublisher (atomic batches where the
+// server has them), each event with its id, and waits for every
+// acknowledgement.
 func publishWorkload(ctx context.Context, pub *natsbus.Conn, lines [][]byte, tags []string, total int64, rate int, js bool) error {
 	start := time.Now()
 	const batch = 5
+	var bp *natsbus.BatchPublisher
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	if js {
+		var err error
+		if bp, err = pub.NewBatchPublisher(ctx, natsbus.BatchOptions{}); err != nil {
+			return err
+		}
+	}
+	done := func(err error) {
+		if err != nil && failed.Add(1) == 1 {
+			firstErr.Store(err)
+		}
+	}
 	for i := int64(0); i < total; i++ {
 		if rate > 0 && i%batch == 0 {
 			due := start.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
@@ -691,12 +708,18 @@ func publishWorkload(ctx context.Context, pub *natsbus.Conn, lines [][]byte, tag
 		var err error
 		if js {
 			meta.MsgID = strconv.FormatInt(i, 10)
-			err = pub.PublishStreamAsync(tags[k], lines[k], meta)
+			err = bp.Publish(tags[k], lines[k], meta, done)
 		} else {
 			err = pub.Publish(tags[k], lines[k], meta)
 		}
 		if err != nil {
 			return err
+		}
+	}
+	if js {
+		bp.Close(ctx)
+		if n := failed.Load(); n > 0 {
+			return fmt.Errorf("%d of %d events not acknowledged: %w", n, total, firstErr.Load().(error))
 		}
 	}
 	return pub.Flush(ctx)

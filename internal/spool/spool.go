@@ -189,6 +189,42 @@ func (s *File) Peek(k int) ([][]byte, int64, error) {
 	return recs, off, nil
 }
 
+// PeekAt reads up to k records starting skip bytes past the head (the
+// frames of records already read: 8 bytes and its record each), for a
+// reader that holds records it has not dropped yet; it returns them and
+// the size of each one's frame. A rewrite keeps the unread frames in
+// order, so skip stays valid across Append and Prepend.
+func (s *File) PeekAt(skip int64, k int) ([][]byte, []int64, error) {
+	if skip < 0 || s.rOff+skip > s.wOff {
+		return nil, nil, fmt.Errorf("spool %s: reading %d bytes past the head, which holds %d", s.path, skip, s.wOff-s.rOff)
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(s.f, s.rOff+skip, s.wOff-s.rOff-skip), 1<<16)
+	off := s.rOff + skip
+	var recs [][]byte
+	var sizes []int64
+	for len(recs) < k && off < s.wOff {
+		payload, size, err := readFrame(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("spool %s at offset %d: %w", s.path, off, err)
+		}
+		recs, sizes = append(recs, payload), append(sizes, size)
+		off += size
+	}
+	return recs, sizes, nil
+}
+
+// Drop drops the first k records, whose frames take n bytes (the sizes
+// PeekAt gave): they were taken.
+func (s *File) Drop(k int, n int64) error {
+	if k <= 0 {
+		return nil
+	}
+	if k > s.n || s.rOff+n > s.wOff {
+		return fmt.Errorf("spool %s: dropping %d records of %d bytes, but it holds %d of %d", s.path, k, n, s.n, s.wOff-s.rOff)
+	}
+	return s.Advance(k, s.rOff+n)
+}
+
 // Advance drops the k records up to off (what Peek returned): they were
 // taken.
 func (s *File) Advance(k int, off int64) error {
