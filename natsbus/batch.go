@@ -89,6 +89,9 @@ type BatchStats struct {
 	// Fallbacks is the batches the server refused and that were then
 	// published one message at a time.
 	Fallbacks int64
+	// Retried counts the events sent again after their batch, or their
+	// own publish, got no acknowledgement (BatchOptions.Retries).
+	Retried int64
 }
 
 // BatchPublisher publishes events to JetStream in atomic batches
@@ -139,7 +142,7 @@ type BatchPublisher struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 
-	batches, batched, single, fallbacks atomic.Int64
+	batches, batched, single, fallbacks, retried atomic.Int64
 }
 
 type batchEvent struct {
@@ -207,7 +210,7 @@ func (p *BatchPublisher) Atomic() bool { return p.atomic.Load() }
 
 // Stats returns the counts so far.
 func (p *BatchPublisher) Stats() BatchStats {
-	return BatchStats{Batches: p.batches.Load(), Batched: p.batched.Load(), Single: p.single.Load(), Fallbacks: p.fallbacks.Load()}
+	return BatchStats{Batches: p.batches.Load(), Batched: p.batched.Load(), Single: p.single.Load(), Fallbacks: p.fallbacks.Load(), Retried: p.retried.Load()}
 }
 
 // Publish adds one event envelope, on its keyed subject, to the open
@@ -366,6 +369,9 @@ func (p *BatchPublisher) send(batch []*batchEvent) {
 				continue
 			}
 		}
+		if try > 0 {
+			p.retried.Add(int64(len(batch)))
+		}
 		err = p.sendAtomic(batch)
 		if err == nil {
 			p.batches.Add(1)
@@ -474,6 +480,9 @@ func (p *BatchPublisher) sendEach(batch []*batchEvent) {
 			case <-time.After(time.Duration(100<<(2*(try-1))) * time.Millisecond):
 			case <-p.ctx.Done():
 			}
+		}
+		if try > 0 {
+			p.retried.Add(int64(len(todo)))
 		}
 		futs := make([]jetstream.PubAckFuture, len(todo))
 		errs = make([]error, len(todo))
