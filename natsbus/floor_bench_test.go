@@ -5,6 +5,8 @@ package natsbus
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -34,7 +36,9 @@ func processCPU() time.Duration {
 // acknowledged) and, for comparison, limits retention with an
 // acknowledgement per message or per 100 (AckAll); every one syncs each
 // write before acknowledging it (the embedded server's default) but
-// -sync-2m, which flushes every two minutes (NATS's own default). Messages are 500 bytes
+// -sync-2m, which flushes every two minutes (NATS's own default). The
+// -batched ones publish as the bridge does: through a BatchPublisher,
+// atomic batches (allow_atomic) each written and flushed once. Messages are 500 bytes
 // on 200 subjects. Run: go test ./natsbus -run '^$' -bench JetStreamFloor
 // -benchtime 200000x.
 func BenchmarkJetStreamFloor(b *testing.B) {
@@ -43,11 +47,14 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 		retention jetstream.RetentionPolicy
 		ackEvery  int           // 1: AckExplicit; more: AckAll every that many
 		sync      time.Duration // embedded.Options.SyncInterval
+		batched   bool          // through a BatchPublisher
 	}{
-		{"workqueue-ack-each", jetstream.WorkQueuePolicy, 1, 0},
-		{"workqueue-ack-each-sync-2m", jetstream.WorkQueuePolicy, 1, 2 * time.Minute},
-		{"limits-ack-each", jetstream.LimitsPolicy, 1, 0},
-		{"limits-ackall-100", jetstream.LimitsPolicy, 100, 0},
+		{"workqueue-ack-each", jetstream.WorkQueuePolicy, 1, 0, false},
+		{"workqueue-ack-each-batched", jetstream.WorkQueuePolicy, 1, 0, true},
+		{"workqueue-ack-each-sync-2m", jetstream.WorkQueuePolicy, 1, 2 * time.Minute, false},
+		{"workqueue-ack-each-batched-sync-2m", jetstream.WorkQueuePolicy, 1, 2 * time.Minute, true},
+		{"limits-ack-each", jetstream.LimitsPolicy, 1, 0, false},
+		{"limits-ackall-100", jetstream.LimitsPolicy, 100, 0, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: b.TempDir(), SyncInterval: tc.sync})
@@ -63,7 +70,7 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 			defer sub.Close()
 			js, _ := jetstream.New(sub)
 			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR", Subjects: []string{"floor.>"}, Retention: tc.retention,
-				Storage: jetstream.FileStorage, MaxAge: time.Hour}); err != nil {
+				Storage: jetstream.FileStorage, MaxAge: time.Hour, AllowAtomicPublish: tc.batched}); err != nil {
 				b.Fatal(err)
 			}
 			policy := jetstream.AckExplicitPolicy
@@ -101,9 +108,28 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 				body[i] = 'x'
 			}
 			b.SetBytes(int64(len(body)))
+			var bp *BatchPublisher
+			var failed atomic.Int64
+			if tc.batched {
+				pc := &Conn{nc: pub, prefix: "floor."}
+				if bp, err = pc.NewBatchPublisher(ctx, BatchOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+					b.Fatal(err)
+				}
+			}
 			b.ResetTimer()
 			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
+				if bp != nil {
+					err := bp.Publish("m"+strconv.Itoa(i%200), body, Meta{MsgID: strconv.Itoa(i), Key: "-"}, func(err error) {
+						if err != nil {
+							failed.Add(1)
+						}
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
 				msg := &nats.Msg{Subject: "floor.m" + strconv.Itoa(i%200), Data: body, Header: nats.Header{}}
 				msg.Header.Set(jetstream.MsgIDHeader, strconv.Itoa(i))
 				for {
@@ -115,6 +141,12 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 						b.Fatal(err)
 					}
 					break
+				}
+			}
+			if bp != nil {
+				bp.Close(ctx)
+				if n := failed.Load(); n > 0 {
+					b.Fatalf("%d not acknowledged", n)
 				}
 			}
 			select {
