@@ -52,6 +52,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 import salt.minion
 import salt.payload
@@ -148,6 +149,7 @@ class Engine:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reactord-job")
         self.running = 0
         self.waiting = 0
+        self.waiting_logged = -60.0
         self.count_lock = threading.Lock()
         self.jid_lock = threading.Lock()
         self.last_jid = ""
@@ -180,7 +182,10 @@ class Engine:
         with self.count_lock:
             self.waiting += 1
         try:
-            while not self.slots.acquire(timeout=0.5):
+            acquired = self.slots.acquire(blocking=False)
+            if not acquired:
+                self._note_waiting()
+            while not acquired and not (acquired := self.slots.acquire(timeout=0.5)):
                 if _hung_up(conn):
                     raise RequestError(
                         "the requester hung up while the reaction waited for a free thread: not run"
@@ -204,6 +209,21 @@ class Engine:
         # A thread of the pool takes it: no wait for a new thread to start
         # (the answer goes out at once; the slot bounds what runs).
         self.pool.submit(run)
+
+    def _note_waiting(self):
+        """Say, at most once a minute, that reactions wait for a thread."""
+        now = time.monotonic()
+        with self.count_lock:
+            if now - self.waiting_logged < 60:
+                return
+            self.waiting_logged = now
+            waiting, running = self.waiting, self.running
+        log.info(
+            "reactord engine: %d reaction(s) wait for a free thread (%d running, worker_threads %d); none is dropped",
+            waiting,
+            running,
+            self.workers,
+        )
 
     def allowed(self, fun, args, kwargs):
         for pattern in self.calls:

@@ -248,6 +248,9 @@ five_{{ data['n'] }}:
 		if len(sleeps("/new")) != n || most > threads || most < threads {
 			t.Errorf("%d sleeps started (want %d), at most %d at once (want %d)", len(sleeps("/new")), n, most, threads)
 		}
+		if b, _ := os.ReadFile(filepath.Join(e.dir, "log", "master")); !strings.Contains(string(b), "wait for a free thread") {
+			t.Error("the master's log does not say that reactions waited for a free thread")
+		}
 	})
 
 	t.Run("socket", func(t *testing.T) {
