@@ -52,7 +52,7 @@ func TestPowerLoss(t *testing.T) {
 		pl := newPowerLossRun(t)
 		var acked, lost int
 		for i := range losses {
-			a, l := pl.round(fmt.Sprintf("d%d", i), 10*time.Second)
+			a, l := pl.round(fmt.Sprintf("d%d", i))
 			acked, lost = acked+a, lost+l
 		}
 		pl.stop()
@@ -68,7 +68,7 @@ func TestPowerLoss(t *testing.T) {
 		pl := newPowerLossRun(t, "--jetstream-sync", "2m")
 		var acked, lost, rounds int
 		for rounds < 5 && lost == 0 {
-			a, l := pl.round(fmt.Sprintf("s%d", rounds), 10*time.Second)
+			a, l := pl.round(fmt.Sprintf("s%d", rounds))
 			acked, lost, rounds = acked+a, lost+l, rounds+1
 		}
 		pl.stop()
@@ -110,10 +110,10 @@ func newPowerLossRun(t *testing.T, extra ...string) *powerLossRun {
 }
 
 // round starts the daemon, publishes until it is killed with SIGKILL at a
-// random point, drops what was not synced, starts it again and waits for
-// the acknowledged events (until none comes for settle). It returns the
-// number of events acknowledged and of those never reacted to or archived.
-func (pl *powerLossRun) round(run string, settle time.Duration) (acked, lost int) {
+// random point, drops what was not synced, starts it again, waits until it
+// has handled what its stream holds and stops it. It returns the number of
+// events acknowledged and of those not reacted to or archived.
+func (pl *powerLossRun) round(run string) (acked, lost int) {
 	t := pl.t
 	t.Helper()
 	if pl.p == nil {
@@ -135,10 +135,11 @@ func (pl *powerLossRun) round(run string, settle time.Duration) (acked, lost int
 		next  int
 		wg    sync.WaitGroup
 		stop  = make(chan struct{})
-		after = 300 + rand.IntN(1200) // acknowledgements before the kill
+		after = 100 + rand.IntN(500) // acknowledgements before the kill
 		reach = make(chan struct{})
+		first time.Time
 	)
-	for range 8 {
+	for range 32 {
 		wg.Go(func() {
 			for {
 				select {
@@ -158,6 +159,9 @@ func (pl *powerLossRun) round(run string, settle time.Duration) (acked, lost int
 				}
 				mu.Lock()
 				ids = append(ids, id)
+				if len(ids) == 1 {
+					first = time.Now()
+				}
 				if len(ids) == after {
 					close(reach)
 				}
@@ -182,28 +186,21 @@ func (pl *powerLossRun) round(run string, settle time.Duration) (acked, lost int
 		t.Fatal(err)
 	}
 	pl.acked = append(pl.acked, ids...)
-
 	killed := time.Now()
 
-	// The restart, on what the disk kept; this daemon is the next round's
-	// victim.
+	// The restart, on what the disk kept: once its consumer has nothing
+	// left to deliver or to be acknowledged, the daemon is stopped and its
+	// store read. (The store is read with no daemon running: two processes
+	// sharing SQLite's mapped WAL index on the FUSE mount saw a malformed
+	// database now and then, the daemon itself never.)
 	pl.p = startProcess(t, pl.args...)
 	restarted := time.Now()
-	var missing []string
-	last, lastChange := -1, time.Now()
-	for {
-		missing = pl.missing(ids)
-		if len(missing) == 0 || time.Since(lastChange) > settle {
-			break
-		}
-		if len(missing) != last {
-			last, lastChange = len(missing), time.Now()
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Logf("round %s: killed after %d acknowledgements (%d bytes unsynced), %d acknowledged in all, %d lost %q; publishing %v, restart %v, catching up %v",
+	waitSettled(t, "nats://"+strings.TrimSpace(string(token))+"@"+pl.listen, 60*time.Second)
+	pl.stop()
+	missing := pl.missing(ids)
+	t.Logf("round %s: killed after %d acknowledgements (%d bytes unsynced), %d acknowledged in all, %d lost %q; first ack %v, publishing %v, restart %v, catching up %v",
 		run, after, unsynced, len(ids), len(missing), missing[:min(5, len(missing))],
-		killed.Sub(began).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+		first.Sub(began).Round(time.Millisecond), killed.Sub(began).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 	return len(ids), len(missing)
 }
 
