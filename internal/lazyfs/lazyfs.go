@@ -34,6 +34,15 @@
 // fsynced before the acknowledgement?), and it is harsher than ext4's
 // data=ordered default, which writes a file's data before the metadata
 // that points at it: here no unsynced byte survives.
+//
+// Not modelled: O_TMPFILE and fallocate are refused, copy_file_range and
+// statx are left to the kernel's fallbacks (reads and writes, getattr), so
+// nothing bypasses the cache; file locks are the kernel's (local to the
+// machine, as the programs under test are). Writes through a shared mmap
+// reach the cache when the kernel writes the pages back. Two processes
+// sharing SQLite's mapped WAL index on the mount once showed the reader a
+// malformed database (the writer and the disk were sound); the tests read
+// a database on the mount only while no other process uses it.
 package lazyfs
 
 import (
@@ -432,6 +441,7 @@ var (
 	_ fs.NodeRenamer        = (*node)(nil)
 	_ fs.NodeStatxer        = (*node)(nil)
 	_ fs.NodeCopyFileRanger = (*node)(nil)
+	_ fs.NodeTmpfiler       = (*node)(nil)
 )
 
 // WrapChild makes every node of the tree a lazyfs node.
@@ -593,6 +603,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 // Statx is left to Getattr (the kernel falls back to it).
 func (n *node) Statx(context.Context, fs.FileHandle, uint32, uint32, *fuse.StatxOut) syscall.Errno {
 	return syscall.ENOSYS
+}
+
+// Tmpfile refuses O_TMPFILE (the loopback's file would bypass the cache).
+func (n *node) Tmpfile(context.Context, uint32, uint32, *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EOPNOTSUPP
 }
 
 // CopyFileRange is left to reads and writes (the kernel falls back).
