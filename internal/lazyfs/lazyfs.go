@@ -64,15 +64,42 @@ import (
 const pageSize = 4096
 
 // Available reports why FUSE mounts cannot be made here (nil: they can):
-// mounting needs root (lazyfs mounts with mount(2) itself) and /dev/fuse.
+// mounting needs root (lazyfs mounts with mount(2) itself), /dev/fuse, and
+// a kernel that lets this process mount (a container may not): the first
+// call makes a trial mount.
 func Available() error {
+	availableOnce.Do(func() { availableErr = available() })
+	return availableErr
+}
+
+var (
+	availableOnce sync.Once
+	availableErr  error
+)
+
+func available() error {
 	if os.Geteuid() != 0 {
 		return errors.New("lazyfs mounts with mount(2), which needs root; this test runs as uid " + fmt.Sprint(os.Geteuid()))
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("no FUSE device: %w", err)
 	}
-	return nil
+	tmp, err := os.MkdirTemp("", "lazyfs-trial")
+	if err != nil {
+		return fmt.Errorf("trial mount: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	backing, dir := filepath.Join(tmp, "backing"), filepath.Join(tmp, "mnt")
+	for _, d := range []string{backing, dir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("trial mount: %w", err)
+		}
+	}
+	f, err := Mount(backing, dir)
+	if err != nil {
+		return fmt.Errorf("trial mount: %w", err)
+	}
+	return f.Unmount()
 }
 
 // FS is a mounted lazyfs: Dir is where the programs under test work,
