@@ -172,8 +172,10 @@ func saltFn(root map[string]any, fun string, args []any, kwargs map[string]any) 
 		}
 		// Renders that make the same call at once (a burst of events for
 		// one file) share one request, not one after another.
-		v, err, _ = s.c.flight.Do(string(key), func() (any, error) {
-			ctx, cancel := context.WithTimeout(s.ctx, left)
+		// The request is not cancelled with the render that started it;
+		// each render waits within its own budget.
+		ch := s.c.flight.DoChan(string(key), func() (any, error) {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), left)
 			defer cancel()
 			v, err := s.c.Caller.SaltCall(ctx, fun, args, kwargs)
 			if err == nil { // a failure is asked again next time
@@ -181,6 +183,14 @@ func saltFn(root map[string]any, fun string, args []any, kwargs map[string]any) 
 			}
 			return v, err
 		})
+		ctx, cancel := context.WithTimeout(s.ctx, left)
+		select {
+		case r := <-ch:
+			v, err = r.Val, r.Err
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		cancel()
 	}
 	v = deepCopy(v) // the cache keeps its own: a file may change its copy ({% do g.update(...) %})
 	rec.Result, rec.Cached, rec.Took = v, cached, time.Since(start)

@@ -43,15 +43,16 @@ master's log.
 """
 
 import collections.abc
-import concurrent.futures
 import datetime
 import fnmatch
 import logging
 import os
+import queue
 import socket
 import struct
 import sys
 import threading
+import time
 
 import salt.minion
 import salt.payload
@@ -90,6 +91,10 @@ READ_ONLY = [
 
 SOCKET_NAME = "reactord.ipc"
 
+# Render-time calls running at once; more wait (reactord gives up on a
+# call past its render's budget, and the engine then does not answer it).
+CALLS_AT_ONCE = 16
+
 
 def __virtual__():
     return __virtualname__
@@ -99,20 +104,53 @@ class RequestError(Exception):
     """A request the engine refuses or cannot run; its text is the answer."""
 
 
+class _ClientCache(dict):
+    """Salt's reactor's client cache (a CacheDict: a client is made again
+    after reactor_refresh_interval), safe for the engine's many request
+    threads where Salt's reactor has one: an entry expires only when
+    populate_client_cache asks for it, under the lock, and reading it
+    never raises KeyError once it was made."""
+
+    def __init__(self, ttl):
+        super().__init__()
+        self.ttl = ttl
+        self.made = {}
+        self.lock = threading.RLock()
+
+    def __contains__(self, key):
+        with self.lock:
+            made = self.made.get(key)
+            if made is not None and time.monotonic() - made > self.ttl:
+                del self.made[key]
+                dict.__delitem__(self, key)
+            return dict.__contains__(self, key)
+
+    def __getitem__(self, key):
+        with self.lock:
+            return dict.__getitem__(self, key)
+
+    def __setitem__(self, key, value):
+        with self.lock:
+            self.made[key] = time.monotonic()
+            dict.__setitem__(self, key, value)
+
+
 class _Wrap(salt.utils.reactor.ReactWrap):
     """Salt's reactor wrapper, with its thread pool replaced by the
     engine's: a runner or wheel reaction waits for a free thread instead of
     being dropped when the pool's queue is full."""
 
     def __init__(self, opts, engine):  # pylint: disable=super-init-not-called
-        # ReactWrap.__init__ less its ThreadPool, whose queue drops work.
+        # ReactWrap.__init__ less its ThreadPool, whose queue drops work,
+        # and with a client cache of its own, safe for threads.
         self.opts = opts
-        if salt.utils.reactor.ReactWrap.client_cache is None:
-            salt.utils.reactor.ReactWrap.client_cache = salt.utils.cache.CacheDict(
-                opts["reactor_refresh_interval"]
-            )
+        self.client_cache = _ClientCache(opts["reactor_refresh_interval"])
         self.engine = engine
         self.local_state = threading.local()
+
+    def populate_client_cache(self, low):
+        with self.client_cache.lock:
+            super().populate_client_cache(low)
 
     def runner(self, fun, **kwargs):
         return self._start("runner", fun, kwargs)
@@ -145,9 +183,15 @@ class Engine:
         self.workers = workers
         self.calls = calls
         self.slots = threading.BoundedSemaphore(workers)
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reactord-job")
+        # The pool's threads are daemons, as Salt's reactor's: stopping the
+        # master does not wait for a running orchestration.
+        self.jobs = queue.SimpleQueue()
+        for i in range(workers):
+            threading.Thread(target=self._work, name=f"reactord-job-{i}", daemon=True).start()
+        self.call_slots = threading.BoundedSemaphore(CALLS_AT_ONCE)
         self.running = 0
         self.waiting = 0
+        self.waiting_logged = -60.0
         self.count_lock = threading.Lock()
         self.jid_lock = threading.Lock()
         self.last_jid = ""
@@ -180,7 +224,10 @@ class Engine:
         with self.count_lock:
             self.waiting += 1
         try:
-            while not self.slots.acquire(timeout=0.5):
+            acquired = self.slots.acquire(blocking=False)
+            if not acquired:
+                self._note_waiting()
+            while not acquired and not (acquired := self.slots.acquire(timeout=0.5)):
                 if _hung_up(conn):
                     raise RequestError(
                         "the requester hung up while the reaction waited for a free thread: not run"
@@ -188,6 +235,9 @@ class Engine:
         finally:
             with self.count_lock:
                 self.waiting -= 1
+        if _hung_up(conn):
+            self.slots.release()
+            raise RequestError("the requester hung up before the reaction started: not run")
         with self.count_lock:
             self.running += 1
 
@@ -201,9 +251,28 @@ class Engine:
                     self.running -= 1
                 self.slots.release()
 
-        # A thread of the pool takes it: no wait for a new thread to start
+        # A standing thread takes it: no wait for a new thread to start
         # (the answer goes out at once; the slot bounds what runs).
-        self.pool.submit(run)
+        self.jobs.put(run)
+
+    def _work(self):
+        while True:
+            self.jobs.get()()
+
+    def _note_waiting(self):
+        """Say, at most once a minute, that reactions wait for a thread."""
+        now = time.monotonic()
+        with self.count_lock:
+            if now - self.waiting_logged < 60:
+                return
+            self.waiting_logged = now
+            waiting, running = self.waiting, self.running
+        log.info(
+            "reactord engine: %d reaction(s) wait for a free thread (%d running, worker_threads %d); none is dropped",
+            waiting,
+            running,
+            self.workers,
+        )
 
     def allowed(self, fun, args, kwargs):
         for pattern in self.calls:
@@ -232,8 +301,10 @@ class Engine:
         fun = low.get("fun")
         if not isinstance(fun, str) or not fun:
             raise RequestError("the reaction names no function")
-        self.wrap.populate_client_cache(low)
-        if fun not in self.wrap.client_cache[kind].functions:
+        with self.wrap.client_cache.lock:
+            self.wrap.populate_client_cache(low)
+            client = self.wrap.client_cache[kind]
+        if fun not in client.functions:
             raise RequestError(f"{kind} function {fun!r} is not available on this master")
         jid = self.gen_jid()
         state = self.wrap.local_state
@@ -257,6 +328,11 @@ class Engine:
         functions = self.mminion.functions
         if fun not in functions:
             raise RequestError(f"{fun!r} is not available on this master")
+        with self.call_slots:
+            return self._call(functions, fun, args, kwargs)
+
+    @staticmethod
+    def _call(functions, fun, args, kwargs):
         # Inside the loader's context: a function that returns one of its
         # dunders (config.items returns __opts__) is read there, where it
         # has a value, as Salt's reactor reads its own opts.
@@ -320,11 +396,13 @@ def _peer_uid(conn):
 
 
 def _serve_conn(engine, conn):
+    uid = -1
     try:
         uid = _peer_uid(conn)
+        refused = None
         if uid not in (0, os.getuid()):
+            refused = f"uid {uid} may not use the reactord engine (root and the master's user only)"
             log.warning("reactord engine: refused a connection from uid %d (root and the master's user only)", uid)
-            return
         unpacker = salt.utils.msgpack.Unpacker(raw=False)
         while True:
             data = conn.recv(65536)
@@ -335,17 +413,25 @@ def _serve_conn(engine, conn):
                 head = msg.get("head") if isinstance(msg, dict) else None
                 rid = head.get("id") if isinstance(head, dict) else None
                 body = msg.get("body") if isinstance(msg, dict) else None
+                if refused:
+                    conn.sendall(_frame(rid, {"error": refused}))
+                    return
                 try:
                     answer = engine.handle(conn, body)
                 except RequestError as exc:
                     log.warning("reactord engine: refused a request from uid %d: %s", uid, exc)
                     answer = {"error": str(exc)}
                 except Exception as exc:  # pylint: disable=broad-except
+                    # Nothing was started: reactord may try again.
                     log.error("reactord engine: request failed", exc_info=True)
-                    answer = {"error": f"{type(exc).__name__}: {exc}"}
+                    answer = {"error": f"{type(exc).__name__}: {exc}", "retry": True}
+                if isinstance(body, dict) and body.get("kind") == "call" and _hung_up(conn):
+                    return  # reactord gave up on it: no answer
                 conn.sendall(_frame(rid, answer))
     except OSError as exc:
         log.debug("reactord engine: connection closed: %s", exc)
+    except Exception:  # pylint: disable=broad-except
+        log.warning("reactord engine: refused a malformed request from uid %d", uid, exc_info=True)
     finally:
         conn.close()
 
@@ -356,12 +442,11 @@ def _listen(path):
     except FileNotFoundError:
         pass
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
+    old = os.umask(0o177)  # the socket is born 0600: no chmod, which a symlink could redirect
     try:
         sock.bind(path)
     finally:
         os.umask(old)
-    os.chmod(path, 0o600)
     sock.listen(128)
     return sock
 
@@ -394,5 +479,10 @@ def start(socket=None, worker_threads=None, salt_calls="read-only"):  # pylint: 
         workers,
     )
     while True:
-        conn, _ = server.accept()
+        try:
+            conn, _ = server.accept()
+        except OSError as exc:
+            log.warning("reactord engine: accepting a connection: %s", exc)
+            time.sleep(0.1)
+            continue
         threading.Thread(target=_serve_conn, args=(engine, conn), name="reactord-conn", daemon=True).start()

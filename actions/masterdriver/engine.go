@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/reactord/reactord/actions"
 )
 
 // Engine sizes: requests in flight to the engine at once.
@@ -36,6 +39,7 @@ type Engine struct {
 	log   *slog.Logger
 	jobs  chan *engineConn
 	calls chan *engineConn
+	done  chan struct{} // closed by Close
 	id    atomic.Uint64
 
 	mu     sync.Mutex
@@ -59,7 +63,7 @@ func NewEngine(path string, log *slog.Logger) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Engine{path: path, log: log, jobs: make(chan *engineConn, engineJobConns), calls: make(chan *engineConn, engineCallConns)}
+	e := &Engine{path: path, log: log, jobs: make(chan *engineConn, engineJobConns), calls: make(chan *engineConn, engineCallConns), done: make(chan struct{})}
 	for range engineJobConns {
 		e.jobs <- &engineConn{}
 	}
@@ -83,7 +87,7 @@ func (e *Engine) Status() string {
 	case e.up:
 		return "the reactord Salt engine answers at " + e.path + ": runner and wheel reactions and render-time Salt calls run inside the master"
 	}
-	return fmt.Sprintf("the reactord Salt engine does not answer at %s (%v): runner reactions go through the master's request server, wheel reactions and render-time Salt calls through salt-run (salt-engine/reactord.py in the master's engines: runs them inside the master)", e.path, e.reason)
+	return fmt.Sprintf("the reactord Salt engine does not answer at %s (%s): runner reactions go through the master's request server, wheel reactions and render-time Salt calls through salt-run (salt-engine/reactord.py in the master's engines: runs them inside the master)", e.path, strings.TrimPrefix(e.reason.Error(), errEngineDown.Error()+": "))
 }
 
 // Up reports whether the engine answered last time.
@@ -178,19 +182,21 @@ func (e *Engine) request(ctx context.Context, pool chan *engineConn, body map[st
 	case c = <-pool:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-e.done:
+		return nil, errors.New("the driver is closed")
 	}
 	defer func() { pool <- c }()
-	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if closed {
-		return nil, errors.New("the driver is closed")
+	if ctx.Err() != nil { // select picks at random when both were ready
+		return nil, ctx.Err()
 	}
 	for attempt := 0; ; attempt++ {
 		fresh := c.c == nil
 		if fresh {
 			conn, err := e.dial(ctx)
 			if err != nil {
+				if ctx.Err() != nil { // the caller's end, not the engine's
+					return nil, ctx.Err()
+				}
 				e.mark(err)
 				return nil, err
 			}
@@ -236,7 +242,11 @@ func (e *Engine) request(ctx context.Context, pool chan *engineConn, body map[st
 		}
 		out, _ := ans["body"].(map[string]any)
 		if msg, ok := out["error"]; ok {
-			return nil, fmt.Errorf("the reactord Salt engine refused: %v", msg)
+			err := fmt.Errorf("the reactord Salt engine refused: %v", msg)
+			if out["retry"] == true { // failed before anything started
+				return nil, actions.Retryable(err)
+			}
+			return nil, err
 		}
 		return out, nil
 	}
@@ -257,6 +267,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		return nil
 	}
 	e.closed = true
+	close(e.done)
 	e.mu.Unlock()
 	for _, pool := range []chan *engineConn{e.jobs, e.calls} {
 		for range cap(pool) {

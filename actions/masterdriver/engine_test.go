@@ -191,6 +191,8 @@ func TestEngine(t *testing.T) {
 			return nil
 		case mode == "refuse":
 			return map[string]any{"error": "runner function 'nope' is not available on this master"}
+		case mode == "retry":
+			return map[string]any{"error": "KeyError: 'runner'", "retry": true}
 		case body["kind"] == "call":
 			return map[string]any{"return": map[string]any{"cpus": 2, "id": "web1"}}
 		}
@@ -236,6 +238,13 @@ func TestEngine(t *testing.T) {
 	mu.Unlock()
 	if _, err := d.Do(ctx, runner); err == nil || !strings.Contains(err.Error(), "not available on this master") {
 		t.Errorf("refused runner: %v", err)
+	}
+	// A failure before anything started may be tried again.
+	mu.Lock()
+	mode = "retry"
+	mu.Unlock()
+	if _, err := d.Do(ctx, runner); !actions.IsRetryable(err) {
+		t.Errorf("an engine error before the start is not retryable: %v", err)
 	}
 	// An answer lost after the request went out: outcome unknown, not
 	// sent again anywhere.

@@ -568,20 +568,19 @@ func (d *Driver) Close(ctx context.Context) error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	var err error
 	if d.engine != nil {
-		if err := d.engine.Close(ctx); err != nil {
-			return err
-		}
+		err = d.engine.Close(ctx)
 	}
 	for range d.cfg.Sockets {
 		select {
 		case s := <-d.pool:
 			s.reset()
 		case <-ctx.Done():
-			return ctx.Err()
+			return errors.Join(err, ctx.Err())
 		}
 	}
-	return nil
+	return err
 }
 
 // replyError is the error a master's answer carries ({"error": ...}).

@@ -45,8 +45,12 @@ const roleEnv = "REACTORD_TEST_ROLE"
 var binPath string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "natsnode" {
+	switch os.Getenv(roleEnv) {
+	case "natsnode":
 		natsNode(os.Args[1:])
+		return
+	case "storetags":
+		storeTags(os.Args[1:])
 		return
 	}
 	if !slices.ContainsFunc(os.Args[1:], func(a string) bool { return strings.HasPrefix(a, "-test.") }) {
