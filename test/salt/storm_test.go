@@ -3,10 +3,13 @@ package salt_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/wait"
@@ -125,10 +129,30 @@ func TestStorm(t *testing.T) {
 			case "reactord-master-guard-on":
 				startReactord(t, e, "master")
 			}
+			// The plain loops run no reactord: a Go client posts the
+			// driver's lowstate for each event straight to salt-api.
+			plain, plainInFlight := false, saltapi.DefaultMaxInFlight
+			switch contender {
+			case "saltapi-plain-loop":
+				plain = true
+			case "saltapi-plain-loop-inflight1":
+				plain, plainInFlight = true, 1
+			}
+			var token string
+			if plain {
+				if runner {
+					t.Fatalf("%s posts local_async state.apply lowstates only", contender)
+				}
+				token = saltAPILogin(t, e.apiURL)
+			}
 			time.Sleep(5 * time.Second) // let the start-up settle
 			jobs := countJobs(t, e.sockDir, runner)
 			start := time.Now()
-			pushStarts(t, e.sockDir, minions, n, runner)
+			if plain {
+				plainLoop(t, e.apiURL, token, minions, n, plainInFlight)
+			} else {
+				pushStarts(t, e.sockDir, minions, n, runner)
+			}
 			pushed := time.Since(start)
 			jobs.waitQuiet(n, 15*time.Second)
 			j, mj, last := jobs.totals()
@@ -152,6 +176,83 @@ func TestStorm(t *testing.T) {
 		fmt.Fprintf(&b, "  %-26s %5d jobs %5d minion jobs %6.1fs %6.1f jobs/s %6.1f minion jobs/s\n", r.name, r.jobs, r.minionJobs, r.seconds, r.jps, r.mjobps)
 	}
 	t.Log("\n" + b.String())
+}
+
+// saltAPILogin logs in to salt-api with the suite's eauth credentials, as
+// the saltapi driver does, and returns the session token.
+func saltAPILogin(t *testing.T, apiURL string) string {
+	t.Helper()
+	resp, err := http.Post(apiURL+"/login", "application/json", strings.NewReader(`{"username": "root", "password": "x", "eauth": "auto"}`))
+	if err != nil {
+		t.Fatalf("salt-api login: %v", err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Return []struct {
+			Token string `json:"token"`
+		} `json:"return"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || resp.StatusCode != http.StatusOK || len(ans.Return) != 1 || ans.Return[0].Token == "" {
+		t.Fatalf("salt-api login: HTTP %d, %v", resp.StatusCode, err)
+	}
+	return ans.Return[0].Token
+}
+
+// plainLoop is salt-api's own capacity for the storm, the reference of the
+// saltapi driver: no reactord, a plain client that POSTs, for each of n
+// events (round robin over minions, as pushStarts), the lowstate the
+// driver sends for it with --saltapi-merge 1 (one local_async state.apply
+// lowstate per POST), inFlight requests at a time over kept-alive
+// connections, each answer read to its jid.
+func plainLoop(t *testing.T, apiURL, token string, minions []string, n, inFlight int) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: inFlight, MaxConnsPerHost: inFlight}}
+	defer client.CloseIdleConnections()
+	next := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []string
+	)
+	for range inFlight {
+		wg.Go(func() {
+			for i := range next {
+				body := fmt.Sprintf(`[{"client": "local_async", "tgt": %q, "tgt_type": "glob", "fun": "state.apply", "arg": [], "kwarg": {}}]`, minions[i%len(minions)])
+				req, err := http.NewRequest(http.MethodPost, apiURL+"/", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Accept", "application/json")
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Auth-Token", token)
+				failure := ""
+				resp, err := client.Do(req)
+				if err == nil {
+					raw, rerr := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || rerr != nil || !bytes.Contains(raw, []byte(`"jid"`)) {
+						failure = fmt.Sprintf("HTTP %d %v %.200s", resp.StatusCode, rerr, raw)
+					}
+				} else {
+					failure = err.Error()
+				}
+				if failure != "" {
+					mu.Lock()
+					failures = append(failures, failure)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d lowstate POSTs failed, the first: %s", len(failures), n, failures[0])
+	}
 }
 
 // pushStarts fires n salt/minion/<id>/start events (myco/storm/<id> with
