@@ -169,8 +169,9 @@ func (d *Driver) dispatch(ctx context.Context, r *request) (actions.Result, erro
 }
 
 // enqueue adds r to the queue and, when fewer than maxInFlight requests
-// run, starts a sender, which posts r with whatever arrives within
-// gatherWindow.
+// run, starts a sender. When other requests run, the sender posts r with
+// whatever arrives within gatherWindow; when none does, it posts r at
+// once.
 func (d *Driver) enqueue(r *request) {
 	d.qmu.Lock()
 	d.queue = append(d.queue, r)
@@ -178,16 +179,21 @@ func (d *Driver) enqueue(r *request) {
 		d.qmu.Unlock()
 		return
 	}
+	gather := d.inFlight > 0
 	d.inFlight++
 	d.qmu.Unlock()
-	go d.sender()
+	go d.sender(gather)
 }
 
 // gatherWindow is how long a free request slot waits for other reactions
-// before it posts. Reactions come in waves (the lanes whose request just
-// ended all send their next one at once); a couple of milliseconds let a
-// wave go out as one POST, merged where it can be, instead of one lowstate
-// taking the slot alone.
+// before it posts, while another request is running. Reactions come in
+// waves (the lanes whose request just ended all send their next one at
+// once); a couple of milliseconds let a wave go out as one POST, merged
+// where it can be, instead of one lowstate taking the slot alone. A
+// reaction that finds salt-api idle does not wait: one minion's reactions
+// come one at a time (its lane waits for each job before the next event),
+// and waiting before each would add the window to every round trip, about
+// 5% of salt-api's (see docs/speed.md).
 const gatherWindow = 2 * time.Millisecond
 
 // withdraw removes r from the queue; it reports false when r was already
@@ -237,10 +243,12 @@ func (d *Driver) takeLocked() []*request {
 	return batch
 }
 
-// sender waits gatherWindow, then posts batches from the queue until it is
-// empty and gives its slot back.
-func (d *Driver) sender() {
-	time.Sleep(gatherWindow)
+// sender waits gatherWindow when asked to gather, then posts batches from
+// the queue until it is empty and gives its slot back.
+func (d *Driver) sender(gather bool) {
+	if gather {
+		time.Sleep(gatherWindow)
+	}
 	for {
 		d.qmu.Lock()
 		batch := d.takeLocked()

@@ -3,6 +3,9 @@ package saltapi_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,4 +67,48 @@ func benchDispatch(b *testing.B, callers, inFlight int, batch bool) {
 		b.ReportMetric(float64(ls.lowstates.Load())/float64(posts), "lowstates/POST")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkOneCaller measures what the driver adds to salt-api's round trip
+// for one caller, as one minion's lane calls it (each reaction waits for
+// the previous one's job): Do against an instant salt-api stand-in, beside
+// a plain client POSTing the same lowstate over a kept-alive connection.
+//
+//	go test -run '^$' -bench OneCaller ./actions/saltapi
+func BenchmarkOneCaller(b *testing.B) {
+	b.Run("driver", func(b *testing.B) {
+		ls := newLoadServer(b, 0)
+		d, err := saltapi.New(saltapi.Config{URL: ls.URL, Token: "ab12"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close(context.Background())
+		a := actions.Action{Chunk: ping("web1")}
+		for b.Loop() {
+			if _, err := d.Do(context.Background(), a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("plain", func(b *testing.B) {
+		ls := newLoadServer(b, 0)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+		defer client.CloseIdleConnections()
+		const body = `[{"client": "local_async", "tgt": "web1", "tgt_type": "glob", "fun": "test.ping", "arg": [], "kwarg": {}}]`
+		for b.Loop() {
+			req, err := http.NewRequest(http.MethodPost, ls.URL+"/", strings.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header.Set("Accept", "application/json")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Auth-Token", "ab12")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
 }

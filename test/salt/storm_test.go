@@ -3,10 +3,13 @@ package salt_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/wait"
@@ -112,31 +116,48 @@ func TestStorm(t *testing.T) {
 				return nil
 			})
 			e.stopMinions()
+			var rd *reactord
 			switch contender {
 			case "reactord-saltapi":
-				startReactord(t, e, "saltapi", "--no-loop-guard")
+				rd = startReactord(t, e, "saltapi", "--no-loop-guard")
 			case "reactord-saltapi-inflight1":
-				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-max-in-flight", "1")
+				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-max-in-flight", "1")
 			case "reactord-saltapi-inflight2":
-				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-max-in-flight", "2")
+				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-max-in-flight", "2")
 			case "reactord-saltapi-no-merge":
-				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1")
+				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1")
 			case "reactord-exec":
-				startReactord(t, e, "exec", "--no-loop-guard")
+				rd = startReactord(t, e, "exec", "--no-loop-guard")
 			case "reactord-saltapi-no-merge-inflight4", "reactord-saltapi-no-merge-inflight8", "reactord-saltapi-no-merge-inflight16":
-				startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1", "--saltapi-max-in-flight", strings.TrimPrefix(contender, "reactord-saltapi-no-merge-inflight"))
+				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1", "--saltapi-max-in-flight", strings.TrimPrefix(contender, "reactord-saltapi-no-merge-inflight"))
 			case "reactord-exec-1proc":
-				startReactord(t, e, "exec", "--no-loop-guard", "--exec-max-procs", "1")
+				rd = startReactord(t, e, "exec", "--no-loop-guard", "--exec-max-procs", "1")
 			case "reactord-saltapi-guard-on":
-				startReactord(t, e, "saltapi")
+				rd = startReactord(t, e, "saltapi")
 			case "reactord-master", "reactord-master-engine":
 				if contender == "reactord-master-engine" {
 					waitEngine(t, e)
 				}
 				root, _ := filepath.Abs("../..")
-				startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard")
+				rd = startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard")
 			case "reactord-master-guard-on":
-				startReactord(t, e, "master")
+				rd = startReactord(t, e, "master")
+			}
+			// The plain loops run no reactord: a Go client posts the
+			// driver's lowstate for each event straight to salt-api.
+			plain, plainInFlight := false, saltapi.DefaultMaxInFlight
+			switch contender {
+			case "saltapi-plain-loop":
+				plain = true
+			case "saltapi-plain-loop-inflight1":
+				plain, plainInFlight = true, 1
+			}
+			var token string
+			if plain {
+				if runner {
+					t.Fatalf("%s posts local_async state.apply lowstates only", contender)
+				}
+				token = saltAPILogin(t, e.apiURL)
 			}
 			time.Sleep(5 * time.Second) // let the start-up settle
 			fun := ""
@@ -145,7 +166,12 @@ func TestStorm(t *testing.T) {
 			}
 			jobs := countJobs(t, e.sockDir, fun)
 			start := time.Now()
-			pushStarts(t, e.sockDir, minions, n, runner)
+			if plain {
+				rtt := plainLoop(t, e.apiURL, token, minions, n, plainInFlight)
+				t.Logf("%s: %d in flight, %.1f ms a POST on average", contender, plainInFlight, 1000*rtt.Seconds())
+			} else {
+				pushStarts(t, e.sockDir, minions, n, runner)
+			}
 			pushed := time.Since(start)
 			jobs.waitQuiet(n, 15*time.Second)
 			j, mj, last := jobs.totals()
@@ -155,6 +181,14 @@ func TestStorm(t *testing.T) {
 				r.jps, r.mjobps = float64(j)/secs, float64(mj)/secs
 			}
 			results = append(results, r)
+			if rd != nil && j > 0 {
+				// What the driver's calls took, beside the time per job:
+				// the rest is reactord's own path between two calls.
+				sum, count := rd.metricValue("reactord_action_duration_seconds_sum"), rd.metricValue("reactord_action_duration_seconds_count")
+				if count > 0 {
+					t.Logf("%s: %.0f dispatches, %.1f ms each on average; %.1f ms per job", contender, count, 1000*sum/count, 1000*secs/float64(j))
+				}
+			}
 			t.Logf("%s: %d events pushed in %v; %d state.apply (or runner) jobs (%d minion jobs) in %.1fs: %.1f jobs/s, %.1f minion jobs/s",
 				contender, n, pushed.Round(time.Millisecond), j, mj, secs, r.jps, r.mjobps)
 		})
@@ -169,6 +203,112 @@ func TestStorm(t *testing.T) {
 		fmt.Fprintf(&b, "  %-26s %5d jobs %5d minion jobs %6.1fs %6.1f jobs/s %6.1f minion jobs/s\n", r.name, r.jobs, r.minionJobs, r.seconds, r.jps, r.mjobps)
 	}
 	t.Log("\n" + b.String())
+}
+
+// metricValue reads a value of the daemon's /metrics: the first line whose
+// name (labels included) starts with name; 0 when there is none.
+func (r *reactord) metricValue(name string) float64 {
+	r.t.Helper()
+	resp, err := http.Get("http://" + r.http + "/metrics")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
+				r.t.Fatalf("metric %s: %q: %v", name, line, err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// saltAPILogin logs in to salt-api with the suite's eauth credentials, as
+// the saltapi driver does, and returns the session token.
+func saltAPILogin(t *testing.T, apiURL string) string {
+	t.Helper()
+	resp, err := http.Post(apiURL+"/login", "application/json", strings.NewReader(`{"username": "root", "password": "x", "eauth": "auto"}`))
+	if err != nil {
+		t.Fatalf("salt-api login: %v", err)
+	}
+	defer resp.Body.Close()
+	var ans struct {
+		Return []struct {
+			Token string `json:"token"`
+		} `json:"return"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || resp.StatusCode != http.StatusOK || len(ans.Return) != 1 || ans.Return[0].Token == "" {
+		t.Fatalf("salt-api login: HTTP %d, %v", resp.StatusCode, err)
+	}
+	return ans.Return[0].Token
+}
+
+// plainLoop is salt-api's own capacity for the storm, the reference of the
+// saltapi driver: no reactord, a plain client that POSTs, for each of n
+// events (round robin over minions, as pushStarts), the lowstate the
+// driver sends for it with --saltapi-merge 1 (one local_async state.apply
+// lowstate per POST), inFlight requests at a time over kept-alive
+// connections, each answer read to its jid. It returns the mean time a
+// POST took.
+func plainLoop(t *testing.T, apiURL, token string, minions []string, n, inFlight int) time.Duration {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: inFlight, MaxConnsPerHost: inFlight}}
+	defer client.CloseIdleConnections()
+	next := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []string
+		total    time.Duration
+	)
+	for range inFlight {
+		wg.Go(func() {
+			for i := range next {
+				body := fmt.Sprintf(`[{"client": "local_async", "tgt": %q, "tgt_type": "glob", "fun": "state.apply", "arg": [], "kwarg": {}}]`, minions[i%len(minions)])
+				req, err := http.NewRequest(http.MethodPost, apiURL+"/", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Accept", "application/json")
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Auth-Token", token)
+				failure := ""
+				began := time.Now()
+				resp, err := client.Do(req)
+				if err == nil {
+					raw, rerr := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || rerr != nil || !bytes.Contains(raw, []byte(`"jid"`)) {
+						failure = fmt.Sprintf("HTTP %d %v %.200s", resp.StatusCode, rerr, raw)
+					}
+				} else {
+					failure = err.Error()
+				}
+				took := time.Since(began)
+				mu.Lock()
+				total += took
+				if failure != "" {
+					failures = append(failures, failure)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d lowstate POSTs failed, the first: %s", len(failures), n, failures[0])
+	}
+	return total / time.Duration(n)
 }
 
 // pushStarts fires n salt/minion/<id>/start events (myco/storm/<id> with
