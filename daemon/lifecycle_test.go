@@ -19,7 +19,9 @@ func TestHealthzNotes(t *testing.T) {
 	defer l.stop(context.Background())
 	var failing error
 	l.addHealth("driver", func() error { return failing })
-	l.addNote(func() string { return "driver master+exec: the reactord Salt engine answers at /run/salt/master/reactord.ipc" })
+	l.addNote(func() string {
+		return "driver master+exec: the reactord Salt engine answers at /run/salt/master/reactord.ipc"
+	})
 	l.addNote(func() string { return "" })
 	addr, err := l.serveHTTP("127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.DiscardHandler), nil)
 	if err != nil {
