@@ -307,21 +307,13 @@ func TestEngineOrchestrationStorm(t *testing.T) {
 	dir := t.TempDir()
 	orch := filepath.Join(dir, "orch.sls")
 	writeFile(t, orch, "orch_{{ data['n'] }}:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.nop\n      - pillar:\n          n: {{ data['n'] }}\n")
-	// REACTORD_E2E_ORCH_BY=salt has Salt's own reactor run the storm
-	// instead (reactord only watches), to compare what fails inside Salt.
-	bySalt := os.Getenv("REACTORD_E2E_ORCH_BY") == "salt"
-	extra, rule := engineConfig("{}"), "  - 'myco/orch/*':\n    - "+orch+"\n"
-	if bySalt {
-		extra, rule = "reactor:\n"+rule, ""
-	}
-	e := startSalt(t, saltOptions{noMinions: true, noAPI: true, masterExtra: extra})
+	e := startSalt(t, saltOptions{noMinions: true, noAPI: true, masterExtra: engineConfig("{}")})
 	writeFile(t, filepath.Join(e.dir, "srv/salt/orch/nop.sls"), "nop:\n  test.succeed_without_changes:\n    - name: nop {{ pillar['n'] }}\n")
-	if !bySalt {
-		waitEngine(t, e)
-	}
-	r := startReactordRules(t, e, "master", filepath.Join(rootDir(), "examples/reactor/revert-on-inotify/revert.sls"), rule, "--no-loop-guard")
+	waitEngine(t, e)
+	r := startReactordRules(t, e, "master", filepath.Join(rootDir(), "examples/reactor/revert-on-inotify/revert.sls"),
+		"  - 'myco/orch/*':\n    - "+orch+"\n", "--no-loop-guard")
 	waitFor(t, 30*time.Second, "the master driver's use of the engine", func() error {
-		if !bySalt && !strings.Contains(r.log(), "the reactord Salt engine answers") {
+		if !strings.Contains(r.log(), "the reactord Salt engine answers") {
 			return fmt.Errorf("not logged yet")
 		}
 		return nil
