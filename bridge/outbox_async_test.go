@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
@@ -139,10 +141,13 @@ func TestOutboxPublishesInBatches(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	stop := runOutbox(ctx, o)
-	deadline := time.Now().Add(30 * time.Second)
-	for o.Stats().Published.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Past the wait, the checks below say what is missing.
+	_ = wait.PollEvery(30*time.Second, 10*time.Millisecond, func() error {
+		if o.Stats().Published.Load() < n {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 	cancel()
 	stop()
 	if got := o.Stats().Published.Load(); got != n {
@@ -178,10 +183,13 @@ func TestOutboxReleasesOnlyOnAcknowledgement(t *testing.T) {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	stop := runOutbox(rctx, o)
-	deadline := time.Now().Add(20 * time.Second)
-	for o.Stats().PublishErrors.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Past the wait, the checks below say what is missing.
+	_ = wait.PollEvery(20*time.Second, 10*time.Millisecond, func() error {
+		if o.Stats().PublishErrors.Load() < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 	if got := o.Stats().Published.Load(); got != 0 {
 		t.Fatalf("published %d with no stream", got)
 	}
@@ -217,10 +225,13 @@ func TestOutboxReleasesOnlyOnAcknowledgement(t *testing.T) {
 	}
 	rctx, cancel = context.WithCancel(ctx)
 	stop = runOutbox(rctx, o)
-	deadline = time.Now().Add(20 * time.Second)
-	for o.Stats().Published.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Past the wait, the checks below say what is missing.
+	_ = wait.PollEvery(20*time.Second, 10*time.Millisecond, func() error {
+		if o.Stats().Published.Load() < n {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 	cancel()
 	stop()
 	if got := streamMsgs(t, s); got != n {

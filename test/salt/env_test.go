@@ -744,23 +744,10 @@ func (r *reactord) run(args ...string) {
 	})
 }
 
-// metric reads a counter of the daemon's /metrics (0 when absent).
+// metric reads a counter of the daemon's /metrics (0 when absent): the
+// line of name itself, without labels.
 func (r *reactord) metric(name string) int {
-	r.t.Helper()
-	resp, err := http.Get("http://" + r.http + "/metrics")
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			var n float64
-			fmt.Sscan(v, &n)
-			return int(n)
-		}
-	}
-	return 0
+	return int(r.readMetric(name, false))
 }
 
 func (r *reactord) log() string {

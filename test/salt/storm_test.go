@@ -208,6 +208,12 @@ func TestStorm(t *testing.T) {
 // metricValue reads a value of the daemon's /metrics: the first line whose
 // name (labels included) starts with name; 0 when there is none.
 func (r *reactord) metricValue(name string) float64 {
+	return r.readMetric(name, true)
+}
+
+// readMetric reads the first line of the daemon's /metrics named name, or,
+// withLabels, name{...}; 0 when there is none.
+func (r *reactord) readMetric(name string, withLabels bool) float64 {
 	r.t.Helper()
 	resp, err := http.Get("http://" + r.http + "/metrics")
 	if err != nil {
@@ -217,7 +223,7 @@ func (r *reactord) metricValue(name string) float64 {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+		if withLabels && strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
 			var v float64
 			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
 				r.t.Fatalf("metric %s: %q: %v", name, line, err)
