@@ -190,21 +190,34 @@ func (s *spool) pop(ctx context.Context) (item, bool) {
 	}
 }
 
+// popMem takes the oldest item off the memory queue (s.mu held; one is
+// there).
+func (s *spool) popMem() item {
+	it := s.mem[s.memHead]
+	s.mem[s.memHead] = item{}
+	s.memHead++
+	s.memBytes -= it.size()
+	return it
+}
+
+// compactMem gives the memory queue's taken head back (s.mu held): all of
+// it when the queue is empty, else once it is most of the slice.
+func (s *spool) compactMem() {
+	if s.memHead == len(s.mem) {
+		s.mem, s.memHead = s.mem[:0], 0
+	} else if s.memHead > 1024 && s.memHead*2 > len(s.mem) {
+		s.mem = append(s.mem[:0], s.mem[s.memHead:]...)
+		s.memHead = 0
+	}
+}
+
 // tryPop removes the oldest item, if there is one.
 func (s *spool) tryPop() (item, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.memHead < len(s.mem) {
-		it := s.mem[s.memHead]
-		s.mem[s.memHead] = item{}
-		s.memHead++
-		s.memBytes -= it.size()
-		if s.memHead == len(s.mem) {
-			s.mem, s.memHead = s.mem[:0], 0
-		} else if s.memHead > 1024 && s.memHead*2 > len(s.mem) {
-			s.mem = append(s.mem[:0], s.mem[s.memHead:]...)
-			s.memHead = 0
-		}
+		it := s.popMem()
+		s.compactMem()
 		return it, true
 	}
 	if s.diskLen() == 0 || s.diskErr != nil {
@@ -277,17 +290,9 @@ func (s *spool) release(n int) error {
 	defer s.mu.Unlock()
 	for ; n > 0 && s.outMem > 0; n-- {
 		s.outMem--
-		it := s.mem[s.memHead]
-		s.mem[s.memHead] = item{}
-		s.memHead++
-		s.memBytes -= it.size()
+		s.popMem()
 	}
-	if s.memHead == len(s.mem) {
-		s.mem, s.memHead = s.mem[:0], 0
-	} else if s.memHead > 1024 && s.memHead*2 > len(s.mem) {
-		s.mem = append(s.mem[:0], s.mem[s.memHead:]...)
-		s.memHead = 0
-	}
+	s.compactMem()
 	if n <= 0 {
 		return nil
 	}
