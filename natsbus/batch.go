@@ -112,6 +112,10 @@ type BatchStats struct {
 // each event on its own, several at once, and says so in one log line. A
 // batch of one event is always published on its own.
 //
+// Batches are written to the connection one after another, so the stream
+// stores events in the order Publish took them; only a batch sent again
+// (refused, or unacknowledged) comes after those written meanwhile.
+//
 // Publish may be called from several goroutines; each event's done
 // function is called once, from the publisher's goroutines.
 type BatchPublisher struct {
@@ -137,6 +141,15 @@ type BatchPublisher struct {
 
 	kick     chan struct{} // wakes the closer
 	slots    chan struct{} // batches in flight
+	// wire is closed once the last batch handed to a goroutine has
+	// written its messages (loop's goroutine only): the next one writes
+	// after it, so batches reach the stream in the order they closed.
+	wire chan struct{}
+	// inbox is the prefix of the batches' reply subjects, answered
+	// through replies (batch id → its channel) by one subscription.
+	inbox    string
+	inboxSub *nats.Subscription
+	replies  sync.Map
 	inFlight sync.WaitGroup
 	loopDone chan struct{}
 	ctx      context.Context
@@ -188,6 +201,14 @@ func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPub
 		kick: make(chan struct{}, 1), slots: make(chan struct{}, o.InFlight), loopDone: make(chan struct{}), ctx: pctx, cancel: cancel}
 	p.room = sync.NewCond(&p.mu)
 	p.maxBatch.Store(int64(o.MaxBatch))
+	p.wire = make(chan struct{})
+	close(p.wire)
+	p.inbox = c.nc.NewInbox()
+	p.inboxSub, err = c.nc.Subscribe(p.inbox+".*", p.reply)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("subscribing to the batches' acknowledgements: %w", err)
+	}
 	sv, err := c.ServerVersion(ctx)
 	switch {
 	case err != nil:
@@ -278,6 +299,17 @@ func (p *BatchPublisher) Close(ctx context.Context) {
 	<-p.loopDone
 	p.inFlight.Wait()
 	p.cancel()
+	_ = p.inboxSub.Unsubscribe()
+}
+
+// reply hands a batch's acknowledgement to the goroutine waiting for it.
+func (p *BatchPublisher) reply(m *nats.Msg) {
+	if ch, ok := p.replies.Load(m.Subject[len(p.inbox)+1:]); ok {
+		select {
+		case ch.(chan *nats.Msg) <- m:
+		default:
+		}
+	}
 }
 
 // loop closes batches and sends them, each on a goroutine of its own
@@ -333,9 +365,14 @@ func (p *BatchPublisher) loop() {
 		p.room.Broadcast()
 		p.mu.Unlock()
 		p.inFlight.Add(1)
+		prev, mine := p.wire, make(chan struct{})
+		p.wire = mine
 		go func() {
-			defer func() { <-p.slots; p.inFlight.Done() }()
-			p.send(batch)
+			var once sync.Once
+			written := func() { once.Do(func() { close(mine) }) }
+			defer func() { written(); <-p.slots; p.inFlight.Done() }()
+			<-prev
+			p.send(batch, written)
 		}()
 	}
 }
@@ -352,10 +389,14 @@ func (p *BatchPublisher) failOpen(err error) {
 	}
 }
 
-// send publishes one batch and settles its events.
-func (p *BatchPublisher) send(batch []*batchEvent) {
+// send publishes one batch and settles its events. It calls written once
+// the batch's messages are on the connection, before it waits for their
+// acknowledgement: the next batch is written after that, so the stream
+// stores batches in order (a batch sent again after a failure comes after
+// those written meanwhile).
+func (p *BatchPublisher) send(batch []*batchEvent, written func()) {
 	if len(batch) == 1 || !p.atomic.Load() {
-		p.sendEach(batch)
+		p.sendEach(batch, written)
 		return
 	}
 	var err error
@@ -372,7 +413,8 @@ func (p *BatchPublisher) send(batch []*batchEvent) {
 		if try > 0 {
 			p.retried.Add(int64(len(batch)))
 		}
-		err = p.sendAtomic(batch)
+		err = p.sendAtomic(batch, written)
+		written()
 		if err == nil {
 			p.batches.Add(1)
 			p.batched.Add(int64(len(batch)))
@@ -390,7 +432,7 @@ func (p *BatchPublisher) send(batch []*batchEvent) {
 			if apiErr != nil {
 				p.refused(apiErr, len(batch))
 			}
-			p.sendEach(batch)
+			p.sendEach(batch, written)
 			return
 		}
 		if !transientPublishError(err) && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrConnectionReconnecting) {
@@ -421,9 +463,13 @@ func (p *BatchPublisher) refused(apiErr *jetstream.APIError, n int) {
 
 // sendAtomic sends batch as one atomic batch and waits for its
 // acknowledgement: the messages before the last without a reply subject,
-// the last with the commit and the reply.
-func (p *BatchPublisher) sendAtomic(batch []*batchEvent) error {
+// the last with the commit and the reply. It calls written once the commit
+// is on the connection.
+func (p *BatchPublisher) sendAtomic(batch []*batchEvent, written func()) error {
 	id := p.idBase + "b" + strconv.FormatUint(p.bseq.Add(1), 36)
+	ackc := make(chan *nats.Msg, 1)
+	p.replies.Store(id, ackc)
+	defer p.replies.Delete(id)
 	last := len(batch) - 1
 	for i, e := range batch {
 		h := make(nats.Header, len(e.msg.Header)+3)
@@ -440,11 +486,24 @@ func (p *BatchPublisher) sendAtomic(batch []*batchEvent) error {
 			continue
 		}
 		h[headerBatchCommit] = []string{"1"}
-		ctx, cancel := context.WithTimeout(p.ctx, batchAckTimeout)
-		resp, err := p.c.nc.RequestMsgWithContext(ctx, m)
-		cancel()
-		if err != nil {
+		m.Reply = p.inbox + "." + id
+		if err := p.c.nc.PublishMsg(m); err != nil {
 			return err
+		}
+		written()
+		t := time.NewTimer(batchAckTimeout)
+		var resp *nats.Msg
+		select {
+		case resp = <-ackc:
+			t.Stop()
+		case <-t.C:
+			return nats.ErrTimeout
+		case <-p.ctx.Done():
+			t.Stop()
+			return p.ctx.Err()
+		}
+		if len(resp.Data) == 0 && resp.Header.Get("Status") == "503" {
+			return nats.ErrNoResponders // no stream takes the subject
 		}
 		var ack struct {
 			Error  *jetstream.APIError `json:"error"`
@@ -469,8 +528,9 @@ func (p *BatchPublisher) sendAtomic(batch []*batchEvent) error {
 
 // sendEach publishes the events one at a time, all at once, and settles
 // each with its own acknowledgement; one that gets none is sent again up
-// to Retries times.
-func (p *BatchPublisher) sendEach(batch []*batchEvent) {
+// to Retries times. It calls written once the first try's messages are on
+// the connection.
+func (p *BatchPublisher) sendEach(batch []*batchEvent, written func()) {
 	p.single.Add(int64(len(batch)))
 	todo := batch
 	var errs []error
@@ -497,6 +557,7 @@ func (p *BatchPublisher) sendEach(batch []*batchEvent) {
 			}
 			futs[i], errs[i] = fut, err
 		}
+		written()
 		var again []*batchEvent
 		var againErrs []error
 		for i, e := range todo {

@@ -140,6 +140,69 @@ func TestBatchPublisherLoneEvent(t *testing.T) {
 	}
 }
 
+// TestBatchPublisherKeepsOrder: with several batches in flight, the stream
+// stores events in the order they were published — in atomic batches, and
+// one message at a time on a stream without them (once the publisher
+// knows: the batches refused before are re-sent after those written
+// meanwhile, the order the doc comment of send gives).
+func TestBatchPublisherKeepsOrder(t *testing.T) {
+	for _, atomicBatches := range []bool{true, false} {
+		t.Run(fmt.Sprint("atomic=", atomicBatches), func(t *testing.T) {
+			_, c := startServer(t)
+			ctx := t.Context()
+			cfg := jetstream.StreamConfig{Name: "REACTORD_EVENTS", Subjects: []string{c.prefix + ">"},
+				Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, AllowAtomicPublish: atomicBatches}
+			s, err := c.JetStream().CreateStream(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Small batches, so that many are sent while others wait.
+			p, err := c.NewBatchPublisher(ctx, BatchOptions{MaxBatch: 8, InFlight: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := uint64(0)
+			if !atomicBatches {
+				// The first batch, refused, tells the publisher.
+				var col collector
+				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "first"}, col.done()); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "second"}, col.done()); err != nil {
+					t.Fatal(err)
+				}
+				col.wg.Wait()
+				first = 2
+			}
+			const n = 3000
+			var col collector
+			for i := range n {
+				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "id-" + strconv.Itoa(i)}, col.done()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.Close(ctx)
+			col.wg.Wait()
+			if len(col.errs) > 0 {
+				t.Fatalf("%d events failed: %v", len(col.errs), col.errs[0])
+			}
+			if p.Atomic() != atomicBatches {
+				t.Fatalf("atomic %t, want %t", p.Atomic(), atomicBatches)
+			}
+			for seq := first + 1; seq <= first+n; seq++ {
+				m, err := s.GetMsg(ctx, seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if id := m.Header.Get(HeaderMsgID); id != "id-"+strconv.Itoa(int(seq-first-1)) {
+					t.Fatalf("sequence %d holds %s (stats %+v)", seq, id, p.Stats())
+				}
+			}
+			t.Logf("stats %+v", p.Stats())
+		})
+	}
+}
+
 // TestBatchPublisherStreamWithoutAtomic: on a stream that does not allow
 // atomic batches (made by hand), the first batch is refused, its events
 // and all later ones are published one at a time, and all are stored.
