@@ -139,8 +139,8 @@ type BatchPublisher struct {
 	flush   bool
 	closed  bool
 
-	kick     chan struct{} // wakes the closer
-	slots    chan struct{} // batches in flight
+	kick  chan struct{} // wakes the closer
+	slots chan struct{} // batches in flight
 	// wire is closed once the last batch handed to a goroutine has
 	// written its messages (loop's goroutine only): the next one writes
 	// after it, so batches reach the stream in the order they closed.
