@@ -40,15 +40,22 @@ const (
 // Defaults for BatchOptions.
 const (
 	// DefaultBatchMax is the most events in one batch (nats-server takes
-	// up to 1000 unless its max_batch_size says fewer).
+	// up to 1000 unless its max_batch_size says fewer; measured on
+	// reactord-bench bursts, 1000 ran at about 0.6 of 256, and 64 or 128
+	// no faster: docs/speed.md).
 	DefaultBatchMax = 256
 	// DefaultBatchLinger is how long a batch stays open for more events
-	// after its first one.
+	// after its first one while another batch is in flight.
 	DefaultBatchLinger = time.Millisecond
 	// DefaultBatchInFlight is how many batches wait for their
 	// acknowledgement at once (nats-server allows 50 open atomic batches
 	// per stream, all publishers together).
 	DefaultBatchInFlight = 4
+	// DefaultBatchMinAtomic is the fewest events sent as an atomic batch:
+	// nats-server stages each atomic batch of a one-replica file stream in
+	// a file store of its own, which took about 6 ms here, as long as
+	// about 16 events published and flushed one at a time.
+	DefaultBatchMinAtomic = 16
 )
 
 // batchAckTimeout bounds the wait for one batch's acknowledgement.
@@ -59,14 +66,22 @@ type BatchOptions struct {
 	// MaxBatch is the most events in one batch (default DefaultBatchMax,
 	// at most 1000).
 	MaxBatch int
-	// Linger is how long a batch stays open after its first event
-	// (default DefaultBatchLinger): a lone event waits no longer than that
-	// before it is sent.
+	// Linger is how long a batch stays open after its first event while
+	// another batch waits for its acknowledgement (default
+	// DefaultBatchLinger); with none in flight, what is open is sent at
+	// once, so a lone event does not wait.
 	Linger time.Duration
 	// InFlight is how many batches wait for their acknowledgement at once
 	// (default DefaultBatchInFlight); while all do, the open batch keeps
 	// filling up to MaxBatch, and Publish blocks beyond.
 	InFlight int
+	// MinAtomic is the fewest events sent as one atomic batch (default
+	// DefaultBatchMinAtomic, at least 2); a batch with fewer is published
+	// one message at a time, several in flight. Above MaxBatch, no batch
+	// is atomic: the choice for a server that does not flush each write
+	// (sync_interval other than always), where an atomic batch saves no
+	// flush and its staging costs one.
+	MinAtomic int
 	// Retries is how many times a batch that got no acknowledgement (a
 	// timeout, no responders, a connection lost) is sent again before its
 	// events fail (default 0).
@@ -95,9 +110,13 @@ type BatchStats struct {
 }
 
 // BatchPublisher publishes events to JetStream in atomic batches
-// (nats-server 2.12+): events gather in an open batch, which is sent when
-// it holds MaxBatch events or Linger after its first one, while up to
-// InFlight batches wait for their acknowledgement. The stream stores a
+// (nats-server 2.12+): events gather in an open batch while another batch
+// is in flight, and it is sent when it holds MaxBatch events, Linger after
+// its first one or when no batch is in flight any more (group commit: a
+// lone event goes at once, a burst gathers while the writes before it are
+// flushed); up to InFlight batches wait for their acknowledgement. A
+// batch of fewer than MinAtomic events is published one message at a
+// time. The stream stores a
 // batch whole or not at all and, with each write flushed (sync_interval
 // always), flushes it once: that is what makes it cheaper than one
 // acknowledged publish per event. Every event carries its Nats-Msg-Id (the
@@ -109,8 +128,7 @@ type BatchStats struct {
 //
 // On a server older than AtomicBatchMin (asked once, at creation), or a
 // stream without allow_atomic (found at the first refusal), it publishes
-// each event on its own, several at once, and says so in one log line. A
-// batch of one event is always published on its own.
+// each event on its own, several at once, and says so in one log line.
 //
 // Batches are written to the connection one after another, so the stream
 // stores events in the order Publish took them; only a batch sent again
@@ -124,9 +142,12 @@ type BatchPublisher struct {
 	log    *slog.Logger
 	linger time.Duration
 	tries  int
-	idBase string
-	seq    atomic.Uint64 // the publisher's message ids
-	bseq   atomic.Uint64 // batch ids
+	// minAtomic is the fewest events sent as an atomic batch: fewer go
+	// one at a time.
+	minAtomic int
+	idBase    string
+	seq       atomic.Uint64 // the publisher's message ids
+	bseq      atomic.Uint64 // batch ids
 
 	atomic   atomic.Bool // atomic batches, else one message at a time
 	maxBatch atomic.Int64
@@ -185,6 +206,9 @@ func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPub
 	if o.InFlight <= 0 {
 		o.InFlight = DefaultBatchInFlight
 	}
+	if o.MinAtomic <= 0 {
+		o.MinAtomic = DefaultBatchMinAtomic
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -196,7 +220,7 @@ func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPub
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	pctx, cancel := context.WithCancel(context.Background())
-	p := &BatchPublisher{c: c, js: js, log: log, linger: o.Linger, tries: max(o.Retries, 0) + 1,
+	p := &BatchPublisher{c: c, js: js, log: log, linger: o.Linger, tries: max(o.Retries, 0) + 1, minAtomic: max(o.MinAtomic, 2),
 		idBase: "reactord-" + hex.EncodeToString(b[:]) + "-", openIDs: map[string]*batchEvent{},
 		kick: make(chan struct{}, 1), slots: make(chan struct{}, o.InFlight), loopDone: make(chan struct{}), ctx: pctx, cancel: cancel}
 	p.room = sync.NewCond(&p.mu)
@@ -333,7 +357,7 @@ func (p *BatchPublisher) loop() {
 			}
 			continue
 		}
-		if p.atomic.Load() && !closing && !flush && int64(n) < p.maxBatch.Load() {
+		if p.atomic.Load() && !closing && !flush && int64(n) < p.maxBatch.Load() && len(p.slots) > 0 {
 			if wait := p.linger - time.Since(first); wait > 0 {
 				timer.Reset(wait)
 				select {
@@ -370,7 +394,7 @@ func (p *BatchPublisher) loop() {
 		go func() {
 			var once sync.Once
 			written := func() { once.Do(func() { close(mine) }) }
-			defer func() { written(); <-p.slots; p.inFlight.Done() }()
+			defer func() { written(); <-p.slots; p.inFlight.Done(); p.wake() }()
 			<-prev
 			p.send(batch, written)
 		}()
@@ -395,7 +419,7 @@ func (p *BatchPublisher) failOpen(err error) {
 // stores batches in order (a batch sent again after a failure comes after
 // those written meanwhile).
 func (p *BatchPublisher) send(batch []*batchEvent, written func()) {
-	if len(batch) == 1 || !p.atomic.Load() {
+	if len(batch) < p.minAtomic || !p.atomic.Load() {
 		p.sendEach(batch, written)
 		return
 	}

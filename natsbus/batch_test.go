@@ -96,9 +96,9 @@ func TestBatchPublisherBatchesAndDedupes(t *testing.T) {
 	t.Logf("stats %+v", st)
 }
 
-// TestBatchPublisherLoneEvent: a lone event is published on its own once
-// the batch's linger passed, and is acknowledged no more than 2 ms later
-// than a plain acknowledged publish (medians of 30).
+// TestBatchPublisherLoneEvent: a lone event is published on its own at
+// once (no batch is in flight to wait for), and is acknowledged no more
+// than 2 ms later than a plain acknowledged publish (medians of 30).
 func TestBatchPublisherLoneEvent(t *testing.T) {
 	_, c := startServer(t)
 	ctx := t.Context()
@@ -140,6 +140,46 @@ func TestBatchPublisherLoneEvent(t *testing.T) {
 	}
 }
 
+// TestBatchPublisherSmallBatches: a few events at once go one at a time
+// (fewer than MinAtomic: the server's staging of an atomic batch would
+// cost more than their flushes); a burst goes in atomic batches.
+func TestBatchPublisherSmallBatches(t *testing.T) {
+	_, c := startServer(t)
+	ctx := t.Context()
+	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewBatchPublisher(ctx, BatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	publish := func(n int, prefix string) {
+		t.Helper()
+		var col collector
+		for i := range n {
+			if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: prefix + strconv.Itoa(i)}, col.done()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		col.wg.Wait()
+		if len(col.errs) > 0 {
+			t.Fatalf("%d events failed: %v", len(col.errs), col.errs[0])
+		}
+	}
+	for round := range 5 {
+		publish(DefaultBatchMinAtomic-1, fmt.Sprint("few-", round, "-"))
+	}
+	if st := p.Stats(); st.Batches != 0 || st.Single != 5*(DefaultBatchMinAtomic-1) {
+		t.Fatalf("stats %+v: want every event of the small groups published alone", st)
+	}
+	publish(2000, "burst-")
+	if st := p.Stats(); st.Batches == 0 || st.Batched < 1000 {
+		t.Fatalf("stats %+v: want most of a burst of 2000 in atomic batches", st)
+	}
+	t.Logf("stats %+v", p.Stats())
+}
+
 // TestBatchPublisherKeepsOrder: with several batches in flight, the stream
 // stores events in the order they were published — in atomic batches, and
 // one message at a time on a stream without them (once the publisher
@@ -157,7 +197,7 @@ func TestBatchPublisherKeepsOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Small batches, so that many are sent while others wait.
-			p, err := c.NewBatchPublisher(ctx, BatchOptions{MaxBatch: 8, InFlight: 4})
+			p, err := c.NewBatchPublisher(ctx, BatchOptions{MaxBatch: 8, MinAtomic: 2, InFlight: 4})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,14 +205,13 @@ func TestBatchPublisherKeepsOrder(t *testing.T) {
 			if !atomicBatches {
 				// The first batch, refused, tells the publisher.
 				var col collector
-				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "first"}, col.done()); err != nil {
-					t.Fatal(err)
-				}
-				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "second"}, col.done()); err != nil {
-					t.Fatal(err)
+				for i := range 100 {
+					if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "warm-" + strconv.Itoa(i)}, col.done()); err != nil {
+						t.Fatal(err)
+					}
 				}
 				col.wg.Wait()
-				first = 2
+				first = 100
 			}
 			const n = 3000
 			var col collector
