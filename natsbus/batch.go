@@ -97,9 +97,9 @@ type BatchStats struct {
 	Batches int64
 	// Batched is the events in them.
 	Batched int64
-	// Single is the events published one at a time: alone in their
-	// batch, on a server without atomic batches, or settled one by one
-	// after the server refused their batch (a duplicate id in it).
+	// Single is the events published one at a time: in a batch of fewer
+	// than MinAtomic, on a server without atomic batches, or settled one
+	// by one after the server refused their batch (a duplicate id in it).
 	Single int64
 	// Fallbacks is the batches the server refused and that were then
 	// published one message at a time.
@@ -132,7 +132,8 @@ type BatchStats struct {
 //
 // Batches are written to the connection one after another, so the stream
 // stores events in the order Publish took them; only a batch sent again
-// (refused, or unacknowledged) comes after those written meanwhile.
+// (refused, or unacknowledged) comes after those written meanwhile, and
+// the events of several batches sent again may interleave.
 //
 // Publish may be called from several goroutines; each event's done
 // function is called once, from the publisher's goroutines.
@@ -143,8 +144,9 @@ type BatchPublisher struct {
 	linger time.Duration
 	tries  int
 	// minAtomic is the fewest events sent as an atomic batch: fewer go
-	// one at a time.
-	minAtomic int
+	// one at a time (lowered with maxBatch when the server refuses large
+	// batches).
+	minAtomic atomic.Int64
 	idBase    string
 	seq       atomic.Uint64 // the publisher's message ids
 	bseq      atomic.Uint64 // batch ids
@@ -170,11 +172,14 @@ type BatchPublisher struct {
 	// through replies (batch id → its channel) by one subscription.
 	inbox    string
 	inboxSub *nats.Subscription
-	replies  sync.Map
-	inFlight sync.WaitGroup
-	loopDone chan struct{}
-	ctx      context.Context
-	cancel   context.CancelFunc
+	// inboxGone is closed when the subscription ends (the connection
+	// closed for good, or Close): no acknowledgement can come.
+	inboxGone chan struct{}
+	replies   sync.Map
+	inFlight  sync.WaitGroup
+	loopDone  chan struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
 
 	batches, batched, single, fallbacks, retried atomic.Int64
 }
@@ -220,7 +225,7 @@ func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPub
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	pctx, cancel := context.WithCancel(context.Background())
-	p := &BatchPublisher{c: c, js: js, log: log, linger: o.Linger, tries: max(o.Retries, 0) + 1, minAtomic: max(o.MinAtomic, 2),
+	p := &BatchPublisher{c: c, js: js, log: log, linger: o.Linger, tries: max(o.Retries, 0) + 1,
 		idBase: "reactord-" + hex.EncodeToString(b[:]) + "-", openIDs: map[string]*batchEvent{},
 		kick: make(chan struct{}, 1), slots: make(chan struct{}, o.InFlight), loopDone: make(chan struct{}), ctx: pctx, cancel: cancel}
 	p.room = sync.NewCond(&p.mu)
@@ -233,6 +238,10 @@ func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPub
 		cancel()
 		return nil, fmt.Errorf("subscribing to the batches' acknowledgements: %w", err)
 	}
+	p.inboxGone = make(chan struct{})
+	var gone sync.Once
+	p.inboxSub.SetClosedHandler(func(string) { gone.Do(func() { close(p.inboxGone) }) })
+	p.minAtomic.Store(int64(max(o.MinAtomic, 2)))
 	sv, err := c.ServerVersion(ctx)
 	switch {
 	case err != nil:
@@ -240,6 +249,8 @@ func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPub
 	case sv.Version.Less(AtomicBatchMin):
 		log.Info("JetStream publishing: one message at a time, several in flight (nats-server "+sv.Version.String()+" has no atomic batch publish, which needs "+AtomicBatchMin.String()+" or later)",
 			"server", sv.URL)
+	case o.MinAtomic > o.MaxBatch:
+		log.Info("JetStream publishing: one message at a time, several in flight (asked for: MinAtomic above MaxBatch)", "server", sv.URL)
 	default:
 		p.atomic.Store(true)
 		log.Info("JetStream publishing: atomic batches (one disk flush per batch)", "max_batch", o.MaxBatch, "linger", o.Linger, "in_flight", o.InFlight,
@@ -419,7 +430,7 @@ func (p *BatchPublisher) failOpen(err error) {
 // stores batches in order (a batch sent again after a failure comes after
 // those written meanwhile).
 func (p *BatchPublisher) send(batch []*batchEvent, written func()) {
-	if len(batch) < p.minAtomic || !p.atomic.Load() {
+	if int64(len(batch)) < p.minAtomic.Load() || !p.atomic.Load() {
 		p.sendEach(batch, written)
 		return
 	}
@@ -480,6 +491,9 @@ func (p *BatchPublisher) refused(apiErr *jetstream.APIError, n int) {
 	case errCodeAtomicTooLarge:
 		if half := int64(max(n/2, 1)); half < p.maxBatch.Load() {
 			p.maxBatch.Store(half)
+			if half < p.minAtomic.Load() {
+				p.minAtomic.Store(max(half, 2))
+			}
 			p.log.Warn("JetStream publishing: the server refuses batches this large (its max_batch_size); batches of at most this many from now on", "max_batch", half, "err", apiErr)
 		}
 	}
@@ -525,6 +539,9 @@ func (p *BatchPublisher) sendAtomic(batch []*batchEvent, written func()) error {
 		case <-p.ctx.Done():
 			t.Stop()
 			return p.ctx.Err()
+		case <-p.inboxGone:
+			t.Stop()
+			return nats.ErrConnectionClosed
 		}
 		if len(resp.Data) == 0 && resp.Header.Get("Status") == "503" {
 			return nats.ErrNoResponders // no stream takes the subject

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/internal/freeport"
@@ -74,12 +75,20 @@ func TestBatchPublisherBatchesAndDedupes(t *testing.T) {
 		}
 	}
 	col.wg.Wait()
-	// Ids the stream has, in one batch with new ones.
+	// Ids the stream has, in one batch with new ones: every slot taken
+	// while they are published, so that they gather in one open batch.
+	for range cap(p.slots) {
+		p.slots <- struct{}{}
+	}
 	for i := 490; i < 510; i++ {
 		if err := p.Publish("salt/minion/web1/start", envelope("salt/minion/web1/start"), Meta{MsgID: "id-" + strconv.Itoa(i)}, col.done()); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for range cap(p.slots) {
+		<-p.slots
+	}
+	p.wake()
 	p.Close(ctx)
 	col.wg.Wait()
 	if len(col.errs) > 0 {
@@ -178,6 +187,59 @@ func TestBatchPublisherSmallBatches(t *testing.T) {
 		t.Fatalf("stats %+v: want most of a burst of 2000 in atomic batches", st)
 	}
 	t.Logf("stats %+v", p.Stats())
+}
+
+// TestBatchPublisherConnectionClosed: a batch waiting for its
+// acknowledgement fails at once with the connection closed when the
+// connection closes for good, not after the acknowledgement timeout.
+func TestBatchPublisherConnectionClosed(t *testing.T) {
+	srv, _ := startServer(t)
+	c, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: "closing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := t.Context()
+	// No stream: a plain subscriber takes the subjects and never answers,
+	// so the batch's commit waits.
+	sink, err := c.nc.Subscribe(c.prefix+">", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Unsubscribe()
+	p, err := c.NewBatchPublisher(ctx, BatchOptions{MinAtomic: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Atomic() {
+		t.Fatal("the embedded server has atomic batches, the publisher does not use them")
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "c-" + strconv.Itoa(i)}, func(err error) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the batches are on the wire
+	start := time.Now()
+	c.nc.Close()
+	wg.Wait()
+	if took := time.Since(start); took > batchAckTimeout/2 {
+		t.Fatalf("the events settled %v after the connection closed", took)
+	}
+	for _, err := range errs {
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			t.Fatalf("an event settled with %v, want the connection closed", err)
+		}
+	}
 }
 
 // TestBatchPublisherKeepsOrder: with several batches in flight, the stream

@@ -212,11 +212,11 @@ saved run).`, stderr)
 		return replotScale(*plotFrom, *plotFile, stdout, stderr)
 	}
 	if *scale != "" {
-		return runScale(ctx, replicasBench{total: int64(*n), rate: *rate, lanes: *lanes, queue: *queue, js: true, noGuard: *noGuard, sync: *jsSync,
+		return runScale(ctx, replicasBench{total: int64(*n), rate: *rate, lanes: *lanes, queue: *queue, js: true, noGuard: *noGuard, sync: *jsSync, singles: !*atomicBatches,
 			sharedState: *sharedState, store: *storeURL, conf: *conf, dir: dir, lines: lines}, *scale, *plotFile, stdout, stderr)
 	}
 	if *replicas > 0 {
-		return runReplicasBench(ctx, replicasBench{replicas: *replicas, nodes: *cluster, partitions: *partitions, floor: *floor, sync: *jsSync, total: int64(*n), rate: *rate,
+		return runReplicasBench(ctx, replicasBench{replicas: *replicas, nodes: *cluster, partitions: *partitions, floor: *floor, sync: *jsSync, singles: !*atomicBatches, total: int64(*n), rate: *rate,
 			lanes: *lanes, queue: *queue, js: *js, noGuard: *noGuard, sharedState: *sharedState, store: *storeURL, conf: *conf, dir: dir, lines: lines}, stdout, stderr)
 	}
 	// The daemon as reactord run builds it (daemon.New), on its embedded
@@ -384,7 +384,7 @@ saved run).`, stderr)
 		}
 		args := []string{"publish", "--nats", url, "--nats-token-file", natsbus.TokenFile(d.DataDir()), "--file", evFile, "--events", strconv.FormatInt(total, 10), "--rate", strconv.Itoa(*rate)}
 		if *js {
-			args = append(args, "--jetstream")
+			args = append(args, "--jetstream", "--publish-batches="+strconv.FormatBool(*atomicBatches))
 		}
 		child := exec.CommandContext(runCtx, self, args...)
 		child.Stderr = stderr
@@ -752,13 +752,14 @@ func joinLines(lines [][]byte) []byte {
 
 // cmdBenchPublish is the bench's publisher process.
 func cmdBenchPublish(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := newFlags("publish", "reactord-bench publish --nats URL [--nats-token-file F] --file F --events N --rate R [--jetstream]", "The publisher process of reactord-bench.", stderr)
+	fs := newFlags("publish", "reactord-bench publish --nats URL [--nats-token-file F] --file F --events N --rate R [--jetstream [--publish-batches=false]]", "The publisher process of reactord-bench.", stderr)
 	url := fs.String("nats", "", "NATS URL")
 	tokenFile := fs.String("nats-token-file", "", "file holding the NATS token")
 	file := fs.String("file", "", "events")
 	n := fs.Int64("events", 0, "events to publish")
 	rate := fs.Int("rate", 0, "events per second")
 	js := fs.Bool("jetstream", false, "publish to JetStream")
+	atomicBatches := fs.Bool("publish-batches", true, "with --jetstream: publish in atomic batches; false: one message at a time")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -784,7 +785,7 @@ func cmdBenchPublish(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer pub.Close()
-	if err := publishWorkload(ctx, pub, lines, tags, *n, *rate, *js, true); err != nil {
+	if err := publishWorkload(ctx, pub, lines, tags, *n, *rate, *js, *atomicBatches); err != nil {
 		fmt.Fprintf(stderr, "publish: %v\n", err)
 		return exitFound
 	}

@@ -39,7 +39,9 @@ type replicasBench struct {
 	floor bool
 	// sync is the embedded server's SyncInterval (0: each write flushed,
 	// the daemon's default); not for --cluster.
-	sync      time.Duration
+	sync time.Duration
+	// singles publishes one message at a time (--publish-batches=false).
+	singles   bool
 	store     string // "": the daemon's default (SQLite under its --data-dir)
 	conf, dir string
 	lines     [][]byte
@@ -424,6 +426,9 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 	pargs := []string{"publish", "--nats", natsURL, "--file", evFile, "--events", strconv.FormatInt(b.total, 10), "--rate", strconv.Itoa(b.rate)}
 	if b.js {
 		pargs = append(pargs, "--jetstream")
+		if b.singles {
+			pargs = append(pargs, "--publish-batches=false")
+		}
 	}
 	pub := exec.CommandContext(ctx, self, pargs...)
 	pub.Stderr = stderr
