@@ -3,6 +3,8 @@ package natsbus
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -244,6 +246,68 @@ func TestBatchPublisherConnectionClosed(t *testing.T) {
 			t.Fatalf("an event settled with %v, want the connection closed", err)
 		}
 	}
+}
+
+// TestBatchPublisherManyPublishers: 60 publishers at once on one stream,
+// more than nats-server's 50 open atomic batches per stream: each has at
+// most one batch open on the server at a time (its batches are written
+// one after another and committed as they end), and a batch the server
+// would refuse for the limit goes one message at a time; every event is
+// stored once, none fails. (Here the limit was not reached: the log line
+// says how many batches were refused.)
+func TestBatchPublisherManyPublishers(t *testing.T) {
+	srv, c := startServer(t)
+	ctx := t.Context()
+	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const pubs, each = 60, 200
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	var total BatchStats
+	for k := range pubs {
+		pc, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: fmt.Sprint("pub-", k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pc.Close)
+		p, err := pc.NewBatchPublisher(ctx, BatchOptions{MaxBatch: 20, MinAtomic: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var col collector
+			for i := range each {
+				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: fmt.Sprint("p", k, "-", i)}, col.done()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			p.Close(ctx)
+			col.wg.Wait()
+			st := p.Stats()
+			mu.Lock()
+			errs = append(errs, col.errs...)
+			total.Batches += st.Batches
+			total.Batched += st.Batched
+			total.Fallbacks += st.Fallbacks
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d events failed: %v", len(errs), errs[0])
+	}
+	if n, err := c.StreamMessages(ctx, "REACTORD_EVENTS"); err != nil || n != pubs*each {
+		t.Fatalf("the stream holds %d messages (%v), want %d", n, err, pubs*each)
+	}
+	if total.Batches == 0 {
+		t.Fatalf("stats %+v: no atomic batch", total)
+	}
+	t.Logf("%d publishers: %d atomic batches holding %d events, %d refused and sent one message at a time", pubs, total.Batches, total.Batched, total.Fallbacks)
 }
 
 // TestBatchPublisherKeepsOrder: with several batches in flight, the stream
