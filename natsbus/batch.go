@@ -116,10 +116,9 @@ type BatchStats struct {
 // lone event goes at once, a burst gathers while the writes before it are
 // flushed); up to InFlight batches wait for their acknowledgement. A
 // batch of fewer than MinAtomic events is published one message at a
-// time. The stream stores a
-// batch whole or not at all and, with each write flushed (sync_interval
-// always), flushes it once: that is what makes it cheaper than one
-// acknowledged publish per event. Every event carries its Nats-Msg-Id (the
+// time. The stream stores a batch whole or not at all and, with each
+// write flushed (sync_interval always), flushes it once: that is what
+// makes it cheaper than one acknowledged publish per event. Every event carries its Nats-Msg-Id (the
 // caller's, else one of the publisher's): the server refuses a batch that
 // holds an id it stored within its duplicate window, and the publisher
 // then publishes that batch's events one at a time, so that duplicates
