@@ -249,7 +249,15 @@ func TestFailoverKeysOnEveryMaster(t *testing.T) {
 		return actions.Action{Chunk: reaction("wheel", "accept_key", "key.accept", "args", []any{m("match", "web1")})}
 	}
 	f1, f2 := newFakeSalt(), newFakeSalt()
-	s1, s2 := httptest.NewServer(f1), httptest.NewServer(f2)
+	s1 := httptest.NewServer(f1)
+	// No keep-alive on the second master: once it is closed, the next
+	// request finds it refusing connections. (A pooled connection would
+	// fail with EOF after the request was written, which is rightly not
+	// taken for a master that is down; whether the client has noticed the
+	// close by then is a race.)
+	s2 := httptest.NewUnstartedServer(f2)
+	s2.Config.SetKeepAlivesEnabled(false)
+	s2.Start()
 	t.Cleanup(s1.Close)
 	t.Cleanup(s2.Close)
 	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
