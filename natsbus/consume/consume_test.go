@@ -25,6 +25,7 @@ func publishUntilConsumed(t *testing.T, c *natsbus.Conn, got *atomic.Int64) func
 		t.Helper()
 		want := got.Load() + 1
 		var sent time.Time
+		var pubErr error
 		wait.For(t, 30*time.Second, func() error {
 			if got.Load() >= want {
 				return nil
@@ -32,9 +33,19 @@ func publishUntilConsumed(t *testing.T, c *natsbus.Conn, got *atomic.Int64) func
 			if time.Since(sent) >= 500*time.Millisecond {
 				seq++
 				sent = time.Now()
-				_ = c.PublishStream(context.Background(), "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(seq)})
+				pubErr = c.PublishStream(context.Background(), "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(seq)})
 			}
-			return fmt.Errorf("%s: no event consumed", step)
+			// What the consumer says, for a failure to tell where it is stuck.
+			var state string
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if cons, err := c.JetStream().Consumer(ctx, "REACTORD_EVENTS", "reactord"); err == nil {
+				i := cons.CachedInfo()
+				state = fmt.Sprintf("consumer: %d pending, %d awaiting ack, delivered up to %d, %d pull requests waiting", i.NumPending, i.NumAckPending, i.Delivered.Stream, i.NumWaiting)
+			} else {
+				state = fmt.Sprint("consumer: ", err)
+			}
+			return fmt.Errorf("%s: no event consumed (last publish: %v; %s)", step, pubErr, state)
 		})
 	}
 }
