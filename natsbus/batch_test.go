@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,23 +47,50 @@ func (c *collector) done() func(error) {
 
 func envelope(tag string) []byte { return []byte(`{"tag":"` + tag + `","data":{"id":"web1"}}`) }
 
+// streamPublisher starts a server with the event stream and returns a
+// connection to it and a BatchPublisher into the stream, closed when the
+// test ends.
+func streamPublisher(t *testing.T, o BatchOptions) (*Conn, *BatchPublisher) {
+	t.Helper()
+	_, c := startServer(t)
+	if err := c.EnsureStream(t.Context(), StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewBatchPublisher(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return c, p
+}
+
+// publishEach publishes n events on x/y, with the ids prefix0 …
+// prefix(n-1), and waits for every acknowledgement; an event that fails
+// fails the test.
+func publishEach(t *testing.T, p *BatchPublisher, n int, prefix string) {
+	t.Helper()
+	var col collector
+	for i := range n {
+		if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: prefix + strconv.Itoa(i)}, col.done()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col.wg.Wait()
+	if len(col.errs) > 0 {
+		t.Fatalf("%d events failed: %v", len(col.errs), col.errs[0])
+	}
+}
+
 // TestBatchPublisherBatchesAndDedupes: events published at once go as
 // atomic batches and each is acknowledged; an id given twice in a batch,
 // and ids the stream stored already (republished after their batch was
 // acknowledged), are stored once, the refused batch settled one message
 // at a time.
 func TestBatchPublisherBatchesAndDedupes(t *testing.T) {
-	_, c := startServer(t)
-	ctx := t.Context()
-	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	// MinAtomic 2: a small batch (group commit sends what is open as soon
 	// as nothing is in flight) is still atomic.
-	p, err := c.NewBatchPublisher(ctx, BatchOptions{MaxBatch: 50, MinAtomic: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, p := streamPublisher(t, BatchOptions{MaxBatch: 50, MinAtomic: 2})
+	ctx := t.Context()
 	if !p.Atomic() {
 		t.Fatal("the embedded server has atomic batches, the publisher does not use them")
 	}
@@ -115,16 +143,8 @@ func TestBatchPublisherBatchesAndDedupes(t *testing.T) {
 // once (no batch is in flight to wait for), and is acknowledged no more
 // than 2 ms later than a plain acknowledged publish (medians of 30).
 func TestBatchPublisherLoneEvent(t *testing.T) {
-	_, c := startServer(t)
+	c, p := streamPublisher(t, BatchOptions{})
 	ctx := t.Context()
-	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.NewBatchPublisher(ctx, BatchOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
 	const rounds = 30
 	var plain, batched []time.Duration
 	for i := range rounds {
@@ -159,36 +179,14 @@ func TestBatchPublisherLoneEvent(t *testing.T) {
 // (fewer than MinAtomic: the server's staging of an atomic batch would
 // cost more than their flushes); a burst goes in atomic batches.
 func TestBatchPublisherSmallBatches(t *testing.T) {
-	_, c := startServer(t)
-	ctx := t.Context()
-	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.NewBatchPublisher(ctx, BatchOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
-	publish := func(n int, prefix string) {
-		t.Helper()
-		var col collector
-		for i := range n {
-			if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: prefix + strconv.Itoa(i)}, col.done()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		col.wg.Wait()
-		if len(col.errs) > 0 {
-			t.Fatalf("%d events failed: %v", len(col.errs), col.errs[0])
-		}
-	}
+	_, p := streamPublisher(t, BatchOptions{})
 	for round := range 5 {
-		publish(DefaultBatchMinAtomic-1, fmt.Sprint("few-", round, "-"))
+		publishEach(t, p, DefaultBatchMinAtomic-1, fmt.Sprint("few-", round, "-"))
 	}
 	if st := p.Stats(); st.Batches != 0 || st.Single != 5*(DefaultBatchMinAtomic-1) {
 		t.Fatalf("stats %+v: want every event of the small groups published alone", st)
 	}
-	publish(2000, "burst-")
+	publishEach(t, p, 2000, "burst-")
 	if st := p.Stats(); st.Batches == 0 || st.Batched < 1000 {
 		t.Fatalf("stats %+v: want most of a burst of 2000 in atomic batches", st)
 	}
@@ -334,27 +332,12 @@ func TestBatchPublisherKeepsOrder(t *testing.T) {
 			first := uint64(0)
 			if !atomicBatches {
 				// The first batch, refused, tells the publisher.
-				var col collector
-				for i := range 100 {
-					if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "warm-" + strconv.Itoa(i)}, col.done()); err != nil {
-						t.Fatal(err)
-					}
-				}
-				col.wg.Wait()
+				publishEach(t, p, 100, "warm-")
 				first = 100
 			}
 			const n = 3000
-			var col collector
-			for i := range n {
-				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "id-" + strconv.Itoa(i)}, col.done()); err != nil {
-					t.Fatal(err)
-				}
-			}
+			publishEach(t, p, n, "id-")
 			p.Close(ctx)
-			col.wg.Wait()
-			if len(col.errs) > 0 {
-				t.Fatalf("%d events failed: %v", len(col.errs), col.errs[0])
-			}
 			if p.Atomic() != atomicBatches {
 				t.Fatalf("atomic %t, want %t", p.Atomic(), atomicBatches)
 			}
