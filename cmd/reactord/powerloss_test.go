@@ -100,15 +100,7 @@ type powerLossRun struct {
 }
 
 func newPowerLossRun(t *testing.T, extra ...string) *powerLossRun {
-	fs, err := lazyfs.Mount(t.TempDir(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := fs.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
+	fs := lazyfs.MountTemp(t)
 	pl := &powerLossRun{t: t, fs: fs, data: filepath.Join(fs.Dir, "reactord"), listen: freeAddr(t)}
 	// --ack-wait: what the killed daemon held comes back soon after the
 	// restart.
@@ -327,15 +319,7 @@ func TestPowerLossBridgeSpool(t *testing.T) {
 		t.Skipf("no FUSE power-loss test here: %v", err)
 	}
 	t.Parallel()
-	fs, err := lazyfs.Mount(t.TempDir(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := fs.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
+	fs := lazyfs.MountTemp(t)
 	// The daemon's data directory (a plain disk) holds the token both
 	// bridges are given before the daemon first starts.
 	data := filepath.Join(t.TempDir(), "reactord")

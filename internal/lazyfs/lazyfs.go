@@ -54,6 +54,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -221,6 +222,23 @@ func (f *FS) Unsynced() int64 {
 		fl.mu.Unlock()
 	}
 	return n
+}
+
+// MountTemp mounts a file system over a new backing directory at a new
+// mount point, both under tb's temporary directories, and unmounts it
+// when tb ends (lazily if need be); a mount that fails fails tb.
+func MountTemp(tb testing.TB) *FS {
+	tb.Helper()
+	f, err := Mount(tb.TempDir(), tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := f.Unmount(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return f
 }
 
 // Unmount unmounts the file system, keeping unsynced data (a clean

@@ -18,16 +18,7 @@ func mountT(t *testing.T) *FS {
 	if err := Available(); err != nil {
 		t.Skipf("no lazyfs here: %v", err)
 	}
-	f, err := Mount(t.TempDir(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.Unmount(); err != nil {
-			t.Error(err)
-		}
-	})
-	return f
+	return MountTemp(t)
 }
 
 func write(t *testing.T, name string, data string, flag int, sync bool) {
