@@ -17,9 +17,10 @@ const restartFree = 16 << 20
 // jetStreamWatch notices that JetStream on the embedded server stopped
 // taking events — a stream that failed to write (a full disk) refuses
 // every message from then on, and a server may turn JetStream off — says
-// so once and on /healthz, and restarts JetStream once the disk has room:
-// the streams are read back from disk, the consumer picks up again by
-// itself, and the bridge has spooled meanwhile.
+// so once and on /healthz, and restarts the embedded server once the disk
+// has room: the streams are read back from disk, the clients reconnect and
+// the consumer picks up again by itself, and the bridge has spooled
+// meanwhile.
 type jetStreamWatch struct {
 	srv   *embedded.Server
 	dir   string // the store directory, whose file system is watched
@@ -56,21 +57,21 @@ func (w *jetStreamWatch) check(now time.Time) {
 	if !w.down.Load() {
 		w.down.Store(true)
 		w.since = now
-		w.log.Error("JetStream stopped on the embedded NATS server, most likely because its disk is full: no event is taken in until it runs again (the bridge spools meanwhile; /healthz answers 503). Free space on the file system of the data directory; reactord restarts JetStream by itself once 16 MiB are free",
+		w.log.Error("JetStream stopped on the embedded NATS server, most likely because its disk is full: no event is taken in until it runs again (the bridge spools meanwhile; /healthz answers 503). Free space on the file system of the data directory; reactord restarts the embedded NATS server by itself once 16 MiB are free",
 			"store_dir", w.dir, "free_bytes", free)
 	}
 	if freeErr == nil && free < restartFree {
 		return
 	}
-	if err := w.srv.RestartJetStream(); err != nil {
+	if err := w.srv.Restart(); err != nil {
 		if now.Sub(w.tried) >= time.Minute {
-			w.log.Warn("JetStream could not be restarted on the embedded NATS server yet; trying again", "err", err, "free_bytes", free)
+			w.log.Warn("the embedded NATS server could not be restarted yet; trying again", "err", err, "free_bytes", free)
 			w.tried = now
 		}
 		return
 	}
 	w.down.Store(false)
-	w.log.Info("JetStream runs again on the embedded NATS server: events flow again", "down_for", now.Sub(w.since).Round(time.Second), "free_bytes", free)
+	w.log.Info("JetStream runs again on the restarted embedded NATS server: events flow again", "down_for", now.Sub(w.since).Round(time.Second), "free_bytes", free)
 }
 
 // health is /healthz's check.

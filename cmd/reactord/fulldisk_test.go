@@ -55,7 +55,8 @@ func fill(t *testing.T, dir string) string {
 // directory on a 64 MiB tmpfs filled while events flow. JetStream stops
 // (the NATS server turns it off when a write fails): reactord says so once
 // in its log, /healthz answers 503 and reactord_jetstream_up is 0. When the
-// space comes back it restarts JetStream by itself: /healthz 200 again and
+// space comes back it restarts the embedded server by itself: /healthz 200
+// again and
 // every event published afterwards is reacted to; nothing the stream
 // acknowledged is lost (issue 22, item 1).
 func TestFullDiskRecovers(t *testing.T) {
@@ -141,7 +142,7 @@ func TestFullDiskRecovers(t *testing.T) {
 // TestFullDiskExternalNATS: a daemon on an external NATS server whose
 // store fills up notices it through its heartbeat writes: one log line,
 // /healthz 503 and reactord_jetstream_writable 0. The server's streams
-// keep refusing writes after the space came back, until its JetStream
+// keep refusing writes after the space came back, until the server
 // restarts (the server's operator's move; here the test's): then the
 // daemon is healthy again and events flow (issue 22, item 1).
 func TestFullDiskExternalNATS(t *testing.T) {
@@ -167,7 +168,7 @@ func TestFullDiskExternalNATS(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.RestartJetStream(); err != nil {
+	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	checkFor(t, 45*time.Second, func() error {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,12 +65,20 @@ type ClusterOptions struct {
 // 8 MiB, the largest NATS recommends.
 const DefaultMaxPayload = 8 << 20
 
-// Server is an in-process NATS natsserver.
+// Server is an in-process NATS server. Restart replaces the NATS server
+// inside it, so every use goes through current.
 type Server struct {
-	srv         *natsserver.Server
-	opts        *natsserver.Options
+	srv         atomic.Pointer[natsserver.Server]
+	opts        *natsserver.Options // ours: each server gets a copy
+	log         *serverLog
 	writeFailed atomic.Bool
+
+	mu     sync.Mutex // serializes Restart and Shutdown
+	closed bool       // Shutdown was called; under mu
 }
+
+// current is the running NATS server.
+func (e *Server) current() *natsserver.Server { return e.srv.Load() }
 
 // ErrAddrInUse reports that the embedded server's address is taken.
 var ErrAddrInUse = errors.New("address already in use")
@@ -131,22 +140,35 @@ func Start(opts Options) (*Server, error) {
 		}
 		so.Routes = natsserver.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
-	srv, err := natsserver.NewServer(so)
-	if err != nil {
-		return nil, fmt.Errorf("embedded NATS server: %w", err)
-	}
-	e := &Server{srv: srv, opts: so}
+	e := &Server{opts: so}
 	log := slog.New(slog.DiscardHandler)
 	if opts.Log != nil {
 		log = opts.Log.With("component", "nats-server")
 	}
-	srv.SetLoggerV2(&serverLog{log: log, limit: ratelog.NewKeyed(time.Minute, 256), writeFailed: &e.writeFailed}, false, false, false)
+	e.log = &serverLog{log: log, limit: ratelog.NewKeyed(time.Minute, 256), writeFailed: &e.writeFailed}
+	srv, err := e.start(so)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server on %s: %w", opts.Listen, err)
+	}
+	e.srv.Store(srv)
+	return e, nil
+}
+
+// start creates a NATS server with a copy of so (the server keeps and
+// reads the options it is given) and waits until it accepts connections.
+func (e *Server) start(so *natsserver.Options) (*natsserver.Server, error) {
+	srv, err := natsserver.NewServer(so.Clone())
+	if err != nil {
+		return nil, err
+	}
+	srv.SetLoggerV2(e.log, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("embedded NATS server on %s did not start within 10s", opts.Listen)
+		srv.WaitForShutdown()
+		return nil, errors.New("did not start within 10s (see its log lines)")
 	}
-	return e, nil
+	return srv, nil
 }
 
 func flagName(o Options) string {
@@ -157,11 +179,11 @@ func flagName(o Options) string {
 }
 
 // ClientURL is the URL clients connect to.
-func (e *Server) ClientURL() string { return e.srv.ClientURL() }
+func (e *Server) ClientURL() string { return e.current().ClientURL() }
 
 // Addr is the address the server listens on (host:port).
 func (e *Server) Addr() string {
-	if a := e.srv.Addr(); a != nil {
+	if a := e.current().Addr(); a != nil {
 		return a.String()
 	}
 	return ""
@@ -169,7 +191,7 @@ func (e *Server) Addr() string {
 
 // JetStreamEnabled reports whether JetStream runs on the server: the
 // server turns it off by itself when its disk is full.
-func (e *Server) JetStreamEnabled() bool { return e.srv.JetStreamEnabled() }
+func (e *Server) JetStreamEnabled() bool { return e.current().JetStreamEnabled() }
 
 // WriteFailed reports that JetStream failed to write a stream to disk
 // since it last started (a full disk): the stream then refuses every
@@ -177,24 +199,38 @@ func (e *Server) JetStreamEnabled() bool { return e.srv.JetStreamEnabled() }
 // server says so only in its log, which is how it is noticed.
 func (e *Server) WriteFailed() bool { return e.writeFailed.Load() }
 
-// RestartJetStream stops JetStream if it runs and starts it again with the
-// server's own settings, as the NATS server does on a configuration
-// reload: the streams are read back from disk, and one that failed to
-// write takes messages again.
-func (e *Server) RestartJetStream() error {
-	if e.srv.JetStreamEnabled() {
-		if err := e.srv.ShutdownJetStream(); err != nil {
-			return fmt.Errorf("stopping JetStream: %w", err)
+// Restart stops the NATS server and starts a new one on the same
+// address with the same settings, which reads the streams back from disk:
+// a stream that failed to write takes messages again. Clients lose their
+// connection for that moment and reconnect by themselves. (Restarting
+// only JetStream inside the running server, as a NATS configuration
+// reload does, races with the server's handling of JetStream API
+// requests: nats-server 2.15 sets up its API queues without a lock.)
+// On an error no server runs until Restart succeeds.
+func (e *Server) Restart() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("the embedded NATS server was shut down")
+	}
+	old := e.current()
+	if old.Running() {
+		// The same port, also when the first one was picked at random.
+		if a, ok := old.Addr().(*net.TCPAddr); ok {
+			e.opts.Port = a.Port
 		}
+		if a := old.ClusterAddr(); a != nil && e.opts.Cluster.Port != 0 {
+			e.opts.Cluster.Port = a.Port
+		}
+		old.Shutdown()
+		old.WaitForShutdown()
 	}
 	e.writeFailed.Store(false)
-	o := e.opts
-	err := e.srv.EnableJetStream(&natsserver.JetStreamConfig{StoreDir: o.StoreDir, SyncInterval: o.SyncInterval, SyncAlways: o.SyncAlways,
-		MaxMemory: o.JetStreamMaxMemory, MaxStore: o.JetStreamMaxStore, Domain: o.JetStreamDomain, Strict: !o.NoJetStreamStrict})
+	srv, err := e.start(e.opts)
 	if err != nil {
-		_ = e.srv.DisableJetStream()
-		return fmt.Errorf("restarting JetStream: %w", err)
+		return fmt.Errorf("restarting the embedded NATS server: %w", err)
 	}
+	e.srv.Store(srv)
 	return nil
 }
 
@@ -237,9 +273,14 @@ func (l *serverLog) emit(level slog.Level, format string, v []any) {
 
 // Shutdown stops the server and waits for it. It is safe to call twice.
 func (e *Server) Shutdown() {
-	if e == nil || e.srv == nil {
+	if e == nil {
 		return
 	}
-	e.srv.Shutdown()
-	e.srv.WaitForShutdown()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	if srv := e.current(); srv != nil {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}
 }

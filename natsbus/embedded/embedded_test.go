@@ -1,10 +1,14 @@
 package embedded
 
 import (
+	"context"
 	"errors"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestPortTaken: an address in use is ErrAddrInUse, naming the flag that
@@ -41,7 +45,7 @@ func TestSyncBeforeAck(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Shutdown()
-			c := srv.srv.JetStreamConfig()
+			c := srv.current().JetStreamConfig()
 			if c == nil {
 				t.Fatal("JetStream is off")
 			}
@@ -49,5 +53,72 @@ func TestSyncBeforeAck(t *testing.T) {
 				t.Fatalf("sync_always %v, sync_interval %s; want %v, %s", c.SyncAlways, c.SyncInterval, tc.always, tc.interval)
 			}
 		})
+	}
+}
+
+// TestRestart: Restart brings the server back on the same address (also
+// when the first port was picked at random) with the streams read back
+// from disk; a client reconnects by itself; Shutdown then stops it for
+// good.
+func TestRestart(t *testing.T) {
+	srv, err := Start(Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	addr := srv.Addr()
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "s.before", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.current()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if srv.current() == before || before.Running() {
+		t.Fatal("Restart kept the old server running")
+	}
+	if got := srv.Addr(); got != addr {
+		t.Fatalf("restarted on %s, first on %s", got, addr)
+	}
+	if !srv.JetStreamEnabled() {
+		t.Fatal("JetStream is off after the restart")
+	}
+	for {
+		_, err := js.Publish(ctx, "s.after", []byte("2"))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no publish went through after the restart: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st, err := js.Stream(ctx, "S")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 2 {
+		t.Fatalf("the stream holds %d messages after the restart, want 2 (one from before)", n)
+	}
+	srv.Shutdown()
+	if err := srv.Restart(); err == nil {
+		t.Fatal("Restart after Shutdown started a server")
+	}
+	if srv.current().Running() {
+		t.Fatal("a server runs after Shutdown")
 	}
 }
