@@ -195,8 +195,8 @@ func (e *Server) JetStreamEnabled() bool { return e.current().JetStreamEnabled()
 
 // WriteFailed reports that JetStream failed to write a stream to disk
 // since it last started (a full disk): the stream then refuses every
-// message until JetStream restarts, whatever space comes back. The NATS
-// server says so only in its log, which is how it is noticed.
+// message until the server restarts (Restart), whatever space comes back.
+// The NATS server says so only in its log, which is how it is noticed.
 func (e *Server) WriteFailed() bool { return e.writeFailed.Load() }
 
 // Restart stops the NATS server and starts a new one on the same
