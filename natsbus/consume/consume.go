@@ -364,6 +364,18 @@ func lost(err error) bool {
 		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrNoHeartbeat)
 }
 
+// recreateGrace is how long a stream or consumer is seen missing before
+// it is recreated. A stream deleted by hand is noticed within
+// milliseconds (the consume error kicks the check), while nats-server
+// (2.15) is still tearing the old one down: recreated that soon, the
+// create failed ("rename .../meta.inf.tmp: no such file or directory", the
+// old directory moved away under the new one) or the new stream took no
+// message, every publish timing out — 29 failed creates and a stuck
+// stream within about 30 delete-and-recreate rounds here, none in 150
+// rounds with this wait. Once, such a create panicked inside the server,
+// which ends the process of an embedded one.
+const recreateGrace = time.Second
+
 // supervise checks every CheckEvery, and at once on a consume error that
 // may mean a loss, that the consumer exists; when it does not, it
 // recreates the stream and the consumer.
@@ -398,6 +410,13 @@ func (k *Consumer) supervise() {
 			k.healthy.Store(false)
 			k.log.Error("JetStream stream or consumer missing: no event can be delivered until it is recreated; recreating it",
 				"stream", k.o.Stream, "consumer", k.o.Durable, "err", err)
+		}
+		if wait := recreateGrace - time.Since(missingSince); wait > 0 {
+			select {
+			case <-k.stop:
+				return
+			case <-time.After(wait):
+			}
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		err = k.start(ctx)

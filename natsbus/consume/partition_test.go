@@ -287,9 +287,9 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	if err := c.JetStream().DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.EnsureStream(ctx, natsbus.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// Created again at once, a create may fail while nats-server still
+	// removes the deleted stream (see recreateGrace).
+	wait.For(t, 10*time.Second, func() error { return c.EnsureStream(ctx, natsbus.StreamOptions{}) })
 	if _, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 2}, h.handle); !errors.Is(err, natsbus.ErrWorkQueueStream) {
 		t.Fatalf("partitions on a work-queue stream: %v, want ErrWorkQueueStream", err)
 	}
