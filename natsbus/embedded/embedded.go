@@ -150,6 +150,14 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server on %s: %w", opts.Listen, err)
 	}
+	// Restart listens on the same ports, also where these were picked at
+	// random.
+	if a, ok := srv.Addr().(*net.TCPAddr); ok {
+		so.Port = a.Port
+	}
+	if a := srv.ClusterAddr(); a != nil {
+		so.Cluster.Port = a.Port
+	}
 	e.srv.Store(srv)
 	return e, nil
 }
@@ -214,17 +222,8 @@ func (e *Server) Restart() error {
 		return errors.New("the embedded NATS server was shut down")
 	}
 	old := e.current()
-	if old.Running() {
-		// The same port, also when the first one was picked at random.
-		if a, ok := old.Addr().(*net.TCPAddr); ok {
-			e.opts.Port = a.Port
-		}
-		if a := old.ClusterAddr(); a != nil && e.opts.Cluster.Port != 0 {
-			e.opts.Cluster.Port = a.Port
-		}
-		old.Shutdown()
-		old.WaitForShutdown()
-	}
+	old.Shutdown()
+	old.WaitForShutdown()
 	e.writeFailed.Store(false)
 	srv, err := e.start(e.opts)
 	if err != nil {
