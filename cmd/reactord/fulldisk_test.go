@@ -56,9 +56,8 @@ func fill(t *testing.T, dir string) string {
 // (the NATS server turns it off when a write fails): reactord says so once
 // in its log, /healthz answers 503 and reactord_jetstream_up is 0. When the
 // space comes back it restarts the embedded server by itself: /healthz 200
-// again and
-// every event published afterwards is reacted to; nothing the stream
-// acknowledged is lost (issue 22, item 1).
+// again and every event published afterwards is reacted to; nothing the
+// stream acknowledged is lost (issue 22, item 1).
 func TestFullDiskRecovers(t *testing.T) {
 	t.Parallel()
 	fs := tmpfs(t, 64)
