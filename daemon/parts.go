@@ -78,7 +78,7 @@ func (d *Daemon) startNATS(context.Context) error {
 	go w.run(d.runCtx)
 	d.addHealth("embedded JetStream", w.health)
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_jetstream_up",
-		Help: "1 while JetStream runs on the embedded NATS server (it stops by itself when its disk is full; reactord restarts it once there is room)."},
+		Help: "1 while JetStream runs on the embedded NATS server (it stops by itself when its disk is full; reactord restarts the server once there is room)."},
 		func() float64 { return b2f(!w.down.Load()) }))
 	return nil
 }

@@ -172,7 +172,7 @@ func TestFullDiskExternalNATS(t *testing.T) {
 	}
 	checkFor(t, 45*time.Second, func() error {
 		if code := healthCode(p, "/healthz"); code != http.StatusOK {
-			return fmt.Errorf("/healthz %d after the server's JetStream restarted", code)
+			return fmt.Errorf("/healthz %d after the server restarted", code)
 		}
 		return nil
 	})

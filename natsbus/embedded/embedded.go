@@ -170,14 +170,32 @@ func (e *Server) start(so *natsserver.Options) (*natsserver.Server, error) {
 		return nil, err
 	}
 	srv.SetLoggerV2(e.log, false, false, false)
-	go srv.Start()
+	// Start reads JetStream's streams back from disk before it takes
+	// connections, which takes a while on a large store. It is waited
+	// for, however long: shutting down a server that is still opening
+	// the store would not stop it, and the next one would open the same
+	// files beside it.
+	started := make(chan struct{})
+	go func() {
+		srv.Start()
+		close(started)
+	}()
+	select {
+	case <-started:
+	case <-time.After(startNote):
+		e.log.log.Info("the embedded NATS server is still starting: JetStream reads its streams back from disk", "waited", startNote)
+		<-started
+	}
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, errors.New("did not start within 10s (see its log lines)")
+		return nil, errors.New("did not take connections within 10s of starting (see its log lines)")
 	}
 	return srv, nil
 }
+
+// startNote is how long a start goes before the log says it is under way.
+const startNote = 10 * time.Second
 
 func flagName(o Options) string {
 	if o.ListenFlag != "" {

@@ -57,17 +57,18 @@ func TestSyncBeforeAck(t *testing.T) {
 }
 
 // TestRestart: Restart brings the server back on the same address (also
-// when the first port was picked at random) with the streams read back
-// from disk; a client reconnects by itself; Shutdown then stops it for
-// good.
+// when the first port was picked at random) with its settings (the token,
+// the flush before each acknowledgement) and the streams read back from
+// disk; a client reconnects by itself; Shutdown then stops it for good.
 func TestRestart(t *testing.T) {
-	srv, err := Start(Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	const token = "s3cret"
+	srv, err := Start(Options{Listen: "127.0.0.1:-1", DataDir: t.TempDir(), Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
 	addr := srv.Addr()
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(srv.ClientURL(), nats.Token(token), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +95,12 @@ func TestRestart(t *testing.T) {
 	if got := srv.Addr(); got != addr {
 		t.Fatalf("restarted on %s, first on %s", got, addr)
 	}
-	if !srv.JetStreamEnabled() {
-		t.Fatal("JetStream is off after the restart")
+	if c := srv.current().JetStreamConfig(); c == nil || !c.SyncAlways {
+		t.Fatalf("JetStream after the restart: %+v, want on and flushing each write", c)
+	}
+	if anon, err := nats.Connect(srv.ClientURL()); err == nil {
+		anon.Close()
+		t.Fatal("the restarted server takes a client without the token")
 	}
 	for {
 		_, err := js.Publish(ctx, "s.after", []byte("2"))
