@@ -26,7 +26,7 @@ func publishUntilConsumed(t *testing.T, c *natsbus.Conn, got *atomic.Int64) func
 		want := got.Load() + 1
 		var sent time.Time
 		var pubErr error
-		wait.For(t, 30*time.Second, func() error {
+		err := wait.Poll(30*time.Second, func() error {
 			if got.Load() >= want {
 				return nil
 			}
@@ -35,18 +35,22 @@ func publishUntilConsumed(t *testing.T, c *natsbus.Conn, got *atomic.Int64) func
 				sent = time.Now()
 				pubErr = c.PublishStream(context.Background(), "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(seq)})
 			}
-			// What the consumer says, for a failure to tell where it is stuck.
-			var state string
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if cons, err := c.JetStream().Consumer(ctx, "REACTORD_EVENTS", "reactord"); err == nil {
-				i := cons.CachedInfo()
-				state = fmt.Sprintf("consumer: %d pending, %d awaiting ack, delivered up to %d, %d pull requests waiting", i.NumPending, i.NumAckPending, i.Delivered.Stream, i.NumWaiting)
-			} else {
-				state = fmt.Sprint("consumer: ", err)
-			}
-			return fmt.Errorf("%s: no event consumed (last publish: %v; %s)", step, pubErr, state)
+			return errors.New("no event consumed")
 		})
+		if err == nil {
+			return
+		}
+		// What the consumer says, for the failure to tell where it is stuck.
+		var state string
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if cons, cerr := c.JetStream().Consumer(ctx, "REACTORD_EVENTS", "reactord"); cerr == nil {
+			i := cons.CachedInfo()
+			state = fmt.Sprintf("consumer: %d pending, %d awaiting ack, delivered up to %d, %d pull requests waiting", i.NumPending, i.NumAckPending, i.Delivered.Stream, i.NumWaiting)
+		} else {
+			state = fmt.Sprint("consumer: ", cerr)
+		}
+		t.Fatalf("%s: %v after 30s (last publish: %v; %s)", step, err, pubErr, state)
 	}
 }
 
