@@ -114,16 +114,17 @@ type BatchStats struct {
 // is in flight, and it is sent when it holds MaxBatch events, Linger after
 // its first one or when no batch is in flight any more (group commit: a
 // lone event goes at once, a burst gathers while the writes before it are
-// flushed); up to InFlight batches wait for their acknowledgement. A
-// batch of fewer than MinAtomic events is published one message at a
-// time. The stream stores a batch whole or not at all and, with each
-// write flushed (sync_interval always), flushes it once: that is what
-// makes it cheaper than one acknowledged publish per event. Every event carries its Nats-Msg-Id (the
-// caller's, else one of the publisher's): the server refuses a batch that
-// holds an id it stored within its duplicate window, and the publisher
-// then publishes that batch's events one at a time, so that duplicates
-// are dropped and acknowledged as the per-message path does; an event
-// given twice in one open batch is sent once and acknowledged with it.
+// flushed); up to InFlight batches wait for their acknowledgement. A batch
+// of fewer than MinAtomic events is published one message at a time. The
+// stream stores a batch whole or not at all and, with each write flushed
+// (sync_interval always), flushes it once: that is what makes it cheaper
+// than one acknowledged publish per event. Every event carries its
+// Nats-Msg-Id (the caller's, else one of the publisher's): the server
+// refuses a batch that holds an id it stored within its duplicate window,
+// and the publisher then publishes that batch's events one at a time, so
+// that duplicates are dropped and acknowledged as the per-message path
+// does; an event given twice in one open batch is sent once and
+// acknowledged with it.
 //
 // On a server older than AtomicBatchMin (asked once, at creation), or a
 // stream without allow_atomic (found at the first refusal), it publishes
