@@ -164,11 +164,17 @@ var (
 	FeatureBatchPublish = Feature{Name: "batched publishing", What: "publishers send events in atomic batches, each written and flushed to disk once (stream allow_atomic)",
 		Needs:    []Requirement{{"atomic batch publish", AtomicBatchMin}},
 		Fallback: "each event published and flushed on its own (several in flight)"}
+	// FeatureTrimmedStream is the event stream EnsureStream creates for
+	// the shared consumer: limits retention, trimmed to the consumer's
+	// acknowledgement floor (Trimmer), and marked so in its metadata.
+	FeatureTrimmedStream = Feature{Name: "trimmed event stream", What: "the replicas purge what the shared consumer acknowledged from stream REACTORD_EVENTS, one flush for many events (stream metadata marks it)",
+		Needs:    []Requirement{{"stream metadata", Version{Major: 2, Minor: 10, Patch: 0}}},
+		Fallback: "a work queue, which removes and flushes each acknowledged event on its own"}
 )
 
 // Features lists the features in the order check reports them.
 func Features() []Feature {
-	return []Feature{FeatureJetStream, FeaturePartitions, FeatureSharedState, FeatureDedupeMasters, FeatureBatchPublish}
+	return []Feature{FeatureJetStream, FeaturePartitions, FeatureSharedState, FeatureDedupeMasters, FeatureBatchPublish, FeatureTrimmedStream}
 }
 
 // Min is the first release with every API the feature needs.

@@ -32,8 +32,11 @@ func processCPU() time.Duration {
 // a file-backed stream, a publisher publishing asynchronously with message
 // ids (as the bridge does), and a pull consumer receiving every message —
 // the ceiling under any daemon that reads its events from JetStream. The
-// sub-benchmarks are reactord's delivery (a work queue, each message
-// acknowledged) and, for comparison, limits retention with an
+// sub-benchmarks are reactord's delivery (trimmed-: limits retention
+// purged every 20 ms to the consumer's acknowledgement floor by a Trimmer,
+// each message acknowledged, as the daemon creates and consumes the
+// stream; workqueue-: the stream it created before, and still creates on
+// nats-server 2.9) and, for comparison, limits retention with an
 // acknowledgement per message or per 100 (AckAll); every one syncs each
 // write before acknowledging it (the embedded server's default) but
 // -sync-2m, which flushes every two minutes (NATS's own default). The
@@ -48,13 +51,16 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 		ackEvery  int           // 1: AckExplicit; more: AckAll every that many
 		sync      time.Duration // embedded.Options.SyncInterval
 		batched   bool          // through a BatchPublisher
+		trim      bool          // limits retention, trimmed (Trimmer)
 	}{
-		{"workqueue-ack-each", jetstream.WorkQueuePolicy, 1, 0, false},
-		{"workqueue-ack-each-batched", jetstream.WorkQueuePolicy, 1, 0, true},
-		{"workqueue-ack-each-sync-2m", jetstream.WorkQueuePolicy, 1, 2 * time.Minute, false},
-		{"workqueue-ack-each-batched-sync-2m", jetstream.WorkQueuePolicy, 1, 2 * time.Minute, true},
-		{"limits-ack-each", jetstream.LimitsPolicy, 1, 0, false},
-		{"limits-ackall-100", jetstream.LimitsPolicy, 100, 0, false},
+		{"trimmed-ack-each-batched", jetstream.LimitsPolicy, 1, 0, true, true},
+		{"trimmed-ack-each-batched-sync-2m", jetstream.LimitsPolicy, 1, 2 * time.Minute, true, true},
+		{"workqueue-ack-each", jetstream.WorkQueuePolicy, 1, 0, false, false},
+		{"workqueue-ack-each-batched", jetstream.WorkQueuePolicy, 1, 0, true, false},
+		{"workqueue-ack-each-sync-2m", jetstream.WorkQueuePolicy, 1, 2 * time.Minute, false, false},
+		{"workqueue-ack-each-batched-sync-2m", jetstream.WorkQueuePolicy, 1, 2 * time.Minute, true, false},
+		{"limits-ack-each", jetstream.LimitsPolicy, 1, 0, false, false},
+		{"limits-ackall-100", jetstream.LimitsPolicy, 100, 0, false, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: b.TempDir(), SyncInterval: tc.sync})
@@ -69,8 +75,12 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 			}
 			defer sub.Close()
 			js, _ := jetstream.New(sub)
+			var meta map[string]string
+			if tc.trim {
+				meta = map[string]string{TrimmedKey: "c"}
+			}
 			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR", Subjects: []string{"floor.>"}, Retention: tc.retention,
-				Storage: jetstream.FileStorage, MaxAge: time.Hour, AllowAtomicPublish: tc.batched}); err != nil {
+				Storage: jetstream.FileStorage, MaxAge: time.Hour, AllowAtomicPublish: tc.batched, Metadata: meta}); err != nil {
 				b.Fatal(err)
 			}
 			policy := jetstream.AckExplicitPolicy
@@ -97,6 +107,33 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer cc.Stop()
+			trimDone := make(chan struct{})
+			trimStop := make(chan struct{})
+			if tc.trim {
+				tr, err := (&Conn{nc: sub, js: js}).NewTrimmer(ctx, StreamOptions{Stream: "FLOOR", Durable: "c"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				go func() {
+					defer close(trimDone)
+					t := time.NewTicker(20 * time.Millisecond) // as consume's trimEvery
+					defer t.Stop()
+					for {
+						select {
+						case <-trimStop:
+							return
+						case <-t.C:
+						}
+						if _, err := tr.Trim(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			} else {
+				close(trimDone)
+			}
+			defer func() { close(trimStop); <-trimDone }()
 			pub, err := nats.Connect(srv.ClientURL())
 			if err != nil {
 				b.Fatal(err)

@@ -139,8 +139,11 @@ func (o *StreamOptions) SharedConsumer() jetstream.ConsumerConfig {
 }
 
 // ErrWorkQueueStream is returned by EnsureStream when partition consumers
-// would read a work-queue stream, which allows one consumer only.
-var ErrWorkQueueStream = errors.New("the stream is a work queue (made for one shared consumer): partitions need a stream with interest retention; stop the replicas once it is drained, delete it (nats stream rm) and start them with partitions, which create it so")
+// would read a stream made for the shared consumer: a work queue, which
+// allows one consumer only, or a trimmed stream (Trimmed), which drops
+// what the shared consumer acknowledged.
+// The name is older than trimmed streams, which it covers too.
+var ErrWorkQueueStream = errors.New("the stream is made for one shared consumer (a work queue, or trimmed to that consumer's acknowledgement floor): partitions need a stream with interest retention; stop the replicas once it is drained, delete it (nats stream rm) and start them with partitions, which create it so")
 
 // EnsureStream creates the event stream when it is absent (see MaxAge and
 // Partitions for its retention: a work queue keeps events until a
@@ -163,7 +166,7 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		if err != nil {
 			return fmt.Errorf("looking up stream %s: %w", o.Stream, err)
 		}
-		if o.Partitions > 0 && info.Config.Retention == jetstream.WorkQueuePolicy {
+		if o.Partitions > 0 && (info.Config.Retention == jetstream.WorkQueuePolicy || Trimmed(info.Config, o.Durable)) {
 			return fmt.Errorf("stream %s: %w", o.Stream, ErrWorkQueueStream)
 		}
 		cfg := info.Config
@@ -180,6 +183,11 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		}
 		if !cfg.AllowAtomicPublish && c.atomicBatches(ctx) && !cfg.Sealed && cfg.Mirror == nil {
 			cfg.AllowAtomicPublish = true
+		}
+		if o.Partitions == 0 && info.Config.Retention == jetstream.WorkQueuePolicy && o.Logger != nil && c.trimmable(ctx) {
+			o.Logger.Info("JetStream event stream is a work queue: nats-server removes each acknowledged event with a write of its own, flushed to disk with sync_interval always; "+
+				"a stream reactord creates now is trimmed to the consumer's acknowledgement floor, one flush for many events (docs/speed.md); to change, stop the replicas once it is drained, delete it (nats stream rm) and start them",
+				"stream", o.Stream)
 		}
 		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) && len(cfg.Subjects) == len(info.Config.Subjects) &&
 			cfg.AllowAtomicPublish == info.Config.AllowAtomicPublish {
@@ -212,6 +220,9 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		// flushes once each (BatchPublisher).
 		AllowAtomicPublish: c.atomicBatches(ctx),
 	}
+	if o.Partitions == 0 && c.trimmable(ctx) {
+		cfg.Retention, cfg.Metadata = jetstream.LimitsPolicy, map[string]string{TrimmedKey: o.Durable}
+	}
 	if o.Partitions > 0 {
 		t := PartitionTransform(c.prefix, o.Partitions)
 		cfg.Retention, cfg.SubjectTransform = jetstream.InterestPolicy, &t
@@ -225,6 +236,14 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		return fmt.Errorf("creating stream %s: %w", o.Stream, err)
 	}
 	return nil
+}
+
+// trimmable reports whether every server of the connection's cluster
+// that answers keeps stream metadata, which marks a stream trimmed
+// (FeatureTrimmedStream).
+func (c *Conn) trimmable(ctx context.Context) bool {
+	sv, err := c.ServerVersion(ctx)
+	return err == nil && FeatureTrimmedStream.Check(sv) == nil
 }
 
 // atomicBatches reports whether every server of the connection's cluster

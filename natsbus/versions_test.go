@@ -158,6 +158,17 @@ var apiProbes = map[string]func(ctx context.Context, c *natsbus.Conn) error{
 		}
 		return nil
 	},
+	"stream metadata": func(ctx context.Context, c *natsbus.Conn) error {
+		// A server without metadata ignores the field: read it back.
+		s, err := c.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "PROBE_META", Subjects: []string{"probe.meta"}, Metadata: map[string]string{natsbus.TrimmedKey: "reactord"}})
+		if err != nil {
+			return err
+		}
+		if got := s.CachedInfo().Config.Metadata[natsbus.TrimmedKey]; got != "reactord" {
+			return fmt.Errorf("the stream's metadata reads back %v, want %s: reactord", s.CachedInfo().Config.Metadata, natsbus.TrimmedKey)
+		}
+		return nil
+	},
 	"key-value buckets with a TTL": func(ctx context.Context, c *natsbus.Conn) error {
 		kv, err := c.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "PROBE_COPIES", TTL: time.Hour, History: 1})
 		if err != nil {
@@ -260,5 +271,29 @@ func probeServer(t *testing.T, c *natsbus.Conn) {
 				t.Logf("nats-server %s: %s works (needs %s)", sv.Version, r.API, r.Min)
 			}
 		}
+	}
+	// The event stream the shared consumer creates: trimmed where the
+	// table admits it, a work queue before.
+	ctx, cancel := context.WithTimeout(t.Context(), probeWait)
+	defer cancel()
+	// The partitions' probe took the event subjects.
+	if err := c.JetStream().DeleteStream(ctx, "PROBE_PART"); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatal(err)
+	}
+	so := natsbus.StreamOptions{Stream: "PROBE_EVENTS"}
+	if err := c.EnsureStream(ctx, so); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.JetStream().Stream(ctx, "PROBE_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	want := jetstream.WorkQueuePolicy
+	if natsbus.FeatureTrimmedStream.Check(sv) == nil {
+		want = jetstream.LimitsPolicy
+	}
+	if cfg.Retention != want || natsbus.Trimmed(cfg, "reactord") != (want == jetstream.LimitsPolicy) {
+		t.Errorf("nats-server %s: the event stream has retention %v and metadata %v, want %v and trimmed=%t", sv.Version, cfg.Retention, cfg.Metadata, want, want == jetstream.LimitsPolicy)
 	}
 }

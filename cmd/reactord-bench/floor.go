@@ -21,10 +21,11 @@ import (
 
 // cmdFloorConsumer is the process --replicas starts, with --floor, in
 // place of each daemon: JetStream alone with reactord's consumer shape —
-// the event stream as the daemon creates it (a work queue, each write
-// flushed by the server the bench runs) and the shared durable consumer,
-// each message acknowledged on its own once received — and nothing of
-// reactord in the path. It serves the figures the bench reads from a
+// the event stream as the daemon creates it (each write flushed by the
+// server the bench runs; trimmed every 20 ms to the acknowledgement floor
+// as the daemon's consumer trims it, or a work queue on nats-server 2.9)
+// and the shared durable consumer, each message acknowledged on its own
+// once received — and nothing of reactord in the path. It serves the figures the bench reads from a
 // replica (events received, and the publish-to-receipt latency in the
 // daemon's buckets) on /metrics.
 func cmdFloorConsumer(ctx context.Context, args []string, stderr io.Writer) int {
@@ -68,6 +69,25 @@ func cmdFloorConsumer(ctx context.Context, args []string, stderr io.Writer) int 
 		return exitUsage
 	}
 	defer cc.Stop()
+	if tr, err := c.NewTrimmer(ctx, so); err == nil {
+		go func() {
+			t := time.NewTicker(20 * time.Millisecond) // as the daemon's consumer (natsbus/consume)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if _, err := tr.Trim(ctx); err != nil && ctx.Err() == nil {
+					log.Warn("trimming the stream failed", "err", err)
+				}
+			}
+		}()
+	} else if !errors.Is(err, natsbus.ErrNotTrimmed) {
+		fmt.Fprintf(stderr, "floor: %v\n", err)
+		return exitUsage
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintf(stderr, "floor: %v\n", err)

@@ -42,6 +42,8 @@ type Consumer struct {
 	recreated  atomic.Int64
 	restarted  atomic.Int64
 	progressed atomic.Int64
+	trimmed    atomic.Int64
+	ackedSeq   atomic.Uint64 // the highest stream sequence acknowledged here (trim)
 
 	// held are the messages delivered to this client and neither
 	// acknowledged nor refused yet, by a local number; queue are those of
@@ -93,6 +95,7 @@ func New(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, handler 
 	if o.Progress {
 		k.tasks.Go(k.progress)
 	}
+	k.tasks.Go(k.trim)
 	return k, nil
 }
 
@@ -135,8 +138,15 @@ func (k *Consumer) receive(m jetstream.Msg) {
 		})
 		return err
 	}
-	msg := natsbus.NewMessage(m.Subject(), m.Data(), m.Headers(), now, streamSeq(m), natsbus.Settlers{
-		Ack: func() error { return settle(m.Ack) }, Nak: func() error { return settle(func() error { return nakBackoff(m) }) }})
+	seq := streamSeq(m)
+	msg := natsbus.NewMessage(m.Subject(), m.Data(), m.Headers(), now, seq, natsbus.Settlers{
+		Ack: func() error {
+			return settle(func() error {
+				err := m.Ack()
+				k.noteAcked(seq)
+				return err
+			})
+		}, Nak: func() error { return settle(func() error { return nakBackoff(m) }) }})
 	k.queue = append(k.queue, msg)
 	k.heldMu.Unlock()
 	select {

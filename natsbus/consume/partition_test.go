@@ -282,16 +282,25 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	if out := logBuf.String(); !strings.Contains(out, "consumers=reactord-2-0,reactord-2-1") || !strings.Contains(out, "consumers=reactord-plain") {
 		t.Fatalf("the shared consumer did not report the partition consumers left on the stream; log:\n%s", out)
 	}
-	// A work queue (the shared consumer's stream) allows one consumer:
-	// partitions refuse it with what to do.
-	if err := c.JetStream().DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
-		t.Fatal(err)
-	}
-	// Created again at once, a create may fail while nats-server still
-	// removes the deleted stream (see recreateGrace).
-	wait.For(t, 10*time.Second, func() error { return c.EnsureStream(ctx, natsbus.StreamOptions{}) })
-	if _, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 2}, h.handle); !errors.Is(err, natsbus.ErrWorkQueueStream) {
-		t.Fatalf("partitions on a work-queue stream: %v, want ErrWorkQueueStream", err)
+	// The shared consumer's stream (trimmed to its acknowledgement
+	// floor; a work queue before, or on nats-server 2.9) is not for
+	// partitions: they refuse it with what to do.
+	for _, create := range []func() error{
+		func() error { return c.EnsureStream(ctx, natsbus.StreamOptions{}) },
+		func() error {
+			_, err := c.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "REACTORD_EVENTS", Subjects: []string{c.Prefix() + ">"}, Retention: jetstream.WorkQueuePolicy})
+			return err
+		},
+	} {
+		if err := c.JetStream().DeleteStream(ctx, "REACTORD_EVENTS"); err != nil {
+			t.Fatal(err)
+		}
+		// Created again at once, a create may fail while nats-server still
+		// removes the deleted stream (see recreateGrace).
+		wait.For(t, 10*time.Second, create)
+		if _, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 2}, h.handle); !errors.Is(err, natsbus.ErrWorkQueueStream) {
+			t.Fatalf("partitions on the shared consumer's stream: %v, want ErrWorkQueueStream", err)
+		}
 	}
 }
 

@@ -1,0 +1,158 @@
+package natsbus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestEnsureStreamTrimmed: the stream made for the shared consumer is
+// limits retention marked trimmed for it; partitions get interest
+// retention, unmarked, and refuse a trimmed stream as they refuse a work
+// queue; a work queue made before is kept, and said so.
+func TestEnsureStreamTrimmed(t *testing.T) {
+	_, c := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	config := func(name string) jetstream.StreamConfig {
+		t.Helper()
+		s, err := c.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().Config
+	}
+	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := config("REACTORD_EVENTS"); cfg.Retention != jetstream.LimitsPolicy || !Trimmed(cfg, "reactord") || Trimmed(cfg, "other") {
+		t.Errorf("the shared consumer's stream: retention %v, metadata %v; want limits, trimmed for reactord only", cfg.Retention, cfg.Metadata)
+	}
+	if err := c.EnsureStream(ctx, StreamOptions{Partitions: 2}); !errors.Is(err, ErrWorkQueueStream) {
+		t.Errorf("partitions on a trimmed stream: %v, want ErrWorkQueueStream", err)
+	}
+	if err := c.js.DeleteStream(ctx, "REACTORD_EVENTS"); err != nil { // it holds the event subjects
+		t.Fatal(err)
+	}
+	if err := c.EnsureStream(ctx, StreamOptions{Stream: "PARTS", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := config("PARTS"); cfg.Retention != jetstream.InterestPolicy || Trimmed(cfg, "reactord") {
+		t.Errorf("the partitions' stream: retention %v, metadata %v; want interest, not trimmed", cfg.Retention, cfg.Metadata)
+	}
+	if _, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: "OLD", Subjects: []string{"old.>"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	if err := c.EnsureStream(ctx, StreamOptions{Stream: "OLD", Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := config("OLD"); cfg.Retention != jetstream.WorkQueuePolicy || Trimmed(cfg, "reactord") {
+		t.Errorf("a work queue made before: retention %v, metadata %v; want it kept", cfg.Retention, cfg.Metadata)
+	}
+	if !strings.Contains(logs.String(), "is a work queue") {
+		t.Errorf("the work queue kept was not reported; log:\n%s", logs.String())
+	}
+	if err := c.EnsureStream(ctx, StreamOptions{Stream: "OLD", Partitions: 2}); !errors.Is(err, ErrWorkQueueStream) {
+		t.Errorf("partitions on a work queue: %v, want ErrWorkQueueStream", err)
+	}
+}
+
+// TestTrimmer: a Trim purges the stream up to the consumer's
+// acknowledgement floor, and no further: an event acknowledged after one
+// still held stays until the held one is acknowledged. A stream not
+// marked for the consumer has no Trimmer.
+func TestTrimmer(t *testing.T) {
+	_, c := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	o := StreamOptions{}
+	o.Defaults()
+	if err := c.EnsureStream(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"n": %d}`, i), Meta{MsgID: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, o.Stream, o.SharedConsumer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(10, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != 10 {
+		t.Fatalf("fetched %d of 10 (%v)", len(msgs), batch.Error())
+	}
+	ack := func(i ...int) {
+		t.Helper()
+		for _, i := range i {
+			if err := msgs[i].DoubleAck(ctx); err != nil { // the server has it once this returns
+				t.Fatal(err)
+			}
+		}
+	}
+	tr, err := c.NewTrimmer(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := c.js.Stream(ctx, o.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, moved, wantMoved, first, msgs uint64) {
+		t.Helper()
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved != wantMoved || info.State.FirstSeq != first || info.State.Msgs != msgs || tr.Done() != first-1 {
+			t.Errorf("%s: moved %d, stream from %d holding %d, done %d; want moved %d, from %d holding %d", step, moved, info.State.FirstSeq, info.State.Msgs, tr.Done(), wantMoved, first, msgs)
+		}
+	}
+	trim := func() uint64 {
+		t.Helper()
+		n, err := tr.Trim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	check("nothing acknowledged", trim(), 0, 1, 10)
+	ack(0, 1, 2, 3, 5) // sequences 1-4 and 6: the floor is 4
+	check("four acknowledged, one beyond the floor", trim(), 4, 5, 6)
+	check("the floor unmoved", trim(), 0, 5, 6)
+	ack(4) // the floor jumps to 6
+	check("the held one acknowledged", trim(), 2, 7, 4)
+	ack(6, 7, 8, 9)
+	check("all acknowledged", trim(), 4, 11, 0)
+
+	// An operator's stream, a work queue, and a stream trimmed for
+	// another consumer are never purged.
+	for _, cfg := range []jetstream.StreamConfig{
+		{Name: "MINE", Subjects: []string{"mine.>"}},
+		{Name: "QUEUE", Subjects: []string{"queue.>"}, Retention: jetstream.WorkQueuePolicy},
+		{Name: "OTHERS", Subjects: []string{"others.>"}, Metadata: map[string]string{TrimmedKey: "someone-else"}},
+	} {
+		if _, err := c.js.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.NewTrimmer(ctx, StreamOptions{Stream: cfg.Name}); !errors.Is(err, ErrNotTrimmed) {
+			t.Errorf("stream %s: NewTrimmer gave %v, want ErrNotTrimmed", cfg.Name, err)
+		}
+	}
+}
