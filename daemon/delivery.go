@@ -86,6 +86,11 @@ func (d *Daemon) gateFeatures(ctx context.Context) error {
 				return err
 			}
 		}
+		if o.Partitions == 0 {
+			if err := natsbus.FeatureTrimmedStream.Check(sv); err != nil {
+				d.log.Warn("JetStream: the event stream, when the daemon creates it, is a work queue, which removes and flushes each acknowledged event on its own (about half the events/s in a burst): "+err.Error(), "nats", sv.URL)
+			}
+		}
 	}
 	if o.SharedState {
 		if err := natsbus.FeatureSharedState.Check(sv); err != nil {

@@ -30,6 +30,7 @@ func TestCheckNATS(t *testing.T) {
 			partsOK := !v.Less(natsbus.Version{Major: 2, Minor: 14})
 			stateOK := !v.Less(natsbus.Version{Major: 2, Minor: 11})
 			batchOK := !v.Less(natsbus.Version{Major: 2, Minor: 12})
+			trimOK := !v.Less(natsbus.Version{Major: 2, Minor: 10})
 
 			code, out, errOut := runCmd(t, "", "check", "--nats", url)
 			if code != exitOK {
@@ -56,6 +57,11 @@ func TestCheckNATS(t *testing.T) {
 			} else {
 				want = append(want, "feature batched publishing: refused: needs nats-server 2.12.0 or later (atomic batch publish) (server runs "+v.String()+"); the daemon falls back: each event published and flushed on its own (several in flight)\n")
 			}
+			if trimOK {
+				want = append(want, "feature trimmed event stream: works\n")
+			} else {
+				want = append(want, "feature trimmed event stream: refused: needs nats-server 2.10.0 or later (stream metadata) (server runs "+v.String()+"); the daemon falls back: a work queue, which removes and flushes each acknowledged event on its own\n")
+			}
 			for _, w := range want {
 				if !strings.Contains(out, w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
@@ -80,7 +86,8 @@ func TestCheckNATS(t *testing.T) {
 			for _, f := range doc.NATS.Features {
 				status[f.Feature] = f.Status
 			}
-			if !doc.OK || doc.NATS.Version != v.String() || !doc.NATS.JetStream || len(status) != 5 ||
+			if !doc.OK || doc.NATS.Version != v.String() || !doc.NATS.JetStream || len(status) != 6 ||
+				status["trimmed event stream"] != map[bool]string{true: "works", false: "refused"}[trimOK] ||
 				status["batched publishing"] != map[bool]string{true: "works", false: "refused"}[batchOK] ||
 				status["--partitions"] != map[bool]string{true: "works", false: "refused"}[partsOK] ||
 				status["--shared-state"] != map[bool]string{true: "works", false: "refused"}[stateOK] {

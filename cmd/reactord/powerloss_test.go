@@ -58,16 +58,16 @@ func TestPowerLoss(t *testing.T) {
 	}
 	t.Run("defaults", func(t *testing.T) {
 		pl := newPowerLossRun(t)
-		var acked, lost int
+		var acked, lost, twice int
 		for i := range losses {
-			a, l := pl.round(fmt.Sprintf("d%d", i))
-			acked, lost = acked+a, lost+l
+			a, l, w := pl.round(fmt.Sprintf("d%d", i))
+			acked, lost, twice = acked+a, lost+l, twice+w
 		}
 		pl.stop()
 		if all := pl.checkAll(); all != 0 {
 			t.Errorf("%d events of earlier rounds no longer archived at the end", all)
 		}
-		t.Logf("%d power losses, %d events acknowledged, %d lost (%d unsynced bytes dropped)", losses, acked, lost, pl.fs.LostBytes())
+		t.Logf("%d power losses, %d events acknowledged, %d lost, %d reacted twice (%d unsynced bytes dropped)", losses, acked, lost, twice, pl.fs.LostBytes())
 		if lost != 0 {
 			t.Errorf("%d acknowledged events lost with the defaults", lost)
 		}
@@ -76,7 +76,7 @@ func TestPowerLoss(t *testing.T) {
 		pl := newPowerLossRun(t, "--jetstream-sync", "2m")
 		var acked, lost, rounds int
 		for rounds < 5 && lost == 0 {
-			a, l := pl.round(fmt.Sprintf("s%d", rounds))
+			a, l, _ := pl.round(fmt.Sprintf("s%d", rounds))
 			acked, lost, rounds = acked+a, lost+l, rounds+1
 		}
 		pl.stop()
@@ -112,8 +112,11 @@ func newPowerLossRun(t *testing.T, extra ...string) *powerLossRun {
 // round starts the daemon, publishes until it is killed with SIGKILL at a
 // random point, drops what was not synced, starts it again, waits until it
 // has handled what its stream holds and stops it. It returns the number of
-// events acknowledged and of those not reacted to or archived.
-func (pl *powerLossRun) round(run string) (acked, lost int) {
+// events acknowledged, of those not reacted to or archived, and of those
+// that reacted twice (in flight at the power loss, or acknowledged so
+// shortly before it that the consumer's state on disk did not have it
+// and the stream had not been trimmed past it yet).
+func (pl *powerLossRun) round(run string) (acked, lost, twice int) {
 	t := pl.t
 	t.Helper()
 	if pl.p == nil {
@@ -199,19 +202,19 @@ func (pl *powerLossRun) round(run string) (acked, lost int) {
 	restarted := time.Now()
 	waitSettled(t, "nats://"+strings.TrimSpace(string(token))+"@"+pl.listen, 60*time.Second)
 	pl.stop()
-	missing := pl.missing(ids)
-	t.Logf("round %s: killed after %d acknowledgements (%d bytes unsynced), %d acknowledged in all, %d lost %q; first ack %v, publishing %v, restart %v, catching up %v",
-		run, after, unsynced, len(ids), len(missing), missing[:min(5, len(missing))],
+	missing, twice := pl.missing(ids)
+	t.Logf("round %s: killed after %d acknowledgements (%d bytes unsynced), %d acknowledged in all, %d lost %q, %d reacted twice; first ack %v, publishing %v, restart %v, catching up %v",
+		run, after, unsynced, len(ids), len(missing), missing[:min(5, len(missing))], twice,
 		first.Sub(began).Round(time.Millisecond), killed.Sub(began).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
-	return len(ids), len(missing)
+	return len(ids), len(missing), twice
 }
 
 // missing returns the ids not both archived and reacted to, by the
-// daemon's SQLite store. Another process reads it (storeTags): SQLite maps
+// daemon's SQLite store, and how many of ids reacted more than once. Another process reads it (storeTags): SQLite maps
 // its WAL index, and a page fault on the lazyfs mount in the process that
 // serves it can stall the Go runtime (a garbage collection waits for the
 // faulting thread, which waits for the stopped server).
-func (pl *powerLossRun) missing(ids []string) []string {
+func (pl *powerLossRun) missing(ids []string) (missing []string, twice int) {
 	t := pl.t
 	t.Helper()
 	var out []byte
@@ -235,24 +238,26 @@ func (pl *powerLossRun) missing(ids []string) []string {
 		t.Logf("reading the store (tried again): %v: %s", err, stderr)
 		time.Sleep(time.Second)
 	}
-	archived, reacted := map[string]bool{}, map[string]bool{}
+	archived, reacted := map[string]bool{}, map[string]int{}
 	for line := range strings.Lines(string(out)) {
 		kind, tag, _ := strings.Cut(strings.TrimSpace(line), " ")
 		switch kind {
 		case "archived":
 			archived[tag] = true
 		case "reacted":
-			reacted[tag] = true
+			reacted[tag]++
 		}
 	}
-	var out2 []string
 	for _, id := range ids {
 		tag := "salt/minion/" + id + "/start"
-		if !archived[tag] || !reacted[tag] {
-			out2 = append(out2, id)
+		if !archived[tag] || reacted[tag] == 0 {
+			missing = append(missing, id)
+		}
+		if reacted[tag] > 1 {
+			twice++
 		}
 	}
-	return out2
+	return missing, twice
 }
 
 // storeTags (the test binary as REACTORD_TEST_ROLE=storetags) prints
@@ -305,7 +310,8 @@ func (pl *powerLossRun) stop() {
 // archived and reacted to now (a later power loss must not take back what
 // an earlier restart had).
 func (pl *powerLossRun) checkAll() int {
-	return len(pl.missing(pl.acked))
+	missing, _ := pl.missing(pl.acked)
+	return len(missing)
 }
 
 // TestPowerLossBridgeSpool: the bridge's disk spool on lazyfs. With NATS

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"net"
 	"os"
 	"os/exec"
@@ -92,7 +93,8 @@ const matrixEvents = 30
 // daemon's table (natsbus.Features): --partitions needs 2.14.0 (consumer
 // reset), the shared state 2.11.0 (per-message TTLs; on older servers the
 // daemon keeps it in memory and says so), the shared consumer and
-// --dedupe-masters work everywhere.
+// --dedupe-masters work everywhere; the shared consumer's stream is
+// trimmed from 2.10.0 (stream metadata), a work queue before.
 func TestNATSVersionMatrix(t *testing.T) {
 	t.Parallel()
 	for _, s := range serversUnderTest(t) {
@@ -188,11 +190,29 @@ func expectRefused(t *testing.T, p *proc, want string) {
 	}
 }
 
-func matrixSharedConsumer(t *testing.T, url string, c *natsbus.Conn, _ natsbus.Version) {
+func matrixSharedConsumer(t *testing.T, url string, c *natsbus.Conn, v natsbus.Version) {
 	ce := collect(t, c, "test.exec.")
 	startDaemon(t, matrixArgs(t, url, "--jetstream")...)
 	fireStarts(t, c, "shared", false)
 	expectEveryReaction(t, url, ce)
+	// The stream the daemon made: trimmed to the consumer's
+	// acknowledgement floor from 2.10 (stream metadata), a work queue
+	// before; either way it ends empty.
+	want := jetstream.LimitsPolicy
+	if v.Less(natsbus.Version{Major: 2, Minor: 10}) {
+		want = jetstream.WorkQueuePolicy
+	}
+	checkFor(t, 10*time.Second, func() error {
+		s, err := c.JetStream().Stream(context.Background(), "REACTORD_EVENTS")
+		if err != nil {
+			return err
+		}
+		info := s.CachedInfo()
+		if info.Config.Retention != want || natsbus.Trimmed(info.Config, "reactord") != (want == jetstream.LimitsPolicy) || info.State.Msgs != 0 {
+			return fmt.Errorf("the stream has retention %v, metadata %v and holds %d; want %v, trimmed=%t, empty", info.Config.Retention, info.Config.Metadata, info.State.Msgs, want, want == jetstream.LimitsPolicy)
+		}
+		return nil
+	})
 }
 
 func matrixPartitions(t *testing.T, url string, c *natsbus.Conn, v natsbus.Version) {
