@@ -74,6 +74,11 @@ func (t *Trimmer) Trim(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("reading the acknowledgement floor of consumer %s: %w", t.durable, err)
 	}
 	floor := cons.CachedInfo().AckFloor.Stream
+	if floor < t.done {
+		// The floor went back: the stream or the consumer was made
+		// anew (by another replica, or by hand), its sequences from 1.
+		t.done = 0
+	}
 	if floor <= t.done {
 		return 0, nil
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // TestEnsureStreamTrimmed: the stream made for the shared consumer is
@@ -140,6 +142,34 @@ func TestTrimmer(t *testing.T) {
 	check("the held one acknowledged", trim(), 2, 7, 4)
 	ack(6, 7, 8, 9)
 	check("all acknowledged", trim(), 4, 11, 0)
+
+	// The stream made anew (another replica recreated it): its floor
+	// starts over, and the Trimmer follows it down.
+	if err := c.js.DeleteStream(ctx, o.Stream); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // as consume's recreateGrace: nats-server is still removing the old one
+	wait.For(t, 10*time.Second, func() error { return c.EnsureStream(ctx, o) })
+	for i := range 3 {
+		if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"n": %d}`, i), Meta{MsgID: fmt.Sprint("new", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cons, err = c.js.CreateOrUpdateConsumer(ctx, o.Stream, o.SharedConsumer()); err != nil {
+		t.Fatal(err)
+	}
+	if batch, err = cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	msgs = msgs[:0]
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != 3 {
+		t.Fatalf("fetched %d of 3 from the new stream (%v)", len(msgs), batch.Error())
+	}
+	ack(0, 1)
+	check("the new stream, two acknowledged", trim(), 2, 3, 1)
 
 	// An operator's stream, a work queue, and a stream trimmed for
 	// another consumer are never purged.
