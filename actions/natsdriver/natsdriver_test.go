@@ -112,15 +112,16 @@ func TestDriverCountsUnconfirmed(t *testing.T) {
 	if el := time.Since(start); el > 200*time.Millisecond {
 		t.Errorf("Do waited %v for the server", el)
 	}
+	// The count comes first, then the log line (settle): wait for both.
 	wait.For(t, 5*time.Second, func() error {
 		if s := d.Stats(); s.Unconfirmed != 3 || s.Confirmed != 0 {
 			return fmt.Errorf("stats %+v", s)
 		}
+		if l := buf.String(); !strings.Contains(l, "not confirmed") || !strings.Contains(l, "reactions_since_last_line=") {
+			return fmt.Errorf("log: %s", l)
+		}
 		return nil
 	})
-	if l := buf.String(); !strings.Contains(l, "not confirmed") || !strings.Contains(l, "reactions_since_last_line=") {
-		t.Errorf("log: %s", l)
-	}
 	if err := d.Close(context.Background()); err != nil {
 		t.Errorf("close with nothing pending: %v", err)
 	}
