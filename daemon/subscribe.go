@@ -55,8 +55,11 @@ func (d *Daemon) subscribe(ctx context.Context) error {
 			d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_jetstream_recreated_total", Help: "Times the JetStream stream or consumer was found missing and recreated."},
 				func() float64 { return float64(c.Recreated()) }))
 			d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_jetstream_trimmed_total",
-				Help: "Acknowledged events this replica purged from the event stream (a stream reactord created on nats-server 2.10 or later is trimmed to the shared consumer's acknowledgement floor; a work queue removes each event itself)."},
+				Help: "Acknowledged events this replica's purges dropped from the event stream (a stream reactord created on nats-server 2.10 or later is trimmed to the shared consumer's acknowledgement floor; a work queue removes each event itself)."},
 				func() float64 { return float64(c.Trimmed()) }))
+			d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_jetstream_passed_over_total",
+				Help: "Events delivered again that this replica had acknowledged (a consumer recreated over the trimmed stream delivers from its start), acknowledged again without reacting."},
+				func() float64 { return float64(c.PassedOver()) }))
 		}
 	default:
 		d.sub, err = d.conn.SubscribeQueue("", "reactord", d.handle)

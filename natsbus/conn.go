@@ -66,7 +66,10 @@ type Conn struct {
 	js      jetstream.JetStream
 	prefix  string
 	closing atomic.Bool // Close was called: disconnections are expected
-	downAt  atomic.Int64
+	// saidWorkQueue: EnsureStream has logged that the event stream is a
+	// work queue (once per connection, not at every consumer restart).
+	saidWorkQueue atomic.Bool
+	downAt        atomic.Int64
 
 	// streamMu guards the cached answer to "does a stream capture the event
 	// subjects?" used by PublishEvent; streamAsking is closed when the

@@ -124,7 +124,7 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 							return
 						case <-t.C:
 						}
-						if _, err := tr.Trim(ctx); err != nil {
+						if _, _, err := tr.Trim(ctx); err != nil {
 							b.Error(err)
 							return
 						}

@@ -55,11 +55,13 @@ type StreamOptions struct {
 	// is; a positive value is also applied to an existing stream.
 	Duplicates time.Duration
 	// MaxAge bounds how long the stream keeps an event not acknowledged
-	// (default 24h). A new stream is a work queue (an event leaves it once
-	// the shared consumer acknowledged it), or with Partitions keeps an
-	// event until every partition's consumer acknowledged it (interest
-	// retention): either way the server's disk and memory hold the
-	// backlog, not a day of traffic (the audit store is the record).
+	// (default 24h). A new stream is trimmed to the shared consumer's
+	// acknowledgement floor (Trimmer; a work queue on nats-server 2.9):
+	// an event leaves it once it and every event before it were
+	// acknowledged. With Partitions it keeps an event until every
+	// partition's consumer acknowledged it (interest retention). Either
+	// way the server's disk and memory hold the backlog, not a day of
+	// traffic (the audit store is the record).
 	MaxAge time.Duration
 	// Replicas is how many servers of a NATS cluster keep the stream (1,
 	// 3 or 5 in practice; at most the cluster's size). Zero means 1 for a
@@ -146,9 +148,10 @@ func (o *StreamOptions) SharedConsumer() jetstream.ConsumerConfig {
 var ErrWorkQueueStream = errors.New("the stream is made for one shared consumer (a work queue, or trimmed to that consumer's acknowledgement floor): partitions need a stream with interest retention; stop the replicas once it is drained, delete it (nats stream rm) and start them with partitions, which create it so")
 
 // EnsureStream creates the event stream when it is absent (see MaxAge and
-// Partitions for its retention: a work queue keeps events until a
-// consumer takes them; with interest retention, NewPartitioned
-// creates its consumers right after). It sets an
+// Partitions for its retention: trimmed, marked so in its metadata, on
+// nats-server 2.10 or later and a work queue before; with interest
+// retention, NewPartitioned creates its consumers right after). An
+// existing work queue is kept, and said once to o.Logger. It sets an
 // existing stream's duplicate window and replicas to o.Duplicates and
 // o.Replicas when those are set and differ (its other settings are left
 // alone); a change of replicas is logged to o.Logger. With o.Partitions it
@@ -184,7 +187,8 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		if !cfg.AllowAtomicPublish && c.atomicBatches(ctx) && !cfg.Sealed && cfg.Mirror == nil {
 			cfg.AllowAtomicPublish = true
 		}
-		if o.Partitions == 0 && info.Config.Retention == jetstream.WorkQueuePolicy && o.Logger != nil && c.trimmable(ctx) {
+		if o.Partitions == 0 && info.Config.Retention == jetstream.WorkQueuePolicy && o.Logger != nil && !c.saidWorkQueue.Load() && c.trimmable(ctx) {
+			c.saidWorkQueue.Store(true)
 			o.Logger.Info("JetStream event stream is a work queue: nats-server removes each acknowledged event with a write of its own, flushed to disk with sync_interval always; "+
 				"a stream reactord creates now is trimmed to the consumer's acknowledgement floor, one flush for many events (docs/speed.md); to change, stop the replicas once it is drained, delete it (nats stream rm) and start them",
 				"stream", o.Stream)

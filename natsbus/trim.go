@@ -2,8 +2,10 @@ package natsbus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -37,13 +39,17 @@ func Trimmed(cfg jetstream.StreamConfig, durable string) bool {
 // stream, as it would leave a work queue, one purge (and one flush) for
 // all the events acknowledged since the last.
 type Trimmer struct {
+	c       *Conn
 	s       jetstream.Stream
+	name    string
 	durable string
-	done    uint64 // the floor purged up to, as far as this Trimmer knows
+	created time.Time // the stream's creation, to tell a stream made anew
+	done    uint64    // the floor purged up to, as far as this Trimmer knows
 }
 
 // ErrNotTrimmed is returned by NewTrimmer for a stream that is not marked
-// trimmed (a work queue, an interest stream, an operator's own stream).
+// trimmed (a work queue, an interest stream, an operator's own stream),
+// and by Trim when the stream was replaced by one that is not.
 var ErrNotTrimmed = errors.New("the stream is not one reactord trims to its acknowledgement floor")
 
 // NewTrimmer looks the stream o.Stream up and returns its Trimmer, or
@@ -54,38 +60,85 @@ func (c *Conn) NewTrimmer(ctx context.Context, o StreamOptions) (*Trimmer, error
 	if err != nil {
 		return nil, fmt.Errorf("looking up stream %s: %w", o.Stream, err)
 	}
-	if !Trimmed(s.CachedInfo().Config, o.Durable) {
+	info := s.CachedInfo()
+	if !Trimmed(info.Config, o.Durable) {
 		return nil, ErrNotTrimmed
 	}
-	return &Trimmer{s: s, durable: o.Durable}, nil
+	return &Trimmer{c: c, s: s, name: o.Stream, durable: o.Durable, created: info.Created}, nil
 }
 
 // Done is the floor this Trimmer last purged up to.
 func (t *Trimmer) Done() uint64 { return t.done }
 
-// Trim purges the events below the shared consumer's acknowledgement
-// floor when the floor moved since the last Trim, and returns how far it
-// moved (the events the stream dropped, but those another replica's Trim
-// dropped first). The floor only rises, so a purge to a floor
-// another replica has already passed is harmless.
-func (t *Trimmer) Trim(ctx context.Context) (uint64, error) {
+// Created is when the stream was created, as the Trimmer last saw it: a
+// Trim that finds the stream made anew changes it.
+func (t *Trimmer) Created() time.Time { return t.created }
+
+// Trim purges the events up to the shared consumer's acknowledgement
+// floor when the floor moved past what this Trimmer purged before, and
+// returns how many events the stream dropped (none when another replica
+// purged them first) and the floor. The floor only rises on one stream:
+// a purge to a floor another replica has already passed is harmless.
+// When it went back, the stream or the consumer was made anew: the
+// Trimmer looks at the stream again, and returns ErrNotTrimmed if it is
+// no longer marked trimmed.
+//
+// Between reading the floor and the purge the stream could, in theory,
+// be deleted and made anew by someone else; the purge would then apply
+// to the new one. A stream is recreated a second after it is found
+// missing (natsbus/consume), and the two requests are a round trip
+// apart.
+func (t *Trimmer) Trim(ctx context.Context) (purged, floor uint64, err error) {
 	cons, err := t.s.Consumer(ctx, t.durable)
 	if err != nil {
-		return 0, fmt.Errorf("reading the acknowledgement floor of consumer %s: %w", t.durable, err)
+		return 0, 0, fmt.Errorf("reading the acknowledgement floor of consumer %s: %w", t.durable, err)
 	}
-	floor := cons.CachedInfo().AckFloor.Stream
+	floor = cons.CachedInfo().AckFloor.Stream
 	if floor < t.done {
-		// The floor went back: the stream or the consumer was made
-		// anew (by another replica, or by hand), its sequences from 1.
-		t.done = 0
+		info, err := t.s.Info(ctx)
+		if err != nil {
+			return 0, floor, fmt.Errorf("looking up stream %s again (its consumer's floor went back): %w", t.name, err)
+		}
+		if !Trimmed(info.Config, t.durable) {
+			return 0, floor, ErrNotTrimmed
+		}
+		t.created, t.done = info.Created, 0
 	}
 	if floor <= t.done {
-		return 0, nil
+		return 0, floor, nil
 	}
-	if err := t.s.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
-		return 0, fmt.Errorf("purging stream %s below %d (the acknowledgement floor of %s): %w", t.s.CachedInfo().Config.Name, floor+1, t.durable, err)
+	purged, err = t.c.purgeBelow(ctx, t.name, floor+1)
+	if err != nil {
+		return 0, floor, fmt.Errorf("purging stream %s below %d (the acknowledgement floor of %s): %w", t.name, floor+1, t.durable, err)
 	}
-	n := floor - t.done
 	t.done = floor
-	return n, nil
+	return purged, floor, nil
+}
+
+// purgeBelow purges the events of stream name below sequence seq, and
+// returns how many there were. (The client's Stream.Purge does not give
+// the server's count.)
+func (c *Conn) purgeBelow(ctx context.Context, name string, seq uint64) (uint64, error) {
+	req, _ := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+name, req)
+	if err != nil {
+		return 0, err
+	}
+	var resp struct {
+		Success bool                `json:"success"`
+		Purged  uint64              `json:"purged"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("the server's answer %q: %w", msg.Data, err)
+	}
+	if resp.Error != nil {
+		return 0, resp.Error
+	}
+	if !resp.Success {
+		return 0, fmt.Errorf("the server did not purge: %s", msg.Data)
+	}
+	return resp.Purged, nil
 }

@@ -116,21 +116,24 @@ func TestTrimmer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(step string, moved, wantMoved, first, msgs uint64) {
+	check := func(step string, purged, wantPurged, first, msgs uint64) {
 		t.Helper()
 		info, err := stream.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if moved != wantMoved || info.State.FirstSeq != first || info.State.Msgs != msgs || tr.Done() != first-1 {
-			t.Errorf("%s: moved %d, stream from %d holding %d, done %d; want moved %d, from %d holding %d", step, moved, info.State.FirstSeq, info.State.Msgs, tr.Done(), wantMoved, first, msgs)
+		if purged != wantPurged || info.State.FirstSeq != first || info.State.Msgs != msgs || tr.Done() != first-1 {
+			t.Errorf("%s: purged %d, stream from %d holding %d, done %d; want purged %d, from %d holding %d", step, purged, info.State.FirstSeq, info.State.Msgs, tr.Done(), wantPurged, first, msgs)
 		}
 	}
 	trim := func() uint64 {
 		t.Helper()
-		n, err := tr.Trim(ctx)
+		n, floor, err := tr.Trim(ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if floor != tr.Done() {
+			t.Errorf("Trim gave floor %d, done %d", floor, tr.Done())
 		}
 		return n
 	}
@@ -138,8 +141,20 @@ func TestTrimmer(t *testing.T) {
 	ack(0, 1, 2, 3, 5) // sequences 1-4 and 6: the floor is 4
 	check("four acknowledged, one beyond the floor", trim(), 4, 5, 6)
 	check("the floor unmoved", trim(), 0, 5, 6)
+	// Another replica's Trimmer: nothing left for it to purge, and it
+	// counts nothing; then it purges, and the first one counts nothing.
+	other, err := c.NewTrimmer(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, floor, err := other.Trim(ctx); n != 0 || floor != 4 || err != nil {
+		t.Errorf("a second Trimmer after the first: purged %d to floor %d (%v); want 0 and 4", n, floor, err)
+	}
 	ack(4) // the floor jumps to 6
-	check("the held one acknowledged", trim(), 2, 7, 4)
+	if n, floor, err := other.Trim(ctx); n != 2 || floor != 6 || err != nil {
+		t.Errorf("a second Trimmer, the held one acknowledged: purged %d to floor %d (%v); want 2 and 6", n, floor, err)
+	}
+	check("the held one acknowledged, purged by the other", trim(), 0, 7, 4)
 	ack(6, 7, 8, 9)
 	check("all acknowledged", trim(), 4, 11, 0)
 
@@ -170,6 +185,22 @@ func TestTrimmer(t *testing.T) {
 	}
 	ack(0, 1)
 	check("the new stream, two acknowledged", trim(), 2, 3, 1)
+
+	// Replaced by a stream that is not trimmed: never purged.
+	if err := c.js.DeleteStream(ctx, o.Stream); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	wait.For(t, 10*time.Second, func() error {
+		_, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: o.Stream, Subjects: []string{c.prefix + ">"}})
+		return err
+	})
+	if _, err := c.js.CreateOrUpdateConsumer(ctx, o.Stream, o.SharedConsumer()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tr.Trim(ctx); !errors.Is(err, ErrNotTrimmed) {
+		t.Errorf("Trim on a stream replaced by an unmarked one: %v, want ErrNotTrimmed", err)
+	}
 
 	// An operator's stream, a work queue, and a stream trimmed for
 	// another consumer are never purged.

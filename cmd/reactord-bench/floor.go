@@ -79,7 +79,7 @@ func cmdFloorConsumer(ctx context.Context, args []string, stderr io.Writer) int 
 					return
 				case <-t.C:
 				}
-				if _, err := tr.Trim(ctx); err != nil && ctx.Err() == nil {
+				if _, _, err := tr.Trim(ctx); err != nil && ctx.Err() == nil {
 					log.Warn("trimming the stream failed", "err", err)
 				}
 			}

@@ -43,7 +43,17 @@ type Consumer struct {
 	restarted  atomic.Int64
 	progressed atomic.Int64
 	trimmed    atomic.Int64
-	ackedSeq   atomic.Uint64 // the highest stream sequence acknowledged here (trim)
+	passedOver atomic.Int64
+
+	// Trimming (trim.go): the stream's Trimmer, nil when it is not
+	// trimmed (set by start); the events acknowledged here that the
+	// stream may still hold, by stream sequence, with the time they were
+	// stored; whether one was acknowledged since the last trim.
+	trimmer    atomic.Pointer[natsbus.Trimmer]
+	ackedMu    sync.Mutex
+	ackedAbove map[uint64]int64
+	ackedNew   atomic.Bool
+	warnedFull atomic.Bool
 
 	// held are the messages delivered to this client and neither
 	// acknowledged nor refused yet, by a local number; queue are those of
@@ -82,7 +92,7 @@ type Consumer struct {
 func New(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, handler func(*natsbus.Message)) (*Consumer, error) {
 	o.Defaults()
 	k := &Consumer{c: c, o: o, handler: handler, log: o.Logger, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		held: map[uint64]*heldMsg{}, queued: make(chan struct{}, 1), end: make(chan struct{})}
+		held: map[uint64]*heldMsg{}, queued: make(chan struct{}, 1), end: make(chan struct{}), ackedAbove: map[uint64]int64{}}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}
@@ -118,6 +128,17 @@ type heldMsg struct {
 // queues it for deliver, without waiting.
 func (k *Consumer) receive(m jetstream.Msg) {
 	now := time.Now()
+	seq, ts := streamSeq(m)
+	if k.ackedHere(seq, ts) {
+		// A consumer recreated over the trimmed stream delivers from its
+		// start: this event reacted here already.
+		_ = m.Ack()
+		if k.passedOver.Add(1) == 1 {
+			k.log.Info("JetStream delivered again events this replica had acknowledged (the consumer was recreated over the trimmed stream): acknowledged again without reacting; reactord_jetstream_passed_over_total counts them",
+				"stream", k.o.Stream, "seq", seq)
+		}
+		return
+	}
 	k.heldMu.Lock()
 	if k.stopped {
 		k.heldMu.Unlock()
@@ -138,12 +159,11 @@ func (k *Consumer) receive(m jetstream.Msg) {
 		})
 		return err
 	}
-	seq := streamSeq(m)
 	msg := natsbus.NewMessage(m.Subject(), m.Data(), m.Headers(), now, seq, natsbus.Settlers{
 		Ack: func() error {
 			return settle(func() error {
 				err := m.Ack()
-				k.noteAcked(seq)
+				k.noteAcked(seq, ts)
 				return err
 			})
 		}, Nak: func() error { return settle(func() error { return nakBackoff(m) }) }})
@@ -155,13 +175,14 @@ func (k *Consumer) receive(m jetstream.Msg) {
 	}
 }
 
-// streamSeq is a message's stream sequence, 0 when unknown.
-func streamSeq(m jetstream.Msg) uint64 {
+// streamSeq is a message's stream sequence and the time it was stored
+// (nanoseconds), zeros when unknown.
+func streamSeq(m jetstream.Msg) (seq uint64, ts int64) {
 	md, err := m.Metadata()
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	return md.Sequence.Stream
+	return md.Sequence.Stream, md.Timestamp.UnixNano()
 }
 
 // deliver hands the queued messages to handler, one at a time and in
@@ -309,6 +330,7 @@ func (k *Consumer) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", o.Durable, err)
 	}
+	k.lookUpTrimmer(ctx)
 	k.warnPartitionConsumers(ctx)
 	receive := func(m jetstream.Msg) {
 		if !k.tasks.Enter() {

@@ -8,115 +8,189 @@ import (
 	"github.com/reactord/reactord/natsbus"
 )
 
-// Trimming a stream marked trimmed (natsbus.Trimmed): within trimEvery
-// of this Consumer acknowledging an event, it purges the stream up to the
-// shared consumer's acknowledgement floor. While the floor stays below
-// what it acknowledged (an event before is still held, here or in another
-// replica) and it acknowledges nothing new, it looks again less and less
-// often, up to every trimIdle.
+// Trimming a stream marked trimmed (natsbus.Trimmed). Within trimEvery of
+// this Consumer acknowledging an event, it purges the stream up to the
+// shared consumer's acknowledgement floor (natsbus.Trimmer). While events
+// it acknowledged stay above the floor (an event before them is still
+// held, here or in another replica, or the server had not counted the
+// acknowledgement yet), it looks again, less and less often, up to every
+// trimIdle. A purge rewrites the stream's index, whose size grows with
+// the distinct subjects the stream holds: the next one waits at least
+// trimCostFactor times as long as the last took, so that purging a large
+// backlog takes at most a fifth of the time.
 const (
 	// trimEvery bounds how long an event this Consumer acknowledged
 	// stays in the stream once the floor passed it: what a power loss, or
 	// a SIGKILL of the process that runs the embedded server, can deliver
-	// again beyond the events in flight (the server writes the consumer's
-	// own state at most every 100 ms).
+	// again beyond the events in flight.
 	trimEvery = 20 * time.Millisecond
 	// trimIdle is the longest wait between looks at a floor that does
 	// not move.
 	trimIdle = time.Second
+	// trimCostFactor: the wait after a purge is at least this many times
+	// the purge's own time.
+	trimCostFactor = 4
+	// maxAckedKept bounds the acknowledged events a Consumer remembers
+	// above the floor (see ackedAbove).
+	maxAckedKept = 1 << 18
 )
 
-// noteAcked records that the event at stream sequence seq was
-// acknowledged, for trim.
-func (k *Consumer) noteAcked(seq uint64) {
-	for {
-		old := k.ackedSeq.Load()
-		if seq <= old || k.ackedSeq.CompareAndSwap(old, seq) {
-			return
-		}
+// noteAcked records that this Consumer acknowledged the event stored at
+// stream sequence seq at time ts (nanoseconds), while its stream is
+// trimmed: until the floor passes it, a redelivery of that very message (a
+// consumer recreated over the stream delivers from its start) is
+// acknowledged again and not handed to the handler.
+func (k *Consumer) noteAcked(seq uint64, ts int64) {
+	if seq == 0 || k.trimmer.Load() == nil {
+		return
+	}
+	k.ackedMu.Lock()
+	full := len(k.ackedAbove) >= maxAckedKept
+	if !full {
+		k.ackedAbove[seq] = ts
+	}
+	k.ackedMu.Unlock()
+	k.ackedNew.Store(true)
+	if full && k.warnedFull.CompareAndSwap(false, true) {
+		k.log.Warn("more events acknowledged above one still held than this replica remembers: if the consumer is recreated before the held one is acknowledged, the rest are delivered and react again",
+			"stream", k.o.Stream, "remembered", maxAckedKept)
 	}
 }
 
-// trimState is trim's own: the stream's Trimmer (nil when it is not
-// trimmed), and when to look at a floor that did not move again.
+// ackedHere reports whether this Consumer acknowledged the message stored
+// at seq at time ts (see noteAcked).
+func (k *Consumer) ackedHere(seq uint64, ts int64) bool {
+	k.ackedMu.Lock()
+	defer k.ackedMu.Unlock()
+	at, ok := k.ackedAbove[seq]
+	return ok && at == ts
+}
+
+// forgetAcked forgets the acknowledged events at or below floor (the
+// stream no longer has them) when the floor rose past was, or all of them,
+// and returns how many it still remembers.
+func (k *Consumer) forgetAcked(was, floor uint64, all bool) (left int) {
+	k.ackedMu.Lock()
+	defer k.ackedMu.Unlock()
+	switch {
+	case all:
+		clear(k.ackedAbove)
+	case floor > was:
+		for seq := range k.ackedAbove {
+			if seq <= floor {
+				delete(k.ackedAbove, seq)
+			}
+		}
+	}
+	return len(k.ackedAbove)
+}
+
+// lookUpTrimmer (at each start) sets the stream's Trimmer, or nil when it
+// is not trimmed. The events remembered as acknowledged stay when the
+// stream is the one they came from (only the consumer was recreated:
+// they are what it delivers again); a stream made anew has none of them.
+func (k *Consumer) lookUpTrimmer(ctx context.Context) {
+	tr, err := k.c.NewTrimmer(ctx, k.o)
+	switch {
+	case errors.Is(err, natsbus.ErrNotTrimmed):
+		tr = nil
+	case err != nil:
+		k.log.Warn("looking up whether the JetStream stream is trimmed failed: this replica does not trim it until its next start", "stream", k.o.Stream, "err", err)
+		tr = nil
+	}
+	if old := k.trimmer.Swap(tr); tr == nil || old == nil || !old.Created().Equal(tr.Created()) {
+		k.forgetAcked(0, 0, true)
+	}
+}
+
+// trimState is trim's own.
 type trimState struct {
 	tr       *natsbus.Trimmer
-	seen     int64  // k.recreated when tr was looked up (-1: not yet)
-	tried    uint64 // k.ackedSeq at the last Trim
+	floor    uint64 // the floor the last Trim read
+	left     int    // acknowledged events above it
 	backoff  time.Duration
-	next     time.Time // no Trim before, unless something new was acknowledged
+	next     time.Time // no look at an unmoved floor before
 	failures int
 }
 
 // trim purges the events every replica acknowledged from a stream marked
-// trimmed (natsbus.Trimmer), after this Consumer's acknowledgements (see
-// trimEvery), and once more when the Consumer closes. On another stream
-// it does nothing after its first look, and looks again after the stream
-// was recreated.
+// trimmed, after this Consumer's acknowledgements (see trimEvery), once
+// when it starts on a stream (what a predecessor acknowledged but did not
+// purge), and once more when the Consumer closes.
 func (k *Consumer) trim() {
-	t := time.NewTicker(trimEvery)
+	t := time.NewTimer(trimEvery)
 	defer t.Stop()
-	st := trimState{seen: -1}
+	var st trimState
 	for {
 		select {
 		case <-k.end:
-			k.trimOnce(&st)
+			k.trimOnce(&st, true)
 			return
 		case <-t.C:
 		}
-		k.trimOnce(&st)
+		t.Reset(k.trimOnce(&st, false))
 	}
 }
 
-// trimOnce is one round of trim.
-func (k *Consumer) trimOnce(st *trimState) {
-	if !k.c.NATS().IsConnected() {
-		return
+// trimOnce is one round of trim; it returns the wait before the next.
+func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
+	tr := k.trimmer.Load()
+	if tr == nil || !k.c.NATS().IsConnected() {
+		return trimEvery
+	}
+	fresh := k.ackedNew.Swap(false)
+	if tr != st.tr { // a start: what a predecessor left
+		st.tr, st.floor, st.left, st.backoff, st.next, fresh = tr, 0, 0, 0, time.Time{}, true
 	}
 	now := time.Now()
+	if !fresh && !final && (st.left == 0 || now.Before(st.next)) {
+		return trimEvery // nothing new acknowledged; waiting for the floor
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if r := k.recreated.Load(); r != st.seen {
-		if now.Before(st.next) {
-			return
-		}
-		tr, err := k.c.NewTrimmer(ctx, k.o)
-		if err != nil && !errors.Is(err, natsbus.ErrNotTrimmed) {
-			st.next = now.Add(trimIdle) // looked up again then
-			return
-		}
-		st.tr, st.seen, st.tried, st.next = tr, r, 0, time.Time{}
-	}
-	acked := k.ackedSeq.Load()
-	if st.tr == nil || acked <= st.tr.Done() || (now.Before(st.next) && (acked == st.tried || st.failures > 0)) {
-		return // nothing acknowledged here since the last purge, waiting for the floor, or after a failure
-	}
-	st.tried = acked
-	moved, err := st.tr.Trim(ctx)
+	created := tr.Created()
+	purged, floor, err := tr.Trim(ctx)
+	took := time.Since(now)
 	if err != nil {
+		if errors.Is(err, natsbus.ErrNotTrimmed) {
+			k.trimmer.CompareAndSwap(tr, nil)
+			k.forgetAcked(0, 0, true)
+			k.log.Warn("the JetStream stream was replaced by one that is not trimmed: acknowledged events are no longer purged by this replica", "stream", k.o.Stream)
+			return trimEvery
+		}
 		st.failures++
 		if st.failures == 1 || st.failures%100 == 0 {
 			k.log.Warn("trimming the JetStream stream to its acknowledgement floor failed; acknowledged events stay in it until a trim succeeds",
 				"stream", k.o.Stream, "failures", st.failures, "err", err)
 		}
 		st.next = now.Add(trimIdle)
-		return
+		k.ackedNew.Store(k.ackedNew.Load() || fresh)
+		return trimIdle
 	}
 	if st.failures > 0 {
 		k.log.Info("trimming the JetStream stream to its acknowledgement floor works again", "stream", k.o.Stream, "failures", st.failures)
 		st.failures = 0
 	}
-	if moved == 0 {
-		// An event before is still held: look again later, or at once
-		// when something new is acknowledged here.
+	k.trimmed.Add(int64(purged))
+	renewed := !tr.Created().Equal(created) // a stream made anew: none of its events was acknowledged here
+	st.left = k.forgetAcked(st.floor, floor, renewed)
+	st.floor = floor
+	if st.left > 0 {
+		// Acknowledged here but above the floor: look again later, or
+		// at the next acknowledgement.
 		st.backoff = min(max(2*st.backoff, trimEvery), trimIdle)
 		st.next = now.Add(st.backoff)
-		return
+	} else {
+		st.backoff, st.next = 0, time.Time{}
 	}
-	k.trimmed.Add(int64(moved))
-	st.backoff, st.next = 0, time.Time{}
+	return max(trimEvery, trimCostFactor*took)
 }
 
-// Trimmed returns how far this Consumer's purges moved the start of a
-// trimmed stream: the acknowledged events it dropped (natsbus.Trimmer).
+// Trimmed returns how many acknowledged events this Consumer's purges
+// dropped from a trimmed stream (natsbus.Trimmer).
 func (k *Consumer) Trimmed() int64 { return k.trimmed.Load() }
+
+// PassedOver returns how many redeliveries of events this Consumer had
+// acknowledged (a consumer recreated over a trimmed stream delivers from
+// the stream's start) it acknowledged again without handing them on.
+func (k *Consumer) PassedOver() int64 { return k.passedOver.Load() }
