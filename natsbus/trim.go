@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,8 +44,8 @@ type Trimmer struct {
 	s       jetstream.Stream
 	name    string
 	durable string
-	created time.Time // the stream's creation, to tell a stream made anew
-	done    uint64    // the floor purged up to, as far as this Trimmer knows
+	created atomic.Int64 // the stream's creation (Unix ns), to tell a stream made anew; read by others
+	done    uint64       // the floor purged up to, as far as this Trimmer knows
 }
 
 // ErrNotTrimmed is returned by NewTrimmer for a stream that is not marked
@@ -64,7 +65,9 @@ func (c *Conn) NewTrimmer(ctx context.Context, o StreamOptions) (*Trimmer, error
 	if !Trimmed(info.Config, o.Durable) {
 		return nil, ErrNotTrimmed
 	}
-	return &Trimmer{c: c, s: s, name: o.Stream, durable: o.Durable, created: info.Created}, nil
+	t := &Trimmer{c: c, s: s, name: o.Stream, durable: o.Durable}
+	t.created.Store(info.Created.UnixNano())
+	return t, nil
 }
 
 // Done is the floor this Trimmer last purged up to.
@@ -72,7 +75,8 @@ func (t *Trimmer) Done() uint64 { return t.done }
 
 // Created is when the stream was created, as the Trimmer last saw it: a
 // Trim that finds the stream made anew changes it.
-func (t *Trimmer) Created() time.Time { return t.created }
+// It may be called while a Trim runs.
+func (t *Trimmer) Created() time.Time { return time.Unix(0, t.created.Load()) }
 
 // Trim purges the events up to the shared consumer's acknowledgement
 // floor when the floor moved past what this Trimmer purged before, and
@@ -102,7 +106,8 @@ func (t *Trimmer) Trim(ctx context.Context) (purged, floor uint64, err error) {
 		if !Trimmed(info.Config, t.durable) {
 			return 0, floor, ErrNotTrimmed
 		}
-		t.created, t.done = info.Created, 0
+		t.created.Store(info.Created.UnixNano())
+		t.done = 0
 	}
 	if floor <= t.done {
 		return 0, floor, nil

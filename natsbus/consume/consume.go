@@ -50,6 +50,7 @@ type Consumer struct {
 	// stream may still hold, by stream sequence, with the time they were
 	// stored; whether one was acknowledged since the last trim.
 	trimmer    atomic.Pointer[natsbus.Trimmer]
+	relook     atomic.Bool // the last look-up failed: trim looks again
 	ackedMu    sync.Mutex
 	ackedAbove map[uint64]int64
 	ackedNew   atomic.Bool
@@ -162,9 +163,8 @@ func (k *Consumer) receive(m jetstream.Msg) {
 	msg := natsbus.NewMessage(m.Subject(), m.Data(), m.Headers(), now, seq, natsbus.Settlers{
 		Ack: func() error {
 			return settle(func() error {
-				err := m.Ack()
-				k.noteAcked(seq, ts)
-				return err
+				k.noteAcked(seq, ts) // before the acknowledgement: a trim that sees it sees this too
+				return m.Ack()
 			})
 		}, Nak: func() error { return settle(func() error { return nakBackoff(m) }) }})
 	k.queue = append(k.queue, msg)

@@ -35,8 +35,8 @@ const (
 	maxAckedKept = 1 << 18
 )
 
-// noteAcked records that this Consumer acknowledged the event stored at
-// stream sequence seq at time ts (nanoseconds), while its stream is
+// noteAcked records that this Consumer handled, and is acknowledging, the
+// event stored at stream sequence seq at time ts (nanoseconds), while its stream is
 // trimmed: until the floor passes it, a redelivery of that very message (a
 // consumer recreated over the stream delivers from its start) is
 // acknowledged again and not handed to the handler.
@@ -89,14 +89,21 @@ func (k *Consumer) forgetAcked(was, floor uint64, all bool) (left int) {
 // is not trimmed. The events remembered as acknowledged stay when the
 // stream is the one they came from (only the consumer was recreated:
 // they are what it delivers again); a stream made anew has none of them.
+// A look-up that fails keeps what was there, and trim tries again every
+// trimIdle.
 func (k *Consumer) lookUpTrimmer(ctx context.Context) {
 	tr, err := k.c.NewTrimmer(ctx, k.o)
 	switch {
 	case errors.Is(err, natsbus.ErrNotTrimmed):
 		tr = nil
 	case err != nil:
-		k.log.Warn("looking up whether the JetStream stream is trimmed failed: this replica does not trim it until its next start", "stream", k.o.Stream, "err", err)
-		tr = nil
+		if !k.relook.Swap(true) {
+			k.log.Warn("looking up whether the JetStream stream is trimmed failed; trying again every second", "stream", k.o.Stream, "err", err)
+		}
+		return
+	}
+	if k.relook.Swap(false) {
+		k.log.Info("looked up whether the JetStream stream is trimmed", "stream", k.o.Stream, "trimmed", tr != nil)
 	}
 	if old := k.trimmer.Swap(tr); tr == nil || old == nil || !old.Created().Equal(tr.Created()) {
 		k.forgetAcked(0, 0, true)
@@ -110,6 +117,7 @@ type trimState struct {
 	left     int    // acknowledged events above it
 	backoff  time.Duration
 	next     time.Time // no look at an unmoved floor before
+	relookAt time.Time // no look-up of the Trimmer again before
 	failures int
 }
 
@@ -134,8 +142,17 @@ func (k *Consumer) trim() {
 
 // trimOnce is one round of trim; it returns the wait before the next.
 func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
+	if !k.c.NATS().IsConnected() {
+		return trimEvery
+	}
+	if k.relook.Load() && time.Now().After(st.relookAt) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		k.lookUpTrimmer(ctx)
+		cancel()
+		st.relookAt = time.Now().Add(trimIdle)
+	}
 	tr := k.trimmer.Load()
-	if tr == nil || !k.c.NATS().IsConnected() {
+	if tr == nil {
 		return trimEvery
 	}
 	fresh := k.ackedNew.Swap(false)
@@ -153,7 +170,9 @@ func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
 	took := time.Since(now)
 	if err != nil {
 		if errors.Is(err, natsbus.ErrNotTrimmed) {
-			k.trimmer.CompareAndSwap(tr, nil)
+			if !k.trimmer.CompareAndSwap(tr, nil) {
+				return trimEvery // a start replaced it meanwhile
+			}
 			k.forgetAcked(0, 0, true)
 			k.log.Warn("the JetStream stream was replaced by one that is not trimmed: acknowledged events are no longer purged by this replica", "stream", k.o.Stream)
 			return trimEvery
