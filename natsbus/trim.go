@@ -38,7 +38,8 @@ func Trimmed(cfg jetstream.StreamConfig, durable string) bool {
 // Trimmer purges an event stream up to its shared consumer's
 // acknowledgement floor: what every replica has acknowledged leaves the
 // stream, as it would leave a work queue, one purge (and one flush) for
-// all the events acknowledged since the last.
+// all the events acknowledged since the last. One goroutine uses a
+// Trimmer; others may read Created.
 type Trimmer struct {
 	c       *Conn
 	s       jetstream.Stream
@@ -74,8 +75,8 @@ func (c *Conn) NewTrimmer(ctx context.Context, o StreamOptions) (*Trimmer, error
 func (t *Trimmer) Done() uint64 { return t.done }
 
 // Created is when the stream was created, as the Trimmer last saw it: a
-// Trim that finds the stream made anew changes it.
-// It may be called while a Trim runs.
+// Trim that finds the stream made anew changes it. It may be called while
+// a Trim runs.
 func (t *Trimmer) Created() time.Time { return time.Unix(0, t.created.Load()) }
 
 // Trim purges the events up to the shared consumer's acknowledgement
