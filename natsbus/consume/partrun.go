@@ -11,6 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// afterReset, when a test sets it, runs in each session's start between
+// the consumer's reset and the first pull: where a former owner's
+// late pull request lands in the race TestHandOverDeadPull forces.
+var afterReset func(consumer string)
+
 // partRun is one held partition: its consumption session, the events
 // taken from it in stream order, and their acknowledgement.
 type partRun struct {
@@ -34,6 +39,7 @@ type partRun struct {
 	floor    jetstream.Msg
 	acked    jetstream.Msg
 	backoff  time.Duration
+	repinned int // the session whose pin was taken again (repin)
 	quit     chan struct{}
 }
 
@@ -156,6 +162,9 @@ func (r *partRun) session0() error {
 	if err != nil {
 		return fmt.Errorf("resetting consumer %s to its acknowledgement floor: %w", name, err)
 	}
+	if afterReset != nil {
+		afterReset(name)
+	}
 	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	cons, err := s.Consumer(ctx, name) // a new handle: no pin id of a past session
@@ -226,4 +235,46 @@ func (r *partRun) halt() {
 	if cc != nil {
 		stopConsuming(&r.p.tasks, cc, closed)
 	}
+}
+
+// repinAfter is how long a session waits for its first event, while events
+// wait in its consumer, before it takes the pin again (repin): by then the
+// pull requests of a former owner have expired (they last LeaseTTL/2).
+func (r *partRun) repinAfter() time.Duration { return r.p.o.LeaseTTL/2 + 500*time.Millisecond }
+
+// repin unpins the consumer once per session when the session has
+// received nothing for repinAfter while events wait in the consumer.
+// nats-server (2.15) gives the pin to the oldest waiting pull request that
+// has no pin id before it checks that anyone still listens on it: a former
+// owner's last pull, sent just before it stopped, can take the pin and
+// keep it for PinnedTTL (twice the lease time) while this session's pulls
+// wait. After an unpin the server pins the next pull it serves.
+func (r *partRun) repin() {
+	r.mu.Lock()
+	due := !r.halted && !r.pausing && r.cc != nil && r.lastDseq == 0 && r.repinned != r.session &&
+		time.Since(time.Unix(0, r.took.Load())) >= r.repinAfter()
+	session := r.session
+	if due {
+		r.repinned = session
+	}
+	r.mu.Unlock()
+	if !due {
+		return
+	}
+	p := r.p
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	s, err := p.c.JetStream().Stream(ctx, p.o.Stream)
+	if err != nil {
+		return
+	}
+	cons, err := s.Consumer(ctx, r.u.name)
+	if err != nil || cons.CachedInfo().NumPending == 0 {
+		return
+	}
+	if err := s.UnpinConsumer(ctx, r.u.name, PartitionGroup); err != nil {
+		return
+	}
+	p.log.Info("partition: no event delivered since its session began while events wait; unpinned its consumer (a former owner's last pull may have held the pin)",
+		"consumer", r.u.name, "replica", p.o.Replica, "waiting", cons.CachedInfo().NumPending, "after", r.repinAfter().String())
 }

@@ -113,6 +113,7 @@ func (r *partRun) acks() {
 		case <-t.C:
 		}
 		r.ackFloor()
+		r.repin()
 		if r.overdue() {
 			r.p.lose(r, "its lease could not be renewed in time")
 		}
