@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/internal/syncbuf"
 	"github.com/reactord/reactord/internal/wait"
@@ -18,11 +20,13 @@ import (
 
 // TestHandOverDeadPull: a pull request left by a former owner reaches the
 // consumer between the new owner's reset and its first pull (forced
-// here through afterReset: a request without a pin id, from a subscription
-// gone at once). nats-server pins it when the first event comes, finds
-// nobody listening and drops it, but keeps the pin for PinnedTTL (twice
-// the lease time, 8 s here) while the new owner's pulls wait. The new
-// owner takes the pin again (repin) and gets the events well before that.
+// here through afterReset: a request for one event without a pin id, from
+// a subscription that takes it and never pulls again, as a replica that
+// stopped just then). nats-server pins that request when the first event
+// comes (a request nobody listens on any more is pinned the same way,
+// then dropped) and keeps the pin for PinnedTTL (twice the lease time,
+// 8 s here) while the new owner's pulls wait. The new owner takes the pin
+// again (repin) and gets the events well before that.
 func TestHandOverDeadPull(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -33,7 +37,7 @@ func TestHandOverDeadPull(t *testing.T) {
 		if consumer != "reactord-1-0" || once.Swap(true) {
 			return // once, on the partition the keyed events go to
 		}
-		sub, err := c.NATS().SubscribeSync(c.NATS().NewRespInbox())
+		sub, err := c.NATS().SubscribeSync(nats.NewInbox())
 		if err != nil {
 			t.Error(err)
 			return
@@ -43,8 +47,7 @@ func TestHandOverDeadPull(t *testing.T) {
 			t.Error(err)
 		}
 		_ = c.NATS().Flush()
-		_ = sub.Unsubscribe()
-		_ = c.NATS().Flush()
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
 	t.Cleanup(func() { afterReset = nil })
 	h := &numbered{t: t, c: c}
