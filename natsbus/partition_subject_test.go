@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // TestPartitionTransformAgreesWithPartitionOf: a stream made for 6
@@ -61,9 +65,15 @@ func TestPartitionTransformAgreesWithPartitionOf(t *testing.T) {
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.GetMsg(ctx, 61)
-	if err != nil || m.Subject != "salt.evt.myco.plain" {
-		t.Fatalf("core publish stored as %v, %v; want salt.evt.myco.plain", m, err)
+	// The flush says the server has the message; the stream stores it a
+	// moment later.
+	var m *jetstream.RawStreamMsg
+	wait.For(t, 5*time.Second, func() (err error) {
+		m, err = s.GetMsg(ctx, 61)
+		return err
+	})
+	if m.Subject != "salt.evt.myco.plain" {
+		t.Fatalf("core publish stored as %q; want salt.evt.myco.plain", m.Subject)
 	}
 	// Another number: EnsureStream leaves the transform alone (the new
 	// consumers come first), SetPartitionTransform changes it for new
