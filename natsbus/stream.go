@@ -163,6 +163,7 @@ var ErrWorkQueueStream = errors.New("the stream is made for one shared consumer 
 func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	window, replicas := o.Duplicates, o.Replicas
 	o.Defaults()
+	has := c.serverHas(ctx)
 	s, err := c.js.Stream(ctx, o.Stream)
 	if err == nil {
 		info, err := s.Info(ctx)
@@ -184,10 +185,10 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 			// the partitions' consumers exist.
 			cfg.Subjects = append(slices.Clone(cfg.Subjects), PartitionPrefix(c.prefix)+">")
 		}
-		if !cfg.AllowAtomicPublish && c.atomicBatches(ctx) && !cfg.Sealed && cfg.Mirror == nil {
+		if !cfg.AllowAtomicPublish && has(FeatureBatchPublish) && !cfg.Sealed && cfg.Mirror == nil {
 			cfg.AllowAtomicPublish = true
 		}
-		if o.Partitions == 0 && info.Config.Retention == jetstream.WorkQueuePolicy && o.Logger != nil && !c.saidWorkQueue.Load() && c.trimmable(ctx) {
+		if o.Partitions == 0 && info.Config.Retention == jetstream.WorkQueuePolicy && o.Logger != nil && !c.saidWorkQueue.Load() && has(FeatureTrimmedStream) {
 			c.saidWorkQueue.Store(true)
 			o.Logger.Info("JetStream event stream is a work queue: nats-server removes each acknowledged event with a write of its own, flushed to disk with sync_interval always; "+
 				"a stream reactord creates now is trimmed to the consumer's acknowledgement floor, one flush for many events (docs/speed.md); to change, stop the replicas once it is drained, delete it (nats stream rm) and start them",
@@ -222,9 +223,9 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		Replicas:   max(o.Replicas, 1),
 		// Publishers send atomic batches, which the server writes and
 		// flushes once each (BatchPublisher).
-		AllowAtomicPublish: c.atomicBatches(ctx),
+		AllowAtomicPublish: has(FeatureBatchPublish),
 	}
-	if o.Partitions == 0 && c.trimmable(ctx) {
+	if o.Partitions == 0 && has(FeatureTrimmedStream) {
 		cfg.Retention, cfg.Metadata = jetstream.LimitsPolicy, map[string]string{TrimmedKey: o.Durable}
 	}
 	if o.Partitions > 0 {
@@ -242,19 +243,22 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	return nil
 }
 
-// trimmable reports whether every server of the connection's cluster
-// that answers keeps stream metadata, which marks a stream trimmed
-// (FeatureTrimmedStream).
-func (c *Conn) trimmable(ctx context.Context) bool {
-	sv, err := c.ServerVersion(ctx)
-	return err == nil && FeatureTrimmedStream.Check(sv) == nil
-}
-
-// atomicBatches reports whether every server of the connection's cluster
-// that answers has atomic batch publish (AtomicBatchMin).
-func (c *Conn) atomicBatches(ctx context.Context) bool {
-	sv, err := c.ServerVersion(ctx)
-	return err == nil && !sv.Version.Less(AtomicBatchMin)
+// serverHas returns a function that reports whether every server of the
+// connection's cluster that answers has a feature (atomic batches,
+// trimmed streams), asking their versions once (ServerVersion reads each
+// known node's greeting) however many features EnsureStream asks about.
+func (c *Conn) serverHas(ctx context.Context) func(Feature) bool {
+	var sv *ServerVersion
+	asked := false
+	return func(f Feature) bool {
+		if !asked {
+			asked = true
+			if v, err := c.ServerVersion(ctx); err == nil {
+				sv = &v
+			}
+		}
+		return sv != nil && f.Check(*sv) == nil
+	}
 }
 
 // SetPartitionTransform sets the subject transform of the stream o.Stream

@@ -183,7 +183,9 @@ func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
 				"stream", k.o.Stream, "failures", st.failures, "err", err)
 		}
 		st.next = now.Add(trimIdle)
-		k.ackedNew.Store(k.ackedNew.Load() || fresh)
+		if fresh {
+			k.ackedNew.Store(true) // the next round tries again
+		}
 		return trimIdle
 	}
 	if st.failures > 0 {
