@@ -108,7 +108,7 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 			}
 			defer cc.Stop()
 			trimDone := make(chan struct{})
-			trimStop := make(chan struct{})
+			trimCtx, trimStop := context.WithCancel(ctx)
 			if tc.trim {
 				tr, err := (&Conn{nc: sub, js: js}).NewTrimmer(ctx, StreamOptions{Stream: "FLOOR", Durable: "c"})
 				if err != nil {
@@ -116,24 +116,15 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 				}
 				go func() {
 					defer close(trimDone)
-					t := time.NewTicker(20 * time.Millisecond) // as consume's trimEvery
-					defer t.Stop()
-					for {
-						select {
-						case <-trimStop:
-							return
-						case <-t.C:
-						}
-						if _, _, err := tr.Trim(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
+					tr.Every(trimCtx, 20*time.Millisecond, func(err error) bool { // as consume's trimEvery
+						b.Error(err)
+						return false
+					})
 				}()
 			} else {
 				close(trimDone)
 			}
-			defer func() { close(trimStop); <-trimDone }()
+			defer func() { trimStop(); <-trimDone }()
 			pub, err := nats.Connect(srv.ClientURL())
 			if err != nil {
 				b.Fatal(err)

@@ -121,6 +121,26 @@ func (t *Trimmer) Trim(ctx context.Context) (purged, floor uint64, err error) {
 	return purged, floor, nil
 }
 
+// Every trims every d until ctx ends, for a consumer that acknowledges
+// without trimming on its own (the benchmarks'; the daemon's consumer
+// trims after its acknowledgements, natsbus/consume). It hands each
+// failed Trim to onErr, and stops when onErr returns false; a failure
+// because ctx ended is not handed over.
+func (t *Trimmer) Every(ctx context.Context, d time.Duration, onErr func(error) bool) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, _, err := t.Trim(ctx); err != nil && ctx.Err() == nil && !onErr(err) {
+			return
+		}
+	}
+}
+
 // purgeBelow purges the events of stream name below sequence seq, and
 // returns how many there were. (The client's Stream.Purge does not give
 // the server's count.)

@@ -186,6 +186,26 @@ func TestTrimmer(t *testing.T) {
 	ack(0, 1)
 	check("the new stream, two acknowledged", trim(), 2, 3, 1)
 
+	// Every trims on its own until its context ends.
+	ack(2)
+	everyCtx, stopEvery := context.WithCancel(ctx)
+	everyDone := make(chan struct{})
+	go func() {
+		defer close(everyDone)
+		tr.Every(everyCtx, 10*time.Millisecond, func(err error) bool { t.Errorf("Every: %v", err); return false })
+	}()
+	wait.For(t, 5*time.Second, func() error {
+		if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 0 {
+			return fmt.Errorf("Every has not trimmed the last acknowledged event: %v, %+v", err, info.State)
+		}
+		return nil
+	})
+	stopEvery()
+	<-everyDone
+	if tr.Done() != 3 {
+		t.Errorf("after Every, done %d, want 3", tr.Done())
+	}
+
 	// Replaced by a stream that is not trimmed: never purged.
 	if err := c.js.DeleteStream(ctx, o.Stream); err != nil {
 		t.Fatal(err)
@@ -197,6 +217,11 @@ func TestTrimmer(t *testing.T) {
 	})
 	if _, err := c.js.CreateOrUpdateConsumer(ctx, o.Stream, o.SharedConsumer()); err != nil {
 		t.Fatal(err)
+	}
+	var everyErr error
+	tr.Every(ctx, 10*time.Millisecond, func(err error) bool { everyErr = err; return false }) // returns on the failure
+	if !errors.Is(everyErr, ErrNotTrimmed) {
+		t.Errorf("Every on a stream replaced by an unmarked one: %v, want ErrNotTrimmed", everyErr)
 	}
 	if _, _, err := tr.Trim(ctx); !errors.Is(err, ErrNotTrimmed) {
 		t.Errorf("Trim on a stream replaced by an unmarked one: %v, want ErrNotTrimmed", err)

@@ -70,20 +70,11 @@ func cmdFloorConsumer(ctx context.Context, args []string, stderr io.Writer) int 
 	}
 	defer cc.Stop()
 	if tr, err := c.NewTrimmer(ctx, so); err == nil {
-		go func() {
-			t := time.NewTicker(20 * time.Millisecond) // as the daemon's consumer (natsbus/consume)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				if _, _, err := tr.Trim(ctx); err != nil && ctx.Err() == nil {
-					log.Warn("trimming the stream failed", "err", err)
-				}
-			}
-		}()
+		// Every 20 ms, as the daemon's consumer trims (natsbus/consume).
+		go tr.Every(ctx, 20*time.Millisecond, func(err error) bool {
+			log.Warn("trimming the stream failed", "err", err)
+			return true
+		})
 	} else if !errors.Is(err, natsbus.ErrNotTrimmed) {
 		fmt.Fprintf(stderr, "floor: %v\n", err)
 		return exitUsage
