@@ -102,8 +102,13 @@ func TestRestart(t *testing.T) {
 		anon.Close()
 		t.Fatal("the restarted server takes a client without the token")
 	}
+	// A publish written to the old connection just before the client
+	// noticed the restart is lost and never answered: each try gets 2 s,
+	// and the retries carry one message id, so the stream keeps one copy.
 	for {
-		_, err := js.Publish(ctx, "s.after", []byte("2"))
+		try, cancelTry := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.Publish(try, "s.after", []byte("2"), jetstream.WithMsgID("after"))
+		cancelTry()
 		if err == nil {
 			break
 		}
