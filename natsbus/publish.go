@@ -119,9 +119,10 @@ func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
 // answer. (Subscribers do not reply; the reply subject is never used
 // otherwise.) Any subscriber counts: a `nats sub` on the event subjects
 // makes an event look delivered while no daemon runs. A publish whose round
-// trip fails is reported as failed although the server may have delivered
-// it, so a retry can deliver an event twice (at least once, as core NATS
-// has no de-duplication). Concurrent calls wait for their round trips at
+// trip fails, or that the connection's re-establishment may have lost
+// (ErrReconnected, see FlushSince), is reported as failed although the
+// server may have delivered it, so a retry can deliver an event twice (at
+// least once, as core NATS has no de-duplication). Concurrent calls wait for their round trips at
 // once: no lock is held while the server answers.
 func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, meta Meta) error {
 	inbox, err := c.deliverInboxSub()
@@ -141,8 +142,12 @@ func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, me
 		c.deliverMu.Unlock()
 	}()
 	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Reply: reply, Data: body, Header: meta.header()}
-	if err := c.nc.PublishMsg(msg); err != nil {
+	mark, err := c.marked(func() error { return c.nc.PublishMsg(msg) })
+	if err != nil {
 		return fmt.Errorf("publishing %s: %w", tag, err)
+	}
+	if afterPublish != nil {
+		afterPublish()
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -152,7 +157,7 @@ func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, me
 	// The server sends "no responders" while it processes the publish,
 	// before it answers the flush's PING; the client's reading goroutine
 	// puts it on the inbox's channel before it takes the PONG.
-	if err := c.nc.FlushWithContext(ctx); err != nil {
+	if err := c.FlushSince(ctx, mark); err != nil {
 		return fmt.Errorf("publishing %s: %w", tag, err)
 	}
 	if c.noResponder(reply) {

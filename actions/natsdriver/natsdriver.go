@@ -39,8 +39,10 @@ var driverFlushTimeout = 10 * time.Second
 // a burst lanes filled and events were dropped. A goroutine confirms what
 // was published with one flush at a time, started as soon as something
 // was published since the last one began, so one round trip confirms many
-// reactions. A flush that fails or times out leaves the reactions it
-// covered unconfirmed: they may not have reached the server. They are not
+// reactions. A flush that fails or times out, or that follows a
+// reconnection which may have lost some of them (natsbus.FlushSince),
+// leaves the reactions it covered unconfirmed: they may not have reached
+// the server. They are not
 // resent (an executor may have them), but counted (Stats, Unconfirmed)
 // and logged, the first at once and then at most once a minute with the
 // count.
@@ -95,7 +97,8 @@ type Driver struct {
 // flushGen is one confirming flush of core mode and the reactions it
 // covers.
 type flushGen struct {
-	n int64
+	n    int64
+	mark natsbus.Mark // its publishes' (FlushSince)
 }
 
 func newFlushGen() *flushGen { return &flushGen{} }
@@ -146,14 +149,15 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 		return actions.Result{}, nil
 	}
 	wait := d.wait.get(ctx, &d.refreshes, func(ctx context.Context) (bool, bool) { return d.conn.EventStream(ctx) != "", true })
-	if err := d.conn.PublishRaw(subj, body[:len(body)-1], meta); err != nil {
+	mark, err := d.conn.PublishMarked(subj, body[:len(body)-1], meta)
+	if err != nil {
 		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
 	}
 	d.published.Add(1)
 	if wait {
 		d.flushes.Add(1)
 		fctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
-		err := d.conn.NATS().FlushWithContext(fctx)
+		err := d.conn.FlushSince(fctx, mark)
 		cancel()
 		if err != nil {
 			return actions.Result{}, actions.Retryable(fmt.Errorf("flushing %s: %w", subj, err))
@@ -162,6 +166,7 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 		return actions.Result{}, nil
 	}
 	d.mu.Lock()
+	d.next.mark = d.next.mark.Merge(mark)
 	d.next.n++
 	d.mu.Unlock()
 	d.start.Do(func() { go d.confirm() })
@@ -292,7 +297,7 @@ func (d *Driver) flush() {
 	d.mu.Unlock()
 	d.flushes.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), driverFlushTimeout)
-	err := d.conn.NATS().FlushWithContext(ctx)
+	err := d.conn.FlushSince(ctx, gen.mark)
 	cancel()
 	d.settle(gen, err)
 }
@@ -310,7 +315,7 @@ func (d *Driver) settle(gen *flushGen, err error) {
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Error("nats driver: reactions published but not confirmed by the server (the connection failed or the flush timed out); they may not have reached it and are not resent; logged at most once a minute",
+		log.Error("nats driver: reactions published but not confirmed by the server (the connection failed or was re-established, or the flush timed out); they may not have reached it and are not resent; logged at most once a minute",
 			"err", err, "reactions_since_last_line", total-d.logged.Swap(total), "unconfirmed_total", total)
 	}
 }
@@ -345,7 +350,7 @@ func (d *Driver) Close(ctx context.Context) error {
 			return
 		}
 		d.flushes.Add(1)
-		if ferr := d.conn.Flush(ctx); ferr != nil {
+		if ferr := d.conn.FlushSince(ctx, gen.mark); ferr != nil {
 			err = fmt.Errorf("nats driver: %d reactions not confirmed: %w", gen.n, ferr)
 		}
 		d.settle(gen, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/internal/syncbuf"
+	"github.com/reactord/reactord/internal/tcpproxy"
 	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 )
@@ -82,6 +83,70 @@ func TestDriverPublishesAndConfirms(t *testing.T) {
 	if err := d.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDriverConfirmsAcrossAnOutage: in core NATS mode, reactions handed
+// over while the server cannot be reached wait in the connection's
+// reconnect buffer and go out on the next connection: the driver counts
+// them confirmed once it is back (natsbus.FlushSince), and the executor
+// gets each once.
+func TestDriverConfirmsAcrossAnOutage(t *testing.T) {
+	srv, exec := natstest.Start(t)
+	var got atomic.Int64
+	sub, err := exec.SubscribeRaw("test.exec.>", func(string, []byte, natsbus.Meta) { got.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	_ = exec.Flush(context.Background())
+	proxy := tcpproxy.Start(t, srv.Addr())
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d := New(c, "test.exec.", "reactord-test")
+	defer func() { _ = d.Close(context.Background()) }()
+	do := func() {
+		t.Helper()
+		if _, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	confirmed := func(n int64) {
+		t.Helper()
+		wait.For(t, 10*time.Second, func() error {
+			if s := d.Stats(); s.Confirmed != n || s.Unconfirmed != 0 {
+				return fmt.Errorf("stats %+v, want %d confirmed", s, n)
+			}
+			if g := got.Load(); g != n {
+				return fmt.Errorf("the executor got %d, want %d", g, n)
+			}
+			return nil
+		})
+	}
+	do()
+	confirmed(1)
+	proxy.Down()
+	wait.For(t, 5*time.Second, func() error {
+		if c.Connected() {
+			return fmt.Errorf("the client has not noticed the outage")
+		}
+		return nil
+	})
+	for range 3 {
+		do()
+	}
+	time.Sleep(300 * time.Millisecond) // the flush waits for the connection
+	if s := d.Stats(); s.Confirmed != 1 || s.Unconfirmed != 0 {
+		t.Errorf("during the outage: stats %+v, want 1 confirmed and none unconfirmed", s)
+	}
+	if err := proxy.Up(); err != nil {
+		t.Fatal(err)
+	}
+	confirmed(4)
+	do()
+	confirmed(5)
 }
 
 // TestDriverCountsUnconfirmed: against a server that stops answering (no

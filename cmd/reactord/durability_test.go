@@ -3,19 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/internal/tcpproxy"
 	"github.com/reactord/reactord/internal/testfiles"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/store/sqlstore"
@@ -120,70 +118,6 @@ func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
 	<-successor.done
 }
 
-// tcpProxy forwards to a database and can cut it off: while cut, open
-// connections are closed and new ones are closed at once.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	down   bool
-	conns  map[net.Conn]bool
-}
-
-func startProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			down := p.down
-			p.mu.Unlock()
-			if down {
-				in.Close()
-				continue
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[in], p.conns[out] = true, true
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[net.Conn]bool{}
-}
-
-func (p *tcpProxy) restore() {
-	p.mu.Lock()
-	p.down = false
-	p.mu.Unlock()
-}
-
 func healthCode(p *proc, path string) int {
 	resp, err := http.Get("http://" + p.http + path)
 	if err != nil {
@@ -219,8 +153,8 @@ func TestStoreOutageJetStream(t *testing.T) {
 func storeOutage(t *testing.T, base string) {
 	hostStart := strings.Index(base, "@") + 1
 	hostEnd := hostStart + strings.Index(base[hostStart:], "/")
-	proxy := startProxy(t, base[hostStart:hostEnd])
-	url := base[:hostStart] + proxy.addr() + base[hostEnd:]
+	proxy := tcpproxy.Start(t, base[hostStart:hostEnd])
+	url := base[:hostStart] + proxy.Addr() + base[hostEnd:]
 
 	srv, c := natsServer(t)
 	conf := copyExampleConfig(t)
@@ -242,7 +176,8 @@ func storeOutage(t *testing.T, base string) {
 	checkFor(t, 20*time.Second, reacted(100))
 
 	// The database goes away: reactions go on, records are spooled.
-	proxy.cut()
+	proxy.Refuse(true) // while cut, new connections are closed at once
+	proxy.Cut()
 	publishStarts(t, c, run, 100, 600)
 	checkFor(t, 20*time.Second, reacted(600))
 	checkFor(t, 20*time.Second, func() error {
@@ -263,7 +198,7 @@ func storeOutage(t *testing.T, base string) {
 		}
 		return nil
 	})
-	proxy.restore()
+	proxy.Refuse(false)
 	checkFor(t, 30*time.Second, func() error {
 		if got := archivedMinions(t, url, run); got < 600 {
 			return fmt.Errorf("%d of 600 archived after the database came back", got)
@@ -283,7 +218,8 @@ func storeOutage(t *testing.T, base string) {
 	}
 
 	// A stop while the database is down keeps the records on disk.
-	proxy.cut()
+	proxy.Refuse(true) // while cut, new connections are closed at once
+	proxy.Cut()
 	publishStarts(t, c, run, 600, 700)
 	checkFor(t, 20*time.Second, reacted(700))
 	p.terminate()
@@ -306,7 +242,7 @@ func storeOutage(t *testing.T, base string) {
 	if !strings.Contains(p2.logs(), "audit store unreachable at start") {
 		t.Errorf("start with the database down not reported:\n%s", lastLines(p2.logs(), 10))
 	}
-	proxy.restore()
+	proxy.Refuse(false)
 	checkFor(t, 30*time.Second, func() error {
 		if got := archivedMinions(t, url, run); got < 750 {
 			return fmt.Errorf("%d of 750 archived after the restart", got)

@@ -71,7 +71,10 @@ errors.`, stderr)
 		limit: conn.MaxPayload() - 1024,
 		// Into a JetStream daemon, an event counts once its stream has it:
 		// core publishes that a burst outruns are lost without a word.
-		stream: conn.EventStream(ctx)}
+		stream: conn.EventStream(ctx),
+		// Core publishes are confirmed by one round trip at the end,
+		// unless the connection was re-established meanwhile.
+		mark: conn.Mark()}
 	if fr.stream != "" {
 		if fr.acked, err = conn.NewAckedPublisher(fireMaxInFlight); err != nil {
 			fmt.Fprintf(stderr, "fire: %v\n", err)
@@ -116,6 +119,7 @@ type firer struct {
 	conn   *natsbus.Conn
 	acked  *natsbus.AckedPublisher // nil: core NATS
 	stream string                  // the JetStream stream that captures events, if any
+	mark   natsbus.Mark            // the connection's before the first core publish
 	meta   natsbus.Meta
 	limit  int // bytes an event may have before its biggest values are cut
 	stderr io.Writer
@@ -199,7 +203,7 @@ func (fr *firer) confirm(ctx context.Context, sent int, file bool, code int) int
 		}
 		return code
 	}
-	if err := fr.conn.Flush(ctx); err != nil {
+	if err := fr.conn.FlushSince(ctx, fr.mark); err != nil {
 		fmt.Fprintf(fr.stderr, "fire: %d event(s) published but not confirmed by the server: %v\n", sent, err)
 		return exitFound
 	}

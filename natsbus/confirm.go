@@ -1,0 +1,104 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrReconnected reports a core NATS publish that a flush cannot confirm:
+// the connection was re-established between the publish and the flush's
+// answer. A publish the client had written to the old connection, or still
+// held for it, may never have reached a server, while the flush's round
+// trip succeeds on the new connection; so the publish counts as failed,
+// and a retry may deliver it twice.
+var ErrReconnected = errors.New("the NATS connection was re-established before the publish was confirmed: it may not have reached the server")
+
+// Mark is where core publishes stand against the connection's
+// reconnections, for FlushSince to confirm them. The zero Mark holds no
+// publish.
+type Mark struct {
+	// sent and buffered are 1 + the connection's reconnection count
+	// (nats.Statistics.Reconnects) at the earliest publish written to a
+	// live connection, and at the earliest made while the client
+	// reconnected (kept in its reconnect buffer, which goes out first on
+	// the next connection); 0: none of that kind.
+	sent, buffered uint64
+}
+
+// Merge returns the Mark of the publishes of m and o together.
+func (m Mark) Merge(o Mark) Mark {
+	earliest := func(a, b uint64) uint64 {
+		if a == 0 || (b != 0 && b < a) {
+			return b
+		}
+		return a
+	}
+	return Mark{sent: earliest(m.sent, o.sent), buffered: earliest(m.buffered, o.buffered)}
+}
+
+// reconnects is how many times the client connected again (counting
+// attempts whose handshake then failed).
+func (c *Conn) reconnects() uint64 { return c.nc.Stats().Reconnects }
+
+// PublishMarked is PublishRaw, and returns the publish's Mark for
+// FlushSince.
+func (c *Conn) PublishMarked(subject string, body []byte, meta Meta) (Mark, error) {
+	return c.marked(func() error { return c.PublishRaw(subject, body, meta) })
+}
+
+// Mark returns a Mark for a series of publishes from now on, which
+// FlushSince confirms together as though each went to the live connection:
+// any reconnection during the series leaves it unconfirmed, the safe side.
+func (c *Conn) Mark() Mark { return Mark{sent: c.reconnects() + 1} }
+
+// marked runs publish and returns its Mark. (A publish that races a
+// reconnection's end may be taken for one to the live connection, which
+// FlushSince then reports unconfirmed although it went out: the safe
+// side.)
+func (c *Conn) marked(publish func() error) (Mark, error) {
+	n := c.reconnects() + 1
+	if err := publish(); err != nil {
+		return Mark{}, err
+	}
+	if c.nc.IsConnected() {
+		return Mark{sent: n}, nil
+	}
+	return Mark{buffered: n}, nil
+}
+
+// FlushSince makes one round trip to the server and confirms the
+// publishes of m. It returns ErrReconnected when one of them may have been
+// lost with a connection: one written to a connection that was replaced
+// since (a flush alone would succeed on the new connection although the
+// publish died with the old one), or one from the reconnect buffer that
+// did not go out on the connection the round trip used. While the client
+// reconnects, the round trip waits for the new connection, or for ctx
+// (10 s when ctx has no deadline).
+//
+// Reconnection attempts whose handshake failed count as reconnections
+// here: after such an outage, publishes from the reconnect buffer may be
+// reported unconfirmed although they went out.
+func (c *Conn) FlushSince(ctx context.Context, m Mark) error {
+	start := c.reconnects()
+	// Still reconnecting: the round trip's PING joins the reconnect
+	// buffer and goes out on the same connection as its publishes.
+	down := !c.nc.IsConnected()
+	if err := c.Flush(ctx); err != nil {
+		return err
+	}
+	now := c.reconnects()
+	if m.sent != 0 && now != m.sent-1 {
+		return ErrReconnected
+	}
+	if m.buffered != 0 {
+		at := m.buffered - 1
+		if (down && at != start) || (!down && now != at+1) {
+			return ErrReconnected
+		}
+	}
+	return nil
+}
+
+// afterPublish, when set by a test, runs in PublishDelivered between the
+// publish and the flush that confirms it.
+var afterPublish func()

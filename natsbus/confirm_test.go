@@ -1,0 +1,196 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/internal/tcpproxy"
+)
+
+// waitDisconnected waits until c noticed that its connection is gone.
+func waitDisconnected(t *testing.T, c *Conn) {
+	t.Helper()
+	checkFor(t, 5*time.Second, func() error {
+		if c.Connected() {
+			return errors.New("the client has not noticed the cut")
+		}
+		return nil
+	})
+}
+
+// TestPublishDeliveredLostInReconnect: a core publish written to a
+// connection that dies before the server read it, confirmed by a flush
+// whose PING went out on the next connection (the flush succeeds there),
+// is reported as failed with ErrReconnected: the subscriber never got it.
+// A plain flush would have taken it for delivered, and the bridge would
+// have dropped the event from its spool.
+func TestPublishDeliveredLostInReconnect(t *testing.T) {
+	srv, _ := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	var received atomic.Int64
+	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { received.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Flush(ctx)
+	proxy := tcpproxy.Start(t, srv.Addr())
+	pub, err := Connect(ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	body := []byte(`{"tag":"salt/minion/web1/start","data":{}}`)
+	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{}); err != nil {
+		t.Fatalf("before the cut: %v", err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if n := received.Load(); n != 1 {
+			return fmt.Errorf("%d received, want 1", n)
+		}
+		return nil
+	})
+
+	// The publish goes into a connection that swallows it; before the
+	// flush, the connection dies and the client notices.
+	proxy.Swallow()
+	afterPublish = func() { proxy.Cut(); waitDisconnected(t, pub) }
+	defer func() { afterPublish = nil }()
+	err = pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{})
+	afterPublish = nil
+	if !errors.Is(err, ErrReconnected) {
+		t.Errorf("a publish lost with its connection: err = %v, want ErrReconnected", err)
+	}
+	if !pub.Connected() {
+		t.Error("the flush returned before the client was connected again")
+	}
+	// The lost publish never arrives; the next one does, as the only one.
+	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{}); err != nil {
+		t.Fatalf("after the reconnection: %v", err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if n := received.Load(); n != 2 {
+			return fmt.Errorf("%d received, want 2", n)
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	if n := received.Load(); n != 2 {
+		t.Errorf("%d received, want 2: the publish reported lost arrived", n)
+	}
+}
+
+// TestFlushSinceConfirmsTheReconnectBuffer: a publish made while the
+// client reconnects (the server refuses connections) waits in its
+// reconnect buffer and goes out first on the next connection: FlushSince
+// confirms it there, whether its round trip started during the outage or
+// after it. Publishes that span the outage (a Mark taken before it, or
+// merged with one) are not confirmed, nor, after a second outage, one
+// buffered in the first.
+func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
+	srv, _ := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	var received atomic.Int64
+	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { received.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Flush(ctx)
+	proxy := tcpproxy.Start(t, srv.Addr())
+	pub, err := Connect(ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	subject := Subject(pub.prefix, "salt/minion/web1/start")
+	body := []byte(`{"tag":"salt/minion/web1/start","data":{}}`)
+	series := pub.Mark()
+	before, err := pub.PublishMarked(subject, body, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Down()
+	waitDisconnected(t, pub)
+	mark, err := pub.PublishMarked(subject, body, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	confirmed := make(chan error, 1)
+	go func() { confirmed <- pub.FlushSince(ctx, mark) }()
+	select {
+	case err := <-confirmed:
+		t.Fatalf("FlushSince returned while the client could not reconnect: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// Another publish in the same outage, confirmed only once the client
+	// is connected again.
+	later, err := pub.PublishMarked(subject, body, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-confirmed; err != nil {
+		t.Errorf("a publish from the reconnect buffer, confirmed while reconnecting: %v", err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if !pub.Connected() {
+			return errors.New("not connected again")
+		}
+		return nil
+	})
+	if err := pub.FlushSince(ctx, later); err != nil {
+		t.Errorf("a publish from the reconnect buffer, confirmed after the reconnection: %v", err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if n := received.Load(); n != 2 {
+			return fmt.Errorf("%d received, want 2", n)
+		}
+		return nil
+	})
+	if err := pub.FlushSince(ctx, series); !errors.Is(err, ErrReconnected) {
+		t.Errorf("a series that spans the outage: %v, want ErrReconnected", err)
+	}
+	if err := pub.FlushSince(ctx, before.Merge(later)); !errors.Is(err, ErrReconnected) {
+		t.Errorf("a publish before the outage with one during it: %v, want ErrReconnected", err)
+	}
+	now, err := pub.PublishMarked(subject, body, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.FlushSince(ctx, now.Merge(Mark{})); err != nil {
+		t.Errorf("a publish on the new connection: %v", err)
+	}
+
+	// The next outage: a publish buffered in the last one is no longer
+	// confirmed (it went out on a connection that died since).
+	proxy.Down()
+	waitDisconnected(t, pub)
+	if err := proxy.Up(); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if !pub.Connected() {
+			return errors.New("not connected again")
+		}
+		return nil
+	})
+	if err := pub.FlushSince(ctx, later); !errors.Is(err, ErrReconnected) {
+		t.Errorf("a publish buffered in the previous outage: %v, want ErrReconnected", err)
+	}
+}
