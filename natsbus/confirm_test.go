@@ -22,6 +22,33 @@ func waitDisconnected(t *testing.T, c *Conn) {
 	})
 }
 
+// proxiedPublisher starts a server with a subscriber on the event
+// subjects, counting what it receives, and connects a publisher to it
+// through a proxy.
+func proxiedPublisher(t *testing.T) (*Conn, *tcpproxy.Proxy, *atomic.Int64) {
+	t.Helper()
+	srv, _ := startServer(t)
+	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	received := new(atomic.Int64)
+	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { received.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.Start(t, srv.Addr())
+	pub, err := Connect(ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	return pub, proxy, received
+}
+
 // TestPublishDeliveredLostInReconnect: a core publish written to a
 // connection that dies before the server read it, confirmed by a flush
 // whose PING went out on the next connection (the flush succeeds there),
@@ -29,25 +56,9 @@ func waitDisconnected(t *testing.T, c *Conn) {
 // A plain flush would have taken it for delivered, and the bridge would
 // have dropped the event from its spool.
 func TestPublishDeliveredLostInReconnect(t *testing.T) {
-	srv, _ := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sub.Close)
-	var received atomic.Int64
-	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { received.Add(1) }); err != nil {
-		t.Fatal(err)
-	}
-	_ = sub.Flush(ctx)
-	proxy := tcpproxy.Start(t, srv.Addr())
-	pub, err := Connect(ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
+	pub, proxy, received := proxiedPublisher(t)
 	body := []byte(`{"tag":"salt/minion/web1/start","data":{}}`)
 	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{}); err != nil {
 		t.Fatalf("before the cut: %v", err)
@@ -64,7 +75,7 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 	proxy.Swallow()
 	afterPublish = func() { proxy.Cut(); waitDisconnected(t, pub) }
 	defer func() { afterPublish = nil }()
-	err = pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{})
+	err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{})
 	afterPublish = nil
 	if !errors.Is(err, ErrReconnected) {
 		t.Errorf("a publish lost with its connection: err = %v, want ErrReconnected", err)
@@ -96,25 +107,9 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 // merged with one) are not confirmed, nor, after a second outage, one
 // buffered in the first.
 func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
-	srv, _ := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sub.Close)
-	var received atomic.Int64
-	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { received.Add(1) }); err != nil {
-		t.Fatal(err)
-	}
-	_ = sub.Flush(ctx)
-	proxy := tcpproxy.Start(t, srv.Addr())
-	pub, err := Connect(ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
+	pub, proxy, received := proxiedPublisher(t)
 	subject := Subject(pub.prefix, "salt/minion/web1/start")
 	body := []byte(`{"tag":"salt/minion/web1/start","data":{}}`)
 	series := pub.Mark()
