@@ -17,9 +17,9 @@ var ErrReconnected = errors.New("the NATS connection was re-established before t
 // reconnections, for FlushSince to confirm them. The zero Mark holds no
 // publish.
 type Mark struct {
-	// sent and buffered are 1 + the connection's reconnection count
-	// (nats.Statistics.Reconnects) at the earliest publish written to a
-	// live connection, and at the earliest made while the client
+	// sent and buffered are 1 + the client's count of connections made
+	// again (nats.Statistics.Reconnects) at the earliest publish written
+	// to a live connection, and at the earliest made while the client
 	// reconnected (kept in its reconnect buffer, which goes out first on
 	// the next connection); 0: none of that kind.
 	sent, buffered uint64
@@ -51,54 +51,51 @@ func (c *Conn) PublishMarked(subject string, body []byte, meta Meta) (Mark, erro
 // any reconnection during the series leaves it unconfirmed, the safe side.
 func (c *Conn) Mark() Mark { return Mark{sent: c.reconnects() + 1} }
 
-// marked runs publish and returns its Mark. (A publish that races a
-// reconnection's end may be taken for one to the live connection, which
-// FlushSince then reports unconfirmed although it went out: the safe
-// side.)
+// marked runs publish and returns its Mark. A publish counts as kept in
+// the reconnect buffer only when the client was reconnecting before it
+// and no connection was made meanwhile (each connection is counted, under
+// the lock that publishing takes, before the client is connected): one
+// that races the loss of a connection may have been written to it, and
+// one that races a reconnection's end may have gone to the new one; both
+// count as written to a live connection, which FlushSince confirms only if
+// no connection followed.
 func (c *Conn) marked(publish func() error) (Mark, error) {
-	n := c.reconnects() + 1
+	n := c.reconnects()
+	up := c.nc.IsConnected()
 	if err := publish(); err != nil {
 		return Mark{}, err
 	}
-	if c.nc.IsConnected() {
-		return Mark{sent: n}, nil
+	if c.afterPublish != nil {
+		c.afterPublish()
 	}
-	return Mark{buffered: n}, nil
+	if !up && c.reconnects() == n {
+		return Mark{buffered: n + 1}, nil
+	}
+	return Mark{sent: n + 1}, nil
 }
 
 // FlushSince makes one round trip to the server and confirms the
 // publishes of m. It returns ErrReconnected when one of them may have been
 // lost with a connection: one written to a connection that was replaced
 // since (a flush alone would succeed on the new connection although the
-// publish died with the old one), or one from the reconnect buffer that
-// did not go out on the connection the round trip used. While the client
-// reconnects, the round trip waits for the new connection, or for ctx
-// (10 s when ctx has no deadline).
+// publish died with the old one), or one from the reconnect buffer when
+// more than one connection was made since (the buffer went out on the
+// first, which may have died with it). While the client reconnects, the
+// round trip waits for the new connection, or for ctx (10 s when ctx has
+// no deadline).
 //
-// Reconnection attempts whose handshake failed count as reconnections
-// here: after such an outage, publishes from the reconnect buffer may be
-// reported unconfirmed although they went out.
+// Connections whose handshake then failed count too (a proxy or load
+// balancer that accepts and hangs up, a TLS or authorization failure):
+// after such an outage, publishes from the reconnect buffer are reported
+// unconfirmed although they went out. A server that is down refuses the
+// connection, and is not counted.
 func (c *Conn) FlushSince(ctx context.Context, m Mark) error {
-	start := c.reconnects()
-	// Still reconnecting: the round trip's PING joins the reconnect
-	// buffer and goes out on the same connection as its publishes.
-	down := !c.nc.IsConnected()
 	if err := c.Flush(ctx); err != nil {
 		return err
 	}
 	now := c.reconnects()
-	if m.sent != 0 && now != m.sent-1 {
+	if (m.sent != 0 && now != m.sent-1) || (m.buffered != 0 && now != m.buffered) {
 		return ErrReconnected
-	}
-	if m.buffered != 0 {
-		at := m.buffered - 1
-		if (down && at != start) || (!down && now != at+1) {
-			return ErrReconnected
-		}
 	}
 	return nil
 }
-
-// afterPublish, when set by a test, runs in PublishDelivered between the
-// publish and the flush that confirms it.
-var afterPublish func()

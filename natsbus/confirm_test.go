@@ -70,13 +70,15 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 		return nil
 	})
 
-	// The publish goes into a connection that swallows it; before the
-	// flush, the connection dies and the client notices.
+	// The publish goes into a connection that swallows it; right after
+	// it, before its Mark is taken and before the flush, the connection
+	// dies and the client notices (so the flush's PING goes out on the
+	// next connection, and a Mark taken after the publish would see the
+	// client reconnecting).
 	proxy.Swallow()
-	afterPublish = func() { proxy.Cut(); waitDisconnected(t, pub) }
-	defer func() { afterPublish = nil }()
+	pub.afterPublish = func() { proxy.Cut(); waitDisconnected(t, pub) }
 	err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{})
-	afterPublish = nil
+	pub.afterPublish = nil
 	if !errors.Is(err, ErrReconnected) {
 		t.Errorf("a publish lost with its connection: err = %v, want ErrReconnected", err)
 	}
@@ -117,6 +119,9 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := pub.FlushSince(ctx, before); err != nil {
+		t.Fatalf("a publish on a live connection: %v", err)
+	}
 
 	proxy.Down()
 	waitDisconnected(t, pub)
@@ -153,8 +158,8 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 		t.Errorf("a publish from the reconnect buffer, confirmed after the reconnection: %v", err)
 	}
 	checkFor(t, 5*time.Second, func() error {
-		if n := received.Load(); n != 2 {
-			return fmt.Errorf("%d received, want 2", n)
+		if n := received.Load(); n != 3 {
+			return fmt.Errorf("%d received, want 3", n)
 		}
 		return nil
 	})

@@ -62,6 +62,10 @@ type ConnOptions struct {
 
 // Conn is a NATS connection.
 type Conn struct {
+	// afterPublish, when a test sets it, runs in marked right after the
+	// publish.
+	afterPublish func()
+
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	prefix  string

@@ -122,8 +122,9 @@ func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
 // trip fails, or that the connection's re-establishment may have lost
 // (ErrReconnected, see FlushSince), is reported as failed although the
 // server may have delivered it, so a retry can deliver an event twice (at
-// least once, as core NATS has no de-duplication). Concurrent calls wait for their round trips at
-// once: no lock is held while the server answers.
+// least once, as core NATS has no de-duplication). Concurrent calls wait
+// for their round trips at once: no lock is held while the server
+// answers.
 func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, meta Meta) error {
 	inbox, err := c.deliverInboxSub()
 	if err != nil {
@@ -145,9 +146,6 @@ func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, me
 	mark, err := c.marked(func() error { return c.nc.PublishMsg(msg) })
 	if err != nil {
 		return fmt.Errorf("publishing %s: %w", tag, err)
-	}
-	if afterPublish != nil {
-		afterPublish()
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

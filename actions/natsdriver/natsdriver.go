@@ -42,10 +42,9 @@ var driverFlushTimeout = 10 * time.Second
 // reactions. A flush that fails or times out, or that follows a
 // reconnection which may have lost some of them (natsbus.FlushSince),
 // leaves the reactions it covered unconfirmed: they may not have reached
-// the server. They are not
-// resent (an executor may have them), but counted (Stats, Unconfirmed)
-// and logged, the first at once and then at most once a minute with the
-// count.
+// the server. They are not resent (an executor may have them), but
+// counted (Stats, Unconfirmed) and logged, the first at once and then at
+// most once a minute with the count.
 //
 // When a JetStream stream captures a reaction's subject (an operator's
 // stream for executors that consume from it), the reaction is published to
@@ -110,7 +109,8 @@ type DriverStats struct {
 	// Confirmed is the reactions a flush showed the server received.
 	Confirmed int64
 	// Unconfirmed is the reactions Do did not wait for whose flush failed
-	// or timed out: they may not have reached the server.
+	// or timed out, or followed a reconnection that may have lost them
+	// (natsbus.FlushSince): they may not have reached the server.
 	Unconfirmed int64
 	// Flushes is the confirmation round trips made.
 	Flushes int64
@@ -326,7 +326,8 @@ func (d *Driver) Stats() DriverStats {
 		Unconfirmed: d.unconfirmed.Load(), Flushes: d.flushes.Load()}
 }
 
-// Unconfirmed is the reactions whose flush failed or timed out (for
+// Unconfirmed is the reactions whose flush failed, timed out or followed
+// a reconnection that may have lost them (for
 // reactord_driver_unconfirmed_total).
 func (d *Driver) Unconfirmed() int64 { return d.unconfirmed.Load() }
 

@@ -65,6 +65,12 @@ func (p *Proxy) accept(ln net.Listener) {
 		}
 		l := &link{client: client, server: server}
 		p.mu.Lock()
+		if p.refuse.Load() || p.ln != ln { // refused or cut down while dialling
+			p.mu.Unlock()
+			_ = client.Close()
+			_ = server.Close()
+			continue
+		}
 		p.links = append(p.links, l)
 		p.mu.Unlock()
 		go func() { _, _ = io.Copy(client, server); _ = client.Close() }()
