@@ -149,6 +149,68 @@ func TestDriverConfirmsAcrossAnOutage(t *testing.T) {
 	confirmed(5)
 }
 
+// TestDriverWaitsAcrossAnOutage: in JetStream mode a reaction handed over
+// while the server cannot be reached waits in the reconnect buffer, and Do
+// returns once the next connection confirmed it: no error, so the event is
+// not redelivered and the executor gets the reaction once.
+func TestDriverWaitsAcrossAnOutage(t *testing.T) {
+	srv, exec := natstest.Start(t)
+	if err := exec.EnsureStream(context.Background(), natsbus.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got atomic.Int64
+	sub, err := exec.SubscribeRaw("test.exec.>", func(string, []byte, natsbus.Meta) { got.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	_ = exec.Flush(context.Background())
+	proxy := tcpproxy.Start(t, srv.Addr())
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d := New(c, "test.exec.", "reactord-test")
+	defer func() { _ = d.Close(context.Background()) }()
+	do := func() error {
+		_, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()})
+		return err
+	}
+	if err := do(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Down()
+	wait.For(t, 5*time.Second, func() error {
+		if c.Connected() {
+			return fmt.Errorf("the client has not noticed the outage")
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- do() }()
+	select {
+	case err := <-done:
+		t.Fatalf("Do returned during the outage: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := proxy.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Do across the outage: %v", err)
+	}
+	wait.For(t, 5*time.Second, func() error {
+		if g := got.Load(); g != 2 {
+			return fmt.Errorf("the executor got %d, want 2", g)
+		}
+		return nil
+	})
+	if s := d.Stats(); s.Published != 2 || s.Confirmed != 2 {
+		t.Errorf("stats %+v, want 2 published and confirmed", s)
+	}
+}
+
 // TestDriverCountsUnconfirmed: against a server that stops answering (no
 // JetStream stream: core NATS mode), Do still returns at once, and the flush that times out counts the
 // reactions as unconfirmed and logs them; on a closed connection Do fails
