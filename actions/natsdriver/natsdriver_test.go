@@ -85,28 +85,53 @@ func TestDriverPublishesAndConfirms(t *testing.T) {
 	}
 }
 
-// TestDriverConfirmsAcrossAnOutage: in core NATS mode, reactions handed
-// over while the server cannot be reached wait in the connection's
-// reconnect buffer and go out on the next connection: the driver counts
-// them confirmed once it is back (natsbus.FlushSince), and the executor
-// gets each once.
-func TestDriverConfirmsAcrossAnOutage(t *testing.T) {
+// proxiedDriver starts a server (with the event stream: JetStream mode)
+// and an executor counting the reactions it gets, and returns a driver
+// connected to the server through a proxy.
+func proxiedDriver(t *testing.T, stream bool) (*Driver, *tcpproxy.Proxy, *atomic.Int64) {
+	t.Helper()
 	srv, exec := natstest.Start(t)
-	var got atomic.Int64
+	if stream {
+		if err := exec.EnsureStream(context.Background(), natsbus.StreamOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := new(atomic.Int64)
 	sub, err := exec.SubscribeRaw("test.exec.>", func(string, []byte, natsbus.Meta) { got.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Stop()
+	t.Cleanup(sub.Stop)
 	_ = exec.Flush(context.Background())
 	proxy := tcpproxy.Start(t, srv.Addr())
 	c, err := natsbus.Connect(natsbus.ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	d := New(c, "test.exec.", "reactord-test")
-	defer func() { _ = d.Close(context.Background()) }()
+	t.Cleanup(func() { _ = d.Close(context.Background()); c.Close() })
+	return d, proxy, got
+}
+
+// down takes the proxy down and waits until d's connection noticed.
+func down(t *testing.T, d *Driver, proxy *tcpproxy.Proxy) {
+	t.Helper()
+	proxy.Down()
+	wait.For(t, 5*time.Second, func() error {
+		if d.conn.Connected() {
+			return fmt.Errorf("the client has not noticed the outage")
+		}
+		return nil
+	})
+}
+
+// TestDriverConfirmsAcrossAnOutage: in core NATS mode, reactions handed
+// over while the server cannot be reached wait in the connection's
+// reconnect buffer and go out on the next connection: the driver counts
+// them confirmed once it is back (natsbus.FlushSince), and the executor
+// gets each once.
+func TestDriverConfirmsAcrossAnOutage(t *testing.T) {
+	d, proxy, got := proxiedDriver(t, false)
 	do := func() {
 		t.Helper()
 		if _, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()}); err != nil {
@@ -127,13 +152,7 @@ func TestDriverConfirmsAcrossAnOutage(t *testing.T) {
 	}
 	do()
 	confirmed(1)
-	proxy.Down()
-	wait.For(t, 5*time.Second, func() error {
-		if c.Connected() {
-			return fmt.Errorf("the client has not noticed the outage")
-		}
-		return nil
-	})
+	down(t, d, proxy)
 	for range 3 {
 		do()
 	}
@@ -154,25 +173,7 @@ func TestDriverConfirmsAcrossAnOutage(t *testing.T) {
 // returns once the next connection confirmed it: no error, so the event is
 // not redelivered and the executor gets the reaction once.
 func TestDriverWaitsAcrossAnOutage(t *testing.T) {
-	srv, exec := natstest.Start(t)
-	if err := exec.EnsureStream(context.Background(), natsbus.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var got atomic.Int64
-	sub, err := exec.SubscribeRaw("test.exec.>", func(string, []byte, natsbus.Meta) { got.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Stop()
-	_ = exec.Flush(context.Background())
-	proxy := tcpproxy.Start(t, srv.Addr())
-	c, err := natsbus.Connect(natsbus.ConnOptions{URL: "nats://" + proxy.Addr(), Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	d := New(c, "test.exec.", "reactord-test")
-	defer func() { _ = d.Close(context.Background()) }()
+	d, proxy, got := proxiedDriver(t, true)
 	do := func() error {
 		_, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()})
 		return err
@@ -180,13 +181,7 @@ func TestDriverWaitsAcrossAnOutage(t *testing.T) {
 	if err := do(); err != nil {
 		t.Fatal(err)
 	}
-	proxy.Down()
-	wait.For(t, 5*time.Second, func() error {
-		if c.Connected() {
-			return fmt.Errorf("the client has not noticed the outage")
-		}
-		return nil
-	})
+	down(t, d, proxy)
 	done := make(chan error, 1)
 	go func() { done <- do() }()
 	select {
