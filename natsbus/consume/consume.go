@@ -56,6 +56,11 @@ type Consumer struct {
 	ackedNew   atomic.Bool
 	warnedFull atomic.Bool
 
+	// lastAck is the acknowledgement subject of the last message this
+	// Consumer acknowledged since ConfirmAcks last confirmed one, nil if
+	// none.
+	lastAck atomic.Pointer[string]
+
 	// held are the messages delivered to this client and neither
 	// acknowledged nor refused yet, by a local number; queue are those of
 	// them not handed to handler yet, oldest first. The client's callback
@@ -133,7 +138,7 @@ func (k *Consumer) receive(m jetstream.Msg) {
 	if k.ackedHere(seq, ts) {
 		// A consumer recreated over the trimmed stream delivers from its
 		// start: this event reacted here already.
-		_ = m.Ack()
+		k.ack(m)
 		if k.passedOver.Add(1) == 1 {
 			k.log.Info("JetStream delivered again events this replica had acknowledged (the consumer was recreated over the trimmed stream): acknowledged again without reacting; reactord_jetstream_passed_over_total counts them",
 				"stream", k.o.Stream, "seq", seq)
@@ -164,7 +169,7 @@ func (k *Consumer) receive(m jetstream.Msg) {
 		Ack: func() error {
 			return settle(func() error {
 				k.noteAcked(seq, ts) // before the acknowledgement: a trim that sees it sees this too
-				return m.Ack()
+				return k.ack(m)
 			})
 		}, Nak: func() error { return settle(func() error { return nakBackoff(m) }) }})
 	k.queue = append(k.queue, msg)
@@ -173,6 +178,40 @@ func (k *Consumer) receive(m jetstream.Msg) {
 	case k.queued <- struct{}{}:
 	default:
 	}
+}
+
+// ack acknowledges m, without waiting for the server's reply, and
+// records it for ConfirmAcks.
+func (k *Consumer) ack(m jetstream.Msg) error {
+	err := m.Ack()
+	if err == nil {
+		r := m.Reply()
+		k.lastAck.Store(&r)
+	}
+	return err
+}
+
+// ConfirmAcks waits until the server has applied every acknowledgement
+// this Consumer sent before the call, or ctx ends. Acknowledgements go out
+// without waiting for a reply, and a server that shuts down (the daemon's
+// embedded one, right after the daemon's connection closes) drops those
+// it has received but not applied yet: their events came again after
+// AckWait, and reacted twice. It asks for a reply to a progress
+// acknowledgement of the last message acknowledged: the server applies
+// a consumer's acknowledgements in the order they came, and one for a
+// message no longer pending changes nothing. Close calls it; the daemon
+// calls it again before closing the connection, for acknowledgements
+// sent after Close (events whose audit records were written last).
+func (k *Consumer) ConfirmAcks(ctx context.Context) error {
+	last := k.lastAck.Swap(nil)
+	if last == nil {
+		return nil
+	}
+	if _, err := k.c.NATS().RequestWithContext(ctx, *last, []byte("+WPI")); err != nil {
+		k.lastAck.CompareAndSwap(nil, last)
+		return fmt.Errorf("confirming the acknowledgements sent to JetStream consumer %s on stream %s: %w", k.o.Durable, k.o.Stream, err)
+	}
+	return nil
 }
 
 // streamSeq is a message's stream sequence and the time it was stored
@@ -308,13 +347,19 @@ func (k *Consumer) Stop() {
 }
 
 // Close (after Stop, once the handler's messages are settled or given
-// up on) ends what Stop leaves running, the progress acknowledgements,
-// and waits until every goroutine the Consumer started and every client
+// up on) confirms the acknowledgements sent (ConfirmAcks), ends what Stop
+// leaves running, the progress acknowledgements, and waits until every goroutine the Consumer started and every client
 // callback into it has returned, a handler call under way included. It
 // is safe to call twice.
 func (k *Consumer) Close() {
 	k.Stop()
 	k.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		if err := k.ConfirmAcks(ctx); err != nil {
+			k.log.Warn("the NATS server did not confirm this replica's last acknowledgements: if it stops before it applies them, their events react again after the acknowledgement wait", "err", err)
+		}
+		cancel()
+		// The last trim sees the floor they moved.
 		close(k.end)
 		_ = k.tasks.Close(context.Background()) // no deadline: waits for every one
 	})
