@@ -101,7 +101,21 @@ func (d *Daemon) connect(ctx context.Context) error {
 		return configErr(err)
 	}
 	d.conn = conn
-	d.push("NATS connection", func(context.Context) error { conn.Close(); return nil })
+	d.push("NATS connection", func(ctx context.Context) error {
+		if c, ok := d.sub.(*consume.Consumer); ok {
+			// Acknowledgements sent after the consumer closed (events
+			// whose audit records the store's close wrote): the server
+			// drops those it has not applied when it shuts down.
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := c.ConfirmAcks(cctx)
+			cancel()
+			if err != nil {
+				d.log.Warn("the NATS server did not confirm the last acknowledgements: their events may react again after the acknowledgement wait", "err", err)
+			}
+		}
+		conn.Close()
+		return nil
+	})
 	if err := d.chooseDelivery(ctx); err != nil {
 		return configErr(err)
 	}
@@ -522,6 +536,14 @@ func (d *Daemon) startPipeline(context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
 		defer cancel()
 		err := p.Stop(sctx)
+		if d.archive != nil && d.jetstream {
+			// Each drained event is acknowledged once its audit records
+			// are durable: write them now, so that the acknowledgements
+			// go before the hand-over and the consumer's close.
+			if derr := d.archive.W.Durable(sctx); derr != nil {
+				d.log.Warn("stopping: the audit store did not take the last records in time; their events are acknowledged when it closes, or come again at the next start", "err", derr)
+			}
+		}
 		if d.partitioned != nil {
 			// The drained events are acknowledged: hand the partitions
 			// over to the other replicas at once.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -282,4 +283,52 @@ func TestWriterOnDurableWithoutSpool(t *testing.T) {
 		t.Fatal("OnDurable with nothing pending did not fire at once")
 	}
 	closeWriter(t, w)
+}
+
+// TestWriterDurable: Durable writes at once what waits for the next
+// Interval and returns once every OnDurable callback registered before
+// it ran; with the store down and no spool it ends with its context, the
+// callbacks not run.
+func TestWriterDurable(t *testing.T) {
+	var down atomic.Bool
+	f := &fakeStore{fail: func(int, Batch) error {
+		if down.Load() {
+			return errors.New("down")
+		}
+		return nil
+	}}
+	w := NewWriter(f, WriterOptions{Interval: time.Hour, RetryMin: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.Durable(ctx); err != nil {
+		t.Fatalf("nothing pending: %v", err)
+	}
+	var fired atomic.Int64
+	for i := range 3 {
+		w.Add(ev(i))
+		w.OnDurable(func() { fired.Add(1) })
+	}
+	if err := w.Durable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := fired.Load(); n != 3 || w.Stats().Written != 3 {
+		t.Fatalf("Durable returned with %d of 3 callbacks run and %d records written", n, w.Stats().Written)
+	}
+
+	down.Store(true)
+	w.Add(ev(3))
+	w.OnDurable(func() { fired.Add(1) })
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if err := w.Durable(short); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "1 records not durable") {
+		t.Errorf("Durable with the store down = %v; want the deadline, and how many records wait", err)
+	}
+	if fired.Load() != 3 {
+		t.Error("a callback ran for a record only in memory")
+	}
+	down.Store(false)
+	closeWriter(t, w)
+	if fired.Load() != 4 {
+		t.Errorf("%d callbacks ran after the store came back, want 4", fired.Load())
+	}
 }

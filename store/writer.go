@@ -342,6 +342,36 @@ func (w *Writer) OnDurable(fn func()) {
 	w.mu.Unlock()
 }
 
+// Durable waits until the OnDurable callbacks registered before the call
+// have run, writing the records the Writer holds at once rather than at
+// the next Interval, or until ctx ends or the Writer closes. The callbacks
+// run in the order they were registered, so the last one's running means
+// all of them ran. The daemon calls it as it stops: the events it
+// acknowledges once their records are durable are then acknowledged
+// before it hands its partitions over and closes its consumer.
+func (w *Writer) Durable(ctx context.Context) error {
+	fired := make(chan struct{})
+	w.OnDurable(func() { close(fired) })
+	w.mu.Lock()
+	w.flushTo = max(w.flushTo, w.added)
+	w.mu.Unlock()
+	w.signal()
+	select {
+	case <-fired:
+		return nil
+	case <-ctx.Done():
+	case <-w.done:
+		select {
+		case <-fired:
+			return nil
+		default:
+		}
+		return ErrWriterClosed
+	}
+	st := w.Stats()
+	return fmt.Errorf("store: %d records not durable yet (%d write failures so far): %w", st.Pending, st.Failures, ctx.Err())
+}
+
 // signal wakes the background loop.
 func (w *Writer) signal() {
 	select {
