@@ -102,7 +102,7 @@ func (d *Daemon) connect(ctx context.Context) error {
 	}
 	d.conn = conn
 	d.push("NATS connection", func(ctx context.Context) error {
-		if c, ok := d.sub.(*consume.Consumer); ok {
+		if c, ok := d.sub.(*consume.Consumer); ok && conn.NATS().IsConnected() {
 			// Acknowledgements sent after the consumer closed (events
 			// whose audit records the store's close wrote): the server
 			// drops those it has not applied when it shuts down.
@@ -536,12 +536,19 @@ func (d *Daemon) startPipeline(context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
 		defer cancel()
 		err := p.Stop(sctx)
-		if d.archive != nil && d.jetstream {
+		if d.archive != nil && d.jetstream && sctx.Err() == nil {
 			// Each drained event is acknowledged once its audit records
-			// are durable: write them now, so that the acknowledgements
-			// go before the hand-over and the consumer's close.
-			if derr := d.archive.W.Durable(sctx); derr != nil {
-				d.log.Warn("stopping: the audit store did not take the last records in time; their events are acknowledged when it closes, or come again at the next start", "err", derr)
+			// are durable: write them now (to the spool, with the
+			// database down), so that the acknowledgements go before the
+			// hand-over and the consumer's close. A database that hangs
+			// gets 2 s: the writer's close acknowledges what it writes
+			// later, and those acknowledgements are confirmed before the
+			// connection closes.
+			dctx, dcancel := context.WithTimeout(sctx, 2*time.Second)
+			derr := d.archive.W.Durable(dctx)
+			dcancel()
+			if derr != nil {
+				d.log.Warn("stopping: the audit store did not take the last records within 2 s; their events are acknowledged when it does, before the writer closes, or come again at the next start", "err", derr)
 			}
 		}
 		if d.partitioned != nil {

@@ -332,3 +332,66 @@ func TestWriterDurable(t *testing.T) {
 		t.Errorf("%d callbacks ran after the store came back, want 4", fired.Load())
 	}
 }
+
+// TestWriterDurableWaitsForTheCallbacksUnderWay: Durable returns only once
+// the callbacks the background loop took before it have run, though every
+// record was durable already when it was called (the daemon's stop: the
+// events' acknowledgements must all be sent when it returns).
+func TestWriterDurableWaitsForTheCallbacksUnderWay(t *testing.T) {
+	w := NewWriter(&fakeStore{}, WriterOptions{Interval: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var second atomic.Bool
+	w.Add(ev(0))
+	w.OnDurable(func() { close(entered); <-release })
+	w.OnDurable(func() { second.Store(true) })
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // the first callback runs; the second waits behind it
+	returned := make(chan error, 1)
+	go func() { returned <- w.Durable(ctx) }()
+	select {
+	case err := <-returned:
+		t.Fatalf("Durable returned (%v) while a callback taken before it was still running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	if !second.Load() {
+		t.Fatal("Durable returned before the callbacks registered before it ran")
+	}
+	closeWriter(t, w)
+}
+
+// TestWriterDurableSpoolsDuringAnOutage: with the database down, Durable
+// moves what memory holds to the spool at once instead of waiting for the
+// next retry (up to RetryMax).
+func TestWriterDurableSpoolsDuringAnOutage(t *testing.T) {
+	f := &fakeStore{fail: func(int, Batch) error { return errors.New("connection refused") }}
+	w, err := OpenWriter(f, WriterOptions{Interval: 5 * time.Millisecond, RetryMin: time.Hour, RetryMax: time.Hour, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Add(ev(0))
+	waitFor(t, "a failed write", func() bool { return w.Stats().Failures >= 1 && w.Stats().Spooled == 1 })
+	var fired atomic.Bool
+	w.Add(ev(1)) // in memory: the loop waits an hour before its next try
+	w.OnDurable(func() { fired.Store(true) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.Durable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); !fired.Load() || st.Spooled != 2 || st.Pending != 0 {
+		t.Fatalf("after Durable: callback run %v, %+v", fired.Load(), st)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if err := w.Close(short); !errors.Is(err, ErrSpooled) {
+		t.Fatalf("Close = %v, want the records kept in the spool", err)
+	}
+}

@@ -351,9 +351,13 @@ func (w *Writer) OnDurable(fn func()) {
 // before it hands its partitions over and closes its consumer.
 func (w *Writer) Durable(ctx context.Context) error {
 	fired := make(chan struct{})
-	w.OnDurable(func() { close(fired) })
 	w.mu.Lock()
-	w.flushTo = max(w.flushTo, w.added)
+	// Not OnDurable's at-once path, even when all is durable: the
+	// background loop runs this callback, after the ones it took before
+	// (which it may be running still).
+	mark := w.added
+	w.waiters = append(w.waiters, waiter{mark: mark, fn: func() { close(fired) }})
+	w.flushTo = max(w.flushTo, mark)
 	w.mu.Unlock()
 	w.signal()
 	select {
@@ -361,10 +365,11 @@ func (w *Writer) Durable(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	case <-w.done:
-		select {
-		case <-fired:
+		w.mu.Lock()
+		durable := w.removed >= mark
+		w.mu.Unlock()
+		if durable {
 			return nil
-		default:
 		}
 		return ErrWriterClosed
 	}
@@ -505,7 +510,11 @@ func (w *Writer) drain(all bool) bool {
 		spooled := w.spooled
 		now := all || w.closed || w.flushTo > w.stored
 		if spooled == 0 && (n == 0 || (n < w.o.MaxBatch && !now)) {
+			fns := w.ready() // a Durable's, when all was durable already
 			w.mu.Unlock()
+			for _, fn := range fns {
+				fn()
+			}
 			return true
 		}
 		var recs []any
@@ -566,8 +575,32 @@ func (w *Writer) drain(all bool) bool {
 			// meanwhile, and free the memory.
 			_ = w.spill()
 		}
-		if !retry.Sleep(w.ctx, delay.Next()) {
+		if !w.backoff(delay.Next()) {
 			return false
+		}
+	}
+}
+
+// backoff waits d after a failed write, and reports false if the Writer
+// stops meanwhile. A Flush or Durable meanwhile moves the records held in
+// memory to the spool at once, which makes them durable, without writing
+// before d is over.
+func (w *Writer) backoff(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-w.kick:
+			w.mu.Lock()
+			spill := w.sp != nil && w.flushTo > w.stored && len(w.buf) > 0
+			w.mu.Unlock()
+			if spill {
+				_ = w.spill()
+			}
 		}
 	}
 }

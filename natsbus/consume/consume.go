@@ -201,7 +201,11 @@ func (k *Consumer) ack(m jetstream.Msg) error {
 // a consumer's acknowledgements in the order they came, and one for a
 // message no longer pending changes nothing. Close calls it; the daemon
 // calls it again before closing the connection, for acknowledgements
-// sent after Close (events whose audit records were written last).
+// sent after Close (events whose audit records were written last). On a
+// clustered consumer (replicas) the reply means the leader received them
+// in order and proposed them to its followers, not that they were applied:
+// the daemon never stops a cluster's server, which applies them after the
+// daemon has gone.
 func (k *Consumer) ConfirmAcks(ctx context.Context) error {
 	last := k.lastAck.Swap(nil)
 	if last == nil {
