@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/internal/natstest"
 	"github.com/reactord/reactord/natsbus"
-	"github.com/reactord/reactord/natsbus/embedded"
 )
 
 // TestStopConfirmsTheAcknowledgements: a daemon that stops right after
@@ -23,16 +23,7 @@ func TestStopConfirmsTheAcknowledgements(t *testing.T) {
 	const rounds, each = 6, 20
 	for round := range rounds + 1 {
 		afterClose := round%2 == 1
-		srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", DataDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Shutdown)
-		c, err := natsbus.Connect(natsbus.ConnOptions{URL: srv.ClientURL(), Name: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
+		srv, c := natstest.StartIn(t, dir) // stopped at the round's end
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if round > 0 {
 			cons, err := c.JetStream().Consumer(ctx, "REACTORD_EVENTS", "reactord")
