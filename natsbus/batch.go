@@ -541,7 +541,11 @@ func (p *BatchPublisher) sendAtomic(batch []*batchEvent, written func()) error {
 			return p.ctx.Err()
 		case <-p.inboxGone:
 			t.Stop()
-			return nats.ErrConnectionClosed
+			select {
+			case resp = <-ackc: // it came before the close
+			default:
+				return nats.ErrConnectionClosed
+			}
 		}
 		if len(resp.Data) == 0 && resp.Header.Get("Status") == "503" {
 			return nats.ErrNoResponders // no stream takes the subject
@@ -609,6 +613,18 @@ func (p *BatchPublisher) sendEach(batch []*batchEvent, written func()) {
 				case err = <-futs[i].Err():
 				case <-p.ctx.Done():
 					err = p.ctx.Err()
+				case <-p.inboxGone:
+					// The connection closed for good: nats.go fails
+					// the futures of a connection that reconnects, not
+					// of one that closes, and they would wait for
+					// their timeout. An acknowledgement already in
+					// counts.
+					select {
+					case <-futs[i].Ok():
+					case err = <-futs[i].Err():
+					default:
+						err = nats.ErrConnectionClosed
+					}
 				}
 			}
 			switch {
