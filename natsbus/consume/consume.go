@@ -352,9 +352,9 @@ func (k *Consumer) Stop() {
 
 // Close (after Stop, once the handler's messages are settled or given
 // up on) confirms the acknowledgements sent (ConfirmAcks), ends what Stop
-// leaves running, the progress acknowledgements, and waits until every goroutine the Consumer started and every client
-// callback into it has returned, a handler call under way included. It
-// is safe to call twice.
+// leaves running, the progress acknowledgements, and waits until every
+// goroutine the Consumer started and every client callback into it has
+// returned, a handler call under way included. It is safe to call twice.
 func (k *Consumer) Close() {
 	k.Stop()
 	k.closeOnce.Do(func() {
