@@ -54,31 +54,12 @@ func TestStopRightAfterReacting(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			lines := make(chan error, each)
-			go func() {
-				for range each {
-					_, err := d.stdout.ReadString('\n')
-					lines <- err
-				}
-			}()
-			for i := range each {
-				select {
-				case err := <-lines:
-					if err != nil {
-						t.Fatal(err)
-					}
-				case <-ctx.Done():
-					t.Fatalf("round %d: %d of %d reactions", round, i, each)
-				}
+			for range each {
+				readReaction(t, d)
 			}
 		}
 		c.Close()
 		cancel()
-		d.terminate()
-		select {
-		case <-d.done:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the daemon did not stop")
-		}
+		waitExit(t, d)
 	}
 }
