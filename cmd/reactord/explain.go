@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,44 +18,51 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/guard"
+	"github.com/reactord/reactord/internal/cli"
 	"github.com/reactord/reactord/matchers"
 )
 
-func cmdExplain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("explain", "reactord explain -c CONF (--tag TAG [--data JSON|@FILE] | --event FILE|-) [--saltapi-url URL]",
-		`Explains what reactord does with one event: the pre-filters, each rule
-matched or not and why (glob, when condition), each file rendered or its
-error with position, reaction IDs a later file overwrote, Salt's verify_high,
-the loop guard, throttle and debounce that would apply, and the exact call
-each driver would make for each reaction. Exit 0, or 1 when the event's
-reactions have errors, 2 on bad input.`, stderr)
-	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
-	tag := fs.String("tag", "", "event tag (as render takes it)")
-	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
-	evFile := fs.String("event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
-	renderer := rendererFlag(fs)
-	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
-	df := daemon.DefaultDriverOptions()
-	df.Flags(fs)
-	saltCalls := daemon.SaltCallsDefault
-	daemon.SaltCallsFlag(fs, &saltCalls)
-	if ok, code := parseFlags(fs, args, stdout); !ok {
-		return code
+// explainCmd is reactord explain: its flags' values.
+type explainCmd struct {
+	fs                      *flag.FlagSet
+	conf, tag, data, evFile string
+	verbose                 bool
+	renderer                func() string
+	drivers                 daemon.DriverOptions
+	saltCalls               string
+}
+
+// explainFlags defines explain's flags and returns the command.
+func explainFlags(fs *flag.FlagSet) cli.Func {
+	c := &explainCmd{fs: fs, drivers: daemon.DefaultDriverOptions(), saltCalls: daemon.SaltCallsDefault}
+	fs.StringVar(&c.conf, "c", "", "reactor configuration: a file or a master.d directory (required)")
+	fs.StringVar(&c.tag, "tag", "", "event tag (as render takes it)")
+	fs.StringVar(&c.data, "data", "", "event data as a JSON object, or @FILE to read it from a file")
+	fs.StringVar(&c.evFile, "event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
+	c.renderer = rendererFlag(fs)
+	fs.BoolVar(&c.verbose, "v", false, "log each pipeline decision to stderr")
+	c.drivers.Flags(fs)
+	daemon.SaltCallsFlag(fs, &c.saltCalls)
+	return c.run
+}
+
+// run explains one event.
+func (c *explainCmd) run(ctx context.Context, args []string, s cli.Streams) int {
+	stdout, stderr := s.Stdout, s.Stderr
+	if c.conf == "" || (c.tag == "") == (c.evFile == "") || len(args) > 0 {
+		return cli.UsageError(c.fs, "need -c CONF and exactly one of --tag or --event FILE")
 	}
-	if *conf == "" || (*tag == "") == (*evFile == "") || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "explain: need -c CONF and exactly one of --tag or --event FILE")
-		return exitUsage
-	}
-	ev, err := readEvent(*tag, *data, *evFile, stdin)
+	ev, err := readEvent(c.tag, c.data, c.evFile, s.Stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "explain: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(*conf, stderr, *verbose, renderer())
+	eng, code := loadEngine(c.conf, stderr, c.verbose, c.renderer())
 	if eng == nil {
 		return code
 	}
-	if df.APIURL != "" && saltCalls != "off" {
+	df := &c.drivers
+	if df.APIURL != "" && c.saltCalls != "off" {
 		// The files' allowed Salt calls run for real, through salt-api.
 		api, err := df.Driver("saltapi", stdout, nil)
 		if err != nil {
@@ -62,7 +70,7 @@ reactions have errors, 2 on bad input.`, stderr)
 			return exitUsage
 		}
 		defer api.Close(context.WithoutCancel(ctx))
-		sc, err := daemon.NewSaltCalls(saltCalls, api, slog.New(slog.NewTextHandler(stderr, nil)))
+		sc, err := daemon.NewSaltCalls(c.saltCalls, api, slog.New(slog.NewTextHandler(stderr, nil)))
 		if err != nil {
 			fmt.Fprintf(stderr, "explain: %v\n", err)
 			return exitUsage
@@ -83,7 +91,7 @@ reactions have errors, 2 on bad input.`, stderr)
 	if apiURL == "" {
 		apiURL = "https://salt-api:8000"
 	}
-	explainReactions(w, ev, res, explainDrivers(&df, apiURL, stdout))
+	explainReactions(w, ev, res, explainDrivers(df, apiURL, stdout))
 	_, _ = io.WriteString(stdout, w.String())
 	if len(res.Errors()) > 0 {
 		return exitFound
@@ -132,48 +140,54 @@ func explainRules(w io.Writer, ev event.Event, rules []config.Rule, res *engine.
 		if !matched[i] {
 			continue
 		}
-		o := r.Options
-		if o.When != "" && len(notes[i]) == 0 {
-			fmt.Fprintf(w, "      when: `%s` is true\n", o.When)
+		if len(notes[i]) == 0 && r.Options.When != "" {
+			fmt.Fprintf(w, "      when: `%s` is true\n", r.Options.When)
 		}
-		key := "the event's minion"
-		if o.Key != "" {
-			key = "`" + o.Key + "`"
-		}
-		if o.ThrottleCount > 0 {
-			fmt.Fprintf(w, "      throttle (applied by the daemon): at most %d per %s per %s, counted under rule id %s\n", o.ThrottleCount, o.ThrottlePer, key, r.ID)
-		}
-		if o.Debounce > 0 {
-			fmt.Fprintf(w, "      debounce (applied by the daemon): reacts once, with the last event, after %s without a new one per %s, held under rule id %s\n", o.Debounce, key, r.ID)
-		}
-		if o.Concurrency > 0 {
-			fmt.Fprintf(w, "      concurrency (applied by the daemon): at most %d reactions in flight per %s (until every target of their jobs returned, or the job timeout); more wait, in order, unacknowledged\n", o.Concurrency, key)
-		}
-		if c := o.Collect; c.Within > 0 {
-			per := "one collection for the rule"
-			if o.Key != "" {
-				per = "per " + key
-			}
-			quiet := ""
-			if c.Quiet > 0 {
-				quiet = fmt.Sprintf(", or once %s passed without one", c.Quiet)
-			}
-			fmt.Fprintf(w, "      collect (applied by the daemon): gathers up to %d events, %s, and reacts once %s after the first%s, with all of them as events (rendered here with this event alone)\n",
-				c.Max, per, c.Within, quiet)
-		}
-		if rt := o.Retry; rt.Attempts > 0 {
-			var on []string
-			if rt.OnFailed {
-				on = append(on, "failed")
-			}
-			if rt.OnNoReturn {
-				on = append(on, "no_return")
-			}
-			fmt.Fprintf(w, "      retry (applied by the daemon): local jobs run again on the minions where they %s, up to %d times, %s apart (doubled each time)\n",
-				strings.Join(on, " or "), rt.Attempts, rt.Backoff)
-		}
+		explainOptions(w, r)
 		fmt.Fprintf(w, "      guard: %s\n", guardMode(r))
 		fmt.Fprintf(w, "      from: %s\n", fromMode(r))
+	}
+}
+
+// explainOptions writes what the daemon applies to a matched rule's
+// reactions: throttle, debounce, concurrency, collect and retry.
+func explainOptions(w io.Writer, r config.Rule) {
+	o := r.Options
+	key := "the event's minion"
+	if o.Key != "" {
+		key = "`" + o.Key + "`"
+	}
+	if o.ThrottleCount > 0 {
+		fmt.Fprintf(w, "      throttle (applied by the daemon): at most %d per %s per %s, counted under rule id %s\n", o.ThrottleCount, o.ThrottlePer, key, r.ID)
+	}
+	if o.Debounce > 0 {
+		fmt.Fprintf(w, "      debounce (applied by the daemon): reacts once, with the last event, after %s without a new one per %s, held under rule id %s\n", o.Debounce, key, r.ID)
+	}
+	if o.Concurrency > 0 {
+		fmt.Fprintf(w, "      concurrency (applied by the daemon): at most %d reactions in flight per %s (until every target of their jobs returned, or the job timeout); more wait, in order, unacknowledged\n", o.Concurrency, key)
+	}
+	if c := o.Collect; c.Within > 0 {
+		per := "one collection for the rule"
+		if o.Key != "" {
+			per = "per " + key
+		}
+		quiet := ""
+		if c.Quiet > 0 {
+			quiet = fmt.Sprintf(", or once %s passed without one", c.Quiet)
+		}
+		fmt.Fprintf(w, "      collect (applied by the daemon): gathers up to %d events, %s, and reacts once %s after the first%s, with all of them as events (rendered here with this event alone)\n",
+			c.Max, per, c.Within, quiet)
+	}
+	if rt := o.Retry; rt.Attempts > 0 {
+		var on []string
+		if rt.OnFailed {
+			on = append(on, "failed")
+		}
+		if rt.OnNoReturn {
+			on = append(on, "no_return")
+		}
+		fmt.Fprintf(w, "      retry (applied by the daemon): local jobs run again on the minions where they %s, up to %d times, %s apart (doubled each time)\n",
+			strings.Join(on, " or "), rt.Attempts, rt.Backoff)
 	}
 }
 
