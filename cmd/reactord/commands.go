@@ -169,7 +169,6 @@ interrupted.`,
 	{
 		Name:  "jobs",
 		Short: "list archived jobs, or look up a job's returns",
-		Usage: "reactord jobs list|lookup [flags]",
 		Long:  "the job cache the daemon archives, read like salt-run jobs.*",
 	},
 	{

@@ -56,7 +56,7 @@ type Table struct {
 }
 
 // helpCommand is the table's own command, help.
-var helpCommand = Command{Name: "help", Short: "print the commands, or a command's help", Usage: "help [COMMAND]"}
+var helpCommand = Command{Name: "help", Short: "print the commands, or a command's help (help COMMAND)"}
 
 // Lookup returns the command args select and the arguments after its
 // name (a subcommand's two words win over its group's one); nil when
@@ -192,10 +192,13 @@ func (t *Table) Usage(w io.Writer) {
 	fmt.Fprint(w, t.Footer)
 }
 
+// All is the table's commands and, last, its help command.
+func (t *Table) All() []Command { return append(slices.Clip(t.Commands), helpCommand) }
+
 // List is the commands' names and summaries, help's last, one a line,
 // each line beginning with indent, the summaries aligned.
 func (t *Table) List(indent string) string {
-	all := append(slices.Clip(t.Commands), helpCommand)
+	all := t.All()
 	width := 0
 	for _, c := range all {
 		width = max(width, len(c.Name))
