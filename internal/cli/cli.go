@@ -1,7 +1,9 @@
 // Package cli holds what reactord's commands share on the command line:
-// flag sets that print a described usage, former spellings of flags, the
-// checks of numeric values, the exit codes and the printing of joined
-// errors.
+// the command table (Table, Command: each command's name, summary, usage,
+// help, flags and function, from which the help is written), flag sets
+// that print a described usage and name the flag an unknown one is near,
+// former spellings of flags, the checks of numeric values, the exit codes
+// and the printing of joined errors.
 package cli
 
 import (

@@ -56,7 +56,9 @@ type Table struct {
 }
 
 // helpCommand is the table's own command, help.
-var helpCommand = Command{Name: "help", Short: "print the commands, or a command's help (help COMMAND)"}
+func helpCommand() Command {
+	return Command{Name: "help", Short: "print the commands, or a command's help (help COMMAND)"}
+}
 
 // Lookup returns the command args select and the arguments after its
 // name (a subcommand's two words win over its group's one); nil when
@@ -97,7 +99,7 @@ func (t *Table) group(c *Command) []*Command {
 // Run runs the command args name with the rest of args; an unknown
 // command is a usage error saying which is near.
 func (t *Table) Run(ctx context.Context, args []string, s Streams) int {
-	if len(args) > 0 && args[0] == helpCommand.Name {
+	if len(args) > 0 && args[0] == helpCommand().Name {
 		return t.runHelp(args[1:], s)
 	}
 	c, rest := t.Lookup(args)
@@ -193,7 +195,7 @@ func (t *Table) Usage(w io.Writer) {
 }
 
 // All is the table's commands and, last, its help command.
-func (t *Table) All() []Command { return append(slices.Clip(t.Commands), helpCommand) }
+func (t *Table) All() []Command { return append(slices.Clip(t.Commands), helpCommand()) }
 
 // List is the commands' names and summaries, help's last, one a line,
 // each line beginning with indent, the summaries aligned.
