@@ -150,11 +150,15 @@ func guardExplained(mode string, ev guard.Event) string {
 	return "never held back for this event: only its own jobs' events, their minions' beacons and restarts are (the hop limit applies)"
 }
 
+// namedDescriber is a driver that says the call it would make, and its
+// name.
 type namedDescriber struct {
 	name string
 	d    actions.Describer
 }
 
+// explainDrivers are the drivers whose calls explain shows: dryrun,
+// saltapi (at apiURL) and exec.
 func explainDrivers(df *daemon.DriverOptions, apiURL string, stdout io.Writer) []namedDescriber {
 	out := []namedDescriber{{"dryrun", actions.NewDryRun(stdout)}}
 	if api, err := saltapi.New(saltapi.Config{URL: apiURL, Token: "TOKEN"}); err == nil {
@@ -166,4 +170,5 @@ func explainDrivers(df *daemon.DriverOptions, apiURL string, stdout io.Writer) [
 	return out
 }
 
+// must is v, whether it was found or not.
 func must(v any, _ bool) any { return v }
