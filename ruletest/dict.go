@@ -13,8 +13,9 @@ import (
 func jsonMarshal(v any) ([]byte, error) { return event.AppendJSON(nil, v) }
 
 // dictCall answers the pillar, grains and config functions from the
-// stubs' maps, with Salt's signatures (key, default=”, delimiter=':').
-// ok is false when the function is none of them or its map is not given.
+// stubs' maps, with Salt's signatures: key, then default (an empty
+// string when the call gives none), then delimiter (a colon). ok is false
+// when the function is none of them or its map is not given.
 func (s *Stubs) dictCall(fun string, args []any, kwargs map[string]any) (v any, ok bool, err error) {
 	mod, name, _ := strings.Cut(fun, ".")
 	var m map[string]any

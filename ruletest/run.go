@@ -140,7 +140,8 @@ func (s *Suite) run(ctx context.Context, t Test) Result {
 
 // compareChunks lists how the chunks got differ from those expected:
 // each expected chunk matches a chunk of its own, in the order written,
-// and no chunk is left over.
+// and no chunk is left over. A chunk shown as the closest to an expected
+// one is not listed again as unexpected.
 func compareChunks(want []Expected, got []map[string]any, gotJSON []string, res *engine.Result) []string {
 	var out []string
 	if len(want) == 0 {
@@ -161,6 +162,7 @@ func compareChunks(want []Expected, got []map[string]any, gotJSON []string, res 
 			}
 		}
 	}
+	shown := make([]bool, len(got))
 	for i, w := range want {
 		if at[i] >= 0 {
 			continue
@@ -171,13 +173,14 @@ func compareChunks(want []Expected, got []map[string]any, gotJSON []string, res 
 			continue
 		}
 		best := closest(w.Keys, got, used)
+		shown[best] = true
 		out = append(out, fmt.Sprintf("  closest, chunk %d: %s", best+1, gotJSON[best]))
 		for _, d := range differences(w.Keys, got[best], "") {
 			out = append(out, "    "+d)
 		}
 	}
 	for j := range got {
-		if !used[j] {
+		if !used[j] && !shown[j] {
 			out = append(out, fmt.Sprintf("unexpected chunk %d: %s", j+1, gotJSON[j]))
 		}
 	}
