@@ -59,8 +59,8 @@ func TestChangedRecipeFails(t *testing.T) {
 	}
 	for _, want := range []string{
 		"--- FAIL: ", "t_test.yaml:6:5: a minion's start highstates it",
-		`expected chunk 1 (line 11) not found: {"fun":"state.apply","state":"local","tgt":"web1"}`,
-		`closest, chunk 1: {"state":"local","name":"highstate_on_start"`,
+		`expected chunk 1 (line 11) not found: {"__sls__":"jinja/highstate.sls","fun":"state.apply","state":"local","tgt":"web1"}`,
+		`closest, chunk 1: {"state":"local","name":"highstate_on_start","__sls__":"jinja/highstate.sls",`,
 		`tgt: want "web1", got "web*"`,
 		"FAIL: 1 of 3 tests failed",
 	} {

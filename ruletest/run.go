@@ -3,6 +3,7 @@ package ruletest
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -104,6 +105,7 @@ func (s *Suite) run(ctx context.Context, t Test) Result {
 	}
 	got := make([]map[string]any, len(res.Chunks))
 	for i, c := range res.Chunks {
+		c = s.relativeSLS(c)
 		raw, err := event.AppendJSON(nil, c)
 		if err == nil {
 			got[i], err = chunkPlain(c)
@@ -136,6 +138,26 @@ func (s *Suite) run(ctx context.Context, t Test) Result {
 		r.Failure = append(r.Failure, compareChunks(t.Expect, got, r.Chunks, res)...)
 	}
 	return r
+}
+
+// relativeSLS returns c with its __sls__, the path of the file that made
+// it, relative to the test file's folder, as a test file writes it.
+func (s *Suite) relativeSLS(c *event.Chunk) *event.Chunk {
+	p := c.Str("__sls__")
+	if !filepath.IsAbs(p) {
+		return c
+	}
+	dir, err := filepath.Abs(filepath.Dir(s.Path))
+	if err != nil {
+		return c
+	}
+	rel, err := filepath.Rel(dir, p)
+	if err != nil {
+		return c
+	}
+	c = c.Clone()
+	c.Set("__sls__", filepath.ToSlash(rel))
+	return c
 }
 
 // compareChunks lists how the chunks got differ from those expected:
