@@ -131,7 +131,7 @@ func TestErrors(t *testing.T) {
 	if rep.Failed() != 2 || !rep.Suites[0].Results[0].Passed() {
 		t.Fatalf("failed %d, want the last two:\n%s", rep.Failed(), out)
 	}
-	for _, w := range []string{`want an error containing "something else"; the rendering failed with:`, "rendering failed:\n", "f.sls:3:"} {
+	for _, w := range []string{`want an error containing "something else"; the rendering failed with:`, "rendering failed:\n", "f.sls:3:", "the event produced no chunk: its rendering failed (above)"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("report lacks %q:\n%s", w, out)
 		}

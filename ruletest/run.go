@@ -253,6 +253,9 @@ func whyNothing(res *engine.Result) string {
 		}
 		return strings.Join(notes, "; ")
 	}
+	if len(res.Errors()) > 0 {
+		return "its rendering failed (above)"
+	}
 	return "its reaction files rendered nothing for it"
 }
 
