@@ -214,11 +214,13 @@ func TestLoadErrors(t *testing.T) {
 		{"reactor: reactor.conf\ntests:\n  - {name: a, event: {tag: x}, expect: [fun]}\n", "t_test.yaml:3:41: each expected chunk is a mapping"},
 		{"reactor: reactor.conf\ntests: [{name: a, event: {tag: x}, expect: [}\n", "t_test.yaml:2:"},
 		{"tests:\n  - {name: a, event: {tag: x}, expect: []}\n", "t_test.yaml:1:1: no reactor:"},
-		{"reactor: nowhere.conf\ntests:\n  - {name: a, event: {tag: x}, expect: []}\n", "nowhere.conf"},
+		{"reactor: nowhere.conf\ntests:\n  - {name: a, event: {tag: x}, expect: []}\n", "t_test.yaml:1:10: the reactor configuration "},
+		{"reactor: bad.conf\ntests:\n  - {name: a, event: {tag: x}, expect: []}\n", "bad.conf:3:21: when: "},
 		{"reactor: reactor.conf\nstubs: {pilar: {}}\ntests:\n  - {name: a, event: {tag: x}, expect: []}\n", `t_test.yaml:2:9: unknown key "pilar": did you mean "pillar"?`},
 	}
 	for _, c := range cases {
-		dir := testfiles.Tree(t, map[string]string{"reactor.conf": conf, "t_test.yaml": c.file})
+		dir := testfiles.Tree(t, map[string]string{"reactor.conf": conf, "t_test.yaml": c.file,
+			"bad.conf": "reactor:\n  - 'x/*':\n      when: data.x ==\n      sls: f.sls\n"})
 		_, err := Load(filepath.Join(dir, "t_test.yaml"))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %q", c.file, err, c.want)

@@ -42,7 +42,8 @@ type Suite struct {
 	// Tests are the file's tests, in order.
 	Tests []Test
 
-	eng *engine.Engine
+	reactorPos position.Pos // where reactor: is written
+	eng        *engine.Engine
 }
 
 // Test is one event and what it must give.
@@ -97,6 +98,7 @@ func Load(path string) (*Suite, error) {
 	} else if rn.Kind != yaml11.ScalarNode || rn.Text == "" {
 		errs.at(path, rn, "reactor: must be a path")
 	} else {
+		s.reactorPos = nodePos(path, rn)
 		s.Reactor = rn.Text
 		if !filepath.IsAbs(s.Reactor) {
 			s.Reactor = filepath.Join(filepath.Dir(path), s.Reactor)
@@ -127,7 +129,7 @@ func Load(path string) (*Suite, error) {
 func (s *Suite) loadReactor() error {
 	cfg, err := config.Load(s.Reactor)
 	if err != nil {
-		return fmt.Errorf("%s: reactor %s: %w", s.Path, s.Reactor, err)
+		return errors.Join(&position.Error{Pos: s.reactorPos, Msg: "the reactor configuration " + s.Reactor + " does not load:"}, err)
 	}
 	s.Config = cfg
 	s.Allow = reactions.ReadOnlySaltCalls
@@ -138,7 +140,7 @@ func (s *Suite) loadReactor() error {
 	}
 	s.eng, err = NewEngine(cfg, s.Stubs, s.Allow, nil)
 	if err != nil {
-		return fmt.Errorf("%s: reactor %s: %w", s.Path, s.Reactor, err)
+		return errors.Join(&position.Error{Pos: s.reactorPos, Msg: "the reactor configuration " + s.Reactor + " does not load:"}, err)
 	}
 	return nil
 }
