@@ -72,6 +72,18 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`,
 		Flags: renderFlags,
 	},
 	{
+		Name:  "test",
+		Short: "run reaction test files: events and the chunks each must make",
+		Usage: "reactord test [--junit FILE] [-v] FILE...",
+		Long: `Runs each test file's reaction tests (docs/reaction-files.md, "Testing
+reaction files"): every test's event goes through the rules and reaction files
+of the file's reactor: configuration, with stubs: answering their Salt calls,
+and its chunks are compared with what the test expects. Each failure prints
+its differences. Exit 0 when all pass, 1 when one fails, 2 when a file or its
+configuration does not load.`,
+		Flags: testFlags,
+	},
+	{
 		Name:  "check",
 		Short: "validate a reactor configuration and its reaction files",
 		Usage: "reactord check -c CONF [--event FILE|-] [--events FILE|-] [--nats URL]\n  or: reactord check --nats URL",

@@ -14,6 +14,7 @@
 //	shadow         run beside Salt's reactor, dispatching nothing, and compare decisions
 //	shadow report  sum up the verdicts shadow mode recorded
 //	render         compile the reactions of one event into Salt low chunks (JSON)
+//	test           run reaction test files: events and the chunks each must make
 //	check          validate a reactor configuration and its reaction files
 //	replay         run recorded events through the reactor, printing reactions
 //	explain        say what reactord does with one event, and why

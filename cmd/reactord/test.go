@@ -2,36 +2,43 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"os"
 
+	"github.com/reactord/reactord/internal/cli"
 	"github.com/reactord/reactord/ruletest"
 )
 
-// cmdTest runs reaction test files (package ruletest).
-func cmdTest(args []string) int {
-	fs := newFlags("test", "reactord test [--junit FILE] [-v] FILE...", `Runs each test file's reaction tests (docs/reaction-files.md, "Testing
-reaction files") and prints each failure with its differences. Exit 0 when
-all pass, 1 when one fails, 2 when a file or its configuration does not load.`, os.Stderr)
-	junit := fs.String("junit", "", "also write the report as JUnit XML to this file, for CI systems")
-	verbose := fs.Bool("v", false, "list the tests that passed too, with the chunks each produced")
-	if ok, code := parseFlags(fs, args, os.Stdout); !ok {
-		return code
-	} else if fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "test: name at least one test file (reactord test FILE...)")
+// testCmd is 'reactord test': reaction test files (package ruletest).
+type testCmd struct {
+	fs      *flag.FlagSet
+	junit   string
+	verbose bool
+}
+
+func testFlags(fs *flag.FlagSet) cli.Func {
+	c := &testCmd{fs: fs}
+	fs.StringVar(&c.junit, "junit", "", "also write the report as JUnit XML to this file, for CI systems")
+	fs.BoolVar(&c.verbose, "v", false, "list the tests that passed too, with the chunks each produced")
+	return c.run
+}
+
+// run loads the test files named by args and runs them.
+func (c *testCmd) run(ctx context.Context, args []string, s cli.Streams) int {
+	if len(args) == 0 {
+		return cli.UsageError(c.fs, "name at least one test file")
+	}
+	suites, err := ruletest.LoadAll(args)
+	if err != nil {
+		printErrors(s.Stderr, err)
 		return exitUsage
 	}
-	suites, err := ruletest.LoadAll(fs.Args())
-	if err != nil {
-		printErrors(os.Stderr, err)
-		return exitUsage
-	}
-	rep := ruletest.Run(context.Background(), suites, ruletest.Options{Verbose: *verbose})
-	if err = rep.WriteText(os.Stdout); err == nil && *junit != "" {
-		err = rep.WriteJUnitFile(*junit)
+	rep := ruletest.Run(ctx, suites, ruletest.Options{Verbose: c.verbose})
+	if err = rep.WriteText(s.Stdout); err == nil && c.junit != "" {
+		err = rep.WriteJUnitFile(c.junit)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "test: %v\n", err)
+		fmt.Fprintf(s.Stderr, "test: %v\n", err)
 		return exitUsage
 	}
 	if rep.Failed() > 0 {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,9 @@ import (
 // 0) and writes their JUnit report, fails a test whose chunk differs (exit
 // 1), and refuses a test file that does not load (exit 2).
 func TestCmdTest(t *testing.T) {
+	cmdTest := func(args []string) int {
+		return run(context.Background(), append([]string{"test"}, args...), nil, io.Discard, io.Discard)
+	}
 	files, _ := filepath.Glob("../../examples/reactor/*/reactions_test.yaml")
 	if len(files) < 5 {
 		t.Fatalf("found %d recipe test files", len(files))
