@@ -39,6 +39,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if dirs := os.Getenv("SALT_BIN_DIRS"); dirs != "" && os.Getenv("SALT_BIN_DIR") == "" {
+		os.Exit(runMatrix(filepath.SplitList(dirs)))
+	}
 	saltBinDir = os.Getenv("SALT_BIN_DIR")
 	if saltBinDir == "" {
 		if p, err := exec.LookPath("salt-master"); err == nil {
