@@ -140,10 +140,12 @@ func TestBeyondSaltOnRealSalt(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(5 * time.Second) // nothing more comes
-	if n := len(jobsOf("state.single")); n != 3 {
-		t.Errorf("%d state.single jobs, want 1 + 2 retries", n)
-	}
+	holds(t, 5*time.Second, "no state.single job beyond 1 + 2 retries", func() error {
+		if n := len(jobsOf("state.single")); n != 3 {
+			return fmt.Errorf("%d state.single jobs, want 1 + 2 retries", n)
+		}
+		return nil
+	})
 	arg := fmt.Sprint(jobsOf("test.arg")[0].Data["arg"])
 	for _, id := range []string{"b1", "b2", "b3"} {
 		if !strings.Contains(arg, id) {
@@ -173,10 +175,12 @@ func TestBeyondSaltOnRealSalt(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second)
-	if n := highstates("web1"); n != before1 {
-		t.Errorf("web2's forged start of web1 highstated web1 (%d → %d)", before1, n)
-	}
+	holds(t, 2*time.Second, "no highstate of web1 from web2's forged start", func() error {
+		if n := highstates("web1"); n != before1 {
+			return fmt.Errorf("web2's forged start of web1 highstated web1 (%d → %d)", before1, n)
+		}
+		return nil
+	})
 	if !strings.Contains(r.log(), "forged event: no reaction") {
 		t.Errorf("the forged event is not in the log:\n%s", r.log())
 	}

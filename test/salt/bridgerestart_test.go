@@ -18,6 +18,7 @@ import (
 
 	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // TestBridgeMissesNothingAcrossRestarts restarts a real master three times
@@ -45,7 +46,11 @@ func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
 			}
 			c, err := net.Dial("unix", filepath.Join(e.sockDir, "master_event_pub.ipc"))
 			if err != nil {
-				time.Sleep(10 * time.Millisecond)
+				select { // the master is down: try again in 10 ms
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
 				continue
 			}
 			go func() { <-stop; c.Close() }()
@@ -95,7 +100,23 @@ func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(3 * time.Second)
+	// seenMore waits until the reference subscriber saw n more numbered
+	// events (2.5 s of the pusher's traffic for 500): each restart comes
+	// after traffic that the master really published.
+	seenMore := func(n int, what string) {
+		mu.Lock()
+		from := len(ref)
+		mu.Unlock()
+		e.waitFor(60*time.Second, what, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if got := len(ref) - from; got < n {
+				return fmt.Errorf("the reference saw %d of %d", got, n)
+			}
+			return nil
+		})
+	}
+	seenMore(500, "traffic before the first restart")
 	var restarts []string
 	for range 3 {
 		restarts = append(restarts, time.Now().UTC().Format("15:04:05.000"))
@@ -107,28 +128,39 @@ func TestBridgeMissesNothingAcrossRestarts(t *testing.T) {
 			}
 			return err
 		})
-		time.Sleep(4 * time.Second)
+		seenMore(500, "traffic after the restart")
 	}
 	close(stop)
 	wg.Wait()
-	time.Sleep(3 * time.Second) // the bridge's spool drains
 
-	got := map[int]bool{}
-	for _, ev := range r.seen(func(event.Event) bool { return true }) {
-		if n, ok := strings.CutPrefix(ev.Tag, "myco/seq/"); ok {
-			if i, err := strconv.Atoi(n); err == nil {
-				got[i] = true
+	var got map[int]bool
+	var missed []int
+	check := func() error {
+		got = map[int]bool{}
+		for _, ev := range r.seen(func(event.Event) bool { return true }) {
+			if n, ok := strings.CutPrefix(ev.Tag, "myco/seq/"); ok {
+				if i, err := strconv.Atoi(n); err == nil {
+					got[i] = true
+				}
 			}
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		missed = missed[:0]
+		for i := range ref {
+			if !got[i] {
+				missed = append(missed, i)
+			}
+		}
+		if len(missed) > 0 {
+			return fmt.Errorf("%d events not through the bridge yet", len(missed))
+		}
+		return nil
 	}
+	// The bridge's spool drains; what is still missing after 30 s is lost.
+	_ = wait.PollEvery(30*time.Second, 200*time.Millisecond, check)
 	mu.Lock()
 	defer mu.Unlock()
-	var missed []int
-	for i := range ref {
-		if !got[i] {
-			missed = append(missed, i)
-		}
-	}
 	t.Logf("3 master restarts: the reference subscriber saw %d numbered events, the bridge published %d; missed %d %v", len(ref), len(got), len(missed), missed)
 	if len(ref) < 1000 {
 		t.Errorf("only %d events seen by the reference: the pusher did not run", len(ref))
@@ -272,12 +304,16 @@ func TestBridgeRecoversReturnsFromJobCache(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second) // anything published twice arrives
+	holds(t, 2*time.Second, "no return published twice", func() error {
+		for _, jid := range jids {
+			if n := len(returns(jid)); n != 2 {
+				return fmt.Errorf("job %s: %d returns, want 2", jid, n)
+			}
+		}
+		return nil
+	})
 	for _, jid := range jids {
 		evs := returns(jid)
-		if len(evs) != 2 {
-			t.Errorf("job %s: %d returns, want 2", jid, len(evs))
-		}
 		for _, ev := range evs {
 			d := ev.Data
 			if d["_recovered"] != "job_cache" || d["fun"] != "test.arg" || d["success"] != true || d["cmd"] != "_return" {
@@ -293,12 +329,15 @@ func TestBridgeRecoversReturnsFromJobCache(t *testing.T) {
 	}
 }
 
-// jidOf reads the job id `salt --async` printed.
+// jidOf reads the job id `salt --async` printed ("Executed command with
+// job ID: JID"): the one word after it, whatever follows.
 func jidOf(t *testing.T, out string, err error) string {
 	t.Helper()
-	_, jid, ok := strings.Cut(out, "job ID: ")
-	if err != nil || !ok {
-		t.Fatalf("salt --async: %v: %s", err, out)
+	_, rest, ok := strings.Cut(out, "job ID: ")
+	jid, _, _ := strings.Cut(strings.TrimSpace(rest), "\n")
+	jid = strings.TrimSpace(jid)
+	if err != nil || !ok || jid == "" || strings.ContainsAny(jid, " \t") {
+		t.Fatalf("salt --async: %v: %q", err, out)
 	}
-	return strings.TrimSpace(jid)
+	return jid
 }

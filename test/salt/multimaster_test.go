@@ -281,8 +281,8 @@ func alertsOnce(t *testing.T, e *saltEnv, r *reactord, ids ...string) {
 	t.Helper()
 	var jids []string
 	for _, id := range ids {
-		out, _ := e.salt("salt", "--async", id, "state.apply", "fail")
-		jids = append(jids, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Executed command with job ID:")))
+		out, err := e.salt("salt", "--async", id, "state.apply", "fail")
+		jids = append(jids, jidOf(t, out, err))
 	}
 	alerts := func(jid string) int {
 		return len(r.seen(func(ev event.Event) bool {

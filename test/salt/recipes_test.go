@@ -114,8 +114,8 @@ func testRecipes(t *testing.T, driver string) {
 	// alerts (the loop guard holds back only what a reaction caused).
 	var fails []string
 	for _, id := range []string{"web1", "web1", "web2", "web1"} {
-		out, _ = e.salt("salt", "--async", id, "state.apply", "fail")
-		fails = append(fails, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Executed command with job ID:")))
+		out, err := e.salt("salt", "--async", id, "state.apply", "fail")
+		fails = append(fails, jidOf(t, out, err))
 	}
 	fail := fails[2]
 	waitFor(t, 90*time.Second, "an alert for each of the jobs "+strings.Join(fails, ", "), func() error {
@@ -274,10 +274,12 @@ func revertsOf(t *testing.T, e *saltEnv, r *reactord, driver, id, fun string) {
 		if change == 2 {
 			wait = 3 * time.Second
 		}
-		time.Sleep(wait)
-		if n := len(r.seen(reverts)); n != change {
-			t.Fatalf("%s: after %d genuine change(s): %d reverts", id, change, n)
-		}
+		holds(t, wait, id+": one revert per genuine change", func() error {
+			if n := len(r.seen(reverts)); n != change {
+				return fmt.Errorf("after %d genuine change(s): %d reverts", change, n)
+			}
+			return nil
+		})
 		content, _ := os.ReadFile(e.watch[id])
 		if strings.TrimSpace(string(content)) != "known content" {
 			t.Errorf("%s: the watched file was not reverted: %q", id, content)

@@ -97,10 +97,13 @@ func testRestartsAndLoops(t *testing.T, driver string) {
 		}
 		return nil
 	})
-	time.Sleep(8 * time.Second) // a reaction would have started by now
-	if got := len(r.seen(highstates)); got != 3 {
-		t.Fatalf("a restart inside the reaction's own highstate gave another: %d highstates", got)
-	}
+	// A reaction would have started within 8 s.
+	holds(t, 8*time.Second, "no highstate from a restart inside the reaction's own", func() error {
+		if got := len(r.seen(highstates)); got != 3 {
+			return fmt.Errorf("a restart inside the reaction's own highstate gave another: %d highstates", got)
+		}
+		return nil
+	})
 	t.Logf("web1 restarted inside highstate %s: held back (loop_guard_minion_start), still 3 highstates", running)
 
 	// The restart ended that job: the next genuine restart reacts.
@@ -119,7 +122,15 @@ func testRestartsAndLoops(t *testing.T, driver string) {
 		}
 		return nil
 	})
-	time.Sleep(5 * time.Second)
+	holds(t, 5*time.Second, "the loop held at the hop limit", func() error {
+		if n := len(r.seen(tagIs("myco/loop"))); n > 5 {
+			return fmt.Errorf("myco/loop on the bus %d times, more than the operator's and 4 sends", n)
+		}
+		if got := r.metric(`reactord_suppressed_total{reason="hop_limit"}`); got != 1 {
+			return fmt.Errorf("hop_limit %d", got)
+		}
+		return nil
+	})
 	loops := r.seen(tagIs("myco/loop"))
 	sends := r.seen(func(ev event.Event) bool {
 		return strings.HasPrefix(ev.Tag, "salt/run/") && strings.HasSuffix(ev.Tag, "/new") && ev.Data["fun"] == "runner.event.send"
