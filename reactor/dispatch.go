@@ -49,7 +49,7 @@ func ruleOf(res *engine.Result, i int) chunkRule {
 // dispatch runs reaction i (a low chunk) of the event through the
 // driver, unless the hop limit or the loop guard holds it, and tells the
 // loop guard what it started.
-func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result, i int) {
+func (r *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result, i int) {
 	c := res.Chunks[i]
 	a := actions.Action{Tag: res.Tag, Chunk: c, Hop: ev.dl.Hop}
 	sls, id := c.Str("__sls__"), c.Str("__id__")
@@ -58,89 +58,89 @@ func (d *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	}
 	rule := ruleOf(res, i)
 	if ev.overHops && rule.reaction == ev.firedBy {
-		d.overHops(ev, c, rule)
+		r.overHops(ev, c, rule)
 		return
 	}
 	// A pending retry goes on (the guard let the reaction through when it
 	// first ran; its own job's beacons must not stop its retry).
-	if rule.retry.Attempts > 0 && c.Str("state") == "local" && d.retries.resume(ctx, ev, c, rule) {
+	if rule.retry.Attempts > 0 && c.Str("state") == "local" && r.retries.resume(ctx, ev, c, rule) {
 		return
 	}
-	if h, held := d.opts.Guard.Held(rule.reaction, rule.mode, ev.gev); held {
-		d.heldBack(ev, c, rule, h)
+	if h, held := r.opts.Guard.Held(rule.reaction, rule.mode, ev.gev); held {
+		r.heldBack(ev, c, rule, h)
 		return
 	}
-	r, err := d.run(ctx, ev, a)
+	out, err := r.run(ctx, ev, a)
 	if err != nil {
-		d.failed(ctx, ev, a, rule, err)
+		r.failed(ctx, ev, a, rule, err)
 	} else {
-		d.started(ctx, ev, c, rule, r)
+		r.started(ctx, ev, c, rule, out)
 	}
-	if d.opts.OnDispatch != nil {
-		d.opts.OnDispatch(ev.dl, a, r, err)
+	if r.opts.OnDispatch != nil {
+		r.opts.OnDispatch(ev.dl, a, out, err)
 	}
 }
 
 // overHops holds back a reaction whose own event fired it again too many
 // times in a row.
-func (d *Reactor) overHops(ev *inflight, c *event.Chunk, rule chunkRule) {
+func (r *Reactor) overHops(ev *inflight, c *event.Chunk, rule chunkRule) {
 	sls, id := c.Str("__sls__"), c.Str("__id__")
-	detail := fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, d.opts.MaxHops)
-	if d.shadow != nil {
-		d.shadowDecided(ev, c, rule, shadow.HeldHops, detail)
+	detail := fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, r.opts.MaxHops)
+	if r.shadow != nil {
+		r.shadowDecided(ev, c, rule, shadow.HeldHops, detail)
 	}
-	d.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
-	d.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction held back: hop limit reached (the event is the reaction's own, fired again too many times in a row)",
-		"event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion,
+	r.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
+	r.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction held back: hop limit reached (the event is the reaction's own, fired again too many times in a row)",
+		"event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "hops", ev.dl.Hop, "max", r.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
+	r.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion,
 		Detail: detail})
 }
 
 // run executes the action through the driver, with retries of retryable
 // errors, and measures it.
-func (d *Reactor) run(ctx context.Context, ev *inflight, a actions.Action) (actions.Result, error) {
-	m, drv := d.opts.Metrics, d.opts.Driver
+func (r *Reactor) run(ctx context.Context, ev *inflight, a actions.Action) (actions.Result, error) {
+	m, drv := r.opts.Metrics, r.opts.Driver
 	start := time.Now()
-	var r actions.Result
+	var out actions.Result
 	var err error
 	if st := a.Chunk.Str("state"); !drv.Supports(st) {
 		err = fmt.Errorf("cannot run %s reactions", st)
 	} else {
-		r, err = d.opts.Retry.Do(ctx, a)
+		out, err = r.opts.Retry.Do(ctx, a)
 	}
 	m.ActionDuration.WithLabelValues(drv.Name()).Observe(time.Since(start).Seconds())
 	if !ev.dl.Received.IsZero() {
 		m.Latency.Observe(time.Since(ev.dl.Received).Seconds())
 	}
-	return r, err
+	return out, err
 }
 
 // failed counts, logs and records a reaction the driver failed to run,
 // and hands it to the dead letter.
-func (d *Reactor) failed(ctx context.Context, ev *inflight, a actions.Action, rule chunkRule, err error) {
-	m, drv := d.opts.Metrics, d.opts.Driver
+func (r *Reactor) failed(ctx context.Context, ev *inflight, a actions.Action, rule chunkRule, err error) {
+	m, drv := r.opts.Metrics, r.opts.Driver
 	sls, id := a.Chunk.Str("__sls__"), a.Chunk.Str("__id__")
 	m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
-	d.noisy(slog.LevelError, sls+"\x00"+id+"\x00"+drv.Name(), "reaction failed", "event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
-	if d.opts.DeadLetter != nil && ctx.Err() == nil {
+	r.noisy(slog.LevelError, sls+"\x00"+id+"\x00"+drv.Name(), "reaction failed", "event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
+	r.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
+	if r.opts.DeadLetter != nil && ctx.Err() == nil {
 		m.DeadLetters.Inc()
-		d.opts.DeadLetter(a, fmt.Errorf("%s: %w", drv.Name(), err))
+		r.opts.DeadLetter(a, fmt.Errorf("%s: %w", drv.Name(), err))
 	}
 }
 
 // started tells the loop guard, the concurrency limits and the retries
 // about a reaction the driver started, and records it.
-func (d *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rule chunkRule, r actions.Result) {
-	g, drv := d.opts.Guard, d.opts.Driver
+func (r *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rule chunkRule, out actions.Result) {
+	g, drv := r.opts.Guard, r.opts.Driver
 	sls, id := c.Str("__sls__"), c.Str("__id__")
-	d.opts.Metrics.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
-	targets := targetsOf(c, r, ev.minion)
+	r.opts.Metrics.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
+	targets := targetsOf(c, out, ev.minion)
 	now := time.Now()
-	g.Started(ev.id, rule.reaction, r.JID, targets, now)
-	d.limits.started(ev.id, rule.reaction.Rule, r.JID, targets, now)
-	if rule.retry.Attempts > 0 && c.Str("state") == "local" && r.JID != "" && len(targets) > 0 {
-		d.retries.track(ctx, ev, c, rule, r.JID, targets, 0, d.holdFor(ev), now)
+	g.Started(ev.id, rule.reaction, out.JID, targets, now)
+	r.limits.started(ev.id, rule.reaction.Rule, out.JID, targets, now)
+	if rule.retry.Attempts > 0 && c.Str("state") == "local" && out.JID != "" && len(targets) > 0 {
+		r.retries.track(ctx, ev, c, rule, out.JID, targets, 0, r.holdFor(ev), now)
 	}
 	if t := firedTag(c); t != "" {
 		// One event per target for local event.send, one for a runner.
@@ -152,18 +152,18 @@ func (d *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rul
 			g.ExpectEvent(t, guard.Fired{Hop: ev.dl.Hop + 1, Cause: ev.tag, By: rule.reaction}, time.Now())
 		}
 	}
-	d.dispatched.Add(1)
-	if d.shadow != nil {
-		d.shadowDecided(ev, c, rule, "", "")
+	r.dispatched.Add(1)
+	if r.shadow != nil {
+		r.shadowDecided(ev, c, rule, "", "")
 	}
 	level := actions.DispatchLevel(drv)
-	if d.opts.Archive != nil {
+	if r.opts.Archive != nil {
 		// The ledger keeps each dispatch (reactord trace); the log gets a
 		// count a minute (see tick).
 		level = slog.LevelDebug
 	}
-	d.opts.Log.Log(ctx, level, "reaction dispatched", "event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "driver", drv.Name(), "jid", r.JID, "targets", targets, "hop", ev.dl.Hop)
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: rule.glob, File: sls, ReactionID: id, JID: r.JID, Minion: strings.Join(targets, ","),
+	r.opts.Log.Log(ctx, level, "reaction dispatched", "event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "driver", drv.Name(), "jid", out.JID, "targets", targets, "hop", ev.dl.Hop)
+	r.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: rule.glob, File: sls, ReactionID: id, JID: out.JID, Minion: strings.Join(targets, ","),
 		Detail: fmt.Sprintf("%s %s %s", drv.Name(), c.Str("state"), c.Str("fun"))})
 }
 
@@ -171,16 +171,16 @@ func (d *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rul
 // from ev: the metric's reason and the line name the evidence. The line
 // is limited per reaction, minion and evidence, so the first of a new
 // kind always shows.
-func (d *Reactor) heldBack(ev *inflight, c *event.Chunk, rule chunkRule, h guard.Hold) {
-	r, sls := rule.reaction, c.Str("__sls__")
-	d.opts.Metrics.Suppressed.WithLabelValues("loop_guard_" + h.Evidence).Inc()
+func (r *Reactor) heldBack(ev *inflight, c *event.Chunk, rule chunkRule, h guard.Hold) {
+	rn, sls := rule.reaction, c.Str("__sls__")
+	r.opts.Metrics.Suppressed.WithLabelValues("loop_guard_" + h.Evidence).Inc()
 	detail := "loop guard: " + heldDetail(h)
-	if d.shadow != nil {
-		d.shadowDecided(ev, c, rule, shadow.HeldLoop, detail)
+	if r.shadow != nil {
+		r.shadowDecided(ev, c, rule, shadow.HeldLoop, detail)
 	}
-	d.noisy(slog.LevelInfo, r.Rule+"\x00"+r.ID+"\x00"+ev.minion+"\x00"+h.Evidence, "reaction held back by the loop guard: the event is its own consequence",
-		"event_id", ev.id, "tag", ev.tag, "id", r.ID, "file", sls, "rule_id", r.Rule, "minion", ev.minion, "evidence", h.Evidence, "jid", h.JID, "phase", h.Phase, "detail", detail)
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: r.ID, JID: h.JID, Minion: ev.minion,
+	r.noisy(slog.LevelInfo, rn.Rule+"\x00"+rn.ID+"\x00"+ev.minion+"\x00"+h.Evidence, "reaction held back by the loop guard: the event is its own consequence",
+		"event_id", ev.id, "tag", ev.tag, "id", rn.ID, "file", sls, "rule_id", rn.Rule, "minion", ev.minion, "evidence", h.Evidence, "jid", h.JID, "phase", h.Phase, "detail", detail)
+	r.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: rn.ID, JID: h.JID, Minion: ev.minion,
 		Detail: detail})
 }
 

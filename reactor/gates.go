@@ -50,10 +50,10 @@ func holding(ev *inflight, rule string) held {
 // resumes at render for its rule alone. let settles the hold: abandoned
 // unless the event was handled. A refused one is settled (let(true)) and
 // reported false.
-func (d *Reactor) resubmit(ctx context.Context, h held, let func(abandon bool)) bool {
+func (r *Reactor) resubmit(ctx context.Context, h held, let func(abandon bool)) bool {
 	again := Delivery{Body: h.body, Received: time.Now(), Hop: h.hop, Redelivers: h.js, id: h.id,
 		Seq: h.seq, MsgID: h.msgID, Settle: func(o Outcome) { let(o != Ack) }, resume: &h}
-	return d.Submit(ctx, again)
+	return r.Submit(ctx, again)
 }
 
 // gates applies the rule options that may hold the event back —
@@ -61,14 +61,14 @@ func (d *Reactor) resubmit(ctx context.Context, h held, let func(abandon bool)) 
 // with the rule m was matched with (never one a reload swapped in since).
 // A rule that holds the event back leaves m.Admitted, with a note. An
 // event a gate let go (resumed) passes: its gate admitted it.
-func (d *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
+func (r *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
 	if ev.resume != nil {
 		return
 	}
 	kept := m.Admitted[:0]
 	for _, a := range m.Admitted {
 		if engine.Gated(a.Rule.Options) {
-			if note, ok := d.gate(ctx, ev, a); !ok {
+			if note, ok := r.gate(ctx, ev, a); !ok {
 				m.Refused(a, note)
 				continue
 			}
@@ -80,21 +80,21 @@ func (d *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
 
 // gate applies one rule's options to the event: it reports false, with a
 // note saying why, when the rule does not react to it now.
-func (d *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
-	o, r := a.Rule.Options, a.Rule
+func (r *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
+	o, rl := a.Rule.Options, a.Rule
 	if o.Debounce > 0 {
-		return d.debounce(ctx, ev, a), false
+		return r.debounce(ctx, ev, a), false
 	}
-	if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(r.ID, a.Key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
-		d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
-		d.noisy(slog.LevelWarn, r.Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
+	if o.ThrottleCount > 0 && !r.opts.Guard.Throttle(rl.ID, a.Key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
+		r.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
+		r.noisy(slog.LevelWarn, rl.Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", ev.tag, "rule", rl.Glob, "key", a.Key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
 		return fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, a.Key), false
 	}
 	if o.Concurrency > 0 {
-		return d.concurrency(ctx, ev, a)
+		return r.concurrency(ctx, ev, a)
 	}
 	if o.Collect.Within > 0 {
-		return d.collect(ctx, ev, a)
+		return r.collect(ctx, ev, a)
 	}
 	return "", true
 }
@@ -102,10 +102,10 @@ func (d *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (st
 // letter returns a function that lets go of the event's hold, counting
 // an event abandoned by a stop in returned (JetStream redelivers it; nil:
 // not counted there) or lost (core NATS).
-func (d *Reactor) letter(ev *inflight, returned, lost *atomic.Int64) func(abandon bool) {
-	hold, js := d.holdFor(ev), ev.dl.Redelivers
+func (r *Reactor) letter(ev *inflight, returned, lost *atomic.Int64) func(abandon bool) {
+	hold, js := r.holdFor(ev), ev.dl.Redelivers
 	return func(abandon bool) {
-		if abandon && d.stopped.Load() {
+		if abandon && r.stopped.Load() {
 			switch {
 			case !js:
 				lost.Add(1)
@@ -121,15 +121,15 @@ func (d *Reactor) letter(ev *inflight, returned, lost *atomic.Int64) func(abando
 // the rule's debounce; a newer event of the key replaces it. The event
 // stays unacknowledged until then, so a stop or a crash in its quiet
 // period leaves it to JetStream's redelivery.
-func (d *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted) string {
-	r, quiet := a.Rule, a.Rule.Options.Debounce
-	h := holding(ev, r.ID)
-	let := d.letter(ev, &d.debounceReturned, &d.debounceLost)
-	d.opts.Guard.Debounce(r.ID, a.Key, ev.dl.Body, ev.dl.Hop, quiet, let, func(_ []byte, _ int, let func(bool)) {
-		d.runTask(func() { d.resubmit(ctx, h, let) })
+func (r *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted) string {
+	rl, quiet := a.Rule, a.Rule.Options.Debounce
+	h := holding(ev, rl.ID)
+	let := r.letter(ev, &r.debounceReturned, &r.debounceLost)
+	r.opts.Guard.Debounce(rl.ID, a.Key, ev.dl.Body, ev.dl.Hop, quiet, let, func(_ []byte, _ int, let func(bool)) {
+		r.runTask(func() { r.resubmit(ctx, h, let) })
 	})
-	d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
-	d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "quiet", quiet.String())
+	r.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
+	r.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", ev.tag, "rule", rl.Glob, "key", a.Key, "quiet", quiet.String())
 	return fmt.Sprintf("debounce: held until %s without a new event for key %q", quiet, a.Key)
 }
 
@@ -137,26 +137,26 @@ func (d *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted)
 // it, unacknowledged, until one of the rule's reactions in flight for the
 // key is done; it then comes back for this rule alone, in the order
 // queued.
-func (d *Reactor) concurrency(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
-	r, max := a.Rule, a.Rule.Options.Concurrency
-	h := holding(ev, r.ID)
-	let := d.letter(ev, &d.queuedReturned, &d.queuedLost)
-	ok, place := d.limits.acquire(ev.id, r.ID, a.Key, max, func() {
-		d.opts.Metrics.ConcurrencyQueued.Dec()
-		if !d.resubmit(ctx, h, let) { // a refused one is settled: let(true)
-			d.limits.ended(ev.id, []string{r.ID}) // and gives its slot back
+func (r *Reactor) concurrency(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
+	rl, max := a.Rule, a.Rule.Options.Concurrency
+	h := holding(ev, rl.ID)
+	let := r.letter(ev, &r.queuedReturned, &r.queuedLost)
+	ok, place := r.limits.acquire(ev.id, rl.ID, a.Key, max, func() {
+		r.opts.Metrics.ConcurrencyQueued.Dec()
+		if !r.resubmit(ctx, h, let) { // a refused one is settled: let(true)
+			r.limits.ended(ev.id, []string{rl.ID}) // and gives its slot back
 		}
 	}, func() {
-		d.opts.Metrics.ConcurrencyQueued.Dec()
+		r.opts.Metrics.ConcurrencyQueued.Dec()
 		let(true)
 	})
 	if ok {
 		let(false) // not held: the slot is the event's own
-		ev.slots = append(ev.slots, r.ID)
+		ev.slots = append(ev.slots, rl.ID)
 		return "", true
 	}
-	d.opts.Metrics.ConcurrencyQueued.Inc()
-	d.noisy(slog.LevelInfo, "concurrency\x00"+r.ID+"\x00"+a.Key, "event queued: the rule's concurrency limit is reached for its key; it reacts, in order, when one of the reactions in flight is done",
-		"event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "limit", max, "place", place)
+	r.opts.Metrics.ConcurrencyQueued.Inc()
+	r.noisy(slog.LevelInfo, "concurrency\x00"+rl.ID+"\x00"+a.Key, "event queued: the rule's concurrency limit is reached for its key; it reacts, in order, when one of the reactions in flight is done",
+		"event_id", ev.id, "tag", ev.tag, "rule", rl.Glob, "key", a.Key, "limit", max, "place", place)
 	return fmt.Sprintf("concurrency: %d reactions in flight for key %q; queued (place %d)", max, a.Key, place), false
 }

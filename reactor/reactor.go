@@ -179,10 +179,10 @@ func (g *eventIDs) next() string {
 	return g.prefix + "-" + strconv.FormatInt(g.seq.Add(1), 10)
 }
 
-// New returns a daemon for eng; call Start before Submit.
+// New returns a reactor for eng; call Start before Submit.
 func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	if opts.Driver == nil {
-		return nil, errors.New("daemon: no driver")
+		return nil, errors.New("reactor: no driver")
 	}
 	if err := CheckDriver(eng, opts.Driver); err != nil {
 		return nil, err
@@ -206,21 +206,21 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 		opts.Guard = guard.New(guard.Options{})
 	}
 	opts.Retry.Driver = opts.Driver
-	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}), suspect: make(chan struct{}, 1),
+	r := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}), suspect: make(chan struct{}, 1),
 		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
 		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), early: &earlyReturns{}}
-	d.limits = newLimits(opts.Guard.JobTimeout(), d.early, d.spawnTask)
-	d.retries = newRetries(d, opts.Guard.JobTimeout(), d.early)
-	d.collects = newCollects()
-	d.eng.Store(eng)
-	d.jobOpts.Store(jobOptions(eng))
-	d.startShadow()
-	d.lanes = make([]chan Delivery, opts.Lanes)
-	for i := range d.lanes {
-		d.lanes[i] = make(chan Delivery, opts.QueueSize)
+	r.limits = newLimits(opts.Guard.JobTimeout(), r.early, r.spawnTask)
+	r.retries = newRetries(r, opts.Guard.JobTimeout(), r.early)
+	r.collects = newCollects()
+	r.eng.Store(eng)
+	r.jobOpts.Store(jobOptions(eng))
+	r.startShadow()
+	r.lanes = make([]chan Delivery, opts.Lanes)
+	for i := range r.lanes {
+		r.lanes[i] = make(chan Delivery, opts.QueueSize)
 	}
 	opts.Metrics.ReloadOK.Set(1)
-	return d, nil
+	return r, nil
 }
 
 // CheckDriver fails when a rule's reactions could need a type the driver
@@ -241,21 +241,21 @@ func CheckDriver(eng *engine.Engine, drv actions.Driver) error {
 }
 
 // Engine returns the current engine.
-func (d *Reactor) Engine() *engine.Engine { return d.eng.Load() }
+func (r *Reactor) Engine() *engine.Engine { return r.eng.Load() }
 
 // Reload swaps in a new engine atomically; events already queued finish
 // with the engine that picks them up.
-func (d *Reactor) Reload(eng *engine.Engine) error {
-	if err := CheckDriver(eng, d.opts.Driver); err != nil {
-		d.opts.Metrics.ReloadOK.Set(0)
+func (r *Reactor) Reload(eng *engine.Engine) error {
+	if err := CheckDriver(eng, r.opts.Driver); err != nil {
+		r.opts.Metrics.ReloadOK.Set(0)
 		return err
 	}
-	d.eng.Store(eng)
-	d.jobOpts.Store(jobOptions(eng))
-	if d.shadow != nil {
-		d.shadow.SetHold(longestHold(eng))
+	r.eng.Store(eng)
+	r.jobOpts.Store(jobOptions(eng))
+	if r.shadow != nil {
+		r.shadow.SetHold(longestHold(eng))
 	}
-	d.opts.Metrics.ReloadOK.Set(1)
+	r.opts.Metrics.ReloadOK.Set(1)
 	return nil
 }
 
@@ -272,18 +272,18 @@ func jobOptions(eng *engine.Engine) bool {
 
 // ledger writes one ledger entry about ev, whose id and tag it fills in;
 // without an Archive it does nothing.
-func (d *Reactor) ledger(ev *inflight, e store.LedgerEntry) {
-	if d.opts.Archive == nil {
+func (r *Reactor) ledger(ev *inflight, e store.LedgerEntry) {
+	if r.opts.Archive == nil {
 		return
 	}
 	e.EventID, e.Tag = ev.id, ev.tag
 	ev.ledgered = true
-	d.opts.Archive.ledger(e)
+	r.opts.Archive.ledger(e)
 }
 
 // noisy logs a line that could repeat once per event: the first for its
 // message and key at once, then at most one a minute carrying how many it
 // stands for. The metrics, the ledger and the dead letters keep each one.
-func (d *Reactor) noisy(level slog.Level, key, msg string, args ...any) {
-	d.limit.Log(d.opts.Log, level, key, msg, args...)
+func (r *Reactor) noisy(level slog.Level, key, msg string, args ...any) {
+	r.limit.Log(r.opts.Log, level, key, msg, args...)
 }

@@ -22,22 +22,22 @@ import (
 // (stage shadow).
 
 // startShadow creates the comparer, when shadow mode is on.
-func (d *Reactor) startShadow() {
-	o := d.opts.Shadow
+func (r *Reactor) startShadow() {
+	o := r.opts.Shadow
 	if o == nil {
 		return
 	}
 	so := *o
-	so.Adopt, so.Verdict = d.adopt, d.verdict
-	so.Child = func(*shadow.Job) { d.opts.Metrics.ShadowRunnerJobs.Inc() }
+	so.Adopt, so.Verdict = r.adopt, r.verdict
+	so.Child = func(*shadow.Job) { r.opts.Metrics.ShadowRunnerJobs.Inc() }
 	so.Overflow = func(what string) {
-		d.noisy(slog.LevelWarn, "shadow overflow "+what, "shadow: too many unpaired "+what+": the oldest decided early, or forgotten (notes, runners); the window is too long for the traffic",
+		r.noisy(slog.LevelWarn, "shadow overflow "+what, "shadow: too many unpaired "+what+": the oldest decided early, or forgotten (notes, runners); the window is too long for the traffic",
 			"what", what, "max", cmp.Or(so.MaxPending, shadow.DefaultMaxPending))
 	}
-	d.shadow = shadow.New(so)
-	d.shadow.SetHold(longestHold(d.eng.Load()))
+	r.shadow = shadow.New(so)
+	r.shadow.SetHold(longestHold(r.eng.Load()))
 	for _, v := range shadow.Verdicts {
-		d.opts.Metrics.Shadow.WithLabelValues(v) // exported at 0 before the first
+		r.opts.Metrics.Shadow.WithLabelValues(v) // exported at 0 before the first
 	}
 }
 
@@ -52,12 +52,12 @@ func longestHold(eng *engine.Engine) time.Duration {
 }
 
 // shadowJob hands a job event to the comparer, and a runner's return.
-func (d *Reactor) shadowJob(ev *inflight) {
-	if d.shadow == nil || ev.resume != nil { // a held event let go was handed over when it came
+func (r *Reactor) shadowJob(ev *inflight) {
+	if r.shadow == nil || ev.resume != nil { // a held event let go was handed over when it came
 		return
 	}
 	if rest, ok := strings.CutPrefix(ev.tag, "salt/run/"); ok && strings.HasSuffix(rest, "/ret") {
-		d.shadow.RunnerDone(strings.TrimSuffix(rest, "/ret"), ev.received)
+		r.shadow.RunnerDone(strings.TrimSuffix(rest, "/ret"), ev.received)
 		return
 	}
 	if !strings.HasSuffix(ev.tag, "/new") {
@@ -68,19 +68,19 @@ func (d *Reactor) shadowJob(ev *inflight) {
 		return
 	}
 	if j, ok := shadow.ParseJob(ev.tag, data, ev.received); ok {
-		d.shadow.Job(j)
+		r.shadow.Job(j)
 	}
 }
 
 // shadowNotes hands the comparer the rules that matched the event and did
 // not react (with why), and the files that failed to render.
-func (d *Reactor) shadowNotes(ev *inflight, m *engine.Match, res *engine.Result) {
+func (r *Reactor) shadowNotes(ev *inflight, m *engine.Match, res *engine.Result) {
 	ev.stamp = shadow.Stamp(m.Data)
 	rules := res.Config.Rules
 	sender, _ := m.Data["id"].(string)
 	note := func(rule, why string) {
-		d.shadow.Noted(shadow.Note{EventID: ev.id, Tag: ev.tag, Minion: ev.minion, Sender: sender, Stamp: ev.stamp, Seen: ev.received, Rule: rule, Note: why})
-		ev.ledgered = d.opts.Archive != nil
+		r.shadow.Noted(shadow.Note{EventID: ev.id, Tag: ev.tag, Minion: ev.minion, Sender: sender, Stamp: ev.stamp, Seen: ev.received, Rule: rule, Note: why})
+		ev.ledgered = r.opts.Archive != nil
 	}
 	for _, n := range res.Notes {
 		note(rules[n.Rule].Glob, n.Note)
@@ -94,26 +94,26 @@ func (d *Reactor) shadowNotes(ev *inflight, m *engine.Match, res *engine.Result)
 
 // shadowDecided hands the comparer a reaction the pipeline would run
 // (held "") or holds back (held: its verdict, why: explain's words).
-func (d *Reactor) shadowDecided(ev *inflight, c *event.Chunk, rule chunkRule, held, why string) {
-	d.shadow.Decided(shadow.Decision{EventID: ev.id, Tag: ev.tag, Minion: ev.minion, Stamp: ev.stamp, Seen: ev.received,
+func (r *Reactor) shadowDecided(ev *inflight, c *event.Chunk, rule chunkRule, held, why string) {
+	r.shadow.Decided(shadow.Decision{EventID: ev.id, Tag: ev.tag, Minion: ev.minion, Stamp: ev.stamp, Seen: ev.received,
 		Rule: rule.glob, RuleID: rule.reaction.Rule, File: c.Str("__sls__"), ReactionID: rule.reaction.ID, Chunk: c, Held: held, Reason: why})
-	ev.ledgered = d.opts.Archive != nil
+	ev.ledgered = r.opts.Archive != nil
 }
 
 // adopt takes a job Salt's reactor started for a reaction reactord would
 // run as that reaction's own: the loop guard follows it as it follows the
 // jobs reactord starts, so that its consequences are held back.
-func (d *Reactor) adopt(dc *shadow.Decision, j *shadow.Job) {
+func (r *Reactor) adopt(dc *shadow.Decision, j *shadow.Job) {
 	targets := j.Minions
 	if len(targets) == 0 && dc.Minion != "" {
 		targets = []string{dc.Minion}
 	}
-	d.opts.Guard.Started(dc.EventID, guard.Reaction{Rule: dc.RuleID, ID: dc.ReactionID}, j.JID, targets, time.Now())
+	r.opts.Guard.Started(dc.EventID, guard.Reaction{Rule: dc.RuleID, ID: dc.ReactionID}, j.JID, targets, time.Now())
 }
 
 // verdict counts, logs and records one verdict.
-func (d *Reactor) verdict(v shadow.Verdict) {
-	d.opts.Metrics.Shadow.WithLabelValues(v.Verdict).Inc()
+func (r *Reactor) verdict(v shadow.Verdict) {
+	r.opts.Metrics.Shadow.WithLabelValues(v.Verdict).Inc()
 	rule := v.Rule()
 	e := store.LedgerEntry{Stage: store.StageShadow, Rule: rule, Time: time.Now()}
 	if dc := v.Decision; dc != nil {
@@ -135,10 +135,10 @@ func (d *Reactor) verdict(v shadow.Verdict) {
 		if shadow.Expected(v.Verdict) {
 			level = slog.LevelInfo
 		}
-		d.noisy(level, "shadow\x00"+v.Verdict+"\x00"+rule, "shadow: "+v.Verdict+" (one line per verdict and rule a minute; each one is in reactord shadow report)",
+		r.noisy(level, "shadow\x00"+v.Verdict+"\x00"+rule, "shadow: "+v.Verdict+" (one line per verdict and rule a minute; each one is in reactord shadow report)",
 			"verdict", v.Verdict, "rule", rule, "event_id", e.EventID, "tag", e.Tag, "jid", e.JID, "reason", v.Reason)
 	}
-	if d.opts.Archive == nil {
+	if r.opts.Archive == nil {
 		return
 	}
 	detail, err := json.Marshal(v.Record())
@@ -146,7 +146,7 @@ func (d *Reactor) verdict(v shadow.Verdict) {
 		detail = []byte(`{"verdict":"` + v.Verdict + `"}`)
 	}
 	e.Detail = string(detail)
-	d.opts.Archive.ledger(e)
+	r.opts.Archive.ledger(e)
 }
 
 // jobTag is the tag of a job's event.
@@ -162,15 +162,15 @@ func jobTag(j *shadow.Job) string {
 
 // shadowStop leaves what the comparer still waits for undecided, saying
 // how much.
-func (d *Reactor) shadowStop() {
-	if d.shadow == nil {
+func (r *Reactor) shadowStop() {
+	if r.shadow == nil {
 		return
 	}
-	if n := d.shadow.Children(); n > 0 {
-		d.opts.Log.Info("shadow: local jobs Salt's reactor's runners started (an orchestration's own jobs) got no verdict of their own", "jobs", n)
+	if n := r.shadow.Children(); n > 0 {
+		r.opts.Log.Info("shadow: local jobs Salt's reactor's runners started (an orchestration's own jobs) got no verdict of their own", "jobs", n)
 	}
-	if nd, nj := d.shadow.Abandon(); nd+nj > 0 {
-		d.opts.Log.Info("shadow: stopping with decisions and jobs still within their pairing window; they get no verdict",
-			"decisions", nd, "jobs", nj, "window", d.shadow.Window().String())
+	if nd, nj := r.shadow.Abandon(); nd+nj > 0 {
+		r.opts.Log.Info("shadow: stopping with decisions and jobs still within their pairing window; they get no verdict",
+			"decisions", nd, "jobs", nj, "window", r.shadow.Window().String())
 	}
 }
