@@ -68,8 +68,9 @@ func (a *Archive) tagKept(tag string) bool {
 	return false
 }
 
-// ledger adds one ledger entry (a nil Archive keeps none).
-func (a *Archive) ledger(e store.LedgerEntry) {
+// Ledger adds one ledger entry (a nil Archive keeps none): the recorder's
+// entries, and a listener's own (shadow mode's verdicts).
+func (a *Archive) Ledger(e store.LedgerEntry) {
 	if a == nil {
 		return
 	}

@@ -3,7 +3,6 @@ package reactor
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/guard"
-	"github.com/reactord/reactord/shadow"
-	"github.com/reactord/reactord/store"
 )
 
 // chunkRule is what dispatch needs of the rule whose file gave a
@@ -84,16 +81,9 @@ func (r *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 // overHops holds back a reaction whose own event fired it again too many
 // times in a row.
 func (r *Reactor) overHops(ev *inflight, c *event.Chunk, rule chunkRule) {
-	sls, id := c.Str("__sls__"), c.Str("__id__")
-	detail := fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, r.opts.MaxHops)
-	if r.shadow != nil {
-		r.shadowDecided(ev, c, rule, shadow.HeldHops, detail)
-	}
-	r.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
-	r.noisy(slog.LevelWarn, sls+"\x00"+id, "reaction held back: hop limit reached (the event is the reaction's own, fired again too many times in a row)",
-		"event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "hops", ev.dl.Hop, "max", r.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
-	r.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion,
-		Detail: detail})
+	r.record(ev, Decision{Reason: HopLimit, Rule: rule.glob, RuleID: rule.reaction.Rule, Chunk: c,
+		Detail: fmt.Sprintf("hop limit: %d hops > %d, fired by this reaction", ev.dl.Hop, r.opts.MaxHops),
+		Attrs:  []any{"hops", ev.dl.Hop, "max", r.opts.MaxHops, "cause", ev.cause}})
 }
 
 // run executes the action through the driver, with retries of retryable
@@ -115,26 +105,21 @@ func (r *Reactor) run(ctx context.Context, ev *inflight, a actions.Action) (acti
 	return out, err
 }
 
-// failed counts, logs and records a reaction the driver failed to run,
-// and hands it to the dead letter.
+// failed records a reaction the driver failed to run, and hands it to
+// the dead letter.
 func (r *Reactor) failed(ctx context.Context, ev *inflight, a actions.Action, rule chunkRule, err error) {
-	m, drv := r.opts.Metrics, r.opts.Driver
-	sls, id := a.Chunk.Str("__sls__"), a.Chunk.Str("__id__")
-	m.Actions.WithLabelValues(drv.Name(), "failed").Inc()
-	r.noisy(slog.LevelError, sls+"\x00"+id+"\x00"+drv.Name(), "reaction failed", "event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "driver", drv.Name(), "err", err)
-	r.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rule.glob, File: sls, ReactionID: id, Minion: ev.minion, Detail: fmt.Sprintf("%s: %v", drv.Name(), err)})
+	drv := r.opts.Driver.Name()
+	r.record(ev, Decision{Reason: Failed, Rule: rule.glob, RuleID: rule.reaction.Rule, Chunk: a.Chunk, Detail: fmt.Sprintf("%s: %v", drv, err), Err: err})
 	if r.opts.DeadLetter != nil && ctx.Err() == nil {
-		m.DeadLetters.Inc()
-		r.opts.DeadLetter(a, fmt.Errorf("%s: %w", drv.Name(), err))
+		r.opts.Metrics.DeadLetters.Inc()
+		r.opts.DeadLetter(a, fmt.Errorf("%s: %w", drv, err))
 	}
 }
 
 // started tells the loop guard, the concurrency limits and the retries
 // about a reaction the driver started, and records it.
 func (r *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rule chunkRule, out actions.Result) {
-	g, drv := r.opts.Guard, r.opts.Driver
-	sls, id := c.Str("__sls__"), c.Str("__id__")
-	r.opts.Metrics.Actions.WithLabelValues(drv.Name(), "dispatched").Inc()
+	g := r.opts.Guard
 	targets := targetsOf(c, out, ev.minion)
 	now := time.Now()
 	g.Started(ev.id, rule.reaction, out.JID, targets, now)
@@ -152,36 +137,16 @@ func (r *Reactor) started(ctx context.Context, ev *inflight, c *event.Chunk, rul
 			g.ExpectEvent(t, guard.Fired{Hop: ev.dl.Hop + 1, Cause: ev.tag, By: rule.reaction}, time.Now())
 		}
 	}
-	r.dispatched.Add(1)
-	if r.shadow != nil {
-		r.shadowDecided(ev, c, rule, "", "")
-	}
-	level := actions.DispatchLevel(drv)
-	if r.opts.Archive != nil {
-		// The ledger keeps each dispatch (reactord trace); the log gets a
-		// count a minute (see tick).
-		level = slog.LevelDebug
-	}
-	r.opts.Log.Log(ctx, level, "reaction dispatched", "event_id", ev.id, "tag", ev.tag, "id", id, "file", sls, "driver", drv.Name(), "jid", out.JID, "targets", targets, "hop", ev.dl.Hop)
-	r.ledger(ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: rule.glob, File: sls, ReactionID: id, JID: out.JID, Minion: strings.Join(targets, ","),
-		Detail: fmt.Sprintf("%s %s %s", drv.Name(), c.Str("state"), c.Str("fun"))})
+	r.record(ev, Decision{Reason: Dispatched, Rule: rule.glob, RuleID: rule.reaction.Rule, Chunk: c, JID: out.JID, Minion: strings.Join(targets, ","),
+		Detail: fmt.Sprintf("%s %s %s", r.opts.Driver.Name(), c.Str("state"), c.Str("fun")), Attrs: []any{"hop", ev.dl.Hop}})
 }
 
-// heldBack counts, logs and records a reaction the loop guard holds back
-// from ev: the metric's reason and the line name the evidence. The line
-// is limited per reaction, minion and evidence, so the first of a new
-// kind always shows.
+// heldBack records a reaction the loop guard holds back from ev: the
+// reason names the evidence, and the log line is limited per reaction,
+// minion and evidence, so the first of a new kind always shows.
 func (r *Reactor) heldBack(ev *inflight, c *event.Chunk, rule chunkRule, h guard.Hold) {
-	rn, sls := rule.reaction, c.Str("__sls__")
-	r.opts.Metrics.Suppressed.WithLabelValues("loop_guard_" + h.Evidence).Inc()
-	detail := "loop guard: " + heldDetail(h)
-	if r.shadow != nil {
-		r.shadowDecided(ev, c, rule, shadow.HeldLoop, detail)
-	}
-	r.noisy(slog.LevelInfo, rn.Rule+"\x00"+rn.ID+"\x00"+ev.minion+"\x00"+h.Evidence, "reaction held back by the loop guard: the event is its own consequence",
-		"event_id", ev.id, "tag", ev.tag, "id", rn.ID, "file", sls, "rule_id", rn.Rule, "minion", ev.minion, "evidence", h.Evidence, "jid", h.JID, "phase", h.Phase, "detail", detail)
-	r.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rule.glob, File: sls, ReactionID: rn.ID, JID: h.JID, Minion: ev.minion,
-		Detail: detail})
+	r.record(ev, Decision{Reason: LoopGuard + Reason(h.Evidence), Rule: rule.glob, RuleID: rule.reaction.Rule, Chunk: c, JID: h.JID,
+		Detail: "loop guard: " + heldDetail(h), Attrs: []any{"evidence", h.Evidence, "phase", h.Phase}})
 }
 
 // heldDetail says what the evidence was, for the ledger and the log.

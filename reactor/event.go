@@ -8,7 +8,6 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/guard"
-	"github.com/reactord/reactord/store"
 )
 
 // inflight is one event going through handle's steps, and what the steps
@@ -51,8 +50,11 @@ type inflight struct {
 	// happened to a reaction of it), so that only the events `reactord
 	// trace` has something to say about get an id row.
 	archived, ledgered bool
-	// stamp is the event's _stamp (shadow mode, once matched).
-	stamp time.Time
+	// data is the event's data, decoded by the match.
+	data map[string]any
+	// gated are the rules (their index in the match's configuration) a
+	// gate held the event back from: their notes are recorded by the gate.
+	gated []int
 }
 
 // handle takes one event through the pipeline: decode, archive, loop
@@ -61,9 +63,9 @@ func (r *Reactor) handle(ctx context.Context, dl Delivery) {
 	if dl.Owned != nil && !dl.Owned() {
 		dl.settle(Leave)
 		r.opts.Metrics.Suppressed.WithLabelValues(SuppressPartitionMoved).Inc()
-		if n, ok := r.movedLog.Tick(); ok {
-			r.opts.Log.Warn("event left to the replica its partition moved to, which handles it again from the partition's acknowledgement floor; counted in reactord_suppressed_total{reason=\"partition_moved\"}, logged at most once a minute",
-				"event_id", dl.id, "seq", dl.Seq, "moved_since_last_line", n)
+		if n, ok := r.rec.movedLog.Tick(); ok {
+			r.opts.Log.Warn(msgPartitionMoved, "event_id", dl.id, "seq", dl.Seq, "moved_since_last_line", n,
+				"metric", `reactord_suppressed_total{reason="partition_moved"}`, "fix", "none: the partition's new owner handles it")
 		}
 		return
 	}
@@ -78,7 +80,9 @@ func (r *Reactor) handle(ctx context.Context, dl Delivery) {
 	if !r.decode(ev) || !r.firstCopy(ctx, ev) || !r.archive(ev) {
 		return
 	}
-	r.shadowJob(ev)
+	if ev.resume == nil { // a held event let go was heard when it came
+		r.rec.event(ev)
+	}
 	if !r.checkHops(ctx, ev) {
 		return
 	}
@@ -176,14 +180,13 @@ func (r *Reactor) firstCopy(ctx context.Context, ev *inflight) bool {
 	switch {
 	case err != nil && ev.dl.Redelivers:
 		ev.nak = true
-		r.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; left for redelivery", "event_id", ev.id, "tag", ev.tag, "err", err)
+		r.rec.noisy(slog.LevelWarn, "", msgCopyUnknownLeft, "event_id", ev.id, "tag", ev.tag, "err", err, "fix", fixCopyUnknown)
 		return false
 	case err != nil:
-		r.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; reacting to it", "event_id", ev.id, "tag", ev.tag, "err", err)
+		r.rec.noisy(slog.LevelWarn, "", msgCopyUnknownReacted, "event_id", ev.id, "tag", ev.tag, "err", err, "fix", fixCopyUnknown)
 		return true
 	case dup:
-		r.opts.Metrics.Suppressed.WithLabelValues("master_copy").Inc()
-		r.noisy(slog.LevelInfo, "", "event dropped: another master's copy of an event already taken (--dedupe-masters)", "event_id", ev.id, "tag", ev.tag, "minion", ev.minion)
+		r.record(ev, Decision{Reason: MasterCopy})
 		return false
 	}
 	return true
@@ -208,17 +211,16 @@ func (r *Reactor) archive(ev *inflight) bool {
 		// JetStream keeps the event; it comes back, after a delay that
 		// grows with its deliveries, when the store has room again.
 		ev.nak = true
-		if n, ok := r.storeFullLog.Tick(); ok {
-			r.opts.Log.Warn("audit store full (memory and disk spool): events left for redelivery, not reacted to yet; logged at most once a minute",
-				"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
+		if n, ok := r.rec.storeFullLog.Tick(); ok {
+			r.opts.Log.Warn(msgStoreFullLeft, "event_id", ev.id, "tag", ev.tag, "events_since_last_line", n, "fix", fixStoreFull)
 		}
 		return false
 	}
 	r.opts.Metrics.ArchiveDropped.Inc()
 	ev.archived = false
-	if n, ok := r.storeFullLog.Tick(); ok {
-		r.opts.Log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_archive_dropped_total (their records in reactord_store_records_dropped_total), logged at most once a minute",
-			"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
+	if n, ok := r.rec.storeFullLog.Tick(); ok {
+		r.opts.Log.Error(msgStoreFullDropped, "event_id", ev.id, "tag", ev.tag, "events_since_last_line", n,
+			"metric", "reactord_archive_dropped_total", "fix", fixStoreFull)
 	}
 	return true
 }
@@ -256,8 +258,7 @@ func (r *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 				r.jobReturned(ctx, jt.JID, id, failed, ev.received)
 			}
 			if g.Returned(jt.JID, id, o, ev.received) {
-				r.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
-				r.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
+				r.record(ev, Decision{Reason: Returned, JID: jt.JID, Minion: id, Detail: "job returned", Attrs: []any{"settle", g.Settle().String()}})
 			}
 		}
 	}
@@ -270,10 +271,8 @@ func (r *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 		ev.overHops = true
 		return true
 	}
-	r.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Minion: ev.minion, Detail: fmt.Sprintf("hop limit: %d hops > %d", ev.dl.Hop, r.opts.MaxHops)})
-	r.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
-	r.noisy(slog.LevelWarn, ev.cause, "event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)",
-		"event_id", ev.id, "tag", ev.tag, "hops", ev.dl.Hop, "max", r.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
+	r.record(ev, Decision{Reason: HopLimit, Detail: fmt.Sprintf("hop limit: %d hops > %d", ev.dl.Hop, r.opts.MaxHops),
+		Attrs: []any{"hops", ev.dl.Hop, "max", r.opts.MaxHops, "cause", ev.cause}})
 	return false
 }
 

@@ -3,7 +3,6 @@ package reactor
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -68,8 +67,11 @@ func (r *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
 	kept := m.Admitted[:0]
 	for _, a := range m.Admitted {
 		if engine.Gated(a.Rule.Options) {
-			if note, ok := r.gate(ctx, ev, a); !ok {
-				m.Refused(a, note)
+			if dc, ok := r.gate(ctx, ev, a); !ok {
+				dc.Rule, dc.RuleID, dc.Key = a.Rule.Glob, a.Rule.ID, a.Key
+				r.record(ev, dc)
+				m.Refused(a, dc.Detail)
+				ev.gated = append(ev.gated, a.Index)
 				continue
 			}
 		}
@@ -78,17 +80,17 @@ func (r *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
 	m.Admitted = kept
 }
 
-// gate applies one rule's options to the event: it reports false, with a
-// note saying why, when the rule does not react to it now.
-func (r *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
+// gate applies one rule's options to the event: it reports false, with
+// the decision saying why (its Detail the rule's note), when the rule
+// does not react to it now.
+func (r *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (Decision, bool) {
 	o, rl := a.Rule.Options, a.Rule
 	if o.Debounce > 0 {
 		return r.debounce(ctx, ev, a), false
 	}
 	if o.ThrottleCount > 0 && !r.opts.Guard.Throttle(rl.ID, a.Key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
-		r.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
-		r.noisy(slog.LevelWarn, rl.Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", ev.tag, "rule", rl.Glob, "key", a.Key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
-		return fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, a.Key), false
+		return Decision{Reason: Throttle, Detail: fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, a.Key),
+			Attrs: []any{"limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer)}}, false
 	}
 	if o.Concurrency > 0 {
 		return r.concurrency(ctx, ev, a)
@@ -96,7 +98,7 @@ func (r *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (st
 	if o.Collect.Within > 0 {
 		return r.collect(ctx, ev, a)
 	}
-	return "", true
+	return Decision{}, true
 }
 
 // letter returns a function that lets go of the event's hold, counting
@@ -121,26 +123,25 @@ func (r *Reactor) letter(ev *inflight, returned, lost *atomic.Int64) func(abando
 // the rule's debounce; a newer event of the key replaces it. The event
 // stays unacknowledged until then, so a stop or a crash in its quiet
 // period leaves it to JetStream's redelivery.
-func (r *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted) string {
+func (r *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted) Decision {
 	rl, quiet := a.Rule, a.Rule.Options.Debounce
 	h := holding(ev, rl.ID)
-	let := r.letter(ev, &r.debounceReturned, &r.debounceLost)
+	let := r.letter(ev, &r.left.debounceReturned, &r.left.debounceLost)
 	r.opts.Guard.Debounce(rl.ID, a.Key, ev.dl.Body, ev.dl.Hop, quiet, let, func(_ []byte, _ int, let func(bool)) {
 		r.runTask(func() { r.resubmit(ctx, h, let) })
 	})
-	r.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
-	r.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", ev.tag, "rule", rl.Glob, "key", a.Key, "quiet", quiet.String())
-	return fmt.Sprintf("debounce: held until %s without a new event for key %q", quiet, a.Key)
+	return Decision{Reason: Debounce, Detail: fmt.Sprintf("debounce: held until %s without a new event for key %q", quiet, a.Key),
+		Attrs: []any{"quiet", quiet.String()}}
 }
 
 // concurrency gives the event a slot of the rule for its key, or queues
 // it, unacknowledged, until one of the rule's reactions in flight for the
 // key is done; it then comes back for this rule alone, in the order
 // queued.
-func (r *Reactor) concurrency(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
+func (r *Reactor) concurrency(ctx context.Context, ev *inflight, a engine.Admitted) (Decision, bool) {
 	rl, max := a.Rule, a.Rule.Options.Concurrency
 	h := holding(ev, rl.ID)
-	let := r.letter(ev, &r.queuedReturned, &r.queuedLost)
+	let := r.letter(ev, &r.left.queuedReturned, &r.left.queuedLost)
 	ok, place := r.limits.acquire(ev.id, rl.ID, a.Key, max, func() {
 		r.opts.Metrics.ConcurrencyQueued.Dec()
 		if !r.resubmit(ctx, h, let) { // a refused one is settled: let(true)
@@ -153,10 +154,9 @@ func (r *Reactor) concurrency(ctx context.Context, ev *inflight, a engine.Admitt
 	if ok {
 		let(false) // not held: the slot is the event's own
 		ev.slots = append(ev.slots, rl.ID)
-		return "", true
+		return Decision{}, true
 	}
 	r.opts.Metrics.ConcurrencyQueued.Inc()
-	r.noisy(slog.LevelInfo, "concurrency\x00"+rl.ID+"\x00"+a.Key, "event queued: the rule's concurrency limit is reached for its key; it reacts, in order, when one of the reactions in flight is done",
-		"event_id", ev.id, "tag", ev.tag, "rule", rl.Glob, "key", a.Key, "limit", max, "place", place)
-	return fmt.Sprintf("concurrency: %d reactions in flight for key %q; queued (place %d)", max, a.Key, place), false
+	return Decision{Reason: Concurrency, Detail: fmt.Sprintf("concurrency: %d reactions in flight for key %q; queued (place %d)", max, a.Key, place),
+		Attrs: []any{"limit", max, "place", place}}, false
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/guard"
-	"github.com/reactord/reactord/store"
 )
 
 // Start runs one goroutine per lane until Stop, and a ticker (tick);
@@ -81,9 +80,9 @@ func (r *Reactor) submit(ctx context.Context, dl Delivery) bool {
 	if err != nil {
 		m.Events.Inc()
 		m.Malformed.Inc()
-		if n, ok := r.malformedLog.Tick(); ok {
-			r.opts.Log.Warn("malformed event dropped; counted in reactord_malformed_total, logged at most once a minute",
-				"event_id", dl.id, "err", err, "bytes", len(dl.Body), "dropped_since_last_line", n)
+		if n, ok := r.rec.malformedLog.Tick(); ok {
+			r.opts.Log.Warn(msgMalformed, "event_id", dl.id, "err", err, "bytes", len(dl.Body), "dropped_since_last_line", n,
+				"metric", "reactord_malformed_total", "fix", fixMalformed)
 		}
 		dl.settle(Ack)
 		return true
@@ -108,9 +107,9 @@ func (r *Reactor) submit(ctx context.Context, dl Delivery) bool {
 	default:
 		m.Events.Inc()
 		m.Dropped.WithLabelValues(DropLaneFull).Inc()
-		if n, ok := r.overflowLog.Tick(); ok {
-			r.opts.Log.Error("lane queue full: event dropped (core NATS mode has no redelivery; use --jetstream or raise --queue); counted in reactord_dropped_total{reason=\"lane_full\"}, logged at most once a minute",
-				"event_id", dl.id, "tag", tag, "dropped_since_last_line", n)
+		if n, ok := r.rec.overflowLog.Tick(); ok {
+			r.opts.Log.Error(msgLaneFull, "event_id", dl.id, "tag", tag, "dropped_since_last_line", n,
+				"metric", `reactord_dropped_total{reason="lane_full"}`, "fix", fixLaneFull)
 		}
 		return false
 	}
@@ -142,38 +141,42 @@ func (r *Reactor) Stop(ctx context.Context) error {
 	if terr := r.tasks.Close(ctx); terr != nil && err == nil {
 		err = fmt.Errorf("stopping: tasks of held events and retries still running: %w", terr)
 	}
-	r.shadowStop()
-	// The counts below are complete: every task that could add to them
-	// is done.
-	if n := collected; n > 0 {
-		r.opts.Log.Info("stopping: events gathered by a rule's collect option left unacknowledged; JetStream redelivers them", "events", n)
-	}
-	if n := r.collectLost.Swap(0); n > 0 {
-		r.opts.Log.Warn("stopping: events gathered by a rule's collect option dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
-	}
-	if n := retrying; n > 0 {
-		r.opts.Log.Info("stopping: reactions waiting for a retry or for their job's returns left their events unacknowledged (core NATS mode drops them); JetStream redelivers them", "reactions", n)
-	}
-	if n := r.queuedReturned.Swap(0); n > 0 {
-		r.opts.Log.Info("stopping: events queued by a rule's concurrency limit left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
-	}
-	if n := r.queuedLost.Swap(0); n > 0 {
-		r.opts.Log.Warn("stopping: events queued by a rule's concurrency limit dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
-	}
-	if n := r.dispatched.Swap(0); n > 0 && r.opts.Archive != nil {
-		if r.shadow != nil {
-			r.opts.Log.Info("reactions decided since the last count (shadow mode: none dispatched; each verdict is in reactord shadow report)", "reactions", n)
-		} else {
-			r.opts.Log.Info("reactions dispatched since the last count (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
-		}
-	}
-	if n := r.debounceReturned.Swap(0); n > 0 {
-		r.opts.Log.Info("stopping: debounced events still in their quiet period left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
-	}
-	if n := r.debounceLost.Swap(0); n > 0 {
-		r.opts.Log.Warn("stopping: debounced events still in their quiet period dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
+	r.rec.stop()
+	r.logAbandoned(collected, retrying)
+	if n := r.rec.dispatched.Swap(0); n > 0 && r.opts.Archive != nil {
+		r.opts.Log.Info(msgDispatchedSince, "reactions", n, "driver", r.opts.Driver.Name())
 	}
 	return err
+}
+
+// logAbandoned logs, at a stop, how many events the gates and the
+// retries still held: left for redelivery (JetStream) or dropped (core
+// NATS). The counts are complete: every task that could add to them is
+// done.
+func (r *Reactor) logAbandoned(collected, retrying int) {
+	lines := []struct {
+		warn bool
+		msg  string
+		n    int64
+		what string
+	}{
+		{false, msgStopCollectedLeft, int64(collected), "events"},
+		{true, msgStopCollectedDropped, r.left.collectLost.Swap(0), "events"},
+		{false, msgStopRetriesLeft, int64(retrying), "reactions"},
+		{false, msgStopQueuedLeft, r.left.queuedReturned.Swap(0), "events"},
+		{true, msgStopQueuedDropped, r.left.queuedLost.Swap(0), "events"},
+		{false, msgStopDebouncedLeft, r.left.debounceReturned.Swap(0), "events"},
+		{true, msgStopDebouncedDropped, r.left.debounceLost.Swap(0), "events"},
+	}
+	for _, l := range lines {
+		switch {
+		case l.n == 0:
+		case l.warn:
+			r.opts.Log.Warn(l.msg, l.what, l.n, "fix", fixStopDropped)
+		default:
+			r.opts.Log.Info(l.msg, l.what, l.n)
+		}
+	}
 }
 
 // handleIn handles dl on lane, in the journal (Options.Journal) while it
@@ -223,14 +226,12 @@ func (r *Reactor) park(dl Delivery, crashes int) {
 		dl.id = r.ids.next()
 	}
 	r.opts.Metrics.Events.Inc()
-	r.opts.Metrics.Parked.Inc()
-	r.opts.Log.Error("event parked: the daemon died while handling it; it is not handled again (counted in reactord_events_parked_total)",
-		"event_id", dl.id, "seq", dl.Seq, "tag", dl.tag, "crashes", crashes, "bytes", len(dl.Body))
+	ev := &inflight{dl: dl, id: dl.id, tag: dl.tag}
+	r.record(ev, Decision{Reason: Parked, Detail: fmt.Sprintf("parked after %d crashes of the daemon while handling it (stream sequence %d)", crashes, dl.Seq),
+		Attrs: []any{"seq", dl.Seq, "crashes", crashes, "bytes", len(dl.Body), "metric", "reactord_events_parked_total"}})
 	if r.opts.Park != nil {
 		r.opts.Park(dl, crashes)
 	}
-	ev := &inflight{dl: dl, id: dl.id, tag: dl.tag}
-	r.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Detail: fmt.Sprintf("parked after %d crashes of the daemon while handling it (stream sequence %d)", crashes, dl.Seq)})
 	r.opts.Journal.Parked(dl.Seq)
 	r.settle(dl, false)
 }
@@ -251,21 +252,18 @@ func (r *Reactor) tick(ctx context.Context) {
 		case now := <-t.C:
 			if r.opts.Archive != nil && now.Sub(summary) >= time.Minute {
 				summary = now
-				if n := r.dispatched.Swap(0); n > 0 && r.shadow != nil {
-					r.opts.Log.Info("reactions decided in the last minute (shadow mode: none dispatched; each verdict is in reactord shadow report)", "reactions", n)
-				} else if n > 0 {
-					r.opts.Log.Info("reactions dispatched in the last minute (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
+				if n := r.rec.dispatched.Swap(0); n > 0 {
+					r.opts.Log.Info(msgDispatchedMinute, "reactions", n, "driver", r.opts.Driver.Name())
 				}
 			}
 			r.retries.expire(ctx, now)
 			r.limits.expire(now)
-			if r.shadow != nil {
-				r.shadow.Expire(now)
-			}
+			r.rec.tick(now)
 			for _, x := range r.opts.Guard.TakeExpired(now) {
-				r.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "rule_id", x.Rule)
-				r.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
-					Detail: "minion did not return within the job timeout (rule " + x.Rule + ")"})
+				// The ledger's entry names no event: the event's own
+				// entries are done with.
+				r.record(nil, Decision{Reason: Timeout, RuleID: x.Rule, JID: x.JID, Minion: x.Minion, ReactionID: x.ID,
+					Detail: "minion did not return within the job timeout (rule " + x.Rule + ")", Attrs: []any{"event_id", x.EventID}})
 			}
 		}
 	}

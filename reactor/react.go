@@ -2,11 +2,10 @@ package reactor
 
 import (
 	"context"
-	"log/slog"
+	"slices"
 
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
-	"github.com/reactord/reactord/store"
 )
 
 // react matches the event against the rules (engine.Match), applies the
@@ -19,6 +18,7 @@ func (r *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 	if m == nil {
 		return nil
 	}
+	ev.data = m.Data
 	if r.hookMatched != nil {
 		r.hookMatched()
 	}
@@ -31,18 +31,10 @@ func (r *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 	if err != nil {
 		return nil // ctx ended: finish leaves the event for redelivery
 	}
-	if n := len(res.Errors()); n > 0 {
-		r.opts.Metrics.RenderErrors.Add(float64(n))
-	}
 	if ev.debug {
 		r.logRendered(ev, res)
 	}
-	if r.opts.Archive != nil {
-		r.ledgerResult(ev, res.Config.Rules, res)
-	}
-	if r.shadow != nil {
-		r.shadowNotes(ev, m, res)
-	}
+	r.recordResult(ev, res.Config.Rules, res)
 	return res
 }
 
@@ -63,8 +55,7 @@ func (r *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
 		if mt == nil {
 			// Let go after a reload removed its rule (or changed its
 			// glob): no other rule takes the held event.
-			m.Suppressed.WithLabelValues("rule_removed").Inc()
-			r.noisy(slog.LevelWarn, "rule_removed "+rl.rule, "held event dropped: a reload removed its rule, or changed its glob so that the event no longer matches", "event_id", ev.id, "tag", ev.tag, "rule_id", rl.rule)
+			r.record(ev, Decision{Reason: RuleRemoved, RuleID: rl.rule})
 			return nil
 		}
 		if mt.Result.Forged != "" {
@@ -122,20 +113,23 @@ func (r *Reactor) logRendered(ev *inflight, res *engine.Result) {
 	r.opts.Log.Debug("reactions to dispatch", "event_id", ev.id, "tag", ev.tag, "count", len(res.Chunks))
 }
 
-// ledgerResult records what happened to the reactions of the rules that
-// matched, short of their dispatch: why a rule did not react, each file
-// that failed, and verify_high's errors. A rule whose files rendered adds
-// nothing here: its reactions' dispatch rows name it.
-func (r *Reactor) ledgerResult(ev *inflight, rules []config.Rule, res *engine.Result) {
+// recordResult records what happened to the reactions of the rules that
+// matched, short of their dispatch: why a rule did not react (but for
+// the rules a gate held the event from: the gate recorded them), each
+// file that failed, and verify_high's errors. A rule whose files
+// rendered adds nothing here: its reactions' dispatches name it.
+func (r *Reactor) recordResult(ev *inflight, rules []config.Rule, res *engine.Result) {
 	for _, n := range res.Notes {
-		r.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rules[n.Rule].Glob, Minion: ev.minion, Detail: n.Note})
+		if !slices.Contains(ev.gated, n.Rule) {
+			r.record(ev, Decision{Reason: Noted, Rule: rules[n.Rule].Glob, RuleID: rules[n.Rule].ID, Detail: n.Note})
+		}
 	}
 	for _, f := range res.Files {
 		if f.Err != nil {
-			r.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rules[f.Rule].Glob, File: f.Path, Minion: ev.minion, Detail: f.Err.Error()})
+			r.record(ev, Decision{Reason: FileFailed, Rule: rules[f.Rule].Glob, RuleID: rules[f.Rule].ID, File: f.Path, Detail: f.Err.Error(), Err: f.Err})
 		}
 	}
 	for _, err := range res.VerifyErrors {
-		r.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Minion: ev.minion, Detail: "verify_high: " + err.Error()})
+		r.record(ev, Decision{Reason: VerifyFailed, Detail: "verify_high: " + err.Error(), Err: err})
 	}
 }

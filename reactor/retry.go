@@ -15,7 +15,6 @@ import (
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
-	"github.com/reactord/reactord/store"
 )
 
 // retries applies the rules' retry option to local reactions: once every
@@ -150,17 +149,14 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 	if len(j.failed) == 0 {
 		if j.attempt > 0 {
 			re.opts.Metrics.Retries.WithLabelValues("succeeded").Inc()
-			re.opts.Log.Info("retried reaction succeeded", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"), "jid", j.jid, "attempt", j.attempt)
+			re.opts.Log.Info(msgRetrySucceeded, "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"), "jid", j.jid, "attempt", j.attempt)
 		}
 		r.through(j)
 		return
 	}
 	if j.attempt >= j.opts.Attempts {
-		re.opts.Metrics.Retries.WithLabelValues("gave_up").Inc()
-		re.opts.Log.Warn("reaction failed on minions after its last retry; giving up", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
-			"jid", j.jid, "minions", j.failed, "attempts", j.opts.Attempts)
-		re.ledger(j.ev, store.LedgerEntry{Stage: store.StageFailed, Rule: j.rule.glob, File: j.chunk.Str("__sls__"), ReactionID: j.chunk.Str("__id__"), JID: j.jid,
-			Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry: still failed after %d attempts", j.opts.Attempts)})
+		re.record(j.ev, Decision{Reason: RetryGaveUp, Rule: j.rule.glob, RuleID: j.rule.reaction.Rule, Chunk: j.chunk, JID: j.jid, Minion: strings.Join(j.failed, ","),
+			Detail: fmt.Sprintf("retry: still failed after %d attempts", j.opts.Attempts), Attrs: []any{"attempts", j.opts.Attempts}})
 		r.through(j)
 		return
 	}
@@ -172,7 +168,7 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 		b, _ := json.Marshal(retryProgress{Attempt: j.attempt + 1, Minions: j.failed, At: now.Add(wait).UnixNano(), JID: j.jid})
 		re.opts.Guard.SetProgress(name, b, wait+r.timeout+progressSlack, now)
 	}
-	re.opts.Log.Info("reaction failed on minions; retrying them", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
+	re.opts.Log.Info(msgRetrying, "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
 		"jid", j.jid, "minions", j.failed, "attempt", j.attempt+1, "of", j.opts.Attempts, "in", wait.String())
 	r.schedule(ctx, j, wait)
 }
@@ -253,8 +249,8 @@ func (r *retries) resume(ctx context.Context, ev *inflight, c *event.Chunk, rule
 	cancel()
 	if err != nil {
 		if n, logNow := r.readLog.Tick(); logNow {
-			re.opts.Log.Warn("could not read whether a reaction has retries pending (from the shared state); it runs whole (logged at most once a minute)",
-				"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "err", err, "failures_since_last_line", n)
+			re.opts.Log.Warn(msgRetryReadFailed, "event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "err", err, "failures_since_last_line", n,
+				"fix", fixShared)
 		}
 	}
 	var p retryProgress
@@ -269,7 +265,7 @@ func (r *retries) resume(ctx context.Context, ev *inflight, c *event.Chunk, rule
 		return true
 	}
 	wait := max(time.Until(time.Unix(0, p.At)), 0)
-	re.opts.Log.Info("resuming a reaction's retries: its event came back (a stop, a crash, another replica) with a retry pending",
+	re.opts.Log.Info(msgRetryResumed,
 		"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "jid", p.JID, "minions", p.Minions, "attempt", p.Attempt, "of", j.opts.Attempts, "in", wait.Round(time.Millisecond).String())
 	r.schedule(ctx, j, wait) // the retry's dispatch is in the ledger
 	return true
@@ -294,7 +290,7 @@ func (r *retries) giveBack(holds ...*eventHold) {
 	ctx, cancel := context.WithTimeout(context.Background(), handOverWait)
 	defer cancel()
 	if err := r.re.opts.Guard.SyncShared(ctx); err != nil {
-		r.re.opts.Log.Warn("stopping: the shared state did not confirm the pending retries' records; a replica taking their events may run those reactions whole", "err", err)
+		r.re.opts.Log.Warn(msgRetryHandOver, "err", err, "fix", fixShared)
 	}
 	for _, h := range holds {
 		h.let(true)
@@ -317,7 +313,7 @@ func (r *retries) again(ctx context.Context, j *retryJob) {
 	defer re.limits.unhold(j.ev.id, j.rule.reaction.Rule)
 	next := &retryJob{ev: j.ev, hold: j.hold, chunk: j.chunk, rule: j.rule, opts: j.opts, attempt: j.attempt + 1}
 	if err != nil {
-		re.opts.Log.Error("retry of a reaction failed to dispatch", "event_id", j.ev.id, "tag", j.ev.tag, "id", c.Str("__id__"), "attempt", next.attempt, "err", err)
+		re.opts.Log.Error(msgRetryFailed, "event_id", j.ev.id, "tag", j.ev.tag, "id", c.Str("__id__"), "attempt", next.attempt, "err", err)
 		next.jid, next.failed = j.jid, j.failed
 		r.resolve(ctx, next)
 		return
@@ -325,8 +321,7 @@ func (r *retries) again(ctx context.Context, j *retryJob) {
 	now := time.Now()
 	re.opts.Guard.Started(j.ev.id, j.rule.reaction, res.JID, j.failed, now)
 	re.limits.started(j.ev.id, j.rule.reaction.Rule, res.JID, j.failed, now)
-	re.ledger(j.ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: j.rule.glob, File: c.Str("__sls__"), ReactionID: c.Str("__id__"), JID: res.JID,
-		Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry %d of %d (job %s failed there): %s %s %s", next.attempt, j.opts.Attempts, j.jid, re.opts.Driver.Name(), c.Str("state"), c.Str("fun"))})
+	re.record(j.ev, Decision{Reason: Retried, Rule: j.rule.glob, RuleID: j.rule.reaction.Rule, Chunk: c, JID: res.JID, Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry %d of %d (job %s failed there): %s %s %s", next.attempt, j.opts.Attempts, j.jid, re.opts.Driver.Name(), c.Str("state"), c.Str("fun"))})
 	if res.JID == "" {
 		// Nothing to follow: the retry is the last word.
 		r.through(j)
