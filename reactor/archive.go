@@ -69,7 +69,7 @@ func (a *Archive) tagKept(tag string) bool {
 }
 
 // Ledger adds one ledger entry (a nil Archive keeps none): the recorder's
-// entries, and a listener's own (shadow mode's verdicts).
+// entries, and a listener's own.
 func (a *Archive) Ledger(e store.LedgerEntry) {
 	if a == nil {
 		return

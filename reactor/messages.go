@@ -2,8 +2,8 @@ package reactor
 
 // The reactor's log lines outside decisions (the decisions' are in
 // reasons, record.go): short constants, the detail and the fix in
-// attributes. docs/operating.md ("Reactor, loop guard and shadow mode")
-// says what each warning and error means and what to do.
+// attributes. docs/operating.md, under "Log messages", says what each
+// warning and error means and what to do.
 const (
 	msgMalformed        = "malformed event dropped"
 	fixMalformed        = "the publisher sent an event that is not a JSON envelope with a tag, or not valid UTF-8"

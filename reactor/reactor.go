@@ -8,11 +8,18 @@
 // event for a rule resubmits it when it lets it go, and it resumes at
 // render for that rule alone.
 //
+// Each stage says what it decided in one call, Reactor.record, with a
+// Decision (its Reason, the rule, the reaction, the detail); the recorder
+// (record.go) counts it, logs it, keeps it in the ledger and hands it to
+// the listeners (Options.Listeners: shadow mode, tests). No stage knows
+// who listens.
+//
 // One stage per file: lanes.go (Submit, the lanes, Stop), event.go (the
 // gates on the event), react.go (match and render), gates.go (the rule
 // options that hold events, and the one way a held event comes back),
 // dispatch.go, a file per rule option's state (concurrency.go,
-// collect.go, retry.go), and tasks.go (the goroutines beside the lanes,
+// collect.go, retry.go), record.go (the recorder), messages.go (the log
+// lines outside decisions) and tasks.go (the goroutines beside the lanes,
 // which Stop waits for). locks.md gives the lock order.
 package reactor
 
@@ -79,8 +86,8 @@ type Options struct {
 	Park func(dl Delivery, crashes int)
 	// Listeners hear each decision the pipeline records, after its
 	// metric, log line and ledger entry; a Follower among them also hears
-	// each event, each engine, the ticks and the stop (shadow mode is one:
-	// shadow.Listener).
+	// each event, each engine, the ticks and the stop (shadow.Listener is
+	// one).
 	Listeners []Listener
 }
 
