@@ -25,7 +25,7 @@ const (
 	msgRetrySucceeded  = "retried reaction succeeded"
 	msgRetrying        = "reaction failed on minions; retrying them"
 	msgRetryReadFailed = "could not read a reaction's pending retries; it runs whole"
-	msgRetryResumed    = "resuming a reaction's pending retry: its event came back"
+	msgRetryResumed    = "resuming a reaction's retries: its event came back"
 	msgRetryHandOver   = "stopping: shared state did not confirm the pending retries"
 	msgRetryFailed     = "retry of a reaction failed to dispatch"
 	fixShared          = "the shared state's NATS KV bucket is unreachable: check the NATS server"

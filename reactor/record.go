@@ -175,7 +175,7 @@ var reasons = map[Reason]spec{
 	Failed: {stage: store.StageFailed, level: slog.LevelError, msg: "reaction failed",
 		fix:   "see err; the reaction is dead-lettered once its retries are spent",
 		limit: func(d *Decision) string { return perReaction(d) + "\x00failed" }},
-	RetryGaveUp: {stage: store.StageFailed, level: slog.LevelWarn, msg: "reaction still failing on minions after its last retry",
+	RetryGaveUp: {stage: store.StageFailed, level: slog.LevelWarn, msg: "reaction failed on minions after its last retry; giving up",
 		fix: "look at the job's returns on those minions (reactord trace)"},
 	HopLimit: {stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "reaction held back: hop limit reached",
 		fix:   "a reaction's event fires it again in a loop: narrow the rule's glob or when; --max-hops bounds it",
