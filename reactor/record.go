@@ -167,50 +167,75 @@ func perReaction(d *Decision) string { return d.File + "\x00" + d.reactionID() }
 // perRuleKey limits a line to one a minute per rule and key.
 func perRuleKey(d *Decision) string { return d.RuleID + "\x00" + d.Key }
 
-// reasons are the specs of the reasons; a LoopGuard reason is looked up
-// as LoopGuard. Dispatched logs at the driver's level (recorder.dispatch).
-var reasons = map[Reason]spec{
-	Dispatched: {stage: store.StageDispatched, msg: "reaction dispatched"},
-	Retried:    {stage: store.StageDispatched},
-	Failed: {stage: store.StageFailed, level: slog.LevelError, msg: "reaction failed",
-		fix:   "see err; the reaction is dead-lettered once its retries are spent",
-		limit: func(d *Decision) string { return perReaction(d) + "\x00failed" }},
-	RetryGaveUp: {stage: store.StageFailed, level: slog.LevelWarn, msg: "reaction failed on minions after its last retry; giving up",
-		fix: "look at the job's returns on those minions (reactord trace)"},
-	HopLimit: {stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "reaction held back: hop limit reached",
-		fix:   "a reaction's event fires it again in a loop: narrow the rule's glob or when; --max-hops bounds it",
-		limit: perReaction},
-	LoopGuard: {stage: store.StageSuppressed, suppressed: true, level: slog.LevelInfo, msg: "reaction held back by the loop guard",
-		fix: "none: the event is the reaction's own consequence; a rule's guard option changes what counts",
-		limit: func(d *Decision) string {
-			return d.RuleID + "\x00" + d.reactionID() + "\x00" + d.Event.Minion + "\x00" + string(d.Reason)
-		}},
-	Returned: {stage: store.StageReturned, level: slog.LevelInfo, msg: "loop guard: job returned; its reaction held back for the settle window"},
-	Timeout: {stage: store.StageTimeout, level: slog.LevelWarn, msg: "loop guard: minion did not return within the job timeout",
-		fix: "check the minion is up (salt-run manage.status); --job-timeout sets the wait"},
-	Throttle: {stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "reaction suppressed by throttle",
-		fix: "more events than the rule's throttle allows; raise it if they are wanted", limit: func(d *Decision) string { return d.Rule }},
-	Debounce: {stage: store.StageSuppressed, suppressed: true, level: slog.LevelInfo, msg: "event held by debounce"},
-	Concurrency: {stage: store.StageSuppressed, level: slog.LevelInfo, msg: "event queued: the rule's concurrency limit is reached for its key",
-		limit: perRuleKey},
-	Collected: {stage: store.StageSuppressed},
-	CollectFull: {stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "event left out of a full collection",
-		fix: "more events than the rule's collect max within its window; raise max", limit: perRuleKey},
-	Noted:        {stage: store.StageSuppressed},
-	FileFailed:   {stage: store.StageFailed},
-	VerifyFailed: {stage: store.StageFailed},
-	RuleRemoved: {suppressed: true, level: slog.LevelWarn, msg: "held event dropped: its rule was removed or no longer matches",
-		fix: "none: a reload removed the rule, or changed its glob, while a gate held the event", limit: func(d *Decision) string { return d.RuleID }},
-	MasterCopy: {suppressed: true, level: slog.LevelInfo, msg: "event dropped: another master's copy of an event already taken",
-		limit: func(*Decision) string { return "" }},
-	Parked: {stage: store.StageFailed, level: slog.LevelError, msg: "event parked: the daemon died while handling it",
-		fix: "find the event in the parked subject and the ledger, and report it: it crashes reactord"},
+// specOf is how the recorder records a decision, by its reason (any
+// loop_guard_<evidence> as LoopGuard; HopLimit without a Chunk is the
+// event's own). Dispatched logs at the driver's level
+// (recorder.dispatchLevel).
+func specOf(d *Decision) spec {
+	if strings.HasPrefix(string(d.Reason), string(LoopGuard)) {
+		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelInfo, msg: "reaction held back by the loop guard",
+			fix: "none: the event is the reaction's own consequence; a rule's guard option changes what counts",
+			limit: func(d *Decision) string {
+				return d.RuleID + "\x00" + d.reactionID() + "\x00" + d.Event.Minion + "\x00" + string(d.Reason)
+			}}
+	}
+	if d.Reason == HopLimit && d.Chunk == nil { // the event's own
+		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "event suppressed: hop limit reached",
+			fix:   "a reaction's event caused too many reactions in a row: see cause; --max-hops bounds it",
+			limit: func(d *Decision) string { return d.Event.Cause }}
+	}
+	switch d.Reason {
+	case Dispatched:
+		return spec{stage: store.StageDispatched, msg: "reaction dispatched"}
+	case Retried:
+		return spec{stage: store.StageDispatched}
+	case Failed:
+		return spec{stage: store.StageFailed, level: slog.LevelError, msg: "reaction failed",
+			fix:   "see err; the reaction is dead-lettered once its retries are spent",
+			limit: func(d *Decision) string { return perReaction(d) + "\x00failed" }}
+	case RetryGaveUp:
+		return spec{stage: store.StageFailed, level: slog.LevelWarn, msg: "reaction failed on minions after its last retry; giving up",
+			fix: "look at the job's returns on those minions (reactord trace)"}
+	case HopLimit:
+		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "reaction held back: hop limit reached",
+			fix:   "a reaction's event fires it again in a loop: narrow the rule's glob or when; --max-hops bounds it",
+			limit: perReaction}
+	case Returned:
+		return spec{stage: store.StageReturned, level: slog.LevelInfo, msg: "loop guard: job returned; its reaction held back for the settle window"}
+	case Timeout:
+		return spec{stage: store.StageTimeout, level: slog.LevelWarn, msg: "loop guard: minion did not return within the job timeout",
+			fix: "check the minion is up (salt-run manage.status); --job-timeout sets the wait"}
+	case Throttle:
+		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "reaction suppressed by throttle",
+			fix: "more events than the rule's throttle allows; raise it if they are wanted", limit: func(d *Decision) string { return d.Rule }}
+	case Debounce:
+		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelInfo, msg: "event held by debounce"}
+	case Concurrency:
+		return spec{stage: store.StageSuppressed, level: slog.LevelInfo, msg: "event queued: the rule's concurrency limit is reached for its key",
+			limit: perRuleKey}
+	case Collected:
+		return spec{stage: store.StageSuppressed}
+	case CollectFull:
+		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "event left out of a full collection",
+			fix: "more events than the rule's collect max within its window; raise max", limit: perRuleKey}
+	case Noted:
+		return spec{stage: store.StageSuppressed}
+	case FileFailed:
+		return spec{stage: store.StageFailed}
+	case VerifyFailed:
+		return spec{stage: store.StageFailed}
+	case RuleRemoved:
+		return spec{suppressed: true, level: slog.LevelWarn, msg: "held event dropped: its rule was removed or no longer matches",
+			fix: "none: a reload removed the rule, or changed its glob, while a gate held the event", limit: func(d *Decision) string { return d.RuleID }}
+	case MasterCopy:
+		return spec{suppressed: true, level: slog.LevelInfo, msg: "event dropped: another master's copy of an event already taken",
+			limit: func(*Decision) string { return "" }}
+	case Parked:
+		return spec{stage: store.StageFailed, level: slog.LevelError, msg: "event parked: the daemon died while handling it",
+			fix: "find the event in the parked subject and the ledger, and report it: it crashes reactord"}
+	}
+	return spec{}
 }
-
-// eventHops is HopLimit's spec for an event suppressed whole.
-var eventHops = spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "event suppressed: hop limit reached",
-	fix:   "a reaction's event caused too many reactions in a row: see cause; --max-hops bounds it",
-	limit: func(d *Decision) string { return d.Event.Cause }}
 
 // recorder turns decisions into the metrics, the log, the ledger and the
 // listeners' calls; it also keeps the reactor's other rate-limited lines.
@@ -270,13 +295,7 @@ func (ev *inflight) identity() Event {
 // record counts, logs, keeps and hands on one decision; it reports
 // whether the ledger has an entry of it.
 func (rec *recorder) record(d *Decision) bool {
-	sp, ok := reasons[d.Reason]
-	switch {
-	case !ok && strings.HasPrefix(string(d.Reason), string(LoopGuard)):
-		sp = reasons[LoopGuard]
-	case d.Reason == HopLimit && d.Chunk == nil:
-		sp = eventHops
-	}
+	sp := specOf(d)
 	d.Stage = sp.stage
 	if d.File == "" && d.Chunk != nil {
 		d.File = d.Chunk.Str("__sls__")
