@@ -23,7 +23,11 @@ type ledger struct {
 	entries []store.LedgerEntry
 }
 
-func (l *ledger) Ledger(e store.LedgerEntry) { l.mu.Lock(); l.entries = append(l.entries, e); l.mu.Unlock() }
+func (l *ledger) Ledger(e store.LedgerEntry) {
+	l.mu.Lock()
+	l.entries = append(l.entries, e)
+	l.mu.Unlock()
+}
 
 // TestListener plays the reactor's side through the Listener, as the
 // recorder hands it decisions and events: a reaction run and one the loop
