@@ -62,11 +62,8 @@ type inflight struct {
 func (r *Reactor) handle(ctx context.Context, dl Delivery) {
 	if dl.Owned != nil && !dl.Owned() {
 		dl.settle(Leave)
-		r.opts.Metrics.Suppressed.WithLabelValues(SuppressPartitionMoved).Inc()
-		if n, ok := r.rec.movedLog.Tick(); ok {
-			r.opts.Log.Warn(msgPartitionMoved, "event_id", dl.id, "seq", dl.Seq, "moved_since_last_line", n,
-				"metric", `reactord_suppressed_total{reason="partition_moved"}`, "fix", "none: the partition's new owner handles it")
-		}
+		r.record(nil, Decision{Reason: PartitionMoved, Event: Event{ID: dl.id, Tag: dl.tag}, Attrs: []any{"seq", dl.Seq,
+			"metric", `reactord_suppressed_total{reason="partition_moved"}`}})
 		return
 	}
 	ev := &inflight{dl: dl, id: dl.id, received: time.Now(), debug: r.opts.Log.Enabled(ctx, slog.LevelDebug), resume: dl.resume}
@@ -211,17 +208,11 @@ func (r *Reactor) archive(ev *inflight) bool {
 		// JetStream keeps the event; it comes back, after a delay that
 		// grows with its deliveries, when the store has room again.
 		ev.nak = true
-		if n, ok := r.rec.storeFullLog.Tick(); ok {
-			r.opts.Log.Warn(msgStoreFullLeft, "event_id", ev.id, "tag", ev.tag, "events_since_last_line", n, "fix", fixStoreFull)
-		}
+		r.record(ev, Decision{Reason: StoreFull})
 		return false
 	}
-	r.opts.Metrics.ArchiveDropped.Inc()
 	ev.archived = false
-	if n, ok := r.rec.storeFullLog.Tick(); ok {
-		r.opts.Log.Error(msgStoreFullDropped, "event_id", ev.id, "tag", ev.tag, "events_since_last_line", n,
-			"metric", "reactord_archive_dropped_total", "fix", fixStoreFull)
-	}
+	r.record(ev, Decision{Reason: ArchiveDropped, Attrs: []any{"metric", "reactord_archive_dropped_total"}})
 	return true
 }
 

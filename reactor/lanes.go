@@ -79,11 +79,7 @@ func (r *Reactor) submit(ctx context.Context, dl Delivery) bool {
 	dl.tag, dl.raw, dl.split = tag, raw, err == nil
 	if err != nil {
 		m.Events.Inc()
-		m.Malformed.Inc()
-		if n, ok := r.rec.malformedLog.Tick(); ok {
-			r.opts.Log.Warn(msgMalformed, "event_id", dl.id, "err", err, "bytes", len(dl.Body), "dropped_since_last_line", n,
-				"metric", "reactord_malformed_total", "fix", fixMalformed)
-		}
+		r.record(nil, Decision{Reason: Malformed, Event: Event{ID: dl.id}, Err: err, Attrs: []any{"bytes", len(dl.Body), "metric", "reactord_malformed_total"}})
 		dl.settle(Ack)
 		return true
 	}
@@ -106,11 +102,7 @@ func (r *Reactor) submit(ctx context.Context, dl Delivery) bool {
 		return true
 	default:
 		m.Events.Inc()
-		m.Dropped.WithLabelValues(DropLaneFull).Inc()
-		if n, ok := r.rec.overflowLog.Tick(); ok {
-			r.opts.Log.Error(msgLaneFull, "event_id", dl.id, "tag", tag, "dropped_since_last_line", n,
-				"metric", `reactord_dropped_total{reason="lane_full"}`, "fix", fixLaneFull)
-		}
+		r.record(nil, Decision{Reason: LaneFull, Event: Event{ID: dl.id, Tag: tag}, Attrs: []any{"metric", `reactord_dropped_total{reason="lane_full"}`}})
 		return false
 	}
 }

@@ -1,19 +1,10 @@
 package reactor
 
 // The reactor's log lines outside decisions (the decisions' are in
-// reasons, record.go): short constants, the detail and the fix in
+// specOf, record.go): short constants, the detail and the fix in
 // attributes. docs/operating.md, under "Log messages", says what each
 // warning and error means and what to do.
 const (
-	msgMalformed        = "malformed event dropped"
-	fixMalformed        = "the publisher sent an event that is not a JSON envelope with a tag, or not valid UTF-8"
-	msgLaneFull         = "lane queue full: event dropped"
-	fixLaneFull         = "core NATS mode has no redelivery: use --jetstream, or raise --queue or --workers"
-	msgStoreFullLeft    = "audit store full: event left for redelivery"
-	msgStoreFullDropped = "audit store full: event reacted to but not archived"
-	fixStoreFull        = "the database is down or slow and the disk spool is full: see reactord_store_up"
-	msgPartitionMoved   = "event left to the replica its partition moved to"
-
 	msgCopyUnknownLeft    = "could not tell if the event is another master's copy; left"
 	msgCopyUnknownReacted = "could not tell if the event is another master's copy; reacting"
 	fixCopyUnknown        = "the shared state (--dedupe-masters) is unreachable: check the NATS KV bucket"

@@ -68,6 +68,20 @@ const (
 	// Parked: the daemon died while handling the event too many times
 	// (Options.Journal); it is parked.
 	Parked Reason = "parked"
+	// Malformed: Submit dropped an event that is not a JSON envelope with
+	// a tag, or not valid UTF-8.
+	Malformed Reason = "malformed"
+	// LaneFull: Submit dropped an event, its lane's queue full (core NATS
+	// mode).
+	LaneFull Reason = DropLaneFull
+	// PartitionMoved: the event's partition moved to another replica
+	// before it was handled; that one handles it.
+	PartitionMoved Reason = SuppressPartitionMoved
+	// StoreFull: the audit store is full; the event is left for
+	// redelivery (JetStream). ArchiveDropped: the same in core NATS mode,
+	// where the event is reacted to but not archived.
+	StoreFull      Reason = "store_full"
+	ArchiveDropped Reason = "archive_dropped"
 )
 
 // Event is the identity of the event a decision is about.
@@ -167,22 +181,16 @@ func perReaction(d *Decision) string { return d.File + "\x00" + d.reactionID() }
 // perRuleKey limits a line to one a minute per rule and key.
 func perRuleKey(d *Decision) string { return d.RuleID + "\x00" + d.Key }
 
-// specOf is how the recorder records a decision, by its reason (any
-// loop_guard_<evidence> as LoopGuard; HopLimit without a Chunk is the
-// event's own). Dispatched logs at the driver's level
-// (recorder.dispatchLevel).
+// specOf is how the recorder records a decision, by its reason: those
+// about a reaction or a rule here, those about an event in eventSpec.
+// Dispatched logs at the driver's level (recorder.dispatchLevel).
 func specOf(d *Decision) spec {
-	if strings.HasPrefix(string(d.Reason), string(LoopGuard)) {
+	if strings.HasPrefix(string(d.Reason), string(LoopGuard)) { // loop_guard_<evidence>
 		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelInfo, msg: "reaction held back by the loop guard",
 			fix: "none: the event is the reaction's own consequence; a rule's guard option changes what counts",
 			limit: func(d *Decision) string {
 				return d.RuleID + "\x00" + d.reactionID() + "\x00" + d.Event.Minion + "\x00" + string(d.Reason)
 			}}
-	}
-	if d.Reason == HopLimit && d.Chunk == nil { // the event's own
-		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "event suppressed: hop limit reached",
-			fix:   "a reaction's event caused too many reactions in a row: see cause; --max-hops bounds it",
-			limit: func(d *Decision) string { return d.Event.Cause }}
 	}
 	switch d.Reason {
 	case Dispatched:
@@ -197,11 +205,12 @@ func specOf(d *Decision) spec {
 		return spec{stage: store.StageFailed, level: slog.LevelWarn, msg: "reaction failed on minions after its last retry; giving up",
 			fix: "look at the job's returns on those minions (reactord trace)"}
 	case HopLimit:
+		if d.Chunk == nil {
+			return eventSpec(d)
+		}
 		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "reaction held back: hop limit reached",
 			fix:   "a reaction's event fires it again in a loop: narrow the rule's glob or when; --max-hops bounds it",
 			limit: perReaction}
-	case Returned:
-		return spec{stage: store.StageReturned, level: slog.LevelInfo, msg: "loop guard: job returned; its reaction held back for the settle window"}
 	case Timeout:
 		return spec{stage: store.StageTimeout, level: slog.LevelWarn, msg: "loop guard: minion did not return within the job timeout",
 			fix: "check the minion is up (salt-run manage.status); --job-timeout sets the wait"}
@@ -213,29 +222,56 @@ func specOf(d *Decision) spec {
 	case Concurrency:
 		return spec{stage: store.StageSuppressed, level: slog.LevelInfo, msg: "event queued: the rule's concurrency limit is reached for its key",
 			limit: perRuleKey}
-	case Collected:
-		return spec{stage: store.StageSuppressed}
 	case CollectFull:
 		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "event left out of a full collection",
 			fix: "more events than the rule's collect max within its window; raise max", limit: perRuleKey}
-	case Noted:
+	case Collected, Noted:
 		return spec{stage: store.StageSuppressed}
-	case FileFailed:
-		return spec{stage: store.StageFailed}
-	case VerifyFailed:
+	case FileFailed, VerifyFailed:
 		return spec{stage: store.StageFailed}
 	case RuleRemoved:
 		return spec{suppressed: true, level: slog.LevelWarn, msg: "held event dropped: its rule was removed or no longer matches",
 			fix: "none: a reload removed the rule, or changed its glob, while a gate held the event", limit: func(d *Decision) string { return d.RuleID }}
+	}
+	return eventSpec(d)
+}
+
+// eventSpec is specOf for the decisions about an event as a whole.
+func eventSpec(d *Decision) spec {
+	switch d.Reason {
+	case HopLimit:
+		return spec{stage: store.StageSuppressed, suppressed: true, level: slog.LevelWarn, msg: "event suppressed: hop limit reached",
+			fix:   "a reaction's event caused too many reactions in a row: see cause; --max-hops bounds it",
+			limit: func(d *Decision) string { return d.Event.Cause }}
+	case Returned:
+		return spec{stage: store.StageReturned, level: slog.LevelInfo, msg: "loop guard: job returned; its reaction held back for the settle window"}
 	case MasterCopy:
-		return spec{suppressed: true, level: slog.LevelInfo, msg: "event dropped: another master's copy of an event already taken",
-			limit: func(*Decision) string { return "" }}
+		return spec{suppressed: true, level: slog.LevelInfo, msg: "event dropped: another master's copy of an event already taken", limit: once}
 	case Parked:
 		return spec{stage: store.StageFailed, level: slog.LevelError, msg: "event parked: the daemon died while handling it",
 			fix: "find the event in the parked subject and the ledger, and report it: it crashes reactord"}
+	case Malformed:
+		return spec{level: slog.LevelWarn, msg: "malformed event dropped", limit: once,
+			fix: "the publisher sent an event that is not a JSON envelope with a tag, or not valid UTF-8"}
+	case LaneFull:
+		return spec{level: slog.LevelError, msg: "lane queue full: event dropped", limit: once,
+			fix: "core NATS mode has no redelivery: use --jetstream, or raise --queue or --workers"}
+	case PartitionMoved:
+		return spec{suppressed: true, level: slog.LevelWarn, msg: "event left to the replica its partition moved to", limit: once,
+			fix: "none: the partition's new owner handles it"}
+	case StoreFull:
+		return spec{level: slog.LevelWarn, msg: "audit store full: event left for redelivery", limit: once, fix: fixStoreFull}
+	case ArchiveDropped:
+		return spec{level: slog.LevelError, msg: "audit store full: event reacted to but not archived", limit: once, fix: fixStoreFull}
 	}
 	return spec{}
 }
+
+// once limits a line to one a minute.
+func once(*Decision) string { return "" }
+
+// fixStoreFull is the fix of the lines of a full audit store.
+const fixStoreFull = "the database is down or slow and the disk spool is full: see reactord_store_up"
 
 // recorder turns decisions into the metrics, the log, the ledger and the
 // listeners' calls; it also keeps the reactor's other rate-limited lines.
@@ -251,17 +287,15 @@ type recorder struct {
 	listeners     []Listener
 	followers     []Follower
 	// limit keeps the lines that could repeat once per event to one a
-	// minute per key; the Every lines are the lanes' and the archive's.
-	limit                                             *ratelog.Keyed
-	overflowLog, storeFullLog, malformedLog, movedLog *ratelog.Every
+	// minute per key.
+	limit *ratelog.Keyed
 	// dispatched counts the reactions dispatched since the last summary.
 	dispatched atomic.Int64
 }
 
 func newRecorder(o Options) *recorder {
 	rec := &recorder{log: o.Log, metrics: o.Metrics, archive: o.Archive, driver: o.Driver.Name(), dispatchLevel: actions.DispatchLevel(o.Driver),
-		listeners: o.Listeners, limit: ratelog.NewKeyed(time.Minute, 1024),
-		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute), movedLog: ratelog.New(time.Minute)}
+		listeners: o.Listeners, limit: ratelog.NewKeyed(time.Minute, 1024)}
 	if o.Archive != nil {
 		rec.dispatchLevel = slog.LevelDebug
 	}
@@ -328,6 +362,12 @@ func (rec *recorder) count(d *Decision, sp spec) {
 		m.RenderErrors.Inc()
 	case d.Reason == Parked:
 		m.Parked.Inc()
+	case d.Reason == Malformed:
+		m.Malformed.Inc()
+	case d.Reason == LaneFull:
+		m.Dropped.WithLabelValues(DropLaneFull).Inc()
+	case d.Reason == ArchiveDropped:
+		m.ArchiveDropped.Inc()
 	}
 }
 
