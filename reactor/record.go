@@ -15,7 +15,7 @@ import (
 )
 
 // Reason is what a stage decided. Each one has its metric, its log line
-// and its ledger stage (reasons, below); a stage records a decision in one
+// and its ledger stage (specOf, below); a stage records a decision in one
 // call (Reactor.record) and the recorder does the rest.
 type Reason string
 
@@ -293,6 +293,7 @@ type recorder struct {
 	dispatched atomic.Int64
 }
 
+// newRecorder returns the recorder of a reactor of o (its defaults set).
 func newRecorder(o Options) *recorder {
 	rec := &recorder{log: o.Log, metrics: o.Metrics, archive: o.Archive, driver: o.Driver.Name(), dispatchLevel: actions.DispatchLevel(o.Driver),
 		listeners: o.Listeners, limit: ratelog.NewKeyed(time.Minute, 1024)}
