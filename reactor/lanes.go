@@ -56,7 +56,7 @@ func (r *Reactor) Start(ctx context.Context) {
 // it that is not valid UTF-8) is dropped, counted in
 // reactord_malformed_total and acknowledged; a line about it goes out at
 // most once a minute. Submit reports false when the event was not accepted
-// (daemon stopping, or the lane full without Block); it is then settled
+// (the reactor stopping, or the lane full without Block); it is then settled
 // with Retry.
 func (r *Reactor) Submit(ctx context.Context, dl Delivery) bool {
 	if !r.submit(ctx, dl) {
