@@ -11,8 +11,7 @@
 // Each stage says what it decided in one call, Reactor.record, with a
 // Decision (its Reason, the rule, the reaction, the detail); the recorder
 // (record.go) counts it, logs it, keeps it in the ledger and hands it to
-// the listeners (Options.Listeners). No stage knows
-// who listens.
+// the listeners (Options.Listeners). No stage knows who listens.
 //
 // One stage per file: lanes.go (Submit, the lanes, Stop), event.go (the
 // gates on the event), react.go (match and render), gates.go (the rule
