@@ -517,10 +517,14 @@ func (d *Daemon) startPipeline(context.Context) error {
 		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone,
 	}
 	if d.opts.Shadow {
-		ro.Shadow = &shadow.Options{Window: d.opts.ShadowWindow, MasterUser: d.opts.ShadowSaltUser}
-		if d.archive == nil {
+		lo := shadow.ListenerOptions{Options: shadow.Options{Window: d.opts.ShadowWindow, MasterUser: d.opts.ShadowSaltUser},
+			Guard: d.guard, Log: d.log, Verdicts: d.metrics.Shadow, RunnerJobs: d.metrics.ShadowRunnerJobs}
+		if d.archive != nil {
+			lo.Ledger = d.archive
+		} else {
 			d.log.Warn("shadow: the audit store is off (--store none): verdicts are counted (reactord_shadow_total) and logged, but reactord shadow report has nothing to read")
 		}
+		ro.Listeners = append(ro.Listeners, shadow.NewListener(lo))
 	}
 	if d.jetstream {
 		d.openJournal(&ro)

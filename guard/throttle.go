@@ -49,6 +49,12 @@ type throttles struct {
 	failed *ratelog.Every
 }
 
+// The throttle's log line when the shared count fails (docs/operating.md).
+const (
+	msgSharedCountFailed = "throttle: shared count unavailable; counting in this replica only"
+	fixSharedCountFailed = "the shared state's NATS KV bucket is unreachable: check the NATS server"
+)
+
 func newThrottles(sh *shared, wait time.Duration, log *slog.Logger) *throttles {
 	return &throttles{sh: sh, wait: wait, log: log, counts: map[ruleKey][]time.Time{}, failed: ratelog.New(time.Minute)}
 }
@@ -88,7 +94,7 @@ func (t *throttles) allow(rule, key string, count int, per time.Duration, now ti
 	if err != nil {
 		t.down.Store(time.Now().Add(sharedRetry).UnixNano())
 		if n, ok := t.failed.Tick(); ok {
-			t.log.Warn("throttle: the shared count could not be read or written; counting in this replica only (logged at most once a minute)", "key", key, "err", err, "failures_since_last_line", n)
+			t.log.Warn(msgSharedCountFailed, "key", key, "err", err, "failures_since_last_line", n, "fix", fixSharedCountFailed)
 		}
 		t.mu.Lock()
 		times = append(liveTimes(t.counts[k], per, now), now)

@@ -27,7 +27,7 @@ type Archive struct {
 }
 
 // record archives an event's job publish and returns, and tells whether
-// the event itself is to be kept (the daemon adds it with event once it
+// the event itself is to be kept (the reactor adds it with event once it
 // was handled). ok is false when the writer's buffer was full — for these
 // records or for the event's (the caller leaves the event for redelivery
 // or counts it in reactord_archive_dropped_total).
@@ -68,8 +68,9 @@ func (a *Archive) tagKept(tag string) bool {
 	return false
 }
 
-// ledger adds one ledger entry (a nil Archive keeps none).
-func (a *Archive) ledger(e store.LedgerEntry) {
+// Ledger adds one ledger entry (a nil Archive keeps none): the recorder's
+// entries, and a listener's own.
+func (a *Archive) Ledger(e store.LedgerEntry) {
 	if a == nil {
 		return
 	}

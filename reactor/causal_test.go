@@ -118,7 +118,7 @@ func (c scenario) run(t *testing.T, drv actions.Driver, calls *saltDriver) {
 	ctx := context.Background()
 	d.Start(ctx)
 	for _, s := range c.steps {
-		time.Sleep(s.after)
+		pass(s.after)
 		d.Submit(ctx, Delivery{Body: s.body()})
 		synctest.Wait()
 	}

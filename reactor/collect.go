@@ -3,7 +3,6 @@ package reactor
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -136,31 +135,30 @@ func (c *collects) stop() int {
 // collect gathers the event for the rule and key (the whole rule without
 // a key option), held unacknowledged; the rule reacts once, for the last
 // event, when the collection ends.
-func (d *Reactor) collect(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
-	r, opts, key := a.Rule, a.Rule.Options.Collect, a.Key
-	if r.Options.Key == "" {
+func (r *Reactor) collect(ctx context.Context, ev *inflight, a engine.Admitted) (Decision, bool) {
+	rl, opts, key := a.Rule, a.Rule.Options.Collect, a.Key
+	if rl.Options.Key == "" {
 		key = "" // one collection for the rule
 	}
 	// Those JetStream redelivers are counted by collects.stop.
-	let := d.letter(ev, nil, &d.collectLost)
-	added := d.collects.add(r.ID, key, opts, holding(ev, r.ID), let, func(g *collection) { d.runTask(func() { d.collected(ctx, r, key, g) }) })
+	let := r.letter(ev, nil, &r.left.collectLost)
+	added := r.collects.add(rl.ID, key, opts, holding(ev, rl.ID), let, func(g *collection) { r.runTask(func() { r.collected(ctx, rl, key, g) }) })
 	if !added {
 		let(false)
-		d.opts.Metrics.Suppressed.WithLabelValues("collect_full").Inc()
-		d.noisy(slog.LevelWarn, "collect\x00"+r.ID+"\x00"+key, "event left out of a full collection (collect max)", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", key, "max", opts.Max)
-		return fmt.Sprintf("collect: the collection for key %q is full (max %d); left out", key, opts.Max), false
+		return Decision{Reason: CollectFull, Detail: fmt.Sprintf("collect: the collection for key %q is full (max %d); left out", key, opts.Max),
+			Attrs: []any{"max", opts.Max}}, false
 	}
-	return fmt.Sprintf("collect: gathered for key %q; the rule reacts once when the collection ends (within %s)", key, opts.Within), false
+	return Decision{Reason: Collected, Detail: fmt.Sprintf("collect: gathered for key %q; the rule reacts once when the collection ends (within %s)", key, opts.Within)}, false
 }
 
-// collected ends collection g of rule r and key: the rule reacts once,
+// collected ends collection g of rule rl and key: the rule reacts once,
 // for its last event, with all of them as events.
-func (d *Reactor) collected(ctx context.Context, r *config.Rule, key string, g *collection) {
+func (r *Reactor) collected(ctx context.Context, rl *config.Rule, key string, g *collection) {
 	if g.left > 0 {
-		d.opts.Log.Warn("collection ended with events left out past its max", "rule", r.Glob, "key", key, "max", r.Options.Collect.Max, "left_out", g.left)
+		r.opts.Log.Warn(msgCollectLeftOut, "rule", rl.Glob, "key", key, "max", rl.Options.Collect.Max, "left_out", g.left, "fix", fixCollectFull)
 	}
 	last := g.last
 	last.collected = g.events()
-	d.opts.Log.Info("collection ended: the rule reacts once for its events", "rule", r.Glob, "key", key, "events", len(g.bodies))
-	d.resubmit(ctx, last, g.let) // a refused one is settled: g.let(true)
+	r.opts.Log.Info(msgCollectEnded, "rule", rl.Glob, "key", key, "events", len(g.bodies))
+	r.resubmit(ctx, last, g.let) // a refused one is settled: g.let(true)
 }

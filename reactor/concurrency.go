@@ -38,7 +38,7 @@ type limitKey struct {
 type queued struct {
 	event string
 	// release resubmits the event for the rule alone once it has a slot;
-	// abandon gives it back unhandled (the daemon stops).
+	// abandon gives it back unhandled (the reactor stops).
 	release func()
 	abandon func()
 }

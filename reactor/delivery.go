@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Delivery is one event handed to the daemon by a source.
+// Delivery is one event handed to the reactor by a source.
 type Delivery struct {
 	// Body is the envelope JSON {"tag", "data"}.
 	Body []byte

@@ -8,7 +8,6 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/guard"
-	"github.com/reactord/reactord/store"
 )
 
 // inflight is one event going through handle's steps, and what the steps
@@ -51,50 +50,52 @@ type inflight struct {
 	// happened to a reaction of it), so that only the events `reactord
 	// trace` has something to say about get an id row.
 	archived, ledgered bool
-	// stamp is the event's _stamp (shadow mode, once matched).
-	stamp time.Time
+	// data is the event's data, decoded by the match.
+	data map[string]any
+	// gated are the rules (their index in the match's configuration) a
+	// gate held the event back from: their notes are recorded by the gate.
+	gated []int
 }
 
 // handle takes one event through the pipeline: decode, archive, loop
 // guard, match and render, dispatch; then acknowledges it (finish).
-func (d *Reactor) handle(ctx context.Context, dl Delivery) {
+func (r *Reactor) handle(ctx context.Context, dl Delivery) {
 	if dl.Owned != nil && !dl.Owned() {
 		dl.settle(Leave)
-		d.opts.Metrics.Suppressed.WithLabelValues(SuppressPartitionMoved).Inc()
-		if n, ok := d.movedLog.Tick(); ok {
-			d.opts.Log.Warn("event left to the replica its partition moved to, which handles it again from the partition's acknowledgement floor; counted in reactord_suppressed_total{reason=\"partition_moved\"}, logged at most once a minute",
-				"event_id", dl.id, "seq", dl.Seq, "moved_since_last_line", n)
-		}
+		r.record(nil, Decision{Reason: PartitionMoved, Event: Event{ID: dl.id, Tag: dl.tag}, Attrs: []any{"seq", dl.Seq,
+			"metric", `reactord_suppressed_total{reason="partition_moved"}`}})
 		return
 	}
-	ev := &inflight{dl: dl, id: dl.id, received: time.Now(), debug: d.opts.Log.Enabled(ctx, slog.LevelDebug), resume: dl.resume}
+	ev := &inflight{dl: dl, id: dl.id, received: time.Now(), debug: r.opts.Log.Enabled(ctx, slog.LevelDebug), resume: dl.resume}
 	if ev.id == "" {
-		ev.id = d.ids.next()
+		ev.id = r.ids.next()
 	}
-	defer d.finish(ctx, ev)
+	defer r.finish(ctx, ev)
 	if ev.resume == nil {
-		d.opts.Metrics.Events.Inc() // a held event let go was counted when it came
+		r.opts.Metrics.Events.Inc() // a held event let go was counted when it came
 	}
-	if !d.decode(ev) || !d.firstCopy(ctx, ev) || !d.archive(ev) {
+	if !r.decode(ev) || !r.firstCopy(ctx, ev) || !r.archive(ev) {
 		return
 	}
-	d.shadowJob(ev)
-	if !d.checkHops(ctx, ev) {
+	if ev.resume == nil { // a held event let go was heard when it came
+		r.rec.event(ev)
+	}
+	if !r.checkHops(ctx, ev) {
 		return
 	}
-	res := d.react(ctx, ev)
+	res := r.react(ctx, ev)
 	if res == nil {
 		return
 	}
 	for i := range res.Chunks {
-		d.dispatch(ctx, ev, res, i)
+		r.dispatch(ctx, ev, res, i)
 	}
 }
 
 // finish acknowledges the event: Retry when it is left for redelivery,
 // otherwise Ack, with an Archive once the event's records are durable.
 // An event a debounce holds is acknowledged once the debounce let it go.
-func (d *Reactor) finish(ctx context.Context, ev *inflight) {
+func (r *Reactor) finish(ctx context.Context, ev *inflight) {
 	if ctx.Err() != nil {
 		ev.nak = true // cancelled mid-way: leave the event for redelivery
 	}
@@ -102,47 +103,47 @@ func (d *Reactor) finish(ctx context.Context, ev *inflight) {
 		ev.slots = append(ev.slots, ev.resume.rule)
 	}
 	if len(ev.slots) > 0 {
-		d.limits.ended(ev.id, ev.slots)
+		r.limits.ended(ev.id, ev.slots)
 	}
 	if ev.archived && !(ev.nak && ev.dl.Redelivers) { // a refused event is archived when it comes back
 		id := ""
 		if ev.ledgered {
 			id = ev.id
 		}
-		d.opts.Archive.event(id, ev.tag, ev.raw, ev.received)
+		r.opts.Archive.event(id, ev.tag, ev.raw, ev.received)
 	}
 	if ev.hold != nil {
 		ev.hold.let(ev.nak)
 	} else {
-		d.settle(ev.dl, ev.nak)
+		r.settle(ev.dl, ev.nak)
 	}
 	if !ev.nak && !ev.dl.Sent.IsZero() {
-		d.opts.Metrics.SentLatency.Observe(time.Since(ev.dl.Sent).Seconds())
+		r.opts.Metrics.SentLatency.Observe(time.Since(ev.dl.Sent).Seconds())
 	}
-	if d.opts.OnDone != nil {
-		d.opts.OnDone(ev.dl)
+	if r.opts.OnDone != nil {
+		r.opts.OnDone(ev.dl)
 	}
 }
 
 // settle acknowledges a delivery (Ack, once its records are durable) or
 // refuses it (Retry) for redelivery.
-func (d *Reactor) settle(dl Delivery, nak bool) {
+func (r *Reactor) settle(dl Delivery, nak bool) {
 	switch {
 	case dl.Settle == nil:
 	case nak:
 		dl.Settle(Retry)
-	case d.opts.Archive != nil:
-		d.opts.Archive.W.OnDurable(func() { dl.Settle(Ack) })
+	case r.opts.Archive != nil:
+		r.opts.Archive.W.OnDurable(func() { dl.Settle(Ack) })
 	default:
 		dl.Settle(Ack)
 	}
 }
 
 // holdFor returns the event's hold, counting one more holder.
-func (d *Reactor) holdFor(ev *inflight) *eventHold {
+func (r *Reactor) holdFor(ev *inflight) *eventHold {
 	if ev.hold == nil {
 		dl := ev.dl
-		ev.hold = &eventHold{settle: func(nak bool) { d.settle(dl, nak) }}
+		ev.hold = &eventHold{settle: func(nak bool) { r.settle(dl, nak) }}
 		ev.hold.n.Store(1) // the handling itself, let go in finish
 	}
 	ev.hold.n.Add(1)
@@ -151,39 +152,38 @@ func (d *Reactor) holdFor(ev *inflight) *eventHold {
 
 // decode takes the event's tag and raw data, which Submit split from the
 // envelope, and finds its minion.
-func (d *Reactor) decode(ev *inflight) bool {
+func (r *Reactor) decode(ev *inflight) bool {
 	tag, raw := ev.dl.tag, ev.dl.raw
 	if !ev.dl.split {
 		// Submit refuses malformed envelopes: only a delivery that did not
 		// come through it gets here.
-		d.opts.Metrics.Malformed.Inc()
+		r.opts.Metrics.Malformed.Inc()
 		return false
 	}
 	ev.tag, ev.raw, ev.minion = tag, raw, ev.dl.minion // found once, by submit
 	if ev.debug {
-		d.opts.Log.Debug("event received", "event_id", ev.id, "tag", tag, "minion", ev.minion, "hop", ev.dl.Hop, "bytes", len(ev.dl.Body))
+		r.opts.Log.Debug("event received", "event_id", ev.id, "tag", tag, "minion", ev.minion, "hop", ev.dl.Hop, "bytes", len(ev.dl.Body))
 	}
 	return true
 }
 
 // firstCopy reports false for another master's copy of an event already
 // taken (Options.Copy), which goes no further.
-func (d *Reactor) firstCopy(ctx context.Context, ev *inflight) bool {
-	if d.opts.Copy == nil || ev.resume != nil {
+func (r *Reactor) firstCopy(ctx context.Context, ev *inflight) bool {
+	if r.opts.Copy == nil || ev.resume != nil {
 		return true
 	}
-	dup, err := d.opts.Copy(ctx, ev.tag, ev.raw, ev.dl.Seq)
+	dup, err := r.opts.Copy(ctx, ev.tag, ev.raw, ev.dl.Seq)
 	switch {
 	case err != nil && ev.dl.Redelivers:
 		ev.nak = true
-		d.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; left for redelivery", "event_id", ev.id, "tag", ev.tag, "err", err)
+		r.rec.noisy(slog.LevelWarn, "", msgCopyUnknownLeft, "event_id", ev.id, "tag", ev.tag, "err", err, "fix", fixCopyUnknown)
 		return false
 	case err != nil:
-		d.noisy(slog.LevelWarn, "", "could not tell whether the event is another master's copy; reacting to it", "event_id", ev.id, "tag", ev.tag, "err", err)
+		r.rec.noisy(slog.LevelWarn, "", msgCopyUnknownReacted, "event_id", ev.id, "tag", ev.tag, "err", err, "fix", fixCopyUnknown)
 		return true
 	case dup:
-		d.opts.Metrics.Suppressed.WithLabelValues("master_copy").Inc()
-		d.noisy(slog.LevelInfo, "", "event dropped: another master's copy of an event already taken (--dedupe-masters)", "event_id", ev.id, "tag", ev.tag, "minion", ev.minion)
+		r.record(ev, Decision{Reason: MasterCopy})
 		return false
 	}
 	return true
@@ -193,8 +193,8 @@ func (d *Reactor) firstCopy(ctx context.Context, ev *inflight) bool {
 // when the event goes no further: the store is full and the event is left
 // for redelivery (JetStream). In core NATS mode the event is reacted to
 // anyway and counted.
-func (d *Reactor) archive(ev *inflight) bool {
-	ar := d.opts.Archive
+func (r *Reactor) archive(ev *inflight) bool {
+	ar := r.opts.Archive
 	if ar == nil || ev.resume != nil {
 		// An event a gate held was archived when it came.
 		return true
@@ -208,18 +208,11 @@ func (d *Reactor) archive(ev *inflight) bool {
 		// JetStream keeps the event; it comes back, after a delay that
 		// grows with its deliveries, when the store has room again.
 		ev.nak = true
-		if n, ok := d.storeFullLog.Tick(); ok {
-			d.opts.Log.Warn("audit store full (memory and disk spool): events left for redelivery, not reacted to yet; logged at most once a minute",
-				"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
-		}
+		r.record(ev, Decision{Reason: StoreFull})
 		return false
 	}
-	d.opts.Metrics.ArchiveDropped.Inc()
 	ev.archived = false
-	if n, ok := d.storeFullLog.Tick(); ok {
-		d.opts.Log.Error("audit store full (memory and disk spool): events reacted to but not archived (core NATS mode); counted in reactord_archive_dropped_total (their records in reactord_store_records_dropped_total), logged at most once a minute",
-			"event_id", ev.id, "tag", ev.tag, "events_since_last_line", n)
-	}
+	r.record(ev, Decision{Reason: ArchiveDropped, Attrs: []any{"metric", "reactord_archive_dropped_total"}})
 	return true
 }
 
@@ -227,13 +220,13 @@ func (d *Reactor) archive(ev *inflight) bool {
 // holds its job's reactions for the settle window, and an event that
 // reactions caused more than MaxHops times in a row is suppressed
 // (false).
-func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
-	if r := ev.resume; r != nil {
+func (r *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
+	if h := ev.resume; h != nil {
 		// Weighed when it first came, and let through then.
-		ev.cause, ev.gev, ev.firedBy, ev.overHops = r.cause, r.gev, r.firedBy, r.overHops
+		ev.cause, ev.gev, ev.firedBy, ev.overHops = h.cause, h.gev, h.firedBy, h.overHops
 		return true
 	}
-	g := d.opts.Guard
+	g := r.opts.Guard
 	// An expected event is used up either way; a hop header wins.
 	fired := g.HopOf(ev.tag, ev.received)
 	if ev.dl.Hop == 0 {
@@ -247,21 +240,20 @@ func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 			// shared state, on the other replicas, which run the same
 			// rules).
 			o := guard.OutcomeUnknown
-			if d.jobOpts.Load() {
+			if r.jobOpts.Load() {
 				failed := returnFailed(ev.raw)
 				o = guard.OutcomeOK
 				if failed {
 					o = guard.OutcomeFailed
 				}
-				d.jobReturned(ctx, jt.JID, id, failed, ev.received)
+				r.jobReturned(ctx, jt.JID, id, failed, ev.received)
 			}
 			if g.Returned(jt.JID, id, o, ev.received) {
-				d.opts.Log.Info("loop guard: job returned; its reaction stays held back from the minion's beacons for the settle window", "event_id", ev.id, "jid", jt.JID, "minion", id, "settle", g.Settle().String())
-				d.ledger(ev, store.LedgerEntry{Stage: store.StageReturned, JID: jt.JID, Minion: id, Detail: "job returned"})
+				r.record(ev, Decision{Reason: Returned, JID: jt.JID, Minion: id, Detail: "job returned", Attrs: []any{"settle", g.Settle().String()}})
 			}
 		}
 	}
-	if ev.dl.Hop <= d.opts.MaxHops {
+	if ev.dl.Hop <= r.opts.MaxHops {
 		return true
 	}
 	if ev.firedBy != (guard.Reaction{}) {
@@ -270,21 +262,19 @@ func (d *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 		ev.overHops = true
 		return true
 	}
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Minion: ev.minion, Detail: fmt.Sprintf("hop limit: %d hops > %d", ev.dl.Hop, d.opts.MaxHops)})
-	d.opts.Metrics.Suppressed.WithLabelValues("hop_limit").Inc()
-	d.noisy(slog.LevelWarn, ev.cause, "event suppressed: hop limit reached (a reaction's event caused too many reactions in a row)",
-		"event_id", ev.id, "tag", ev.tag, "hops", ev.dl.Hop, "max", d.opts.MaxHops, "cause", ev.cause, "minion", ev.minion)
+	r.record(ev, Decision{Reason: HopLimit, Detail: fmt.Sprintf("hop limit: %d hops > %d", ev.dl.Hop, r.opts.MaxHops),
+		Attrs: []any{"hops", ev.dl.Hop, "max", r.opts.MaxHops, "cause", ev.cause}})
 	return false
 }
 
 // jobReturned hands a job return, handled here or by another replica, to
 // the rules' retries and concurrency limits.
-func (d *Reactor) jobReturned(ctx context.Context, jid, minion string, failed bool, at time.Time) {
+func (r *Reactor) jobReturned(ctx context.Context, jid, minion string, failed bool, at time.Time) {
 	// Kept for a slot or retry that starts following the job after its
 	// return (another lane or replica dispatched it).
-	d.early.add(jid, minion, failed, at)
+	r.early.add(jid, minion, failed, at)
 	// Retries first: a retry it schedules keeps the concurrency place the
 	// job's return would otherwise free.
-	d.retries.returned(ctx, jid, minion, failed)
-	d.limits.returned(jid, minion)
+	r.retries.returned(ctx, jid, minion, failed)
+	r.limits.returned(jid, minion)
 }

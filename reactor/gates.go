@@ -3,7 +3,6 @@ package reactor
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -50,10 +49,10 @@ func holding(ev *inflight, rule string) held {
 // resumes at render for its rule alone. let settles the hold: abandoned
 // unless the event was handled. A refused one is settled (let(true)) and
 // reported false.
-func (d *Reactor) resubmit(ctx context.Context, h held, let func(abandon bool)) bool {
+func (r *Reactor) resubmit(ctx context.Context, h held, let func(abandon bool)) bool {
 	again := Delivery{Body: h.body, Received: time.Now(), Hop: h.hop, Redelivers: h.js, id: h.id,
 		Seq: h.seq, MsgID: h.msgID, Settle: func(o Outcome) { let(o != Ack) }, resume: &h}
-	return d.Submit(ctx, again)
+	return r.Submit(ctx, again)
 }
 
 // gates applies the rule options that may hold the event back —
@@ -61,15 +60,18 @@ func (d *Reactor) resubmit(ctx context.Context, h held, let func(abandon bool)) 
 // with the rule m was matched with (never one a reload swapped in since).
 // A rule that holds the event back leaves m.Admitted, with a note. An
 // event a gate let go (resumed) passes: its gate admitted it.
-func (d *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
+func (r *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
 	if ev.resume != nil {
 		return
 	}
 	kept := m.Admitted[:0]
 	for _, a := range m.Admitted {
 		if engine.Gated(a.Rule.Options) {
-			if note, ok := d.gate(ctx, ev, a); !ok {
-				m.Refused(a, note)
+			if dc, ok := r.gate(ctx, ev, a); !ok {
+				dc.Rule, dc.RuleID, dc.Key = a.Rule.Glob, a.Rule.ID, a.Key
+				r.record(ev, dc)
+				m.Refused(a, dc.Detail)
+				ev.gated = append(ev.gated, a.Index)
 				continue
 			}
 		}
@@ -78,34 +80,34 @@ func (d *Reactor) gates(ctx context.Context, ev *inflight, m *engine.Match) {
 	m.Admitted = kept
 }
 
-// gate applies one rule's options to the event: it reports false, with a
-// note saying why, when the rule does not react to it now.
-func (d *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
-	o, r := a.Rule.Options, a.Rule
+// gate applies one rule's options to the event: it reports false, with
+// the decision saying why (its Detail the rule's note), when the rule
+// does not react to it now.
+func (r *Reactor) gate(ctx context.Context, ev *inflight, a engine.Admitted) (Decision, bool) {
+	o, rl := a.Rule.Options, a.Rule
 	if o.Debounce > 0 {
-		return d.debounce(ctx, ev, a), false
+		return r.debounce(ctx, ev, a), false
 	}
-	if o.ThrottleCount > 0 && !d.opts.Guard.Throttle(r.ID, a.Key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
-		d.opts.Metrics.Suppressed.WithLabelValues("throttle").Inc()
-		d.noisy(slog.LevelWarn, r.Glob, "reaction suppressed by throttle", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer))
-		return fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, a.Key), false
+	if o.ThrottleCount > 0 && !r.opts.Guard.Throttle(rl.ID, a.Key, o.ThrottleCount, o.ThrottlePer, time.Now()) {
+		return Decision{Reason: Throttle, Detail: fmt.Sprintf("throttle: more than %d per %s for key %q", o.ThrottleCount, o.ThrottlePer, a.Key),
+			Attrs: []any{"limit", fmt.Sprintf("%d per %s", o.ThrottleCount, o.ThrottlePer)}}, false
 	}
 	if o.Concurrency > 0 {
-		return d.concurrency(ctx, ev, a)
+		return r.concurrency(ctx, ev, a)
 	}
 	if o.Collect.Within > 0 {
-		return d.collect(ctx, ev, a)
+		return r.collect(ctx, ev, a)
 	}
-	return "", true
+	return Decision{}, true
 }
 
 // letter returns a function that lets go of the event's hold, counting
 // an event abandoned by a stop in returned (JetStream redelivers it; nil:
 // not counted there) or lost (core NATS).
-func (d *Reactor) letter(ev *inflight, returned, lost *atomic.Int64) func(abandon bool) {
-	hold, js := d.holdFor(ev), ev.dl.Redelivers
+func (r *Reactor) letter(ev *inflight, returned, lost *atomic.Int64) func(abandon bool) {
+	hold, js := r.holdFor(ev), ev.dl.Redelivers
 	return func(abandon bool) {
-		if abandon && d.stopped.Load() {
+		if abandon && r.stopped.Load() {
 			switch {
 			case !js:
 				lost.Add(1)
@@ -121,42 +123,40 @@ func (d *Reactor) letter(ev *inflight, returned, lost *atomic.Int64) func(abando
 // the rule's debounce; a newer event of the key replaces it. The event
 // stays unacknowledged until then, so a stop or a crash in its quiet
 // period leaves it to JetStream's redelivery.
-func (d *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted) string {
-	r, quiet := a.Rule, a.Rule.Options.Debounce
-	h := holding(ev, r.ID)
-	let := d.letter(ev, &d.debounceReturned, &d.debounceLost)
-	d.opts.Guard.Debounce(r.ID, a.Key, ev.dl.Body, ev.dl.Hop, quiet, let, func(_ []byte, _ int, let func(bool)) {
-		d.runTask(func() { d.resubmit(ctx, h, let) })
+func (r *Reactor) debounce(ctx context.Context, ev *inflight, a engine.Admitted) Decision {
+	rl, quiet := a.Rule, a.Rule.Options.Debounce
+	h := holding(ev, rl.ID)
+	let := r.letter(ev, &r.left.debounceReturned, &r.left.debounceLost)
+	r.opts.Guard.Debounce(rl.ID, a.Key, ev.dl.Body, ev.dl.Hop, quiet, let, func(_ []byte, _ int, let func(bool)) {
+		r.runTask(func() { r.resubmit(ctx, h, let) })
 	})
-	d.opts.Metrics.Suppressed.WithLabelValues("debounce").Inc()
-	d.opts.Log.Info("event held by debounce", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "quiet", quiet.String())
-	return fmt.Sprintf("debounce: held until %s without a new event for key %q", quiet, a.Key)
+	return Decision{Reason: Debounce, Detail: fmt.Sprintf("debounce: held until %s without a new event for key %q", quiet, a.Key),
+		Attrs: []any{"quiet", quiet.String()}}
 }
 
 // concurrency gives the event a slot of the rule for its key, or queues
 // it, unacknowledged, until one of the rule's reactions in flight for the
 // key is done; it then comes back for this rule alone, in the order
 // queued.
-func (d *Reactor) concurrency(ctx context.Context, ev *inflight, a engine.Admitted) (string, bool) {
-	r, max := a.Rule, a.Rule.Options.Concurrency
-	h := holding(ev, r.ID)
-	let := d.letter(ev, &d.queuedReturned, &d.queuedLost)
-	ok, place := d.limits.acquire(ev.id, r.ID, a.Key, max, func() {
-		d.opts.Metrics.ConcurrencyQueued.Dec()
-		if !d.resubmit(ctx, h, let) { // a refused one is settled: let(true)
-			d.limits.ended(ev.id, []string{r.ID}) // and gives its slot back
+func (r *Reactor) concurrency(ctx context.Context, ev *inflight, a engine.Admitted) (Decision, bool) {
+	rl, max := a.Rule, a.Rule.Options.Concurrency
+	h := holding(ev, rl.ID)
+	let := r.letter(ev, &r.left.queuedReturned, &r.left.queuedLost)
+	ok, place := r.limits.acquire(ev.id, rl.ID, a.Key, max, func() {
+		r.opts.Metrics.ConcurrencyQueued.Dec()
+		if !r.resubmit(ctx, h, let) { // a refused one is settled: let(true)
+			r.limits.ended(ev.id, []string{rl.ID}) // and gives its slot back
 		}
 	}, func() {
-		d.opts.Metrics.ConcurrencyQueued.Dec()
+		r.opts.Metrics.ConcurrencyQueued.Dec()
 		let(true)
 	})
 	if ok {
 		let(false) // not held: the slot is the event's own
-		ev.slots = append(ev.slots, r.ID)
-		return "", true
+		ev.slots = append(ev.slots, rl.ID)
+		return Decision{}, true
 	}
-	d.opts.Metrics.ConcurrencyQueued.Inc()
-	d.noisy(slog.LevelInfo, "concurrency\x00"+r.ID+"\x00"+a.Key, "event queued: the rule's concurrency limit is reached for its key; it reacts, in order, when one of the reactions in flight is done",
-		"event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "key", a.Key, "limit", max, "place", place)
-	return fmt.Sprintf("concurrency: %d reactions in flight for key %q; queued (place %d)", max, a.Key, place), false
+	r.opts.Metrics.ConcurrencyQueued.Inc()
+	return Decision{Reason: Concurrency, Detail: fmt.Sprintf("concurrency: %d reactions in flight for key %q; queued (place %d)", max, a.Key, place),
+		Attrs: []any{"limit", max, "place", place}}, false
 }

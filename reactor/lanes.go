@@ -9,39 +9,38 @@ import (
 
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/guard"
-	"github.com/reactord/reactord/store"
 )
 
 // Start runs one goroutine per lane until Stop, and a ticker (tick);
 // Stop waits for all of them, and for the tasks beside them (held events
 // let go, retries).
-func (d *Reactor) Start(ctx context.Context) {
-	d.opts.Guard.FollowReturns(func(jid, minion string, o guard.Outcome, at time.Time) {
-		if d.jobOpts.Load() {
-			d.jobReturned(ctx, jid, minion, o == guard.OutcomeFailed, at)
+func (r *Reactor) Start(ctx context.Context) {
+	r.opts.Guard.FollowReturns(func(jid, minion string, o guard.Outcome, at time.Time) {
+		if r.jobOpts.Load() {
+			r.jobReturned(ctx, jid, minion, o == guard.OutcomeFailed, at)
 		}
 	})
-	d.wg.Add(1)
+	r.wg.Add(1)
 	go func() {
-		defer d.wg.Done()
-		d.tick(ctx)
+		defer r.wg.Done()
+		r.tick(ctx)
 	}()
-	for lane, ch := range d.lanes {
-		d.wg.Add(1)
+	for lane, ch := range r.lanes {
+		r.wg.Add(1)
 		go func() {
-			defer d.wg.Done()
+			defer r.wg.Done()
 			for {
 				select {
 				case dl := <-ch:
-					d.opts.Metrics.QueueDepth.Set(float64(d.depth.Add(-1)))
-					d.handleIn(ctx, lane, dl)
-				case <-d.quit:
+					r.opts.Metrics.QueueDepth.Set(float64(r.depth.Add(-1)))
+					r.handleIn(ctx, lane, dl)
+				case <-r.quit:
 					// Drain what was queued before the stop.
 					for {
 						select {
 						case dl := <-ch:
-							d.opts.Metrics.QueueDepth.Set(float64(d.depth.Add(-1)))
-							d.handleIn(ctx, lane, dl)
+							r.opts.Metrics.QueueDepth.Set(float64(r.depth.Add(-1)))
+							r.handleIn(ctx, lane, dl)
 						default:
 							return
 						}
@@ -57,10 +56,10 @@ func (d *Reactor) Start(ctx context.Context) {
 // it that is not valid UTF-8) is dropped, counted in
 // reactord_malformed_total and acknowledged; a line about it goes out at
 // most once a minute. Submit reports false when the event was not accepted
-// (daemon stopping, or the lane full without Block); it is then settled
+// (the reactor stopping, or the lane full without Block); it is then settled
 // with Retry.
-func (d *Reactor) Submit(ctx context.Context, dl Delivery) bool {
-	if !d.submit(ctx, dl) {
+func (r *Reactor) Submit(ctx context.Context, dl Delivery) bool {
+	if !r.submit(ctx, dl) {
 		dl.settle(Retry)
 		return false
 	}
@@ -68,50 +67,42 @@ func (d *Reactor) Submit(ctx context.Context, dl Delivery) bool {
 }
 
 // submit is Submit, short of settling a refused event.
-func (d *Reactor) submit(ctx context.Context, dl Delivery) bool {
-	if d.stopped.Load() {
+func (r *Reactor) submit(ctx context.Context, dl Delivery) bool {
+	if r.stopped.Load() {
 		return false
 	}
-	m := d.opts.Metrics
+	m := r.opts.Metrics
 	if dl.id == "" {
-		dl.id = d.ids.next()
+		dl.id = r.ids.next()
 	}
 	tag, raw, err := event.SplitEnvelope(dl.Body)
 	dl.tag, dl.raw, dl.split = tag, raw, err == nil
 	if err != nil {
 		m.Events.Inc()
-		m.Malformed.Inc()
-		if n, ok := d.malformedLog.Tick(); ok {
-			d.opts.Log.Warn("malformed event dropped; counted in reactord_malformed_total, logged at most once a minute",
-				"event_id", dl.id, "err", err, "bytes", len(dl.Body), "dropped_since_last_line", n)
-		}
+		r.record(nil, Decision{Reason: Malformed, Event: Event{ID: dl.id}, Err: err, Attrs: []any{"bytes", len(dl.Body), "metric", "reactord_malformed_total"}})
 		dl.settle(Ack)
 		return true
 	}
 	dl.minion = event.MinionOf(tag, raw)
-	lane := d.lanes[maphash.String(d.seed, cmp.Or(dl.minion, tag))%uint64(len(d.lanes))]
-	if d.opts.Block {
+	lane := r.lanes[maphash.String(r.seed, cmp.Or(dl.minion, tag))%uint64(len(r.lanes))]
+	if r.opts.Block {
 		select {
 		case lane <- dl:
-			m.QueueDepth.Set(float64(d.depth.Add(1)))
+			m.QueueDepth.Set(float64(r.depth.Add(1)))
 			return true
 		case <-ctx.Done():
 			return false
-		case <-d.quit:
+		case <-r.quit:
 			return false
 		}
 	}
 	select {
 	case lane <- dl:
-		m.QueueDepth.Set(float64(d.depth.Add(1)))
+		m.QueueDepth.Set(float64(r.depth.Add(1)))
 		return true
 	default:
 		m.Events.Inc()
-		m.Dropped.WithLabelValues(DropLaneFull).Inc()
-		if n, ok := d.overflowLog.Tick(); ok {
-			d.opts.Log.Error("lane queue full: event dropped (core NATS mode has no redelivery; use --jetstream or raise --queue); counted in reactord_dropped_total{reason=\"lane_full\"}, logged at most once a minute",
-				"event_id", dl.id, "tag", tag, "dropped_since_last_line", n)
-		}
+		r.record(nil, Decision{Reason: LaneFull, Event: Event{ID: dl.id, Tag: tag}, Attrs: []any{"metric", `reactord_dropped_total{reason="lane_full"}`}})
 		return false
 	}
 }
@@ -122,58 +113,62 @@ func (d *Reactor) submit(ctx context.Context, dl Delivery) bool {
 // refused (Retry) and comes back to another replica or the next start,
 // where its quiet period begins again. A debounced core NATS event is
 // lost; Stop logs how many. It is safe to call twice.
-func (d *Reactor) Stop(ctx context.Context) error {
-	d.once.Do(func() {
-		d.stopped.Store(true)
-		close(d.quit)
+func (r *Reactor) Stop(ctx context.Context) error {
+	r.once.Do(func() {
+		r.stopped.Store(true)
+		close(r.quit)
 	})
 	done := make(chan struct{})
-	go func() { d.wg.Wait(); close(done) }()
+	go func() { r.wg.Wait(); close(done) }()
 	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = fmt.Errorf("stopping: %d event(s) still in flight: %w", d.depth.Load(), ctx.Err())
+		err = fmt.Errorf("stopping: %d event(s) still in flight: %w", r.depth.Load(), ctx.Err())
 	}
-	d.opts.Guard.StopTimers()
-	d.limits.stop()
-	collected := d.collects.stop()
-	retrying := d.retries.stop()
-	if terr := d.tasks.Close(ctx); terr != nil && err == nil {
+	r.opts.Guard.StopTimers()
+	r.limits.stop()
+	collected := r.collects.stop()
+	retrying := r.retries.stop()
+	if terr := r.tasks.Close(ctx); terr != nil && err == nil {
 		err = fmt.Errorf("stopping: tasks of held events and retries still running: %w", terr)
 	}
-	d.shadowStop()
-	// The counts below are complete: every task that could add to them
-	// is done.
-	if n := collected; n > 0 {
-		d.opts.Log.Info("stopping: events gathered by a rule's collect option left unacknowledged; JetStream redelivers them", "events", n)
-	}
-	if n := d.collectLost.Swap(0); n > 0 {
-		d.opts.Log.Warn("stopping: events gathered by a rule's collect option dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
-	}
-	if n := retrying; n > 0 {
-		d.opts.Log.Info("stopping: reactions waiting for a retry or for their job's returns left their events unacknowledged (core NATS mode drops them); JetStream redelivers them", "reactions", n)
-	}
-	if n := d.queuedReturned.Swap(0); n > 0 {
-		d.opts.Log.Info("stopping: events queued by a rule's concurrency limit left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
-	}
-	if n := d.queuedLost.Swap(0); n > 0 {
-		d.opts.Log.Warn("stopping: events queued by a rule's concurrency limit dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
-	}
-	if n := d.dispatched.Swap(0); n > 0 && d.opts.Archive != nil {
-		if d.shadow != nil {
-			d.opts.Log.Info("reactions decided since the last count (shadow mode: none dispatched; each verdict is in reactord shadow report)", "reactions", n)
-		} else {
-			d.opts.Log.Info("reactions dispatched since the last count (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
-		}
-	}
-	if n := d.debounceReturned.Swap(0); n > 0 {
-		d.opts.Log.Info("stopping: debounced events still in their quiet period left unacknowledged; JetStream redelivers them to another replica or the next start", "events", n)
-	}
-	if n := d.debounceLost.Swap(0); n > 0 {
-		d.opts.Log.Warn("stopping: debounced events still in their quiet period dropped (core NATS mode has no redelivery; use --jetstream)", "events", n)
+	r.rec.stop()
+	r.logAbandoned(collected, retrying)
+	if n := r.rec.dispatched.Swap(0); n > 0 && r.opts.Archive != nil {
+		r.opts.Log.Info(msgDispatchedSince, "reactions", n, "driver", r.opts.Driver.Name())
 	}
 	return err
+}
+
+// logAbandoned logs, at a stop, how many events the gates and the
+// retries still held: left for redelivery (JetStream) or dropped (core
+// NATS). The counts are complete: every task that could add to them is
+// done.
+func (r *Reactor) logAbandoned(collected, retrying int) {
+	lines := []struct {
+		warn bool
+		msg  string
+		n    int64
+		what string
+	}{
+		{false, msgStopCollectedLeft, int64(collected), "events"},
+		{true, msgStopCollectedDropped, r.left.collectLost.Swap(0), "events"},
+		{false, msgStopRetriesLeft, int64(retrying), "reactions"},
+		{false, msgStopQueuedLeft, r.left.queuedReturned.Swap(0), "events"},
+		{true, msgStopQueuedDropped, r.left.queuedLost.Swap(0), "events"},
+		{false, msgStopDebouncedLeft, r.left.debounceReturned.Swap(0), "events"},
+		{true, msgStopDebouncedDropped, r.left.debounceLost.Swap(0), "events"},
+	}
+	for _, l := range lines {
+		switch {
+		case l.n == 0:
+		case l.warn:
+			r.opts.Log.Warn(l.msg, l.what, l.n, "fix", fixStopDropped)
+		default:
+			r.opts.Log.Info(l.msg, l.what, l.n)
+		}
+	}
 }
 
 // handleIn handles dl on lane, in the journal (Options.Journal) while it
@@ -183,62 +178,60 @@ func (d *Reactor) Stop(ctx context.Context) error {
 // it, not against the innocent events in hand beside it: an innocent is
 // in hand at one crash at most before it is a suspect, and then handled
 // alone, and cleared.
-func (d *Reactor) handleIn(ctx context.Context, lane int, dl Delivery) {
-	j := d.opts.Journal
+func (r *Reactor) handleIn(ctx context.Context, lane int, dl Delivery) {
+	j := r.opts.Journal
 	if j == nil || dl.Seq == 0 {
-		d.handle(ctx, dl)
+		r.handle(ctx, dl)
 		return
 	}
 	n, poisoned := j.Crashes(dl.Seq)
 	if poisoned {
-		d.park(dl, n)
+		r.park(dl, n)
 		return
 	}
 	if n > 0 {
 		// A token, not a mutex: it is held across the event's handling,
 		// its dispatch included, and waiting for it ends with ctx.
 		select {
-		case d.suspect <- struct{}{}:
-			defer func() { <-d.suspect }()
+		case r.suspect <- struct{}{}:
+			defer func() { <-r.suspect }()
 		case <-ctx.Done():
 			// Stopping: left for redelivery, as handle leaves an
 			// event it is cancelled in.
-			d.opts.Metrics.Events.Inc()
+			r.opts.Metrics.Events.Inc()
 			dl.settle(Retry)
-			if d.opts.OnDone != nil {
-				d.opts.OnDone(dl)
+			if r.opts.OnDone != nil {
+				r.opts.OnDone(dl)
 			}
 			return
 		}
 	}
 	j.Begin(lane, dl.Seq)
-	d.handle(ctx, dl)
+	r.handle(ctx, dl)
 	j.End(lane, dl.Seq)
 }
 
 // park hands a poisoned event to Options.Park and acknowledges it, so
 // that the events behind it flow.
-func (d *Reactor) park(dl Delivery, crashes int) {
+func (r *Reactor) park(dl Delivery, crashes int) {
 	if dl.id == "" {
-		dl.id = d.ids.next()
+		dl.id = r.ids.next()
 	}
-	d.opts.Metrics.Events.Inc()
-	d.opts.Metrics.Parked.Inc()
-	d.opts.Log.Error("event parked: the daemon died while handling it; it is not handled again (counted in reactord_events_parked_total)",
-		"event_id", dl.id, "seq", dl.Seq, "tag", dl.tag, "crashes", crashes, "bytes", len(dl.Body))
-	if d.opts.Park != nil {
-		d.opts.Park(dl, crashes)
-	}
+	r.opts.Metrics.Events.Inc()
 	ev := &inflight{dl: dl, id: dl.id, tag: dl.tag}
-	d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Detail: fmt.Sprintf("parked after %d crashes of the daemon while handling it (stream sequence %d)", crashes, dl.Seq)})
-	d.opts.Journal.Parked(dl.Seq)
-	d.settle(dl, false)
+	r.record(ev, Decision{Reason: Parked, Detail: fmt.Sprintf("parked after %d crashes of the daemon while handling it (stream sequence %d)", crashes, dl.Seq),
+		Attrs: []any{"seq", dl.Seq, "crashes", crashes, "bytes", len(dl.Body), "metric", "reactord_events_parked_total"}})
+	if r.opts.Park != nil {
+		r.opts.Park(dl, crashes)
+	}
+	r.opts.Journal.Parked(dl.Seq)
+	r.settle(dl, false)
 }
 
 // tick, once a second until Stop, expires retries, concurrency slots and
 // loop-guard jobs whose minions did not return within the job timeout, and
 // logs the count of reactions dispatched once a minute.
-func (d *Reactor) tick(ctx context.Context) {
+func (r *Reactor) tick(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	summary := time.Now()
@@ -246,26 +239,23 @@ func (d *Reactor) tick(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.quit:
+		case <-r.quit:
 			return
 		case now := <-t.C:
-			if d.opts.Archive != nil && now.Sub(summary) >= time.Minute {
+			if r.opts.Archive != nil && now.Sub(summary) >= time.Minute {
 				summary = now
-				if n := d.dispatched.Swap(0); n > 0 && d.shadow != nil {
-					d.opts.Log.Info("reactions decided in the last minute (shadow mode: none dispatched; each verdict is in reactord shadow report)", "reactions", n)
-				} else if n > 0 {
-					d.opts.Log.Info("reactions dispatched in the last minute (each one is in the ledger: reactord trace; -v logs each)", "reactions", n)
+				if n := r.rec.dispatched.Swap(0); n > 0 {
+					r.opts.Log.Info(msgDispatchedMinute, "reactions", n, "driver", r.opts.Driver.Name())
 				}
 			}
-			d.retries.expire(ctx, now)
-			d.limits.expire(now)
-			if d.shadow != nil {
-				d.shadow.Expire(now)
-			}
-			for _, x := range d.opts.Guard.TakeExpired(now) {
-				d.opts.Log.Warn("loop guard: minion did not return within the job timeout", "event_id", x.EventID, "jid", x.JID, "minion", x.Minion, "id", x.ID, "rule_id", x.Rule)
-				d.opts.Archive.ledger(store.LedgerEntry{Stage: store.StageTimeout, ReactionID: x.ID, JID: x.JID, Minion: x.Minion,
-					Detail: "minion did not return within the job timeout (rule " + x.Rule + ")"})
+			r.retries.expire(ctx, now)
+			r.limits.expire(now)
+			r.rec.tick(now)
+			for _, x := range r.opts.Guard.TakeExpired(now) {
+				// The ledger's entry names no event: the event's own
+				// entries are done with.
+				r.record(nil, Decision{Reason: Timeout, RuleID: x.Rule, JID: x.JID, Minion: x.Minion, ReactionID: x.ID,
+					Detail: "minion did not return within the job timeout (rule " + x.Rule + ")", Attrs: []any{"event_id", x.EventID}})
 			}
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/reactord/reactord/store"
 )
 
-// Metrics are the daemon's Prometheus metrics, registered on an injected
+// Metrics are the reactor's Prometheus metrics, registered on an injected
 // registry (tests use a fresh one).
 type Metrics struct {
 	Events  prometheus.Counter

@@ -2,11 +2,10 @@ package reactor
 
 import (
 	"context"
-	"log/slog"
+	"slices"
 
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
-	"github.com/reactord/reactord/store"
 )
 
 // react matches the event against the rules (engine.Match), applies the
@@ -14,15 +13,16 @@ import (
 // files of the rules still admitted (Render), all with the configuration
 // of one engine; it counts and records (ledger) what happened. It returns
 // nil when there is nothing to dispatch.
-func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
-	m := d.match(ctx, ev)
+func (r *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
+	m := r.match(ctx, ev)
 	if m == nil {
 		return nil
 	}
-	if d.hookMatched != nil {
-		d.hookMatched()
+	ev.data = m.Data
+	if r.hookMatched != nil {
+		r.hookMatched()
 	}
-	d.gates(ctx, ev, m)
+	r.gates(ctx, ev, m)
 	var collected []any
 	if ev.resume != nil {
 		collected = ev.resume.collected
@@ -31,18 +31,10 @@ func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 	if err != nil {
 		return nil // ctx ended: finish leaves the event for redelivery
 	}
-	if n := len(res.Errors()); n > 0 {
-		d.opts.Metrics.RenderErrors.Add(float64(n))
-	}
 	if ev.debug {
-		d.logRendered(ev, res)
+		r.logRendered(ev, res)
 	}
-	if d.opts.Archive != nil {
-		d.ledgerResult(ev, res.Config.Rules, res)
-	}
-	if d.shadow != nil {
-		d.shadowNotes(ev, m, res)
-	}
+	r.recordResult(ev, res.Config.Rules, res)
 	return res
 }
 
@@ -51,11 +43,11 @@ func (d *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 // glob, from and when as they are now). It returns nil when no rule
 // reacts: none matched, a pre-filter skipped the event, its data is
 // malformed, or a reload removed the rule a held event waited for.
-func (d *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
-	m, eng := d.opts.Metrics, d.eng.Load()
+func (r *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
+	m, eng := r.opts.Metrics, r.eng.Load()
 	opts := engine.MatchOptions{EventID: ev.id}
-	if r := ev.resume; r != nil {
-		mt, err := eng.MatchRule(ctx, ev.tag, ev.raw, r.rule, opts)
+	if rl := ev.resume; rl != nil {
+		mt, err := eng.MatchRule(ctx, ev.tag, ev.raw, rl.rule, opts)
 		if err != nil {
 			m.Malformed.Inc()
 			return nil
@@ -63,8 +55,7 @@ func (d *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
 		if mt == nil {
 			// Let go after a reload removed its rule (or changed its
 			// glob): no other rule takes the held event.
-			m.Suppressed.WithLabelValues("rule_removed").Inc()
-			d.noisy(slog.LevelWarn, "rule_removed "+r.rule, "held event dropped: a reload removed its rule, or changed its glob so that the event no longer matches", "event_id", ev.id, "tag", ev.tag, "rule_id", r.rule)
+			r.record(ev, Decision{Reason: RuleRemoved, RuleID: rl.rule})
 			return nil
 		}
 		if mt.Result.Forged != "" {
@@ -92,16 +83,16 @@ func (d *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
 	}
 	if len(res.Rules) == 0 {
 		if ev.debug {
-			d.opts.Log.Debug("no rule matched", "event_id", ev.id, "tag", ev.tag)
+			r.opts.Log.Debug("no rule matched", "event_id", ev.id, "tag", ev.tag)
 		}
 		return nil
 	}
 	m.Matched.Inc()
 	for _, ri := range res.Rules {
-		r := &res.Config.Rules[ri]
-		m.RuleMatches.WithLabelValues(r.Glob).Inc()
+		rl := &res.Config.Rules[ri]
+		m.RuleMatches.WithLabelValues(rl.Glob).Inc()
 		if ev.debug {
-			d.opts.Log.Debug("rule matched", "event_id", ev.id, "tag", ev.tag, "rule", r.Glob, "rule_pos", r.Pos.String())
+			r.opts.Log.Debug("rule matched", "event_id", ev.id, "tag", ev.tag, "rule", rl.Glob, "rule_pos", rl.Pos.String())
 		}
 	}
 	return mt
@@ -109,33 +100,36 @@ func (d *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
 
 // logRendered logs, at debug level, why matching rules did not react and
 // each file rendered.
-func (d *Reactor) logRendered(ev *inflight, res *engine.Result) {
+func (r *Reactor) logRendered(ev *inflight, res *engine.Result) {
 	rules := res.Config.Rules
 	for _, n := range res.Notes {
-		d.opts.Log.Debug("rule did not react", "event_id", ev.id, "tag", ev.tag, "rule", rules[n.Rule].Glob, "reason", n.Note)
+		r.opts.Log.Debug("rule did not react", "event_id", ev.id, "tag", ev.tag, "rule", rules[n.Rule].Glob, "reason", n.Note)
 	}
 	for _, f := range res.Files {
 		if f.Err == nil {
-			d.opts.Log.Debug("reaction file rendered", "event_id", ev.id, "tag", ev.tag, "rule", rules[f.Rule].Glob, "file", f.Path, "reactions", f.Reactions)
+			r.opts.Log.Debug("reaction file rendered", "event_id", ev.id, "tag", ev.tag, "rule", rules[f.Rule].Glob, "file", f.Path, "reactions", f.Reactions)
 		}
 	}
-	d.opts.Log.Debug("reactions to dispatch", "event_id", ev.id, "tag", ev.tag, "count", len(res.Chunks))
+	r.opts.Log.Debug("reactions to dispatch", "event_id", ev.id, "tag", ev.tag, "count", len(res.Chunks))
 }
 
-// ledgerResult records what happened to the reactions of the rules that
-// matched, short of their dispatch: why a rule did not react, each file
-// that failed, and verify_high's errors. A rule whose files rendered adds
-// nothing here: its reactions' dispatch rows name it.
-func (d *Reactor) ledgerResult(ev *inflight, rules []config.Rule, res *engine.Result) {
+// recordResult records what happened to the reactions of the rules that
+// matched, short of their dispatch: why a rule did not react (but for
+// the rules a gate held the event from: the gate recorded them), each
+// file that failed, and verify_high's errors. A rule whose files
+// rendered adds nothing here: its reactions' dispatches name it.
+func (r *Reactor) recordResult(ev *inflight, rules []config.Rule, res *engine.Result) {
 	for _, n := range res.Notes {
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageSuppressed, Rule: rules[n.Rule].Glob, Minion: ev.minion, Detail: n.Note})
+		if !slices.Contains(ev.gated, n.Rule) {
+			r.record(ev, Decision{Reason: Noted, Rule: rules[n.Rule].Glob, RuleID: rules[n.Rule].ID, Detail: n.Note})
+		}
 	}
 	for _, f := range res.Files {
 		if f.Err != nil {
-			d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Rule: rules[f.Rule].Glob, File: f.Path, Minion: ev.minion, Detail: f.Err.Error()})
+			r.record(ev, Decision{Reason: FileFailed, Rule: rules[f.Rule].Glob, RuleID: rules[f.Rule].ID, File: f.Path, Detail: f.Err.Error(), Err: f.Err})
 		}
 	}
 	for _, err := range res.VerifyErrors {
-		d.ledger(ev, store.LedgerEntry{Stage: store.StageFailed, Minion: ev.minion, Detail: "verify_high: " + err.Error()})
+		r.record(ev, Decision{Reason: VerifyFailed, Detail: "verify_high: " + err.Error(), Err: err})
 	}
 }

@@ -8,11 +8,17 @@
 // event for a rule resubmits it when it lets it go, and it resumes at
 // render for that rule alone.
 //
+// Each stage says what it decided in one call, Reactor.record, with a
+// Decision (its Reason, the rule, the reaction, the detail); the recorder
+// (record.go) counts it, logs it, keeps it in the ledger and hands it to
+// the listeners (Options.Listeners). No stage knows who listens.
+//
 // One stage per file: lanes.go (Submit, the lanes, Stop), event.go (the
 // gates on the event), react.go (match and render), gates.go (the rule
 // options that hold events, and the one way a held event comes back),
 // dispatch.go, a file per rule option's state (concurrency.go,
-// collect.go, retry.go), and tasks.go (the goroutines beside the lanes,
+// collect.go, retry.go), record.go (the recorder), messages.go (the log
+// lines outside decisions) and tasks.go (the goroutines beside the lanes,
 // which Stop waits for). locks.md gives the lock order.
 package reactor
 
@@ -30,10 +36,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
-	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/internal/tasks"
-	"github.com/reactord/reactord/shadow"
-	"github.com/reactord/reactord/store"
 )
 
 // Options configure a Reactor.
@@ -80,11 +83,11 @@ type Options struct {
 	// Park receives a poisoned event (with the crashes it caused), to keep
 	// it where an operator can look at it; it must not fail.
 	Park func(dl Delivery, crashes int)
-	// Shadow, when set, turns shadow mode on (reactord shadow): the
-	// pipeline's decisions are compared with the jobs Salt's reactor
-	// starts (shadow.Comparer; its Adopt and Verdict are the reactor's).
-	// The driver should dispatch nothing (actions.Shadow).
-	Shadow *shadow.Options
+	// Listeners hear each decision the pipeline records, after its
+	// metric, log line and ledger entry; a Follower among them also hears
+	// each event, each engine, the ticks and the stop (shadow.Listener is
+	// one).
+	Listeners []Listener
 }
 
 // Journal remembers which events were in hand when the process died
@@ -120,46 +123,38 @@ type Reactor struct {
 	// ids gives each event its id, with or without an Archive.
 	ids eventIDs
 
-	// Lines that can repeat once per event go out once per interval.
-	overflowLog, storeFullLog, malformedLog, movedLog *ratelog.Every
-	// limit keeps other lines that could repeat once per event (a
-	// reaction that keeps failing, a throttle) to one a minute per key.
-	limit *ratelog.Keyed
+	// rec records the stages' decisions: metrics, log, ledger, listeners
+	// (record.go).
+	rec *recorder
 
-	// dispatched counts the reactions dispatched since the last summary
-	// line (with an Archive, single dispatches are debug lines).
-	dispatched atomic.Int64
+	// left counts the events a stop abandoned, by the gate that held them.
+	left abandoned
 
-	// debounceReturned and debounceLost count debounced events a stop
-	// abandoned: left unacknowledged for redelivery (JetStream) or lost
-	// (core NATS).
-	debounceReturned, debounceLost atomic.Int64
-	// limits applies the rules' concurrency option; queuedReturned and
-	// queuedLost count, at a stop, the events it still queued.
-	limits                     *limits
-	queuedReturned, queuedLost atomic.Int64
-	// collectLost counts, at a stop in core NATS mode, the events a
-	// collect option gathered (dropped: nothing redelivers them).
-	collectLost atomic.Int64
-	// retries applies the rules' retry option.
-	retries *retries
-	// early keeps the job returns neither limits nor retries followed
-	// yet, while a rule has either option.
-	early *earlyReturns
-	// collects applies the rules' collect option.
+	// limits applies the rules' concurrency option, retries their retry
+	// option, collects their collect option; early keeps the job returns
+	// neither limits nor retries followed yet, while a rule has either.
+	limits   *limits
+	retries  *retries
 	collects *collects
+	early    *earlyReturns
 
 	// tasks are the goroutines beside the lanes: held events let go,
 	// retries; Stop waits for them (tasks.go).
 	tasks tasks.Set
 
-	// shadow compares decisions with Salt's reactor's jobs (shadow mode;
-	// nil otherwise).
-	shadow *shadow.Comparer
-
 	// hookMatched, set by tests, runs between an event's match and its
 	// gates (a reload there must not change the rules the gates apply).
 	hookMatched func()
+}
+
+// abandoned counts the events a stop abandoned while a gate held them:
+// left unacknowledged for redelivery (JetStream; returned) or lost (core
+// NATS), by gate. Stop logs them.
+type abandoned struct {
+	debounceReturned, debounceLost atomic.Int64
+	queuedReturned, queuedLost     atomic.Int64
+	// collectLost: those JetStream redelivers are counted by collects.stop.
+	collectLost atomic.Int64
 }
 
 // eventIDs makes event ids, unique per daemon run: the run's start time in
@@ -179,10 +174,10 @@ func (g *eventIDs) next() string {
 	return g.prefix + "-" + strconv.FormatInt(g.seq.Add(1), 10)
 }
 
-// New returns a daemon for eng; call Start before Submit.
+// New returns a reactor for eng; call Start before Submit.
 func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	if opts.Driver == nil {
-		return nil, errors.New("daemon: no driver")
+		return nil, errors.New("reactor: no driver")
 	}
 	if err := CheckDriver(eng, opts.Driver); err != nil {
 		return nil, err
@@ -206,21 +201,20 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 		opts.Guard = guard.New(guard.Options{})
 	}
 	opts.Retry.Driver = opts.Driver
-	d := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}), suspect: make(chan struct{}, 1),
-		overflowLog: ratelog.New(time.Minute), storeFullLog: ratelog.New(time.Minute), malformedLog: ratelog.New(time.Minute),
-		movedLog: ratelog.New(time.Minute), limit: ratelog.NewKeyed(time.Minute, 1024), early: &earlyReturns{}}
-	d.limits = newLimits(opts.Guard.JobTimeout(), d.early, d.spawnTask)
-	d.retries = newRetries(d, opts.Guard.JobTimeout(), d.early)
-	d.collects = newCollects()
-	d.eng.Store(eng)
-	d.jobOpts.Store(jobOptions(eng))
-	d.startShadow()
-	d.lanes = make([]chan Delivery, opts.Lanes)
-	for i := range d.lanes {
-		d.lanes[i] = make(chan Delivery, opts.QueueSize)
+	r := &Reactor{opts: opts, seed: maphash.MakeSeed(), quit: make(chan struct{}), suspect: make(chan struct{}, 1),
+		rec: newRecorder(opts), early: &earlyReturns{}}
+	r.limits = newLimits(opts.Guard.JobTimeout(), r.early, r.spawnTask)
+	r.retries = newRetries(r, opts.Guard.JobTimeout(), r.early)
+	r.collects = newCollects()
+	r.eng.Store(eng)
+	r.jobOpts.Store(jobOptions(eng))
+	r.rec.configured(eng)
+	r.lanes = make([]chan Delivery, opts.Lanes)
+	for i := range r.lanes {
+		r.lanes[i] = make(chan Delivery, opts.QueueSize)
 	}
 	opts.Metrics.ReloadOK.Set(1)
-	return d, nil
+	return r, nil
 }
 
 // CheckDriver fails when a rule's reactions could need a type the driver
@@ -241,21 +235,19 @@ func CheckDriver(eng *engine.Engine, drv actions.Driver) error {
 }
 
 // Engine returns the current engine.
-func (d *Reactor) Engine() *engine.Engine { return d.eng.Load() }
+func (r *Reactor) Engine() *engine.Engine { return r.eng.Load() }
 
 // Reload swaps in a new engine atomically; events already queued finish
 // with the engine that picks them up.
-func (d *Reactor) Reload(eng *engine.Engine) error {
-	if err := CheckDriver(eng, d.opts.Driver); err != nil {
-		d.opts.Metrics.ReloadOK.Set(0)
+func (r *Reactor) Reload(eng *engine.Engine) error {
+	if err := CheckDriver(eng, r.opts.Driver); err != nil {
+		r.opts.Metrics.ReloadOK.Set(0)
 		return err
 	}
-	d.eng.Store(eng)
-	d.jobOpts.Store(jobOptions(eng))
-	if d.shadow != nil {
-		d.shadow.SetHold(longestHold(eng))
-	}
-	d.opts.Metrics.ReloadOK.Set(1)
+	r.eng.Store(eng)
+	r.jobOpts.Store(jobOptions(eng))
+	r.rec.configured(eng)
+	r.opts.Metrics.ReloadOK.Set(1)
 	return nil
 }
 
@@ -268,22 +260,4 @@ func jobOptions(eng *engine.Engine) bool {
 		}
 	}
 	return false
-}
-
-// ledger writes one ledger entry about ev, whose id and tag it fills in;
-// without an Archive it does nothing.
-func (d *Reactor) ledger(ev *inflight, e store.LedgerEntry) {
-	if d.opts.Archive == nil {
-		return
-	}
-	e.EventID, e.Tag = ev.id, ev.tag
-	ev.ledgered = true
-	d.opts.Archive.ledger(e)
-}
-
-// noisy logs a line that could repeat once per event: the first for its
-// message and key at once, then at most one a minute carrying how many it
-// stands for. The metrics, the ledger and the dead letters keep each one.
-func (d *Reactor) noisy(level slog.Level, key, msg string, args ...any) {
-	d.limit.Log(d.opts.Log, level, key, msg, args...)
 }

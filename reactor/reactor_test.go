@@ -298,7 +298,8 @@ func TestReactorLeavesMovedEvents(t *testing.T) {
 
 // pass lets d of a synctest bubble's fake time pass, then waits until
 // every goroutine of the bubble is blocked: timers due by then have fired
-// and what they started is done.
+// and what they started is done. It is the tests' one way to move time:
+// the sleep takes no real time in the bubble.
 func pass(d time.Duration) {
 	time.Sleep(d)
 	synctest.Wait()

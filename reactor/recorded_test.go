@@ -122,7 +122,7 @@ func TestLoopGuardOnRecordedSalt(t *testing.T) {
 				prev := evs[0].at
 				for _, ev := range evs {
 					if gap := ev.at.Sub(prev); gap > 0 {
-						time.Sleep(gap)
+						pass(gap)
 					}
 					prev = ev.at
 					d.Submit(ctx, Delivery{Body: ev.raw})

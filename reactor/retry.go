@@ -15,7 +15,6 @@ import (
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
-	"github.com/reactord/reactord/store"
 )
 
 // retries applies the rules' retry option to local reactions: once every
@@ -24,7 +23,7 @@ import (
 // event stays unacknowledged until its jobs are through, so a stop or a
 // crash leaves it to JetStream's redelivery.
 type retries struct {
-	d       *Reactor
+	re      *Reactor
 	mu      sync.Mutex
 	jobs    map[string][]*retryJob // by jid: reactions merged into one job share it
 	timers  map[*retryJob]*time.Timer
@@ -53,8 +52,8 @@ type retryJob struct {
 	deadline time.Time
 }
 
-func newRetries(d *Reactor, timeout time.Duration, early *earlyReturns) *retries {
-	return &retries{d: d, jobs: map[string][]*retryJob{}, timers: map[*retryJob]*time.Timer{}, timeout: timeout, early: early,
+func newRetries(re *Reactor, timeout time.Duration, early *earlyReturns) *retries {
+	return &retries{re: re, jobs: map[string][]*retryJob{}, timers: map[*retryJob]*time.Timer{}, timeout: timeout, early: early,
 		readLog: ratelog.New(time.Minute)}
 }
 
@@ -145,22 +144,19 @@ func (r *retries) expire(ctx context.Context, now time.Time) {
 // resolve retries the job's failed minions after the backoff, or lets the
 // event go when none failed or the attempts are used up.
 func (r *retries) resolve(ctx context.Context, j *retryJob) {
-	d := r.d
+	re := r.re
 	slices.Sort(j.failed)
 	if len(j.failed) == 0 {
 		if j.attempt > 0 {
-			d.opts.Metrics.Retries.WithLabelValues("succeeded").Inc()
-			d.opts.Log.Info("retried reaction succeeded", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"), "jid", j.jid, "attempt", j.attempt)
+			re.opts.Metrics.Retries.WithLabelValues("succeeded").Inc()
+			re.opts.Log.Info(msgRetrySucceeded, "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"), "jid", j.jid, "attempt", j.attempt)
 		}
 		r.through(j)
 		return
 	}
 	if j.attempt >= j.opts.Attempts {
-		d.opts.Metrics.Retries.WithLabelValues("gave_up").Inc()
-		d.opts.Log.Warn("reaction failed on minions after its last retry; giving up", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
-			"jid", j.jid, "minions", j.failed, "attempts", j.opts.Attempts)
-		d.ledger(j.ev, store.LedgerEntry{Stage: store.StageFailed, Rule: j.rule.glob, File: j.chunk.Str("__sls__"), ReactionID: j.chunk.Str("__id__"), JID: j.jid,
-			Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry: still failed after %d attempts", j.opts.Attempts)})
+		re.record(j.ev, Decision{Reason: RetryGaveUp, Rule: j.rule.glob, RuleID: j.rule.reaction.Rule, Chunk: j.chunk, JID: j.jid, Minion: strings.Join(j.failed, ","),
+			Detail: fmt.Sprintf("retry: still failed after %d attempts", j.opts.Attempts), Attrs: []any{"attempts", j.opts.Attempts}})
 		r.through(j)
 		return
 	}
@@ -170,9 +166,9 @@ func (r *retries) resolve(ctx context.Context, j *retryJob) {
 		// Whichever replica handles the event next (a stop, a crash)
 		// runs this retry, not the whole reaction again.
 		b, _ := json.Marshal(retryProgress{Attempt: j.attempt + 1, Minions: j.failed, At: now.Add(wait).UnixNano(), JID: j.jid})
-		d.opts.Guard.SetProgress(name, b, wait+r.timeout+progressSlack, now)
+		re.opts.Guard.SetProgress(name, b, wait+r.timeout+progressSlack, now)
 	}
-	d.opts.Log.Info("reaction failed on minions; retrying them", "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
+	re.opts.Log.Info(msgRetrying, "event_id", j.ev.id, "tag", j.ev.tag, "id", j.chunk.Str("__id__"),
 		"jid", j.jid, "minions", j.failed, "attempt", j.attempt+1, "of", j.opts.Attempts, "in", wait.String())
 	r.schedule(ctx, j, wait)
 }
@@ -208,7 +204,7 @@ func progressName(ev *inflight, rule chunkRule) string {
 // go.
 func (r *retries) through(j *retryJob) {
 	if name := progressName(j.ev, j.rule); name != "" {
-		r.d.opts.Guard.ClearProgress(name)
+		r.re.opts.Guard.ClearProgress(name)
 	}
 	j.hold.let(false)
 }
@@ -223,9 +219,9 @@ func (r *retries) schedule(ctx context.Context, j *retryJob, wait time.Duration)
 		return
 	}
 	// The retry keeps the reaction's concurrency place until it is done.
-	r.d.limits.hold(j.ev.id, j.rule.reaction.Rule)
+	r.re.limits.hold(j.ev.id, j.rule.reaction.Rule)
 	r.timers[j] = time.AfterFunc(wait, func() {
-		r.d.runTask(func() {
+		r.re.runTask(func() {
 			r.mu.Lock()
 			_, pending := r.timers[j]
 			delete(r.timers, j)
@@ -243,33 +239,33 @@ func (r *retries) schedule(ctx context.Context, j *retryJob, wait time.Duration)
 // pending retry runs, at its time, on its minions, in place of the
 // reaction. It reports whether there was one.
 func (r *retries) resume(ctx context.Context, ev *inflight, c *event.Chunk, rule chunkRule) bool {
-	d := r.d
+	re := r.re
 	name := progressName(ev, rule)
 	if name == "" {
 		return false
 	}
 	rctx, cancel := context.WithTimeout(ctx, progressReadWait)
-	b, ok, err := d.opts.Guard.Progress(rctx, name, time.Now())
+	b, ok, err := re.opts.Guard.Progress(rctx, name, time.Now())
 	cancel()
 	if err != nil {
 		if n, logNow := r.readLog.Tick(); logNow {
-			d.opts.Log.Warn("could not read whether a reaction has retries pending (from the shared state); it runs whole (logged at most once a minute)",
-				"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "err", err, "failures_since_last_line", n)
+			re.opts.Log.Warn(msgRetryReadFailed, "event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "err", err, "failures_since_last_line", n,
+				"fix", fixShared)
 		}
 	}
 	var p retryProgress
 	if !ok || json.Unmarshal(b, &p) != nil || p.Attempt < 1 || len(p.Minions) == 0 {
 		return false
 	}
-	j := &retryJob{ev: ev, hold: d.holdFor(ev), chunk: c, rule: rule, opts: rule.retry, attempt: p.Attempt - 1, jid: p.JID, failed: p.Minions}
-	d.opts.Metrics.Retries.WithLabelValues("resumed").Inc()
+	j := &retryJob{ev: ev, hold: re.holdFor(ev), chunk: c, rule: rule, opts: rule.retry, attempt: p.Attempt - 1, jid: p.JID, failed: p.Minions}
+	re.opts.Metrics.Retries.WithLabelValues("resumed").Inc()
 	if j.attempt >= j.opts.Attempts {
 		// The rule allows fewer attempts than when the retry was recorded.
 		r.resolve(ctx, j)
 		return true
 	}
 	wait := max(time.Until(time.Unix(0, p.At)), 0)
-	d.opts.Log.Info("resuming a reaction's retries: its event came back (a stop, a crash, another replica) with a retry pending",
+	re.opts.Log.Info(msgRetryResumed,
 		"event_id", ev.id, "tag", ev.tag, "id", c.Str("__id__"), "jid", p.JID, "minions", p.Minions, "attempt", p.Attempt, "of", j.opts.Attempts, "in", wait.Round(time.Millisecond).String())
 	r.schedule(ctx, j, wait) // the retry's dispatch is in the ledger
 	return true
@@ -293,8 +289,8 @@ func (r *retries) giveBack(holds ...*eventHold) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), handOverWait)
 	defer cancel()
-	if err := r.d.opts.Guard.SyncShared(ctx); err != nil {
-		r.d.opts.Log.Warn("stopping: the shared state did not confirm the pending retries' records; a replica taking their events may run those reactions whole", "err", err)
+	if err := r.re.opts.Guard.SyncShared(ctx); err != nil {
+		r.re.opts.Log.Warn(msgRetryHandOver, "err", err, "fix", fixShared)
 	}
 	for _, h := range holds {
 		h.let(true)
@@ -303,7 +299,7 @@ func (r *retries) giveBack(holds ...*eventHold) {
 
 // again runs the job once more on the minions where it failed.
 func (r *retries) again(ctx context.Context, j *retryJob) {
-	d := r.d
+	re := r.re
 	c := j.chunk.Clone()
 	c.Set("tgt", strings.Join(j.failed, ","))
 	c.Set("tgt_type", "list")
@@ -311,22 +307,21 @@ func (r *retries) again(ctx context.Context, j *retryJob) {
 	if j.ev.dl.MsgID != "" {
 		a.Key = fmt.Sprintf("%s/%s/%s/retry%d", j.ev.dl.MsgID, c.Str("__sls__"), c.Str("__id__"), j.attempt+1)
 	}
-	d.opts.Metrics.Retries.WithLabelValues("retried").Inc()
-	res, err := d.opts.Retry.Do(ctx, a)
+	re.opts.Metrics.Retries.WithLabelValues("retried").Inc()
+	res, err := re.opts.Retry.Do(ctx, a)
 	// Its place passes to the retry's job (or to the next retry).
-	defer d.limits.unhold(j.ev.id, j.rule.reaction.Rule)
+	defer re.limits.unhold(j.ev.id, j.rule.reaction.Rule)
 	next := &retryJob{ev: j.ev, hold: j.hold, chunk: j.chunk, rule: j.rule, opts: j.opts, attempt: j.attempt + 1}
 	if err != nil {
-		d.opts.Log.Error("retry of a reaction failed to dispatch", "event_id", j.ev.id, "tag", j.ev.tag, "id", c.Str("__id__"), "attempt", next.attempt, "err", err)
+		re.opts.Log.Error(msgRetryFailed, "event_id", j.ev.id, "tag", j.ev.tag, "id", c.Str("__id__"), "attempt", next.attempt, "err", err)
 		next.jid, next.failed = j.jid, j.failed
 		r.resolve(ctx, next)
 		return
 	}
 	now := time.Now()
-	d.opts.Guard.Started(j.ev.id, j.rule.reaction, res.JID, j.failed, now)
-	d.limits.started(j.ev.id, j.rule.reaction.Rule, res.JID, j.failed, now)
-	d.ledger(j.ev, store.LedgerEntry{Stage: store.StageDispatched, Rule: j.rule.glob, File: c.Str("__sls__"), ReactionID: c.Str("__id__"), JID: res.JID,
-		Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry %d of %d (job %s failed there): %s %s %s", next.attempt, j.opts.Attempts, j.jid, d.opts.Driver.Name(), c.Str("state"), c.Str("fun"))})
+	re.opts.Guard.Started(j.ev.id, j.rule.reaction, res.JID, j.failed, now)
+	re.limits.started(j.ev.id, j.rule.reaction.Rule, res.JID, j.failed, now)
+	re.record(j.ev, Decision{Reason: Retried, Rule: j.rule.glob, RuleID: j.rule.reaction.Rule, Chunk: c, JID: res.JID, Minion: strings.Join(j.failed, ","), Detail: fmt.Sprintf("retry %d of %d (job %s failed there): %s %s %s", next.attempt, j.opts.Attempts, j.jid, re.opts.Driver.Name(), c.Str("state"), c.Str("fun"))})
 	if res.JID == "" {
 		// Nothing to follow: the retry is the last word.
 		r.through(j)

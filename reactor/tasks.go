@@ -9,17 +9,17 @@ package reactor
 // runTask runs f now, counted until it returns. After Stop waited it runs
 // uncounted: what f calls refuses a stopped reactor (Submit settles the
 // event with Retry; a retry's timer finds its job given back).
-func (d *Reactor) runTask(f func()) {
-	if d.tasks.Enter() {
-		defer d.tasks.Leave()
+func (r *Reactor) runTask(f func()) {
+	if r.tasks.Enter() {
+		defer r.tasks.Leave()
 	}
 	f()
 }
 
 // spawnTask runs f in a goroutine of its own, counted as runTask counts
 // it.
-func (d *Reactor) spawnTask(f func()) {
-	if !d.tasks.Go(f) {
+func (r *Reactor) spawnTask(f func()) {
+	if !r.tasks.Go(f) {
 		go f()
 	}
 }

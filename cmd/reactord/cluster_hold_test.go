@@ -64,7 +64,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 			t.Fatalf("held %d times within the quiet period: redelivered while held", n)
 		}
 		waitExit(t, a)
-		if !strings.Contains(a.logs(), "left unacknowledged") {
+		if !strings.Contains(a.logs(), "stopping: debounced events left for redelivery") {
 			t.Fatalf("the stop did not report the debounced event it left:\n%s", a.logs())
 		}
 		if total, _, _, _ := ce.snapshot(); total != 0 {
@@ -96,7 +96,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 			return nil
 		})
 		waitExit(t, p)
-		if !strings.Contains(p.logs(), "debounced events still in their quiet period dropped") || !strings.Contains(p.logs(), "events=1") {
+		if !strings.Contains(p.logs(), "stopping: debounced events dropped") || !strings.Contains(p.logs(), "events=1") {
 			t.Fatalf("the stop did not report the dropped event:\n%s", p.logs())
 		}
 		if total, _, _, _ := ce.snapshot(); total != before {
