@@ -60,7 +60,7 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 	defer cancel()
 	pub, proxy, received := proxiedPublisher(t)
 	body := []byte(`{"tag":"salt/minion/web1/start","data":{}}`)
-	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{}); err != nil {
+	if err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: body}, Delivered); err != nil {
 		t.Fatalf("before the cut: %v", err)
 	}
 	checkFor(t, 5*time.Second, func() error {
@@ -77,7 +77,7 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 	// client reconnecting).
 	proxy.Swallow()
 	pub.afterPublish = func() { proxy.Cut(); waitDisconnected(t, pub) }
-	err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{})
+	err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: body}, Delivered)
 	pub.afterPublish = nil
 	if !errors.Is(err, ErrReconnected) {
 		t.Errorf("a publish lost with its connection: err = %v, want ErrReconnected", err)
@@ -86,7 +86,7 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 		t.Error("the flush returned before the client was connected again")
 	}
 	// The lost publish never arrives; the next one does, as the only one.
-	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{}); err != nil {
+	if err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: body}, Delivered); err != nil {
 		t.Fatalf("after the reconnection: %v", err)
 	}
 	checkFor(t, 5*time.Second, func() error {
@@ -114,8 +114,11 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 	pub, proxy, received := proxiedPublisher(t)
 	subject := Subject(pub.prefix, "salt/minion/web1/start")
 	body := []byte(`{"tag":"salt/minion/web1/start","data":{}}`)
+	publishMarked := func() (Mark, error) {
+		return pub.Marked(func() error { return pub.Publish(ctx, Msg{Subject: subject, Body: body}, Core) })
+	}
 	series := pub.Mark()
-	before, err := pub.PublishMarked(subject, body, Meta{})
+	before, err := publishMarked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +128,7 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 
 	proxy.Down()
 	waitDisconnected(t, pub)
-	mark, err := pub.PublishMarked(subject, body, Meta{})
+	mark, err := publishMarked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +141,7 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 	}
 	// Another publish in the same outage, confirmed only once the client
 	// is connected again.
-	later, err := pub.PublishMarked(subject, body, Meta{})
+	later, err := publishMarked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 	if err := pub.FlushSince(ctx, before.Merge(later)); !errors.Is(err, ErrReconnected) {
 		t.Errorf("a publish before the outage with one during it: %v, want ErrReconnected", err)
 	}
-	now, err := pub.PublishMarked(subject, body, Meta{})
+	now, err := publishMarked()
 	if err != nil {
 		t.Fatal(err)
 	}
