@@ -48,7 +48,7 @@ const (
 	shadowWindow = "1s"
 )
 
-// shadowPublisher publishes events as the bridge does (PublishEvent, its
+// shadowPublisher publishes events as the bridge does (natsbus.Event, its
 // message id made of the tag and the master's stamp).
 type shadowPublisher struct {
 	t *testing.T
