@@ -158,7 +158,7 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	msg := natsbus.Msg{Subject: subj, Body: body[:len(body)-1], Meta: meta}
 	mark, err := d.conn.Marked(func() error { return d.conn.Publish(ctx, msg, natsbus.Core) })
 	if err != nil {
-		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
+		return actions.Result{}, actions.Retryable(err) // it names the subject
 	}
 	d.published.Add(1)
 	if wait {

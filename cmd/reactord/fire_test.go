@@ -306,3 +306,20 @@ func TestFireRidesAnElection(t *testing.T) {
 	})
 	t.Logf("killed the stream leader n%d; fire ended %v later, %s events sent again", victim+1, time.Since(killed).Round(time.Millisecond), m[1])
 }
+
+// TestFireChecksTheBodyFirst: a malformed JSON body is refused before
+// fire connects (the server here does not exist: the error is the body's,
+// not a connection's); a good one is published and said so on stderr,
+// stdout staying empty.
+func TestFireChecksTheBodyFirst(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCmd(t, "", "fire", "--nats", "nats://127.0.0.1:1", "myapp/deploy/done", `{"id": `)
+	if code != exitUsage || out != "" || strings.Contains(errOut, "nats:") || !strings.Contains(errOut, "fire: ") {
+		t.Fatalf("malformed body: exit %d, stdout %q, stderr %q; want exit 2 and the body's error", code, out, errOut)
+	}
+	srv, _ := natsServer(t)
+	code, out, errOut = runCmd(t, "", "fire", "--nats", srv.ClientURL(), "myapp/deploy/done", `{"id": "web1"}`)
+	if code != exitOK || out != "" || !strings.Contains(errOut, "fire: the server confirmed myapp/deploy/done (core NATS)") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
