@@ -22,10 +22,20 @@ func waitDisconnected(t *testing.T, c *Conn) {
 	})
 }
 
+// receipts counts what proxiedPublisher's subscriber received, and keeps
+// the last body.
+type receipts struct {
+	n    atomic.Int64
+	last atomic.Value // string
+}
+
+// Load is how many events were received.
+func (r *receipts) Load() int64 { return r.n.Load() }
+
 // proxiedPublisher starts a server with a subscriber on the event
 // subjects, counting what it receives, and connects a publisher to it
 // through a proxy.
-func proxiedPublisher(t *testing.T) (*Conn, *tcpproxy.Proxy, *atomic.Int64) {
+func proxiedPublisher(t *testing.T) (*Conn, *tcpproxy.Proxy, *receipts) {
 	t.Helper()
 	srv, _ := startServer(t)
 	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
@@ -33,8 +43,8 @@ func proxiedPublisher(t *testing.T) (*Conn, *tcpproxy.Proxy, *atomic.Int64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sub.Close)
-	received := new(atomic.Int64)
-	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { received.Add(1) }); err != nil {
+	received := new(receipts)
+	if _, err := sub.SubscribeQueue("", "reactord", func(m *Message) { received.n.Add(1); received.last.Store(string(m.Body)) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := sub.Flush(context.Background()); err != nil {
@@ -95,9 +105,21 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(100 * time.Millisecond)
-	if n := received.Load(); n != 2 {
-		t.Errorf("%d received, want 2: the publish reported lost arrived", n)
+	// A last publish on the new connection: the subscriber gets events
+	// in the order the server took them, and the lost one, had it reached
+	// the server, came before (on the connection that died first).
+	last := []byte(`{"tag":"salt/minion/web1/start","data":{"last":true}}`)
+	if err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: last}, Confirmed); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got, _ := received.last.Load().(string); got != string(last) {
+			return errors.New("the last publish has not arrived")
+		}
+		return nil
+	})
+	if n := received.Load(); n != 3 {
+		t.Errorf("%d received, want 3: the publish reported lost arrived", n)
 	}
 }
 
