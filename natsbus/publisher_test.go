@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,5 +111,76 @@ func TestPublisherRetriesFor(t *testing.T) {
 	p.Close(ctx)
 	if n, err := c.StreamMessages(ctx, "REACTORD_EVENTS"); err != nil || n != 1 {
 		t.Fatalf("stream holds %d (%v), want 1", n, err)
+	}
+}
+
+// TestPublisherEventMode: a Publisher with How Event publishes with core
+// NATS while no stream captures the events (done says whether a
+// subscriber received each, before Publish returns, and nothing of
+// JetStream is set up), and to the stream, with the events' ids, once one
+// does. Conn.Publish with Confirmed confirms a core publish by a round
+// trip.
+func TestPublisherEventMode(t *testing.T) {
+	srv, c := startServer(t)
+	ctx := t.Context()
+	p, err := c.NewPublisher(ctx, PublisherOptions{How: Event, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	body := []byte(`{"tag":"a/b","data":{}}`)
+	var got error
+	if err := p.Publish(ctx, Msg{Tag: "a/b", Body: body}, func(err error) { got = err }); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(got, ErrNoSubscriber) || p.Atomic() {
+		t.Fatalf("no stream, no subscriber: done got %v (atomic %t), want ErrNoSubscriber and no JetStream side", got, p.Atomic())
+	}
+	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	var received atomic.Int64
+	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { received.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = errors.New("done not called")
+	if err := p.Publish(ctx, Msg{Tag: "a/b", Body: body}, func(err error) { got = err }); err != nil || got != nil {
+		t.Fatalf("with a subscriber: %v, done got %v", err, got)
+	}
+	if err := c.Publish(ctx, Msg{Tag: "a/b", Body: body}, Confirmed); err != nil {
+		t.Fatalf("Confirmed: %v", err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if n := received.Load(); n != 2 {
+			return fmt.Errorf("%d received, want 2", n)
+		}
+		return nil
+	})
+
+	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.forgetStream() // not wait for the cached answer to age
+	settled := make(chan error, 2)
+	for range 2 { // the same id twice: stored once
+		if err := p.Publish(ctx, Msg{Tag: "a/b", Body: body, Meta: Meta{MsgID: "same"}}, func(err error) { settled <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if err := <-settled; err != nil {
+			t.Fatalf("to the stream: %v", err)
+		}
+	}
+	if n, err := c.StreamMessages(ctx, "REACTORD_EVENTS"); err != nil || n != 1 {
+		t.Fatalf("stream holds %d (%v), want 1", n, err)
+	}
+	if st := p.Stats(); st.Acked != 3 || st.Failed != 1 {
+		t.Fatalf("stats %+v, want 3 acknowledged (one delivered, two stored as one) and 1 failed", st)
 	}
 }
