@@ -2,7 +2,7 @@
 // Two sources read the bus: MasterBus reads the master's event publisher
 // socket directly (see master.go and saltwire.go), Bridge reads salt-api's
 // /events stream. Both hand every event to an Outbox, which never blocks
-// them and publishes through a Publisher (reactord's NATS layer).
+// them and publishes through a Publisher (natsbus).
 //
 // # The salt-api event stream
 //
@@ -73,6 +73,7 @@ import (
 
 	"github.com/reactord/reactord/internal/redact"
 	"github.com/reactord/reactord/internal/retry"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // Defaults for Config.
@@ -96,14 +97,15 @@ const (
 	logPrefixBytes = 200
 )
 
-// Publisher publishes one event; reactord's NATS layer implements it.
+// Publisher publishes one event; natsbus.Conn implements it.
 type Publisher interface {
-	// PublishEvent publishes one event. body is the envelope JSON
-	// {"tag":..., "data":{...}}; msgID becomes the Nats-Msg-Id header for
-	// JetStream de-duplication. An error makes the bridge retry the same
-	// event a few times, so PublishEvent must be safe to call again for an
-	// event it may already have stored (JetStream de-duplication makes it so).
-	PublishEvent(ctx context.Context, tag string, body []byte, msgID string) error
+	// Publish publishes one event the bridge's way, natsbus.Event: m.Body
+	// is the envelope JSON {"tag":..., "data":{...}}; m.Meta.MsgID
+	// becomes the Nats-Msg-Id header for JetStream de-duplication. An
+	// error makes the bridge retry the same event, so Publish must be
+	// safe to call again for an event it may already have stored
+	// (JetStream de-duplication makes it so).
+	Publish(ctx context.Context, m natsbus.Msg, how natsbus.How) error
 }
 
 // Config configures a Bridge.

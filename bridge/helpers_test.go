@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // catalogueFile is the event catalogue (one event of each shape Salt
@@ -464,7 +465,8 @@ type jsPublisher struct {
 	dups int
 }
 
-func (p *jsPublisher) PublishEvent(ctx context.Context, tag string, body []byte, msgID string) error {
+func (p *jsPublisher) Publish(ctx context.Context, m natsbus.Msg, _ natsbus.How) error {
+	tag, body, msgID := m.Tag, m.Body, m.Meta.MsgID
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	ack, err := p.js.Publish(ctx, testSubject(tag), body, jetstream.WithMsgID(msgID))

@@ -195,7 +195,7 @@ func TestJobCacheUnreadable(t *testing.T) {
 		}
 		return nil
 	})
-	if got := sink.find(slog.LevelWarn, "cannot read the master's job cache: job returns fired while the bridge is disconnected will not be recovered (--job-cache: the master's cachedir/jobs; master_job_cache local_cache)", nil); len(got) != 1 {
+	if got := sink.find(slog.LevelWarn, msgJobCacheUnreadable, nil); len(got) != 1 {
 		t.Errorf("logged %d times: %v", len(got), sink.all())
 	}
 }

@@ -24,6 +24,13 @@ import (
 // DefaultSockDir is Salt's default sock_dir for the master.
 const DefaultSockDir = "/var/run/salt/master"
 
+// The master bus's lines.
+const (
+	msgJobCacheUnreadable = "cannot read the master's job cache"
+	msgMasterUnreachable  = "cannot connect to the master's event bus; retrying"
+	msgMasterReconnected  = "reconnected to the master's event bus; events meanwhile not seen"
+)
+
 // MasterEventSocket is the name of the master's event publisher socket in
 // its sock_dir.
 const MasterEventSocket = "master_event_pub.ipc"
@@ -160,8 +167,9 @@ func (m *MasterBus) Run(ctx context.Context) error {
 	defer m.recovering.Wait()
 	if m.jobCache != "" {
 		if _, err := os.ReadDir(m.jobCache); err != nil {
-			m.log.Warn("cannot read the master's job cache: job returns fired while the bridge is disconnected will not be recovered (--job-cache: the master's cachedir/jobs; master_job_cache local_cache)",
-				"job_cache", m.jobCache, "error", err)
+			m.log.Warn(msgJobCacheUnreadable, "job_cache", m.jobCache, "error", err,
+				"effect", "job returns fired while the bridge is disconnected will not be recovered",
+				"fix", "--job-cache: the master's cachedir/jobs (master_job_cache local_cache)")
 		}
 	}
 
@@ -187,8 +195,8 @@ func (m *MasterBus) Run(ctx context.Context) error {
 		if err != nil {
 			if !failing {
 				failing = true
-				m.log.Error("cannot connect to the master's event bus; retrying (is the master running, and is --sock-dir its sock_dir?)",
-					"error", err, "retry_every", m.maxDelay)
+				m.log.Error(msgMasterUnreachable, "error", err, "retry_every", m.maxDelay,
+					"fix", "is the master running, and is --sock-dir its sock_dir?")
 			}
 			if !pace.wait(ctx, watch) {
 				m.log.Info("bridge stopped")
@@ -233,11 +241,11 @@ func (m *MasterBus) reconnected(ctx context.Context, lost time.Time) {
 	blind := time.Since(lost)
 	m.stats.Reconnects.Add(1)
 	m.stats.BlindNanos.Add(int64(blind))
-	hint := "(the job returns of that window are in the master's job cache: salt-run jobs.list_jobs, jobs.lookup_jid)"
+	hint := "the job returns of that window are in the master's job cache: salt-run jobs.list_jobs, jobs.lookup_jid"
 	if m.jobCache != "" {
-		hint = "(job returns of that window are recovered from the master's job cache)"
+		hint = "job returns of that window are recovered from the master's job cache"
 	}
-	m.log.Warn("reconnected to the master's event bus; events published while disconnected were not seen "+hint,
+	m.log.Warn(msgMasterReconnected, "fix", hint,
 		"blind_for", blind.Round(time.Millisecond), "from", lost.UTC().Format(time.RFC3339Nano), "to", time.Now().UTC().Format(time.RFC3339Nano))
 	if m.jobCache != "" {
 		m.recovering.Add(1)

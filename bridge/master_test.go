@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/reactord/reactord/natsbus"
 )
 
 // recordedDir holds what real Salt masters wrote: per version, the bytes
@@ -380,7 +382,7 @@ func TestMasterBusRecordedAndRestart(t *testing.T) {
 	if st.Malformed.Load() != 1 || st.Reconnects.Load() != 1 || st.BlindNanos.Load() <= 0 || st.Dropped.Load() != 0 || st.Truncated.Load() != 1 {
 		t.Errorf("stats: %s, truncated=%d blind=%v", statsString(st), st.Truncated.Load(), time.Duration(st.BlindNanos.Load()))
 	}
-	if got := sink.find(slog.LevelWarn, "reconnected to the master's event bus; events published while disconnected were not seen", nil); len(got) != 1 || got[0].attrs["blind_for"] == "" {
+	if got := sink.find(slog.LevelWarn, msgMasterReconnected, nil); len(got) != 1 || got[0].attrs["blind_for"] == "" {
 		t.Errorf("reconnection logged %d times: %v", len(got), got)
 	}
 	if got := sink.find(slog.LevelError, "unreadable event on the master's bus discarded", nil); len(got) != 1 {
@@ -396,7 +398,8 @@ type blockingPublisher struct {
 	tags []string
 }
 
-func (p *blockingPublisher) PublishEvent(_ context.Context, tag string, _ []byte, _ string) error {
+func (p *blockingPublisher) Publish(_ context.Context, m natsbus.Msg, _ natsbus.How) error {
+	tag := m.Tag
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.open {
@@ -470,7 +473,8 @@ type recordPublisher struct {
 	evs []catEvent
 }
 
-func (p *recordPublisher) PublishEvent(_ context.Context, tag string, body []byte, _ string) error {
+func (p *recordPublisher) Publish(_ context.Context, m natsbus.Msg, _ natsbus.How) error {
+	tag, body := m.Tag, m.Body
 	var env struct {
 		Data json.RawMessage `json:"data"`
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/ratelog"
 	"github.com/reactord/reactord/internal/retry"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // Defaults for OutboxConfig.
@@ -37,27 +38,6 @@ const headerReserve = 1024
 type PayloadLimiter interface {
 	MaxPayload() int
 }
-
-// AsyncPublisher is implemented by a Publisher that publishes several
-// events without waiting for each (natsbus.Conn does, in atomic batches):
-// the outbox then keeps up to its window of events in flight and releases
-// each from its spool only once done said it was published.
-type AsyncPublisher interface {
-	// PublishEventAsync queues one event for publishing as PublishEvent
-	// does; done is called once, from another goroutine, with nil when
-	// the event is stored, else the error. An error returned means the
-	// event was not queued (done is not called).
-	PublishEventAsync(ctx context.Context, tag string, body []byte, msgID string, done func(error)) error
-}
-
-// asyncWindow bounds the events an Outbox has in flight with an
-// AsyncPublisher.
-const asyncWindow = 4096
-
-// asyncDrain bounds the wait, once the outbox stops, for the
-// acknowledgements of the events in flight (those that do not come leave
-// their events in the spool, published again by the next run).
-const asyncDrain = 5 * time.Second
 
 // OutboxConfig configures an Outbox.
 type OutboxConfig struct {
@@ -99,6 +79,13 @@ type OutboxStats struct {
 	// Spooled counts events that went to the disk spool.
 	Spooled atomic.Int64
 }
+
+// The outbox's lines.
+const (
+	msgTrimmedBySalt = "event arrived trimmed by the Salt master"
+	msgSpoolDamaged  = "spool file damaged: events in it lost"
+	msgSpoolRelease  = "spool: releasing published events"
+)
 
 // valueTrimmed is what Salt's master puts in place of the values of an
 // event over its max_event_size (salt.utils.dicttrim).
@@ -202,15 +189,12 @@ func (o *Outbox) Offer(tag string, body []byte, msgID string) {
 // an outage and its end are logged, with how long it lasted and how many
 // events waited.
 func (o *Outbox) Run(ctx context.Context) error {
-	if ap, ok := o.pub.(AsyncPublisher); ok {
-		return o.runAsync(ctx, ap)
+	if bp, ok := o.pub.(BulkPublisher); ok {
+		return o.runBulk(ctx, bp)
 	}
 	for {
 		it, ok := o.spool.pop(ctx)
-		if n, err := o.spool.takeLost(); n > 0 {
-			o.stats.Dropped.Add(int64(n))
-			o.log.Error("spool file damaged: events in it lost", "events", n, "error", err)
-		}
+		o.takeLost()
 		if !ok {
 			return nil
 		}
@@ -221,170 +205,11 @@ func (o *Outbox) Run(ctx context.Context) error {
 	}
 }
 
-// flight is an event handed out to an AsyncPublisher.
-type flight struct {
-	it      item
-	settled bool
-	dropped bool  // not published, and counted so: released in its turn
-	err     error // the publisher's; nil once published (or dropped)
-}
-
-// runAsync is Run with an AsyncPublisher: it hands events out in order,
-// up to asyncWindow in flight, and releases from the spool the oldest ones
-// once they are published; an event is never released before. After a
-// failure it waits for every event in flight, then hands them all out
-// again from the oldest not published, in order, after a backoff (those
-// published after it are published again: their ids make the stream drop
-// the copies). Once it stops, it waits up to asyncDrain for the
-// acknowledgements under way; events that get none stay in the spool.
-func (o *Outbox) runAsync(ctx context.Context, ap AsyncPublisher) error {
-	var mu sync.Mutex // guards inFlight, unsettled and the flights
-	var inFlight []*flight
-	unsettled := 0
-	wake := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	delay := retry.Backoff{Min: o.minDelay, Max: o.maxDelay}
-	var outage time.Time
-	// release takes the settled events at the head out of the spool and
-	// returns the failure that stops it, if any.
-	release := func() error {
-		mu.Lock()
-		n, published := 0, int64(0)
-		var failed error
-		for _, f := range inFlight {
-			if !f.settled {
-				break
-			}
-			if f.err != nil {
-				failed = f.err
-				break
-			}
-			n++
-			if !f.dropped {
-				published++
-			}
-		}
-		inFlight = inFlight[n:]
-		mu.Unlock()
-		if n == 0 {
-			return failed
-		}
-		o.stats.Published.Add(published)
-		if err := o.spool.release(n); err != nil {
-			o.log.Error("spool: releasing published events", "error", err)
-		}
-		if published > 0 && !outage.IsZero() {
-			o.backAfter(outage, 0)
-			outage, delay = time.Time{}, retry.Backoff{Min: o.minDelay, Max: o.maxDelay}
-		}
-		return failed
-	}
-	// settle waits until no event is in flight, or until ctx ends or the
-	// deadline (nil: none) passes.
-	settle := func(ctx context.Context, deadline <-chan time.Time) bool {
-		for {
-			mu.Lock()
-			n := unsettled
-			mu.Unlock()
-			if n == 0 {
-				return true
-			}
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				return false
-			case <-deadline:
-				return false
-			}
-		}
-	}
-	stop := func() error {
-		t := time.NewTimer(asyncDrain)
-		defer t.Stop()
-		settle(context.Background(), t.C)
-		_ = release()
-		o.spool.rewind()
-		return nil
-	}
-	for {
-		if n, err := o.spool.takeLost(); n > 0 {
-			o.stats.Dropped.Add(int64(n))
-			o.log.Error("spool file damaged: events in it lost", "events", n, "error", err)
-		}
-		if ctx.Err() != nil {
-			return stop()
-		}
-		if failed := release(); failed != nil {
-			mu.Lock()
-			head := inFlight[0].it
-			mu.Unlock()
-			o.stats.PublishErrors.Add(1)
-			if outage.IsZero() {
-				outage = time.Now()
-				o.outageBegins(head, failed)
-			}
-			// Let every event in flight settle, then start again from
-			// the oldest not published.
-			if !settle(ctx, nil) {
-				return stop()
-			}
-			_ = release()
-			mu.Lock()
-			inFlight = nil
-			mu.Unlock()
-			o.spool.rewind()
-			if !retry.Sleep(ctx, delay.Next()) {
-				return stop()
-			}
-			continue
-		}
-		mu.Lock()
-		full := len(inFlight) >= asyncWindow
-		mu.Unlock()
-		var it item
-		ok := false
-		if !full {
-			it, ok = o.spool.next()
-		}
-		if !ok {
-			select {
-			case <-ctx.Done():
-			case <-wake:
-			case <-o.spool.ready:
-			}
-			continue
-		}
-		f := &flight{it: it}
-		body, publishable := o.prepare(it)
-		mu.Lock()
-		inFlight = append(inFlight, f)
-		if publishable {
-			unsettled++
-		} else {
-			f.settled, f.dropped = true, true
-		}
-		mu.Unlock()
-		if !publishable {
-			continue
-		}
-		done := func(err error) {
-			mu.Lock()
-			if err != nil && o.tooBig(f.it, len(body), err) {
-				f.dropped, err = true, nil
-			}
-			f.settled, f.err = true, err
-			unsettled--
-			mu.Unlock()
-			signal()
-		}
-		if err := ap.PublishEventAsync(ctx, it.tag, body, it.msgID, done); err != nil {
-			done(err)
-		}
+// takeLost counts and logs the events a damaged spool file lost.
+func (o *Outbox) takeLost() {
+	if n, err := o.spool.takeLost(); n > 0 {
+		o.stats.Dropped.Add(int64(n))
+		o.log.Error(msgSpoolDamaged, "events", n, "error", err)
 	}
 }
 
@@ -398,7 +223,7 @@ func (o *Outbox) publish(ctx context.Context, it item) bool {
 	delay := retry.Backoff{Min: o.minDelay, Max: o.maxDelay}
 	var outage time.Time
 	for {
-		err := o.pub.PublishEvent(ctx, it.tag, body, it.msgID)
+		err := o.pub.Publish(ctx, natsbus.Msg{Tag: it.tag, Body: body, Meta: natsbus.Meta{MsgID: it.msgID}}, natsbus.Event)
 		if err == nil {
 			o.stats.Published.Add(1)
 			if !outage.IsZero() {
@@ -459,8 +284,9 @@ func (o *Outbox) prepare(it item) (body []byte, ok bool) {
 	if bytes.Contains(body, valueTrimmed) {
 		o.stats.TrimmedBySalt.Add(1)
 		if n, ok := o.trimLog.Tick(); ok {
-			o.log.Warn("event arrived trimmed by the Salt master: values over its max_event_size (1 MiB by default) read VALUE_TRIMMED; the master's job cache keeps whole job returns; raise max_event_size in the master's configuration to get them whole",
-				"tag", it.tag, "trimmed_since_last_log", n)
+			o.log.Warn(msgTrimmedBySalt, "tag", it.tag, "trimmed_since_last_log", n,
+				"why", "values over its max_event_size (1 MiB by default) read VALUE_TRIMMED; the master's job cache keeps whole job returns",
+				"fix", "raise max_event_size in the master's configuration to get them whole")
 		}
 	}
 	if lim, ok := o.pub.(PayloadLimiter); ok {

@@ -87,7 +87,7 @@ func TestSpoolHandsOutUntilReleased(t *testing.T) {
 
 // asyncEnv is an embedded NATS server (each write flushed, as the
 // daemon's), its event stream, and a natsbus connection: the outbox's
-// AsyncPublisher.
+// BulkPublisher.
 func asyncEnv(t *testing.T) (*natsbus.Conn, jetstream.Stream) {
 	t.Helper()
 	_, c, s := asyncServer(t)

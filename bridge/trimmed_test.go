@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/internal/wait"
+	"github.com/reactord/reactord/natsbus"
 )
 
 // collect is a Publisher that keeps what it is given.
@@ -18,10 +19,10 @@ type collect struct {
 	tags []string
 }
 
-func (c *collect) PublishEvent(_ context.Context, tag string, _ []byte, _ string) error {
+func (c *collect) Publish(_ context.Context, m natsbus.Msg, _ natsbus.How) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.tags = append(c.tags, tag)
+	c.tags = append(c.tags, m.Tag)
 	return nil
 }
 

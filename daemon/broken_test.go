@@ -228,7 +228,7 @@ func publish(t *testing.T, d *Daemon, tag, data string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Publish(tag, []byte(`{"tag": "`+tag+`", "data": `+data+`}`), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: tag, Body: []byte(`{"tag": "` + tag + `", "data": ` + data + `}`)}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 }

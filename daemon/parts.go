@@ -501,7 +501,7 @@ func (d *Daemon) openJournal(ro *reactor.Options) {
 	subject := d.opts.ParkedSubject
 	ro.Journal = j
 	ro.Park = func(dl reactor.Delivery, crashes int) {
-		_ = d.conn.PublishRaw(subject, dl.Body, natsbus.Meta{Cause: fmt.Sprintf("parked after %d crashes (stream sequence %d)", crashes, dl.Seq)})
+		_ = d.conn.Publish(context.Background(), natsbus.Msg{Subject: subject, Body: dl.Body, Meta: natsbus.Meta{Cause: fmt.Sprintf("parked after %d crashes (stream sequence %d)", crashes, dl.Seq)}}, natsbus.Core)
 	}
 	d.push("poison-event journal", func(context.Context) error { return j.Close() })
 }

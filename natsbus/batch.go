@@ -37,7 +37,7 @@ const (
 	errCodeAtomicDuplicate jetstream.ErrorCode = 10201 // an id the stream has (or the batch has twice)
 )
 
-// Defaults for BatchOptions.
+// Defaults for PublisherOptions.
 const (
 	// DefaultBatchMax is the most events in one batch (nats-server takes
 	// up to 1000 unless its max_batch_size says fewer; measured on
@@ -58,11 +58,17 @@ const (
 	DefaultBatchMinAtomic = 16
 )
 
-// batchAckTimeout bounds the wait for one batch's acknowledgement.
-var batchAckTimeout = 10 * time.Second
+// DefaultAckTimeout is PublisherOptions.AckTimeout's default.
+const DefaultAckTimeout = 10 * time.Second
 
-// BatchOptions configure a BatchPublisher.
-type BatchOptions struct {
+// PublisherOptions configure a Publisher.
+type PublisherOptions struct {
+	// How is Stored (the default) or Event: with Event, while no stream
+	// captures the event subjects, each message is published as Conn.Publish
+	// with Event does (Delivered, its done called before Publish returns),
+	// and the JetStream side (the server's version, the acknowledgements'
+	// subscription) is set up at the first message that goes to a stream.
+	How How
 	// MaxBatch is the most events in one batch (default DefaultBatchMax,
 	// at most 1000).
 	MaxBatch int
@@ -86,13 +92,29 @@ type BatchOptions struct {
 	// timeout, no responders, a connection lost) is sent again before its
 	// events fail (default 0).
 	Retries int
+	// RetryFor, when set, keeps sending again what got no acknowledgement
+	// for this long after its first try, whatever Retries says: long
+	// enough to ride a stream's leader election (a few seconds), the
+	// events keeping their ids so that the stream stores each once.
+	RetryFor time.Duration
+	// AckTimeout bounds the wait for one batch's, or one message's,
+	// acknowledgement (default DefaultAckTimeout).
+	AckTimeout time.Duration
 	// Logger receives the line saying how events are published, and why
 	// (nil: slog.Default()).
 	Logger *slog.Logger
 }
 
-// BatchStats count what a BatchPublisher sent.
-type BatchStats struct {
+// PublisherStats count what a Publisher sent.
+type PublisherStats struct {
+	// Acked is the events the stream acknowledged (duplicates included:
+	// the stream had them already), or, published with core NATS (Event
+	// without a stream), that a subscriber received.
+	Acked int64
+	// Failed is the events the stream refused or never acknowledged.
+	Failed int64
+	// Errors holds the first few failures' errors.
+	Errors []error
 	// Batches is the atomic batches the stream acknowledged.
 	Batches int64
 	// Batched is the events in them.
@@ -105,44 +127,22 @@ type BatchStats struct {
 	// published one message at a time.
 	Fallbacks int64
 	// Retried counts the events sent again after their batch, or their
-	// own publish, got no acknowledgement (BatchOptions.Retries).
+	// own publish, got no acknowledgement (PublisherOptions.Retries and
+	// RetryFor).
 	Retried int64
 }
 
-// BatchPublisher publishes events to JetStream in atomic batches
-// (nats-server 2.12+): events gather in an open batch while another batch
-// is in flight, and it is sent when it holds MaxBatch events, Linger after
-// its first one or when no batch is in flight any more (group commit: a
-// lone event goes at once, a burst gathers while the writes before it are
-// flushed); up to InFlight batches wait for their acknowledgement. A batch
-// of fewer than MinAtomic events is published one message at a time. The
-// stream stores a batch whole or not at all and, with each write flushed
-// (sync_interval always), flushes it once: that is what makes it cheaper
-// than one acknowledged publish per event. Every event carries its
-// Nats-Msg-Id (the caller's, else one of the publisher's): the server
-// refuses a batch that holds an id it stored within its duplicate window,
-// and the publisher then publishes that batch's events one at a time, so
-// that duplicates are dropped and acknowledged as the per-message path
-// does; an event given twice in one open batch is sent once and
-// acknowledged with it.
-//
-// On a server older than AtomicBatchMin (asked once, at creation), or a
-// stream without allow_atomic (found at the first refusal), it publishes
-// each event on its own, several at once, and says so in one log line.
-//
-// Batches are written to the connection one after another, so the stream
-// stores events in the order Publish took them; only a batch sent again
-// (refused, or unacknowledged) comes after those written meanwhile, and
-// the events of several batches sent again may interleave.
-//
-// Publish may be called from several goroutines; each event's done
-// function is called once, from the publisher's goroutines.
-type BatchPublisher struct {
+// batcher is a Publisher's JetStream side: the open batch, the batches in
+// flight and their acknowledgements (see Publisher).
+type batcher struct {
 	c      *Conn
 	js     jetstream.JetStream
 	log    *slog.Logger
 	linger time.Duration
 	tries  int
+	// retryFor keeps retrying for this long after the first try.
+	retryFor   time.Duration
+	ackTimeout time.Duration
 	// minAtomic is the fewest events sent as an atomic batch: fewer go
 	// one at a time (lowered with maxBatch when the server refuses large
 	// batches).
@@ -197,10 +197,11 @@ func (e *batchEvent) settle(err error) {
 	}
 }
 
-// NewBatchPublisher returns a publisher into the event stream. It asks the
-// server's version (the lowest of a cluster's, see ServerVersion) once to
-// choose atomic batches or one message at a time, and logs the choice.
-func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPublisher, error) {
+// withDefaults fills the options' zeros with the defaults.
+func (o PublisherOptions) withDefaults() PublisherOptions {
+	if o.How == 0 {
+		o.How = Stored
+	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultBatchMax
 	}
@@ -214,18 +215,37 @@ func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPub
 	if o.MinAtomic <= 0 {
 		o.MinAtomic = DefaultBatchMinAtomic
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = DefaultAckTimeout
 	}
-	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(o.MaxBatch*o.InFlight+1), jetstream.WithPublishAsyncTimeout(batchAckTimeout))
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// The lines saying how a Publisher publishes to JetStream.
+const (
+	msgAtomicBatches    = "JetStream publishing: atomic batches"
+	msgOneAtATime       = "JetStream publishing: one message at a time"
+	msgVersionUnknown   = "JetStream publishing: one at a time, server version unreadable"
+	msgAtomicNotAllowed = "JetStream publishing: one at a time, stream refuses atomic batches"
+	msgBatchTooLarge    = "JetStream publishing: server refuses batches this large"
+)
+
+// newBatcher returns a batcher into the event stream (o has its
+// defaults). It asks the server's version (the lowest of a cluster's, see
+// ServerVersion) once to choose atomic batches or one message at a time,
+// and logs the choice.
+func (c *Conn) newBatcher(ctx context.Context, o PublisherOptions) (*batcher, error) {
+	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(o.MaxBatch*o.InFlight+1), jetstream.WithPublishAsyncTimeout(o.AckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	pctx, cancel := context.WithCancel(context.Background())
-	p := &BatchPublisher{c: c, js: js, log: log, linger: o.Linger, tries: max(o.Retries, 0) + 1,
+	p := &batcher{c: c, js: js, log: o.Logger, linger: o.Linger, tries: max(o.Retries, 0) + 1, retryFor: o.RetryFor, ackTimeout: o.AckTimeout,
 		idBase: "reactord-" + hex.EncodeToString(b[:]) + "-", openIDs: map[string]*batchEvent{},
 		kick: make(chan struct{}, 1), slots: make(chan struct{}, o.InFlight), loopDone: make(chan struct{}), ctx: pctx, cancel: cancel}
 	p.room = sync.NewCond(&p.mu)
@@ -242,50 +262,59 @@ func (c *Conn) NewBatchPublisher(ctx context.Context, o BatchOptions) (*BatchPub
 	var gone sync.Once
 	p.inboxSub.SetClosedHandler(func(string) { gone.Do(func() { close(p.inboxGone) }) })
 	p.minAtomic.Store(int64(max(o.MinAtomic, 2)))
-	sv, err := c.ServerVersion(ctx)
-	switch {
-	case err != nil:
-		log.Warn("JetStream publishing: one message at a time (the server's version is unreadable, so atomic batches are not tried)", "err", err)
-	case sv.Version.Less(AtomicBatchMin):
-		log.Info("JetStream publishing: one message at a time, several in flight (nats-server "+sv.Version.String()+" has no atomic batch publish, which needs "+AtomicBatchMin.String()+" or later)",
-			"server", sv.URL)
-	case o.MinAtomic > o.MaxBatch:
-		log.Info("JetStream publishing: one message at a time, several in flight (asked for: MinAtomic above MaxBatch)", "server", sv.URL)
-	default:
-		p.atomic.Store(true)
-		log.Info("JetStream publishing: atomic batches (one disk flush per batch)", "max_batch", o.MaxBatch, "linger", o.Linger, "in_flight", o.InFlight,
-			"server", sv.URL, "version", sv.Version.String())
-	}
+	p.chooseAtomic(ctx, o)
 	go p.loop()
 	return p, nil
 }
 
-// Atomic reports whether the publisher sends atomic batches (false: one
-// message at a time).
-func (p *BatchPublisher) Atomic() bool { return p.atomic.Load() }
-
-// Stats returns the counts so far.
-func (p *BatchPublisher) Stats() BatchStats {
-	return BatchStats{Batches: p.batches.Load(), Batched: p.batched.Load(), Single: p.single.Load(), Fallbacks: p.fallbacks.Load(), Retried: p.retried.Load()}
+// chooseAtomic turns atomic batches on when the server has them and the
+// options allow them, and logs the choice.
+func (p *batcher) chooseAtomic(ctx context.Context, o PublisherOptions) {
+	sv, err := p.c.ServerVersion(ctx)
+	switch {
+	case err != nil:
+		p.log.Warn(msgVersionUnknown, "err", err,
+			"fix", "atomic batches are not tried; check that the server answers $SYS or JetStream API requests")
+	case sv.Version.Less(AtomicBatchMin):
+		p.log.Info(msgOneAtATime, "reason", "the server has no atomic batch publish", "server", sv.URL,
+			"version", sv.Version.String(), "needs", AtomicBatchMin.String())
+	case o.MinAtomic > o.MaxBatch:
+		p.log.Info(msgOneAtATime, "reason", "asked for: MinAtomic above MaxBatch", "server", sv.URL)
+	default:
+		p.atomic.Store(true)
+		p.log.Info(msgAtomicBatches, "max_batch", o.MaxBatch, "linger", o.Linger, "in_flight", o.InFlight,
+			"server", sv.URL, "version", sv.Version.String())
+	}
 }
 
-// Publish adds one event envelope, on its keyed subject, to the open
+// isAtomic reports whether the batcher sends atomic batches (false: one
+// message at a time).
+func (p *batcher) isAtomic() bool { return p.atomic.Load() }
+
+// Stats returns the counts so far.
+func (p *batcher) stats() PublisherStats {
+	return PublisherStats{Batches: p.batches.Load(), Batched: p.batched.Load(), Single: p.single.Load(), Fallbacks: p.fallbacks.Load(), Retried: p.retried.Load()}
+}
+
+// publish adds one message (an event on its keyed subject) to the open
 // batch; done (may be nil) is called once with nil when the stream
 // acknowledged it (stored, or known already by its id), else with the
-// error. Publish blocks while the open batch is full and every batch in
-// flight waits for its acknowledgement; it fails only after Close.
-func (p *BatchPublisher) Publish(tag string, body []byte, meta Meta, done func(error)) error {
+// error. publish blocks while the open batch is full and every batch in
+// flight waits for its acknowledgement; it fails only after close.
+func (p *batcher) publish(m Msg, done func(error)) error {
+	meta := m.Meta
 	if meta.MsgID == "" {
 		meta.MsgID = p.idBase + strconv.FormatUint(p.seq.Add(1), 10)
 	}
-	msg := &nats.Msg{Subject: p.c.streamSubject(tag, body, meta), Data: body, Header: meta.header()}
+	m.Meta = meta
+	msg := &nats.Msg{Subject: p.c.storedSubject(m), Data: m.Body, Header: meta.header()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for !p.closed && int64(len(p.open)) >= p.maxBatch.Load() {
 		p.room.Wait()
 	}
 	if p.closed {
-		return errors.New("publishing after Close")
+		return errPublishAfterClose
 	}
 	if e, ok := p.openIDs[meta.MsgID]; ok {
 		// The same id twice in a batch: the server would refuse the
@@ -305,25 +334,25 @@ func (p *BatchPublisher) Publish(tag string, body []byte, meta Meta, done func(e
 	return nil
 }
 
-func (p *BatchPublisher) wake() {
+func (p *batcher) wake() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
 	}
 }
 
-// Flush sends the open batch without waiting for Linger.
-func (p *BatchPublisher) Flush() {
+// flushOpen sends the open batch without waiting for Linger.
+func (p *batcher) flushOpen() {
 	p.mu.Lock()
 	p.flush = true
 	p.mu.Unlock()
 	p.wake()
 }
 
-// Close sends what is open and waits for every acknowledgement, or for
-// ctx's end, which fails the events still waiting. Publish must not be
-// called after Close.
-func (p *BatchPublisher) Close(ctx context.Context) {
+// close sends what is open and waits for every acknowledgement, or for
+// ctx's end, which fails the events still waiting. publish must not be
+// called after close.
+func (p *batcher) close(ctx context.Context) {
 	p.mu.Lock()
 	p.closed = true
 	p.room.Broadcast()
@@ -338,7 +367,7 @@ func (p *BatchPublisher) Close(ctx context.Context) {
 }
 
 // reply hands a batch's acknowledgement to the goroutine waiting for it.
-func (p *BatchPublisher) reply(m *nats.Msg) {
+func (p *batcher) reply(m *nats.Msg) {
 	if ch, ok := p.replies.Load(m.Subject[len(p.inbox)+1:]); ok {
 		select {
 		case ch.(chan *nats.Msg) <- m:
@@ -349,7 +378,7 @@ func (p *BatchPublisher) reply(m *nats.Msg) {
 
 // loop closes batches and sends them, each on a goroutine of its own
 // holding one of the InFlight slots.
-func (p *BatchPublisher) loop() {
+func (p *batcher) loop() {
 	defer close(p.loopDone)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -413,7 +442,7 @@ func (p *BatchPublisher) loop() {
 }
 
 // failOpen fails the events of the open batch (Close's context ended).
-func (p *BatchPublisher) failOpen(err error) {
+func (p *batcher) failOpen(err error) {
 	p.mu.Lock()
 	open := p.open
 	p.open = nil
@@ -429,23 +458,19 @@ func (p *BatchPublisher) failOpen(err error) {
 // acknowledgement: the next batch is written after that, so the stream
 // stores batches in order (a batch sent again after a failure comes after
 // those written meanwhile).
-func (p *BatchPublisher) send(batch []*batchEvent, written func()) {
+func (p *batcher) send(batch []*batchEvent, written func()) {
 	if int64(len(batch)) < p.minAtomic.Load() || !p.atomic.Load() {
 		p.sendEach(batch, written)
 		return
 	}
 	var err error
-	for try := 0; try < p.tries; try++ {
+	first := time.Now()
+	for try := 0; ; try++ {
 		if try > 0 {
-			select {
-			case <-time.After(time.Duration(100<<(2*(try-1))) * time.Millisecond):
-			case <-p.ctx.Done():
+			if !p.backoff(try) {
 				err = p.ctx.Err()
-				try = p.tries
-				continue
+				break
 			}
-		}
-		if try > 0 {
 			p.retried.Add(int64(len(batch)))
 		}
 		err = p.sendAtomic(batch, written)
@@ -473,20 +498,49 @@ func (p *BatchPublisher) send(batch []*batchEvent, written func()) {
 		if !transientPublishError(err) && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrConnectionReconnecting) {
 			break
 		}
+		if !p.mayRetry(try+1, first) {
+			break
+		}
 	}
 	for _, e := range batch {
 		e.settle(fmt.Errorf("publishing a batch of %d events to JetStream (%s first): %w", len(batch), e.msg.Subject, err))
 	}
 }
 
+// mayRetry reports whether what got no acknowledgement may be sent a
+// try-th time (try 1 is the first retry), its first try made at first:
+// within Retries, or within RetryFor, and not on a connection closed for
+// good.
+func (p *batcher) mayRetry(try int, first time.Time) bool {
+	if p.c.nc.IsClosed() {
+		return false
+	}
+	return try < p.tries || (p.retryFor > 0 && time.Since(first) < p.retryFor)
+}
+
+// backoff waits before the try-th try: 100 ms before the first retry, 4
+// times longer each time, at most 2 s; false when the publisher stopped
+// meanwhile.
+func (p *batcher) backoff(try int) bool {
+	d := min(time.Duration(100<<(2*min(try-1, 8)))*time.Millisecond, 2*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.ctx.Done():
+		return false
+	}
+}
+
 // refused counts a refused batch and acts on the refusals that say
 // something of the publisher's settings.
-func (p *BatchPublisher) refused(apiErr *jetstream.APIError, n int) {
+func (p *batcher) refused(apiErr *jetstream.APIError, n int) {
 	switch apiErr.ErrorCode {
 	case errCodeAtomicDisabled:
 		if p.atomic.CompareAndSwap(true, false) {
-			p.log.Warn("JetStream publishing: one message at a time from now on: the event stream does not allow atomic batches (allow_atomic); the daemon turns it on when it creates or updates the stream on nats-server "+
-				AtomicBatchMin.String()+" or later", "err", apiErr)
+			p.log.Warn(msgAtomicNotAllowed, "err", apiErr, "needs", AtomicBatchMin.String(),
+				"fix", "the stream lacks allow_atomic: the daemon turns it on when it creates or updates the stream on this release or later")
 		}
 	case errCodeAtomicTooLarge:
 		if half := int64(max(n/2, 1)); half < p.maxBatch.Load() {
@@ -494,7 +548,8 @@ func (p *BatchPublisher) refused(apiErr *jetstream.APIError, n int) {
 			if half < p.minAtomic.Load() {
 				p.minAtomic.Store(max(half, 2))
 			}
-			p.log.Warn("JetStream publishing: the server refuses batches this large (its max_batch_size); batches of at most this many from now on", "max_batch", half, "err", apiErr)
+			p.log.Warn(msgBatchTooLarge, "max_batch", half, "err", apiErr,
+				"fix", "batches of at most max_batch events from now on; raise the server's max_batch_size to allow larger ones")
 		}
 	}
 }
@@ -503,7 +558,7 @@ func (p *BatchPublisher) refused(apiErr *jetstream.APIError, n int) {
 // acknowledgement: the messages before the last without a reply subject,
 // the last with the commit and the reply. It calls written once the commit
 // is on the connection.
-func (p *BatchPublisher) sendAtomic(batch []*batchEvent, written func()) error {
+func (p *batcher) sendAtomic(batch []*batchEvent, written func()) error {
 	id := p.idBase + "b" + strconv.FormatUint(p.bseq.Add(1), 36)
 	ackc := make(chan *nats.Msg, 1)
 	p.replies.Store(id, ackc)
@@ -529,7 +584,7 @@ func (p *BatchPublisher) sendAtomic(batch []*batchEvent, written func()) error {
 			return err
 		}
 		written()
-		t := time.NewTimer(batchAckTimeout)
+		t := time.NewTimer(p.ackTimeout)
 		var resp *nats.Msg
 		select {
 		case resp = <-ackc:
@@ -573,20 +628,16 @@ func (p *BatchPublisher) sendAtomic(batch []*batchEvent, written func()) error {
 
 // sendEach publishes the events one at a time, all at once, and settles
 // each with its own acknowledgement; one that gets none is sent again up
-// to Retries times. It calls written once the first try's messages are on
-// the connection.
-func (p *BatchPublisher) sendEach(batch []*batchEvent, written func()) {
+// to Retries times, or for RetryFor. It calls written once the first
+// try's messages are on the connection.
+func (p *batcher) sendEach(batch []*batchEvent, written func()) {
 	p.single.Add(int64(len(batch)))
 	todo := batch
 	var errs []error
-	for try := 0; try < p.tries && len(todo) > 0; try++ {
+	first := time.Now()
+	for try := 0; len(todo) > 0; try++ {
 		if try > 0 {
-			select {
-			case <-time.After(time.Duration(100<<(2*(try-1))) * time.Millisecond):
-			case <-p.ctx.Done():
-			}
-		}
-		if try > 0 {
+			p.backoff(try) // a stop meanwhile fails them below
 			p.retried.Add(int64(len(todo)))
 		}
 		futs := make([]jetstream.PubAckFuture, len(todo))
@@ -630,7 +681,7 @@ func (p *BatchPublisher) sendEach(batch []*batchEvent, written func()) {
 			switch {
 			case err == nil:
 				e.settle(nil)
-			case transientPublishError(err) && try+1 < p.tries && p.ctx.Err() == nil:
+			case transientPublishError(err) && p.mayRetry(try+1, first) && p.ctx.Err() == nil:
 				again, againErrs = append(again, e), append(againErrs, err)
 			default:
 				e.settle(fmt.Errorf("publishing %s to JetStream: %w", e.msg.Subject, err))

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 	"github.com/reactord/reactord/internal/wait"
 )
 
-// collector gathers the done calls of a BatchPublisher's events.
+// collector gathers the done calls of a Publisher's events.
 type collector struct {
 	mu   sync.Mutex
 	errs []error
@@ -48,15 +49,15 @@ func (c *collector) done() func(error) {
 func envelope(tag string) []byte { return []byte(`{"tag":"` + tag + `","data":{"id":"web1"}}`) }
 
 // streamPublisher starts a server with the event stream and returns a
-// connection to it and a BatchPublisher into the stream, closed when the
+// connection to it and a Publisher into the stream, closed when the
 // test ends.
-func streamPublisher(t *testing.T, o BatchOptions) (*Conn, *BatchPublisher) {
+func streamPublisher(t *testing.T, o PublisherOptions) (*Conn, *Publisher) {
 	t.Helper()
 	_, c := startServer(t)
 	if err := c.EnsureStream(t.Context(), StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.NewBatchPublisher(t.Context(), o)
+	p, err := c.NewPublisher(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +68,11 @@ func streamPublisher(t *testing.T, o BatchOptions) (*Conn, *BatchPublisher) {
 // publishEach publishes n events on x/y, with the ids prefix0 …
 // prefix(n-1), and waits for every acknowledgement; an event that fails
 // fails the test.
-func publishEach(t *testing.T, p *BatchPublisher, n int, prefix string) {
+func publishEach(t *testing.T, p *Publisher, n int, prefix string) {
 	t.Helper()
 	var col collector
 	for i := range n {
-		if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: prefix + strconv.Itoa(i)}, col.done()); err != nil {
+		if err := p.Publish(context.Background(), Msg{Tag: "x/y", Body: envelope("x/y"), Meta: Meta{MsgID: prefix + strconv.Itoa(i)}}, col.done()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,7 +90,7 @@ func publishEach(t *testing.T, p *BatchPublisher, n int, prefix string) {
 func TestBatchPublisherBatchesAndDedupes(t *testing.T) {
 	// MinAtomic 2: a small batch (group commit sends what is open as soon
 	// as nothing is in flight) is still atomic.
-	c, p := streamPublisher(t, BatchOptions{MaxBatch: 50, MinAtomic: 2})
+	c, p := streamPublisher(t, PublisherOptions{MaxBatch: 50, MinAtomic: 2})
 	ctx := t.Context()
 	if !p.Atomic() {
 		t.Fatal("the embedded server has atomic batches, the publisher does not use them")
@@ -97,11 +98,11 @@ func TestBatchPublisherBatchesAndDedupes(t *testing.T) {
 	var col collector
 	for i := range 500 {
 		id := "id-" + strconv.Itoa(i)
-		if err := p.Publish("salt/minion/web1/start", envelope("salt/minion/web1/start"), Meta{MsgID: id}, col.done()); err != nil {
+		if err := p.Publish(context.Background(), Msg{Tag: "salt/minion/web1/start", Body: envelope("salt/minion/web1/start"), Meta: Meta{MsgID: id}}, col.done()); err != nil {
 			t.Fatal(err)
 		}
 		if i%100 == 7 { // the same id again, in the same open batch
-			if err := p.Publish("salt/minion/web1/start", envelope("salt/minion/web1/start"), Meta{MsgID: id}, col.done()); err != nil {
+			if err := p.Publish(context.Background(), Msg{Tag: "salt/minion/web1/start", Body: envelope("salt/minion/web1/start"), Meta: Meta{MsgID: id}}, col.done()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -109,18 +110,18 @@ func TestBatchPublisherBatchesAndDedupes(t *testing.T) {
 	col.wg.Wait()
 	// Ids the stream has, in one batch with new ones: every slot taken
 	// while they are published, so that they gather in one open batch.
-	for range cap(p.slots) {
-		p.slots <- struct{}{}
+	for range cap(p.b.slots) {
+		p.b.slots <- struct{}{}
 	}
 	for i := 490; i < 510; i++ {
-		if err := p.Publish("salt/minion/web1/start", envelope("salt/minion/web1/start"), Meta{MsgID: "id-" + strconv.Itoa(i)}, col.done()); err != nil {
+		if err := p.Publish(context.Background(), Msg{Tag: "salt/minion/web1/start", Body: envelope("salt/minion/web1/start"), Meta: Meta{MsgID: "id-" + strconv.Itoa(i)}}, col.done()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for range cap(p.slots) {
-		<-p.slots
+	for range cap(p.b.slots) {
+		<-p.b.slots
 	}
-	p.wake()
+	p.b.wake()
 	p.Close(ctx)
 	col.wg.Wait()
 	if len(col.errs) > 0 {
@@ -143,19 +144,19 @@ func TestBatchPublisherBatchesAndDedupes(t *testing.T) {
 // once (no batch is in flight to wait for), and is acknowledged no more
 // than 2 ms later than a plain acknowledged publish (medians of 30).
 func TestBatchPublisherLoneEvent(t *testing.T) {
-	c, p := streamPublisher(t, BatchOptions{})
+	c, p := streamPublisher(t, PublisherOptions{})
 	ctx := t.Context()
 	const rounds = 30
 	var plain, batched []time.Duration
 	for i := range rounds {
 		start := time.Now()
-		if err := c.PublishStream(ctx, "lone/plain", envelope("lone/plain"), Meta{MsgID: "plain-" + strconv.Itoa(i)}); err != nil {
+		if err := c.Publish(ctx, Msg{Tag: "lone/plain", Body: envelope("lone/plain"), Meta: Meta{MsgID: "plain-" + strconv.Itoa(i)}}, Stored); err != nil {
 			t.Fatal(err)
 		}
 		plain = append(plain, time.Since(start))
 		start = time.Now()
 		ch := make(chan error, 1)
-		if err := p.Publish("lone/batched", envelope("lone/batched"), Meta{MsgID: "batched-" + strconv.Itoa(i)}, func(err error) { ch <- err }); err != nil {
+		if err := p.Publish(context.Background(), Msg{Tag: "lone/batched", Body: envelope("lone/batched"), Meta: Meta{MsgID: "batched-" + strconv.Itoa(i)}}, func(err error) { ch <- err }); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-ch; err != nil {
@@ -179,7 +180,7 @@ func TestBatchPublisherLoneEvent(t *testing.T) {
 // (fewer than MinAtomic: the server's staging of an atomic batch would
 // cost more than their flushes); a burst goes in atomic batches.
 func TestBatchPublisherSmallBatches(t *testing.T) {
-	_, p := streamPublisher(t, BatchOptions{})
+	_, p := streamPublisher(t, PublisherOptions{})
 	for round := range 5 {
 		publishEach(t, p, DefaultBatchMinAtomic-1, fmt.Sprint("few-", round, "-"))
 	}
@@ -217,12 +218,13 @@ func TestBatchPublisherConnectionClosed(t *testing.T) {
 			ctx := t.Context()
 			// No stream: a plain subscriber takes the subjects and never
 			// answers, so the acknowledgements never come.
-			sink, err := c.nc.Subscribe(c.prefix+">", func(*nats.Msg) {})
+			var relayed atomic.Int64
+			sink, err := c.nc.Subscribe(c.prefix+">", func(*nats.Msg) { relayed.Add(1) })
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer sink.Unsubscribe()
-			p, err := c.NewBatchPublisher(ctx, BatchOptions{MinAtomic: tc.minAtomic})
+			p, err := c.NewPublisher(ctx, PublisherOptions{MinAtomic: tc.minAtomic})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +236,7 @@ func TestBatchPublisherConnectionClosed(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 20 {
 				wg.Add(1)
-				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: "c-" + strconv.Itoa(i)}, func(err error) {
+				if err := p.Publish(context.Background(), Msg{Tag: "x/y", Body: envelope("x/y"), Meta: Meta{MsgID: "c-" + strconv.Itoa(i)}}, func(err error) {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -243,11 +245,17 @@ func TestBatchPublisherConnectionClosed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(50 * time.Millisecond) // the events are on the wire
+			p.Flush()
+			checkFor(t, 5*time.Second, func() error { // the events are on the wire
+				if n := relayed.Load(); n != 20 {
+					return fmt.Errorf("the server relayed %d of 20 events", n)
+				}
+				return nil
+			})
 			start := time.Now()
 			c.nc.Close()
 			wg.Wait()
-			if took := time.Since(start); took > batchAckTimeout/2 {
+			if took := time.Since(start); took > DefaultAckTimeout/2 {
 				t.Fatalf("the events settled %v after the connection closed", took)
 			}
 			for _, err := range errs {
@@ -280,14 +288,14 @@ func TestBatchPublisherManyPublishers(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
-	var total BatchStats
+	var total PublisherStats
 	for k := range pubs {
 		pc, err := Connect(ConnOptions{URL: srv.ClientURL(), Name: fmt.Sprint("pub-", k)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(pc.Close)
-		p, err := pc.NewBatchPublisher(ctx, BatchOptions{MaxBatch: 20, MinAtomic: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		p, err := pc.NewPublisher(ctx, PublisherOptions{MaxBatch: 20, MinAtomic: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +304,7 @@ func TestBatchPublisherManyPublishers(t *testing.T) {
 			defer wg.Done()
 			var col collector
 			for i := range each {
-				if err := p.Publish("x/y", envelope("x/y"), Meta{MsgID: fmt.Sprint("p", k, "-", i)}, col.done()); err != nil {
+				if err := p.Publish(context.Background(), Msg{Tag: "x/y", Body: envelope("x/y"), Meta: Meta{MsgID: fmt.Sprint("p", k, "-", i)}}, col.done()); err != nil {
 					t.Error(err)
 					return
 				}
@@ -342,7 +350,7 @@ func TestBatchPublisherKeepsOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Small batches, so that many are sent while others wait.
-			p, err := c.NewBatchPublisher(ctx, BatchOptions{MaxBatch: 8, MinAtomic: 2, InFlight: 4})
+			p, err := c.NewPublisher(ctx, PublisherOptions{MaxBatch: 8, MinAtomic: 2, InFlight: 4})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -383,13 +391,13 @@ func TestBatchPublisherStreamWithoutAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	// MinAtomic 2: any batch of two or more is sent atomic, and refused.
-	p, err := c.NewBatchPublisher(ctx, BatchOptions{MinAtomic: 2})
+	p, err := c.NewPublisher(ctx, PublisherOptions{MinAtomic: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var col collector
 	for range 300 {
-		if err := p.Publish("x/y", envelope("x/y"), Meta{}, col.done()); err != nil {
+		if err := p.Publish(context.Background(), Msg{Tag: "x/y", Body: envelope("x/y")}, col.done()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -452,13 +460,13 @@ func TestBatchPublisherOnServers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := c.NewBatchPublisher(ctx, BatchOptions{MinAtomic: 2})
+			p, err := c.NewPublisher(ctx, PublisherOptions{MinAtomic: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var col collector
 			for i := range 400 {
-				if err := p.Publish("a/b", envelope("a/b"), Meta{MsgID: fmt.Sprint("m", i%350)}, col.done()); err != nil {
+				if err := p.Publish(context.Background(), Msg{Tag: "a/b", Body: envelope("a/b"), Meta: Meta{MsgID: fmt.Sprint("m", i%350)}}, col.done()); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -58,7 +58,7 @@ func TestCoreQueueGroupSplitsAndCarriesMeta(t *testing.T) {
 	const n = 400
 	for i := range n {
 		tag := "salt/beacon/web1/inotify//etc/important_file"
-		if err := pub.Publish(tag, []byte(`{"tag":"`+tag+`","data":{}}`), Meta{Hop: i%3 + 1, Cause: "jid-1", Origin: "test"}); err != nil {
+		if err := pub.Publish(context.Background(), Msg{Tag: tag, Body: []byte(`{"tag":"` + tag + `","data":{}}`), Meta: Meta{Hop: i%3 + 1, Cause: "jid-1", Origin: "test"}}, Core); err != nil {
 			t.Fatal(err)
 		}
 	}

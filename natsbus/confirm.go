@@ -40,18 +40,14 @@ func (m Mark) Merge(o Mark) Mark {
 // attempts whose handshake then failed).
 func (c *Conn) reconnects() uint64 { return c.nc.Stats().Reconnects }
 
-// PublishMarked is PublishRaw, and returns the publish's Mark for
-// FlushSince.
-func (c *Conn) PublishMarked(subject string, body []byte, meta Meta) (Mark, error) {
-	return c.marked(func() error { return c.PublishRaw(subject, body, meta) })
-}
-
 // Mark returns a Mark for a series of publishes from now on, which
 // FlushSince confirms together as though each went to the live connection:
 // any reconnection during the series leaves it unconfirmed, the safe side.
 func (c *Conn) Mark() Mark { return Mark{sent: c.reconnects() + 1} }
 
-// marked runs publish and returns its Mark. A publish counts as kept in
+// Marked runs publish, which makes core publishes on c (Publish with
+// Core), and returns their Mark for FlushSince: one flush then confirms
+// many publishes (Mark.Merge). A publish counts as kept in
 // the reconnect buffer only when the client was reconnecting before it
 // and no connection was made meanwhile (each connection is counted, under
 // the lock that publishing takes, before the client is connected): one
@@ -59,7 +55,7 @@ func (c *Conn) Mark() Mark { return Mark{sent: c.reconnects() + 1} }
 // one that races a reconnection's end may have gone to the new one; both
 // count as written to a live connection, which FlushSince confirms only if
 // no connection followed.
-func (c *Conn) marked(publish func() error) (Mark, error) {
+func (c *Conn) Marked(publish func() error) (Mark, error) {
 	n := c.reconnects()
 	up := c.nc.IsConnected()
 	if err := publish(); err != nil {

@@ -22,10 +22,20 @@ func waitDisconnected(t *testing.T, c *Conn) {
 	})
 }
 
+// receipts counts what proxiedPublisher's subscriber received, and keeps
+// the last body.
+type receipts struct {
+	n    atomic.Int64
+	last atomic.Value // string
+}
+
+// Load is how many events were received.
+func (r *receipts) Load() int64 { return r.n.Load() }
+
 // proxiedPublisher starts a server with a subscriber on the event
 // subjects, counting what it receives, and connects a publisher to it
 // through a proxy.
-func proxiedPublisher(t *testing.T) (*Conn, *tcpproxy.Proxy, *atomic.Int64) {
+func proxiedPublisher(t *testing.T) (*Conn, *tcpproxy.Proxy, *receipts) {
 	t.Helper()
 	srv, _ := startServer(t)
 	sub, err := Connect(ConnOptions{URL: srv.ClientURL()})
@@ -33,8 +43,8 @@ func proxiedPublisher(t *testing.T) (*Conn, *tcpproxy.Proxy, *atomic.Int64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sub.Close)
-	received := new(atomic.Int64)
-	if _, err := sub.SubscribeQueue("", "reactord", func(*Message) { received.Add(1) }); err != nil {
+	received := new(receipts)
+	if _, err := sub.SubscribeQueue("", "reactord", func(m *Message) { received.n.Add(1); received.last.Store(string(m.Body)) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := sub.Flush(context.Background()); err != nil {
@@ -60,7 +70,7 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 	defer cancel()
 	pub, proxy, received := proxiedPublisher(t)
 	body := []byte(`{"tag":"salt/minion/web1/start","data":{}}`)
-	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{}); err != nil {
+	if err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: body}, Delivered); err != nil {
 		t.Fatalf("before the cut: %v", err)
 	}
 	checkFor(t, 5*time.Second, func() error {
@@ -77,7 +87,7 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 	// client reconnecting).
 	proxy.Swallow()
 	pub.afterPublish = func() { proxy.Cut(); waitDisconnected(t, pub) }
-	err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{})
+	err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: body}, Delivered)
 	pub.afterPublish = nil
 	if !errors.Is(err, ErrReconnected) {
 		t.Errorf("a publish lost with its connection: err = %v, want ErrReconnected", err)
@@ -86,7 +96,7 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 		t.Error("the flush returned before the client was connected again")
 	}
 	// The lost publish never arrives; the next one does, as the only one.
-	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", body, Meta{}); err != nil {
+	if err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: body}, Delivered); err != nil {
 		t.Fatalf("after the reconnection: %v", err)
 	}
 	checkFor(t, 5*time.Second, func() error {
@@ -95,9 +105,21 @@ func TestPublishDeliveredLostInReconnect(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(100 * time.Millisecond)
-	if n := received.Load(); n != 2 {
-		t.Errorf("%d received, want 2: the publish reported lost arrived", n)
+	// A last publish on the new connection: the subscriber gets events
+	// in the order the server took them, and the lost one, had it reached
+	// the server, came before (on the connection that died first).
+	last := []byte(`{"tag":"salt/minion/web1/start","data":{"last":true}}`)
+	if err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: last}, Confirmed); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got, _ := received.last.Load().(string); got != string(last) {
+			return errors.New("the last publish has not arrived")
+		}
+		return nil
+	})
+	if n := received.Load(); n != 3 {
+		t.Errorf("%d received, want 3: the publish reported lost arrived", n)
 	}
 }
 
@@ -114,8 +136,11 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 	pub, proxy, received := proxiedPublisher(t)
 	subject := Subject(pub.prefix, "salt/minion/web1/start")
 	body := []byte(`{"tag":"salt/minion/web1/start","data":{}}`)
+	publishMarked := func() (Mark, error) {
+		return pub.Marked(func() error { return pub.Publish(ctx, Msg{Subject: subject, Body: body}, Core) })
+	}
 	series := pub.Mark()
-	before, err := pub.PublishMarked(subject, body, Meta{})
+	before, err := publishMarked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +150,7 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 
 	proxy.Down()
 	waitDisconnected(t, pub)
-	mark, err := pub.PublishMarked(subject, body, Meta{})
+	mark, err := publishMarked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +163,7 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 	}
 	// Another publish in the same outage, confirmed only once the client
 	// is connected again.
-	later, err := pub.PublishMarked(subject, body, Meta{})
+	later, err := publishMarked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +194,7 @@ func TestFlushSinceConfirmsTheReconnectBuffer(t *testing.T) {
 	if err := pub.FlushSince(ctx, before.Merge(later)); !errors.Is(err, ErrReconnected) {
 		t.Errorf("a publish before the outage with one during it: %v, want ErrReconnected", err)
 	}
-	now, err := pub.PublishMarked(subject, body, Meta{})
+	now, err := publishMarked()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ type ConnOptions struct {
 
 // Conn is a NATS connection.
 type Conn struct {
-	// afterPublish, when a test sets it, runs in marked right after the
+	// afterPublish, when a test sets it, runs in Marked right after the
 	// publish.
 	afterPublish func()
 
@@ -76,14 +76,14 @@ type Conn struct {
 	downAt        atomic.Int64
 
 	// streamMu guards the cached answer to "does a stream capture the event
-	// subjects?" used by PublishEvent; streamAsking is closed when the
+	// subjects?" used by Publish with Event; streamAsking is closed when the
 	// question under way (asked without the lock) is answered.
 	streamMu      sync.Mutex
 	streamChecked time.Time
 	streamName    string
 	streamAsking  chan struct{}
 
-	// deliverMu guards PublishDelivered's inbox (subscribed to once) and
+	// deliverMu guards the inbox of Delivered publishes (subscribed to once) and
 	// its publishes waiting for the server's "no responders" answer, by
 	// reply subject (true: answered). It is never held while talking to
 	// the server.
@@ -95,10 +95,6 @@ type Conn struct {
 
 	// log is the connection's logger (ConnOptions.Logger).
 	log *slog.Logger
-	// batchMu guards batcher, the BatchPublisher PublishEventAsync makes
-	// on first use; Close closes it.
-	batchMu sync.Mutex
-	batcher *BatchPublisher
 
 	// watchers are the slow-subscription watchers (slowConsumerHandler);
 	// Close waits for them.
@@ -234,11 +230,16 @@ func slowConsumerHandler(log *slog.Logger, count func(int64), watchers *sync.Wai
 			})
 		}
 		if k, ok := every.Tick(); ok {
-			log.Error("NATS slow consumer: the client dropped events its subscription could not take in time (core NATS has no redelivery; use --jetstream); counted in reactord_dropped_total{reason=\"slow_consumer\"}, logged at most once a minute",
-				"subject", sub.Subject, "dropped", n, "reports_since_last_line", k)
+			log.Error(msgSlowConsumer, "subject", sub.Subject, "dropped", n, "reports_since_last_line", k,
+				"why", "the subscription could not take them in time, and core NATS has no redelivery",
+				"fix", "use --jetstream; logged at most once a minute",
+				"metric", `reactord_dropped_total{reason="slow_consumer"}`)
 		}
 	}
 }
+
+// msgSlowConsumer is the line about events a slow subscription dropped.
+const msgSlowConsumer = "NATS slow consumer: the client dropped events"
 
 // Close drains and closes the connection.
 func (c *Conn) Close() {
@@ -246,13 +247,6 @@ func (c *Conn) Close() {
 		return
 	}
 	c.closing.Store(true)
-	c.batchMu.Lock()
-	if c.batcher != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c.batcher.Close(ctx)
-		cancel()
-	}
-	c.batchMu.Unlock()
 	_ = c.nc.Drain()
 	c.nc.Close()
 	// Their subscriptions are closed now: each watcher sees it at its

@@ -21,6 +21,12 @@ const EnsureAttempt = 5 * time.Second
 // ensureBackoff spaces Ensure's attempts.
 var ensureBackoff = retry.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.3}
 
+// Ensure's lines.
+const (
+	msgEnsured     = "JetStream: created after waiting"
+	msgEnsureWaits = "JetStream cannot create it yet; retrying"
+)
+
 // Ensure creates what (a stream, a consumer, a key-value bucket) with
 // try, each attempt given EnsureAttempt of ctx, until it succeeds, fails
 // for good (an error Transient does not take for passing) or ctx ends.
@@ -37,7 +43,7 @@ func Ensure(ctx context.Context, log *slog.Logger, what string, try func(ctx con
 		cancel()
 		if err == nil {
 			if b.Failures() > 0 && log != nil {
-				log.Info("JetStream: created "+what+" after waiting", "waited", time.Since(start).Round(time.Millisecond).String(), "attempts", b.Failures()+1)
+				log.Info(msgEnsured, "what", what, "waited", time.Since(start).Round(time.Millisecond).String(), "attempts", b.Failures()+1)
 			}
 			return nil
 		}
@@ -48,8 +54,8 @@ func Ensure(ctx context.Context, log *slog.Logger, what string, try func(ctx con
 			return err
 		}
 		if b.Failures() == 0 && log != nil {
-			log.Warn("JetStream cannot create "+what+" yet; retrying with backoff until it can (logged again once it worked)",
-				"why", WhyNotYet(err), "err", err)
+			log.Warn(msgEnsureWaits, "what", what, "why", WhyNotYet(err), "err", err,
+				"fix", "retrying with backoff until it can; logged again once it worked")
 		}
 		if !retry.Sleep(ctx, b.Next()) {
 			return &WaitError{What: what, Waited: time.Since(start), Attempts: b.Failures(), Last: err, Cause: context.Cause(ctx)}

@@ -82,13 +82,13 @@ func TestEnsure(t *testing.T) {
 				t.Fatalf("%d attempts, want %d", n, tc.attempts)
 			}
 			out := logs.String()
-			waits := strings.Count(out, "JetStream cannot create stream X yet")
+			waits := strings.Count(out, `msg="JetStream cannot create it yet; retrying" what="stream X"`)
 			switch {
 			case tc.why == "" && out != "":
 				t.Fatalf("logged for an error that does not pass:\n%s", out)
 			case tc.why != "" && (waits != 1 || !strings.Contains(out, tc.why)):
 				t.Fatalf("want one line saying it waits (%q), got:\n%s", tc.why, out)
-			case tc.wantErr == nil && tc.why != "" && !strings.Contains(out, "JetStream: created stream X after waiting"):
+			case tc.wantErr == nil && tc.why != "" && !strings.Contains(out, `msg="JetStream: created after waiting" what="stream X"`):
 				t.Fatalf("no line saying it worked:\n%s", out)
 			case tc.wantErr != nil && tc.why != "" && !strings.Contains(err.Error(), "gave up waiting"):
 				t.Fatalf("the error does not say it waited: %v", err)

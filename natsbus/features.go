@@ -160,7 +160,7 @@ var (
 	FeatureDedupeMasters = Feature{Name: "--dedupe-masters", What: "copies of one event from several masters react once (bucket REACTORD_COPIES)",
 		Needs: []Requirement{{"key-value buckets with a TTL", Version{Major: 2, Minor: 9, Patch: 0}}}}
 	// FeatureBatchPublish is the publishers' atomic batches (the bridge,
-	// fire; see BatchPublisher): no flag, on whenever the server has it.
+	// fire; see Publisher): no flag, on whenever the server has it.
 	FeatureBatchPublish = Feature{Name: "batched publishing", What: "publishers send events in atomic batches, each written and flushed to disk once (stream allow_atomic)",
 		Needs:    []Requirement{{"atomic batch publish", AtomicBatchMin}},
 		Fallback: "each event published and flushed on its own (several in flight)"}

@@ -40,7 +40,7 @@ func processCPU() time.Duration {
 // acknowledgement per message or per 100 (AckAll); every one syncs each
 // write before acknowledging it (the embedded server's default) but
 // -sync-2m, which flushes every two minutes (NATS's own default). The
-// -batched ones publish as the bridge does: through a BatchPublisher,
+// -batched ones publish as the bridge does: through a Publisher,
 // atomic batches (allow_atomic) each written and flushed once. Messages are 500 bytes
 // on 200 subjects. Run: go test ./natsbus -run '^$' -bench JetStreamFloor
 // -benchtime 200000x.
@@ -50,7 +50,7 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 		retention jetstream.RetentionPolicy
 		ackEvery  int           // 1: AckExplicit; more: AckAll every that many
 		sync      time.Duration // embedded.Options.SyncInterval
-		batched   bool          // through a BatchPublisher
+		batched   bool          // through a Publisher
 		trim      bool          // limits retention, trimmed (Trimmer)
 	}{
 		{"trimmed-ack-each-batched", jetstream.LimitsPolicy, 1, 0, true, true},
@@ -136,11 +136,11 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 				body[i] = 'x'
 			}
 			b.SetBytes(int64(len(body)))
-			var bp *BatchPublisher
+			var bp *Publisher
 			var failed atomic.Int64
 			if tc.batched {
 				pc := &Conn{nc: pub, prefix: "floor."}
-				if bp, err = pc.NewBatchPublisher(ctx, BatchOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+				if bp, err = pc.NewPublisher(ctx, PublisherOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -148,7 +148,7 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
 				if bp != nil {
-					err := bp.Publish("m"+strconv.Itoa(i%200), body, Meta{MsgID: strconv.Itoa(i), Key: "-"}, func(err error) {
+					err := bp.Publish(context.Background(), Msg{Tag: "m" + strconv.Itoa(i%200), Body: body, Meta: Meta{MsgID: strconv.Itoa(i), Key: "-"}}, func(err error) {
 						if err != nil {
 							failed.Add(1)
 						}

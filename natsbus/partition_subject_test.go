@@ -39,7 +39,7 @@ func TestPartitionTransformAgreesWithPartitionOf(t *testing.T) {
 		key := fmt.Sprintf("web%d.example.com", i)
 		keys = append(keys, key)
 		body := fmt.Appendf(nil, `{"tag":"salt/minion/%s/start","data":{"id":%q}}`, key, key)
-		if err := c.PublishStream(ctx, "salt/minion/"+key+"/start", body, Meta{}); err != nil {
+		if err := c.Publish(ctx, Msg{Tag: "salt/minion/" + key + "/start", Body: body}, Stored); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +59,7 @@ func TestPartitionTransformAgreesWithPartitionOf(t *testing.T) {
 		t.Errorf("60 minions fell into partitions %v, want all 6", seen)
 	}
 	// Core NATS publishers (older bridges, other tools) keep the tag's subject.
-	if err := c.Publish("myco/plain", []byte(`{"tag":"myco/plain","data":{}}`), Meta{}); err != nil {
+	if err := c.Publish(context.Background(), Msg{Tag: "myco/plain", Body: []byte(`{"tag":"myco/plain","data":{}}`)}, Core); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Flush(ctx); err != nil {
@@ -87,7 +87,7 @@ func TestPartitionTransformAgreesWithPartitionOf(t *testing.T) {
 	if err := c.SetPartitionTransform(ctx, StreamOptions{Partitions: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PublishStream(ctx, "salt/minion/web1/start", []byte(`{"tag":"salt/minion/web1/start","data":{}}`), Meta{}); err != nil {
+	if err := c.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: []byte(`{"tag":"salt/minion/web1/start","data":{}}`)}, Stored); err != nil {
 		t.Fatal(err)
 	}
 	m, err = s.GetMsg(ctx, 62)

@@ -17,7 +17,7 @@ import (
 // reactord daemon is running, or it is restarting).
 var ErrNoSubscriber = errors.New("no subscriber received the event")
 
-// streamCheckInterval is how long PublishEvent trusts its last answer to
+// streamCheckInterval is how long Publish with Event trusts its last answer to
 // "does a stream capture the event subjects?" before asking the server again.
 const streamCheckInterval = 5 * time.Second
 
@@ -72,66 +72,155 @@ func metaOf(h nats.Header) Meta {
 	return m
 }
 
-// Publish sends one event envelope (the JSON `{"tag", "data"}`) on the
-// tag's subject with core NATS.
-func (c *Conn) Publish(tag string, body []byte, meta Meta) error {
-	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Data: body, Header: meta.header()}
-	if err := c.nc.PublishMsg(msg); err != nil {
-		return fmt.Errorf("publishing %s: %w", tag, err)
+// How says how Conn.Publish sends a message, and what its success means.
+// A Publisher sends many at once, Stored or Event.
+type How int
+
+const (
+	// Core publishes with core NATS and returns once the message is in
+	// the connection's buffer: fire-and-forget, nothing says a server got
+	// it.
+	Core How = iota + 1
+	// Confirmed publishes with core NATS and makes one round trip to the
+	// server (FlushSince): it fails with ErrReconnected when the
+	// connection was re-established meanwhile, as the message may have
+	// died with the old one.
+	Confirmed
+	// Delivered publishes with core NATS and reports ErrNoSubscriber when
+	// no subscriber received it, so a bridge can hold the event while the
+	// daemon restarts instead of losing it. The message gets a reply
+	// subject, for which the server answers "no responders" at once when
+	// nobody is subscribed, and the publish waits one round trip for that
+	// answer (5 s when ctx has no deadline). (Subscribers do not reply;
+	// the reply subject is never used otherwise.) Any subscriber counts: a
+	// `nats sub` on the event subjects makes an event look delivered while
+	// no daemon runs. A publish whose round trip fails, or that the
+	// connection's re-establishment may have lost (ErrReconnected, see
+	// FlushSince), is reported as failed although the server may have
+	// delivered it, so a retry can deliver an event twice (at least once,
+	// as core NATS has no de-duplication). Concurrent calls wait for
+	// their round trips at once: no lock is held while the server answers.
+	Delivered
+	// Stored publishes to JetStream and waits for the stream's
+	// acknowledgement (stored on its replicas); a Meta.MsgID the stream
+	// saw within its duplicate window is dropped there. An event (Msg.Tag)
+	// goes on its keyed subject (see KeyedSubject).
+	Stored
+	// Event is Stored when a JetStream stream captures the event subjects,
+	// else Delivered: how the bridge publishes. Whether a stream exists is
+	// asked of the server (and cached for a few seconds, see
+	// EventStream), never guessed by trying a JetStream publish first: in
+	// core mode the daemon's own subscription receives such a publish,
+	// dispatches it and never answers, so a try-then-fall-back publisher
+	// would deliver every event several times.
+	Event
+)
+
+// String names the way of publishing.
+func (h How) String() string {
+	switch h {
+	case Core:
+		return "core"
+	case Confirmed:
+		return "confirmed"
+	case Delivered:
+		return "delivered"
+	case Stored:
+		return "stored"
+	case Event:
+		return "event"
 	}
-	return nil
+	return "How(" + strconv.Itoa(int(h)) + ")"
 }
 
-// PublishStream sends one event to JetStream, on its keyed subject (see
-// KeyedSubject), and waits for the stream's acknowledgement; meta.MsgID
-// de-duplicates.
-func (c *Conn) PublishStream(ctx context.Context, tag string, body []byte, meta Meta) error {
-	msg := &nats.Msg{Subject: c.streamSubject(tag, body, meta), Data: body, Header: meta.header()}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
-	}
-	return nil
+// Msg is one message to publish: an event envelope (the JSON `{"tag",
+// "data"}`) by its Tag, on the tag's subject (its keyed subject in a
+// stream), or any bytes on Subject (dead letters, custom executors).
+type Msg struct {
+	// Tag is the event's tag; its subject is made from it and the
+	// connection's prefix. Ignored when Subject is set.
+	Tag string
+	// Subject, when set, is the exact subject.
+	Subject string
+	// Body is the message's payload.
+	Body []byte
+	// Meta becomes the message's headers.
+	Meta Meta
 }
 
-// PublishStreamAsync sends one event to JetStream, on its keyed subject,
-// without waiting for its acknowledgement; Flush or PublishAsyncComplete
-// waits for them.
-func (c *Conn) PublishStreamAsync(tag string, body []byte, meta Meta) error {
-	msg := &nats.Msg{Subject: c.streamSubject(tag, body, meta), Data: body, Header: meta.header()}
-	for {
-		_, err := c.js.PublishMsgAsync(msg)
-		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			<-c.js.PublishAsyncComplete()
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("publishing %s to JetStream: %w", tag, err)
+// name is how errors name the message: its tag, else its subject.
+func (m Msg) name() string {
+	if m.Subject != "" && m.Tag == "" {
+		return m.Subject
+	}
+	return m.Tag
+}
+
+// coreSubject is the message's subject with core NATS.
+func (c *Conn) coreSubject(m Msg) string {
+	if m.Subject != "" {
+		return m.Subject
+	}
+	return Subject(c.prefix, m.Tag)
+}
+
+// storedSubject is the message's subject in a stream: an event's keyed
+// subject (by Meta.Key, else its envelope's ordering key).
+func (c *Conn) storedSubject(m Msg) string {
+	if m.Subject != "" {
+		return m.Subject
+	}
+	return c.streamSubject(m.Tag, m.Body, m.Meta)
+}
+
+// errNoTarget refuses a Msg with neither a tag nor a subject.
+var errNoTarget = errors.New("publishing: the message has neither a tag nor a subject")
+
+// Publish sends one message the way how says and returns once that is
+// done (see How): in the connection's buffer, confirmed by the server,
+// received by a subscriber, or stored in a stream. It is the one way to
+// publish a message at a time; a Publisher keeps many in flight.
+func (c *Conn) Publish(ctx context.Context, m Msg, how How) error {
+	if m.Tag == "" && m.Subject == "" {
+		return errNoTarget
+	}
+	switch how {
+	case Core:
+		if err := c.nc.PublishMsg(&nats.Msg{Subject: c.coreSubject(m), Data: m.Body, Header: m.Meta.header()}); err != nil {
+			return fmt.Errorf("publishing %s: %w", m.name(), err)
 		}
 		return nil
+	case Confirmed:
+		mark, err := c.Marked(func() error { return c.Publish(ctx, m, Core) })
+		if err != nil {
+			return err
+		}
+		if err := c.FlushSince(ctx, mark); err != nil {
+			return fmt.Errorf("confirming %s: %w", m.name(), err)
+		}
+		return nil
+	case Delivered:
+		return c.publishDelivered(ctx, m)
+	case Stored:
+		msg := &nats.Msg{Subject: c.storedSubject(m), Data: m.Body, Header: m.Meta.header()}
+		if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+			return fmt.Errorf("publishing %s to JetStream: %w", m.name(), err)
+		}
+		return nil
+	case Event:
+		return c.publishEvent(ctx, m)
 	}
+	return fmt.Errorf("publishing %s: unknown way %v", m.name(), how)
 }
 
-// PublishDelivered publishes one event with core NATS and reports
-// ErrNoSubscriber when no subscriber received it, so a bridge can hold the
-// event while the daemon restarts instead of losing it. It gives the
-// message a reply subject, for which the server answers "no responders"
-// at once when nobody is subscribed, and waits one round trip for that
-// answer. (Subscribers do not reply; the reply subject is never used
-// otherwise.) Any subscriber counts: a `nats sub` on the event subjects
-// makes an event look delivered while no daemon runs. A publish whose round
-// trip fails, or that the connection's re-establishment may have lost
-// (ErrReconnected, see FlushSince), is reported as failed although the
-// server may have delivered it, so a retry can deliver an event twice (at
-// least once, as core NATS has no de-duplication). Concurrent calls wait
-// for their round trips at once: no lock is held while the server
-// answers.
-func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, meta Meta) error {
+// publishDelivered is Publish with Delivered.
+func (c *Conn) publishDelivered(ctx context.Context, m Msg) error {
 	inbox, err := c.deliverInboxSub()
 	if err != nil {
-		return fmt.Errorf("publishing %s: %w", tag, err)
+		return fmt.Errorf("publishing %s: %w", m.name(), err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("publishing %s: %w", tag, err)
+		return fmt.Errorf("publishing %s: %w", m.name(), err)
 	}
 	reply := inbox + "." + strconv.FormatUint(c.deliverSeq.Add(1), 10)
 	c.deliverMu.Lock()
@@ -142,10 +231,10 @@ func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, me
 		delete(c.deliverWaiting, reply)
 		c.deliverMu.Unlock()
 	}()
-	msg := &nats.Msg{Subject: Subject(c.prefix, tag), Reply: reply, Data: body, Header: meta.header()}
-	mark, err := c.marked(func() error { return c.nc.PublishMsg(msg) })
+	msg := &nats.Msg{Subject: c.coreSubject(m), Reply: reply, Data: m.Body, Header: m.Meta.header()}
+	mark, err := c.Marked(func() error { return c.nc.PublishMsg(msg) })
 	if err != nil {
-		return fmt.Errorf("publishing %s: %w", tag, err)
+		return fmt.Errorf("publishing %s: %w", m.name(), err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -156,15 +245,15 @@ func (c *Conn) PublishDelivered(ctx context.Context, tag string, body []byte, me
 	// before it answers the flush's PING; the client's reading goroutine
 	// puts it on the inbox's channel before it takes the PONG.
 	if err := c.FlushSince(ctx, mark); err != nil {
-		return fmt.Errorf("publishing %s: %w", tag, err)
+		return fmt.Errorf("publishing %s: %w", m.name(), err)
 	}
 	if c.noResponder(reply) {
-		return fmt.Errorf("publishing %s on %s: %w", tag, msg.Subject, ErrNoSubscriber)
+		return fmt.Errorf("publishing %s on %s: %w", m.name(), msg.Subject, ErrNoSubscriber)
 	}
 	return nil
 }
 
-// deliverInboxSub returns the inbox PublishDelivered's reply subjects are
+// deliverInboxSub returns the inbox Delivered publishes' reply subjects are
 // under, subscribing to it the first time (outside deliverMu: a
 // subscription goes to the server; a caller that lost the race drops its
 // own).
@@ -194,7 +283,7 @@ func (c *Conn) deliverInboxSub() (string, error) {
 }
 
 // noResponderBuffer is how many "no responders" answers the inbox's
-// channel holds: each PublishDelivered takes those waiting after its
+// channel holds: each Delivered publish takes those waiting after its
 // flush, so it holds about one per publish under way. Past it (more
 // publishes under way at once than that), the client drops an answer as a
 // slow consumer (logged and counted in reactord_dropped_total
@@ -225,74 +314,27 @@ func (c *Conn) noResponder(reply string) bool {
 	}
 }
 
-// PublishEvent publishes to JetStream (waiting for the stream's
-// acknowledgement, de-duplicated by msgID) when a stream captures the event
-// subjects, else with core NATS, checking that a subscriber received it
-// (PublishDelivered); it implements the bridge's Publisher.
-//
-// Whether a stream exists is asked of the server (and cached for a few
-// seconds), never guessed by trying a JetStream publish first: in core mode
-// the daemon's own subscription receives such a publish, dispatches it and
-// never answers, so a try-then-fall-back publisher would deliver every event
-// several times.
-func (c *Conn) PublishEvent(ctx context.Context, tag string, body []byte, msgID string) error {
+// publishEvent is Publish with Event.
+func (c *Conn) publishEvent(ctx context.Context, m Msg) error {
 	if c.EventStream(ctx) == "" {
-		return c.PublishDelivered(ctx, tag, body, Meta{MsgID: msgID})
+		return c.publishDelivered(ctx, m)
 	}
-	err := c.PublishStream(ctx, tag, body, Meta{MsgID: msgID})
-	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+	err := c.Publish(ctx, m, Stored)
+	if streamGone(err) {
 		// The stream went away since it was looked up: nobody answered,
 		// so nobody received the message either.
 		c.forgetStream()
 		if c.EventStream(ctx) == "" {
-			return c.PublishDelivered(ctx, tag, body, Meta{MsgID: msgID})
+			return c.publishDelivered(ctx, m)
 		}
 	}
 	return err
 }
 
-// PublishEventAsync is PublishEvent without the wait, for a publisher
-// that keeps many events in flight (the bridge's outbox): to JetStream it
-// adds the event to the connection's BatchPublisher (made on first use,
-// with the default BatchOptions: atomic batches where the server has
-// them) and done gets its acknowledgement; with core NATS it publishes
-// with PublishDelivered and calls done before it returns. done is called
-// once unless an error is returned.
-func (c *Conn) PublishEventAsync(ctx context.Context, tag string, body []byte, msgID string, done func(error)) error {
-	if c.EventStream(ctx) == "" {
-		done(c.PublishDelivered(ctx, tag, body, Meta{MsgID: msgID}))
-		return nil
-	}
-	p, err := c.batchPublisher(ctx)
-	if err != nil {
-		return err
-	}
-	return p.Publish(tag, body, Meta{MsgID: msgID}, func(err error) {
-		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
-			// The stream went away since it was looked up: ask again
-			// before the event's next try.
-			c.forgetStream()
-		}
-		done(err)
-	})
-}
-
-// batchPublisher returns the connection's BatchPublisher, made on first
-// use.
-func (c *Conn) batchPublisher(ctx context.Context) (*BatchPublisher, error) {
-	c.batchMu.Lock()
-	defer c.batchMu.Unlock()
-	if c.closing.Load() {
-		return nil, errors.New("publishing on a closed connection")
-	}
-	if c.batcher == nil {
-		p, err := c.NewBatchPublisher(ctx, BatchOptions{Logger: c.log})
-		if err != nil {
-			return nil, err
-		}
-		c.batcher = p
-	}
-	return c.batcher, nil
+// streamGone reports a JetStream publish that no stream answered: the
+// stream went away (or has no leader yet).
+func streamGone(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // EventStream names the JetStream stream that captures event subjects, or
@@ -363,19 +405,4 @@ func (c *Conn) streamBySubject(ctx context.Context, subject string) (name string
 		return "", true
 	}
 	return "", false
-}
-
-// PublishStored publishes bytes on a subject a JetStream stream captures
-// and waits for the stream to acknowledge them (stored on its replicas); a
-// meta.MsgID the stream saw within its duplicate window is dropped there.
-func (c *Conn) PublishStored(ctx context.Context, subject string, body []byte, meta Meta) error {
-	if _, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: body, Header: meta.header()}); err != nil {
-		return fmt.Errorf("publishing %s to JetStream: %w", subject, err)
-	}
-	return nil
-}
-
-// PublishRaw publishes bytes on any subject (dead letters, custom executors).
-func (c *Conn) PublishRaw(subject string, body []byte, meta Meta) error {
-	return c.nc.PublishMsg(&nats.Msg{Subject: subject, Data: body, Header: meta.header()})
 }

@@ -43,7 +43,7 @@ func TestPublishEventIntoCoreDaemon(t *testing.T) {
 	start := time.Now()
 	for i := range n {
 		body := fmt.Sprintf(`{"tag":"salt/minion/web%d/start","data":{}}`, i)
-		if err := pub.PublishEvent(ctx, fmt.Sprintf("salt/minion/web%d/start", i), []byte(body), fmt.Sprint(i)); err != nil {
+		if err := pub.Publish(ctx, Msg{Tag: fmt.Sprintf("salt/minion/web%d/start", i), Body: []byte(body), Meta: Meta{MsgID: fmt.Sprint(i)}}, Event); err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
 	}
@@ -63,7 +63,7 @@ func TestPublishEventIntoCoreDaemon(t *testing.T) {
 	// and the handler takes them one at a time): once it is in, every
 	// copy is counted.
 	const last = `{"tag":"last","data":{}}`
-	if err := pub.Publish("last", []byte(last), Meta{}); err != nil {
+	if err := pub.Publish(context.Background(), Msg{Tag: "last", Body: []byte(last)}, Core); err != nil {
 		t.Fatal(err)
 	}
 	checkFor(t, 5*time.Second, func() error {
@@ -95,7 +95,7 @@ func TestPublishEventIntoCoreDaemon(t *testing.T) {
 		t.Fatalf("EventStream = %q, want REACTORD_EVENTS", s)
 	}
 	for range 2 {
-		if err := pub.PublishEvent(ctx, "a/b", []byte(`{"tag":"a/b","data":{}}`), "same-id"); err != nil {
+		if err := pub.Publish(ctx, Msg{Tag: "a/b", Body: []byte(`{"tag":"a/b","data":{}}`), Meta: Meta{MsgID: "same-id"}}, Event); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestMaxPayload(t *testing.T) {
 			t.Errorf("MaxPayload set %d: client sees %d, want %d", tc.set, got, tc.want)
 		}
 		big := make([]byte, tc.want+1)
-		if err := c.Publish("x", big, Meta{}); err == nil {
+		if err := c.Publish(context.Background(), Msg{Tag: "x", Body: big}, Core); err == nil {
 			t.Errorf("a %d-byte message was accepted over the %d limit", len(big), tc.want)
 		}
 		c.Close()
@@ -135,7 +135,7 @@ func TestPublishDelivered(t *testing.T) {
 	srv, pub := startServer(t)
 	ctx := context.Background()
 	start := time.Now()
-	if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", []byte(`{"tag":"salt/minion/web1/start","data":{}}`), Meta{}); !errors.Is(err, ErrNoSubscriber) {
+	if err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: []byte(`{"tag":"salt/minion/web1/start","data":{}}`)}, Delivered); !errors.Is(err, ErrNoSubscriber) {
 		t.Fatalf("no subscriber: err = %v", err)
 	}
 	if d := time.Since(start); d > time.Second {
@@ -153,7 +153,7 @@ func TestPublishDelivered(t *testing.T) {
 	}
 	_ = sub.Flush(ctx)
 	for range 20 {
-		if err := pub.PublishDelivered(ctx, "salt/minion/web1/start", []byte(`{"tag":"salt/minion/web1/start","data":{}}`), Meta{}); err != nil {
+		if err := pub.Publish(ctx, Msg{Tag: "salt/minion/web1/start", Body: []byte(`{"tag":"salt/minion/web1/start","data":{}}`)}, Delivered); err != nil {
 			t.Fatalf("with a subscriber: %v", err)
 		}
 	}
@@ -199,7 +199,7 @@ func TestPublishDeliveredConcurrent(t *testing.T) {
 		}
 		wg.Go(func() {
 			for range 5 {
-				err := pub.PublishDelivered(ctx, tag, []byte(`{}`), Meta{})
+				err := pub.Publish(ctx, Msg{Tag: tag, Body: []byte(`{}`)}, Delivered)
 				if want := i%2 == 1; errors.Is(err, ErrNoSubscriber) != want || (!want && err != nil) {
 					t.Errorf("%s: err = %v, want ErrNoSubscriber %v", tag, err, want)
 					return

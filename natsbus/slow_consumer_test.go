@@ -58,7 +58,7 @@ func TestSlowConsumerCounted(t *testing.T) {
 	body := []byte(`{"tag":"t","data":{"x":"` + strings.Repeat("x", 4096) + `"}}`)
 	const sent = 30000
 	for range sent {
-		if err := pub.Publish("t", body, natsbus.Meta{}); err != nil {
+		if err := pub.Publish(context.Background(), natsbus.Msg{Tag: "t", Body: body}, natsbus.Core); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -159,7 +159,7 @@ var ErrWorkQueueStream = errors.New("the stream is made for one shared consumer 
 // nats-server 2.12 or later (every node that answers, see ServerVersion)
 // it creates the stream with atomic batch publish allowed (allow_atomic),
 // and allows it on an existing stream that does not (logged), so that
-// BatchPublisher's batches are written and flushed once each.
+// a Publisher's batches are written and flushed once each.
 func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	window, replicas := o.Duplicates, o.Replicas
 	o.Defaults()
@@ -190,9 +190,9 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		}
 		if o.Partitions == 0 && info.Config.Retention == jetstream.WorkQueuePolicy && o.Logger != nil && !c.saidWorkQueue.Load() && has(FeatureTrimmedStream) {
 			c.saidWorkQueue.Store(true)
-			o.Logger.Info("JetStream event stream is a work queue: nats-server removes each acknowledged event with a write of its own, flushed to disk with sync_interval always; "+
-				"a stream reactord creates now is trimmed to the consumer's acknowledgement floor, one flush for many events (docs/speed.md); to change, stop the replicas once it is drained, delete it (nats stream rm) and start them",
-				"stream", o.Stream)
+			o.Logger.Info("JetStream event stream is a work queue", "stream", o.Stream,
+				"why", "nats-server removes each acknowledged event with a write of its own, flushed to disk with sync_interval always; a stream reactord creates now is trimmed to the consumer's acknowledgement floor, one flush for many events (docs/speed.md)",
+				"fix", "stop the replicas once it is drained, delete it (nats stream rm) and start them")
 		}
 		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) && len(cfg.Subjects) == len(info.Config.Subjects) &&
 			cfg.AllowAtomicPublish == info.Config.AllowAtomicPublish {
@@ -203,7 +203,8 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 				o.Stream, cfg.Duplicates, info.Config.Duplicates, cfg.Replicas, max(info.Config.Replicas, 1), o.Partitions, cfg.AllowAtomicPublish, info.Config.AllowAtomicPublish, err)
 		}
 		if cfg.AllowAtomicPublish != info.Config.AllowAtomicPublish && o.Logger != nil {
-			o.Logger.Info("JetStream stream now allows atomic batch publish (allow_atomic): publishers send batches, each written and flushed once", "stream", o.Stream)
+			o.Logger.Info("JetStream stream now allows atomic batch publish", "stream", o.Stream,
+				"setting", "allow_atomic", "effect", "publishers send batches, each written and flushed once")
 		}
 		if cfg.Replicas != max(info.Config.Replicas, 1) && o.Logger != nil {
 			o.Logger.Warn("JetStream stream replicas changed", "stream", o.Stream, "replicas", cfg.Replicas, "was", max(info.Config.Replicas, 1))
@@ -222,7 +223,7 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 		MaxAge:     o.MaxAge,
 		Replicas:   max(o.Replicas, 1),
 		// Publishers send atomic batches, which the server writes and
-		// flushes once each (BatchPublisher).
+		// flushes once each (Publisher).
 		AllowAtomicPublish: has(FeatureBatchPublish),
 	}
 	if o.Partitions == 0 && has(FeatureTrimmedStream) {

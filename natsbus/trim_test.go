@@ -81,7 +81,7 @@ func TestTrimmer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"n": %d}`, i), Meta{MsgID: fmt.Sprint(i)}); err != nil {
+		if err := c.Publish(ctx, Msg{Tag: "salt/test", Body: fmt.Appendf(nil, `{"n": %d}`, i), Meta: Meta{MsgID: fmt.Sprint(i)}}, Stored); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +166,7 @@ func TestTrimmer(t *testing.T) {
 	time.Sleep(time.Second) // as consume's recreateGrace: nats-server is still removing the old one
 	wait.For(t, 10*time.Second, func() error { return c.EnsureStream(ctx, o) })
 	for i := range 3 {
-		if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"n": %d}`, i), Meta{MsgID: fmt.Sprint("new", i)}); err != nil {
+		if err := c.Publish(ctx, Msg{Tag: "salt/test", Body: fmt.Appendf(nil, `{"n": %d}`, i), Meta: Meta{MsgID: fmt.Sprint("new", i)}}, Stored); err != nil {
 			t.Fatal(err)
 		}
 	}

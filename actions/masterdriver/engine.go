@@ -17,6 +17,9 @@ import (
 	"github.com/reactord/reactord/actions"
 )
 
+// msgEngineDown is the line saying the engine stopped answering.
+const msgEngineDown = "the reactord Salt engine does not answer"
+
 // Engine sizes: requests in flight to the engine at once.
 const (
 	// engineJobConns bounds runner and wheel requests in flight; past the
@@ -130,10 +133,13 @@ func (e *Engine) mark(err error) {
 		return
 	}
 	if up {
-		e.log.Info("the reactord Salt engine answers: runner and wheel reactions and render-time Salt calls run inside the master", "socket", e.path)
+		e.log.Info("the reactord Salt engine answers", "socket", e.path,
+			"effect", "runner and wheel reactions and render-time Salt calls run inside the master")
 		return
 	}
-	e.log.Warn("the reactord Salt engine does not answer: runner reactions go through the master's request server, wheel reactions and render-time Salt calls through salt-run, until it does", "socket", e.path, "err", err.Error())
+	e.log.Warn(msgEngineDown, "socket", e.path, "err", err.Error(),
+		"effect", "runner reactions go through the master's request server, wheel reactions and render-time Salt calls through salt-run, until it does",
+		"fix", "install and enable the reactord Salt engine on the master (docs/salt-engine.md)")
 }
 
 // Run asks the engine to run a runner or wheel reaction's low chunk and

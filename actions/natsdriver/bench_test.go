@@ -95,7 +95,7 @@ func benchDriver(b *testing.B, js, busy bool) {
 					return
 				default:
 				}
-				_ = flooder.Publish("salt/job/20260101000000000000/ret/web1", body, natsbus.Meta{})
+				_ = flooder.Publish(context.Background(), natsbus.Msg{Tag: "salt/job/20260101000000000000/ret/web1", Body: body}, natsbus.Core)
 			}
 		}()
 	} else {

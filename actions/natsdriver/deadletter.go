@@ -1,6 +1,7 @@
 package natsdriver
 
 import (
+	"context"
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/natsbus"
@@ -17,5 +18,5 @@ func DeadLetter(c *natsbus.Conn, subject string, a actions.Action, cause error) 
 	body = append(body, `,"error":`...)
 	body, _ = event.AppendJSON(body, cause.Error())
 	body = append(body, '}')
-	_ = c.PublishRaw(subject, body, natsbus.Meta{Cause: a.Tag})
+	_ = c.Publish(context.Background(), natsbus.Msg{Subject: subject, Body: body, Meta: natsbus.Meta{Cause: a.Tag}}, natsbus.Core)
 }

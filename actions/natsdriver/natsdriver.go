@@ -19,8 +19,11 @@ import (
 // DefaultExecPrefix is where the nats driver publishes reactions.
 const DefaultExecPrefix = "reactord.exec."
 
-// driverFlushTimeout bounds one confirmation round trip of the nats driver.
-var driverFlushTimeout = 10 * time.Second
+// DefaultFlushTimeout is Driver.FlushTimeout's default.
+const DefaultFlushTimeout = 10 * time.Second
+
+// msgUnconfirmed is the line about reactions a flush did not confirm.
+const msgUnconfirmed = "nats driver: reactions not confirmed by the server"
 
 // Driver is the `nats` driver: it publishes each reaction, as the JSON
 // line {"tag": TAG, "chunk": {...}}, on <prefix><state> (e.g.
@@ -65,6 +68,9 @@ type Driver struct {
 	// Logger receives the unconfirmed-reactions lines; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// FlushTimeout bounds one confirmation round trip, and the retries of
+	// a stored publish (zero: DefaultFlushTimeout).
+	FlushTimeout time.Duration
 
 	start   sync.Once
 	kick    chan struct{}
@@ -149,14 +155,15 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 		return actions.Result{}, nil
 	}
 	wait := d.wait.get(ctx, &d.refreshes, func(ctx context.Context) (bool, bool) { return d.conn.EventStream(ctx) != "", true })
-	mark, err := d.conn.PublishMarked(subj, body[:len(body)-1], meta)
+	msg := natsbus.Msg{Subject: subj, Body: body[:len(body)-1], Meta: meta}
+	mark, err := d.conn.Marked(func() error { return d.conn.Publish(ctx, msg, natsbus.Core) })
 	if err != nil {
-		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: %w", subj, err))
+		return actions.Result{}, actions.Retryable(err) // it names the subject
 	}
 	d.published.Add(1)
 	if wait {
 		d.flushes.Add(1)
-		fctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
+		fctx, cancel := context.WithTimeout(ctx, d.flushTimeout())
 		err := d.conn.FlushSince(fctx, mark)
 		cancel()
 		if err != nil {
@@ -179,15 +186,24 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 
 // publishStored publishes a reaction to the stream that captures subj,
 // asking again (after 50ms, then up to 1s apart) while the stream does not
-// answer, for up to driverFlushTimeout: a NATS cluster that lost a node
+// answer, for up to FlushTimeout: a NATS cluster that lost a node
 // answers again once the stream has a new leader, which takes longer
 // than the retries a driver error gets. The message id makes a repeated
 // publish that the stream had stored one copy.
 func (d *Driver) publishStored(ctx context.Context, subj string, body []byte, meta natsbus.Meta) error {
-	ctx, cancel := context.WithTimeout(ctx, driverFlushTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d.flushTimeout())
 	defer cancel()
-	return retry.Until(ctx, func() error { return d.conn.PublishStored(ctx, subj, body, meta) },
+	msg := natsbus.Msg{Subject: subj, Body: body, Meta: meta}
+	return retry.Until(ctx, func() error { return d.conn.Publish(ctx, msg, natsbus.Stored) },
 		func(error) bool { return d.conn.NATS().IsClosed() })
+}
+
+// flushTimeout is FlushTimeout or its default.
+func (d *Driver) flushTimeout() time.Duration {
+	if d.FlushTimeout > 0 {
+		return d.FlushTimeout
+	}
+	return DefaultFlushTimeout
 }
 
 // driverModeEvery is how often the driver asks the server again whether a
@@ -296,7 +312,7 @@ func (d *Driver) flush() {
 	d.next = newFlushGen()
 	d.mu.Unlock()
 	d.flushes.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), driverFlushTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), d.flushTimeout())
 	err := d.conn.FlushSince(ctx, gen.mark)
 	cancel()
 	d.settle(gen, err)
@@ -315,8 +331,9 @@ func (d *Driver) settle(gen *flushGen, err error) {
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Error("nats driver: reactions published but not confirmed by the server (the connection failed or was re-established, or the flush timed out); they may not have reached it and are not resent; logged at most once a minute",
-			"err", err, "reactions_since_last_line", total-d.logged.Swap(total), "unconfirmed_total", total)
+		log.Error(msgUnconfirmed, "err", err, "reactions_since_last_line", total-d.logged.Swap(total), "unconfirmed_total", total,
+			"why", "the connection failed or was re-established, or the flush timed out: they may not have reached it",
+			"fix", "not resent; check the executors got them (reactord_driver_unconfirmed_total), logged at most once a minute")
 	}
 }
 

@@ -211,9 +211,6 @@ func TestDriverWaitsAcrossAnOutage(t *testing.T) {
 // reactions as unconfirmed and logs them; on a closed connection Do fails
 // with a retryable error.
 func TestDriverCountsUnconfirmed(t *testing.T) {
-	old := driverFlushTimeout
-	driverFlushTimeout = 300 * time.Millisecond
-	t.Cleanup(func() { driverFlushTimeout = old })
 	url := muteServer(t)
 	c, err := natsbus.Connect(natsbus.ConnOptions{URL: url, Name: "test"})
 	if err != nil {
@@ -222,6 +219,7 @@ func TestDriverCountsUnconfirmed(t *testing.T) {
 	var buf syncbuf.Buffer
 	d := New(c, "", "reactord-test")
 	d.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	d.FlushTimeout = 300 * time.Millisecond
 	var start time.Time
 	for i := range 3 {
 		if i == 1 { // the first Do asked whether a stream exists: no answer

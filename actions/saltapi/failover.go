@@ -335,7 +335,7 @@ func (f *Failover) Probe(ctx context.Context) error {
 	if f.cur != first {
 		// The first in the list's order that answers: back to m1 once it
 		// is back, away from a master that stopped answering.
-		f.log.Info("saltapi: reactions go to this salt-api now, the first that answers its health check", "url", redact.URL(f.urls[first]), "instead_of", redact.URL(f.urls[f.cur]))
+		f.log.Info("saltapi: reactions go to this salt-api now", "why", "the first that answers its health check", "url", redact.URL(f.urls[first]), "instead_of", redact.URL(f.urls[f.cur]))
 		f.cur = first
 	}
 	f.mu.Unlock()

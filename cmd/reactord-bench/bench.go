@@ -688,28 +688,22 @@ func writeWorkloadConfig(dir string, rules int) (string, error) {
 
 // publishWorkload publishes total events from lines at rate per second (0:
 // flat out), stamping each with its send time. To JetStream it publishes
-// as the bridge does: through a BatchPublisher (atomic batches where the
-// server has them), each event with its id, and waits for every
-// acknowledgement; with atomicBatches false, one message at a time.
+// as the bridge does: through a natsbus.Publisher (atomic batches where
+// the server has them), each event with its id, and waits for every
+// acknowledgement; with atomicBatches false, one message at a time. With
+// core NATS it publishes fire-and-forget and flushes at the end.
 func publishWorkload(ctx context.Context, pub *natsbus.Conn, lines [][]byte, tags []string, total int64, rate int, js, atomicBatches bool) error {
 	start := time.Now()
 	const batch = 5
-	var bp *natsbus.BatchPublisher
-	var failed atomic.Int64
-	var firstErr atomic.Value
+	var bp *natsbus.Publisher
 	if js {
 		var err error
-		o := natsbus.BatchOptions{}
+		o := natsbus.PublisherOptions{}
 		if !atomicBatches {
 			o.MinAtomic = math.MaxInt
 		}
-		if bp, err = pub.NewBatchPublisher(ctx, o); err != nil {
+		if bp, err = pub.NewPublisher(ctx, o); err != nil {
 			return err
-		}
-	}
-	done := func(err error) {
-		if err != nil && failed.Add(1) == 1 {
-			firstErr.Store(err)
 		}
 	}
 	for i := int64(0); i < total; i++ {
@@ -720,13 +714,13 @@ func publishWorkload(ctx context.Context, pub *natsbus.Conn, lines [][]byte, tag
 			}
 		}
 		k := int(i) % len(lines)
-		meta := natsbus.Meta{Sent: time.Now()}
+		m := natsbus.Msg{Tag: tags[k], Body: lines[k], Meta: natsbus.Meta{Sent: time.Now()}}
 		var err error
 		if js {
-			meta.MsgID = strconv.FormatInt(i, 10)
-			err = bp.Publish(tags[k], lines[k], meta, done)
+			m.Meta.MsgID = strconv.FormatInt(i, 10)
+			err = bp.Publish(ctx, m, nil)
 		} else {
-			err = pub.Publish(tags[k], lines[k], meta)
+			err = pub.Publish(ctx, m, natsbus.Core)
 		}
 		if err != nil {
 			return err
@@ -734,8 +728,8 @@ func publishWorkload(ctx context.Context, pub *natsbus.Conn, lines [][]byte, tag
 	}
 	if js {
 		bp.Close(ctx)
-		if n := failed.Load(); n > 0 {
-			return fmt.Errorf("%d of %d events not acknowledged: %w", n, total, firstErr.Load().(error))
+		if st := bp.Stats(); st.Failed > 0 {
+			return fmt.Errorf("%d of %d events not acknowledged: %w", st.Failed, total, st.Errors[0])
 		}
 	}
 	return pub.Flush(ctx)

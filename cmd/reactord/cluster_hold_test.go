@@ -50,7 +50,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 	t.Run("jetstream", func(t *testing.T) {
 		args := []string{"-c", conf, "--nats", srv.ClientURL(), "--jetstream", "--ack-wait", "1s", "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none"}
 		a := startDaemon(t, args...)
-		if err := c.PublishStream(context.Background(), "deb/x", []byte(`{"tag": "deb/x", "data": {"id": "web1"}}`), natsbus.Meta{MsgID: "deb-1"}); err != nil {
+		if err := c.Publish(context.Background(), natsbus.Msg{Tag: "deb/x", Body: []byte(`{"tag": "deb/x", "data": {"id": "web1"}}`), Meta: natsbus.Meta{MsgID: "deb-1"}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 		checkFor(t, 10*time.Second, func() error {
@@ -86,7 +86,7 @@ func TestDebounceSurvivesStop(t *testing.T) {
 	t.Run("core", func(t *testing.T) {
 		p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--jetstream=false", "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
 		before, _, _, _ := ce.snapshot()
-		if err := c.Publish("deb/y", []byte(`{"tag": "deb/y", "data": {"id": "web2"}}`), natsbus.Meta{}); err != nil {
+		if err := c.Publish(context.Background(), natsbus.Msg{Tag: "deb/y", Body: []byte(`{"tag": "deb/y", "data": {"id": "web2"}}`)}, natsbus.Core); err != nil {
 			t.Fatal(err)
 		}
 		checkFor(t, 10*time.Second, func() error {
@@ -130,7 +130,7 @@ echo "Executed command with job ID: 20261123000000000000"
 	ctx := context.Background()
 	for i := range n {
 		id := fmt.Sprintf("m%d", i)
-		if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+		if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}

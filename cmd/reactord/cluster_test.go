@@ -256,7 +256,7 @@ func TestClusterNodeSIGKILL(t *testing.T) {
 			err := wait.Poll(30*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
-				err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id})
+				err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored)
 				if err != nil {
 					retries++
 				}
@@ -449,7 +449,7 @@ func TestClusterThrottleThroughNodeKill(t *testing.T) {
 			checkFor(t, 30*time.Second, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
-				return c.PublishStream(ctx, "myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, r)})
+				return c.Publish(ctx, natsbus.Msg{Tag: "myco/ping", Body: []byte(`{"tag": "myco/ping", "data": {"id": "` + id + `"}}`), Meta: natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, r)}}, natsbus.Stored)
 			})
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -165,7 +166,7 @@ func TestDaemonJinja(t *testing.T) {
 		}
 		return ""
 	}
-	if err := c.Publish("salt/minion/web1/start", startEvent("web1"), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/web1/start", Body: startEvent("web1")}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 	if l := read(); !strings.Contains(l, `"__id__":"start_web1"`) || !strings.Contains(l, `"tgt":"web1"`) {
@@ -178,7 +179,7 @@ func TestDaemonJinja(t *testing.T) {
 		}
 		return nil
 	})
-	_ = c.Publish("salt/minion/web2/start", startEvent("web2"), natsbus.Meta{})
+	_ = c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/web2/start", Body: startEvent("web2")}, natsbus.Core)
 	if l := read(); !strings.Contains(l, `"tgt":"web2"`) {
 		t.Fatalf("after reload: %s", l)
 	}

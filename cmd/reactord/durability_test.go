@@ -57,7 +57,7 @@ func publishStarts(t *testing.T, c *natsbus.Conn, run string, from, to int) {
 	ctx := context.Background()
 	for i := from; i < to; i++ {
 		id := fmt.Sprintf("%s-m%d", run, i)
-		if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+		if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +86,7 @@ func TestJetStreamSIGKILLKeepsTheArchive(t *testing.T) {
 		ctx := context.Background()
 		for i := range n {
 			id := fmt.Sprintf("%s-m%d", run, i)
-			if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+			if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored); err != nil {
 				t.Error(err)
 				return
 			}
@@ -274,7 +274,7 @@ func TestDaemonStoreFromFile(t *testing.T) {
 			}
 			p := startDaemon(t, args...)
 			run := "f" + how
-			if err := c.Publish("salt/minion/"+run+"-m0/start", startEvent(run+"-m0"), natsbus.Meta{}); err != nil {
+			if err := c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/" + run + "-m0/start", Body: startEvent(run + "-m0")}, natsbus.Core); err != nil {
 				t.Fatal(err)
 			}
 			checkFor(t, 20*time.Second, func() error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,8 +22,8 @@ func TestEventsOutJSONReplays(t *testing.T) {
 	stop := make(chan struct{})
 	go func() {
 		for {
-			_ = c.Publish("salt/auth", []byte(`{"tag": "salt/auth", "data": {"id": "x"}}`), natsbus.Meta{})
-			_ = c.Publish("salt/minion/web7/start", []byte(`{"tag": "salt/minion/web7/start", "data": {"id": "web7", "cmd": "_minion_event", "n": 12345678901234567, "s": "<a&b>"}}`), natsbus.Meta{})
+			_ = c.Publish(context.Background(), natsbus.Msg{Tag: "salt/auth", Body: []byte(`{"tag": "salt/auth", "data": {"id": "x"}}`)}, natsbus.Core)
+			_ = c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/web7/start", Body: []byte(`{"tag": "salt/minion/web7/start", "data": {"id": "web7", "cmd": "_minion_event", "n": 12345678901234567, "s": "<a&b>"}}`)}, natsbus.Core)
 			select {
 			case <-stop:
 				return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"strings"
@@ -49,7 +50,7 @@ func TestDaemonSettingsFromFile(t *testing.T) {
 		}
 		return nil
 	})
-	if err := c.Publish("salt/minion/web3/start", startEvent("web3"), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/web3/start", Body: startEvent("web3")}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 	checkFor(t, 10*time.Second, func() error {

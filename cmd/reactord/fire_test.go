@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -218,5 +220,106 @@ func TestFireCountsUnacknowledged(t *testing.T) {
 	code, _, errOut = runCmd(t, "", "fire", "--nats", srv.ClientURL(), "myapp/deploy/done", `{"id": "web1"}`)
 	if code != exitFound || !strings.Contains(errOut, "1 of 1 event(s) not acknowledged") {
 		t.Fatalf("one event: exit %d: %s", code, errOut)
+	}
+}
+
+// TestFireRidesAnElection: fire --file into a three-replica stream of a
+// three-node cluster, connected to one node, while the node leading the
+// stream is killed with SIGKILL mid-way. The stream elects another
+// leader, and fire sends again what got no acknowledgement meanwhile
+// (no responders, a timeout), each event with its id: it exits 0, says
+// how many it sent again, and the stream holds every event once (issue
+// 49: fire gave up with "no responders available for request").
+func TestFireRidesAnElection(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t)
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: strings.Join(cl.urls, ","), Name: "fire-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.EnsureStream(t.Context(), natsbus.StreamOptions{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	js := cl.js(t)
+	msgs := func() (uint64, string, error) {
+		info, err := streamInfo(js, "REACTORD_EVENTS")
+		if err != nil {
+			return 0, "", err
+		}
+		if info.Cluster == nil || info.Cluster.Leader == "" {
+			return 0, "", errors.New("no stream leader yet")
+		}
+		return info.State.Msgs, info.Cluster.Leader, nil
+	}
+	victim := -1
+	checkFor(t, 20*time.Second, func() error {
+		_, leader, err := msgs()
+		if err != nil {
+			return err
+		}
+		victim, err = strconv.Atoi(strings.TrimPrefix(leader, "n"))
+		victim--
+		return err
+	})
+	via := cl.urls[(victim+1)%3] // fire's node survives: the stream's election is what it meets
+	const n = 40000
+	file := writeStarts(t, n)
+	type result struct {
+		code   int
+		errOut string
+	}
+	fired := make(chan result, 1)
+	go func() {
+		code, _, errOut := runCmd(t, "", "fire", "--nats", via, "--file", file)
+		fired <- result{code, errOut}
+	}()
+	checkFor(t, 30*time.Second, func() error {
+		if got, _, err := msgs(); err != nil || got < n/10 {
+			return fmt.Errorf("the stream holds %d events (%v)", got, err)
+		}
+		return nil
+	})
+	cl.stop(t, victim)
+	killed := time.Now()
+	var r result
+	select {
+	case r = <-fired:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("fire did not end within 2 minutes of the kill")
+	}
+	if r.code != exitOK || !strings.Contains(r.errOut, fmt.Sprintf("acknowledged all %d event(s)", n)) {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	m := regexp.MustCompile(`; (\d+) sent again after no acknowledgement \(retrying for up to 30s\)`).FindStringSubmatch(r.errOut)
+	if m == nil {
+		t.Fatalf("fire did not say how many it sent again: %s", r.errOut)
+	}
+	if m[1] == "0" {
+		t.Fatalf("fire sent nothing again: the kill missed it (%s)", r.errOut)
+	}
+	checkFor(t, 30*time.Second, func() error {
+		if got, _, err := msgs(); err != nil || got != n {
+			return fmt.Errorf("the stream holds %d events of %d (%v)", got, n, err)
+		}
+		return nil
+	})
+	t.Logf("killed the stream leader n%d; fire ended %v later, %s events sent again", victim+1, time.Since(killed).Round(time.Millisecond), m[1])
+}
+
+// TestFireChecksTheBodyFirst: a malformed JSON body is refused before
+// fire connects (the server here does not exist: the error is the body's,
+// not a connection's); a good one is published and said so on stderr,
+// stdout staying empty.
+func TestFireChecksTheBodyFirst(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCmd(t, "", "fire", "--nats", "nats://127.0.0.1:1", "myapp/deploy/done", `{"id": `)
+	if code != exitUsage || out != "" || strings.Contains(errOut, "nats:") || !strings.Contains(errOut, "fire: ") {
+		t.Fatalf("malformed body: exit %d, stdout %q, stderr %q; want exit 2 and the body's error", code, out, errOut)
+	}
+	srv, _ := natsServer(t)
+	code, out, errOut = runCmd(t, "", "fire", "--nats", srv.ClientURL(), "myapp/deploy/done", `{"id": "web1"}`)
+	if code != exitOK || out != "" || !strings.Contains(errOut, "fire: the server confirmed myapp/deploy/done (core NATS)") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

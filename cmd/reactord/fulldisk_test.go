@@ -73,7 +73,7 @@ func TestFullDiskRecovers(t *testing.T) {
 		for i := from; i < to; i++ {
 			id := fmt.Sprintf("%s-%d", run, i)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{})
+			err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id)}, natsbus.Stored)
 			cancel()
 			if err != nil {
 				failed++
@@ -135,7 +135,7 @@ func TestFullDiskRecovers(t *testing.T) {
 		checkFor(t, 10*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id})
+			err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored)
 			if err != nil {
 				retried++
 				t.Logf("%s %s refused after the space came back: %v", time.Now().Format("15:04:05.000"), id, err)
@@ -197,7 +197,7 @@ func TestFullDiskExternalNATS(t *testing.T) {
 		for i := range 20 {
 			id := fmt.Sprintf("%s-%d", run, i)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id})
+			err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored)
 			cancel()
 			if err != nil {
 				return err

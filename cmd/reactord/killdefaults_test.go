@@ -60,7 +60,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 	const n = 300
 	for i := range n {
 		id := fmt.Sprintf("k%d", i)
-		if err := c.PublishStream(context.Background(), "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+		if err := c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -95,7 +96,7 @@ func scrapeAddr(t *testing.T, addr string) string {
 func genuineChange(t *testing.T, c *natsbus.Conn, id string) {
 	t.Helper()
 	tag := "salt/beacon/" + id + "/inotify//etc/important_file"
-	if err := c.Publish(tag, []byte(`{"tag": "`+tag+`", "data": {"id": "`+id+`", "change": "IN_MODIFY", "path": "/etc/important_file"}}`), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: tag, Body: []byte(`{"tag": "` + tag + `", "data": {"id": "` + id + `", "change": "IN_MODIFY", "path": "/etc/important_file"}}`)}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -202,7 +203,7 @@ func TestHopLimitStopsSelfFiringReaction(t *testing.T) {
 	srv, c := natsServer(t)
 	conf, saltRun, calls := selfFiringLoop(t, srv.ClientURL())
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
-	if err := c.Publish("myco/loop", []byte(`{"tag": "myco/loop", "data": {"from": "operator"}}`), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: "myco/loop", Body: []byte(`{"tag": "myco/loop", "data": {"from": "operator"}}`)}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 	checkFor(t, 20*time.Second, func() error {
@@ -258,7 +259,7 @@ echo "[WARNING ] Running in asynchronous mode. This execution is running under t
 	p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-bin", salt, "--salt-run-bin", saltRun)
 	publish := func(tag, data string) {
 		t.Helper()
-		if err := c.Publish(tag, []byte(`{"tag": "`+tag+`", "data": `+data+`}`), natsbus.Meta{}); err != nil {
+		if err := c.Publish(context.Background(), natsbus.Msg{Tag: tag, Body: []byte(`{"tag": "` + tag + `", "data": ` + data + `}`)}, natsbus.Core); err != nil {
 			t.Fatal(err)
 		}
 	}

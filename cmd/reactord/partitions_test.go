@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -161,7 +162,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 		// order, whatever republication a node's death causes.
 		for n := range each {
 			for attempt := 1; ; attempt++ {
-				pub, err := c.NewAckedPublisher(256)
+				pub, err := c.NewPublisher(context.Background(), natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					published <- err
 					return
@@ -173,14 +174,15 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 						tag = "myco/ord"
 					}
 					body := []byte(fmt.Sprintf(`{"tag": %q, "data": %s}`, tag, data))
-					if err := pub.Publish(tag, body, natsbus.Meta{MsgID: id + "-" + strconv.Itoa(n)}); err != nil {
+					if err := pub.Publish(context.Background(), natsbus.Msg{Tag: tag, Body: body, Meta: natsbus.Meta{MsgID: id + "-" + strconv.Itoa(n)}}, nil); err != nil {
 						published <- err
 						return
 					}
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				st := pub.Wait(ctx)
+				pub.Close(ctx)
 				cancel()
+				st := pub.Stats()
 				if st.Failed == 0 {
 					break
 				}

@@ -61,7 +61,7 @@ echo "Executed command with job ID: $(date +%%Y%%m%%d%%H%%M%%S%%N | cut -c1-20)"
 				"--exec-coalesce", "1", "--data-dir", filepath.Join(dir, "data"), "--ack-wait", "2s"}, mode.args...)
 			p := startProcess(t, args...)
 			pub := func(id string) {
-				if err := c.PublishStream(t.Context(), "myco/step", []byte(`{"tag": "myco/step", "data": {"id": "`+id+`"}}`), natsbus.Meta{}); err != nil {
+				if err := c.Publish(t.Context(), natsbus.Msg{Tag: "myco/step", Body: []byte(`{"tag": "myco/step", "data": {"id": "` + id + `"}}`)}, natsbus.Stored); err != nil {
 					t.Fatal(err)
 				}
 			}

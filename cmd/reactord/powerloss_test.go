@@ -155,7 +155,7 @@ func (pl *powerLossRun) round(run string) (acked, lost, twice int) {
 				next++
 				mu.Unlock()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id})
+				err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored)
 				cancel()
 				if err != nil {
 					return // the kill: not acknowledged

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"reflect"
@@ -23,7 +24,7 @@ func TestEventsPrettyReplays(t *testing.T) {
 	stop := make(chan struct{})
 	go func() {
 		for {
-			_ = c.Publish("salt/minion/web7/start", []byte(body), natsbus.Meta{})
+			_ = c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/web7/start", Body: []byte(body)}, natsbus.Core)
 			select {
 			case <-stop:
 				return

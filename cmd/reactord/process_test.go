@@ -232,7 +232,7 @@ func TestDryRunStreamsReactions(t *testing.T) {
 		return nil
 	}
 	for _, id := range []string{"web1", "web2"} {
-		if err := c.Publish("salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{}); err != nil {
+		if err := c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id)}, natsbus.Core); err != nil {
 			t.Fatal(err)
 		}
 		v := readLine()
@@ -252,7 +252,7 @@ func TestDryRunStreamsReactions(t *testing.T) {
 		}
 		return nil
 	})
-	_ = c.Publish("salt/minion/web3/start", startEvent("web3"), natsbus.Meta{})
+	_ = c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/web3/start", Body: startEvent("web3")}, natsbus.Core)
 	if v := readLine(); v["tag"] != "salt/minion/web3/start" {
 		t.Fatalf("after failed reload: %v", v)
 	}
@@ -375,7 +375,7 @@ func TestCoreQueueGroupSplitsLoad(t *testing.T) {
 	const n = 2000
 	for i := range n {
 		id := fmt.Sprintf("m%d", i)
-		if err := c.Publish("salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{}); err != nil {
+		if err := c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id)}, natsbus.Core); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -418,7 +418,7 @@ func TestJetStreamSurvivesSIGKILL(t *testing.T) {
 	go func() {
 		for i := range n {
 			id := fmt.Sprintf("m%d", i)
-			if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+			if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored); err != nil {
 				t.Error(err)
 				return
 			}
@@ -461,8 +461,8 @@ func TestEventsCommandFormat(t *testing.T) {
 	stop := make(chan struct{})
 	go func() {
 		for {
-			_ = c.Publish("salt/auth", []byte(`{"tag": "salt/auth", "data": {"id": "x"}}`), natsbus.Meta{})
-			_ = c.Publish("salt/minion/web1/start", []byte(`{"tag": "salt/minion/web1/start", "data": {"id": "web1", "cmd": "_minion_event"}}`), natsbus.Meta{})
+			_ = c.Publish(context.Background(), natsbus.Msg{Tag: "salt/auth", Body: []byte(`{"tag": "salt/auth", "data": {"id": "x"}}`)}, natsbus.Core)
+			_ = c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/web1/start", Body: []byte(`{"tag": "salt/minion/web1/start", "data": {"id": "web1", "cmd": "_minion_event"}}`)}, natsbus.Core)
 			select {
 			case <-stop:
 				return
@@ -519,7 +519,7 @@ func TestReloadOnFileChangeAndDeadLetter(t *testing.T) {
 		}
 		return nil
 	})
-	if err := c.Publish("b/1", []byte(`{"tag": "b/1", "data": {"id": "web9"}}`), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: "b/1", Body: []byte(`{"tag": "b/1", "data": {"id": "web9"}}`)}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 	select {

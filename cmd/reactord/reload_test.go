@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -37,7 +38,7 @@ func TestReloadWaitsForSettledFile(t *testing.T) {
 	}()
 	reacts := func(id string) {
 		t.Helper()
-		if err := c.Publish("salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{}); err != nil {
+		if err := c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id)}, natsbus.Core); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -119,7 +120,7 @@ func TestReloadWaitsForSettledFile(t *testing.T) {
 		}
 		return nil
 	})
-	if err := c.Publish("salt/minion/web5/start", startEvent("web5"), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: "salt/minion/web5/start", Body: startEvent("web5")}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 	select {

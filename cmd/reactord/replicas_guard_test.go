@@ -141,7 +141,7 @@ func throttleConf(t *testing.T, option string) string {
 
 func ping(t *testing.T, c *natsbus.Conn, id string) {
 	t.Helper()
-	if err := c.Publish("myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: "myco/ping", Body: []byte(`{"tag": "myco/ping", "data": {"id": "` + id + `"}}`)}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -153,7 +153,7 @@ func pingStream(t *testing.T, c *natsbus.Conn, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.PublishStream(ctx, "myco/ping", []byte(`{"tag": "myco/ping", "data": {"id": "`+id+`"}}`), natsbus.Meta{}); err != nil {
+	if err := c.Publish(ctx, natsbus.Msg{Tag: "myco/ping", Body: []byte(`{"tag": "myco/ping", "data": {"id": "` + id + `"}}`)}, natsbus.Stored); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -286,7 +286,7 @@ func TestReplicasHopLimit(t *testing.T) {
 	srv, c := natsServer(t)
 	conf, saltRun, calls := selfFiringLoop(t, srv.ClientURL())
 	ps := startReplicas(t, 3, "-c", conf, "--nats", srv.ClientURL(), "--driver", "exec", "--salt-run-bin", saltRun, "--max-hops", "3")
-	if err := c.Publish("myco/loop", []byte(`{"tag": "myco/loop", "data": {"from": "operator"}}`), natsbus.Meta{}); err != nil {
+	if err := c.Publish(context.Background(), natsbus.Msg{Tag: "myco/loop", Body: []byte(`{"tag": "myco/loop", "data": {"from": "operator"}}`)}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 	checkFor(t, 20*time.Second, func() error {
@@ -378,7 +378,7 @@ func TestReplicasResumeRetries(t *testing.T) {
 				n = 1
 			}
 			ps := startReplicas(t, n, args...)
-			if err := c.Publish("myco/deploy", []byte(`{"tag": "myco/deploy", "data": {}}`), natsbus.Meta{}); err != nil {
+			if err := c.Publish(context.Background(), natsbus.Msg{Tag: "myco/deploy", Body: []byte(`{"tag": "myco/deploy", "data": {}}`)}, natsbus.Core); err != nil {
 				t.Fatal(err)
 			}
 			holder := -1

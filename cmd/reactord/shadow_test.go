@@ -48,7 +48,7 @@ const (
 	shadowWindow = "1s"
 )
 
-// shadowPublisher publishes events as the bridge does (PublishEvent, its
+// shadowPublisher publishes events as the bridge does (natsbus.Event, its
 // message id made of the tag and the master's stamp).
 type shadowPublisher struct {
 	t *testing.T
@@ -62,7 +62,7 @@ func (p shadowPublisher) event(tag, data string) {
 		p.t.Fatalf("%s: %v", tag, err)
 	}
 	body := []byte(`{"tag": "` + tag + `", "data": ` + data + `}`)
-	if err := p.c.PublishEvent(context.Background(), tag, body, tag+"@"+d["_stamp"].(string)); err != nil {
+	if err := p.c.Publish(context.Background(), natsbus.Msg{Tag: tag, Body: body, Meta: natsbus.Meta{MsgID: tag + "@" + d["_stamp"].(string)}}, natsbus.Event); err != nil {
 		p.t.Fatal(err)
 	}
 }

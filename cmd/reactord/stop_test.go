@@ -50,7 +50,7 @@ func TestStopRightAfterReacting(t *testing.T) {
 		if round < rounds {
 			for i := range each {
 				id := fmt.Sprintf("r%dm%d", round, i)
-				if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", startEvent(id), natsbus.Meta{MsgID: id}); err != nil {
+				if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: startEvent(id), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored); err != nil {
 					t.Fatal(err)
 				}
 			}

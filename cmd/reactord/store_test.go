@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -37,7 +38,7 @@ func TestDaemonArchivesAndCLIReads(t *testing.T) {
 			p := startDaemon(t, "-c", conf, "--nats", srv.ClientURL(), "--dry-run", "--store", url)
 			jid := time.Now().UTC().Format("20060102150405") + "123456"
 			pub := func(tag, data string) {
-				if err := c.Publish(tag, []byte(`{"tag": "`+tag+`", "data": `+data+`}`), natsbus.Meta{}); err != nil {
+				if err := c.Publish(context.Background(), natsbus.Msg{Tag: tag, Body: []byte(`{"tag": "` + tag + `", "data": ` + data + `}`)}, natsbus.Core); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -140,7 +140,7 @@ func fireStarts(t *testing.T, c *natsbus.Conn, run string, copies bool) {
 		for k := range 1 + btoi(copies) {
 			at := stamp.Add(time.Duration(k) * time.Second).Format("2006-01-02T15:04:05.000000")
 			body := fmt.Appendf(nil, `{"tag": "salt/minion/%s/start", "data": {"id": %q, "cmd": "_minion_event", "_stamp": %q}}`, id, id, at)
-			if err := c.PublishStream(ctx, "salt/minion/"+id+"/start", body, natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, k)}); err != nil {
+			if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/minion/" + id + "/start", Body: body, Meta: natsbus.Meta{MsgID: fmt.Sprintf("%s-%d", id, k)}}, natsbus.Stored); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -33,7 +33,7 @@ func publishUntilConsumed(t *testing.T, c *natsbus.Conn, got *atomic.Int64) func
 			if time.Since(sent) >= 500*time.Millisecond {
 				seq++
 				sent = time.Now()
-				pubErr = c.PublishStream(context.Background(), "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(seq)})
+				pubErr = c.Publish(context.Background(), natsbus.Msg{Tag: "salt/test", Body: []byte(`{}`), Meta: natsbus.Meta{MsgID: fmt.Sprint(seq)}}, natsbus.Stored)
 			}
 			return errors.New("no event consumed")
 		})
@@ -160,7 +160,7 @@ func TestProgressKeepsHeldMessages(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range n {
-				if err := c.PublishStream(ctx, "salt/test", []byte(`{}`), natsbus.Meta{MsgID: fmt.Sprint(i)}); err != nil {
+				if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/test", Body: []byte(`{}`), Meta: natsbus.Meta{MsgID: fmt.Sprint(i)}}, natsbus.Stored); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -211,7 +211,7 @@ func TestJetStreamRedeliversUnacked(t *testing.T) {
 		id := "e" + string(rune('0'+i))
 		// Each event twice with the same id: JetStream keeps one.
 		for range 2 {
-			if err := c.PublishStream(ctx, "salt/job/1/ret/web"+id, []byte(`{}`), natsbus.Meta{MsgID: id}); err != nil {
+			if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/job/1/ret/web" + id, Body: []byte(`{}`), Meta: natsbus.Meta{MsgID: id}}, natsbus.Stored); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -87,7 +87,7 @@ func TestReleaseJoinsEveryGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 30 {
-		if err := c.PublishStream(ctx, "myco/ev", []byte(`{}`), natsbus.Meta{Key: fmt.Sprint("k", i)}); err != nil {
+		if err := c.Publish(ctx, natsbus.Msg{Tag: "myco/ev", Body: []byte(`{}`), Meta: natsbus.Meta{Key: fmt.Sprint("k", i)}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestCloseJoinsEveryGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 10 {
-		if err := c.PublishStream(ctx, "salt/test", []byte(`{}`), natsbus.Meta{}); err != nil {
+		if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/test", Body: []byte(`{}`)}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -200,17 +200,30 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 }
 
 // publishSteadily publishes each events of keys keys, a round of one
-// event per key every 25ms, and closes the returned channel when done.
+// event per key every 25ms, without waiting for each acknowledgement,
+// and closes the returned channel once all are acknowledged.
 func publishSteadily(t *testing.T, pub *natsbus.Conn, keys, each int) <-chan struct{} {
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
+		p, err := pub.NewPublisher(context.Background(), natsbus.PublisherOptions{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer func() {
+			p.Close(context.Background())
+			if st := p.Stats(); st.Failed > 0 {
+				t.Errorf("%d events not acknowledged: %v", st.Failed, st.Errors)
+			}
+		}()
 		tick := time.NewTicker(25 * time.Millisecond) // events arrive steadily, during the hand-overs and the death
 		defer tick.Stop()
 		for n := range each {
 			for k := range keys {
 				body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
-				if err := pub.PublishStreamAsync("myco/ev", []byte(body), natsbus.Meta{Key: fmt.Sprintf("k%d", k)}); err != nil {
+				m := natsbus.Msg{Tag: "myco/ev", Body: []byte(body), Meta: natsbus.Meta{Key: fmt.Sprintf("k%d", k)}}
+				if err := p.Publish(context.Background(), m, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -313,7 +326,7 @@ func resumeWithPartitions(t *testing.T, h *numbered, n int) {
 	h.publish(4)
 	// One on core NATS, as an older bridge publishes: no key in its
 	// subject, so the plain lane reads it.
-	if err := h.c.Publish("myco/ev", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, h.next%7, h.next), natsbus.Meta{}); err != nil {
+	if err := h.c.Publish(context.Background(), natsbus.Msg{Tag: "myco/ev", Body: fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, h.next%7, h.next)}, natsbus.Core); err != nil {
 		t.Fatal(err)
 	}
 	h.next++
@@ -368,7 +381,7 @@ func (h *numbered) publish(k int) {
 	h.t.Helper()
 	for range k {
 		key := fmt.Sprintf("k%d", h.next%7)
-		if err := h.c.PublishStream(context.Background(), "myco/ev", fmt.Appendf(nil, `{"key": %q, "n": %d}`, key, h.next), natsbus.Meta{Key: key}); err != nil {
+		if err := h.c.Publish(context.Background(), natsbus.Msg{Tag: "myco/ev", Body: fmt.Appendf(nil, `{"key": %q, "n": %d}`, key, h.next), Meta: natsbus.Meta{Key: key}}, natsbus.Stored); err != nil {
 			h.t.Fatal(err)
 		}
 		h.next++
@@ -547,7 +560,7 @@ func (d *draining) publish(k int) {
 	const keys = 12
 	for range k {
 		key := fmt.Sprintf("web%d", d.next%keys)
-		if err := d.c.PublishStream(context.Background(), "myco/ev", fmt.Appendf(nil, `{"key": %q, "n": %d}`, key, d.next/keys), natsbus.Meta{Key: key}); err != nil {
+		if err := d.c.Publish(context.Background(), natsbus.Msg{Tag: "myco/ev", Body: fmt.Appendf(nil, `{"key": %q, "n": %d}`, key, d.next/keys), Meta: natsbus.Meta{Key: key}}, natsbus.Stored); err != nil {
 			d.t.Fatal(err)
 		}
 		d.next++

@@ -52,7 +52,7 @@ func TestStopConfirmsTheAcknowledgements(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range each {
-			if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"round": %d, "n": %d}`, round, i), natsbus.Meta{MsgID: fmt.Sprint(round, "-", i)}); err != nil {
+			if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/test", Body: fmt.Appendf(nil, `{"round": %d, "n": %d}`, round, i), Meta: natsbus.Meta{MsgID: fmt.Sprint(round, "-", i)}}, natsbus.Stored); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -46,7 +46,7 @@ func TestConsumerTrimsWhatItAcknowledged(t *testing.T) {
 		k.Close()
 	}()
 	for i := range 10 {
-		if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"n": %d}`, i), natsbus.Meta{MsgID: fmt.Sprint(i)}); err != nil {
+		if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/test", Body: fmt.Appendf(nil, `{"n": %d}`, i), Meta: natsbus.Meta{MsgID: fmt.Sprint(i)}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,7 +112,7 @@ func TestConsumerPassesOverWhatItAcknowledged(t *testing.T) {
 	defer k.Close()
 	const n = 20
 	for i := range n {
-		if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"n": %d}`, i), natsbus.Meta{MsgID: fmt.Sprint(i)}); err != nil {
+		if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/test", Body: fmt.Appendf(nil, `{"n": %d}`, i), Meta: natsbus.Meta{MsgID: fmt.Sprint(i)}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,7 +174,7 @@ func TestConsumersShareTheTrim(t *testing.T) {
 	defer b.Close()
 	const n = 300
 	for i := range n {
-		if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"n": %d}`, i), natsbus.Meta{MsgID: fmt.Sprint(i)}); err != nil {
+		if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/test", Body: fmt.Appendf(nil, `{"n": %d}`, i), Meta: natsbus.Meta{MsgID: fmt.Sprint(i)}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -207,7 +207,7 @@ func TestConsumersShareTheTrim(t *testing.T) {
 
 	// Acknowledged by a plain client (a daemon killed before its trim).
 	for i := range 5 {
-		if err := c.PublishStream(ctx, "salt/test", fmt.Appendf(nil, `{"n": %d}`, i), natsbus.Meta{MsgID: fmt.Sprint("late", i)}); err != nil {
+		if err := c.Publish(ctx, natsbus.Msg{Tag: "salt/test", Body: fmt.Appendf(nil, `{"n": %d}`, i), Meta: natsbus.Meta{MsgID: fmt.Sprint("late", i)}}, natsbus.Stored); err != nil {
 			t.Fatal(err)
 		}
 	}
