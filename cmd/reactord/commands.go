@@ -151,9 +151,19 @@ reactions have errors, 2 on bad input.`,
 		Name:  "events",
 		Short: "print events from NATS as salt-run state.event does",
 		Usage: "reactord events --nats URL [--out json] [GLOB] | reactord events --since DUR|TIME [--store URL | -c CONF | --data-dir DIR] [--out json] [GLOB]",
-		Main: func(ctx context.Context, args []string, s cli.Streams) int {
-			return cmdEvents(ctx, args, s.Stdout, s.Stderr)
-		},
+		Long: `Prints events as they arrive on NATS, in the format of salt-run state.event
+pretty=True: the tag, a tab, and the data as JSON indented by 4 with sorted
+keys. With --out json it prints one {"tag": ..., "data": {...}} line per
+event instead, what replay and fire --events read: record with
+'reactord events --out json > day.jsonl', replay with
+'reactord replay -c CONF --events day.jsonl'. GLOB filters tags with Salt's fnmatch
+rules. Runs until interrupted. With --since it prints the events archived in
+the audit store instead, found as the daemon finds it (--store, -c CONF's
+reactord: section, --data-dir); an event the reaction ledger holds
+something about (a dispatch, a suppression, a failure) comes with
+reactord's event id, what trace takes: a "# event_id=ID" line before a
+pretty event, an "event_id" member in JSON.`,
+		Flags: eventsFlags,
 	},
 	{
 		Name:  "bridge",

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/event"
-	"github.com/reactord/reactord/matchers"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -276,104 +275,6 @@ func envelope(ev event.Event) ([]byte, error) {
 	}
 	b = append(b, raw...)
 	return append(b, '}'), nil
-}
-
-func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("events", "reactord events --nats URL [--out json] [GLOB] | reactord events --since DUR|TIME [--store URL | -c CONF | --data-dir DIR] [--out json] [GLOB]",
-		`Prints events as they arrive on NATS, in the format of salt-run state.event
-pretty=True: the tag, a tab, and the data as JSON indented by 4 with sorted
-keys. With --out json it prints one {"tag": ..., "data": {...}} line per
-event instead, what replay and fire --events read: record with
-'reactord events --out json > day.jsonl', replay with
-'reactord replay -c CONF --events day.jsonl'. GLOB filters tags with Salt's fnmatch
-rules. Runs until interrupted. With --since it prints the events archived in
-the audit store instead, found as the daemon finds it (--store, -c CONF's
-reactord: section, --data-dir); an event the reaction ledger holds
-something about (a dispatch, a suppression, a failure) comes with
-reactord's event id, what trace takes: a "# event_id=ID" line before a
-pretty event, an "event_id" member in JSON.`, stderr)
-	var nf natsFlags
-	nf.register(fs, natsClientUsage)
-	count := fs.Int("count", 0, "exit after this many events (0: run until interrupted)")
-	since := fs.String("since", "", "print archived events since this long ago (1h) or this RFC 3339 time, from the store")
-	out := fs.String("out", "pretty", `pretty (salt-run state.event pretty=True; also text, as jobs calls it) or json (one {"tag","data"} line per event); replay and fire --events read both`)
-	storeURL := storeFlag(fs)
-	if ok, code := parseFlags(fs, args, stdout); !ok {
-		return code
-	}
-	format, err := eventFormat(*out)
-	if err != nil {
-		fmt.Fprintf(stderr, "events: %v\n", err)
-		return exitUsage
-	}
-	if *since != "" {
-		return cmdStoredEvents(ctx, storeURL, *since, fs.Arg(0), *count, format, stdout, stderr)
-	}
-	if fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "events: need at most one GLOB")
-		return exitUsage
-	}
-	if _, ok := nf.Find(storeURL.dataDir); !ok {
-		fmt.Fprintln(stderr, "events: "+noServer)
-		return exitUsage
-	}
-	var glob *matchers.Glob
-	if fs.NArg() == 1 {
-		glob = matchers.Compile(fs.Arg(0))
-	}
-	var tokenDirs []string
-	if storeURL.dataDir != "" {
-		tokenDirs = append(tokenDirs, storeURL.dataDir)
-	}
-	opts, err := nf.options("reactord-events", tokenDirs...)
-	if err != nil {
-		fmt.Fprintf(stderr, "events: %v\n", err)
-		return exitUsage
-	}
-	conn, err := natsbus.Connect(opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "events: %v\n", err)
-		return exitUsage
-	}
-	defer conn.Close()
-	lines := make(chan []byte, 1024)
-	sub, err := conn.Subscribe("", func(m *natsbus.Message) {
-		ev, err := event.Decode(m.Body)
-		if err != nil {
-			fmt.Fprintf(stderr, "events: %s: %v\n", m.Subject, err)
-			return
-		}
-		if glob != nil && !glob.Match(ev.Tag) {
-			return
-		}
-		line, err := format(ev, "")
-		if err != nil {
-			fmt.Fprintf(stderr, "events: %s: %v\n", m.Subject, err)
-			return
-		}
-		lines <- line
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "events: %v\n", err)
-		return exitUsage
-	}
-	defer sub.Stop()
-	_ = conn.Flush(ctx)
-	seen := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return exitOK
-		case l := <-lines:
-			if _, err := stdout.Write(l); err != nil {
-				return exitUsage
-			}
-			seen++
-			if *count > 0 && seen >= *count {
-				return exitOK
-			}
-		}
-	}
 }
 
 // eventFormatter formats one event as text ending in a newline; id is

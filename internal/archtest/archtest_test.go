@@ -328,11 +328,7 @@ const (
 var smallDirs = []string{"reactor", "guard", "natsbus/consume", "cmd/reactord"}
 
 // sizeExempt are files of smallDirs left out for now, each with why.
-var sizeExempt = map[string]string{
-	// cmdFire and cmdEvents (98 and 97 lines): fire is rewritten on
-	// the fire branch of issue 48; drop this line when it merges.
-	"cmd/reactord/fire.go": "rewritten on another branch",
-}
+var sizeExempt = map[string]string{}
 
 // TestSizes: no file over maxFileLines lines and no function or function
 // literal over maxFuncLines in smallDirs (tests aside).
