@@ -76,6 +76,9 @@ type Daemon struct {
 	jetstream bool
 	driver    string
 	natsURL   string
+	// renderer is how reaction files are read when --renderer or --jinja
+	// says (Options.Renderer.Effective); "": the configuration's.
+	renderer string
 
 	// Parts, set as New starts them.
 	srv         *embedded.Server
@@ -84,6 +87,7 @@ type Daemon struct {
 	drv         actions.Driver
 	eng         *engine.Engine
 	saltCalls   *reactions.SaltCalls
+	compiled    prometheus.Counter // reaction files compiled
 	metrics     *reactor.Metrics
 	archive     *reactor.Archive
 	guard       *guard.Guard
@@ -219,6 +223,7 @@ func (d *Daemon) settle() error {
 	if o.KeepJobs == 0 {
 		o.KeepJobs = DefaultKeepJobs
 	}
+	d.renderer = o.Renderer.Effective(o.Jinja)
 	d.log = o.Log
 	if d.log == nil {
 		d.log = NewLogger(o.Stderr, o.LogLevel, o.LogFormat, o.Verbose)

@@ -172,7 +172,6 @@ func (d *Daemon) openDriver(context.Context) error {
 		return configErr(err)
 	}
 	d.saltCalls = sc
-	d.eng.SetSaltCalls(sc)
 	reactor.RegisterDriverMetrics(d.reg, drv)
 	if p, ok := drv.(actions.Prober); ok && !d.opts.DryRun { // shadow mode: the driver of the Salt calls
 		dp := &driverProbe{p: p, name: drv.Name(), log: d.log, every: 30 * time.Second}
@@ -195,6 +194,9 @@ func (d *Daemon) openDriver(context.Context) error {
 // compiles its rules. Reaction files that do not load refuse the start
 // with every problem, unless --start-broken.
 func (d *Daemon) buildEngine(context.Context) error {
+	d.compiled = prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_reaction_files_compiled_total",
+		Help: "Reaction files compiled (read and parsed): each once at start and at each reload, and once per change on disk."})
+	d.reg.MustRegister(d.compiled)
 	cfg := d.opts.Loaded
 	if cfg == nil {
 		var err error
@@ -245,11 +247,13 @@ func (d *Daemon) brokenFiles() map[string]error {
 // listing each of their problems, unless --start-broken; every other
 // problem (configuration warnings, files that match nothing, no rules at
 // all) is logged, and the daemon runs with what loads.
+//
+// At start the driver that serves the files' Salt calls is not open yet:
+// the pipeline's engine is built once it is, from the files this one
+// compiled (reactingEngine).
 func (d *Daemon) loadEngine(cfg *config.Config) (*engine.Engine, error) {
-	if r := d.opts.Renderer.Effective(d.opts.Jinja); r != "" {
-		cfg.Settings.Renderer = r // --renderer or --jinja over the reactord: section's
-	}
-	eng, err := engine.New(cfg, d.log)
+	eng, err := engine.New(cfg, engine.Options{Renderer: d.renderer, SaltCalls: d.saltCalls, Log: d.log,
+		OnCompile: func(string) { d.compiled.Inc() }})
 	if err != nil {
 		return nil, err
 	}
@@ -525,6 +529,11 @@ func (d *Daemon) startPipeline(context.Context) error {
 	if d.jetstream {
 		d.openJournal(&ro)
 	}
+	eng, err := engine.New(d.cfg, engine.Options{SaltCalls: d.saltCalls, Log: d.log, Files: d.eng.Files()})
+	if err != nil {
+		return configErr(err) // d.eng was built from d.cfg: not reached
+	}
+	d.eng = eng
 	p, err := reactor.New(d.eng, ro)
 	if err != nil {
 		return configErr(err)

@@ -232,7 +232,6 @@ func (d *Daemon) reloader() *reloader {
 		if err != nil {
 			return err
 		}
-		neng.SetSaltCalls(d.saltCalls)
 		return d.pipe.Reload(neng)
 	}, func(ok bool) { d.metrics.ReloadOK.Set(b2f(ok)) })
 }

@@ -93,7 +93,7 @@ func (m *Match) renderFile(ctx context.Context, a Admitted, p string, opts Rende
 		ro.Events = []any{map[string]any{"tag": tag, "data": m.Data}}
 	}
 	if f.SaltCalls > 0 {
-		ro.Salt = e.saltCalls.Load().Session(ctx)
+		ro.Salt = e.saltCalls.Session(ctx)
 	}
 	rs, err := f.RenderWith(tag, m.Data, ro)
 	if calls := ro.Salt.Calls(); len(calls) > 0 {

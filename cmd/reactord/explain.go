@@ -50,10 +50,7 @@ reactions have errors, 2 on bad input.`, stderr)
 		fmt.Fprintf(stderr, "explain: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(*conf, stderr, *verbose, renderer())
-	if eng == nil {
-		return code
-	}
+	eo := engine.Options{Renderer: renderer()}
 	if df.APIURL != "" && saltCalls != "off" {
 		// The files' allowed Salt calls run for real, through salt-api.
 		api, err := df.Driver("saltapi", stdout, nil)
@@ -62,12 +59,14 @@ reactions have errors, 2 on bad input.`, stderr)
 			return exitUsage
 		}
 		defer api.Close(context.WithoutCancel(ctx))
-		sc, err := daemon.NewSaltCalls(saltCalls, api, slog.New(slog.NewTextHandler(stderr, nil)))
-		if err != nil {
+		if eo.SaltCalls, err = daemon.NewSaltCalls(saltCalls, api, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 			fmt.Fprintf(stderr, "explain: %v\n", err)
 			return exitUsage
 		}
-		eng.SetSaltCalls(sc)
+	}
+	eng, code := loadEngine(*conf, stderr, *verbose, eo)
+	if eng == nil {
+		return code
 	}
 	w := &strings.Builder{}
 	fmt.Fprintf(w, "event %s\n", ev.Tag)

@@ -53,7 +53,7 @@ Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, s
 		defer f.Close()
 		in = f
 	}
-	eng, code := loadEngine(*conf, stderr, *verbose, renderer())
+	eng, code := loadEngine(*conf, stderr, *verbose, engine.Options{Renderer: renderer()})
 	if eng == nil {
 		return code
 	}

@@ -40,7 +40,7 @@ func TestRecipes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eng := engine.MustNew(cfg, nil)
+			eng := engine.MustNew(cfg, engine.Options{})
 			events, _ := filepath.Glob(filepath.Join(recipe, "events", "*.json"))
 			if len(events) == 0 {
 				t.Fatal("recipe has no sample events")
