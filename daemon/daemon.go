@@ -76,9 +76,6 @@ type Daemon struct {
 	jetstream bool
 	driver    string
 	natsURL   string
-	// renderer is how reaction files are read when --renderer or --jinja
-	// says (Options.Renderer.Effective); "": the configuration's.
-	renderer string
 
 	// Parts, set as New starts them.
 	srv         *embedded.Server
@@ -223,7 +220,6 @@ func (d *Daemon) settle() error {
 	if o.KeepJobs == 0 {
 		o.KeepJobs = DefaultKeepJobs
 	}
-	d.renderer = o.Renderer.Effective(o.Jinja)
 	d.log = o.Log
 	if d.log == nil {
 		d.log = NewLogger(o.Stderr, o.LogLevel, o.LogFormat, o.Verbose)

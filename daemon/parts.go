@@ -252,7 +252,7 @@ func (d *Daemon) brokenFiles() map[string]error {
 // the pipeline's engine is built once it is, from the files this one
 // compiled (reactingEngine).
 func (d *Daemon) loadEngine(cfg *config.Config) (*engine.Engine, error) {
-	eng, err := engine.New(cfg, engine.Options{Renderer: d.renderer, SaltCalls: d.saltCalls, Log: d.log,
+	eng, err := engine.New(cfg, engine.Options{Renderer: d.opts.Renderer.Effective(d.opts.Jinja), SaltCalls: d.saltCalls, Log: d.log,
 		OnCompile: func(string) { d.compiled.Inc() }})
 	if err != nil {
 		return nil, err
