@@ -297,7 +297,8 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	if url == "none" {
 		return nil
 	}
-	st, err := sqlstore.Open(ctx, url)
+	cuts := sqlstore.NewCuts(d.log)
+	st, err := sqlstore.OpenWith(ctx, url, sqlstore.Options{Cuts: cuts})
 	if errors.Is(err, sqlstore.ErrBadURL) {
 		return configErr(fmt.Errorf("--store: %w", err))
 	}
@@ -305,7 +306,7 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		// The database being down must not stop reactions: records
 		// wait in the spool and the store is retried in the background.
 		d.log.Error("audit store unreachable at start; reacting anyway, records wait in the disk spool until it answers", "err", err)
-		st = sqlstore.NewLazy(url)
+		st = sqlstore.NewLazy(url, sqlstore.Options{Cuts: cuts})
 	}
 	d.push("audit store", func(context.Context) error { return st.Close() })
 	spool := filepath.Join(d.dataDir, "store-spool")
@@ -327,11 +328,10 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		return nil
 	})
 	reactor.RegisterStoreMetrics(d.reg, w)
-	sqlstore.SetCutLogger(d.log)
 	for _, col := range sqlstore.CutColumns() {
 		d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_values_cut_total",
 			Help: "Values cut to the width of their audit store column (255), by table.column.", ConstLabels: prometheus.Labels{"column": col}},
-			func() float64 { return float64(sqlstore.ValuesCut(col)) }))
+			func() float64 { return float64(cuts.Count(col)) }))
 	}
 	d.archive = &reactor.Archive{W: w, KeepAll: d.opts.ArchiveAll, MasterID: d.opts.MasterID}
 	if d.opts.ArchiveTags != "" {

@@ -249,7 +249,13 @@ func openPostgresURL(t testing.TB, dsn string) *sql.DB {
 // open opens a Store on the database, closed at the end of the test.
 func (db *testDB) open(t testing.TB) store.Store {
 	t.Helper()
-	s, err := Open(context.Background(), db.url)
+	return db.openWith(t, Options{})
+}
+
+// openWith is open with o.
+func (db *testDB) openWith(t testing.TB, o Options) store.Store {
+	t.Helper()
+	s, err := OpenWith(context.Background(), db.url, o)
 	if err != nil {
 		t.Fatal(err)
 	}
