@@ -75,7 +75,7 @@ func (d *Daemon) startNATS(context.Context) error {
 	d.push("embedded NATS server", func(context.Context) error { srv.Shutdown(); return nil })
 	d.log.Info("embedded NATS server started", "url", d.natsURL, "data_dir", d.dataDir)
 	w := &jetStreamWatch{srv: srv, dir: filepath.Join(d.dataDir, "jetstream"), log: d.log, every: 2 * time.Second}
-	go w.run(d.runCtx)
+	d.background(w.run)
 	d.addHealth("embedded JetStream", w.health)
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_jetstream_up",
 		Help: "1 while JetStream runs on the embedded NATS server (it stops by itself when its disk is full; reactord restarts the server once there is room)."},
@@ -176,7 +176,7 @@ func (d *Daemon) openDriver(context.Context) error {
 	if p, ok := drv.(actions.Prober); ok && !d.opts.DryRun { // shadow mode: the driver of the Salt calls
 		dp := &driverProbe{p: p, name: drv.Name(), log: d.log, every: 30 * time.Second}
 		dp.probe(d.runCtx)
-		go dp.run(d.runCtx)
+		d.background(dp.run)
 		d.addHealth("driver", dp.health)
 	}
 	if s, ok := drv.(interface{ Status() string }); ok && !d.opts.DryRun {
@@ -252,8 +252,11 @@ func (d *Daemon) brokenFiles() map[string]error {
 // the pipeline's engine is built once it is, from the files this one
 // compiled (reactingEngine).
 func (d *Daemon) loadEngine(cfg *config.Config) (*engine.Engine, error) {
-	eng, err := engine.New(cfg, engine.Options{Renderer: d.opts.Renderer.Effective(d.opts.Jinja), SaltCalls: d.saltCalls, Log: d.log,
-		OnCompile: func(string) { d.compiled.Inc() }})
+	o := engine.Options{Renderer: d.opts.Renderer.Effective(d.opts.Jinja), SaltCalls: d.saltCalls, Log: d.log}
+	if c := d.compiled; c != nil {
+		o.OnCompile = func(string) { c.Inc() }
+	}
+	eng, err := engine.New(cfg, o)
 	if err != nil {
 		return nil, err
 	}
@@ -339,23 +342,24 @@ func (d *Daemon) openStore(ctx context.Context) error {
 			d.archive.Tags = append(d.archive.Tags, matchers.Compile(strings.TrimSpace(g)))
 		}
 	}
-	go d.purge(st)
+	d.background(func(ctx context.Context) { d.purge(ctx, st) })
 	d.log.Info("audit store open", "store", redact.URL(url), "keep_jobs", d.opts.KeepJobs.String(), "spool", spool)
 	return nil
 }
 
-// purge deletes archived records older than --keep-jobs, hourly.
-func (d *Daemon) purge(st store.Store) {
+// purge deletes archived records older than --keep-jobs, hourly, until
+// ctx ends.
+func (d *Daemon) purge(ctx context.Context, st store.Store) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		if n, err := st.Purge(d.runCtx, time.Now().Add(-d.opts.KeepJobs)); err != nil && !errors.Is(err, sqlstore.ErrNotConnected) && d.runCtx.Err() == nil {
+		if n, err := st.Purge(ctx, time.Now().Add(-d.opts.KeepJobs)); err != nil && !errors.Is(err, sqlstore.ErrNotConnected) && ctx.Err() == nil {
 			d.log.Error("audit store: purge failed", "err", err)
 		} else if n > 0 {
 			d.log.Info("audit store: purged old records", "rows", n, "keep_jobs", d.opts.KeepJobs.String())
 		}
 		select {
-		case <-d.runCtx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -396,7 +400,8 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 		d.log.Warn("shared state not available yet: the loop guard, throttle and debounce count in this replica alone until it is; retrying in the background (/healthz answers 503 meanwhile; check the NATS cluster's JetStream, e.g. nats server report jetstream)",
 			"bucket", kv.DefaultStateBucket, "err", err)
 		d.sharedErr.Store(&err)
-		go d.retrySharedState(d.guard)
+		g := d.guard
+		d.background(func(ctx context.Context) { d.retrySharedState(ctx, g) })
 	}
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_shared_state_up",
 		Help: "1 while the loop guard, throttle and debounce share their state with the other replicas (--shared-state)."},
@@ -434,7 +439,7 @@ func (d *Daemon) attachSharedState(ctx context.Context, g *guard.Guard, timeout 
 		return err
 	}
 	probe := newWriteProbe(state, d.log)
-	go probe.run(d.runCtx)
+	d.background(probe.run)
 	d.addHealth("JetStream writes", probe.health)
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_jetstream_writable",
 		Help: "0 while the NATS server refuses the daemon's heartbeat writes (its disk full, a stream damaged); --shared-state only."},
@@ -444,17 +449,17 @@ func (d *Daemon) attachSharedState(ctx context.Context, g *guard.Guard, timeout 
 }
 
 // retrySharedState tries to open the shared state bucket, with backoff,
-// until it can or the daemon stops.
-func (d *Daemon) retrySharedState(g *guard.Guard) {
+// until it can or ctx ends (the daemon stops).
+func (d *Daemon) retrySharedState(ctx context.Context, g *guard.Guard) {
 	start := time.Now()
 	b := retry.Backoff{Min: time.Second, Max: sharedRetryMax, Jitter: 0.5}
 	for attempt := 0; ; attempt++ {
 		select {
-		case <-d.runCtx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(b.Delay(attempt + 1)):
 		}
-		err := d.attachSharedState(d.runCtx, g, sharedOpenTimeout)
+		err := d.attachSharedState(ctx, g, sharedOpenTimeout)
 		if err == nil {
 			d.shared.Store(true)
 			d.log.Info("shared state available again: this replica's loop guard, throttle and debounce now share the others' state", "after", time.Since(start).Round(time.Second))
@@ -569,9 +574,9 @@ func (d *Daemon) startPipeline(context.Context) error {
 			c.Close() // the drained events are settled: end its progress acknowledgements and wait for its goroutines
 		}
 		// Nothing is in flight any more: end the background work (the
-		// shared state's watch, the purge) before the store and the
-		// connection close under it.
-		d.cancel()
+		// shared state's watch, the purge, the probes) and wait for it
+		// before the store and the connection close under it.
+		d.stopBackground(ctx)
 		if err != nil {
 			d.log.Error("drain incomplete", "err", err)
 			return errors.Join(ErrUnfinished, err)
