@@ -172,7 +172,7 @@ func (d *Daemon) stoppedWaiting(ctx context.Context, err error) bool {
 	if ctx.Err() == nil || !errors.As(err, &we) || !errors.Is(we.Cause, context.Cause(ctx)) {
 		return false
 	}
-	d.log.Info("stopped while waiting for JetStream to create "+we.What, "waited", we.Waited.Round(time.Millisecond).String(),
+	d.log.Info("stopped while waiting for JetStream", "creating", we.What, "waited", we.Waited.Round(time.Millisecond).String(),
 		"attempts", we.Attempts, "last_err", we.Last)
 	return true
 }
@@ -332,8 +332,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.log.Info("reactord ready", "nats", redact.URLs(d.natsURL), "mode", mode, "driver", d.drv.Name(), "rules", len(d.cfg.Rules))
 	if d.opts.Shadow {
-		d.log.Info("shadow mode: dispatching nothing; each decision is compared with the jobs Salt's own reactor starts (reactord shadow report)",
-			"window", d.opts.ShadowWindow.String(), "salt_user", d.opts.ShadowSaltUser, "salt_calls_driver", d.driver)
+		d.log.Info("shadow mode: dispatching nothing, comparing with Salt's reactor",
+			"detail", "each decision is compared with the jobs Salt's own reactor starts (reactord shadow report)", "window", d.opts.ShadowWindow.String(), "salt_user", d.opts.ShadowSaltUser, "salt_calls_driver", d.driver)
 	}
 	d.reloader().run(ctx, d.hup)
 	d.log.Info("stopping: draining in-flight events", "timeout", d.opts.DrainTimeout.String())

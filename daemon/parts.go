@@ -52,7 +52,8 @@ func (d *Daemon) openDataDir(context.Context) error {
 		return configErr(fmt.Errorf("--data-dir %s: %w", d.dataDir, err))
 	}
 	if open {
-		d.log.Warn("the data directory can be listed by other users (its files are 0600); chmod o-rwx it, or StateDirectoryMode=0700 in the unit", "data_dir", d.dataDir)
+		d.log.Warn("data directory can be listed by other users", "data_dir", d.dataDir,
+			"detail", "its files are 0600", "fix", "chmod o-rwx it, or StateDirectoryMode=0700 in the unit")
 	}
 	return nil
 }
@@ -110,7 +111,8 @@ func (d *Daemon) connect(ctx context.Context) error {
 			err := c.ConfirmAcks(cctx)
 			cancel()
 			if err != nil {
-				d.log.Warn("the NATS server did not confirm the last acknowledgements: their events may react again after the acknowledgement wait", "err", err)
+				d.log.Warn("NATS server did not confirm the last acknowledgements", "err", err,
+					"detail", "their events may react again after the acknowledgement wait")
 			}
 		}
 		conn.Close()
@@ -206,7 +208,7 @@ func (d *Daemon) buildEngine(context.Context) error {
 	}
 	d.cfg = cfg
 	for _, w := range TopologyWarnings(cfg, d.opts) {
-		d.log.Warn(w)
+		d.log.Warn("configuration topology needs a setting", "warning", w)
 	}
 	eng, err := d.loadEngine(cfg)
 	if err != nil {
@@ -308,7 +310,8 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	if err != nil {
 		// The database being down must not stop reactions: records
 		// wait in the spool and the store is retried in the background.
-		d.log.Error("audit store unreachable at start; reacting anyway, records wait in the disk spool until it answers", "err", err)
+		d.log.Error("audit store unreachable at start: reacting anyway", "err", err,
+			"detail", "records wait in the disk spool until it answers")
 		st = sqlstore.NewLazy(url, sqlstore.Options{Cuts: cuts})
 	}
 	d.push("audit store", func(context.Context) error { return st.Close() })
@@ -323,7 +326,8 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		switch err := w.Close(cctx); {
 		case err == nil:
 		case errors.Is(err, store.ErrSpooled):
-			d.log.Warn("audit store did not answer before the drain timeout: records kept on disk, written at the next start", "detail", err.Error())
+			d.log.Warn("audit store did not answer before the drain timeout", "err", err.Error(),
+				"detail", "records kept on disk, written at the next start")
 		default:
 			d.log.Error("audit store: records lost at exit", "err", err)
 			return errors.Join(ErrUnfinished, err)
@@ -390,15 +394,20 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 	case err == nil:
 		d.shared.Store(true)
 	case errors.As(err, &tooOld):
-		d.log.Warn("shared state unavailable: " + err.Error() + ": the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it); --shared-state=false says this is meant")
+		d.log.Warn("shared state unavailable: the guard's state stays in this process", "err", err.Error(),
+			"detail", "the loop guard, throttle and debounce state is not shared with the replicas, and a restart loses it",
+			"fix", "--shared-state=false says this is meant")
 	case errors.Is(err, kv.ErrStateUnsupported):
-		d.log.Warn("shared state unavailable: the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it)", "err", err)
+		d.log.Warn("shared state unavailable: the guard's state stays in this process", "err", err,
+			"detail", "the loop guard, throttle and debounce state is not shared with the replicas, and a restart loses it")
 	default:
 		// A cluster still electing, a bucket whose replicas cannot be
 		// placed yet: keep trying in the background, and say so on
 		// /healthz until it works.
-		d.log.Warn("shared state not available yet: the loop guard, throttle and debounce count in this replica alone until it is; retrying in the background (/healthz answers 503 meanwhile; check the NATS cluster's JetStream, e.g. nats server report jetstream)",
-			"bucket", kv.DefaultStateBucket, "err", err)
+		d.log.Warn("shared state not available yet: retrying in the background",
+			"bucket", kv.DefaultStateBucket, "err", err,
+			"detail", "the loop guard, throttle and debounce count in this replica alone until it is; /healthz answers 503 meanwhile",
+			"fix", "check the NATS cluster's JetStream, e.g. nats server report jetstream")
 		d.sharedErr.Store(&err)
 		g := d.guard
 		d.background(func(ctx context.Context) { d.retrySharedState(ctx, g) })
@@ -444,7 +453,8 @@ func (d *Daemon) attachSharedState(ctx context.Context, g *guard.Guard, timeout 
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_jetstream_writable",
 		Help: "0 while the NATS server refuses the daemon's heartbeat writes (its disk full, a stream damaged); --shared-state only."},
 		func() float64 { return b2f(!probe.failing.Load()) }))
-	d.log.Info("shared state loaded: the loop guard, throttle and debounce are the replicas' together", "bucket", kv.DefaultStateBucket)
+	d.log.Info("shared state loaded", "bucket", kv.DefaultStateBucket,
+		"detail", "the loop guard, throttle and debounce are the replicas' together")
 	return nil
 }
 
@@ -462,7 +472,8 @@ func (d *Daemon) retrySharedState(ctx context.Context, g *guard.Guard) {
 		err := d.attachSharedState(ctx, g, sharedOpenTimeout)
 		if err == nil {
 			d.shared.Store(true)
-			d.log.Info("shared state available again: this replica's loop guard, throttle and debounce now share the others' state", "after", time.Since(start).Round(time.Second))
+			d.log.Info("shared state available again", "after", time.Since(start).Round(time.Second),
+				"detail", "this replica's loop guard, throttle and debounce now share the others' state")
 			return
 		}
 		d.sharedErr.Store(&err)
@@ -500,12 +511,13 @@ func (d *Daemon) openCopies(ctx context.Context) error {
 func (d *Daemon) openJournal(ro *reactor.Options) {
 	j, left, err := poison.Open(filepath.Join(d.dataDir, "poison"), poison.DefaultThreshold)
 	if err != nil {
-		d.log.Warn("poison-event journal unavailable: an event the daemon dies on will be redelivered after every restart", "err", err)
+		d.log.Warn("poison-event journal unavailable", "err", err,
+			"detail", "an event the daemon dies on will be redelivered after every restart")
 		return
 	}
 	if len(left) > 0 {
-		d.log.Warn("the last run ended while handling events; each is parked if the daemon dies on it again "+fmt.Sprint(poison.DefaultThreshold)+" times in all",
-			"stream_sequences", left)
+		d.log.Warn("the last run ended while handling events", "stream_sequences", left,
+			"detail", "each is parked if the daemon dies on it again", "crashes_to_park", poison.DefaultThreshold)
 	}
 	subject := d.opts.ParkedSubject
 	ro.Journal = j
@@ -528,7 +540,8 @@ func (d *Daemon) startPipeline(context.Context) error {
 	if d.opts.Shadow {
 		ro.Shadow = &shadow.Options{Window: d.opts.ShadowWindow, MasterUser: d.opts.ShadowSaltUser}
 		if d.archive == nil {
-			d.log.Warn("shadow: the audit store is off (--store none): verdicts are counted (reactord_shadow_total) and logged, but reactord shadow report has nothing to read")
+			d.log.Warn("shadow: the audit store is off: shadow report has nothing to read", "flag", "--store none",
+				"metric", "reactord_shadow_total", "detail", "verdicts are counted and logged only")
 		}
 	}
 	if d.jetstream {
@@ -562,7 +575,8 @@ func (d *Daemon) startPipeline(context.Context) error {
 			derr := d.archive.W.Durable(dctx)
 			dcancel()
 			if derr != nil {
-				d.log.Warn("stopping: the audit store did not take the last records within 2 s; their events are acknowledged when it does, before the writer closes, or come again at the next start", "err", derr)
+				d.log.Warn("stopping: audit store did not take the last records in 2 s", "err", derr,
+					"detail", "their events are acknowledged when it does, before the writer closes, or come again at the next start")
 			}
 		}
 		if d.partitioned != nil {

@@ -206,8 +206,9 @@ func (r *reloader) reload(why string, snap snapshot, forced bool) {
 	if err == nil && !forced && len(cfg.Rules) == 0 && r.rules > 0 {
 		r.watch.loaded(snap, cfg.Files)
 		r.setOK(false)
-		r.log.Error("reload refused: the changed configuration has no rules; keeping the running configuration (send SIGHUP to apply it)",
-			"why", why, "running_rules", r.rules)
+		r.log.Error("reload refused: the changed configuration has no rules",
+			"why", why, "running_rules", r.rules, "detail", "the running configuration goes on",
+			"fix", "send SIGHUP to apply it")
 		return
 	}
 	if err == nil {

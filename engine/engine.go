@@ -422,7 +422,7 @@ func (e *Engine) literalTargets(log *slog.Logger, tag string, rule *config.Rule,
 			continue
 		}
 		e.stats.Errors.Add(1)
-		e.noisy(log, slog.LevelError, rule.Glob+"\x00"+fr.Path, "reaction refused: a target printed from event data would widen it (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+		e.noisy(log, slog.LevelError, rule.Glob+"\x00"+fr.Path, "reaction refused: target printed from event data (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
 		refused = append(refused, FileResult{Rule: fr.Rule, Ref: fr.Ref, Path: fr.Path, Err: err})
 	}
 	return kept, refused

@@ -129,7 +129,7 @@ func (m *Match) compile(high *reactions.High, owner map[chunkKey]int) *Result {
 	if errs := high.Verify(); len(errs) > 0 {
 		res.VerifyErrors = errs
 		e.stats.Errors.Add(1)
-		e.noisy(log, slog.LevelError, "", "unable to render reactions for event: all its reactions are dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
+		e.noisy(log, slog.LevelError, "", "unable to render reactions for event: all dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
 		return res
 	}
 	res.Chunks = high.Compile()
