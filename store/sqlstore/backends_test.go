@@ -139,6 +139,9 @@ func newMySQLDB(t testing.TB, env, dbName string) *testDB {
 		url:   "mysql://" + cfg.FormatDSN(),
 		admin: admin,
 		outage: func(t testing.TB, stop <-chan struct{}) {
+			// Kill the store's connections every 2 ms until stop.
+			again := time.NewTicker(2 * time.Millisecond)
+			defer again.Stop()
 			for {
 				select {
 				case <-stop:
@@ -165,7 +168,11 @@ func newMySQLDB(t testing.TB, env, dbName string) *testDB {
 					// Error 1094 (unknown thread) when it is already gone.
 					_, _ = admin.Exec(fmt.Sprintf("KILL %d", id))
 				}
-				time.Sleep(2 * time.Millisecond)
+				select {
+				case <-stop:
+					return
+				case <-again.C:
+				}
 			}
 		},
 	}
@@ -217,6 +224,9 @@ func newPostgresDB(t testing.TB, env, schema string) *testDB {
 		url:   storeURL,
 		admin: admin,
 		outage: func(t testing.TB, stop <-chan struct{}) {
+			// Kill the store's connections every 2 ms until stop.
+			again := time.NewTicker(2 * time.Millisecond)
+			defer again.Stop()
 			for {
 				select {
 				case <-stop:
@@ -228,7 +238,11 @@ func newPostgresDB(t testing.TB, env, schema string) *testDB {
 					t.Error(err)
 					return
 				}
-				time.Sleep(2 * time.Millisecond)
+				select {
+				case <-stop:
+					return
+				case <-again.C:
+				}
 			}
 		},
 	}
