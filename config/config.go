@@ -1151,7 +1151,7 @@ func (l *loader) settings(cfg *Config, file string, n *yaml11.Node) {
 			l.renderer(cfg, file, k, vn)
 		default:
 			if !l.flagSetting(cfg, file, k, kn, vn) {
-				l.errorf(file, kn, "unknown reactord setting %q (known: %s)", kn.Text, strings.Join(SettingKeys(), ", "))
+				l.errorf(file, kn, "%s", unknownSetting(kn.Text))
 			}
 		}
 	}

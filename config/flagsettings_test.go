@@ -50,7 +50,8 @@ func TestFlagSettings(t *testing.T) {
 		{"password in clear", "saltapi_password: hunter2", "", "", "reactord.saltapi_password would keep a secret in clear in the configuration: put it in a file only reactord can read and give its path as saltapi_password_file", 2, 3},
 		{"token in clear", "nats_token: s3cret", "", "", "give its path as nats_token_file", 2, 3},
 		{"store with a password", "store: mysql://salt:pw@db:3306/salt", "", "", "reactord.store holds a password in clear", 2, 10},
-		{"unknown key lists the new ones", "htp: :9100", "", "", "unknown reactord setting \"htp\" (known: ack_wait, archive_all,", 2, 3},
+		{"unknown key near a setting", "htp: :9100", "", "", "unknown reactord setting \"htp\"; did you mean \"http\"?", 2, 3},
+		{"unknown key near none", "frobnicate: 1", "", "", "unknown reactord setting \"frobnicate\" (docs/configuration.md lists the settings)", 2, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+
+	"github.com/reactord/reactord/internal/suggest"
 	"github.com/reactord/reactord/internal/yaml11"
 )
 
@@ -67,4 +70,14 @@ func editDistance(a, b string, limit int) int {
 		}
 	}
 	return min(rows[len(a)][len(b)], limit+1)
+}
+
+// unknownSetting is the error of a reactord: key that is no setting: the
+// setting it is near, else where the settings are listed (not all ~70
+// of them in one line).
+func unknownSetting(key string) string {
+	if near := suggest.Closest(key, SettingKeys()); near != "" {
+		return fmt.Sprintf("unknown reactord setting %q; did you mean %q?", key, near)
+	}
+	return fmt.Sprintf("unknown reactord setting %q (docs/configuration.md lists the settings)", key)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,116 +16,109 @@ import (
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/internal/cli"
+	"github.com/reactord/reactord/natsbus"
 )
 
-func cmdCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("check", "reactord check -c CONF [--event FILE|-] [--events FILE|-] [--nats URL]\n  or: reactord check --nats URL",
-		`Validates everything that can be checked without an event: the
-configuration (against schemas/reactor-config.json and Salt's rules), every
-SLS reference (it must name at least one file), every reaction file (it must
-parse as a template), every file without template actions (compiled in
-full), and every file rendered with each sample event of reactord's
-catalogue of Salt's event shapes that its rule matches (what the file's
-shape makes fail is reported, not what depends on the event's data). It
-prints how each file is read (jinja, gotmpl, yaml, and why). With --event,
-the event is also rendered; with --events FILE, every
-event of a recording (JSON {"tag","data"} or state.event lines, what replay
-reads — e.g. from reactord events --out json) is rendered and every reaction
-it gives is validated against the low chunk schema, so what only an event
-shows (a templated file that breaks once filled in, an unknown reaction
-type) is found before the daemon meets it; a problem many events repeat is
-printed once. Every problem is printed to
-stderr as file:line:col: message; entries Salt would skip silently count as
-problems. With --nats URL (and the daemon's NATS connection flags), it
-connects to that server and prints its version (in a cluster, the lowest of
-the nodes it can read), whether it has JetStream, and for each feature built
-on JetStream whether it works there or is refused, with the version it
-needs; a feature the configuration turns on that the server refuses (the
-daemon would not start) is a problem. Exit 0 when clean, 1 when problems
-were found, 2 on bad usage.`, stderr)
-	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
-	evFile := fs.String("event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
-	evsFile := fs.String("events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
-	renderer := rendererFlag(fs)
-	rules := fs.Bool("rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob, reaction files and loop guard")
-	out := fs.String("out", "text", `text (problems on stderr, one a line, as file:line:col: message) or json (one object on stdout: ok, rules, files, loaded files and their renderers, problems with file, line, col and message)`)
-	offline := fs.Bool("offline", false, "do not contact the driver's salt-api or the master's reactord engine (by default, with driver: saltapi configured, check logs in to it; with driver: master, it asks whether the engine listens)")
-	settings := fs.Bool("settings", false, "print the daemon's settings as `reactord run -c CONF` would merge them (flag, environment, reactord: section, default), with where each came from")
-	var nopts daemon.NATSOptions
-	nopts.Flags(fs, "NATS URL(s) of a server to check: its version, JetStream, and which of reactord's features it can have (none: no NATS check)")
-	if ok, code := parseFlags(fs, args, stdout); !ok {
-		return code
+// checkCmd is reactord check: its flags' values.
+type checkCmd struct {
+	fs                         *flag.FlagSet
+	conf, evFile, evsFile, out string
+	rules, offline, settings   bool
+	renderer                   func() string
+	nats                       daemon.NATSOptions
+}
+
+// checkFlags defines check's flags and returns the command.
+func checkFlags(fs *flag.FlagSet) cli.Func {
+	c := &checkCmd{fs: fs}
+	fs.StringVar(&c.conf, "c", "", "reactor configuration: a file or a master.d directory (required)")
+	fs.StringVar(&c.evFile, "event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
+	fs.StringVar(&c.evsFile, "events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
+	c.renderer = rendererFlag(fs)
+	fs.BoolVar(&c.rules, "rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob, reaction files and loop guard")
+	fs.StringVar(&c.out, "out", "text", `text (problems on stderr, one a line, as file:line:col: message) or json (one object on stdout: ok, rules, files, loaded files and their renderers, problems with file, line, col and message)`)
+	fs.BoolVar(&c.offline, "offline", false, "do not contact the driver's salt-api or the master's reactord engine (by default, with driver: saltapi configured, check logs in to it; with driver: master, it asks whether the engine listens)")
+	fs.BoolVar(&c.settings, "settings", false, "print the daemon's settings as `reactord run -c CONF` would merge them (flag, environment, reactord: section, default), with where each came from")
+	c.nats.Flags(fs, "NATS URL(s) of a server to check: its version, JetStream, and which of reactord's features it can have (none: no NATS check)")
+	return c.run
+}
+
+// run checks the configuration, the NATS server, or both.
+func (c *checkCmd) run(ctx context.Context, args []string, s cli.Streams) int {
+	if c.conf == "" && c.nats.URL == "" || len(args) > 0 {
+		return cli.UsageError(c.fs, "need -c CONF, or --nats URL")
 	}
-	if *conf == "" && nopts.URL == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "check: need -c CONF, or --nats URL")
-		fs.Usage()
-		return exitUsage
+	if c.out != "text" && c.out != "json" {
+		return cli.UsageError(c.fs, fmt.Sprintf("--out %q: want text or json", c.out))
 	}
-	if *out != "text" && *out != "json" {
-		fmt.Fprintf(stderr, "check: --out %q: want text or json\n", *out)
-		return exitUsage
-	}
-	var natsRep *natsReport
-	var natsProblems []error
-	if *conf == "" {
+	if c.conf == "" {
 		// --nats alone: what needs a configuration is refused, not
 		// silently skipped.
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"--event", *evFile != ""}, {"--events", *evsFile != ""}, {"--settings", *settings}, {"--rules", *rules}} {
+		}{{"--event", c.evFile != ""}, {"--events", c.evsFile != ""}, {"--settings", c.settings}, {"--rules", c.rules}} {
 			if f.set {
-				fmt.Fprintf(stderr, "check: %s needs -c CONF (check --nats URL alone checks the server only)\n", f.name)
-				return exitUsage
+				return cli.UsageError(c.fs, f.name+" needs -c CONF (check --nats URL alone checks the server only)")
 			}
 		}
 	}
-	if nopts.URL != "" {
-		enabled, err := enabledFeatures(*conf)
-		rep, probs := checkNATS(ctx, nopts, enabled)
+	res := checkResult{Loaded: []loadedJSON{}, natsOnly: c.conf == ""}
+	if c.nats.URL != "" {
+		enabled, err := enabledFeatures(c.conf)
+		rep, probs := checkNATS(ctx, c.nats, enabled)
 		if err != nil {
 			probs = append(probs, err)
 		}
-		natsRep, natsProblems = &rep, probs
+		res.NATS, res.problems = &rep, probs
 	}
-	if *conf == "" {
-		res := checkResult{NATS: natsRep, problems: natsProblems, natsOnly: true}
-		if *out == "json" {
-			return res.printJSON(stdout)
-		}
-		return res.printText(stdout, stderr)
-	}
-	if *settings {
-		if code := printSettings(*conf, stdout, stderr); code != exitOK {
+	if c.conf != "" {
+		if code := c.checkConf(ctx, &res, s); code != exitOK {
 			return code
 		}
 	}
-	rep := engine.Check(*conf, renderer())
-	if *rules && rep.Config != nil && *out == "text" {
+	if c.out == "json" {
+		return res.printJSON(s.Stdout)
+	}
+	return res.printText(s.Stdout, s.Stderr)
+}
+
+// checkConf checks the configuration into res: its rules and files, the
+// daemon's settings, the driver, and the events of --event and --events.
+func (c *checkCmd) checkConf(ctx context.Context, res *checkResult, s cli.Streams) int {
+	if c.settings {
+		if code := printSettings(c.conf, s.Stdout, s.Stderr); code != exitOK {
+			return code
+		}
+	}
+	rep := engine.Check(c.conf, c.renderer())
+	if c.rules && rep.Config != nil && c.out == "text" {
 		for _, r := range rep.Config.Rules {
 			refs := make([]string, len(r.SLS))
 			for i, s := range r.SLS {
 				refs[i] = s.Ref
 			}
-			fmt.Fprintf(stdout, "rule %s: %s -> %s (%s) guard: %s%s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r), ruleOptionsText(r.Options))
+			fmt.Fprintf(s.Stdout, "rule %s: %s -> %s (%s) guard: %s%s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r), ruleOptionsText(r.Options))
 		}
 	}
-	res := checkResult{Rules: rep.Rules, Files: rep.Files, Loaded: []loadedJSON{}, problems: append(rep.Problems, natsProblems...), NATS: natsRep}
+	res.Rules, res.Files, res.problems = rep.Rules, rep.Files, append(rep.Problems, res.problems...)
 	for _, f := range rep.Loaded {
 		res.Loaded = append(res.Loaded, loadedJSON{Path: f.Path, Renderer: f.Renderer, SaltCalls: f.SaltCalls})
 	}
-	if rep.Config != nil {
-		if opts, _, _, code := mergedOptions([]string{"-c", *conf}, io.Discard, io.Discard); code == exitOK {
-			res.Warnings = daemon.TopologyWarnings(rep.Config, opts)
-		}
+	if rep.Config == nil {
+		return exitOK
 	}
-	if rep.Config != nil && !*offline {
-		if note, warn := probeMasterEngine(ctx, *conf); warn != "" {
+	if opts, _, _, code := mergedOptions([]string{"-c", c.conf}, io.Discard, io.Discard); code == exitOK {
+		res.Warnings = daemon.TopologyWarnings(rep.Config, opts)
+	}
+	if !c.offline {
+		if note, warn := probeMasterEngine(ctx, c.conf); warn != "" {
 			res.Warnings = append(res.Warnings, warn)
 		} else if note != "" {
 			res.Driver = note
 		}
-		note, err := probeDriver(ctx, *conf)
+		note, err := probeDriver(ctx, c.conf)
 		if note != "" {
 			res.Driver = note
 		}
@@ -132,15 +126,10 @@ were found, 2 on bad usage.`, stderr)
 			res.problems = append(res.problems, err)
 		}
 	}
-	if rep.Config != nil && (*evFile != "" || *evsFile != "") {
-		if code := res.renderEvents(ctx, rep, *evFile, *evsFile, stdin, stderr); code != exitOK {
-			return code
-		}
+	if c.evFile != "" || c.evsFile != "" {
+		return res.renderEvents(ctx, rep, c.evFile, c.evsFile, s.Stdin, s.Stderr)
 	}
-	if *out == "json" {
-		return res.printJSON(stdout)
-	}
-	return res.printText(stdout, stderr)
+	return exitOK
 }
 
 // checkResult is what check found, printed as text or JSON.
@@ -156,7 +145,7 @@ type checkResult struct {
 	// reacts once per master (daemon.TopologyWarnings).
 	Warnings []string `json:"warnings,omitempty"`
 	// NATS is what --nats found.
-	NATS     *natsReport `json:"nats,omitempty"`
+	NATS     *natsbus.ServerReport `json:"nats,omitempty"`
 	problems []error
 	natsOnly bool // no configuration: the NATS report alone
 }
@@ -231,7 +220,7 @@ func (r *checkResult) printText(stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, e)
 	}
 	if r.NATS != nil {
-		printNATSText(stdout, r.NATS)
+		r.NATS.WriteText(stdout)
 	}
 	if len(r.problems) > 0 {
 		fmt.Fprintf(stdout, "%d problem(s) found\n", len(r.problems))
@@ -277,9 +266,9 @@ func (r *checkResult) printJSON(stdout io.Writer) int {
 	}{len(probs) == 0, r, probs}
 	if r.natsOnly {
 		doc = struct {
-			OK       bool        `json:"ok"`
-			NATS     *natsReport `json:"nats"`
-			Problems []problem   `json:"problems"`
+			OK       bool                  `json:"ok"`
+			NATS     *natsbus.ServerReport `json:"nats"`
+			Problems []problem             `json:"problems"`
 		}{len(probs) == 0, r.NATS, probs}
 	}
 	b, _ := json.MarshalIndent(doc, "", "  ")

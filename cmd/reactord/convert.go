@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -9,36 +11,43 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/reactord/reactord/internal/cli"
 	"github.com/reactord/reactord/jinja"
 )
 
-func cmdConvert(args []string, stdout, stderr io.Writer) int {
-	fset := newFlags("convert", "reactord convert [-w] FILE|DIR...",
-		`Translates Salt Jinja reaction files into reactord Go templates, with
-Jinja's meaning: a missing key is an error as under Salt's StrictUndefined,
-comparisons and 'in' follow Python, set keeps Jinja's scoping. A directory
-converts every .sls file under it. The converted template goes to stdout,
-or with -w replaces the file, the original kept as FILE.orig. A file that
-uses what reactord cannot render (salt[...] calls, pillar, grains, opts,
-#!py, macros, imports) is refused whole, with every problem as
-file:line:col: construct: reason; it is never half converted. Each file
-gets one summary line on stderr. Exit 0 when every file converted, 1 when
-some were refused, 2 on bad usage or an unreadable file.`, stderr)
-	write := fset.Bool("w", false, "rewrite each file in place, keeping the original as FILE.orig")
-	if ok, code := parseFlags(fset, args, stdout); !ok {
+// convertFlags defines convert's flags and returns the command.
+func convertFlags(fs *flag.FlagSet) cli.Func {
+	write := fs.Bool("w", false, "rewrite each file in place, keeping the original as FILE.orig")
+	return func(_ context.Context, args []string, s cli.Streams) int {
+		if len(args) == 0 {
+			return cli.UsageError(fs, "need FILE or DIR")
+		}
+		files, err := sourceFiles(args)
+		if err != nil {
+			fmt.Fprintf(s.Stderr, "convert: %v\n", err)
+			return exitUsage
+		}
+		code := exitOK
+		for _, path := range files {
+			switch c := convertFile(path, *write, len(files) > 1, s.Stdout, s.Stderr); c {
+			case exitUsage:
+				return c
+			case exitFound:
+				code = c
+			}
+		}
 		return code
 	}
-	if fset.NArg() == 0 {
-		fmt.Fprintln(stderr, "convert: need FILE or DIR")
-		fset.Usage()
-		return exitUsage
-	}
+}
+
+// sourceFiles is the files args name: each file, and every .sls file
+// under each directory.
+func sourceFiles(args []string) ([]string, error) {
 	var files []string
-	for _, arg := range fset.Args() {
+	for _, arg := range args {
 		st, err := os.Stat(arg)
 		if err != nil {
-			fmt.Fprintf(stderr, "convert: %v\n", err)
-			return exitUsage
+			return nil, err
 		}
 		if !st.IsDir() {
 			files = append(files, arg)
@@ -54,60 +63,62 @@ some were refused, 2 on bad usage or an unreadable file.`, stderr)
 			return nil
 		})
 		if err != nil {
-			fmt.Fprintf(stderr, "convert: %v\n", err)
-			return exitUsage
+			return nil, err
 		}
 	}
-	code := exitOK
-	for _, path := range files {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "convert: %v\n", err)
-			return exitUsage
-		}
-		out, err := jinja.Convert(path, src)
-		var errs jinja.Errors
-		switch {
-		case errors.Is(err, jinja.ErrNotJinja) && *write:
-			fmt.Fprintf(stderr, "%s: skipped: not a Jinja file\n", path)
-			continue
-		case errors.Is(err, jinja.ErrNotJinja):
-			// Printed as it is, so that convert FILE > NEW always
-			// leaves a file reactord reads as FILE meant.
-			out = src
-			fmt.Fprintf(stderr, "%s: not a Jinja file: printed as it is\n", path)
-		case errors.As(err, &errs):
-			fmt.Fprintf(stderr, "%s: refused: %d problem(s)\n", path, len(errs))
-			for _, e := range errs {
-				fmt.Fprintf(stderr, "  %v\n", e)
-			}
-			code = exitFound
-			continue
-		case err != nil:
-			fmt.Fprintf(stderr, "%s: refused: %v\n", path, err)
-			code = exitFound
-			continue
-		}
-		if !*write {
-			if len(files) > 1 {
-				fmt.Fprintf(stdout, "# %s\n", path)
-			}
-			if _, err := stdout.Write(out); err != nil {
-				fmt.Fprintf(stderr, "convert: %v\n", err)
-				return exitUsage
-			}
-			if err == nil {
-				fmt.Fprintf(stderr, "%s: converted\n", path)
-			}
-			continue
-		}
-		if err := rewrite(path, src, out); err != nil {
-			fmt.Fprintf(stderr, "convert: %v\n", err)
-			return exitUsage
-		}
-		fmt.Fprintf(stderr, "%s: converted (original kept as %s.orig)\n", path, path)
+	return files, nil
+}
+
+// convertFile converts one file: printed on stdout (under a "# PATH"
+// line when named names several files), or rewritten in place with write.
+// It returns exitFound when the file was refused, exitUsage when it
+// could not be read or written.
+func convertFile(path string, write, named bool, stdout, stderr io.Writer) int {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "convert: %v\n", err)
+		return exitUsage
 	}
-	return code
+	out, err := jinja.Convert(path, src)
+	var errs jinja.Errors
+	switch {
+	case errors.Is(err, jinja.ErrNotJinja) && write:
+		fmt.Fprintf(stderr, "%s: skipped: not a Jinja file\n", path)
+		return exitOK
+	case errors.Is(err, jinja.ErrNotJinja):
+		// Printed as it is, so that convert FILE > NEW always
+		// leaves a file reactord reads as FILE meant.
+		out = src
+		fmt.Fprintf(stderr, "%s: not a Jinja file: printed as it is\n", path)
+	case errors.As(err, &errs):
+		fmt.Fprintf(stderr, "%s: refused: %d problem(s)\n", path, len(errs))
+		for _, e := range errs {
+			fmt.Fprintf(stderr, "  %v\n", e)
+		}
+		return exitFound
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: refused: %v\n", path, err)
+		return exitFound
+	}
+	if !write {
+		if named {
+			fmt.Fprintf(stdout, "# %s\n", path)
+		}
+		if _, err := stdout.Write(out); err != nil {
+			fmt.Fprintf(stderr, "convert: %v\n", err)
+			return exitUsage
+		}
+		if err == nil {
+			fmt.Fprintf(stderr, "%s: converted\n", path)
+		}
+		return exitOK
+	}
+	if err := rewrite(path, src, out); err != nil {
+		fmt.Fprintf(stderr, "convert: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "%s: converted (original kept as %s.orig)\n", path, path)
+	return exitOK
 }
 
 // rewrite keeps the original as path.orig and replaces path with out.

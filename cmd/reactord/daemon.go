@@ -8,96 +8,112 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/daemon"
+	"github.com/reactord/reactord/internal/cli"
+	"github.com/reactord/reactord/internal/suggest"
 )
 
-const daemonSynopsis = "reactord -c CONF [--dry-run | --driver NAME] [--nats URL | --listen ADDR] [--jetstream] [--http ADDR]"
+// daemonFlags defines the daemon's flags (reactord run) and returns the
+// command that runs it.
+func daemonFlags(fs *flag.FlagSet) cli.Func { return daemonCommand(fs, false) }
 
-const daemonHelp = `Runs the reactor: events arrive on NATS (subjects salt.evt.<tag>), match the
-configuration's rules, and their reactions are executed by the driver. With no
---nats URL an embedded NATS server is started on --listen (JetStream data
-under --data-dir). SIGHUP (or a change to a configuration file) reloads the
-configuration, keeping the old one when the new one fails; SIGTERM drains
-in-flight events within --drain-timeout.
+// shadowFlags defines the flags of reactord shadow, the daemon's and
+// shadow mode's, and returns the command that runs it.
+func shadowFlags(fs *flag.FlagSet) cli.Func { return daemonCommand(fs, true) }
 
-Each setting comes from its flag, else its environment variable
-(REACTORD_<FLAG>, e.g. REACTORD_DATA_DIR; NATS_URL for --nats too), else
-the configuration's reactord: section (the flag's name with underscores),
-else its default; 'reactord check -c CONF --settings' prints the result.`
-
-// daemonFlags returns the daemon's flag set bound to opts; with shadow,
-// the flag set of reactord shadow.
-func daemonFlags(opts *daemon.Options, shadow bool, stderr io.Writer) *flag.FlagSet {
+// daemonCommand defines the daemon's flags, and shadow mode's with
+// shadow, and returns the command that runs it.
+func daemonCommand(fs *flag.FlagSet, shadow bool) cli.Func {
+	opts := daemon.Defaults()
+	opts.Flags(fs)
 	if shadow {
-		fs := newFlags("reactord shadow", shadowSynopsis, shadowHelp, stderr)
-		opts.Flags(fs)
 		opts.ShadowFlags(fs)
 		opts.Shadow = true
-		return fs
 	}
-	fs := newFlags("reactord", daemonSynopsis, daemonHelp, stderr)
-	opts.Flags(fs)
-	return fs
+	return func(ctx context.Context, _ []string, s cli.Streams) int {
+		return runDaemon(ctx, &opts, fs, s.Stdout, s.Stderr)
+	}
 }
 
 // mergedOptions parses the daemon's command line and merges it with the
-// environment and the configuration's reactord: section (daemon.Load). It
+// environment and the configuration's reactord: section (loadOptions). It
 // returns the options, the flag set with every value merged and where each
 // came from; a code other than exitOK when the command cannot go on.
 func mergedOptions(args []string, stdout, stderr io.Writer) (opts daemon.Options, fs *flag.FlagSet, sources map[string]daemon.Source, code int) {
-	return merged(args, false, stdout, stderr)
-}
-
-// merged is mergedOptions, for reactord shadow when shadow is set.
-func merged(args []string, shadow bool, stdout, stderr io.Writer) (opts daemon.Options, fs *flag.FlagSet, sources map[string]daemon.Source, code int) {
 	opts = daemon.Defaults()
-	fs = daemonFlags(&opts, shadow, stderr)
+	fs = newFlags("run", "", "", stderr)
+	opts.Flags(fs)
 	if ok, code := parseFlags(fs, args, stdout); !ok {
 		return opts, fs, nil, code
 	}
-	sources, err := daemon.Load(&opts, fs, os.Getenv)
+	sources, code = loadOptions(&opts, fs)
+	return opts, fs, sources, code
+}
+
+// loadOptions merges the parsed flags fs of opts with the environment and
+// the configuration's reactord: section (daemon.Load) and checks the
+// result, before anything starts; it returns where each value came from,
+// and a code other than exitOK when the command cannot go on.
+func loadOptions(opts *daemon.Options, fs *flag.FlagSet) (map[string]daemon.Source, int) {
+	sources, err := daemon.Load(opts, fs, os.Getenv)
 	if err == nil && fs.NArg() > 0 {
 		err = daemon.ErrNoConfig
 	}
 	if err == nil {
 		err = checkValues(fs.VisitAll)
 	}
+	if err == nil {
+		err = checkDriverName(opts.Driver)
+	}
 	switch {
 	case errors.Is(err, daemon.ErrNoConfig):
-		fmt.Fprintln(stderr, "reactord: need -c CONF")
-		fs.Usage()
-		return opts, fs, nil, exitUsage
+		return nil, cli.UsageError(fs, needConf)
 	case err != nil:
-		printDaemonError(stderr, err)
-		return opts, fs, nil, exitUsage
+		printDaemonError(fs.Output(), err)
+		return nil, exitUsage
 	}
-	return opts, fs, sources, exitOK
+	return sources, exitOK
 }
 
-func cmdDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return runDaemon(ctx, args, false, stdout, stderr)
+// needConf is the error of a daemon started without its configuration.
+const needConf = "need -c CONF: the reactor configuration, a file or a master.d directory (or $REACTORD_CONFIG)"
+
+// checkDriverName refuses a --driver (or driver:, or $REACTORD_DRIVER)
+// that names no driver, with the one it is near: before the embedded
+// server starts and writes its token, not after.
+func checkDriverName(name string) error {
+	if slices.Contains(config.DriverNames, name) {
+		return nil
+	}
+	hint := ""
+	if near := suggest.Closest(name, config.DriverNames); near != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", near)
+	}
+	return fmt.Errorf("--driver %q is not a driver: want one of %s%s", name, strings.Join(config.DriverNames, ", "), hint)
 }
 
-// runDaemon runs the daemon: reactord run, or reactord shadow when
-// shadow is set.
-func runDaemon(ctx context.Context, args []string, shadow bool, stdout, stderr io.Writer) int {
+// runDaemon runs the daemon of opts, whose flags fs holds: reactord run,
+// or reactord shadow.
+func runDaemon(ctx context.Context, opts *daemon.Options, fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	// Catch SIGHUP from the start: its default action would end the
 	// process if a reload arrived while it starts.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	opts, _, _, code := merged(args, shadow, stdout, stderr)
-	if code != exitOK || opts.Loaded == nil {
+	if _, code := loadOptions(opts, fs); code != exitOK || opts.Loaded == nil {
 		return code
 	}
 	opts.Hup, opts.Stdout, opts.Stderr = hup, stdout, stderr
 	opts.Registry = prometheus.NewRegistry()
 	registerBuildInfo(opts.Registry)
-	d, err := daemon.New(ctx, opts)
+	d, err := daemon.New(ctx, *opts)
 	if errors.Is(err, daemon.ErrStopped) {
 		return exitOK // the stop signal while it waited for JetStream: logged
 	}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -131,228 +129,96 @@ func parseWhen(name, s string) (time.Time, error) {
 	return t, nil
 }
 
-func cmdJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && (cli.IsHelpArg(args[0]) || args[0] == "help") {
-		// The help of both subcommands, with their flags, on stdout.
-		fmt.Fprint(stdout, "reactord jobs: the job cache the daemon archives, read like salt-run jobs.*\n\n")
-		cmdJobs(ctx, []string{"list", "--help"}, stdout, stderr)
-		fmt.Fprintln(stdout)
-		return cmdJobs(ctx, []string{"lookup", "--help"}, stdout, stderr)
-	}
-	if len(args) == 0 || (args[0] != "list" && args[0] != "lookup") {
-		fmt.Fprintln(stderr, "usage: reactord jobs list [--since DUR|TIME] [--store URL | -c CONF | --data-dir DIR] | reactord jobs lookup JID [--out json] [--store URL | -c CONF | --data-dir DIR]")
-		fmt.Fprintln(stderr, "(reactord jobs --help for their flags)")
-		return exitUsage
-	}
-	sub, args := args[0], args[1:]
-	if sub == "list" {
-		fs := newFlags("jobs list", "reactord jobs list [--since DUR|TIME] [--limit N] [--store URL | -c CONF | --data-dir DIR]",
-			"Lists archived jobs, newest first, with the fields of salt-run jobs.list_jobs (function, arguments, target, target type, user, start time from the jid); with --out json one object {jid: fields}, as list_jobs --out json.", stderr)
-		since := fs.String("since", "", "only jobs since this long ago (24h) or this RFC 3339 time")
-		limit := fs.Int("limit", 100, "at most this many jobs (0: all)")
-		out := fs.String("out", "text", "text or json")
-		url := storeFlag(fs)
-		if ok, code := parseFlags(fs, args, stdout); !ok {
-			return code
-		}
+// jobsListFlags defines jobs list's flags and returns the command, which
+// lists archived jobs.
+func jobsListFlags(fs *flag.FlagSet) cli.Func {
+	since := fs.String("since", "", "only jobs since this long ago (24h) or this RFC 3339 time")
+	limit := fs.Int("limit", 100, "at most this many jobs (0: all)")
+	out := fs.String("out", "text", "text or json")
+	src := storeFlag(fs)
+	return func(ctx context.Context, _ []string, s cli.Streams) int {
 		t, err := parseSince(*since)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintln(s.Stderr, err)
 			return exitUsage
 		}
-		st, err := openStore(ctx, url)
+		st, err := openStore(ctx, src)
 		if err != nil {
-			fmt.Fprintf(stderr, "jobs: %v\n", err)
+			fmt.Fprintf(s.Stderr, "jobs: %v\n", err)
 			return exitUsage
 		}
 		defer st.Close()
 		jobs, err := st.Jobs(ctx, t, *limit)
-		if err != nil {
-			fmt.Fprintf(stderr, "jobs: %v\n", err)
-			return exitFound
+		if err == nil {
+			err = store.WriteJobs(s.Stdout, jobs, *out == "json")
 		}
-		if *out == "json" {
-			obj := make([]keyValue, len(jobs))
-			for i, j := range jobs {
-				var b bytes.Buffer
-				enc := json.NewEncoder(&b)
-				enc.SetEscapeHTML(false)
-				if err := enc.Encode(j.Listing()); err != nil {
-					fmt.Fprintf(stderr, "jobs: job %s: %v\n", j.JID, err)
-					return exitFound
-				}
-				obj[i] = keyValue{j.JID, bytes.TrimSpace(b.Bytes())}
-			}
-			return writeObject(stdout, stderr, obj)
-		}
-		for _, j := range jobs {
-			l := j.Listing()
-			fmt.Fprintf(stdout, "%s:\n    Function: %s\n    Arguments: %s\n    Target: %s\n    Target-type: %s\n    User: %s\n",
-				j.JID, plain(l.Function), plainList(l.Arguments), plain(l.Target), plain(l.TargetType), plain(l.User))
-			if l.Metadata != nil {
-				fmt.Fprintf(stdout, "    Metadata: %s\n", plain(l.Metadata))
-			}
-			fmt.Fprintf(stdout, "    StartTime: %s\n", l.StartTime)
-		}
-		return exitOK
+		return storeOutput("jobs", err, s.Stderr)
 	}
-	fs := newFlags("jobs lookup", "reactord jobs lookup JID [--out json] [--store URL | -c CONF | --data-dir DIR]",
-		"Prints every minion's return for a job, in the order they returned, like salt-run jobs.lookup_jid; with --out json one object {minion id: return}.", stderr)
+}
+
+// jobsLookupFlags defines jobs lookup's flags and returns the command,
+// which prints a job's returns.
+func jobsLookupFlags(fs *flag.FlagSet) cli.Func {
 	out := fs.String("out", "text", "text or json")
-	url := storeFlag(fs)
-	jid, st, code := idAndStore(ctx, fs, args, url, "jobs lookup: need a JID", stdout, stderr)
-	if st == nil {
-		return code
+	src := storeFlag(fs)
+	return func(ctx context.Context, args []string, s cli.Streams) int {
+		jid, st, code := idAndStore(ctx, fs, args, src, "need a JID", s.Stderr)
+		if st == nil {
+			return code
+		}
+		defer st.Close()
+		rets, err := st.Lookup(ctx, jid)
+		if err == nil {
+			err = store.WriteReturns(s.Stdout, rets, *out == "json")
+		}
+		return storeOutput("jobs", err, s.Stderr)
 	}
-	defer st.Close()
-	rets, err := st.Lookup(ctx, jid)
+}
+
+// traceFlags defines trace's flags and returns the command, which prints
+// the reaction ledger of a job or an event.
+func traceFlags(fs *flag.FlagSet) cli.Func {
+	src := storeFlag(fs)
+	return func(ctx context.Context, args []string, s cli.Streams) int {
+		id, st, code := idAndStore(ctx, fs, args, src, "need a JID or an event id", s.Stderr)
+		if st == nil {
+			return code
+		}
+		defer st.Close()
+		entries, err := st.Trace(ctx, id)
+		if err == nil && len(entries) == 0 {
+			err = fmt.Errorf("nothing recorded for %s", id)
+		}
+		if err == nil {
+			err = store.WriteTrace(s.Stdout, entries)
+		}
+		return storeOutput("trace", err, s.Stderr)
+	}
+}
+
+// storeOutput is the exit code of a command that read the store and
+// printed what it found: exitFound, the error printed, when err is not
+// nil.
+func storeOutput(name string, err error, stderr io.Writer) int {
 	if err != nil {
-		fmt.Fprintf(stderr, "jobs: %v\n", err)
-		return exitFound
-	}
-	if *out == "json" {
-		obj := make([]keyValue, len(rets))
-		for i, r := range rets {
-			obj[i] = keyValue{r.MinionID, r.Return}
-		}
-		return writeObject(stdout, stderr, obj)
-	}
-	for _, r := range rets {
-		var b bytes.Buffer
-		if err := json.Indent(&b, orNull(r.Return), "    ", "    "); err != nil {
-			b.Reset()
-			b.Write(r.Return)
-		}
-		fmt.Fprintf(stdout, "%s:\n    %s\n", r.MinionID, b.Bytes())
-	}
-	return exitOK
-}
-
-// keyValue is one member of a JSON object written in order.
-type keyValue struct {
-	key   string
-	value json.RawMessage
-}
-
-// writeObject writes members as one JSON object, in their order, indented
-// by four spaces as Salt's json outputter does.
-func writeObject(stdout, stderr io.Writer, members []keyValue) int {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range members {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(orNull(m.value))
-	}
-	b.WriteByte('}')
-	var ind bytes.Buffer
-	if err := json.Indent(&ind, b.Bytes(), "", "    "); err != nil {
-		fmt.Fprintf(stderr, "jobs: writing JSON: %v\n", err)
-		return exitFound
-	}
-	ind.WriteByte('\n')
-	if _, err := stdout.Write(ind.Bytes()); err != nil {
-		fmt.Fprintf(stderr, "jobs: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitFound
 	}
 	return exitOK
 }
 
-// orNull is raw, or null when raw is empty.
-func orNull(raw json.RawMessage) json.RawMessage {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return json.RawMessage("null")
-	}
-	return raw
-}
-
-// plain shows a JSON value on one line: a string as its text, anything
-// else as compact JSON.
-func plain(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, orNull(raw)) != nil {
-		return string(raw)
-	}
-	return b.String()
-}
-
-// plainList shows JSON values as a compact JSON array.
-func plainList(vals []json.RawMessage) string {
-	b, err := json.Marshal(vals)
-	if err != nil {
-		return fmt.Sprint(vals)
-	}
-	return string(b)
-}
-
-func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("trace", "reactord trace JID|EVENT-ID [--store URL | -c CONF | --data-dir DIR]",
-		"Prints the reaction ledger of one job or event: what happened to its reactions (suppressions and why, files that failed, dispatches with their rule and jid, failures), the returns of the jobs it started and the minions that did not return in time.", stderr)
-	url := storeFlag(fs)
-	id, st, code := idAndStore(ctx, fs, args, url, "trace: need a JID or an event id", stdout, stderr)
-	if st == nil {
-		return code
-	}
-	defer st.Close()
-	entries, err := st.Trace(ctx, id)
-	if err != nil {
-		fmt.Fprintf(stderr, "trace: %v\n", err)
-		return exitFound
-	}
-	if len(entries) == 0 {
-		fmt.Fprintf(stderr, "trace: nothing recorded for %s\n", id)
-		return exitFound
-	}
-	for _, e := range entries {
-		var parts []string
-		add := func(k, v string) {
-			if v != "" {
-				parts = append(parts, k+"="+v)
-			}
-		}
-		add("event", e.EventID)
-		add("tag", e.Tag)
-		add("rule", e.Rule)
-		add("file", e.File)
-		add("reaction", e.ReactionID)
-		add("jid", e.JID)
-		add("minion", e.Minion)
-		fmt.Fprintf(stdout, "%s %-10s %s  %s\n", e.Time.UTC().Format(time.RFC3339Nano), e.Stage, strings.Join(parts, " "), e.Detail)
-	}
-	return exitOK
-}
-
-// idAndStore parses "ID [flags]" or "[flags] ID" and opens the store; a
-// nil store means the command ends with code.
-func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, src *storeSource, missing string, stdout, stderr io.Writer) (string, store.Store, int) {
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if ok, code := parseFlags(fs, args, stdout); !ok {
-		return "", nil, code
-	}
-	if id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
-	}
-	if id == "" {
-		fmt.Fprintln(stderr, missing)
-		return "", nil, exitUsage
+// idAndStore takes the one argument, an id, and opens the store; a nil
+// store means the command ends with code.
+func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, src *storeSource, missing string, stderr io.Writer) (string, store.Store, int) {
+	if len(args) != 1 || args[0] == "" {
+		return "", nil, cli.UsageError(fs, missing)
 	}
 	st, err := openStore(ctx, src)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return "", nil, exitUsage
 	}
-	return id, st, exitOK
+	return args[0], st, exitOK
 }
 
 // cmdStoredEvents prints archived events (reactord events --since).

@@ -14,36 +14,42 @@ import (
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/cli"
 )
 
-func cmdRender(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("render", "reactord render -c CONF (--tag TAG [--data JSON|@FILE] | --event FILE|-)",
-		`Runs the whole pipeline for one event without executing anything and prints
-a JSON array of the low chunks in the order Salt would execute them ([] when
-the event triggers nothing). Errors go to stderr as file:line:col: message.
-Exit 0 when every matched file rendered, 1 when a file or the event's
-reactions failed (the array still shows what Salt would run), 2 on bad input.`, stderr)
-	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
-	tag := fs.String("tag", "", "event tag")
-	data := fs.String("data", "", "event data as a JSON object, or @FILE to read it from a file")
-	evFile := fs.String("event", "", "file holding one event {\"tag\": ..., \"data\": {...}}, or - for stdin")
-	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
-	renderer := rendererFlag(fs)
-	showText := fs.Bool("show-text", false, "print to stderr, before the chunks, the text each matched file renders to (the YAML Salt would load), numbered by line")
-	if ok, code := parseFlags(fs, args, stdout); !ok {
-		return code
+// renderCmd is reactord render: its flags' values.
+type renderCmd struct {
+	fs                      *flag.FlagSet
+	conf, tag, data, evFile string
+	verbose, showText       bool
+	renderer                func() string
+}
+
+// renderFlags defines render's flags and returns the command.
+func renderFlags(fs *flag.FlagSet) cli.Func {
+	c := &renderCmd{fs: fs}
+	fs.StringVar(&c.conf, "c", "", "reactor configuration: a file or a master.d directory (required)")
+	fs.StringVar(&c.tag, "tag", "", "event tag")
+	fs.StringVar(&c.data, "data", "", "event data as a JSON object, or @FILE to read it from a file")
+	fs.StringVar(&c.evFile, "event", "", "file holding one event {\"tag\": ..., \"data\": {...}}, or - for stdin")
+	fs.BoolVar(&c.verbose, "v", false, "log each pipeline decision to stderr")
+	c.renderer = rendererFlag(fs)
+	fs.BoolVar(&c.showText, "show-text", false, "print to stderr, before the chunks, the text each matched file renders to (the YAML Salt would load), numbered by line")
+	return c.run
+}
+
+// run renders one event and prints its chunks.
+func (c *renderCmd) run(ctx context.Context, args []string, s cli.Streams) int {
+	if c.conf == "" || (c.tag == "") == (c.evFile == "") || len(args) > 0 {
+		return cli.UsageError(c.fs, "need -c CONF and exactly one of --tag or --event")
 	}
-	if *conf == "" || (*tag == "") == (*evFile == "") || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "render: need -c CONF and exactly one of --tag or --event")
-		fs.Usage()
-		return exitUsage
-	}
-	ev, err := readEvent(*tag, *data, *evFile, stdin)
+	stdin, stdout, stderr := s.Stdin, s.Stdout, s.Stderr
+	ev, err := readEvent(c.tag, c.data, c.evFile, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(*conf, stderr, *verbose, engine.Options{Renderer: renderer()})
+	eng, code := loadEngine(c.conf, stderr, c.verbose, engine.Options{Renderer: c.renderer()})
 	if eng == nil {
 		return code
 	}
@@ -52,7 +58,7 @@ reactions failed (the array still shows what Salt would run), 2 on bad input.`, 
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return exitUsage
 	}
-	if *showText {
+	if c.showText {
 		printRenderedText(stderr, eng, res, ev)
 	}
 	out, err := chunksJSON(res.Chunks)

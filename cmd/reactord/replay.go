@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,37 +12,40 @@ import (
 	"runtime/pprof"
 
 	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/internal/cli"
 )
 
-func cmdReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("replay", "reactord replay -c CONF [--quiet] --events FILE|-",
-		`Reads events, one per line, as JSON {"tag": ..., "data": {...}} or as
-salt-run state.event lines (TAG<tab>{json}), or in the multi-line format of
-state.event pretty=True that 'reactord events' prints (errors name an
-event's first line), runs each through the reactor
-without executing anything, and prints one JSON line per reaction,
-{"tag": TAG, "chunk": {...}}, in input order. Errors go to stderr. It always
-ends with one JSON summary line on stderr:
-{"events","matched","reactions","errors","seconds","events_per_sec"}.
-Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, stderr)
-	conf := fs.String("c", "", "reactor configuration: a file or a master.d directory (required)")
-	events := fs.String("events", "", "the file of events to replay, or - for stdin (the file as the last argument works too, the former spelling)")
-	quiet := fs.Bool("quiet", false, "print no reactions, only errors and the summary")
-	workers := fs.Int("workers", 0, "events rendered in parallel (default 0: one per CPU; replay dispatches nothing, so it needs no more, unlike the daemon's lanes)")
-	verbose := fs.Bool("v", false, "log each pipeline decision to stderr")
-	renderer := rendererFlag(fs)
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
-	if ok, code := parseFlags(fs, args, stdout); !ok {
-		return code
+// replayCmd is reactord replay: its flags' values.
+type replayCmd struct {
+	fs                       *flag.FlagSet
+	conf, events, cpuprofile string
+	quiet, verbose           bool
+	workers                  int
+	renderer                 func() string
+}
+
+// replayFlags defines replay's flags and returns the command.
+func replayFlags(fs *flag.FlagSet) cli.Func {
+	c := &replayCmd{fs: fs}
+	fs.StringVar(&c.conf, "c", "", "reactor configuration: a file or a master.d directory (required)")
+	fs.StringVar(&c.events, "events", "", "the file of events to replay, or - for stdin (the file as the last argument works too, the former spelling)")
+	fs.BoolVar(&c.quiet, "quiet", false, "print no reactions, only errors and the summary")
+	fs.IntVar(&c.workers, "workers", 0, "events rendered in parallel (default 0: one per CPU; replay dispatches nothing, so it needs no more, unlike the daemon's lanes)")
+	fs.BoolVar(&c.verbose, "v", false, "log each pipeline decision to stderr")
+	c.renderer = rendererFlag(fs)
+	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
+	return c.run
+}
+
+// run replays the events and prints their reactions.
+func (c *replayCmd) run(ctx context.Context, args []string, s cli.Streams) int {
+	stdin, stdout, stderr := s.Stdin, s.Stdout, s.Stderr
+	name := c.events
+	if name == "" && len(args) == 1 {
+		name = args[0]
 	}
-	name := *events
-	if name == "" && fs.NArg() == 1 {
-		name = fs.Arg(0)
-	}
-	if *conf == "" || name == "" || fs.NArg() > 1 || (*events != "" && fs.NArg() > 0) {
-		fmt.Fprintln(stderr, "replay: need -c CONF and --events FILE (or - for stdin)")
-		fs.Usage()
-		return exitUsage
+	if c.conf == "" || name == "" || len(args) > 1 || (c.events != "" && len(args) > 0) {
+		return cli.UsageError(c.fs, "need -c CONF and --events FILE (or - for stdin)")
 	}
 	var in io.Reader = stdin
 	if name != "-" {
@@ -53,12 +57,12 @@ Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, s
 		defer f.Close()
 		in = f
 	}
-	eng, code := loadEngine(*conf, stderr, *verbose, engine.Options{Renderer: renderer()})
+	eng, code := loadEngine(c.conf, stderr, c.verbose, engine.Options{Renderer: c.renderer()})
 	if eng == nil {
 		return code
 	}
-	if *cpuprofile != "" {
-		pf, err := os.Create(*cpuprofile)
+	if c.cpuprofile != "" {
+		pf, err := os.Create(c.cpuprofile)
 		if err != nil {
 			fmt.Fprintf(stderr, "replay: %v\n", err)
 			return exitUsage
@@ -77,7 +81,7 @@ Exit 0 when no errors were found, 1 when some were, 2 on bad usage or input.`, s
 	}
 	out := bufio.NewWriterSize(stdout, 1<<16)
 	errw := bufio.NewWriter(stderr)
-	sum, err := eng.Replay(ctx, in, out, engine.ReplayOptions{Quiet: *quiet, Workers: *workers, Errors: errw})
+	sum, err := eng.Replay(ctx, in, out, engine.ReplayOptions{Quiet: c.quiet, Workers: c.workers, Errors: errw})
 	_ = out.Flush()
 	line, _ := json.Marshal(sum)
 	fmt.Fprintf(errw, "%s\n", line)

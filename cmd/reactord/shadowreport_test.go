@@ -125,7 +125,7 @@ func shadowFixture(t *testing.T) []store.LedgerEntry {
 }
 
 // TestShadowReportGolden reads the fixture back through
-// cmdShadowReport, as tables and as JSON, against
+// reactord shadow report, as tables and as JSON, against
 // testdata/shadow-report/*.golden (go test -run ShadowReport -update
 // rewrites them).
 func TestShadowReportGolden(t *testing.T) {
@@ -149,7 +149,7 @@ func TestShadowReportGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			args := append([]string{"--store", url}, tc.args...)
-			if code := cmdShadowReport(context.Background(), args, &stdout, &stderr); code != exitOK {
+			if code := shadowReport(args, &stdout, &stderr); code != exitOK {
 				t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 			}
 			if stderr.String() != tc.stderr {
@@ -185,7 +185,7 @@ func TestShadowReportEmpty(t *testing.T) {
 	t.Parallel()
 	url := shadowStore(t, []store.LedgerEntry{{EventID: "ev-1", Stage: store.StageDispatched, Rule: "salt/auth", Time: shadowAt(0, 0)}})
 	var stdout, stderr bytes.Buffer
-	if code := cmdShadowReport(context.Background(), []string{"--store", url}, &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
+	if code := shadowReport([]string{"--store", url}, &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 	want := "shadow verdicts from the oldest entry kept until now: 0 entries read\nnothing recorded: shadow mode (reactord shadow) writes one entry per verdict\n"
@@ -193,7 +193,7 @@ func TestShadowReportEmpty(t *testing.T) {
 		t.Errorf("table:\n%s\nwant:\n%s", stdout.String(), want)
 	}
 	stdout.Reset()
-	if code := cmdShadowReport(context.Background(), []string{"--store", url, "--out", "json"}, &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
+	if code := shadowReport([]string{"--store", url, "--out", "json"}, &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 	var got map[string]any
@@ -236,7 +236,7 @@ func TestShadowReportUsage(t *testing.T) {
 		{[]string{"--help"}, exitOK, ""},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := cmdShadowReport(context.Background(), tc.args, &stdout, &stderr)
+		code := shadowReport(tc.args, &stdout, &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
 		}
@@ -246,29 +246,7 @@ func TestShadowReportUsage(t *testing.T) {
 	}
 }
 
-// TestShadowReportUnknownVerdict: a verdict of a later version is counted
-// and listed after the known ones, before unreadable, and said in words.
-func TestShadowReportUnknownVerdict(t *testing.T) {
-	t.Parallel()
-	e := func(sec int, detail string) store.LedgerEntry {
-		return store.LedgerEntry{EventID: "ev", Stage: store.StageShadow, Rule: "r", Detail: detail, Time: shadowAt(sec, 0)}
-	}
-	rep := newShadowReport([]store.LedgerEntry{
-		e(0, `{"verdict":"zz-new"}`), e(1, `{}`), e(2, `{"verdict":"held-hops"}`), e(3, `{"verdict":"agree"}`), e(4, `{"verdict":"aa-new"}`),
-	}, time.Time{}, time.Time{}, 0)
-	if got, want := strings.Join(verdictOrder(rep.Verdicts), " "), "agree held-hops aa-new zz-new unreadable"; got != want {
-		t.Errorf("verdict order %q, want %q", got, want)
-	}
-	if rep.unreadable != 1 || !strings.Contains(rep.firstUnreadable, "no verdict") {
-		t.Errorf("unreadable %d (%s), want 1 (no verdict)", rep.unreadable, rep.firstUnreadable)
-	}
-	if len(rep.Disagreements) != 3 || rep.Disagreements[0].Verdict != "aa-new" || rep.Disagreements[2].Verdict != "zz-new" {
-		t.Errorf("disagreements %+v, want aa-new, held-hops, zz-new", rep.Disagreements)
-	}
-	sum := strings.Join(rep.summary(), "\n")
-	for _, want := range []string{"agree 1 of 4 decisions (25.0%)", "1 zz-new (a verdict this version does not know)", "at the hop limit (held-hops)"} {
-		if !strings.Contains(sum, want) {
-			t.Errorf("summary lacks %q:\n%s", want, sum)
-		}
-	}
+// shadowReport runs reactord shadow report with args.
+func shadowReport(args []string, stdout, stderr *bytes.Buffer) int {
+	return run(context.Background(), append([]string{"shadow", "report"}, args...), strings.NewReader(""), stdout, stderr)
 }

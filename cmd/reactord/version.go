@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reactord/reactord/internal/cli"
 )
 
 // buildInfo says which reactord this is.
@@ -60,26 +64,29 @@ func (b buildInfo) String() string {
 	return fmt.Sprintf("reactord %s (commit %s, %s)", b.Version, b.Commit, b.GoVersion)
 }
 
-// cmdVersion prints the version line (reactord version, reactord --version).
-func cmdVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("version", "reactord version [--out json]", "Prints reactord's version, the commit it was built from and the Go version that built it.", stderr)
+// versionFlags defines version's flags and returns the command, which
+// prints the version line (reactord version, reactord --version).
+func versionFlags(fs *flag.FlagSet) cli.Func {
 	out := fs.String("out", "text", `text, or json: {"version", "commit", "go_version"}`)
-	if ok, code := parseFlags(fs, args, stdout); !ok {
-		return code
+	return func(_ context.Context, args []string, s cli.Streams) int {
+		if len(args) > 0 {
+			return cli.UsageError(fs, "takes no arguments")
+		}
+		return printVersion(*out, s.Stdout, s.Stderr)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "version: takes no arguments")
-		return exitUsage
-	}
+}
+
+// printVersion prints the version line as text or json.
+func printVersion(out string, stdout, stderr io.Writer) int {
 	bi := readBuildInfo()
-	switch *out {
+	switch out {
 	case "text":
 		fmt.Fprintln(stdout, bi)
 	case "json":
 		b, _ := json.Marshal(map[string]string{"version": bi.Version, "commit": bi.Commit, "go_version": bi.GoVersion})
 		fmt.Fprintf(stdout, "%s\n", b)
 	default:
-		fmt.Fprintf(stderr, "version: --out %q: want text or json\n", *out)
+		fmt.Fprintf(stderr, "version: --out %q: want text or json\n", out)
 		return exitUsage
 	}
 	return exitOK

@@ -325,7 +325,14 @@ const (
 )
 
 // smallDirs are the directories whose non-test files keep to the limits.
-var smallDirs = []string{"reactor", "guard", "natsbus/consume"}
+var smallDirs = []string{"reactor", "guard", "natsbus/consume", "cmd/reactord"}
+
+// sizeExempt are files of smallDirs left out for now, each with why.
+var sizeExempt = map[string]string{
+	// cmdFire and cmdEvents (98 and 97 lines): fire is rewritten on
+	// the fire branch of issue 48; drop this line when it merges.
+	"cmd/reactord/fire.go": "rewritten on another branch",
+}
 
 // TestSizes: no file over maxFileLines lines and no function or function
 // literal over maxFuncLines in smallDirs (tests aside).
@@ -347,6 +354,9 @@ func TestSizes(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := path.Join(dir, filepath.Base(f))
+			if sizeExempt[name] != "" {
+				continue
+			}
 			problems, err := sizeProblems(name, src)
 			if err != nil {
 				t.Fatal(err)

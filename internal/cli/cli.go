@@ -1,7 +1,9 @@
 // Package cli holds what reactord's commands share on the command line:
-// flag sets that print a described usage, former spellings of flags, the
-// checks of numeric values, the exit codes and the printing of joined
-// errors.
+// the command table (Table, Command: each command's name, summary, usage,
+// help, flags and function, from which the help is written), flag sets
+// that print a described usage and name the flag an unknown one is near,
+// former spellings of flags, the checks of numeric values, the exit codes
+// and the printing of joined errors.
 package cli
 
 import (
@@ -12,6 +14,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/reactord/reactord/internal/suggest"
 )
 
 // Exit codes of every command: success; the command ran but found errors;
@@ -55,14 +59,22 @@ func AliasFlag(fs *flag.FlagSet, old, name string) {
 	fs.Var(hiddenAlias{f.Value}, old, usage)
 }
 
+// isAlias reports whether f is a former spelling (AliasFlag).
+func isAlias(f *flag.Flag) bool {
+	switch f.Value.(type) {
+	case hiddenAlias, hiddenBoolAlias:
+		return true
+	}
+	return false
+}
+
 // PrintFlags prints the flags' help as PrintDefaults does, without the
 // hidden aliases.
 func PrintFlags(fs *flag.FlagSet) {
 	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
 	shown.SetOutput(fs.Output())
 	fs.VisitAll(func(f *flag.Flag) {
-		switch f.Value.(type) {
-		case hiddenAlias, hiddenBoolAlias:
+		if isAlias(f) {
 			return
 		}
 		shown.Var(f.Value, f.Name, f.Usage)
@@ -75,59 +87,100 @@ func PrintFlags(fs *flag.FlagSet) {
 // code when not. Flags may come anywhere among the arguments (`fire TAG
 // JSON --nats URL`), up to a "--" after which everything is an argument;
 // a lone "-" (standard input) is an argument. A flag error prints the
-// error and one line saying where the help is; asked-for help prints it
-// all, to stdout.
+// error (an unknown flag with the defined one it is near) and one line
+// saying where the help is; asked-for help prints it all, to stdout.
 func ParseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (ok bool, code int) {
-	help := false
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
 		if IsHelpArg(a) {
 			fs.SetOutput(stdout)
-			help = true
-			break
+			fs.Usage()
+			return false, ExitOK
 		}
 	}
-	full := fs.Usage
-	fs.Usage = func() {
-		if help {
-			full()
-			return
-		}
-		fmt.Fprintf(fs.Output(), "Run 'reactord %s --help' for the flags.\n", helpName(fs.Name()))
-	}
-	defer func() { fs.Usage = full }()
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return false, ExitOK
-			}
-			return false, ExitUsage
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
-			// Parse stopped at "--": the rest are arguments.
-			positional = append(positional, rest...)
-			break
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
+	// The flag package prints its errors and the help itself: the
+	// errors are printed here, with a hint, and the help is not.
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	positional, err := parseAnywhere(fs, args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	if err != nil {
+		fmt.Fprintf(out, "%v%s\n", err, nearFlag(fs, err))
+		HelpHint(fs)
+		return false, ExitUsage
 	}
 	// Leave the arguments where fs.Args finds them.
 	_ = fs.Parse(append([]string{"--"}, positional...))
 	if err := CheckFlagValues(fs); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), line)
+			fmt.Fprintf(out, "%s: %s\n", fs.Name(), line)
 		}
-		fmt.Fprintf(fs.Output(), "Run 'reactord %s --help' for the flags.\n", helpName(fs.Name()))
+		HelpHint(fs)
 		return false, ExitUsage
 	}
 	return true, ExitOK
+}
+
+// parseAnywhere parses args with flags anywhere among the arguments and
+// returns the arguments.
+func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			// Parse stopped at "--": the rest are arguments.
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// undefinedFlag is how the flag package begins the error of a flag fs
+// does not define.
+const undefinedFlag = "flag provided but not defined: -"
+
+// nearFlag is " (did you mean --NAME?)" when err is about an undefined
+// flag one or two edits from a shown flag of fs, else "".
+func nearFlag(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), undefinedFlag)
+	if !ok || len(name) < 3 {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !isAlias(f) {
+			names = append(names, f.Name)
+		}
+	})
+	if near := suggest.Closest(strings.ReplaceAll(name, "_", "-"), names); near != "" {
+		return fmt.Sprintf(" (did you mean --%s?)", near)
+	}
+	return ""
+}
+
+// HelpHint prints, on the flag set's output, the line saying where its
+// command's help is.
+func HelpHint(fs *flag.FlagSet) {
+	fmt.Fprintf(fs.Output(), "Run 'reactord help %s' for the flags.\n", fs.Name())
+}
+
+// UsageError prints "NAME: msg" (NAME the flag set's) and where the
+// help is, on the flag set's output; it returns ExitUsage.
+func UsageError(fs *flag.FlagSet, msg string) int {
+	fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), msg)
+	HelpHint(fs)
+	return ExitUsage
 }
 
 // positiveFlags are the numeric flags whose 0 is refused too (every other
@@ -166,15 +219,6 @@ func CheckValues(visit func(func(*flag.Flag))) error {
 		}
 	})
 	return errors.Join(errs...)
-}
-
-// helpName is the command to ask for help: the daemon's flag set is named
-// reactord.
-func helpName(name string) string {
-	if name == "reactord" {
-		return "run"
-	}
-	return name
 }
 
 // IsHelpArg reports whether a is a request for help.

@@ -26,7 +26,7 @@ func TestParseFlagsAnywhere(t *testing.T) {
 		{"flags between", []string{"tag", "--nats=u", "{}"}, true, "u", 0, []string{"tag", "{}"}, "", ""},
 		{"after --, arguments", []string{"tag", "--", "--nats", "u"}, true, "", 0, []string{"tag", "--nats", "u"}, "", ""},
 		{"- is an argument", []string{"-", "--count", "2"}, true, "", 2, []string{"-"}, "", ""},
-		{"unknown flag after an argument", []string{"tag", "--natz", "u"}, false, "", 0, nil, "flag provided but not defined: -natz\nRun 'reactord fire --help' for the flags.\n", ""},
+		{"unknown flag after an argument", []string{"tag", "--natz", "u"}, false, "", 0, nil, "flag provided but not defined: -natz (did you mean --nats?)\nRun 'reactord help fire' for the flags.\n", ""},
 		{"help", []string{"tag", "--help"}, false, "", 0, nil, "", "Usage: reactord fire"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
