@@ -252,7 +252,7 @@ func (d *Daemon) brokenFiles() map[string]error {
 //
 // At start the driver that serves the files' Salt calls is not open yet:
 // the pipeline's engine is built once it is, from the files this one
-// compiled (reactingEngine).
+// compiled (startPipeline).
 func (d *Daemon) loadEngine(cfg *config.Config) (*engine.Engine, error) {
 	o := engine.Options{Renderer: d.opts.Renderer.Effective(d.opts.Jinja), SaltCalls: d.saltCalls, Log: d.log}
 	if c := d.compiled; c != nil {
