@@ -140,7 +140,8 @@ func (b *Bridge) settle(context.Context) error {
 		// under another user): the embedded server's default is where
 		// one started later listens, unless --listen moves it.
 		o.NATS.URL, where = DefaultNATSURL, "the embedded server's default address"
-		b.log.Warn("no reactord daemon has recorded its NATS address: publishing to the embedded server's default; start the daemon before the bridge, or give --nats", "url", o.NATS.URL)
+		b.log.Warn("no daemon has recorded its NATS address: using the default", "url", o.NATS.URL,
+			"fix", "start the daemon before the bridge, or give --nats")
 	}
 	b.log.Info("publishing to NATS", "url", redact.URLs(o.NATS.URL), "from", where)
 	var err error

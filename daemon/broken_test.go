@@ -172,7 +172,7 @@ func TestReloadKeepsConfigurationWhenFilesBreak(t *testing.T) {
 	if n := brokenMetric(t, d); n != 0 {
 		t.Errorf("reactord_reaction_files_broken = %v once fixed, want 0", n)
 	}
-	if strings.Count(o.Stderr.(*syncbuf.Buffer).String(), "does not load: its previous version") != 1 {
+	if strings.Count(o.Stderr.(*syncbuf.Buffer).String(), "does not load: previous version kept") != 1 {
 		t.Errorf("the broken edit was not logged once:\n%s", o.Stderr.(*syncbuf.Buffer).String())
 	}
 

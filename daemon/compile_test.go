@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/reactord/reactord/internal/syncbuf"
-	"github.com/reactord/reactord/reactions"
 )
 
 // TestEachFileCompiledOncePerLoad: the start and each reload compile every
@@ -38,22 +37,38 @@ func TestEachFileCompiledOncePerLoad(t *testing.T) {
 	stderr := &syncbuf.Buffer{}
 	o.Hup, o.Stderr = hup, stderr
 
-	before := reactions.Compilations()
 	d, _ := runDaemon(t, o)
+	before := 0.0
 	if err := d.Health(); err != nil { // looks at every file of the running engine
 		t.Fatal(err)
 	}
-	if n := reactions.Compilations() - before; n != files {
-		t.Errorf("the start compiled %d reaction files, want %d (each once)", n, files)
+	if n := compiled(t, d) - before; n != files {
+		t.Errorf("the start compiled %v reaction files, want %d (each once)", n, files)
 	}
 
-	before = reactions.Compilations()
+	before = compiled(t, d)
 	hup <- syscall.SIGHUP
 	waitFor(t, stderr, "configuration reloaded")
 	if err := d.Health(); err != nil {
 		t.Fatal(err)
 	}
-	if n := reactions.Compilations() - before; n != files {
-		t.Errorf("the reload compiled %d reaction files, want %d (each once)", n, files)
+	if n := compiled(t, d) - before; n != files {
+		t.Errorf("the reload compiled %v reaction files, want %d (each once)", n, files)
 	}
+}
+
+// compiled reads reactord_reaction_files_compiled_total.
+func compiled(t *testing.T, d *Daemon) float64 {
+	t.Helper()
+	mfs, err := d.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "reactord_reaction_files_compiled_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("no reactord_reaction_files_compiled_total")
+	return 0
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
 	"github.com/reactord/reactord/internal/redact"
+	"github.com/reactord/reactord/internal/tasks"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/consume"
 	"github.com/reactord/reactord/natsbus/embedded"
@@ -84,6 +85,7 @@ type Daemon struct {
 	drv         actions.Driver
 	eng         *engine.Engine
 	saltCalls   *reactions.SaltCalls
+	compiled    prometheus.Counter // reaction files compiled
 	metrics     *reactor.Metrics
 	archive     *reactor.Archive
 	guard       *guard.Guard
@@ -98,6 +100,8 @@ type Daemon struct {
 	// state's watch, the consumers); cancel ends it at Stop.
 	runCtx context.Context
 	cancel context.CancelFunc
+	// bg counts the parts' goroutines (background), which Stop waits for.
+	bg tasks.Set
 
 	// sharedRefused, when set, is why the NATS server is too old to keep
 	// the shared state (natsbus.FeatureSharedState).
@@ -118,7 +122,7 @@ type Daemon struct {
 func New(ctx context.Context, o Options) (*Daemon, error) {
 	d := &Daemon{opts: o, lifecycle: newLifecycle()}
 	d.runCtx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	d.push("background work", func(context.Context) error { d.cancel(); return nil })
+	d.push("background work", func(ctx context.Context) error { d.stopBackground(ctx); return nil })
 	if err := d.settle(); err != nil {
 		d.cancel()
 		return nil, configErr(err)
@@ -130,6 +134,28 @@ func New(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// background runs f in a goroutine of its own until runCtx ends; the stop
+// waits for it (stopBackground). Once the stop began, f is not run.
+func (d *Daemon) background(f func(ctx context.Context)) {
+	ctx := d.runCtx
+	d.bg.Go(func() { f(ctx) })
+}
+
+// stopBackground ends the parts' background work and waits for it, at most
+// --drain-timeout: a goroutine still running then is logged, not waited for.
+func (d *Daemon) stopBackground(ctx context.Context) {
+	d.cancel()
+	wait := d.opts.DrainTimeout
+	if wait <= 0 {
+		wait = DefaultDrainTimeout
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := d.bg.Close(wctx); err != nil && d.log != nil {
+		d.log.Warn("background work did not stop", "timeout", wait.String(), "err", err)
+	}
 }
 
 // ErrStopped is New's error when its context ended (the stop signal)
@@ -146,7 +172,7 @@ func (d *Daemon) stoppedWaiting(ctx context.Context, err error) bool {
 	if ctx.Err() == nil || !errors.As(err, &we) || !errors.Is(we.Cause, context.Cause(ctx)) {
 		return false
 	}
-	d.log.Info("stopped while waiting for JetStream to create "+we.What, "waited", we.Waited.Round(time.Millisecond).String(),
+	d.log.Info("stopped while waiting for JetStream", "creating", we.What, "waited", we.Waited.Round(time.Millisecond).String(),
 		"attempts", we.Attempts, "last_err", we.Last)
 	return true
 }
@@ -306,8 +332,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.log.Info("reactord ready", "nats", redact.URLs(d.natsURL), "mode", mode, "driver", d.drv.Name(), "rules", len(d.cfg.Rules))
 	if d.opts.Shadow {
-		d.log.Info("shadow mode: dispatching nothing; each decision is compared with the jobs Salt's own reactor starts (reactord shadow report)",
-			"window", d.opts.ShadowWindow.String(), "salt_user", d.opts.ShadowSaltUser, "salt_calls_driver", d.driver)
+		d.log.Info("shadow mode: dispatching nothing, comparing with Salt's reactor",
+			"detail", "each decision is compared with the jobs Salt's own reactor starts (reactord shadow report)", "window", d.opts.ShadowWindow.String(), "salt_user", d.opts.ShadowSaltUser, "salt_calls_driver", d.driver)
 	}
 	d.reloader().run(ctx, d.hup)
 	d.log.Info("stopping: draining in-flight events", "timeout", d.opts.DrainTimeout.String())

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/internal/syncbuf"
 )
 
@@ -70,7 +71,7 @@ func TestReferenceShowsEffectiveDefaults(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Merge(fs, nil, func(string) string { return "" }); err != nil {
+	if _, err := Merge(&o, fs, config.Settings{}, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
 	given := map[string]string{"c": exampleConf, "listen": "127.0.0.1:-1", "data-dir": t.TempDir()}

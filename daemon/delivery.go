@@ -22,8 +22,10 @@ func (d *Daemon) chooseDelivery(ctx context.Context) error {
 		has, why := d.conn.JetStreamEnabled(ctx)
 		d.jetstream = has
 		if !has {
-			d.log.Warn("the NATS server has no JetStream: events come through a core NATS queue group, and those that overflow the lanes, or arrive while no replica runs, are dropped (reactord_dropped_total); enable JetStream on the server, or give --jetstream=false to choose core NATS",
-				"nats", redact.URLs(d.natsURL), "why", why)
+			d.log.Warn("NATS server has no JetStream: using core NATS, which may drop events",
+				"nats", redact.URLs(d.natsURL), "why", why, "metric", "reactord_dropped_total",
+				"detail", "events that overflow the lanes, or arrive while no replica runs, are dropped",
+				"fix", "enable JetStream on the server, or give --jetstream=false to choose core NATS")
 		}
 	}
 	if !d.jetstream {
@@ -62,7 +64,7 @@ func (d *Daemon) gateFeatures(ctx context.Context) error {
 	}
 	sv, err := d.conn.ServerVersion(ctx)
 	if err != nil {
-		d.log.Warn("cannot tell the NATS server's version: features it may lack are not checked at start", "err", err)
+		d.log.Warn("cannot tell the NATS server's version: features not checked", "err", err)
 		return nil
 	}
 	if d.jetstream {
@@ -70,7 +72,8 @@ func (d *Daemon) gateFeatures(ctx context.Context) error {
 			if o.JetStream.Given {
 				return err
 			}
-			d.log.Warn("JetStream delivery refused, falling back to core NATS (events that overflow the lanes, or arrive while no replica runs, are dropped): "+err.Error(), "nats", sv.URL)
+			d.log.Warn("JetStream delivery refused: falling back to core NATS", "nats", sv.URL, "err", err.Error(),
+				"detail", "events that overflow the lanes, or arrive while no replica runs, are dropped")
 			d.jetstream = false
 			if err := needJetStream(o); err != nil {
 				return err
@@ -88,7 +91,8 @@ func (d *Daemon) gateFeatures(ctx context.Context) error {
 		}
 		if o.Partitions == 0 {
 			if err := natsbus.FeatureTrimmedStream.Check(sv); err != nil {
-				d.log.Warn("JetStream: the event stream, when the daemon creates it, is a work queue, which removes and flushes each acknowledged event on its own (about half the events/s in a burst): "+err.Error(), "nats", sv.URL)
+				d.log.Warn("JetStream: a new event stream is a work queue, about half as fast", "nats", sv.URL, "err", err.Error(),
+					"detail", "a work queue removes and flushes each acknowledged event on its own (about half the events/s in a burst)")
 			}
 		}
 	}

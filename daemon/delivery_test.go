@@ -67,7 +67,7 @@ func TestDeliveryDefaultFollowsTheServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			logs := stderr.String()
-			warned := strings.Count(logs, "the NATS server has no JetStream")
+			warned := strings.Count(logs, "NATS server has no JetStream: using core NATS")
 			switch {
 			case c.warnedCore && (warned != 1 || !strings.Contains(logs, "dropped") || !strings.Contains(logs, "not enabled")):
 				t.Errorf("core NATS by default: want one warning saying why and that events can be dropped, got %d in:\n%s", warned, logs)

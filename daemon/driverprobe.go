@@ -42,7 +42,8 @@ func (dp *driverProbe) probe(ctx context.Context) {
 	dp.mu.Unlock()
 	switch {
 	case err != nil && (first || was == nil):
-		dp.log.Error("the driver cannot reach Salt: reactions wait and are retried; /healthz fails until it can", "driver", dp.name, "err", err.Error())
+		dp.log.Error("driver cannot reach Salt: reactions wait and are retried", "driver", dp.name, "err", err.Error(),
+			"detail", "/healthz fails until it can")
 	case err == nil && was != nil:
 		dp.log.Info("the driver reaches Salt again", "driver", dp.name)
 	}

@@ -37,7 +37,7 @@ func TestSaltAPIProbedAtStart(t *testing.T) {
 			t.Errorf("salt-api down: health %v, want the driver named", err)
 		}
 		logs := o.Stderr.(*syncbuf.Buffer).String()
-		if got := strings.Count(logs, "the driver cannot reach Salt"); got != map[bool]int{true: 0, false: 1}[tc.healthy] {
+		if got := strings.Count(logs, "driver cannot reach Salt"); got != map[bool]int{true: 0, false: 1}[tc.healthy] {
 			t.Errorf("salt-api at %s: %d log line(s) saying it cannot be reached:\n%s", tc.url, got, logs)
 		}
 	}

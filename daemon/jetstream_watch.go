@@ -57,8 +57,10 @@ func (w *jetStreamWatch) check(now time.Time) {
 	if !w.down.Load() {
 		w.down.Store(true)
 		w.since = now
-		w.log.Error("JetStream stopped on the embedded NATS server, most likely because its disk is full: no event is taken in until it runs again (the bridge spools meanwhile; /healthz answers 503). Free space on the file system of the data directory; reactord restarts the embedded NATS server by itself once 16 MiB are free",
-			"store_dir", w.dir, "free_bytes", free)
+		w.log.Error("JetStream stopped on the embedded NATS server: disk full?",
+			"store_dir", w.dir, "free_bytes", free,
+			"detail", "no event is taken in until it runs again (the bridge spools meanwhile; /healthz answers 503)",
+			"fix", "free space on the data directory's file system: reactord restarts the embedded server once 16 MiB are free")
 	}
 	if freeErr == nil && free < restartFree {
 		return

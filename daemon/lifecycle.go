@@ -173,8 +173,13 @@ func (l *lifecycle) serveHTTP(addr string, reg *prometheus.Registry, log *slog.L
 		more(mux)
 	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	l.push("HTTP endpoints", func(context.Context) error { return hs.Close() })
+	served := make(chan struct{})
+	go func() { defer close(served); _ = hs.Serve(ln) }()
+	l.push("HTTP endpoints", func(context.Context) error {
+		err := hs.Close()
+		<-served // Serve returns once the listener is closed
+		return err
+	})
 	log.Info("serving metrics", "addr", ln.Addr().String())
 	return ln.Addr().String(), nil
 }

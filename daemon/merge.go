@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/reactord/reactord/config"
@@ -83,59 +82,56 @@ func lookupEnv(getenv func(string) string, flagName string) (string, string) {
 // FileKey is the reactord: key of a flag.
 func FileKey(flagName string) string { return strings.ReplaceAll(flagName, "-", "_") }
 
-// FileValues returns the values the reactord: section gives, by flag
-// name: the flag settings as they are and the keys the section types
-// itself (nats, driver, workers, ...) in their flag's syntax.
-func FileValues(s config.Settings) map[string]config.FlagSetting {
-	out := make(map[string]config.FlagSetting, len(s.Flags)+12)
-	for k, v := range s.Flags {
-		out[k] = v
-	}
-	set := func(name, value string) {
-		if value != "" {
-			out[name] = config.FlagSetting{Value: value}
-		}
-	}
-	set("nats", s.NATS)
-	set("driver", s.Driver)
-	set("data-dir", s.DataDir)
-	set("log-level", s.LogLevel)
-	set("store", s.Store)
-	set("store-file", s.StoreFile)
-	if s.Workers != 0 {
-		set("workers", strconv.Itoa(s.Workers))
-	}
-	if s.MaxHops != 0 {
-		set("max-hops", strconv.Itoa(s.MaxHops))
-	}
-	if s.KeepJobs != 0 {
-		set("keep-jobs", s.KeepJobs.String())
-	}
-	if s.Settle != 0 {
-		set("settle", s.Settle.String())
-	}
-	if s.JobTimeout != 0 {
-		set("job-timeout", s.JobTimeout.String())
-	}
-	set("renderer", s.Renderer)
-	return out
+// sectionSettings are the reactord: keys that config reads into typed
+// fields of Settings, by flag name: each puts the section's value, parsed
+// once by config, into its option as it is, and reports whether the
+// section sets it. The section's other keys (Settings.Flags) are in their
+// flag's syntax and go through their flag.
+var sectionSettings = map[string]func(o *Options, s *config.Settings) bool{
+	"nats":        func(o *Options, s *config.Settings) bool { return take(&o.NATS.URL, s.NATS) },
+	"driver":      func(o *Options, s *config.Settings) bool { return take(&o.Driver, s.Driver) },
+	"data-dir":    func(o *Options, s *config.Settings) bool { return take(&o.DataDir, s.DataDir) },
+	"log-level":   func(o *Options, s *config.Settings) bool { return take(&o.LogLevel, s.LogLevel) },
+	"store":       func(o *Options, s *config.Settings) bool { return take(&o.Store, s.Store) },
+	"store-file":  func(o *Options, s *config.Settings) bool { return take(&o.StoreFile, s.StoreFile) },
+	"workers":     func(o *Options, s *config.Settings) bool { return take(&o.Workers, s.Workers) },
+	"max-hops":    func(o *Options, s *config.Settings) bool { return take(&o.MaxHops, s.MaxHops) },
+	"keep-jobs":   func(o *Options, s *config.Settings) bool { return take(&o.KeepJobs, s.KeepJobs) },
+	"settle":      func(o *Options, s *config.Settings) bool { return take(&o.Settle, s.Settle) },
+	"job-timeout": func(o *Options, s *config.Settings) bool { return take(&o.JobTimeout, s.JobTimeout) },
+	"renderer": func(o *Options, s *config.Settings) bool {
+		return take(&o.Renderer, RendererMode(s.Renderer))
+	},
 }
 
-// Merge fills every flag of fs that the command line did not give from
-// its environment variable, else from the section's value in file (by
-// flag name, as FileValues returns them). getenv is os.Getenv outside
-// tests. It returns where each flag's value came from. A value that does
-// not parse is an error naming the variable or the file position.
-func Merge(fs *flag.FlagSet, file map[string]config.FlagSetting, getenv func(string) string) (map[string]Source, error) {
+// take sets *dst to v unless v is its type's zero value (the section does
+// not set it), and reports whether it did.
+func take[T comparable](dst *T, v T) bool {
+	var zero T
+	if v == zero {
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// Merge fills every option of o that the command line did not give (fs,
+// the flag set o.Flags registered, parsed) from its environment variable,
+// else from the configuration's reactord: section s: the keys config
+// typed, as they are (sectionSettings), the others through their flag.
+// This is the one place a setting's sources meet. getenv is os.Getenv
+// outside tests. It returns where each flag's value came from. A value
+// that does not parse is an error naming the variable or the file
+// position.
+func Merge(o *Options, fs *flag.FlagSet, s config.Settings, getenv func(string) string) (map[string]Source, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for name := range file {
+	for name, v := range s.Flags {
 		if fs.Lookup(name) == nil {
-			s := file[name]
-			return nil, fmt.Errorf("%s: reactord.%s is not a setting of this command", s.Pos, FileKey(name))
+			return nil, fmt.Errorf("%s: reactord.%s is not a setting of this command", v.Pos, FileKey(name))
 		}
 	}
 	sources := map[string]Source{}
@@ -167,9 +163,13 @@ func Merge(fs *flag.FlagSet, file map[string]config.FlagSetting, getenv func(str
 				return
 			}
 		}
-		if s, ok := file[name]; ok {
-			if err := f.Value.Set(s.Value); err != nil {
-				errs = append(errs, fmt.Errorf("%s: reactord.%s: %w", s.Pos, FileKey(name), err))
+		if take := sectionSettings[name]; take != nil && take(o, &s) {
+			sources[name] = FromFile
+			return
+		}
+		if v, ok := s.Flags[name]; ok {
+			if err := f.Value.Set(v.Value); err != nil {
+				errs = append(errs, fmt.Errorf("%s: reactord.%s: %w", v.Pos, FileKey(name), err))
 			}
 			sources[name] = FromFile
 			return
@@ -228,7 +228,7 @@ func Load(o *Options, fs *flag.FlagSet, getenv func(string) string) (map[string]
 	if err != nil {
 		return nil, &LoadError{err}
 	}
-	sources, err := Merge(fs, FileValues(cfg.Settings), getenv)
+	sources, err := Merge(o, fs, cfg.Settings, getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reactord/reactord/config"
 )
@@ -18,6 +19,7 @@ func TestMergeOrder(t *testing.T) {
 		args  []string
 		env   map[string]string
 		file  map[string]string
+		sec   config.Settings // the keys config types
 		check func(o Options) bool
 		src   map[string]Source
 	}{
@@ -42,6 +44,15 @@ func TestMergeOrder(t *testing.T) {
 			check: func(o Options) bool { return o.Store == "" && o.StoreFile == "/s" }},
 		{name: "the file's store under the variable", env: map[string]string{"REACTORD_STORE": "none"}, file: map[string]string{"store": "sqlite:///f"},
 			check: func(o Options) bool { return o.Store == "none" }},
+		{name: "typed keys as config read them", sec: config.Settings{Settle: 5 * time.Second, Renderer: config.RendererGotmpl, Workers: 3, Store: "sqlite:///f"},
+			check: func(o Options) bool {
+				return o.Settle == 5*time.Second && o.Renderer == config.RendererGotmpl && o.Workers == 3 && o.Store == "sqlite:///f"
+			},
+			src: map[string]Source{"settle": FromFile, "renderer": FromFile, "workers": FromFile, "job-timeout": FromDefault}},
+		{name: "flag and variable over typed keys", args: []string{"--settle", "1s"}, env: map[string]string{"REACTORD_RENDERER": "jinja"},
+			sec:   config.Settings{Settle: 5 * time.Second, Renderer: config.RendererGotmpl},
+			check: func(o Options) bool { return o.Settle == time.Second && o.Renderer == config.RendererJinja },
+			src:   map[string]Source{"settle": FromFlag, "renderer": FromEnv}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := Defaults()
@@ -54,7 +65,9 @@ func TestMergeOrder(t *testing.T) {
 			for k, v := range c.file {
 				file[k] = config.FlagSetting{Value: v}
 			}
-			src, err := Merge(fs, file, func(k string) string { return c.env[k] })
+			sec := c.sec
+			sec.Flags = file
+			src, err := Merge(&o, fs, sec, func(k string) string { return c.env[k] })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,10 +89,10 @@ func TestMergeErrors(t *testing.T) {
 	o := Defaults()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	o.Flags(fs)
-	if _, err := Merge(fs, map[string]config.FlagSetting{"nope": {Value: "1"}}, func(string) string { return "" }); err == nil {
+	if _, err := Merge(&o, fs, config.Settings{Flags: map[string]config.FlagSetting{"nope": {Value: "1"}}}, func(string) string { return "" }); err == nil {
 		t.Error("an unknown setting was accepted")
 	}
-	_, err := Merge(fs, nil, func(k string) string {
+	_, err := Merge(&o, fs, config.Settings{}, func(k string) string {
 		if k == "REACTORD_QUEUE" {
 			return "many"
 		}

@@ -152,10 +152,12 @@ func startEmbedded(log *slog.Logger, so embedded.Options, dataDir string, open b
 			return nil, "", fmt.Errorf("the embedded server's token in --data-dir %s: %w", dataDir, err)
 		}
 		if created {
-			log.Info("created the embedded NATS server's token; clients run by a user who can read it use it by themselves", "token_file", tokenFile)
+			log.Info("created the embedded NATS server's token", "token_file", tokenFile,
+				"detail", "clients run by a user who can read it use it by themselves")
 		}
 		if exposed {
-			log.Warn("the NATS token file is readable by every local user, who can then read and publish events; chmod 600 it", "token_file", tokenFile)
+			log.Warn("NATS token file readable by every local user", "token_file", tokenFile,
+				"detail", "any local user can then read and publish events", "fix", "chmod 600 it")
 		}
 		token = tok
 	}
@@ -169,8 +171,9 @@ func startEmbedded(log *slog.Logger, so embedded.Options, dataDir string, open b
 		return nil, "", err
 	}
 	if open {
-		log.Warn("the embedded NATS server accepts clients without authentication (--listen-open): anyone who can reach it can read every event and reaction, publish events that make reactord accept keys or run states, or delete the stream",
-			"listen", srv.Addr())
+		log.Warn("embedded NATS server accepts clients without authentication", "listen", srv.Addr(),
+			"flag", "--listen-open",
+			"detail", "anyone who can reach it can read every event and reaction, publish events that make reactord accept keys or run states, or delete the stream")
 	} else {
 		log.Info("the embedded NATS server requires its token", "token_file", tokenFile)
 	}

@@ -237,8 +237,9 @@ type RendererMode string
 // String returns the mode.
 func (m *RendererMode) String() string { return string(*m) }
 
-// Set accepts one of config.Renderers.
-// Auto is "": the reactord: section's renderer, else Salt's way.
+// Set accepts one of config.Renderers. auto, as every setting decided at
+// start, is the zero value "": the configuration's renderer, else Salt's
+// way (the engine's choice).
 func (m *RendererMode) Set(s string) error {
 	if !slices.Contains(config.Renderers, s) {
 		return fmt.Errorf("want one of %s", strings.Join(config.Renderers, ", "))

@@ -52,7 +52,8 @@ func (d *Daemon) openDataDir(context.Context) error {
 		return configErr(fmt.Errorf("--data-dir %s: %w", d.dataDir, err))
 	}
 	if open {
-		d.log.Warn("the data directory can be listed by other users (its files are 0600); chmod o-rwx it, or StateDirectoryMode=0700 in the unit", "data_dir", d.dataDir)
+		d.log.Warn("data directory can be listed by other users", "data_dir", d.dataDir,
+			"detail", "its files are 0600", "fix", "chmod o-rwx it, or StateDirectoryMode=0700 in the unit")
 	}
 	return nil
 }
@@ -75,7 +76,7 @@ func (d *Daemon) startNATS(context.Context) error {
 	d.push("embedded NATS server", func(context.Context) error { srv.Shutdown(); return nil })
 	d.log.Info("embedded NATS server started", "url", d.natsURL, "data_dir", d.dataDir)
 	w := &jetStreamWatch{srv: srv, dir: filepath.Join(d.dataDir, "jetstream"), log: d.log, every: 2 * time.Second}
-	go w.run(d.runCtx)
+	d.background(w.run)
 	d.addHealth("embedded JetStream", w.health)
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_jetstream_up",
 		Help: "1 while JetStream runs on the embedded NATS server (it stops by itself when its disk is full; reactord restarts the server once there is room)."},
@@ -110,7 +111,8 @@ func (d *Daemon) connect(ctx context.Context) error {
 			err := c.ConfirmAcks(cctx)
 			cancel()
 			if err != nil {
-				d.log.Warn("the NATS server did not confirm the last acknowledgements: their events may react again after the acknowledgement wait", "err", err)
+				d.log.Warn("NATS server did not confirm the last acknowledgements", "err", err,
+					"detail", "their events may react again after the acknowledgement wait")
 			}
 		}
 		conn.Close()
@@ -172,12 +174,11 @@ func (d *Daemon) openDriver(context.Context) error {
 		return configErr(err)
 	}
 	d.saltCalls = sc
-	d.eng.SetSaltCalls(sc)
 	reactor.RegisterDriverMetrics(d.reg, drv)
 	if p, ok := drv.(actions.Prober); ok && !d.opts.DryRun { // shadow mode: the driver of the Salt calls
 		dp := &driverProbe{p: p, name: drv.Name(), log: d.log, every: 30 * time.Second}
 		dp.probe(d.runCtx)
-		go dp.run(d.runCtx)
+		d.background(dp.run)
 		d.addHealth("driver", dp.health)
 	}
 	if s, ok := drv.(interface{ Status() string }); ok && !d.opts.DryRun {
@@ -195,6 +196,9 @@ func (d *Daemon) openDriver(context.Context) error {
 // compiles its rules. Reaction files that do not load refuse the start
 // with every problem, unless --start-broken.
 func (d *Daemon) buildEngine(context.Context) error {
+	d.compiled = prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_reaction_files_compiled_total",
+		Help: "Reaction files compiled (read and parsed): each once at start and at each reload, and once per change on disk."})
+	d.reg.MustRegister(d.compiled)
 	cfg := d.opts.Loaded
 	if cfg == nil {
 		var err error
@@ -204,7 +208,7 @@ func (d *Daemon) buildEngine(context.Context) error {
 	}
 	d.cfg = cfg
 	for _, w := range TopologyWarnings(cfg, d.opts) {
-		d.log.Warn(w)
+		d.log.Warn("configuration topology needs a setting", "warning", w)
 	}
 	eng, err := d.loadEngine(cfg)
 	if err != nil {
@@ -245,11 +249,16 @@ func (d *Daemon) brokenFiles() map[string]error {
 // listing each of their problems, unless --start-broken; every other
 // problem (configuration warnings, files that match nothing, no rules at
 // all) is logged, and the daemon runs with what loads.
+//
+// At start the driver that serves the files' Salt calls is not open yet:
+// the pipeline's engine is built once it is, from the files this one
+// compiled (startPipeline).
 func (d *Daemon) loadEngine(cfg *config.Config) (*engine.Engine, error) {
-	if r := d.opts.Renderer.Effective(d.opts.Jinja); r != "" {
-		cfg.Settings.Renderer = r // --renderer or --jinja over the reactord: section's
+	o := engine.Options{Renderer: d.opts.Renderer.Effective(d.opts.Jinja), SaltCalls: d.saltCalls, Log: d.log}
+	if c := d.compiled; c != nil {
+		o.OnCompile = func(string) { c.Inc() }
 	}
-	eng, err := engine.New(cfg, d.log)
+	eng, err := engine.New(cfg, o)
 	if err != nil {
 		return nil, err
 	}
@@ -293,15 +302,17 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	if url == "none" {
 		return nil
 	}
-	st, err := sqlstore.Open(ctx, url)
+	cuts := sqlstore.NewCuts(d.log)
+	st, err := sqlstore.OpenWith(ctx, url, sqlstore.Options{Cuts: cuts})
 	if errors.Is(err, sqlstore.ErrBadURL) {
 		return configErr(fmt.Errorf("--store: %w", err))
 	}
 	if err != nil {
 		// The database being down must not stop reactions: records
 		// wait in the spool and the store is retried in the background.
-		d.log.Error("audit store unreachable at start; reacting anyway, records wait in the disk spool until it answers", "err", err)
-		st = sqlstore.NewLazy(url)
+		d.log.Error("audit store unreachable at start: reacting anyway", "err", err,
+			"detail", "records wait in the disk spool until it answers")
+		st = sqlstore.NewLazy(url, sqlstore.Options{Cuts: cuts})
 	}
 	d.push("audit store", func(context.Context) error { return st.Close() })
 	spool := filepath.Join(d.dataDir, "store-spool")
@@ -315,7 +326,8 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		switch err := w.Close(cctx); {
 		case err == nil:
 		case errors.Is(err, store.ErrSpooled):
-			d.log.Warn("audit store did not answer before the drain timeout: records kept on disk, written at the next start", "detail", err.Error())
+			d.log.Warn("audit store did not answer before the drain timeout", "err", err.Error(),
+				"detail", "records kept on disk, written at the next start")
 		default:
 			d.log.Error("audit store: records lost at exit", "err", err)
 			return errors.Join(ErrUnfinished, err)
@@ -323,11 +335,10 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		return nil
 	})
 	reactor.RegisterStoreMetrics(d.reg, w)
-	sqlstore.SetCutLogger(d.log)
 	for _, col := range sqlstore.CutColumns() {
 		d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_store_values_cut_total",
 			Help: "Values cut to the width of their audit store column (255), by table.column.", ConstLabels: prometheus.Labels{"column": col}},
-			func() float64 { return float64(sqlstore.ValuesCut(col)) }))
+			func() float64 { return float64(cuts.Count(col)) }))
 	}
 	d.archive = &reactor.Archive{W: w, KeepAll: d.opts.ArchiveAll, MasterID: d.opts.MasterID}
 	if d.opts.ArchiveTags != "" {
@@ -335,23 +346,24 @@ func (d *Daemon) openStore(ctx context.Context) error {
 			d.archive.Tags = append(d.archive.Tags, matchers.Compile(strings.TrimSpace(g)))
 		}
 	}
-	go d.purge(st)
+	d.background(func(ctx context.Context) { d.purge(ctx, st) })
 	d.log.Info("audit store open", "store", redact.URL(url), "keep_jobs", d.opts.KeepJobs.String(), "spool", spool)
 	return nil
 }
 
-// purge deletes archived records older than --keep-jobs, hourly.
-func (d *Daemon) purge(st store.Store) {
+// purge deletes archived records older than --keep-jobs, hourly, until
+// ctx ends.
+func (d *Daemon) purge(ctx context.Context, st store.Store) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		if n, err := st.Purge(d.runCtx, time.Now().Add(-d.opts.KeepJobs)); err != nil && !errors.Is(err, sqlstore.ErrNotConnected) && d.runCtx.Err() == nil {
+		if n, err := st.Purge(ctx, time.Now().Add(-d.opts.KeepJobs)); err != nil && !errors.Is(err, sqlstore.ErrNotConnected) && ctx.Err() == nil {
 			d.log.Error("audit store: purge failed", "err", err)
 		} else if n > 0 {
 			d.log.Info("audit store: purged old records", "rows", n, "keep_jobs", d.opts.KeepJobs.String())
 		}
 		select {
-		case <-d.runCtx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -382,17 +394,23 @@ func (d *Daemon) openGuard(ctx context.Context) error {
 	case err == nil:
 		d.shared.Store(true)
 	case errors.As(err, &tooOld):
-		d.log.Warn("shared state unavailable: " + err.Error() + ": the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it); --shared-state=false says this is meant")
+		d.log.Warn("shared state unavailable: the guard's state stays in this process", "err", err.Error(),
+			"detail", "the loop guard, throttle and debounce state is not shared with the replicas, and a restart loses it",
+			"fix", "--shared-state=false says this is meant")
 	case errors.Is(err, kv.ErrStateUnsupported):
-		d.log.Warn("shared state unavailable: the loop guard, throttle and debounce state stays in this process (replicas do not share it, a restart loses it)", "err", err)
+		d.log.Warn("shared state unavailable: the guard's state stays in this process", "err", err,
+			"detail", "the loop guard, throttle and debounce state is not shared with the replicas, and a restart loses it")
 	default:
 		// A cluster still electing, a bucket whose replicas cannot be
 		// placed yet: keep trying in the background, and say so on
 		// /healthz until it works.
-		d.log.Warn("shared state not available yet: the loop guard, throttle and debounce count in this replica alone until it is; retrying in the background (/healthz answers 503 meanwhile; check the NATS cluster's JetStream, e.g. nats server report jetstream)",
-			"bucket", kv.DefaultStateBucket, "err", err)
+		d.log.Warn("shared state not available yet: retrying in the background",
+			"bucket", kv.DefaultStateBucket, "err", err,
+			"detail", "the loop guard, throttle and debounce count in this replica alone until it is; /healthz answers 503 meanwhile",
+			"fix", "check the NATS cluster's JetStream, e.g. nats server report jetstream")
 		d.sharedErr.Store(&err)
-		go d.retrySharedState(d.guard)
+		g := d.guard
+		d.background(func(ctx context.Context) { d.retrySharedState(ctx, g) })
 	}
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_shared_state_up",
 		Help: "1 while the loop guard, throttle and debounce share their state with the other replicas (--shared-state)."},
@@ -430,30 +448,32 @@ func (d *Daemon) attachSharedState(ctx context.Context, g *guard.Guard, timeout 
 		return err
 	}
 	probe := newWriteProbe(state, d.log)
-	go probe.run(d.runCtx)
+	d.background(probe.run)
 	d.addHealth("JetStream writes", probe.health)
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_jetstream_writable",
 		Help: "0 while the NATS server refuses the daemon's heartbeat writes (its disk full, a stream damaged); --shared-state only."},
 		func() float64 { return b2f(!probe.failing.Load()) }))
-	d.log.Info("shared state loaded: the loop guard, throttle and debounce are the replicas' together", "bucket", kv.DefaultStateBucket)
+	d.log.Info("shared state loaded", "bucket", kv.DefaultStateBucket,
+		"detail", "the loop guard, throttle and debounce are the replicas' together")
 	return nil
 }
 
 // retrySharedState tries to open the shared state bucket, with backoff,
-// until it can or the daemon stops.
-func (d *Daemon) retrySharedState(g *guard.Guard) {
+// until it can or ctx ends (the daemon stops).
+func (d *Daemon) retrySharedState(ctx context.Context, g *guard.Guard) {
 	start := time.Now()
 	b := retry.Backoff{Min: time.Second, Max: sharedRetryMax, Jitter: 0.5}
 	for attempt := 0; ; attempt++ {
 		select {
-		case <-d.runCtx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(b.Delay(attempt + 1)):
 		}
-		err := d.attachSharedState(d.runCtx, g, sharedOpenTimeout)
+		err := d.attachSharedState(ctx, g, sharedOpenTimeout)
 		if err == nil {
 			d.shared.Store(true)
-			d.log.Info("shared state available again: this replica's loop guard, throttle and debounce now share the others' state", "after", time.Since(start).Round(time.Second))
+			d.log.Info("shared state available again", "after", time.Since(start).Round(time.Second),
+				"detail", "this replica's loop guard, throttle and debounce now share the others' state")
 			return
 		}
 		d.sharedErr.Store(&err)
@@ -491,12 +511,13 @@ func (d *Daemon) openCopies(ctx context.Context) error {
 func (d *Daemon) openJournal(ro *reactor.Options) {
 	j, left, err := poison.Open(filepath.Join(d.dataDir, "poison"), poison.DefaultThreshold)
 	if err != nil {
-		d.log.Warn("poison-event journal unavailable: an event the daemon dies on will be redelivered after every restart", "err", err)
+		d.log.Warn("poison-event journal unavailable", "err", err,
+			"detail", "an event the daemon dies on will be redelivered after every restart")
 		return
 	}
 	if len(left) > 0 {
-		d.log.Warn("the last run ended while handling events; each is parked if the daemon dies on it again "+fmt.Sprint(poison.DefaultThreshold)+" times in all",
-			"stream_sequences", left)
+		d.log.Warn("the last run ended while handling events", "stream_sequences", left,
+			"detail", "each is parked if the daemon dies on it again", "crashes_to_park", poison.DefaultThreshold)
 	}
 	subject := d.opts.ParkedSubject
 	ro.Journal = j
@@ -522,13 +543,19 @@ func (d *Daemon) startPipeline(context.Context) error {
 		if d.archive != nil {
 			lo.Ledger = d.archive
 		} else {
-			d.log.Warn("shadow: the audit store is off (--store none): verdicts are counted (reactord_shadow_total) and logged, but reactord shadow report has nothing to read")
+			d.log.Warn("shadow: the audit store is off: shadow report has nothing to read", "flag", "--store none",
+				"metric", "reactord_shadow_total", "detail", "verdicts are counted and logged only")
 		}
 		ro.Listeners = append(ro.Listeners, shadow.NewListener(lo))
 	}
 	if d.jetstream {
 		d.openJournal(&ro)
 	}
+	eng, err := engine.New(d.cfg, engine.Options{SaltCalls: d.saltCalls, Log: d.log, Files: d.eng.Files()})
+	if err != nil {
+		return configErr(err) // d.eng was built from d.cfg: not reached
+	}
+	d.eng = eng
 	p, err := reactor.New(d.eng, ro)
 	if err != nil {
 		return configErr(err)
@@ -552,7 +579,8 @@ func (d *Daemon) startPipeline(context.Context) error {
 			derr := d.archive.W.Durable(dctx)
 			dcancel()
 			if derr != nil {
-				d.log.Warn("stopping: the audit store did not take the last records within 2 s; their events are acknowledged when it does, before the writer closes, or come again at the next start", "err", derr)
+				d.log.Warn("stopping: audit store did not take the last records in 2 s", "err", derr,
+					"detail", "their events are acknowledged when it does, before the writer closes, or come again at the next start")
 			}
 		}
 		if d.partitioned != nil {
@@ -564,9 +592,9 @@ func (d *Daemon) startPipeline(context.Context) error {
 			c.Close() // the drained events are settled: end its progress acknowledgements and wait for its goroutines
 		}
 		// Nothing is in flight any more: end the background work (the
-		// shared state's watch, the purge) before the store and the
-		// connection close under it.
-		d.cancel()
+		// shared state's watch, the purge, the probes) and wait for it
+		// before the store and the connection close under it.
+		d.stopBackground(ctx)
 		if err != nil {
 			d.log.Error("drain incomplete", "err", err)
 			return errors.Join(ErrUnfinished, err)

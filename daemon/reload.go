@@ -206,8 +206,9 @@ func (r *reloader) reload(why string, snap snapshot, forced bool) {
 	if err == nil && !forced && len(cfg.Rules) == 0 && r.rules > 0 {
 		r.watch.loaded(snap, cfg.Files)
 		r.setOK(false)
-		r.log.Error("reload refused: the changed configuration has no rules; keeping the running configuration (send SIGHUP to apply it)",
-			"why", why, "running_rules", r.rules)
+		r.log.Error("reload refused: the changed configuration has no rules",
+			"why", why, "running_rules", r.rules, "detail", "the running configuration goes on",
+			"fix", "send SIGHUP to apply it")
 		return
 	}
 	if err == nil {
@@ -232,7 +233,6 @@ func (d *Daemon) reloader() *reloader {
 		if err != nil {
 			return err
 		}
-		neng.SetSaltCalls(d.saltCalls)
 		return d.pipe.Reload(neng)
 	}, func(ok bool) { d.metrics.ReloadOK.Set(b2f(ok)) })
 }

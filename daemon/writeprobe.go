@@ -81,8 +81,10 @@ func (p *writeProbe) beat(ctx context.Context, now time.Time) {
 	}
 	if p.fails == p.failAfter {
 		p.failing.Store(true)
-		p.log.Error("JetStream refuses writes (its disk full, or the stream damaged): events are not taken in and reactions that need shared state count alone; /healthz answers 503. Free space on the NATS server's store; a stream that failed to write takes messages again once its JetStream restarts (e.g. restart nats-server)",
-			"bucket_key", p.key, "err", err)
+		p.log.Error("JetStream refuses writes: disk full, or the stream damaged",
+			"bucket_key", p.key, "err", err,
+			"detail", "events are not taken in and reactions that need shared state count alone; /healthz answers 503",
+			"fix", "free space on the NATS server's store, then restart nats-server: a stream that failed to write takes messages once its JetStream restarts")
 	}
 }
 

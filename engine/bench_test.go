@@ -42,7 +42,7 @@ notify_failure:
 	if err != nil {
 		b.Fatal(err)
 	}
-	return MustNew(cfg, nil)
+	return MustNew(cfg, Options{})
 }
 
 // BenchmarkProcessLine is one event end to end from its JSON line:

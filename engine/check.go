@@ -36,6 +36,10 @@ type CheckReport struct {
 	// can render: reactions.File.FixedError): the daemon does not start
 	// with them. They are in Problems too.
 	Broken []error
+	// Engine is the engine the check built (nil when the configuration
+	// does not make one): events rendered with it are read as the check
+	// read the files.
+	Engine *Engine
 }
 
 // LoadedFile is one reaction file that loads.
@@ -60,14 +64,12 @@ func Check(path string, renderer string) CheckReport {
 	if cfg == nil {
 		return CheckReport{Problems: flatten(err)}
 	}
-	if renderer != "" {
-		cfg.Settings.Renderer = renderer
-	}
-	return checkLoaded(cfg, err, nil)
+	return checkLoaded(cfg, err, nil, Options{Renderer: renderer})
 }
 
-// CheckLoaded is Check of a configuration already loaded (a reload's).
-func CheckLoaded(cfg *config.Config) CheckReport { return checkLoaded(cfg, nil, nil) }
+// CheckLoaded is Check of a configuration already loaded (a reload's),
+// its files read as o says.
+func CheckLoaded(cfg *config.Config, o Options) CheckReport { return checkLoaded(cfg, nil, nil, o) }
 
 // CheckEngine is CheckLoaded of the configuration eng was made from, on
 // eng's own reaction files: the daemon then reacts with the files the
@@ -75,17 +77,19 @@ func CheckLoaded(cfg *config.Config) CheckReport { return checkLoaded(cfg, nil, 
 func CheckEngine(eng *Engine) CheckReport {
 	// The sample events go through an engine of the check's own (its log
 	// discarded, its counters apart) that shares eng's files.
-	chk, err := New(eng.cfg, nil)
+	o := eng.opts
+	o.Log = nil
+	chk, err := build(eng.cfg, o, eng.lib)
 	if err != nil {
-		return checkLoaded(eng.cfg, nil, nil) // eng was made from cfg: not reached
+		return checkLoaded(eng.cfg, nil, nil, o) // eng was made from cfg: not reached
 	}
-	chk.lib = eng.lib
-	return checkLoaded(eng.cfg, nil, chk)
+	return checkLoaded(eng.cfg, nil, chk, o)
 }
 
 // checkLoaded checks cfg; loadErr is what loading it reported; eng, when
-// set, is the engine of cfg whose files are checked (else one is made).
-func checkLoaded(cfg *config.Config, loadErr error, eng *Engine) CheckReport {
+// set, is the engine of cfg whose files are checked (else one is made
+// with o).
+func checkLoaded(cfg *config.Config, loadErr error, eng *Engine, o Options) CheckReport {
 	rep := CheckReport{Config: cfg}
 	if loadErr != nil {
 		rep.Problems = flatten(loadErr)
@@ -93,7 +97,7 @@ func checkLoaded(cfg *config.Config, loadErr error, eng *Engine) CheckReport {
 	rep.Problems = append(rep.Problems, cfg.Warnings...)
 	if eng == nil {
 		var err error
-		if eng, err = New(cfg, nil); err != nil {
+		if eng, err = New(cfg, o); err != nil {
 			rep.Problems = append(rep.Problems, flatten(err)...)
 			rep.Config = nil
 		}
@@ -123,8 +127,11 @@ func checkLoaded(cfg *config.Config, loadErr error, eng *Engine) CheckReport {
 	if eng != nil {
 		lib = eng.lib
 	} else {
-		lib = reactions.NewLibrary()
-		lib.Frontend = frontend(cfg.Settings.Renderer)
+		renderer := o.Renderer
+		if renderer == "" {
+			renderer = cfg.Settings.Renderer
+		}
+		lib = newLibrary(renderer, o.Limits)
 	}
 	seen := map[string]bool{}
 	for _, r := range cfg.Rules {
@@ -160,6 +167,7 @@ func checkLoaded(cfg *config.Config, loadErr error, eng *Engine) CheckReport {
 	}
 	if eng != nil {
 		rep.Problems = append(rep.Problems, sampleProblems(context.Background(), eng, rep.Problems)...)
+		rep.Engine = eng
 	}
 	return rep
 }

@@ -49,7 +49,11 @@ type Engine struct {
 	// minute per message and key.
 	limit *ratelog.Keyed
 	// saltCalls serves the files' Salt calls while rendering (nil: none).
-	saltCalls atomic.Pointer[reactions.SaltCalls]
+	saltCalls *reactions.SaltCalls
+
+	// opts are the options the engine was built with (a check's engine
+	// is built with the same).
+	opts Options
 
 	stats Stats
 }
@@ -63,15 +67,68 @@ type Stats struct {
 	Malformed atomic.Int64
 }
 
+// Options are what an engine is built with besides its configuration:
+// everything it needs, given once (an engine is never changed after New; a
+// reload builds a new one).
+type Options struct {
+	// Renderer, when set, is how reaction files are read instead of the
+	// configuration's renderer (config.Settings.Renderer): one of
+	// config.Renderers, as --renderer or --jinja chose it.
+	Renderer string
+	// SaltCalls serves the reaction files' Salt calls while rendering
+	// (nil: a render reaching one fails, naming it).
+	SaltCalls *reactions.SaltCalls
+	// Limits bound each render of a reaction file (zero fields:
+	// reactions.DefaultLimits).
+	Limits reactions.Limits
+	// Log receives the engine's lines (nil: discarded).
+	Log *slog.Logger
+	// OnCompile, when set, is told of each reaction file compiled (read
+	// from disk and parsed): each file once, then once per change on disk.
+	OnCompile func(path string)
+	// Files, when set, are the compiled reaction files of an engine of
+	// the same configuration (Engine.Files), read as that engine's
+	// Renderer and Limits said (these then do not apply): the daemon's
+	// start checks the files before anything else starts and reacts with
+	// the files the check compiled, each compiled once.
+	Files *Files
+}
+
+// Files are the compiled reaction files of an engine, which another engine
+// of the same configuration may take over (Options.Files).
+type Files struct{ lib *reactions.Library }
+
+// Files returns the engine's compiled reaction files.
+func (e *Engine) Files() *Files { return &Files{lib: e.lib} }
+
 // New builds an engine for a loaded configuration, compiling the rules'
 // conditions and keys; their errors are positioned in the configuration.
-func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
+func New(cfg *config.Config, o Options) (*Engine, error) {
+	if o.Files != nil {
+		return build(cfg, o, o.Files.lib)
+	}
+	return build(cfg, o, nil)
+}
+
+// build is New with the library of reaction files lib (nil: a new one),
+// for a check that shares an engine's files.
+func build(cfg *config.Config, o Options, lib *reactions.Library) (*Engine, error) {
+	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	renderer := o.Renderer
+	if renderer == "" {
+		renderer = cfg.Settings.Renderer
+	}
+	shared := lib != nil
+	if !shared {
+		lib = newLibrary(renderer, o.Limits)
+		lib.OnCompile = o.OnCompile
+	}
 	globs := make([]string, len(cfg.Rules))
-	e := &Engine{cfg: cfg, lib: reactions.NewLibrary(), log: log, limit: ratelog.NewKeyed(time.Minute, 1024), when: make([]*matchers.Expr, len(cfg.Rules)), keys: make([]*matchers.Expr, len(cfg.Rules)),
-		literal: make([]bool, len(cfg.Rules))}
+	e := &Engine{cfg: cfg, lib: lib, log: log, saltCalls: o.SaltCalls, limit: ratelog.NewKeyed(time.Minute, 1024),
+		when: make([]*matchers.Expr, len(cfg.Rules)), keys: make([]*matchers.Expr, len(cfg.Rules)), literal: make([]bool, len(cfg.Rules)), opts: o}
 	var errs []error
 	for i, r := range cfg.Rules {
 		globs[i] = r.Glob
@@ -94,10 +151,12 @@ func New(cfg *config.Config, log *slog.Logger) (*Engine, error) {
 			e.keys[i] = x
 		}
 	}
-	e.lib.Frontend = frontend(cfg.Settings.Renderer)
-	e.lib.KeepLastGood = true
-	e.lib.OnStale = func(path string, err error) {
-		e.log.Error("a reaction file changed and does not load: its previous version goes on reacting until it is fixed (reactord check -c CONF)", "file", path, "err", err.Error())
+	if !shared { // the library's first engine says what happens to its files
+		e.lib.KeepLastGood = true
+		e.lib.OnStale = func(path string, err error) {
+			e.log.Error("reaction file changed and does not load: previous version kept", "file", path, "err", err.Error(),
+				"fix", "reactord check -c CONF")
+		}
 	}
 	e.table = matchers.NewTable(globs)
 	if len(errs) > 0 {
@@ -139,9 +198,18 @@ func exprError(p config.Pos, what string, err error) error {
 	return &config.Error{Pos: p, Msg: what + ": " + err.Error()}
 }
 
+// newLibrary is a library of reaction files read the renderer's way
+// (config.Renderers; "" is config.RendererAuto) and rendered within lim.
+func newLibrary(renderer string, lim reactions.Limits) *reactions.Library {
+	lib := reactions.NewLibrary()
+	lib.Frontend = frontend(renderer)
+	lib.Limits = lim
+	return lib
+}
+
 // MustNew is New for configurations known to be valid (tests).
-func MustNew(cfg *config.Config, log *slog.Logger) *Engine {
-	e, err := New(cfg, log)
+func MustNew(cfg *config.Config, o Options) *Engine {
+	e, err := New(cfg, o)
 	if err != nil {
 		panic(err)
 	}
@@ -264,10 +332,6 @@ type FileSaltCalls struct {
 	Calls []reactions.SaltCallRecord
 }
 
-// SetSaltCalls lets reaction files call Salt while rendering through c
-// (nil: they cannot; their renders fail naming the call).
-func (e *Engine) SetSaltCalls(c *reactions.SaltCalls) { e.saltCalls.Store(c) }
-
 // Errors returns every error of the result: file errors then verify errors.
 func (r *Result) Errors() []error {
 	var errs []error
@@ -358,7 +422,7 @@ func (e *Engine) literalTargets(log *slog.Logger, tag string, rule *config.Rule,
 			continue
 		}
 		e.stats.Errors.Add(1)
-		e.noisy(log, slog.LevelError, rule.Glob+"\x00"+fr.Path, "reaction refused: a target printed from event data would widen it (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
+		e.noisy(log, slog.LevelError, rule.Glob+"\x00"+fr.Path, "reaction refused: target printed from event data (literal_target)", "tag", tag, "rule", rule.Glob, "rule_pos", rule.Pos.String(), "err", err)
 		refused = append(refused, FileResult{Rule: fr.Rule, Ref: fr.Ref, Path: fr.Path, Err: err})
 	}
 	return kept, refused

@@ -32,7 +32,7 @@ func TestDropsAreLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	eng := MustNew(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	eng := MustNew(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := context.Background()
 	for _, ev := range []event.Event{
 		{Tag: "a/1", Data: map[string]any{}},

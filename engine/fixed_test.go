@@ -49,7 +49,7 @@ func TestCheckRefusesJinjaNoEventRenders(t *testing.T) {
 			if len(rep.Broken) != 0 || len(rep.Loaded) != 1 || !strings.HasPrefix(rep.Loaded[0].Renderer, "jinja") {
 				t.Fatalf("broken %v, loaded %v; want it loaded as Jinja", rep.Broken, rep.Loaded)
 			}
-			eng := MustNew(rep.Config, nil)
+			eng := MustNew(rep.Config, Options{})
 			res, err := eng.Process(context.Background(), event.Event{Tag: "myco/a", Data: map[string]any{"id": "web1"}})
 			if err != nil || len(res.Errors()) > 0 || len(res.Chunks) != 1 {
 				t.Fatalf("an event renders %d chunks, %v %v; want 1", len(res.Chunks), err, res.Errors())

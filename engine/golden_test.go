@@ -155,7 +155,7 @@ func TestGolden(t *testing.T) {
 				for _, w := range cfg.Warnings {
 					fmt.Fprintf(&gotErr, "warning: %v\n", w)
 				}
-				res, err := MustNew(cfg, nil).Process(context.Background(), ev)
+				res, err := MustNew(cfg, Options{}).Process(context.Background(), ev)
 				if err != nil {
 					t.Fatalf("process: %v", err)
 				}

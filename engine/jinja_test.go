@@ -131,7 +131,7 @@ func TestRendererChosenAsSaltDoes(t *testing.T) {
 			if len(rep.Problems) != len(rep.Broken) {
 				t.Errorf("problems beyond the broken files: %s", joinErrs(rep.Problems))
 			}
-			eng := MustNew(rep.Config, nil)
+			eng := MustNew(rep.Config, Options{})
 			events := map[string]string{
 				"plain/x":   `wheel key.accept match="web1"`,
 				"bang/x":    `local state.apply tgt="m1" arg=["nginx"]`,
@@ -193,7 +193,7 @@ func TestRendererGotmplSaysSo(t *testing.T) {
 	if len(rep.Problems) != 5 || len(rep.Broken) != 5 {
 		t.Errorf("want one problem per Jinja file (5), all broken, got %d broken:\n%s", len(rep.Broken), probs)
 	}
-	eng := MustNew(rep.Config, nil)
+	eng := MustNew(rep.Config, Options{})
 	for _, tag := range []string{"gotmpl/x", "gonobang/x", "yaml/x"} {
 		res, err := eng.Process(context.Background(), event.Event{Tag: tag, Data: map[string]any{"id": "m3"}})
 		if err != nil || len(res.Errors()) > 0 || len(res.Chunks) != 1 {
@@ -304,7 +304,7 @@ func TestJinjaInJinjaTerms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := MustNew(rep.Config, nil).Process(context.Background(), event.Event{Tag: "x/y", Data: data})
+			res, err := MustNew(rep.Config, Options{}).Process(context.Background(), event.Event{Tag: "x/y", Data: data})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -59,7 +59,7 @@ func TestLiteralTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			eng := MustNew(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+			eng := MustNew(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 			res, err := eng.Process(context.Background(), event.Event{Tag: "x/1", Data: map[string]any{"id": tc.id}})
 			if err != nil {
 				t.Fatal(err)

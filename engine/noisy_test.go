@@ -21,7 +21,7 @@ func TestRepeatedLinesAreLimited(t *testing.T) {
 		"other.sls":    "y:\n  local.test.ping:\n    - tgt: {{ .data.nope }}\n",
 	})
 	var logs bytes.Buffer
-	eng := MustNew(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	eng := MustNew(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 500 {
 		if _, err := eng.Process(context.Background(), event.Event{Tag: fmt.Sprintf("a/%d", i), Data: map[string]any{}}); err != nil {
 			t.Fatal(err)

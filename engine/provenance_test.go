@@ -85,7 +85,7 @@ func TestFromOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	eng := MustNew(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	eng := MustNew(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	for _, tc := range []struct {
 		name  string
 		ev    event.Event

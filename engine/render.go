@@ -93,7 +93,7 @@ func (m *Match) renderFile(ctx context.Context, a Admitted, p string, opts Rende
 		ro.Events = []any{map[string]any{"tag": tag, "data": m.Data}}
 	}
 	if f.SaltCalls > 0 {
-		ro.Salt = e.saltCalls.Load().Session(ctx)
+		ro.Salt = e.saltCalls.Session(ctx)
 	}
 	rs, err := f.RenderWith(tag, m.Data, ro)
 	if calls := ro.Salt.Calls(); len(calls) > 0 {
@@ -129,7 +129,7 @@ func (m *Match) compile(high *reactions.High, owner map[chunkKey]int) *Result {
 	if errs := high.Verify(); len(errs) > 0 {
 		res.VerifyErrors = errs
 		e.stats.Errors.Add(1)
-		e.noisy(log, slog.LevelError, "", "unable to render reactions for event: all its reactions are dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
+		e.noisy(log, slog.LevelError, "", "unable to render reactions for event: all dropped, as Salt does", "tag", tag, "err", errors.Join(errs...))
 		return res
 	}
 	res.Chunks = high.Compile()

@@ -101,7 +101,7 @@ func TestRenderMemoryBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := MustNew(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	eng := MustNew(cfg, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 
 	// Eight events of about 960 KB: 80,000 items each.
@@ -114,7 +114,7 @@ func TestRenderMemoryBounded(t *testing.T) {
 	}
 	// The largest loop the bounds let through: each item renders about 75
 	// bytes of YAML text and prints two values.
-	lim := reactions.CurrentLimits()
+	lim := reactions.DefaultLimits
 	inside := min(lim.YAMLBytes/80, lim.Values/2) * 9 / 10
 	near := itemsEvent("near", inside)
 

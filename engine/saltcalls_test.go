@@ -50,7 +50,7 @@ r:
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := MustNew(cfg, nil)
+	eng := MustNew(cfg, Options{})
 	ev := event.Event{Tag: "x/y", Data: map[string]any{"id": "web1"}}
 	res, err := eng.Process(context.Background(), ev)
 	if err != nil {
@@ -60,7 +60,7 @@ r:
 		t.Fatalf("without a caller: %v", errs)
 	}
 	mc := &masterCaller{}
-	eng.SetSaltCalls(&reactions.SaltCalls{Caller: mc, Allow: reactions.ReadOnlySaltCalls})
+	eng = MustNew(cfg, Options{SaltCalls: &reactions.SaltCalls{Caller: mc, Allow: reactions.ReadOnlySaltCalls}})
 	res, err = eng.Process(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
@@ -92,14 +92,13 @@ func TestSaltCallErrorsSpeakJinja(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := MustNew(cfg, nil)
-	eng.SetSaltCalls(&reactions.SaltCalls{Caller: failingCaller{}, Allow: reactions.ReadOnlySaltCalls})
+	eng := MustNew(cfg, Options{SaltCalls: &reactions.SaltCalls{Caller: failingCaller{}, Allow: reactions.ReadOnlySaltCalls}})
 	res, _ := eng.Process(context.Background(), event.Event{Tag: "x/1", Data: map[string]any{}})
 	if errs := res.Errors(); len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), filepath.Join(dir, "f.sls")+":5:") ||
 		!strings.Contains(errs[0].Error(), "salt['environ.get'](...): salt-run salt.cmd pillar.get: context deadline exceeded") {
 		t.Errorf("failed call: %v", errs)
 	}
-	eng.SetSaltCalls(&reactions.SaltCalls{Caller: &masterCaller{}, Allow: reactions.ReadOnlySaltCalls})
+	eng = MustNew(cfg, Options{SaltCalls: &reactions.SaltCalls{Caller: &masterCaller{}, Allow: reactions.ReadOnlySaltCalls}})
 	res, _ = eng.Process(context.Background(), event.Event{Tag: "y/1", Data: map[string]any{}})
 	if errs := res.Errors(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "g.sls:1:") || !strings.Contains(errs[0].Error(), "node_type") {
 		t.Errorf("missing grain: %v", errs)
@@ -132,8 +131,7 @@ r:
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := MustNew(cfg, nil)
-	eng.SetSaltCalls(&reactions.SaltCalls{Caller: &masterCaller{}, Allow: reactions.ReadOnlySaltCalls})
+	eng := MustNew(cfg, Options{SaltCalls: &reactions.SaltCalls{Caller: &masterCaller{}, Allow: reactions.ReadOnlySaltCalls}})
 	for range 2 { // the second render is answered from the cache
 		res, err := eng.Process(context.Background(), event.Event{Tag: "x/1", Data: map[string]any{}})
 		if err != nil {

@@ -30,7 +30,7 @@ func TestUnknownReactionType(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sls := "good:\n  local.test.ping:\n    - tgt: {{ .data.id }}\nmaybe:\n  " + tc.key + ":\n    - tgt: {{ .data.id }}\n"
 			dir, cfg := loadFiles(t, map[string]string{"reactor.conf": "reactor:\n  - 'x/*': x.sls\n", "x.sls": sls})
-			res, err := MustNew(cfg, nil).Process(context.Background(), event.Event{Tag: "x/1", Data: map[string]any{"id": "web1"}})
+			res, err := MustNew(cfg, Options{}).Process(context.Background(), event.Event{Tag: "x/1", Data: map[string]any{"id": "web1"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,6 +53,8 @@ type File struct {
 	SaltCalls int
 	tmpl      *Template
 	static    []byte // a #!yaml file: no template
+	// limits bound each render (ParseFileWith; defaults filled in).
+	limits Limits
 
 	mu        sync.RWMutex
 	skels     map[string]skelResult
@@ -84,13 +86,19 @@ type Reaction struct {
 
 // ParseFile compiles a reaction file's source. A first line `#!yaml` marks a
 // file as plain YAML; `#!jinja|yaml`, `#!gotmpl|yaml` or no shebang means a Go
-// template; any other renderer is an error.
-func ParseFile(path string, src []byte) (*File, error) {
+// template; any other renderer is an error. Its renders are bounded by
+// DefaultLimits.
+func ParseFile(path string, src []byte) (*File, error) { return ParseFileWith(path, src, Limits{}) }
+
+// ParseFileWith is ParseFile with the bounds of each render (zero fields:
+// DefaultLimits).
+func ParseFileWith(path string, src []byte, lim Limits) (*File, error) {
+	lim = lim.withDefaults()
 	text := string(src)
 	if pipeline, ok := shebang.Pipeline(text); ok {
 		switch pipeline {
 		case "yaml":
-			return &File{Path: path, static: src, skels: map[string]skelResult{}}, nil
+			return &File{Path: path, static: src, skels: map[string]skelResult{}, limits: lim}, nil
 		case "jinja|yaml", "gotmpl|yaml", "jinja", "gotmpl", "yaml|jinja", "":
 		default:
 			why := ""
@@ -104,7 +112,7 @@ func ParseFile(path string, src []byte) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{Path: path, tmpl: t, skels: map[string]skelResult{}}, nil
+	return &File{Path: path, tmpl: t, skels: map[string]skelResult{}, limits: lim}, nil
 }
 
 // Static reports whether the file's output cannot depend on the event: plain
@@ -171,7 +179,7 @@ func (f *File) RenderWith(tag string, data map[string]any, o RenderOptions) ([]R
 }
 
 func (f *File) render(ctx map[string]any) ([]Reaction, error) {
-	lim := CurrentLimits()
+	lim := f.limits
 	var out []Reaction
 	use := func(text []byte, vals []recorded) error {
 		if len(bytes.TrimSpace(text)) == 0 {
@@ -391,7 +399,7 @@ func (f *File) FixedError() error {
 	if f.Static() {
 		_, err = f.Render("", map[string]any{})
 	} else {
-		_, err = f.tmpl.executeFixed(CurrentLimits(), func(text []byte) error {
+		_, err = f.tmpl.executeFixed(f.limits, func(text []byte) error {
 			if len(bytes.TrimSpace(text)) == 0 {
 				return nil
 			}
@@ -572,6 +580,13 @@ type Library struct {
 	// told of each such change, once. Set both before the first File call.
 	KeepLastGood bool
 	OnStale      func(path string, err error)
+	// Limits bound each render of the library's files (zero fields:
+	// DefaultLimits). Set it before the first File call.
+	Limits Limits
+	// OnCompile, when set, is told of each file compiled (read from disk
+	// and parsed): once, then once per change on disk. Set it before the
+	// first File call.
+	OnCompile func(path string)
 
 	mu    sync.RWMutex
 	files map[string]*fileEntry
@@ -709,14 +724,6 @@ func (l *Library) Stale() map[string]error {
 	return out
 }
 
-// compilations counts the reaction files libraries compiled.
-var compilations atomic.Int64
-
-// Compilations returns how many reaction files the process's libraries
-// have compiled (read from disk and parsed) so far: each load of a
-// configuration should add one per file, and an unchanged file nothing.
-func Compilations() int64 { return compilations.Load() }
-
 // load stats path and compiles it unless it is unchanged from prev.
 func (l *Library) load(path string, prev *fileState) *fileState {
 	fi, err := os.Stat(path)
@@ -742,8 +749,10 @@ func (l *Library) load(path string, prev *fileState) *fileState {
 			return &fileState{mtime: fi.ModTime(), size: fi.Size(), err: err}
 		}
 	}
-	compilations.Add(1)
-	f, err := ParseFile(path, ld.Src)
+	if l.OnCompile != nil {
+		l.OnCompile(path)
+	}
+	f, err := ParseFileWith(path, ld.Src, l.Limits)
 	if f != nil {
 		f.Renderer, f.SaltCalls = ld.Renderer, ld.SaltCalls
 		if ld.Translated {

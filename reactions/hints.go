@@ -159,7 +159,7 @@ func (f *File) RenderText(tag string, data map[string]any) ([]byte, error) {
 		return append([]byte(nil), f.static...), nil
 	}
 	var out []byte
-	err := f.tmpl.execute(map[string]any{"tag": tag, "data": data}, CurrentLimits(), func(text []byte, vals []recorded) error {
+	err := f.tmpl.execute(map[string]any{"tag": tag, "data": data}, f.limits, func(text []byte, vals []recorded) error {
 		out = placeholderRe.ReplaceAllFunc(text, func(ph []byte) []byte {
 			i, err := strconv.Atoi(string(ph[len(sentinel) : len(ph)-1]))
 			if err != nil || i >= len(vals) {

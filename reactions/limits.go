@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"text/template/parse"
 	"time"
 
@@ -22,8 +21,9 @@ import (
 // that crossed it), which wraps a *LimitError. Like any render error, it
 // drops that file for that event only.
 //
-// A zero field means its default (DefaultLimits). The daemon runs with the
-// defaults; SetLimits changes them for the whole process.
+// A zero field means its default (DefaultLimits). A file takes its bounds
+// when it is compiled (ParseFileWith, Library.Limits); the daemon runs
+// with the defaults.
 type Limits struct {
 	// Bytes bounds the rendered text as Salt would see it: the template's
 	// own text plus the printed form of every value (a map or list printed
@@ -46,7 +46,8 @@ type Limits struct {
 	Time time.Duration
 }
 
-// DefaultLimits are the bounds used unless SetLimits changes them.
+// DefaultLimits are the bounds of a file compiled without any (ParseFile),
+// and of each zero field of Limits.
 var DefaultLimits = Limits{
 	Bytes:     4 << 20,
 	Values:    25000,
@@ -55,27 +56,7 @@ var DefaultLimits = Limits{
 	Time:      10 * time.Second,
 }
 
-var limits atomic.Pointer[Limits]
-
-// SetLimits sets the bounds of every render that starts afterwards (zero
-// fields take their defaults) and returns the previous ones. It is safe to
-// call while rendering.
-func SetLimits(l Limits) (previous Limits) {
-	l = l.withDefaults()
-	if p := limits.Swap(&l); p != nil {
-		return *p
-	}
-	return DefaultLimits
-}
-
-// CurrentLimits returns the bounds renders use now.
-func CurrentLimits() Limits {
-	if p := limits.Load(); p != nil {
-		return *p
-	}
-	return DefaultLimits
-}
-
+// withDefaults is l with each zero field its default.
 func (l Limits) withDefaults() Limits {
 	if l.Bytes <= 0 {
 		l.Bytes = DefaultLimits.Bytes

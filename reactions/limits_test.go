@@ -10,13 +10,6 @@ import (
 	"github.com/reactord/reactord/event"
 )
 
-// withLimits sets render limits for one test.
-func withLimits(t *testing.T, l Limits) {
-	t.Helper()
-	prev := SetLimits(l)
-	t.Cleanup(func() { SetLimits(prev) })
-}
-
 func items(n int) []any {
 	out := make([]any, n)
 	for i := range out {
@@ -93,8 +86,7 @@ func TestRenderLimits(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			withLimits(t, c.lim)
-			f, err := ParseFile("/srv/reactor/l.sls", []byte(c.tpl))
+			f, err := ParseFileWith("/srv/reactor/l.sls", []byte(c.tpl), c.lim)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,14 +119,30 @@ func TestRenderLimits(t *testing.T) {
 	}
 }
 
-// TestRenderLimitsDefaults checks that zero fields take the defaults.
+// TestRenderLimitsDefaults checks that zero fields take the defaults, and
+// that a file's bounds are its own: another file's do not change them.
 func TestRenderLimitsDefaults(t *testing.T) {
-	withLimits(t, Limits{Values: 7})
-	got := CurrentLimits()
+	f, err := ParseFileWith("/srv/reactor/l.sls", []byte(argList), Limits{Values: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := DefaultLimits
 	want.Values = 7
-	if got != want {
-		t.Errorf("CurrentLimits() = %+v, want %+v", got, want)
+	if f.limits != want {
+		t.Errorf("limits = %+v, want %+v", f.limits, want)
+	}
+	g, err := ParseFile("/srv/reactor/m.sls", []byte(argList))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.limits != DefaultLimits {
+		t.Errorf("a file parsed without bounds has %+v, want the defaults", g.limits)
+	}
+	if _, err := f.Render("t", map[string]any{"items": items(8)}); err == nil {
+		t.Error("8 values rendered under a bound of 7")
+	}
+	if _, err := g.Render("t", map[string]any{"items": items(8)}); err != nil {
+		t.Errorf("the other file took the first's bound: %v", err)
 	}
 }
 

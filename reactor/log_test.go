@@ -71,7 +71,7 @@ func engineWith(t *testing.T, conf string, files map[string]string) *engine.Engi
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine.MustNew(cfg, nil)
+	return engine.MustNew(cfg, engine.Options{})
 }
 
 var eventIDPattern = regexp.MustCompile(`^[0-9a-z]+-[0-9]+$`)
@@ -85,7 +85,7 @@ func TestReactorEventIDWithoutStore(t *testing.T) {
 	drv := &failDriver{}
 	eng := engineWith(t, "reactor:\n  - 'ev/*': r.sls\n  - 'drop/*': missing.sls\n",
 		map[string]string{"r.sls": "r:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n"})
-	eng = engine.MustNew(eng.Config(), logs.logger(slog.LevelInfo))
+	eng = engine.MustNew(eng.Config(), engine.Options{Log: logs.logger(slog.LevelInfo)})
 	d, err := New(eng, Options{Driver: drv, Lanes: 2, Block: true, MaxHops: 3, Log: logs.logger(slog.LevelInfo),
 		Guard: guard.New(guard.Options{Disabled: true})})
 	if err != nil {

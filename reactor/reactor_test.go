@@ -60,7 +60,7 @@ func daemonEngine(t *testing.T) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine.MustNew(cfg, nil)
+	return engine.MustNew(cfg, engine.Options{})
 }
 
 func body(tag, id string) []byte {

@@ -14,14 +14,9 @@ import (
 // salt_calls lets a render call (reactions.ReadOnlySaltCalls by default).
 // It is the one place this package builds an engine.
 func NewEngine(cfg *config.Config, stubs *Stubs, allow []string, log *slog.Logger) (*engine.Engine, error) {
-	eng, err := engine.New(cfg, log)
-	if err != nil {
-		return nil, err
-	}
 	calls := &reactions.SaltCalls{Allow: allow, CacheFor: -1, Log: log}
 	if stubs != nil {
 		calls.Caller = stubs
 	}
-	eng.SetSaltCalls(calls)
-	return eng, nil
+	return engine.New(cfg, engine.Options{SaltCalls: calls, Log: log})
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/reactord/reactord/event"
@@ -164,22 +163,15 @@ func withoutKey(data json.RawMessage, key string) json.RawMessage {
 	return b
 }
 
-var (
-	defaultMasterOnce sync.Once
-	defaultMasterID   string
-)
-
 // DefaultMasterID returns the id Salt's master takes when its configuration
-// sets none: the host name followed by "_master".
+// sets none: the host name followed by "_master". It asks the system each
+// time (the daemon asks once, for its --master-id default).
 func DefaultMasterID() string {
-	defaultMasterOnce.Do(func() {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "localhost"
-		}
-		defaultMasterID = host + "_master"
-	})
-	return defaultMasterID
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return host + "_master"
 }
 
 // isBareJID reports whether tag is a bare Salt jid: 20 digits.

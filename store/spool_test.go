@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -222,8 +223,11 @@ func TestWriterSpoolSurvivesATornAppend(t *testing.T) {
 
 // TestWriterSpoolFull: past its bound the spool refuses, records wait in
 // memory (not durable: OnDurable waits), and beyond MaxBuffer Add refuses
-// and counts them.
-func TestWriterSpoolFull(t *testing.T) {
+// and counts them. Its clock is a bubble's: the records come 200 µs apart
+// whatever the machine's load.
+func TestWriterSpoolFull(t *testing.T) { synctest.Test(t, testWriterSpoolFull) }
+
+func testWriterSpoolFull(t *testing.T) {
 	f := &fakeStore{fail: func(int, Batch) error { return errors.New("connection refused") }}
 	w, err := OpenWriter(f, WriterOptions{Interval: 5 * time.Millisecond, MaxBatch: 10, MaxBuffer: 20, RetryMin: 5 * time.Millisecond, RetryMax: 5 * time.Millisecond,
 		SpoolDir: t.TempDir(), SpoolLimit: 2000})

@@ -662,8 +662,8 @@ func (w *Writer) spill() error {
 		first := w.spoolErrs == 1
 		w.mu.Unlock()
 		if first && w.o.Logger != nil {
-			w.o.Logger.Error("audit store: cannot spool records to disk; they wait in memory (beyond its bound they are refused and counted)",
-				"records", k, "spool", w.sp.Path(), "limit_bytes", w.o.SpoolLimit, "err", err)
+			w.o.Logger.Error("audit store: cannot spool records to disk: kept in memory",
+				"detail", "beyond the memory bound they are refused and counted", "records", k, "spool", w.sp.Path(), "limit_bytes", w.o.SpoolLimit, "err", err)
 		}
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/reactord/reactord/internal/wait"
@@ -104,15 +105,19 @@ func closeWriter(t *testing.T, w *Writer) {
 	}
 }
 
-func TestWriterBatchesBySize(t *testing.T) {
+// TestWriterBatchesBySize: full batches go at once, the rest waits for the
+// interval. Its clock is a bubble's: once the writer is idle, nothing more
+// was written without the interval passing.
+func TestWriterBatchesBySize(t *testing.T) { synctest.Test(t, testWriterBatchesBySize) }
+
+func testWriterBatchesBySize(t *testing.T) {
 	f := &fakeStore{}
 	w := NewWriter(f, WriterOptions{MaxBatch: 100, Interval: time.Hour})
 	for i := range 250 {
 		w.Add(ev(i))
 	}
 	// Two full batches go at once; the rest waits for the interval.
-	waitFor(t, "two batches", func() bool { return w.Stats().Written == 200 })
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait()
 	if st := w.Stats(); st.Written != 200 || st.Pending != 50 {
 		t.Fatalf("stats = %+v", st)
 	}

@@ -237,7 +237,7 @@ saved run).`, stderr)
 	opts := daemon.Defaults()
 	dfs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	opts.Flags(dfs)
-	if _, err := daemon.Merge(dfs, daemon.FileValues(cfg.Settings), func(string) string { return "" }); err != nil {
+	if _, err := daemon.Merge(&opts, dfs, cfg.Settings, func(string) string { return "" }); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return exitUsage
 	}

@@ -166,7 +166,7 @@ func (r *checkResult) renderEvents(ctx context.Context, rep engine.CheckReport, 
 			fmt.Fprintf(stderr, "check: %v\n", err)
 			return exitUsage
 		}
-		res, err := engine.MustNew(rep.Config, nil).Process(ctx, ev)
+		res, err := rep.Engine.Process(ctx, ev)
 		if err != nil {
 			fmt.Fprintf(stderr, "check: %v\n", err)
 			return exitUsage
@@ -185,7 +185,7 @@ func (r *checkResult) renderEvents(ctx context.Context, rep engine.CheckReport, 
 			defer f.Close()
 			in = f
 		}
-		n, probs := engine.CheckEvents(ctx, engine.MustNew(rep.Config, nil), in)
+		n, probs := engine.CheckEvents(ctx, rep.Engine, in)
 		r.problems = append(r.problems, probs...)
 		r.Events = append(r.Events, fmt.Sprintf("%d event(s) rendered", n))
 	}

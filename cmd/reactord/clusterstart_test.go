@@ -123,7 +123,7 @@ func TestStopWhileWaitingForTheCluster(t *testing.T) {
 		t.Fatalf("still running 30s after the stop signal:\n%s", p.logs())
 	}
 	logs := p.logs()
-	if err != nil || strings.Count(logs, "stopped while waiting for JetStream to create") != 1 || strings.Contains(logs, "reactord: ") {
+	if err != nil || strings.Count(logs, "stopped while waiting for JetStream") != 1 || strings.Contains(logs, "reactord: ") {
 		t.Fatalf("exit %v, want 0 with one line saying it stopped while waiting, and no error:\n%s", err, logs)
 	}
 }

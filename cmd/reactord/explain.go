@@ -55,10 +55,7 @@ func (c *explainCmd) run(ctx context.Context, args []string, s cli.Streams) int 
 		fmt.Fprintf(stderr, "explain: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(c.conf, stderr, c.verbose, c.renderer())
-	if eng == nil {
-		return code
-	}
+	eo := engine.Options{Renderer: c.renderer()}
 	df := &c.drivers
 	if df.APIURL != "" && c.saltCalls != "off" {
 		// The files' allowed Salt calls run for real, through salt-api.
@@ -68,12 +65,14 @@ func (c *explainCmd) run(ctx context.Context, args []string, s cli.Streams) int 
 			return exitUsage
 		}
 		defer api.Close(context.WithoutCancel(ctx))
-		sc, err := daemon.NewSaltCalls(c.saltCalls, api, slog.New(slog.NewTextHandler(stderr, nil)))
-		if err != nil {
+		if eo.SaltCalls, err = daemon.NewSaltCalls(c.saltCalls, api, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 			fmt.Fprintf(stderr, "explain: %v\n", err)
 			return exitUsage
 		}
-		eng.SetSaltCalls(sc)
+	}
+	eng, code := loadEngine(c.conf, stderr, c.verbose, eo)
+	if eng == nil {
+		return code
 	}
 	w := &strings.Builder{}
 	fmt.Fprintf(w, "event %s\n", ev.Tag)

@@ -49,7 +49,7 @@ func (c *renderCmd) run(ctx context.Context, args []string, s cli.Streams) int {
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(c.conf, stderr, c.verbose, c.renderer())
+	eng, code := loadEngine(c.conf, stderr, c.verbose, engine.Options{Renderer: c.renderer()})
 	if eng == nil {
 		return code
 	}
@@ -163,21 +163,20 @@ func readEvent(tag, data, file string, stdin io.Reader) (event.Event, error) {
 	return event.Event{Tag: tag, Data: d}, nil
 }
 
-// loadEngine loads the configuration; on failure it prints every error and
-// returns a nil engine and the exit code.
-func loadEngine(path string, stderr io.Writer, verbose bool, renderer string) (*engine.Engine, int) {
+// loadEngine loads the configuration and builds its engine with o (its
+// logger on stderr); on failure it prints every error and returns a nil
+// engine and the exit code.
+func loadEngine(path string, stderr io.Writer, verbose bool, o engine.Options) (*engine.Engine, int) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		printErrors(stderr, err)
 		return nil, exitUsage
 	}
-	if renderer != "" {
-		cfg.Settings.Renderer = renderer
-	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
-	eng, err := engine.New(cfg, logger(stderr, verbose))
+	o.Log = logger(stderr, verbose)
+	eng, err := engine.New(cfg, o)
 	if err != nil {
 		printErrors(stderr, err)
 		return nil, exitUsage

@@ -145,7 +145,7 @@ func TestShadowMode(t *testing.T) {
 	dataDir := t.TempDir()
 	p := startDaemon(t, "shadow", "-c", conf, "--nats", srv.ClientURL(), "--shadow-window", shadowWindow, "--data-dir", dataDir)
 	checkFor(t, 10*time.Second, func() error {
-		for _, want := range []string{`msg="reactord ready"`, "driver=shadow", `msg="shadow mode: dispatching nothing;`, "window=" + shadowWindow, "salt_user=root"} {
+		for _, want := range []string{`msg="reactord ready"`, "driver=shadow", `msg="shadow mode: dispatching nothing, comparing with Salt's reactor"`, "window=" + shadowWindow, "salt_user=root"} {
 			if !strings.Contains(p.logs(), want) {
 				return fmt.Errorf("no %q in the log", want)
 			}

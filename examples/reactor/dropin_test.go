@@ -72,7 +72,7 @@ func checkDropIn(t *testing.T, cfg *config.Config) {
 	if s.Driver != "dryrun" || s.Settle != 2*time.Second || s.JobTimeout != 5*time.Minute || s.MaxHops != 3 {
 		t.Errorf("reactord: section not read: %+v", s)
 	}
-	eng := engine.MustNew(cfg, nil)
+	eng := engine.MustNew(cfg, engine.Options{})
 	for _, c := range []struct {
 		event, fun string
 	}{

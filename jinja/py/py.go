@@ -1406,13 +1406,36 @@ func yamlEncode(v any) (any, error) {
 
 // ---- regular expressions ----
 
-var (
-	reCache   sync.Map // pattern+flags -> *regexp.Regexp
-	reCached  int
-	reCacheMu sync.Mutex
-)
+// regexps memoises pyRegexp's compilations: a pure function of the pattern
+// and its flags, so the memo holds no one's state (two daemons in one
+// process share it harmlessly). It is safe for concurrent use and bounded:
+// past maxCachedRegexps patterns, a new one is compiled at each use.
+var regexps = regexpCache{m: map[string]*regexp.Regexp{}}
 
 const maxCachedRegexps = 512
+
+// regexpCache is a bounded map of compiled patterns.
+type regexpCache struct {
+	mu sync.RWMutex
+	m  map[string]*regexp.Regexp
+}
+
+// get returns the pattern compiled under key, if it is kept.
+func (c *regexpCache) get(key string) (*regexp.Regexp, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	re, ok := c.m[key]
+	return re, ok
+}
+
+// put keeps re under key while there is room.
+func (c *regexpCache) put(key string, re *regexp.Regexp) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) < maxCachedRegexps {
+		c.m[key] = re
+	}
+}
 
 // pyRegexp compiles a Python pattern as Go RE2 (Python's \Z is Go's \z).
 func pyRegexp(pattern string, flags []any) (*regexp.Regexp, error) {
@@ -1427,8 +1450,8 @@ func pyRegexp(pattern string, flags []any) (*regexp.Regexp, error) {
 		}
 	}
 	key := prefix + "\x00" + pattern
-	if re, ok := reCache.Load(key); ok {
-		return re.(*regexp.Regexp), nil
+	if re, ok := regexps.get(key); ok {
+		return re, nil
 	}
 	src := translatePattern(pattern)
 	if prefix != "" {
@@ -1438,12 +1461,7 @@ func pyRegexp(pattern string, flags []any) (*regexp.Regexp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("re.error: %v", err)
 	}
-	reCacheMu.Lock()
-	if reCached < maxCachedRegexps {
-		reCached++
-		reCache.Store(key, re)
-	}
-	reCacheMu.Unlock()
+	regexps.put(key, re)
 	return re, nil
 }
 

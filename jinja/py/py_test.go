@@ -2,6 +2,7 @@ package py
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -473,5 +474,23 @@ func TestRegexAndAttrs(t *testing.T) {
 	}
 	if _, err := pySelectAttr(seq, "ok"); err == nil {
 		t.Error("selectattr truthiness of a missing attribute: no error")
+	}
+}
+
+// TestRegexpMemoBounded: past its bound the memo keeps no more patterns,
+// and every pattern still compiles and matches.
+func TestRegexpMemoBounded(t *testing.T) {
+	for i := range maxCachedRegexps + 100 {
+		p := fmt.Sprintf("^x%d$", i)
+		re, err := pyRegexp(p, nil)
+		if err != nil || !re.MatchString(fmt.Sprintf("x%d", i)) {
+			t.Fatalf("pattern %s: %v, %v", p, re, err)
+		}
+	}
+	regexps.mu.RLock()
+	n := len(regexps.m)
+	regexps.mu.RUnlock()
+	if n > maxCachedRegexps {
+		t.Errorf("the memo keeps %d patterns, bound %d", n, maxCachedRegexps)
 	}
 }

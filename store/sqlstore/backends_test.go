@@ -139,6 +139,9 @@ func newMySQLDB(t testing.TB, env, dbName string) *testDB {
 		url:   "mysql://" + cfg.FormatDSN(),
 		admin: admin,
 		outage: func(t testing.TB, stop <-chan struct{}) {
+			// Kill the store's connections every 2 ms until stop.
+			again := time.NewTicker(2 * time.Millisecond)
+			defer again.Stop()
 			for {
 				select {
 				case <-stop:
@@ -165,7 +168,11 @@ func newMySQLDB(t testing.TB, env, dbName string) *testDB {
 					// Error 1094 (unknown thread) when it is already gone.
 					_, _ = admin.Exec(fmt.Sprintf("KILL %d", id))
 				}
-				time.Sleep(2 * time.Millisecond)
+				select {
+				case <-stop:
+					return
+				case <-again.C:
+				}
 			}
 		},
 	}
@@ -217,6 +224,9 @@ func newPostgresDB(t testing.TB, env, schema string) *testDB {
 		url:   storeURL,
 		admin: admin,
 		outage: func(t testing.TB, stop <-chan struct{}) {
+			// Kill the store's connections every 2 ms until stop.
+			again := time.NewTicker(2 * time.Millisecond)
+			defer again.Stop()
 			for {
 				select {
 				case <-stop:
@@ -228,7 +238,11 @@ func newPostgresDB(t testing.TB, env, schema string) *testDB {
 					t.Error(err)
 					return
 				}
-				time.Sleep(2 * time.Millisecond)
+				select {
+				case <-stop:
+					return
+				case <-again.C:
+				}
 			}
 		},
 	}
@@ -249,7 +263,13 @@ func openPostgresURL(t testing.TB, dsn string) *sql.DB {
 // open opens a Store on the database, closed at the end of the test.
 func (db *testDB) open(t testing.TB) store.Store {
 	t.Helper()
-	s, err := Open(context.Background(), db.url)
+	return db.openWith(t, Options{})
+}
+
+// openWith is open with o.
+func (db *testDB) openWith(t testing.TB, o Options) store.Store {
+	t.Helper()
+	s, err := OpenWith(context.Background(), db.url, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func (c column) String() string { return columnInfo[c].table + "." + columnInfo[
 // CutColumns returns, as "table.column", every column whose values Write
 // cuts when they are longer than the column (Salt's varchar(255) jid, id,
 // tag and master_id, varchar(50) fun, and reactord_ledger's columns), in a
-// fixed order. These are the values of ValuesCut's column argument.
+// fixed order. These are the values of Cuts.Count's column argument.
 func CutColumns() []string {
 	out := make([]string, numColumns)
 	for c := range numColumns {
@@ -71,34 +71,46 @@ func CutColumns() []string {
 	return out
 }
 
-// ValuesCut returns how many values written to column ("table.column", one
-// of CutColumns) were cut to the column's width since the process started,
-// counted once per record when its write commits (a retried write counts
-// once). It returns 0 for an unknown column.
-func ValuesCut(column string) int64 {
-	for c := range numColumns {
-		if c.String() == column {
-			return valuesCut[c].Load()
+// Cuts counts the values written cut to the width of their columns, per
+// column, and reports them: the first cut at once (table, column,
+// original length), then at most one summary line per minute with the
+// number of cuts since. One Cuts may serve several stores (a daemon's
+// Lazy store and each database it opens); each daemon has its own.
+type Cuts struct {
+	n   [numColumns]atomic.Int64
+	rep cutReporter
+}
+
+// NewCuts returns a Cuts that reports to log (nil: slog.Default()).
+func NewCuts(log *slog.Logger) *Cuts {
+	return &Cuts{rep: cutReporter{interval: time.Minute, logger: log}}
+}
+
+// Count returns how many values written to column ("table.column", one of
+// CutColumns) were cut to the column's width, counted once per record
+// when its write commits (a retried write counts once). It returns 0 for
+// an unknown column.
+func (c *Cuts) Count(column string) int64 {
+	for col := range numColumns {
+		if col.String() == column {
+			return c.n[col].Load()
 		}
 	}
 	return 0
 }
 
-// SetCutLogger sets the logger that reports values cut to fit their
-// columns: the first cut at once (table, column, original length), then at
-// most one summary line per minute with the number of cuts since. Until it
-// is called, slog.Default() reports them.
-func SetCutLogger(l *slog.Logger) {
-	cutLog.mu.Lock()
-	cutLog.logger = l
-	cutLog.mu.Unlock()
+// commit counts the cuts of a batch that was written and reports them.
+func (c *Cuts) commit(t *cutTally) {
+	if t == nil || !t.any {
+		return
+	}
+	for col := range numColumns {
+		if t.n[col] > 0 {
+			c.n[col].Add(t.n[col])
+		}
+	}
+	c.rep.report(t)
 }
-
-// valuesCut counts the cut values of each column, process-wide.
-var valuesCut [numColumns]atomic.Int64
-
-// cutLog reports cut values, at most once per interval.
-var cutLog = &cutReporter{interval: time.Minute}
 
 // cutTally is what one batch cut, per column.
 type cutTally struct {
@@ -134,19 +146,6 @@ type cutReporter struct {
 	timer    *time.Timer // armed while cuts wait for their summary
 }
 
-// commit counts the cuts of a batch that was written and reports them.
-func commitCuts(t *cutTally) {
-	if t == nil || !t.any {
-		return
-	}
-	for c := range numColumns {
-		if t.n[c] > 0 {
-			valuesCut[c].Add(t.n[c])
-		}
-	}
-	cutLog.report(t)
-}
-
 func (r *cutReporter) log() *slog.Logger {
 	if r.logger != nil {
 		return r.logger
@@ -167,8 +166,9 @@ func (r *cutReporter) report(t *cutTally) {
 				continue
 			}
 			info := columnInfo[c]
-			r.log().Warn("audit store: a value longer than its column was cut to fit; further cuts are counted (reactord_store_values_cut_total) and summarised at most once a minute",
-				"table", info.table, "column", info.name, "length", t.longest[c], "width", info.width, "start", t.start[c])
+			r.log().Warn("audit store: value cut to fit its column",
+				"table", info.table, "column", info.name, "length", t.longest[c], "width", info.width, "start", t.start[c],
+				"metric", "reactord_store_values_cut_total", "detail", "further cuts are counted and summarised at most once a minute")
 			r.last = now
 			n[c]--
 			break
@@ -209,6 +209,6 @@ func (r *cutReporter) summary() {
 		return
 	}
 	r.last = time.Now()
-	r.log().Warn("audit store: values longer than their columns were cut to fit",
+	r.log().Warn("audit store: values cut to fit their columns",
 		"count", total, "columns", strings.Join(cols, " "), "longest", longest, "since", r.interval.String())
 }

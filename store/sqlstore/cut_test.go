@@ -23,29 +23,28 @@ func logLines(buf *syncbuf.Buffer) []string {
 	return strings.Split(s, "\n")
 }
 
-// captureCutLog sends cut reports to a buffer with a fresh reporter of the
-// given interval, restored at the end of the test.
-func captureCutLog(t *testing.T, interval time.Duration) *syncbuf.Buffer {
+// captureCuts returns a Cuts of the given interval that reports to the
+// buffer it returns; its pending summary is stopped at the end of the test.
+func captureCuts(t *testing.T, interval time.Duration) (*Cuts, *syncbuf.Buffer) {
 	t.Helper()
 	buf := &syncbuf.Buffer{}
-	old := cutLog
-	cutLog = &cutReporter{interval: interval, logger: slog.New(slog.NewTextHandler(buf, nil))}
+	cuts := NewCuts(slog.New(slog.NewTextHandler(buf, nil)))
+	cuts.rep.interval = interval
 	t.Cleanup(func() {
-		cutLog.mu.Lock()
-		if cutLog.timer != nil {
-			cutLog.timer.Stop()
+		cuts.rep.mu.Lock()
+		if cuts.rep.timer != nil {
+			cuts.rep.timer.Stop()
 		}
-		cutLog.mu.Unlock()
-		cutLog = old
+		cuts.rep.mu.Unlock()
 	})
-	return buf
+	return cuts, buf
 }
 
 // cutCounts reads every column's counter.
-func cutCounts() map[string]int64 {
+func cutCounts(cuts *Cuts) map[string]int64 {
 	out := map[string]int64{}
 	for _, c := range CutColumns() {
-		out[c] = ValuesCut(c)
+		out[c] = cuts.Count(c)
 	}
 	return out
 }
@@ -57,9 +56,9 @@ func cutCounts() map[string]int64 {
 func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *testDB) {
 		ctx := context.Background()
-		s := db.open(t)
-		buf := captureCutLog(t, time.Hour)
-		before := cutCounts()
+		cuts, buf := captureCuts(t, time.Hour)
+		s := db.openWith(t, Options{Cuts: cuts})
+		before := cutCounts(cuts)
 		const n = 40
 		tag := "salt/beacon/" + strings.Repeat("t", 288)
 		minion := strings.Repeat("m", 300)
@@ -72,19 +71,19 @@ func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 				Returns: []store.Return{{JID: jids[i], MinionID: minion, Fun: "test.ping", Return: raw(`true`), Success: true}},
 			})
 		}
-		after := cutCounts()
+		after := cutCounts(cuts)
 		for col, want := range map[string]int64{"salt_events.tag": n, "jids.jid": n, "salt_returns.jid": n, "salt_returns.id": n} {
 			if got := after[col] - before[col]; got != want {
-				t.Errorf("ValuesCut(%q) grew by %d, want %d", col, got, want)
+				t.Errorf("Count(%q) grew by %d, want %d", col, got, want)
 			}
 		}
 		for _, col := range []string{"salt_events.master_id", "reactord_event_ids.event_id", "reactord_ledger.tag"} {
 			if got := after[col] - before[col]; got != 0 {
-				t.Errorf("ValuesCut(%q) grew by %d, want 0", col, got)
+				t.Errorf("Count(%q) grew by %d, want 0", col, got)
 			}
 		}
-		if ValuesCut("no.such") != 0 {
-			t.Error("ValuesCut of an unknown column is not 0")
+		if cuts.Count("no.such") != 0 {
+			t.Error("the count of an unknown column is not 0")
 		}
 
 		// Stored cut.
@@ -122,7 +121,7 @@ func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 				t.Errorf("first line lacks %q: %s", want, lines[0])
 			}
 		}
-		cutLog.summary()
+		cuts.rep.summary()
 		lines = logLines(buf)
 		if len(lines) != 2 {
 			t.Fatalf("%d log lines after the summary, want 2:\n%s", len(lines), strings.Join(lines, "\n"))
@@ -132,7 +131,7 @@ func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 				t.Errorf("summary lacks %q: %s", want, lines[1])
 			}
 		}
-		cutLog.summary()
+		cuts.rep.summary()
 		if got := len(logLines(buf)); got != 2 {
 			t.Errorf("an empty summary logged a line (%d lines)", got)
 		}
@@ -142,19 +141,19 @@ func TestValuesCutCountedAndLoggedOnce(t *testing.T) {
 // TestValuesCutLedger counts cuts in reactord_ledger's columns, in a batch
 // of one record.
 func TestValuesCutLedger(t *testing.T) {
-	s := newSQLiteDB(t).open(t)
-	captureCutLog(t, time.Hour)
-	before := cutCounts()
+	cuts, _ := captureCuts(t, time.Hour)
+	s := newSQLiteDB(t).openWith(t, Options{Cuts: cuts})
+	before := cutCounts(cuts)
 	long := strings.Repeat("x", 300)
 	write(t, s, store.Batch{Ledger: []store.LedgerEntry{{EventID: long, Tag: long, Stage: long, JID: long, Minion: long, Rule: "r"}}})
-	after := cutCounts()
+	after := cutCounts(cuts)
 	for _, col := range []string{"reactord_ledger.event_id", "reactord_ledger.tag", "reactord_ledger.stage", "reactord_ledger.jid", "reactord_ledger.minion"} {
 		if got := after[col] - before[col]; got != 1 {
-			t.Errorf("ValuesCut(%q) grew by %d, want 1", col, got)
+			t.Errorf("Count(%q) grew by %d, want 1", col, got)
 		}
 	}
 	if got := after["reactord_ledger.rule"] - before["reactord_ledger.rule"]; got != 0 {
-		t.Errorf("ValuesCut(reactord_ledger.rule) grew by %d, want 0", got)
+		t.Errorf("Count(reactord_ledger.rule) grew by %d, want 0", got)
 	}
 }
 
@@ -164,13 +163,13 @@ func TestValuesCutLedger(t *testing.T) {
 func TestCutSummaryTimer(t *testing.T) { synctest.Test(t, testCutSummaryTimer) }
 
 func testCutSummaryTimer(t *testing.T) {
-	buf := captureCutLog(t, 50*time.Millisecond)
+	cuts, buf := captureCuts(t, 50*time.Millisecond)
 	var tally cutTally
 	for range 5 {
 		tally.add(colEventsTag, strings.Repeat("t", 300))
 	}
 	for range 10 {
-		cutLog.report(&cutTally{n: tally.n, longest: tally.longest, start: tally.start, any: true})
+		cuts.rep.report(&cutTally{n: tally.n, longest: tally.longest, start: tally.start, any: true})
 	}
 	if got := len(logLines(buf)); got != 1 {
 		t.Fatalf("%d lines at once, want 1", got)
@@ -183,15 +182,34 @@ func testCutSummaryTimer(t *testing.T) {
 	time.Sleep(60 * time.Millisecond)
 	var one cutTally
 	one.add(colReturnsFun, strings.Repeat("f", 60))
-	cutLog.report(&one)
+	cuts.rep.report(&one)
 	lines = logLines(buf)
 	if len(lines) != 3 || !strings.Contains(lines[2], "table=salt_returns") || !strings.Contains(lines[2], "column=fun") || !strings.Contains(lines[2], "length=60") {
 		t.Fatalf("a cut after a quiet interval is not logged at once:\n%s", strings.Join(lines, "\n"))
 	}
-	cutLog.mu.Lock()
-	armed := cutLog.timer != nil
-	cutLog.mu.Unlock()
+	cuts.rep.mu.Lock()
+	armed := cuts.rep.timer != nil
+	cuts.rep.mu.Unlock()
 	if armed {
 		t.Error("a summary is pending though nothing was held")
+	}
+}
+
+// TestCutsAreEachStores: two stores with a Cuts each (two daemons in one
+// process) count and report their own cuts only.
+func TestCutsAreEachStores(t *testing.T) {
+	cutsA, bufA := captureCuts(t, time.Hour)
+	cutsB, bufB := captureCuts(t, time.Hour)
+	a := newSQLiteDB(t).openWith(t, Options{Cuts: cutsA})
+	newSQLiteDB(t).openWith(t, Options{Cuts: cutsB})
+	write(t, a, store.Batch{Events: []store.Event{{ID: "ev-1", Tag: strings.Repeat("t", 300), Data: raw(`{}`)}}})
+	if got := cutsA.Count("salt_events.tag"); got != 1 {
+		t.Errorf("the writing store counted %d cuts, want 1", got)
+	}
+	if got := cutsB.Count("salt_events.tag"); got != 0 {
+		t.Errorf("the other store counted %d cuts, want 0", got)
+	}
+	if len(logLines(bufA)) != 1 || len(logLines(bufB)) != 0 {
+		t.Errorf("cut lines: %d in the writer's log, %d in the other's; want 1 and 0", len(logLines(bufA)), len(logLines(bufB)))
 	}
 }

@@ -43,9 +43,9 @@
 // with U+FFFD, values that are not valid JSON are stored as JSON strings,
 // strings are cut to the width of their columns, and (PostgreSQL only) NUL
 // characters, which jsonb and text cannot hold, become U+FFFD. Every cut is
-// counted per column (ValuesCut, CutColumns) once its batch is written, and
-// logged: the first at once, then a summary at most once a minute
-// (SetCutLogger). A write the database still refuses because of its data
+// counted per column (Cuts.Count, CutColumns) once its batch is written,
+// and logged: the first at once, then a summary at most once a minute
+// (Options.Cuts, each daemon's own). A write the database still refuses because of its data
 // fails with an error wrapping store.ErrRejected; store.Writer then isolates and
 // discards the offending record.
 package sqlstore

@@ -26,8 +26,10 @@ type Lazy struct {
 	tried   time.Time
 }
 
-// NewLazy returns a Lazy store for url, opened with Open.
-func NewLazy(url string) *Lazy { return &Lazy{url: url, open: Open} }
+// NewLazy returns a Lazy store for url, opened with OpenWith and o.
+func NewLazy(url string, o Options) *Lazy {
+	return &Lazy{url: url, open: func(ctx context.Context, url string) (store.Store, error) { return OpenWith(ctx, url, o) }}
+}
 
 // get returns the open store, opening it when it is not, at most once a
 // second.

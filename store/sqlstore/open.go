@@ -39,7 +39,20 @@ var ErrBadURL = errors.New("bad store URL")
 //     root@tcp(127.0.0.1:3306)/salt;
 //   - postgres://user@host:port/db?sslmode=disable (or postgresql://; any
 //     libpq-style parameter pgx understands, search_path included).
-func Open(ctx context.Context, url string) (store.Store, error) {
+//
+// Values cut to fit their columns are counted in a Cuts of the store's own,
+// reported to slog.Default(); OpenWith says where.
+func Open(ctx context.Context, url string) (store.Store, error) { return OpenWith(ctx, url, Options{}) }
+
+// Options are a store's settings beyond its URL.
+type Options struct {
+	// Cuts counts and reports the values Write cuts to fit their columns
+	// (nil: a Cuts of the store's own, reporting to slog.Default()).
+	Cuts *Cuts
+}
+
+// OpenWith is Open with o.
+func OpenWith(ctx context.Context, url string, o Options) (store.Store, error) {
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
 		return nil, fmt.Errorf("store: %q is not a URL (want %s): %w", redact.URL(url), strings.Join(URLForms(), ", "), ErrBadURL)
@@ -48,7 +61,11 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("store: unsupported scheme %q in %q (want %s): %w", scheme, redact.URL(url), strings.Join(URLForms(), ", "), ErrBadURL)
 	}
-	s, err := backends[i].open(ctx, rest)
+	cuts := o.Cuts
+	if cuts == nil {
+		cuts = NewCuts(nil)
+	}
+	s, err := backends[i].open(ctx, rest, cuts)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", redact.URL(url), err)
 	}
@@ -60,15 +77,15 @@ func Open(ctx context.Context, url string) (store.Store, error) {
 type backend struct {
 	schemes []string
 	form    string
-	open    func(ctx context.Context, rest string) (*sqlStore, error)
+	open    func(ctx context.Context, rest string, cuts *Cuts) (*sqlStore, error)
 }
 
 // backends are the databases Open takes, in the order help lists them.
 var backends = []backend{
 	{[]string{"sqlite", "sqlite3"}, "sqlite:///path.db", openSQLite},
 	{[]string{"mysql", "mariadb"}, "mysql://...", openMySQL},
-	{[]string{"postgres", "postgresql"}, "postgres://...", func(ctx context.Context, rest string) (*sqlStore, error) {
-		return openPostgres(ctx, "postgres://"+rest)
+	{[]string{"postgres", "postgresql"}, "postgres://...", func(ctx context.Context, rest string, cuts *Cuts) (*sqlStore, error) {
+		return openPostgres(ctx, "postgres://"+rest, cuts)
 	}},
 }
 
@@ -262,7 +279,7 @@ var sqliteDefaults = []struct {
 }
 
 // openSQLite opens sqlite://<rest>.
-func openSQLite(ctx context.Context, rest string) (*sqlStore, error) {
+func openSQLite(ctx context.Context, rest string, cuts *Cuts) (*sqlStore, error) {
 	path, rawQuery, _ := strings.Cut(rest, "?")
 	if path == "" {
 		return nil, errors.New("no database file in the URL (want sqlite:///path/file.db or sqlite://relative.db)")
@@ -302,7 +319,7 @@ func openSQLite(ctx context.Context, rest string) (*sqlStore, error) {
 		db.SetMaxOpenConns(4)
 		db.SetMaxIdleConns(4)
 	}
-	s := &sqlStore{db: db, fl: flavorSQLite}
+	s := &sqlStore{db: db, fl: flavorSQLite, cuts: cuts}
 	if err := s.createSchema(ctx, sqliteSchema); err != nil {
 		db.Close()
 		return nil, err
@@ -363,7 +380,7 @@ func mysqlConfig(rest string) (*mysql.Config, error) {
 }
 
 // openMySQL opens mysql://<rest>.
-func openMySQL(ctx context.Context, rest string) (*sqlStore, error) {
+func openMySQL(ctx context.Context, rest string, cuts *Cuts) (*sqlStore, error) {
 	cfg, err := mysqlConfig(rest)
 	if err != nil {
 		return nil, err
@@ -376,7 +393,7 @@ func openMySQL(ctx context.Context, rest string) (*sqlStore, error) {
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &sqlStore{db: db, fl: flavorMySQL}
+	s := &sqlStore{db: db, fl: flavorMySQL, cuts: cuts}
 	if err := s.createMySQLSchema(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -411,7 +428,7 @@ func (s *sqlStore) createMySQLSchema(ctx context.Context) error {
 }
 
 // openPostgres opens a postgres:// URL.
-func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
+func openPostgres(ctx context.Context, dsn string, cuts *Cuts) (*sqlStore, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
@@ -420,7 +437,7 @@ func openPostgres(ctx context.Context, dsn string) (*sqlStore, error) {
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &sqlStore{db: db, fl: flavorPostgres}
+	s := &sqlStore{db: db, fl: flavorPostgres, cuts: cuts}
 	if err := s.createPostgresSchema(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -37,6 +37,13 @@ func TestDatabaseDownMidStream(t *testing.T) {
 		stop := make(chan struct{})
 		outageDone := make(chan struct{})
 		stopped := false
+		// The events' rates: about 3000 a second (pace: 30 a tick), one
+		// a tick while waiting for a failure (slow), and a retry a tick
+		// while the buffer is full (room).
+		pace, slow, room := time.NewTicker(10*time.Millisecond), time.NewTicker(20*time.Millisecond), time.NewTicker(time.Millisecond)
+		defer pace.Stop()
+		defer slow.Stop()
+		defer room.Stop()
 		for i := range n {
 			if i == n/4 {
 				go func() {
@@ -58,16 +65,16 @@ func TestDatabaseDownMidStream(t *testing.T) {
 					close(stop)
 					stopped = true
 				} else {
-					time.Sleep(20 * time.Millisecond)
+					<-slow.C
 				}
 			}
 			for !w.Add(benchEvent(i)) {
-				time.Sleep(time.Millisecond)
+				<-room.C // the buffer is full: try again at the next tick
 			}
 			w.OnDurable(func() { durable.Add(1) })
 			// About 3000 events a second: the outage lasts a second.
 			if i%30 == 0 {
-				time.Sleep(10 * time.Millisecond)
+				<-pace.C
 			}
 		}
 		if !stopped {

@@ -44,6 +44,8 @@ func (f flavor) String() string {
 type sqlStore struct {
 	db *sql.DB
 	fl flavor
+	// cuts counts and reports the values written cut to fit.
+	cuts *Cuts
 	// incr is MySQL's auto_increment_increment: the step between the ids
 	// one multi-row INSERT generates.
 	incr int64
@@ -291,7 +293,7 @@ func (s *sqlStore) Write(ctx context.Context, b store.Batch) error {
 		}
 		return fmt.Errorf("store: %s write: %w", s.fl, err)
 	}
-	commitCuts(&r.cuts)
+	s.cuts.commit(&r.cuts)
 	return nil
 }
 
