@@ -213,30 +213,83 @@ func TestOnePublishWay(t *testing.T) {
 	}
 }
 
-// TestTestSleeps: at most maxTestSleeps time.Sleep calls in tests.
+// TestTestSleeps: at most maxTestSleeps time.Sleep calls in tests, not
+// counting those in simulated time (simulatedSleeps).
 func TestTestSleeps(t *testing.T) {
 	files := moduleFiles(t, isTest)
 	var sleeps []string
+	simulated := 0
 	for _, f := range files {
+		fake := simulatedRanges(f.file)
 		ast.Inspect(f.file, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok {
+			if !ok || !isPkgCall(call, "time", "Sleep") {
 				return true
 			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != "Sleep" {
-				return true
+			for _, r := range fake {
+				if call.Pos() >= r.Pos() && call.End() <= r.End() {
+					simulated++
+					return true
+				}
 			}
-			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "time" {
-				sleeps = append(sleeps, fmt.Sprintf("%s:%d", f.rel, f.fset.Position(call.Pos()).Line))
-			}
+			sleeps = append(sleeps, fmt.Sprintf("%s:%d", f.rel, f.fset.Position(call.Pos()).Line))
 			return true
 		})
 	}
+	t.Logf("%d time.Sleep calls in tests in real time, %d in synctest bubbles (simulated time)", len(sleeps), simulated)
 	if len(sleeps) > maxTestSleeps {
 		t.Errorf("%d time.Sleep calls in tests, more than %d (wait on a condition: internal/wait, or testing/synctest):\n%s",
 			len(sleeps), maxTestSleeps, strings.Join(sleeps, "\n"))
 	}
+}
+
+// isPkgCall reports whether call is pkg.name(...).
+func isPkgCall(call *ast.CallExpr, pkg, name string) bool {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != name {
+		return false
+	}
+	id, ok := sel.X.(*ast.Ident)
+	return ok && id.Name == pkg
+}
+
+// simulatedRanges are the parts of f that run in a synctest bubble, where
+// time.Sleep advances a fake clock at once: a function literal given to
+// synctest.Test, a function of f named there, and a function that calls
+// synctest.Wait (only valid inside a bubble).
+func simulatedRanges(f *ast.File) []ast.Node {
+	var out []ast.Node
+	bubbled := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || !isPkgCall(call, "synctest", "Test") || len(call.Args) != 2 {
+			return true
+		}
+		switch fn := call.Args[1].(type) {
+		case *ast.FuncLit:
+			out = append(out, fn)
+		case *ast.Ident:
+			bubbled[fn.Name] = true
+		}
+		return true
+	})
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Body == nil {
+			continue
+		}
+		waits := false
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok && isPkgCall(call, "synctest", "Wait") {
+				waits = true
+			}
+			return !waits
+		})
+		if bubbled[fn.Name.Name] || waits {
+			out = append(out, fn)
+		}
+	}
+	return out
 }
 
 // TestCommandLayerSize: cmd/reactord stays wiring, at most maxCommandLines
@@ -454,4 +507,38 @@ func localNames(fn *ast.FuncDecl) map[string]bool {
 		return true
 	})
 	return local
+}
+
+// TestSleepScan: sleeps in a bubble are told from real ones.
+func TestSleepScan(t *testing.T) {
+	src := `package p
+func TestA(t *testing.T) { synctest.Test(t, func(t *testing.T) { time.Sleep(1) }) }
+func TestB(t *testing.T) { synctest.Test(t, testB) }
+func testB(t *testing.T) { time.Sleep(1) }
+func pass(d time.Duration) { time.Sleep(d); synctest.Wait() }
+func TestC(t *testing.T) { time.Sleep(1) }
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p_test.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := simulatedRanges(f)
+	var real []int
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || !isPkgCall(call, "time", "Sleep") {
+			return true
+		}
+		for _, r := range fake {
+			if call.Pos() >= r.Pos() && call.End() <= r.End() {
+				return true
+			}
+		}
+		real = append(real, fset.Position(call.Pos()).Line)
+		return true
+	})
+	if !slices.Equal(real, []int{6}) {
+		t.Errorf("real sleeps on lines %v, want [6]", real)
+	}
 }
