@@ -25,6 +25,7 @@ type partRun struct {
 	renewed atomic.Int64 // when the lease was last renewed (Unix ns, the renewal's start)
 	lost    atomic.Bool  // the lease is gone: events taken are not to be handled here
 	took    atomic.Int64 // when an event was last taken, or the session began (Unix ns): the stall check's progress
+	handing atomic.Int32 // deliveries being handed to the handler (blocked while its lanes are full)
 
 	mu       sync.Mutex
 	cc       jetstream.ConsumeContext
@@ -35,7 +36,11 @@ type partRun struct {
 	next     uint64
 	lastDseq uint64
 	taken    []*takenMsg // not acknowledged yet, in stream order
-	inflight int         // handed to the handler, not settled
+	// handled holds the stream sequences of events handled in an
+	// earlier session of this run and not acknowledged: a session
+	// started from the floor below them passes them over.
+	handled  map[uint64]bool
+	inflight int // handed to the handler, not settled
 	floor    jetstream.Msg
 	acked    jetstream.Msg
 	backoff  time.Duration
@@ -52,7 +57,7 @@ type takenMsg struct {
 }
 
 func newPartRun(p *Partitioned, u *unit) *partRun {
-	return &partRun{p: p, u: u, i: u.i, quit: make(chan struct{})}
+	return &partRun{p: p, u: u, i: u.i, handled: map[uint64]bool{}, quit: make(chan struct{})}
 }
 
 func (r *partRun) renewedAt() time.Time { return time.Unix(0, r.renewed.Load()) }
@@ -177,24 +182,36 @@ func (r *partRun) session0() error {
 		return nil
 	}
 	r.session++
+	session := r.session
 	r.took.Store(time.Now().UnixNano())
 	r.next, r.lastDseq = res.ResetSeq, 0
+	for _, t := range r.taken {
+		if t.done {
+			r.handled[t.seq] = true
+		}
+	}
+	for seq := range r.handled {
+		if seq < res.ResetSeq {
+			delete(r.handled, seq) // acknowledged: not delivered again
+		}
+	}
 	r.taken, r.floor, r.acked = nil, nil, nil
 	r.pausing = false
 	r.mu.Unlock()
-	return r.consume(cons)
+	return r.consume(cons, session)
 }
 
-// consume starts pulling from cons; the client's callbacks are counted in
-// the partitions' tasks, so that Release waits for those under way.
-func (r *partRun) consume(cons jetstream.Consumer) error {
+// consume starts pulling from cons for session; the client's callbacks
+// are counted in the partitions' tasks, so that Release waits for those
+// under way.
+func (r *partRun) consume(cons jetstream.Consumer, session int) error {
 	p := r.p
 	receive := func(m jetstream.Msg) {
 		if !p.tasks.Enter() {
 			return // released: left pending for the next owner
 		}
 		defer p.tasks.Leave()
-		r.receive(m)
+		r.receive(session, m)
 	}
 	cc, err := cons.Consume(receive, jetstream.PullPriorityGroup(PartitionGroup), jetstream.PullMaxMessages(min(p.o.MaxAckPending, 1024)),
 		jetstream.PullExpiry(p.o.LeaseTTL/2), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
