@@ -80,6 +80,12 @@ type PartitionOptions struct {
 	// emptied and deleted), with the unit: a partition 0 to N-1, the
 	// plain lane N, a former number's partition from 10000.
 	OnChange func(change string, partition int)
+
+	// afterReset, when a test sets it, runs in each session's start
+	// between the consumer's reset and the first pull: where a former
+	// owner's late pull request lands in the race TestHandOverDeadPull
+	// forces.
+	afterReset func(consumer string)
 }
 
 func (o *PartitionOptions) defaults() {

@@ -11,11 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// afterReset, when a test sets it, runs in each session's start between
-// the consumer's reset and the first pull: where a former owner's
-// late pull request lands in the race TestHandOverDeadPull forces.
-var afterReset func(consumer string)
-
 // partRun is one held partition: its consumption session, the events
 // taken from it in stream order, and their acknowledgement.
 type partRun struct {
@@ -167,8 +162,8 @@ func (r *partRun) session0() error {
 	if err != nil {
 		return fmt.Errorf("resetting consumer %s to its acknowledgement floor: %w", name, err)
 	}
-	if afterReset != nil {
-		afterReset(name)
+	if p.o.afterReset != nil {
+		p.o.afterReset(name)
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
