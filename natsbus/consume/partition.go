@@ -236,7 +236,8 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 		return nil, err
 	}
 	p.heartbeat()
-	p.log.Info("partitioned consumption: events of one minion are handled in order by one replica at a time",
+	p.log.Info("partitioned consumption started",
+		"detail", "events of one minion are handled in order by one replica at a time",
 		"partitions", o.Partitions, "replica", o.Replica, "lease_ttl", o.LeaseTTL.String(), "bucket", o.Bucket)
 	p.tasks.Go(p.manage)
 	return p, nil

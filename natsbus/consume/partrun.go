@@ -287,6 +287,7 @@ func (r *partRun) repin() {
 	if err := s.UnpinConsumer(ctx, r.u.name, PartitionGroup); err != nil {
 		return
 	}
-	p.log.Info("partition: no event delivered since its session began while events wait; unpinned its consumer (a former owner's last pull may have held the pin)",
+	p.log.Info("partition: no event delivered while events wait; unpinned its consumer",
+		"detail", "a former owner's last pull may have held the pin",
 		"consumer", r.u.name, "replica", p.o.Replica, "waiting", cons.CachedInfo().NumPending, "after", r.repinAfter().String())
 }

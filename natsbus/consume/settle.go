@@ -82,7 +82,8 @@ func (r *partRun) confirmFloor() {
 		}
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		r.p.log.Warn("the server did not confirm the partition's last acknowledgement: its next owner may handle those events again",
+		r.p.log.Warn("the server did not confirm the partition's last acknowledgement",
+			"detail", "its next owner may handle those events again",
 			"consumer", r.u.name, "replica", r.p.o.Replica, "stream_seq", md.Sequence.Stream, "error", err)
 	}
 }
