@@ -400,7 +400,7 @@ func (p *Partitioned) Release(ctx context.Context) {
 		p.mu.Unlock()
 		wait := p.o.AckWait
 		if dl, ok := ctx.Deadline(); ok {
-			wait = time.Until(dl)
+			wait = max(time.Until(dl), 0) // a negative wait would have no bound
 		}
 		var wg sync.WaitGroup
 		for _, r := range runs {
