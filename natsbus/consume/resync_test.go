@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/reactord/reactord/internal/natstest"
-	"github.com/reactord/reactord/internal/ordercheck"
 	"github.com/reactord/reactord/internal/wait"
 	"github.com/reactord/reactord/natsbus"
 )
@@ -114,5 +113,4 @@ func TestResyncWithABacklog(t *testing.T) {
 		t.Errorf("%d handled twice, %d out of order: %v", dups, ooo, log.seen)
 		log.mu.Unlock()
 	}
-	_ = ordercheck.Count
 }
