@@ -121,12 +121,14 @@ func (p *Partitioned) balance() {
 	}
 }
 
-// handOver stops pulling partition r, waits (for up to AckWait) until the
-// events handed to the handler are settled, acknowledges them and frees
-// the lease for another replica.
+// handOver stops pulling partition r, waits until the events handed to
+// the handler are settled (the lease renewed meanwhile), acknowledges
+// them and frees the lease for another replica: a next owner starting
+// while events of the partition still wait here would handle later events
+// of a minion before them.
 func (p *Partitioned) handOver(r *partRun, why string) {
 	r.halt()
-	r.settle(p.o.AckWait)
+	r.settle(-1)
 	p.mu.Lock()
 	mine := p.owned[r.i] == r
 	if mine {

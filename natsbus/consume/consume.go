@@ -55,6 +55,7 @@ type Consumer struct {
 	ackedAbove map[uint64]int64
 	ackedNew   atomic.Bool
 	warnedFull atomic.Bool
+	trims      atomic.Int64 // trim rounds that purged (or tried to): what a test waits on
 
 	// lastAck is the acknowledgement subject of the last message this
 	// Consumer acknowledged since ConfirmAcks last confirmed one, nil if
@@ -140,8 +141,10 @@ func (k *Consumer) receive(m jetstream.Msg) {
 		// start: this event reacted here already.
 		k.ack(m)
 		if k.passedOver.Add(1) == 1 {
-			k.log.Info("JetStream delivered again events this replica had acknowledged (the consumer was recreated over the trimmed stream): acknowledged again without reacting; reactord_jetstream_passed_over_total counts them",
-				"stream", k.o.Stream, "seq", seq)
+			k.log.Info("events this replica had acknowledged delivered again: passed over",
+				"stream", k.o.Stream, "seq", seq,
+				"detail", "the consumer was recreated over the trimmed stream; acknowledged again without reacting",
+				"metric", "reactord_jetstream_passed_over_total")
 		}
 		return
 	}
@@ -360,7 +363,8 @@ func (k *Consumer) Close() {
 	k.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		if err := k.ConfirmAcks(ctx); err != nil {
-			k.log.Warn("the NATS server did not confirm this replica's last acknowledgements: if it stops before it applies them, their events react again after the acknowledgement wait", "err", err)
+			k.log.Warn("the NATS server did not confirm this replica's last acknowledgements", "err", err,
+				"detail", "if the server stops before it applies them, their events react again after the acknowledgement wait")
 		}
 		cancel()
 		// The last trim sees the floor they moved.
@@ -433,8 +437,10 @@ func (k *Consumer) warnPartitionConsumers(ctx context.Context) {
 			continue
 		}
 		slices.Sort(g.names)
-		k.log.Warn("consumers of replicas with --partitions remain on the stream: it keeps every event for them until MaxAge; delete them (nats consumer rm) once no replica runs with partitions, or start the replicas with partitions again",
-			"stream", k.o.Stream, "consumers", strings.Join(g.names, ","))
+		k.log.Warn("consumers of replicas with --partitions remain on the stream",
+			"stream", k.o.Stream, "consumers", strings.Join(g.names, ","),
+			"detail", "the stream keeps every event for them until MaxAge",
+			"fix", "delete them (nats consumer rm) once no replica runs with partitions, or start the replicas with partitions again")
 	}
 }
 
@@ -489,8 +495,9 @@ func (k *Consumer) supervise() {
 		if missingSince.IsZero() {
 			missingSince = time.Now()
 			k.healthy.Store(false)
-			k.log.Error("JetStream stream or consumer missing: no event can be delivered until it is recreated; recreating it",
-				"stream", k.o.Stream, "consumer", k.o.Durable, "err", err)
+			k.log.Error("JetStream stream or consumer missing: recreating it",
+				"stream", k.o.Stream, "consumer", k.o.Durable, "err", err,
+				"detail", "no event can be delivered until it is recreated")
 		}
 		if wait := recreateGrace - time.Since(missingSince); wait > 0 {
 			select {
@@ -511,7 +518,8 @@ func (k *Consumer) supervise() {
 		}
 		k.recreated.Add(1)
 		k.healthy.Store(true)
-		k.log.Error("JetStream stream and consumer recreated; events published to the stream while it was missing are lost unless their publisher held them (the bridge does)",
+		k.log.Error("JetStream stream and consumer recreated",
+			"detail", "events published to the stream while it was missing are lost unless their publisher held them (the bridge does)",
 			"stream", k.o.Stream, "consumer", k.o.Durable, "missing_for", time.Since(missingSince).Round(time.Millisecond).String(), "times_recreated", k.recreated.Load())
 		missingSince, failures = time.Time{}, 0
 	}
@@ -541,8 +549,9 @@ func (k *Consumer) checkStall(info *jetstream.ConsumerInfo) {
 		return
 	}
 	k.restarted.Add(1)
-	k.log.Warn("JetStream consumption stalled (events waiting, none delivered or in flight): restarted it",
-		"stream", k.o.Stream, "consumer", k.o.Durable, "pending", info.NumPending)
+	k.log.Warn("JetStream consumption stalled: restarted it",
+		"stream", k.o.Stream, "consumer", k.o.Durable, "pending", info.NumPending,
+		"detail", "events waiting, none delivered or in flight")
 }
 
 // nakBackoff asks for redelivery: at once the first time, then after a

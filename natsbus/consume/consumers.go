@@ -166,7 +166,7 @@ func (p *Partitioned) planConsumers(sets map[string]*consumerSet) consumerPlan {
 		plan.start = mine.floor + 1
 	case latest != nil:
 		plan.start = latest.floor + 1
-		p.log.Info("new partition consumers start after the acknowledgement floor of the consumers used last", "consumers", latestName, "from_seq", plan.start)
+		p.log.Info("new partition consumers start after the floor of the ones used last", "consumers", latestName, "from_seq", plan.start)
 	}
 	plan.staleMine = mine != nil && (!mine.filtered || (!usedLast && coversAll))
 	plan.stalePlain = plan.plain != nil && coversAll && latest.last.After(plan.plain.last)
@@ -185,18 +185,20 @@ func (p *Partitioned) placeConsumers(ctx context.Context, plan consumerPlan, wai
 	// are deleted (an interest stream drops what no consumer wants).
 	for _, u := range slices.Backward(units) {
 		if u.plain && plan.stalePlain {
-			p.log.Warn("deleting the plain lane's consumer left from an earlier run: the shared consumer delivered events since",
-				"consumer", p.o.Durable+plainSuffix, "from_seq", plan.start)
+			p.log.Warn("deleting the plain lane's consumer left from an earlier run",
+				"consumer", p.o.Durable+plainSuffix, "from_seq", plan.start,
+				"detail", "the shared consumer delivered events since")
 			if err := p.deleteConsumers(ctx, plan.plain.names); err != nil {
 				return err
 			}
 		}
 		if !u.plain && staleMine {
-			why := "deleting this number of partitions' consumers left from an earlier run: consumers reading every subject delivered events since"
+			why := "consumers reading every subject delivered events since"
 			if !plan.mine.filtered {
-				why = "deleting this number of partitions' consumers made by an earlier version (each read the whole stream): made again, filtered to their partition"
+				why = "made by an earlier version (each read the whole stream): made again, filtered to their partition"
 			}
-			p.log.Warn(why, "consumers", plan.own, "count", len(plan.mine.names), "from_seq", plan.start)
+			p.log.Warn("deleting this number's partition consumers left from an earlier run",
+				"consumers", plan.own, "count", len(plan.mine.names), "from_seq", plan.start, "detail", why)
 			if err := p.deleteConsumers(ctx, plan.mine.names); err != nil {
 				return err
 			}
@@ -219,7 +221,9 @@ func (p *Partitioned) removeOtherSets(ctx context.Context, plan consumerPlan) {
 		case name == plan.own:
 			continue
 		case name == p.o.Durable && g.waiting > 0:
-			p.log.Warn("a daemon without partitions still reads the stream through the shared consumer: per-minion order does not hold between it and the partitions, and the stream keeps events until it acknowledged them", "consumer", name)
+			p.log.Warn("a daemon without partitions still reads the stream", "consumer", name,
+				"detail", "per-minion order does not hold between it and the partitions, and the stream keeps events until it acknowledged them",
+				"fix", "restart that daemon with the same --partitions as the others")
 			continue
 		case name != p.o.Durable && g.filtered:
 			// Another number's partitions: drained (at once when
@@ -230,10 +234,12 @@ func (p *Partitioned) removeOtherSets(ctx context.Context, plan consumerPlan) {
 		}
 		for _, c := range g.names {
 			if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				p.log.Warn("could not delete a consumer no replica uses; the stream keeps events for it until MaxAge (nats consumer rm)", "consumer", c, "err", err)
+				p.log.Warn("could not delete a consumer no replica uses", "consumer", c, "err", err,
+					"detail", "the stream keeps events for it until MaxAge", "fix", "nats consumer rm")
 			}
 		}
-		p.log.Info("deleted the reactor's consumers that read every subject and no replica uses (the shared consumer, or an earlier version's partitions)", "consumers", name, "count", len(g.names))
+		p.log.Info("deleted the reactor's consumers no replica uses", "consumers", name, "count", len(g.names),
+			"detail", "they read every subject: the shared consumer, or an earlier version's partitions")
 	}
 }
 
@@ -292,6 +298,7 @@ func (p *Partitioned) drainLater(set string, g *consumerSet) {
 		p.addUnit(&unit{i: oldBase + p.nextOld, name: name, lease: lease, old: true, set: set, floor: g.floor,
 			what: fmt.Sprintf("partition %s of %s (drained before the %d partitions start)", j, m, p.o.Partitions)})
 	}
-	p.log.Warn("another number of partitions' consumers are on the stream: they are drained first, in order, and deleted; this number's partitions start once none is left",
+	p.log.Warn("another number of partitions' consumers are on the stream: draining them",
+		"detail", "they are drained first, in order, and deleted; this number's partitions start once none is left",
 		"consumers", set, "count", len(names), "events", total, "partitions", p.o.Partitions)
 }

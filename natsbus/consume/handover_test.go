@@ -20,7 +20,7 @@ import (
 
 // TestHandOverDeadPull: a pull request left by a former owner reaches the
 // consumer between the new owner's reset and its first pull (forced
-// here through afterReset: a request for one event without a pin id, from
+// here through PartitionOptions.afterReset: a request for one event without a pin id, from
 // a subscription that takes it and never pulls again, as a replica that
 // stopped just then). nats-server pins that request when the first event
 // comes (a request nobody listens on any more is pinned the same way,
@@ -33,7 +33,7 @@ func TestHandOverDeadPull(t *testing.T) {
 	defer cancel()
 	const lease = 4 * time.Second
 	var once atomic.Bool
-	afterReset = func(consumer string) {
+	afterReset := func(consumer string) {
 		if consumer != "reactord-1-0" || once.Swap(true) {
 			return // once, on the partition the keyed events go to
 		}
@@ -49,10 +49,9 @@ func TestHandOverDeadPull(t *testing.T) {
 		_ = c.NATS().Flush()
 		t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
-	t.Cleanup(func() { afterReset = nil })
 	h := &numbered{t: t, c: c}
 	var logs syncbuf.Buffer
-	p, err := NewPartitioned(ctx, c, PartitionOptions{StreamOptions: natsbus.StreamOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, Partitions: 1, Replica: "b", LeaseTTL: lease}, h.handle)
+	p, err := NewPartitioned(ctx, c, PartitionOptions{StreamOptions: natsbus.StreamOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, Partitions: 1, Replica: "b", LeaseTTL: lease, afterReset: afterReset}, h.handle)
 	if err != nil {
 		t.Fatal(err)
 	}

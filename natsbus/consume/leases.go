@@ -21,7 +21,9 @@ func (p *Partitioned) apply(e kv.StateEntry) {
 			p.members[id] = n
 			if n != p.o.Partitions && !p.warned[id] {
 				p.warned[id] = true
-				p.log.Error("a replica runs with another number of partitions: per-minion order does not hold between the two (stop every replica to change the number)",
+				p.log.Error("a replica runs with another number of partitions",
+					"detail", "per-minion order does not hold between the two",
+					"fix", "stop every replica to change the number",
 					"replica", id, "its_partitions", n, "partitions", p.o.Partitions)
 			}
 		} else {
@@ -234,7 +236,8 @@ func (p *Partitioned) lose(r *partRun, why string) {
 	if !p.tasks.Go(func() { r.settle(0) }) {
 		r.settle(0)
 	}
-	p.log.Error("partition lost: stopped consuming it; its events not acknowledged go to the replica that takes it over",
+	p.log.Error("partition lost: stopped consuming it",
+		"detail", "its events not acknowledged go to the replica that takes it over",
 		"consumer", r.u.name, "replica", p.o.Replica, "reason", why)
 	p.changed("lost", r.i)
 }

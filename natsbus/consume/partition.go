@@ -80,6 +80,12 @@ type PartitionOptions struct {
 	// emptied and deleted), with the unit: a partition 0 to N-1, the
 	// plain lane N, a former number's partition from 10000.
 	OnChange func(change string, partition int)
+
+	// afterReset, when a test sets it, runs in each session's start
+	// between the consumer's reset and the first pull: where a former
+	// owner's late pull request lands in the race TestHandOverDeadPull
+	// forces.
+	afterReset func(consumer string)
 }
 
 func (o *PartitionOptions) defaults() {
@@ -230,7 +236,8 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 		return nil, err
 	}
 	p.heartbeat()
-	p.log.Info("partitioned consumption: events of one minion are handled in order by one replica at a time",
+	p.log.Info("partitioned consumption started",
+		"detail", "events of one minion are handled in order by one replica at a time",
 		"partitions", o.Partitions, "replica", o.Replica, "lease_ttl", o.LeaseTTL.String(), "bucket", o.Bucket)
 	p.tasks.Go(p.manage)
 	return p, nil
@@ -393,7 +400,7 @@ func (p *Partitioned) Release(ctx context.Context) {
 		p.mu.Unlock()
 		wait := p.o.AckWait
 		if dl, ok := ctx.Deadline(); ok {
-			wait = time.Until(dl)
+			wait = max(time.Until(dl), 0) // a negative wait would have no bound
 		}
 		var wg sync.WaitGroup
 		for _, r := range runs {

@@ -11,11 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// afterReset, when a test sets it, runs in each session's start between
-// the consumer's reset and the first pull: where a former owner's
-// late pull request lands in the race TestHandOverDeadPull forces.
-var afterReset func(consumer string)
-
 // partRun is one held partition: its consumption session, the events
 // taken from it in stream order, and their acknowledgement.
 type partRun struct {
@@ -25,6 +20,7 @@ type partRun struct {
 	renewed atomic.Int64 // when the lease was last renewed (Unix ns, the renewal's start)
 	lost    atomic.Bool  // the lease is gone: events taken are not to be handled here
 	took    atomic.Int64 // when an event was last taken, or the session began (Unix ns): the stall check's progress
+	handing atomic.Int32 // deliveries being handed to the handler (blocked while its lanes are full)
 
 	mu       sync.Mutex
 	cc       jetstream.ConsumeContext
@@ -35,7 +31,11 @@ type partRun struct {
 	next     uint64
 	lastDseq uint64
 	taken    []*takenMsg // not acknowledged yet, in stream order
-	inflight int         // handed to the handler, not settled
+	// handled holds the stream sequences of events handled in an
+	// earlier session of this run and not acknowledged: a session
+	// started from the floor below them passes them over.
+	handled  map[uint64]bool
+	inflight int // handed to the handler, not settled
 	floor    jetstream.Msg
 	acked    jetstream.Msg
 	backoff  time.Duration
@@ -52,7 +52,7 @@ type takenMsg struct {
 }
 
 func newPartRun(p *Partitioned, u *unit) *partRun {
-	return &partRun{p: p, u: u, i: u.i, quit: make(chan struct{})}
+	return &partRun{p: p, u: u, i: u.i, handled: map[uint64]bool{}, quit: make(chan struct{})}
 }
 
 func (r *partRun) renewedAt() time.Time { return time.Unix(0, r.renewed.Load()) }
@@ -162,8 +162,8 @@ func (r *partRun) session0() error {
 	if err != nil {
 		return fmt.Errorf("resetting consumer %s to its acknowledgement floor: %w", name, err)
 	}
-	if afterReset != nil {
-		afterReset(name)
+	if p.o.afterReset != nil {
+		p.o.afterReset(name)
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
@@ -177,24 +177,36 @@ func (r *partRun) session0() error {
 		return nil
 	}
 	r.session++
+	session := r.session
 	r.took.Store(time.Now().UnixNano())
 	r.next, r.lastDseq = res.ResetSeq, 0
+	for _, t := range r.taken {
+		if t.done {
+			r.handled[t.seq] = true
+		}
+	}
+	for seq := range r.handled {
+		if seq < res.ResetSeq {
+			delete(r.handled, seq) // acknowledged: not delivered again
+		}
+	}
 	r.taken, r.floor, r.acked = nil, nil, nil
 	r.pausing = false
 	r.mu.Unlock()
-	return r.consume(cons)
+	return r.consume(cons, session)
 }
 
-// consume starts pulling from cons; the client's callbacks are counted in
-// the partitions' tasks, so that Release waits for those under way.
-func (r *partRun) consume(cons jetstream.Consumer) error {
+// consume starts pulling from cons for session; the client's callbacks
+// are counted in the partitions' tasks, so that Release waits for those
+// under way.
+func (r *partRun) consume(cons jetstream.Consumer, session int) error {
 	p := r.p
 	receive := func(m jetstream.Msg) {
 		if !p.tasks.Enter() {
 			return // released: left pending for the next owner
 		}
 		defer p.tasks.Leave()
-		r.receive(m)
+		r.receive(session, m)
 	}
 	cc, err := cons.Consume(receive, jetstream.PullPriorityGroup(PartitionGroup), jetstream.PullMaxMessages(min(p.o.MaxAckPending, 1024)),
 		jetstream.PullExpiry(p.o.LeaseTTL/2), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -275,6 +287,7 @@ func (r *partRun) repin() {
 	if err := s.UnpinConsumer(ctx, r.u.name, PartitionGroup); err != nil {
 		return
 	}
-	p.log.Info("partition: no event delivered since its session began while events wait; unpinned its consumer (a former owner's last pull may have held the pin)",
+	p.log.Info("partition: no event delivered while events wait; unpinned its consumer",
+		"detail", "a former owner's last pull may have held the pin",
 		"consumer", r.u.name, "replica", p.o.Replica, "waiting", cons.CachedInfo().NumPending, "after", r.repinAfter().String())
 }

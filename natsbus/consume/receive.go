@@ -11,11 +11,16 @@ import (
 	"github.com/reactord/reactord/natsbus"
 )
 
-// receive takes one delivery: in order, it hands the partition's events
-// to the handler and marks the others handled; a redelivery of an event
-// already taken is passed over (acknowledged again if it is handled); a
-// missed delivery (the consumer sequence jumps) resets the partition.
-func (r *partRun) receive(m jetstream.Msg) {
+// receive takes one delivery of session: in order, it hands the
+// partition's events to the handler and marks the others handled; a
+// redelivery of an event already taken is passed over (acknowledged again
+// if it is handled), and so is an event this replica handled in an
+// earlier session of the partition; a missed delivery (the consumer
+// sequence jumps) resets the partition. A delivery of an earlier session
+// (the client hands a stopped subscription's messages on until it has
+// unsubscribed) is left alone: its consumer sequence numbers another
+// session's deliveries.
+func (r *partRun) receive(session int, m jetstream.Msg) {
 	r.p.received.Add(1)
 	md, err := m.Metadata()
 	if err != nil {
@@ -23,7 +28,7 @@ func (r *partRun) receive(m jetstream.Msg) {
 	}
 	p := r.p
 	r.mu.Lock()
-	if r.halted || r.pausing {
+	if r.halted || r.pausing || session != r.session {
 		r.mu.Unlock()
 		return // left pending: the next session or owner starts at the floor
 	}
@@ -52,6 +57,16 @@ func (r *partRun) receive(m jetstream.Msg) {
 	r.took.Store(time.Now().UnixNano())
 	t := &takenMsg{m: m, seq: md.Sequence.Stream, session: r.session, since: time.Now()}
 	r.taken = append(r.taken, t)
+	if r.handled[t.seq] {
+		// Handled in an earlier session (a resync started this one
+		// from the floor, below it): in order then, not handled again.
+		delete(r.handled, t.seq)
+		t.done = true
+		r.advance()
+		r.mu.Unlock()
+		p.ignored.Add(1)
+		return
+	}
 	r.inflight++
 	r.mu.Unlock()
 	var once sync.Once
@@ -70,7 +85,9 @@ func (r *partRun) receive(m jetstream.Msg) {
 		return err
 	}
 	msg := natsbus.NewMessage(m.Subject(), m.Data(), m.Headers(), t.since, t.seq, natsbus.Settlers{Ack: ack, Nak: nak, Moved: r.lost.Load})
-	p.handler(msg)
+	r.handing.Add(1)
+	defer r.handing.Add(-1)
+	p.handler(msg) // blocks while the handler's lanes are full
 }
 
 // settleOne records t as handled (done) or refused, and moves the floor
@@ -80,9 +97,20 @@ func (r *partRun) settleOne(t *takenMsg, done bool) {
 	defer r.mu.Unlock()
 	r.inflight--
 	if t.session != r.session {
-		return // a past session's: its events come again
+		// A past session's: its events come again, and those handled
+		// are passed over then.
+		if done {
+			r.handled[t.seq] = true
+		}
+		return
 	}
 	t.done = done
+	r.advance()
+}
+
+// advance moves the floor over the longest handled prefix of the events
+// taken (r.mu held).
+func (r *partRun) advance() {
 	n := 0
 	for n < len(r.taken) && r.taken[n].done {
 		r.floor = r.taken[n].m
@@ -178,6 +206,9 @@ func (r *partRun) checkStall(stalled int) int {
 	r.mu.Lock()
 	busy := r.halted || r.pausing || r.cc == nil
 	r.mu.Unlock()
+	// A delivery blocked in the handler (its lanes full) is a backlog,
+	// not a stall: a resync then would only deliver again what waits.
+	busy = busy || r.handing.Load() > 0
 	if busy || time.Since(time.Unix(0, r.took.Load())) < r.p.o.CheckEvery {
 		return 0
 	}

@@ -8,11 +8,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// waitSettled waits, for up to d, until every event handed to the
-// handler is settled.
+// waitSettled waits, for up to d (no bound when d is negative), until
+// every event handed to the handler is settled.
 func (r *partRun) waitSettled(d time.Duration) {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
+	var deadline <-chan time.Time
+	if d >= 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		deadline = timer.C
+	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -23,7 +27,7 @@ func (r *partRun) waitSettled(d time.Duration) {
 			return
 		}
 		select {
-		case <-deadline.C:
+		case <-deadline:
 			return
 		case <-r.quit:
 			return // settled by another (a release, a loss): it waited
@@ -32,8 +36,9 @@ func (r *partRun) waitSettled(d time.Duration) {
 	}
 }
 
-// settle waits (for up to d) until every event handed to the handler is
-// settled, acknowledges the floor and ends the acknowledgement loop.
+// settle waits (for up to d, no bound when negative) until every event
+// handed to the handler is settled, acknowledges the floor and ends the
+// acknowledgement loop.
 func (r *partRun) settle(d time.Duration) {
 	r.waitSettled(d)
 	r.mu.Lock()
@@ -77,7 +82,8 @@ func (r *partRun) confirmFloor() {
 		}
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		r.p.log.Warn("the server did not confirm the partition's last acknowledgement: its next owner may handle those events again",
+		r.p.log.Warn("the server did not confirm the partition's last acknowledgement",
+			"detail", "its next owner may handle those events again",
 			"consumer", r.u.name, "replica", r.p.o.Replica, "stream_seq", md.Sequence.Stream, "error", err)
 	}
 }
@@ -86,6 +92,12 @@ func (r *partRun) confirmFloor() {
 // handler is settled, and starts a new session from the acknowledgement
 // floor, so that nothing after a missed or refused event is handled
 // before it.
+//
+// The wait has no bound (the events taken get progress acknowledgements
+// meanwhile, and a halt ends it): a new session started while events of
+// the last one still wait in the handler's lanes would queue the events
+// it delivers again behind later ones of the same minion, which would
+// then run out of order (issue 49).
 func (r *partRun) resync(why string) {
 	p := r.p
 	r.mu.Lock()
@@ -113,7 +125,7 @@ func (r *partRun) resync(why string) {
 		if cc != nil {
 			stopConsuming(&p.tasks, cc, closed)
 		}
-		r.waitSettled(p.o.AckWait)
+		r.waitSettled(-1)
 		r.mu.Lock()
 		r.acked = nil // send it again: the last one may have gone to a consumer leader that died
 		r.mu.Unlock()

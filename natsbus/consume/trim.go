@@ -52,7 +52,8 @@ func (k *Consumer) noteAcked(seq uint64, ts int64) {
 	k.ackedMu.Unlock()
 	k.ackedNew.Store(true)
 	if full && k.warnedFull.CompareAndSwap(false, true) {
-		k.log.Warn("more events acknowledged above one still held than this replica remembers: if the consumer is recreated before the held one is acknowledged, the rest are delivered and react again",
+		k.log.Warn("more events acknowledged above a held one than this replica remembers",
+			"detail", "if the consumer is recreated before the held one is acknowledged, the rest are delivered and react again",
 			"stream", k.o.Stream, "remembered", maxAckedKept)
 	}
 }
@@ -98,7 +99,8 @@ func (k *Consumer) lookUpTrimmer(ctx context.Context) {
 		tr = nil
 	case err != nil:
 		if !k.relook.Swap(true) {
-			k.log.Warn("looking up whether the JetStream stream is trimmed failed; trying again every second", "stream", k.o.Stream, "err", err)
+			k.log.Warn("looking up whether the JetStream stream is trimmed failed", "stream", k.o.Stream, "err", err,
+				"detail", "tried again every second")
 		}
 		return
 	}
@@ -168,18 +170,21 @@ func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
 	created := tr.Created()
 	purged, floor, err := tr.Trim(ctx)
 	took := time.Since(now)
+	defer k.trims.Add(1)
 	if err != nil {
 		if errors.Is(err, natsbus.ErrNotTrimmed) {
 			if !k.trimmer.CompareAndSwap(tr, nil) {
 				return trimEvery // a start replaced it meanwhile
 			}
 			k.forgetAcked(0, 0, true)
-			k.log.Warn("the JetStream stream was replaced by one that is not trimmed: acknowledged events are no longer purged by this replica", "stream", k.o.Stream)
+			k.log.Warn("the JetStream stream was replaced by one that is not trimmed", "stream", k.o.Stream,
+				"detail", "acknowledged events are no longer purged by this replica")
 			return trimEvery
 		}
 		st.failures++
 		if st.failures == 1 || st.failures%100 == 0 {
-			k.log.Warn("trimming the JetStream stream to its acknowledgement floor failed; acknowledged events stay in it until a trim succeeds",
+			k.log.Warn("trimming the JetStream stream to its acknowledgement floor failed",
+				"detail", "acknowledged events stay in it until a trim succeeds",
 				"stream", k.o.Stream, "failures", st.failures, "err", err)
 		}
 		st.next = now.Add(trimIdle)

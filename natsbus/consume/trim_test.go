@@ -68,8 +68,25 @@ func TestConsumerTrimsWhatItAcknowledged(t *testing.T) {
 	}
 	// Events 0-2 (sequences 1-3) go; event 3 and those after it stay.
 	wait.For(t, 10*time.Second, state(4, 7, 3))
-	// Still so a while later: the floor waits for the held event.
-	time.Sleep(200 * time.Millisecond)
+	// Still so once the server has every acknowledgement but the held
+	// event's and two trim rounds ran since: the floor waits for it.
+	wait.For(t, 10*time.Second, func() error {
+		cons, err := stream.Consumer(ctx, "reactord")
+		if err != nil {
+			return err
+		}
+		if n := cons.CachedInfo().NumAckPending; n != 1 {
+			return fmt.Errorf("%d events unacknowledged, want the held one", n)
+		}
+		return nil
+	})
+	rounds := k.trims.Load()
+	wait.For(t, 10*time.Second, func() error {
+		if n := k.trims.Load() - rounds; n < 2 {
+			return fmt.Errorf("%d trim rounds since every other event was acknowledged", n)
+		}
+		return nil
+	})
 	if err := state(4, 7, 3)(); err != nil {
 		t.Fatal(err)
 	}

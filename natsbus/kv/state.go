@@ -311,7 +311,8 @@ func (s *State) retryOrFail(p pendingWrite, err error) {
 
 func (s *State) fail(subject string, err error) {
 	if n, ok := s.failed.Tick(); ok {
-		s.log.Warn("shared state: a write failed; the other replicas may not see it (logged at most once a minute)", "subject", subject, "err", err, "failures_since_last_line", n)
+		s.log.Warn("shared state: a write failed", "subject", subject, "err", err, "failures_since_last_line", n,
+			"detail", "the other replicas may not see it; logged at most once a minute")
 	}
 }
 

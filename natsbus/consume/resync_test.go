@@ -1,0 +1,116 @@
+package consume
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"testing"
+	"time"
+
+	"github.com/reactord/reactord/internal/natstest"
+	"github.com/reactord/reactord/internal/wait"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// TestResyncWithABacklog: a partition resyncs (reset to its
+// acknowledgement floor, as at a missed delivery) while the handler's
+// lanes hold more than an acknowledgement wait's worth of its events,
+// some keys' handled already beyond the floor. The new session starts
+// only once those are settled, and passes over the events handled in the
+// last one: every key's events are handled once each, in order (issue 49:
+// a session started after AckWait queued the events it delivered again
+// behind later ones of their key, and handled those beyond the floor
+// twice).
+func TestResyncWithABacklog(t *testing.T) {
+	_, c := natstest.Start(t)
+	const keys, each = 4, 30
+	log := newOrderLog()
+	var lanes []chan *natsbus.Message
+	for range keys {
+		ch := make(chan *natsbus.Message, keys*each*2)
+		lanes = append(lanes, ch)
+		go func() {
+			for m := range ch {
+				var v struct {
+					Key string `json:"key"`
+					N   int    `json:"n"`
+				}
+				_ = json.Unmarshal(m.Body, &v)
+				if v.Key != "k0" {
+					time.Sleep(50 * time.Millisecond) // a slow reaction: the lanes back up (this is the handler's work, not a wait)
+				}
+				log.mu.Lock()
+				log.seen[v.Key] = append(log.seen[v.Key], v.N)
+				log.mu.Unlock()
+				_ = m.Ack()
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		for _, ch := range lanes {
+			close(ch)
+		}
+	})
+	p, err := NewPartitioned(context.Background(), c, PartitionOptions{
+		StreamOptions: natsbus.StreamOptions{AckWait: time.Second, MaxAckPending: 4096},
+		Partitions:    1, Replica: "a", LeaseTTL: 2 * time.Second,
+	}, func(m *natsbus.Message) {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(testKey(m.Body)))
+		lanes[h.Sum32()%keys] <- m
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(context.Background())
+	wait.For(t, 10*time.Second, func() error {
+		if len(p.Owned()) != 1 {
+			return errors.New("the replica does not hold its partition yet")
+		}
+		return nil
+	})
+	for n := range each {
+		for k := range keys {
+			body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
+			if err := c.PublishStreamAsync("myco/ev", []byte(body), natsbus.Meta{Key: "k0"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Every event taken, k0's handled (beyond the floor, which the slow
+	// keys hold back), the others' lanes a second and a half long.
+	wait.For(t, 10*time.Second, func() error {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		if len(log.seen["k0"]) < each {
+			return fmt.Errorf("k0: %d of %d handled", len(log.seen["k0"]), each)
+		}
+		return nil
+	})
+	p.mu.Lock()
+	r := p.owned[0]
+	p.mu.Unlock()
+	r.resync("forced by the test")
+	wait.For(t, 20*time.Second, func() error {
+		if d, _, _ := log.check(); d < keys*each {
+			return fmt.Errorf("%d of %d handled", d, keys*each)
+		}
+		return nil
+	})
+	// The new session's deliveries are in once the floor is at the end.
+	wait.For(t, 10*time.Second, func() error {
+		if !r.empty() {
+			return errors.New("events still pending or unacknowledged")
+		}
+		return nil
+	})
+	distinct, dups, ooo := log.check()
+	t.Logf("%d events handled, %d twice, %d out of order; %d passed over, resyncs %d", distinct, dups, ooo, p.Ignored(), p.Resyncs())
+	if dups != 0 || ooo != 0 {
+		log.mu.Lock()
+		t.Errorf("%d handled twice, %d out of order: %v", dups, ooo, log.seen)
+		log.mu.Unlock()
+	}
+}
