@@ -35,7 +35,7 @@ func eventsFlags(fs *flag.FlagSet) cli.Func {
 // run prints archived events (--since) or the live ones.
 func (c *eventsCmd) run(ctx context.Context, args []string, s cli.Streams) int {
 	c.stdout, c.errs = s.Stdout, s.Stderr
-	format, err := eventFormat(c.out)
+	format, err := event.Format(c.out)
 	if err != nil {
 		return cli.UsageError(c.fs, err.Error())
 	}
@@ -57,7 +57,7 @@ func (c *eventsCmd) run(ctx context.Context, args []string, s cli.Streams) int {
 	if c.store.dataDir != "" {
 		tokenDirs = append(tokenDirs, c.store.dataDir)
 	}
-	opts, err := c.nf.options("reactord-events", tokenDirs...)
+	opts, err := c.nf.ConnOptions("reactord-events", tokenDirs...)
 	if err == nil {
 		var conn *natsbus.Conn
 		if conn, err = natsbus.Connect(opts); err == nil {
@@ -71,7 +71,7 @@ func (c *eventsCmd) run(ctx context.Context, args []string, s cli.Streams) int {
 
 // live prints the events arriving on conn whose tag matches glob ("" for
 // all), until ctx ends or --count are printed.
-func (c *eventsCmd) live(ctx context.Context, conn *natsbus.Conn, glob string, format eventFormatter) int {
+func (c *eventsCmd) live(ctx context.Context, conn *natsbus.Conn, glob string, format event.Formatter) int {
 	var g *matchers.Glob
 	if glob != "" {
 		g = matchers.Compile(glob)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,7 +46,7 @@ on usage or connection errors.`, stderr)
 	if !ok {
 		return exitUsage
 	}
-	opts, err := nf.options("reactord-fire")
+	opts, err := nf.ConnOptions("reactord-fire")
 	if err != nil {
 		fmt.Fprintf(stderr, "fire: %v\n", err)
 		return exitUsage
@@ -162,7 +160,7 @@ func (fr *firer) publish(ctx context.Context, ev event.Event, where string) erro
 	if strings.TrimSpace(ev.Tag) == "" {
 		return errEmptyTag
 	}
-	body, err := envelope(ev)
+	body, err := event.Envelope(ev)
 	if err != nil {
 		return err
 	}
@@ -263,63 +261,3 @@ const fireMaxInFlight = 4096
 // errEmptyTag refuses an event without a tag, which no rule can match and
 // Salt never sends.
 var errEmptyTag = errors.New("the event tag is empty: give a tag such as myapp/deploy/done")
-
-// envelope encodes {"tag": ..., "data": {...}}.
-func envelope(ev event.Event) ([]byte, error) {
-	b := []byte(`{"tag":`)
-	b, _ = event.AppendJSON(b, ev.Tag)
-	b = append(b, `,"data":`...)
-	raw, err := json.Marshal(ev.Data)
-	if err != nil {
-		return nil, fmt.Errorf("encoding data of %s: %w", ev.Tag, err)
-	}
-	b = append(b, raw...)
-	return append(b, '}'), nil
-}
-
-// eventFormatter formats one event as text ending in a newline; id is
-// reactord's event id of an archived event ("" for none).
-type eventFormatter func(ev event.Event, id string) ([]byte, error)
-
-// eventFormat returns the formatter named by --out. An event id goes in a
-// comment line before the pretty format's event ("# event_id=ID", which
-// replay and fire --events skip), or in an "event_id" member after "data"
-// in JSON (which they ignore).
-func eventFormat(name string) (eventFormatter, error) {
-	switch name {
-	case "pretty", "text", "":
-		return func(ev event.Event, id string) ([]byte, error) {
-			if id == "" {
-				return prettyEvent(ev), nil
-			}
-			return append([]byte("# event_id="+id+"\n"), prettyEvent(ev)...), nil
-		}, nil
-	case "json":
-		return func(ev event.Event, id string) ([]byte, error) {
-			line, err := envelope(ev)
-			if err != nil {
-				return nil, err
-			}
-			if id != "" {
-				line = append(line[:len(line)-1], `,"event_id":`...)
-				line, _ = event.AppendJSON(line, id)
-				line = append(line, '}')
-			}
-			return append(line, '\n'), nil
-		}, nil
-	}
-	return nil, fmt.Errorf("--out %q: want pretty or json", name)
-}
-
-// prettyEvent formats like salt-run state.event pretty=True.
-func prettyEvent(ev event.Event) []byte {
-	raw, _ := json.Marshal(ev.Data) // encoding/json sorts map keys
-	var b bytes.Buffer
-	b.WriteString(ev.Tag)
-	b.WriteByte('\t')
-	if err := json.Indent(&b, raw, "", "    "); err != nil {
-		b.Write(raw)
-	}
-	b.WriteByte('\n')
-	return b.Bytes()
-}

@@ -222,7 +222,7 @@ func idAndStore(ctx context.Context, fs *flag.FlagSet, args []string, src *store
 }
 
 // cmdStoredEvents prints archived events (reactord events --since).
-func cmdStoredEvents(ctx context.Context, src *storeSource, since, glob string, limit int, format eventFormatter, stdout, stderr io.Writer) int {
+func cmdStoredEvents(ctx context.Context, src *storeSource, since, glob string, limit int, format event.Formatter, stdout, stderr io.Writer) int {
 	t, err := parseSince(since)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -21,8 +21,3 @@ func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) { n.Flags(fs, ur
 
 // noServer is the error of a command that found no server to connect to.
 const noServer = "need --nats URL: no $NATS_URL, and no local daemon recorded its address in its data directory (" + natsbus.AddrFileName + ")"
-
-// options returns the connection options (see daemon.NATSOptions.ConnOptions).
-func (n *natsFlags) options(name string, dataDirs ...string) (natsbus.ConnOptions, error) {
-	return n.ConnOptions(name, dataDirs...)
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -256,7 +257,7 @@ func takeoverRun(t *testing.T, minions, each, victimNode int, idle bool) {
 func publishRounds(c *natsbus.Conn, from, to, minions int) error {
 	for n := from; n < to; n++ {
 		for attempt := 1; ; attempt++ {
-			pub, err := c.NewAckedPublisher(256)
+			pub, err := c.NewPublisher(context.Background(), natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				return err
 			}
@@ -267,13 +268,14 @@ func publishRounds(c *natsbus.Conn, from, to, minions int) error {
 					tag = "myco/ord"
 				}
 				body := []byte(fmt.Sprintf(`{"tag": %q, "data": %s}`, tag, data))
-				if err := pub.Publish(tag, body, natsbus.Meta{MsgID: id + "-" + strconv.Itoa(n)}); err != nil {
+				if err := pub.Publish(context.Background(), natsbus.Msg{Tag: tag, Body: body, Meta: natsbus.Meta{MsgID: id + "-" + strconv.Itoa(n)}}, nil); err != nil {
 					return err
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			st := pub.Wait(ctx)
+			pub.Close(ctx)
 			cancel()
+			st := pub.Stats()
 			if st.Failed == 0 {
 				break
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -71,13 +72,21 @@ func TestResyncWithABacklog(t *testing.T) {
 		}
 		return nil
 	})
+	pub, err := c.NewPublisher(context.Background(), natsbus.PublisherOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for n := range each {
 		for k := range keys {
 			body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
-			if err := c.PublishStreamAsync("myco/ev", []byte(body), natsbus.Meta{Key: "k0"}); err != nil {
+			if err := pub.Publish(context.Background(), natsbus.Msg{Tag: "myco/ev", Body: []byte(body), Meta: natsbus.Meta{Key: "k0"}}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+	pub.Close(context.Background())
+	if st := pub.Stats(); st.Failed > 0 {
+		t.Fatalf("%d events not acknowledged: %v", st.Failed, st.Errors)
 	}
 	// Every event taken, k0's handled (beyond the floor, which the slow
 	// keys hold back), the others' lanes a second and a half long.

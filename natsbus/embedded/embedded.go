@@ -183,7 +183,7 @@ func (e *Server) start(so *natsserver.Options) (*natsserver.Server, error) {
 	select {
 	case <-started:
 	case <-time.After(startNote):
-		e.log.log.Info("the embedded NATS server is still starting: JetStream reads its streams back from disk", "waited", startNote)
+		e.log.log.Info("the embedded NATS server is still starting", "waited", startNote, "why", "JetStream reads its streams back from disk")
 		<-started
 	}
 	if !srv.ReadyForConnections(10 * time.Second) {
