@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 )
 
 // TestVersion: `reactord version` and `--version` print the version, the
