@@ -50,7 +50,8 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 // reads it), else the address the embedded server of a local daemon
 // recorded in its data directory (dataDirs, then the user's default one,
 // then the packaged service's): the first where a server answers, else
-// the first recorded (a daemon that stopped leaves its address behind). It
+// the first recorded (a daemon killed without a stop leaves its address
+// behind; a stopped one removes it). It
 // reports false when there is none; where says where the URL came from.
 func (n *NATSOptions) Find(dataDirs ...string) (where string, ok bool) {
 	if n.URL != "" {

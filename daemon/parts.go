@@ -73,7 +73,13 @@ func (d *Daemon) startNATS(context.Context) error {
 		return configErr(err)
 	}
 	d.srv, d.token, d.natsURL = srv, token, srv.ClientURL()
-	d.push("embedded NATS server", func(context.Context) error { srv.Shutdown(); return nil })
+	addr := srv.Addr()
+	d.push("embedded NATS server", func(context.Context) error {
+		srv.Shutdown()
+		// Stopped: fire and the bridge must not find this address as a
+		// running daemon's (a SIGKILL leaves it; Find says so).
+		return natsbus.ForgetAddr(d.dataDir, addr)
+	})
 	d.log.Info("embedded NATS server started", "url", d.natsURL, "data_dir", d.dataDir)
 	w := &jetStreamWatch{srv: srv, dir: filepath.Join(d.dataDir, "jetstream"), log: d.log, every: 2 * time.Second}
 	d.background(w.run)

@@ -141,6 +141,27 @@ func RecordAddr(dir, addr string) error {
 	return nil
 }
 
+// ForgetAddr removes the address file of dir when it still records addr:
+// the server stopped, so a client (fire, the bridge) must not take it for
+// a daemon's. A newer daemon's address, recorded meanwhile, is kept.
+func ForgetAddr(dir, addr string) error {
+	path := filepath.Join(dir, AddrFileName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("NATS address file: %w", err)
+	}
+	if strings.TrimSpace(string(b)) != addr {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("NATS address file: %w", err)
+	}
+	return nil
+}
+
 // LocalToken looks in each data directory in turn for the token of the
 // embedded server that natsURL (a URL or a comma-separated list) points
 // to, and returns it with the file it came from; it returns "" when no

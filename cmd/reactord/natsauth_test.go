@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -157,6 +158,16 @@ func TestREADMEMainCommandWithToken(t *testing.T) {
 	}
 	if tag := readReaction(t, p); tag != "salt/minion/web1/start" {
 		t.Fatalf("reaction to %s", tag)
+	}
+	// Stopped, the demo's daemon forgets its address: fire without --nats
+	// says there is no daemon, instead of trying a dead address.
+	waitExit(t, p)
+	if _, err := os.Stat(filepath.Join(cache, "reactord", natsbus.AddrFileName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the stopped daemon left its address behind: %v", err)
+	}
+	code, _, errOut = runBin(t, []string{"NATS_URL="}, "fire", "salt/minion/web1/start", `{"id": "web1"}`)
+	if code != exitUsage || !strings.Contains(errOut, "need --nats URL") {
+		t.Fatalf("fire after the daemon stopped: exit %d, %s", code, errOut)
 	}
 }
 
