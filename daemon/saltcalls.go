@@ -4,9 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"path"
-	"slices"
-	"strings"
 
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/reactions"
@@ -22,26 +19,13 @@ func SaltCallsFlag(fs *flag.FlagSet, p *string) {
 }
 
 // ParseSaltCalls reads a --salt-calls value: the allowed function globs
-// (nil for off).
+// (nil for off), as reactions.ParseAllow reads them.
 func ParseSaltCalls(spec string) ([]string, error) {
-	var allow []string
-	for _, w := range strings.Split(spec, ",") {
-		switch w = strings.TrimSpace(w); {
-		case w == "" || w == "off":
-			if spec = strings.TrimSpace(spec); spec == "off" || spec == "" {
-				return nil, nil
-			}
-		case w == SaltCallsDefault:
-			allow = append(allow, reactions.ReadOnlySaltCalls...)
-		default:
-			if _, err := path.Match(w, "x.y"); err != nil || !strings.Contains(w, ".") && w != "*" {
-				return nil, fmt.Errorf("--salt-calls: %q is not a function glob (mod.fun, mod.*, saltutil.runner:jobs.*, read-only or off)", w)
-			}
-			allow = append(allow, w)
-		}
+	allow, err := reactions.ParseAllow(spec)
+	if err != nil {
+		return nil, fmt.Errorf("--salt-calls: %w", err)
 	}
-	slices.Sort(allow)
-	return slices.Compact(allow), nil
+	return allow, nil
 }
 
 // NewSaltCalls returns what serves reaction files' Salt calls: drv when it

@@ -19,7 +19,7 @@ func ParseAllow(spec string) ([]string, error) {
 			if spec = strings.TrimSpace(spec); spec == "off" || spec == "" {
 				return nil, nil
 			}
-		case w == "read-only":
+		case w == "read-only": // daemon.SaltCallsDefault
 			allow = append(allow, ReadOnlySaltCalls...)
 		default:
 			if _, err := path.Match(w, "x.y"); err != nil || !strings.Contains(w, ".") && w != "*" {
