@@ -210,6 +210,9 @@ func (d *Daemon) settle() error {
 	if o.Shadow && o.ShadowWindow <= 0 {
 		return fmt.Errorf("--shadow-window %s: want a positive duration", o.ShadowWindow)
 	}
+	if o.Stubs != "" && !o.DryRun && o.Driver != "dryrun" {
+		return errors.New("--stubs answers Salt calls for a preview: give --dry-run too (a daemon that executes reactions asks the master)")
+	}
 	if o.DryRun && o.Driver != "" && o.Driver != "dryrun" {
 		return fmt.Errorf("--dry-run executes nothing but --driver %s executes reactions: give one of them", o.Driver)
 	}

@@ -119,6 +119,9 @@ type Options struct {
 	// StartBroken starts the daemon even when reaction files do not load
 	// (by default such a start is refused with every problem).
 	StartBroken bool
+	// Stubs, with DryRun, answers the reaction files' Salt calls from a
+	// file of stubs (ruletest.LoadStubs) instead of the master.
+	Stubs string
 
 	// Loaded is the configuration Config names, when the caller loaded
 	// it already (to merge its reactord: section); nil: New loads it.
@@ -198,6 +201,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Verbose, "v", o.Verbose, "debug logging (--log-level debug)")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, LogFormatUsage())
 	RendererFlags(fs, &o.Renderer, &o.Jinja)
+	fs.StringVar(&o.Stubs, "stubs", o.Stubs, "with --dry-run: answer the reaction files' Salt calls from this file instead of the master (a reactord test file's stubs:, or a file of salt:, pillar:, grains: and opts:)")
 	fs.BoolVar(&o.StartBroken, "start-broken", o.StartBroken, "start (and reload) even when reaction files do not load: each event they match fails, /healthz answers 503 naming them and reactord_reaction_files_broken counts their problems (false: refuse the start, or keep the previous configuration on a reload, printing every problem)")
 }
 

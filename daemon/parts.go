@@ -26,6 +26,7 @@ import (
 	"github.com/reactord/reactord/natsbus/embedded"
 	"github.com/reactord/reactord/natsbus/kv"
 	"github.com/reactord/reactord/reactor"
+	"github.com/reactord/reactord/ruletest"
 	"github.com/reactord/reactord/shadow"
 	"github.com/reactord/reactord/store"
 	"github.com/reactord/reactord/store/sqlstore"
@@ -178,6 +179,14 @@ func (d *Daemon) openDriver(context.Context) error {
 	sc, err := NewSaltCalls(d.opts.SaltCalls, caller, d.log)
 	if err != nil {
 		return configErr(err)
+	}
+	if d.opts.Stubs != "" && sc != nil {
+		// A preview: the files' Salt calls answered by the stubs.
+		stubs, err := ruletest.LoadStubs(d.opts.Stubs)
+		if err != nil {
+			return configErr(fmt.Errorf("--stubs: %w", err))
+		}
+		sc.Caller, sc.CacheFor = stubs, -1
 	}
 	d.saltCalls = sc
 	reactor.RegisterDriverMetrics(d.reg, drv)

@@ -74,4 +74,5 @@ var noFileKey = map[string]string{
 	"saltapi-password": "a secret: saltapi_password_file",
 	"saltapi-token":    "a secret: saltapi_token_file",
 	"saltapi-insecure": "tests only",
+	"stubs":            "a preview's answers (--dry-run), not a daemon's setting",
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/internal/suggest"
 	"github.com/reactord/reactord/internal/yaml11"
-	"github.com/reactord/reactord/reactions"
 )
 
 // Suite is one loaded test file: its configuration, stubs and tests, and
@@ -132,11 +131,8 @@ func (s *Suite) loadReactor() error {
 		return errors.Join(&position.Error{Pos: s.reactorPos, Msg: "the reactor configuration " + s.Reactor + " does not load:"}, err)
 	}
 	s.Config = cfg
-	s.Allow = reactions.ReadOnlySaltCalls
-	if f, ok := cfg.Settings.Flags["salt-calls"]; ok {
-		if s.Allow, err = reactions.ParseAllow(f.Value); err != nil {
-			return &position.Error{Pos: f.Pos, Msg: "salt_calls: " + err.Error()}
-		}
+	if s.Allow, err = AllowOf(cfg); err != nil {
+		return err
 	}
 	s.eng, err = NewEngine(cfg, s.Stubs, s.Allow, nil)
 	if err != nil {

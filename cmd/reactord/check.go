@@ -7,16 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/reactord/reactord/actions"
-	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/internal/cli"
+	"github.com/reactord/reactord/internal/position"
 	"github.com/reactord/reactord/natsbus"
 )
 
@@ -24,6 +22,7 @@ import (
 type checkCmd struct {
 	fs                         *flag.FlagSet
 	conf, evFile, evsFile, out string
+	stubs                      string
 	rules, offline, settings   bool
 	renderer                   func() string
 	nats                       daemon.NATSOptions
@@ -36,6 +35,7 @@ func checkFlags(fs *flag.FlagSet) cli.Func {
 	fs.StringVar(&c.evFile, "event", "", "also render this event ({\"tag\", \"data\"} JSON), or - for stdin")
 	fs.StringVar(&c.evsFile, "events", "", "also render every event of this file (in any format replay reads), or - for stdin, and validate the reactions")
 	c.renderer = rendererFlag(fs)
+	stubsFlag(fs, &c.stubs)
 	fs.BoolVar(&c.rules, "rules", false, "print each rule's id (what throttle, debounce and the shared state key its state by), glob, reaction files and loop guard")
 	fs.StringVar(&c.out, "out", "text", `text (problems on stderr, one a line, as file:line:col: message) or json (one object on stdout: ok, rules, files, loaded files and their renderers, problems with file, line, col and message)`)
 	fs.BoolVar(&c.offline, "offline", false, "do not contact the driver's salt-api or the master's reactord engine (by default, with driver: saltapi configured, check logs in to it; with driver: master, it asks whether the engine listens)")
@@ -99,7 +99,7 @@ func (c *checkCmd) checkConf(ctx context.Context, res *checkResult, s cli.Stream
 			for i, s := range r.SLS {
 				refs[i] = s.Ref
 			}
-			fmt.Fprintf(s.Stdout, "rule %s: %s -> %s (%s) guard: %s%s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r), ruleOptionsText(r.Options))
+			fmt.Fprintf(s.Stdout, "rule %s: %s -> %s (%s) guard: %s%s\n", r.ID, r.Glob, strings.Join(refs, ", "), r.Pos, guardMode(r), r.Options.Summary())
 		}
 	}
 	res.Rules, res.Files, res.problems = rep.Rules, rep.Files, append(rep.Problems, res.problems...)
@@ -127,6 +127,13 @@ func (c *checkCmd) checkConf(ctx context.Context, res *checkResult, s cli.Stream
 		}
 	}
 	if c.evFile != "" || c.evsFile != "" {
+		code := exitOK
+		if c.stubs != "" { // the events' Salt calls answered by the stubs
+			rep.Engine, code = loadEngine(c.conf, s.Stderr, false, engine.Options{Renderer: c.renderer()}, c.stubs)
+		}
+		if rep.Engine == nil {
+			return code
+		}
 		return res.renderEvents(ctx, rep, c.evFile, c.evsFile, s.Stdin, s.Stderr)
 	}
 	return exitOK
@@ -234,9 +241,6 @@ func (r *checkResult) printText(stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// problemPos splits "FILE:LINE:COL: message".
-var problemPos = regexp.MustCompile(`^(.+?):(\d+):(\d+): `)
-
 // printJSON prints one JSON object: {"ok", "rules", "files", "loaded",
 // "problems": [{"file", "line", "col", "message"}], ...}; it returns the
 // exit code.
@@ -250,13 +254,8 @@ func (r *checkResult) printJSON(stdout io.Writer) int {
 	probs := make([]problem, 0, len(r.problems))
 	for _, e := range r.problems {
 		for _, text := range strings.Split(e.Error(), "\n") {
-			p := problem{Message: text}
-			if m := problemPos.FindStringSubmatch(text); m != nil {
-				p.File, p.Message = m[1], text[len(m[0]):]
-				p.Line, _ = strconv.Atoi(m[2])
-				p.Col, _ = strconv.Atoi(m[3])
-			}
-			probs = append(probs, p)
+			pos, msg, _ := position.Split(text)
+			probs = append(probs, problem{File: pos.File, Line: pos.Line, Col: pos.Col, Message: msg})
 		}
 	}
 	var doc any = struct {
@@ -328,23 +327,4 @@ func printSettings(conf string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "setting --%s = %q (%s; key %s, $%s)\n", s.Flag, s.Value, s.Source, s.Key, s.Env)
 	}
 	return exitOK
-}
-
-// ruleOptionsText lists the options of a rule that change which events
-// react and how often, for check --rules ("" when none).
-func ruleOptionsText(o config.RuleOptions) string {
-	var b strings.Builder
-	if o.From != "" {
-		fmt.Fprintf(&b, " from: %s", o.From)
-	}
-	if o.Concurrency > 0 {
-		fmt.Fprintf(&b, " concurrency: %d", o.Concurrency)
-	}
-	if o.Retry.Attempts > 0 {
-		fmt.Fprintf(&b, " retry: %d every %s+", o.Retry.Attempts, o.Retry.Backoff)
-	}
-	if o.Collect.Within > 0 {
-		fmt.Fprintf(&b, " collect: within %s, max %d", o.Collect.Within, o.Collect.Max)
-	}
-	return b.String()
 }

@@ -27,7 +27,7 @@ type explainCmd struct {
 	verbose                 bool
 	renderer                func() string
 	drivers                 daemon.DriverOptions
-	saltCalls               string
+	saltCalls, stubs        string
 }
 
 // explainFlags defines explain's flags and returns the command.
@@ -38,6 +38,7 @@ func explainFlags(fs *flag.FlagSet) cli.Func {
 	fs.StringVar(&c.data, "data", "", "event data as a JSON object, or @FILE to read it from a file")
 	fs.StringVar(&c.evFile, "event", "", "file holding one event {\"tag\", \"data\"} (or - for stdin)")
 	c.renderer = rendererFlag(fs)
+	stubsFlag(fs, &c.stubs)
 	fs.BoolVar(&c.verbose, "v", false, "log each pipeline decision to stderr")
 	c.drivers.Flags(fs)
 	daemon.SaltCallsFlag(fs, &c.saltCalls)
@@ -70,7 +71,7 @@ func (c *explainCmd) run(ctx context.Context, args []string, s cli.Streams) int 
 			return exitUsage
 		}
 	}
-	eng, code := loadEngine(c.conf, stderr, c.verbose, eo)
+	eng, code := loadEngine(c.conf, stderr, c.verbose, eo, c.stubs)
 	if eng == nil {
 		return code
 	}

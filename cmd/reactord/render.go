@@ -15,6 +15,7 @@ import (
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/cli"
+	"github.com/reactord/reactord/ruletest"
 )
 
 // renderCmd is reactord render: its flags' values.
@@ -23,6 +24,7 @@ type renderCmd struct {
 	conf, tag, data, evFile string
 	verbose, showText       bool
 	renderer                func() string
+	stubs                   string
 }
 
 // renderFlags defines render's flags and returns the command.
@@ -34,6 +36,7 @@ func renderFlags(fs *flag.FlagSet) cli.Func {
 	fs.StringVar(&c.evFile, "event", "", "file holding one event {\"tag\": ..., \"data\": {...}}, or - for stdin")
 	fs.BoolVar(&c.verbose, "v", false, "log each pipeline decision to stderr")
 	c.renderer = rendererFlag(fs)
+	stubsFlag(fs, &c.stubs)
 	fs.BoolVar(&c.showText, "show-text", false, "print to stderr, before the chunks, the text each matched file renders to (the YAML Salt would load), numbered by line")
 	return c.run
 }
@@ -49,7 +52,7 @@ func (c *renderCmd) run(ctx context.Context, args []string, s cli.Streams) int {
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return exitUsage
 	}
-	eng, code := loadEngine(c.conf, stderr, c.verbose, engine.Options{Renderer: c.renderer()})
+	eng, code := loadEngine(c.conf, stderr, c.verbose, engine.Options{Renderer: c.renderer()}, c.stubs)
 	if eng == nil {
 		return code
 	}
@@ -166,7 +169,7 @@ func readEvent(tag, data, file string, stdin io.Reader) (event.Event, error) {
 // loadEngine loads the configuration and builds its engine with o (its
 // logger on stderr); on failure it prints every error and returns a nil
 // engine and the exit code.
-func loadEngine(path string, stderr io.Writer, verbose bool, o engine.Options) (*engine.Engine, int) {
+func loadEngine(path string, stderr io.Writer, verbose bool, o engine.Options, stubs string) (*engine.Engine, int) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		printErrors(stderr, err)
@@ -176,12 +179,23 @@ func loadEngine(path string, stderr io.Writer, verbose bool, o engine.Options) (
 		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
 	o.Log = logger(stderr, verbose)
-	eng, err := engine.New(cfg, o)
+	var eng *engine.Engine
+	if stubs != "" {
+		o.SaltCalls, err = ruletest.StubbedCalls(stubs, cfg, o.Log)
+	}
+	if err == nil {
+		eng, err = engine.New(cfg, o)
+	}
 	if err != nil {
 		printErrors(stderr, err)
 		return nil, exitUsage
 	}
 	return eng, exitOK
+}
+
+// stubsFlag registers --stubs on a command that renders reaction files.
+func stubsFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "stubs", "", "answer the reaction files' Salt calls from this file instead of the master: a reactord test file's stubs:, or a file of salt:, pillar:, grains: and opts: (docs/reaction-files.md)")
 }
 
 // rendererFlag registers --renderer (and --jinja) on a command that loads

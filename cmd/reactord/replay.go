@@ -57,7 +57,7 @@ func (c *replayCmd) run(ctx context.Context, args []string, s cli.Streams) int {
 		defer f.Close()
 		in = f
 	}
-	eng, code := loadEngine(c.conf, stderr, c.verbose, engine.Options{Renderer: c.renderer()})
+	eng, code := loadEngine(c.conf, stderr, c.verbose, engine.Options{Renderer: c.renderer()}, "")
 	if eng == nil {
 		return code
 	}

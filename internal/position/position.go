@@ -5,7 +5,10 @@
 // that cannot be translated, a target literal_target refuses) embeds Pos.
 package position
 
-import "strconv"
+import (
+	"regexp"
+	"strconv"
+)
 
 // Pos is a place in a file: its name ("" for a text of its own, such as a
 // rule's condition) and its 1-based line and column (0: unknown).
@@ -56,4 +59,21 @@ func (e *Error) Unwrap() error { return e.Err }
 // At returns an error at file, line and column.
 func At(file string, line, col int, msg string, err error) *Error {
 	return &Error{Pos: Pos{File: file, Line: line, Col: col}, Msg: msg, Err: err}
+}
+
+// positioned is a problem printed as Error prints one: file:line:col: .
+var positioned = regexp.MustCompile(`^(.+?):(\d+):(\d+): `)
+
+// Split reads back a problem printed as "file:line:col: message" (as
+// Error formats one) into its position and message; ok is false when text
+// does not start with a position.
+func Split(text string) (p Pos, msg string, ok bool) {
+	m := positioned.FindStringSubmatch(text)
+	if m == nil {
+		return Pos{}, text, false
+	}
+	p.File = m[1]
+	p.Line, _ = strconv.Atoi(m[2])
+	p.Col, _ = strconv.Atoi(m[3])
+	return p, text[len(m[0]):], true
 }
