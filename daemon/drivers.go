@@ -110,6 +110,29 @@ func (f *DriverOptions) master() (actions.Driver, error) {
 	return actions.Router{Primary: m, Fallback: exec}, nil
 }
 
+// ProbeSaltAPI checks, as the daemon does at its start, that salt-api
+// answers at APIURL and the credentials log in; it says what it found.
+// check probes it this way when the configuration chooses saltapi.
+func (f *DriverOptions) ProbeSaltAPI(ctx context.Context) (string, error) {
+	drv, err := f.Driver("saltapi", nil, nil)
+	if err == nil {
+		defer drv.Close(ctx)
+		if p, ok := drv.(actions.Prober); ok {
+			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			err = p.Probe(pctx)
+			cancel()
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("driver saltapi: %w (check --offline skips this)", err)
+	}
+	what := "answers"
+	if f.APIUser != "" {
+		what = "answers and the credentials log in"
+	}
+	return fmt.Sprintf("driver saltapi: %s %s", f.APIURL, what), nil
+}
+
 // ProbeMasterEngine asks whether reactord's Salt engine listens for the
 // master driver: the note when it does, the warning when it does not
 // (runner and wheel reactions and render-time calls then leave the

@@ -8,9 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/internal/cli"
@@ -297,23 +295,7 @@ func probeDriver(ctx context.Context, conf string) (string, error) {
 	if code != exitOK || opts.Driver != "saltapi" {
 		return "", nil
 	}
-	drv, err := opts.Drivers.Driver(opts.Driver, nil, nil)
-	if err == nil {
-		defer drv.Close(ctx)
-		if p, ok := drv.(actions.Prober); ok {
-			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			err = p.Probe(pctx)
-			cancel()
-		}
-	}
-	if err != nil {
-		return "", fmt.Errorf("driver saltapi: %w (check --offline skips this)", err)
-	}
-	what := "answers"
-	if opts.Drivers.APIUser != "" {
-		what = "answers and the credentials log in"
-	}
-	return fmt.Sprintf("driver saltapi: %s %s", opts.Drivers.APIURL, what), nil
+	return opts.Drivers.ProbeSaltAPI(ctx)
 }
 
 // printSettings prints the daemon's settings for conf, merged as
