@@ -85,6 +85,7 @@ type Daemon struct {
 	drv         actions.Driver
 	eng         *engine.Engine
 	saltCalls   *reactions.SaltCalls
+	rules       *ruleBook          // the running rules and their counts (/rules)
 	compiled    prometheus.Counter // reaction files compiled
 	metrics     *reactor.Metrics
 	archive     *reactor.Archive
@@ -120,7 +121,7 @@ type Daemon struct {
 // which Run starts. On error every part started is taken down; errors.Is
 // ErrConfig tells a setting's error from a part that could not start.
 func New(ctx context.Context, o Options) (*Daemon, error) {
-	d := &Daemon{opts: o, lifecycle: newLifecycle()}
+	d := &Daemon{opts: o, lifecycle: newLifecycle(), rules: newRuleBook(o.Config)}
 	d.runCtx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	d.push("background work", func(ctx context.Context) error { d.stopBackground(ctx); return nil })
 	if err := d.settle(); err != nil {

@@ -20,7 +20,7 @@ func (d *Daemon) StoreHealth() error {
 	return nil
 }
 
-// serveHTTP serves /metrics, /healthz and /healthz/store on --http.
+// serveHTTP serves /metrics, /healthz, /healthz/store and /rules on --http.
 func (d *Daemon) serveHTTP(context.Context) error {
 	if d.opts.HTTP == "" {
 		return nil
@@ -28,6 +28,7 @@ func (d *Daemon) serveHTTP(context.Context) error {
 	addr, err := d.lifecycle.serveHTTP(d.opts.HTTP, d.reg, d.log, func(mux *http.ServeMux) {
 		// The store is a separate check: reactions go on while it is down
 		// (records wait in the spool), so it does not fail /healthz.
+		mux.Handle("/rules", d.rules)
 		mux.HandleFunc("/healthz/store", func(w http.ResponseWriter, _ *http.Request) {
 			if d.archive == nil {
 				fmt.Fprintln(w, "no store")

@@ -563,6 +563,7 @@ func (d *Daemon) startPipeline(context.Context) error {
 		}
 		ro.Listeners = append(ro.Listeners, shadow.NewListener(lo))
 	}
+	ro.Listeners = append(ro.Listeners, d.rules)
 	if d.jetstream {
 		d.openJournal(&ro)
 	}

@@ -84,6 +84,18 @@ configuration does not load.`,
 		Flags: testFlags,
 	},
 	{
+		Name:  "rules",
+		Short: "list the running daemon's rules, their files, load time and counts",
+		Usage: "reactord rules --http ADDR [--out text|json]",
+		Long: `Asks the running daemon (its --http address) which rules it reacts with: the
+configuration, when it was loaded (its start, or the last reload that took),
+and each rule's id, glob, reaction files and position, with the reactions it
+dispatched, held back and that failed since the daemon started, and when it
+last decided. The same is served as JSON on the daemon's /rules. Exit 0, or
+2 when the daemon cannot be asked.`,
+		Flags: rulesFlags,
+	},
+	{
 		Name:  "check",
 		Short: "validate a reactor configuration and its reaction files",
 		Usage: "reactord check -c CONF [--event FILE|-] [--events FILE|-] [--nats URL]\n  or: reactord check --nats URL",

@@ -15,6 +15,7 @@
 //	shadow report  sum up the verdicts shadow mode recorded
 //	render         compile the reactions of one event into Salt low chunks (JSON)
 //	test           run reaction test files: events and the chunks each must make
+//	rules          list the running daemon's rules, their files, load time and counts
 //	check          validate a reactor configuration and its reaction files
 //	replay         run recorded events through the reactor, printing reactions
 //	explain        say what reactord does with one event, and why

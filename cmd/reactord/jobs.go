@@ -9,15 +9,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/event"
 	"github.com/reactord/reactord/internal/cli"
-	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/store"
 	"github.com/reactord/reactord/store/sqlstore"
 )
@@ -53,44 +50,9 @@ func storeFlag(fs *flag.FlagSet) *storeSource {
 	return src
 }
 
-// resolve returns the store URL src stands for.
+// resolve returns the store URL src stands for (daemon.StoreURL).
 func (src *storeSource) resolve() (string, error) {
-	if src.url != "" {
-		return src.url, nil
-	}
-	if u := os.Getenv(daemon.EnvName("store")); u != "" {
-		return u, nil
-	}
-	dir := src.dataDir
-	if src.conf != "" {
-		cfg, err := config.Load(src.conf)
-		if err != nil {
-			return "", fmt.Errorf("-c %s: %w", src.conf, err)
-		}
-		if u, err := settingsStore(cfg.Settings); err != nil || u != "" {
-			return u, err
-		}
-		if dir == "" {
-			dir = cfg.Settings.DataDir
-		}
-	}
-	if dir == "" {
-		dir = natsbus.DefaultDataDir()
-	}
-	return "sqlite://" + filepath.Join(dir, "reactord.db"), nil
-}
-
-// settingsStore is the store URL of the reactord: section: store, or the
-// content of store_file; "" when neither is set.
-func settingsStore(s config.Settings) (string, error) {
-	if s.Store != "" || s.StoreFile == "" {
-		return s.Store, nil
-	}
-	u, err := daemon.ReadSecretFile(s.StoreFile)
-	if err != nil {
-		return "", fmt.Errorf("reactord.store_file: %w", err)
-	}
-	return u, nil
+	return daemon.StoreURL(src.url, src.conf, src.dataDir)
 }
 
 // openStore opens the store src stands for. A SQLite store that does not

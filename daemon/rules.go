@@ -1,0 +1,168 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/reactor"
+	"github.com/reactord/reactord/store"
+)
+
+// RulesReport is what the running daemon reacts with: its configuration,
+// when it was loaded, and each rule with what it decided since. /rules on
+// --http serves it as JSON; `reactord rules` prints it.
+type RulesReport struct {
+	// Config is the configuration the rules come from (-c).
+	Config string `json:"config"`
+	// LoadedAt is when the rules were loaded (the start, or the last
+	// reload that took).
+	LoadedAt time.Time `json:"loaded_at"`
+	// Rules are the rules in the configuration's order.
+	Rules []RuleStatus `json:"rules"`
+}
+
+// RuleStatus is one rule of a RulesReport: where it is, its reaction
+// files, and its reactions since the daemon started (counts survive a
+// reload for a rule that keeps its id).
+type RuleStatus struct {
+	ID    string   `json:"id"`
+	Glob  string   `json:"glob"`
+	Pos   string   `json:"pos"`
+	Files []string `json:"files"`
+	// Dispatched, Held and Failed count the reactions dispatched, held
+	// back (loop guard, throttle, debounce, hop limit, …) and failed.
+	Dispatched int64 `json:"dispatched"`
+	Held       int64 `json:"held"`
+	Failed     int64 `json:"failed"`
+	// Last is the time of the rule's last decision (zero: none yet).
+	Last time.Time `json:"last,omitzero"`
+}
+
+// ruleBook follows the reactor's decision recorder (a reactor.Follower)
+// and keeps the RulesReport: the engine's rules as each load brings them,
+// and what each rule decided.
+type ruleBook struct {
+	mu     sync.Mutex
+	report RulesReport
+	counts map[string]*RuleStatus // by rule id, kept across reloads
+}
+
+// newRuleBook returns an empty book for the configuration conf.
+func newRuleBook(conf string) *ruleBook {
+	return &ruleBook{report: RulesReport{Config: conf}, counts: map[string]*RuleStatus{}}
+}
+
+// Configured takes the rules of a new engine (the start, a reload).
+func (b *ruleBook) Configured(eng *engine.Engine) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.report.LoadedAt = time.Now().UTC()
+	b.report.Rules = b.report.Rules[:0]
+	for _, r := range eng.Config().Rules {
+		files := make([]string, len(r.SLS))
+		for i, s := range r.SLS {
+			files[i] = s.Ref
+		}
+		if b.counts[r.ID] == nil {
+			b.counts[r.ID] = &RuleStatus{}
+		}
+		b.report.Rules = append(b.report.Rules, RuleStatus{ID: r.ID, Glob: r.Glob, Pos: r.Pos.String(), Files: files})
+	}
+}
+
+// Decided counts a decision of a rule's reaction.
+func (b *ruleBook) Decided(d reactor.Decision) {
+	if d.RuleID == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.counts[d.RuleID]
+	if c == nil {
+		return // a rule a reload removed
+	}
+	switch d.Stage {
+	case store.StageDispatched:
+		c.Dispatched++
+	case store.StageSuppressed:
+		c.Held++
+	case store.StageFailed:
+		c.Failed++
+	default:
+		return
+	}
+	c.Last = time.Now().UTC()
+}
+
+// Event, Tick and Stop: the book needs nothing of them.
+func (b *ruleBook) Event(reactor.Event) {}
+func (b *ruleBook) Tick(time.Time)      {}
+func (b *ruleBook) Stop()               {}
+
+// Report returns a copy of the report, with the counts.
+func (b *ruleBook) Report() RulesReport {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rep := b.report
+	rep.Rules = make([]RuleStatus, len(b.report.Rules))
+	for i, r := range b.report.Rules {
+		c := b.counts[r.ID]
+		r.Dispatched, r.Held, r.Failed, r.Last = c.Dispatched, c.Held, c.Failed, c.Last
+		rep.Rules[i] = r
+	}
+	return rep
+}
+
+// ServeHTTP answers /rules with the report as JSON.
+func (b *ruleBook) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(b.Report())
+}
+
+// FetchRules reads the rules of the daemon serving --http on addr.
+func FetchRules(addr string) (RulesReport, error) {
+	var rep RulesReport
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(strings.TrimSuffix(addr, "/") + "/rules")
+	if err != nil {
+		return rep, fmt.Errorf("asking the daemon for its rules: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return rep, fmt.Errorf("asking the daemon for its rules: %s (a reactord daemon's --http address?)", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return rep, fmt.Errorf("reading the daemon's rules: %w", err)
+	}
+	return rep, nil
+}
+
+// WriteText prints the report for people: the configuration and its load
+// time, then a line per rule.
+func (rep RulesReport) WriteText(w io.Writer) error {
+	if _, err := fmt.Fprintf(w, "%s: %d rule(s), loaded %s\n", rep.Config, len(rep.Rules), rep.LoadedAt.Format(time.RFC3339)); err != nil {
+		return err
+	}
+	for _, r := range rep.Rules {
+		last := "never"
+		if !r.Last.IsZero() {
+			last = r.Last.Format(time.RFC3339)
+		}
+		if _, err := fmt.Fprintf(w, "%s  %s -> %s (%s): %d dispatched, %d held, %d failed, last %s\n",
+			r.ID, r.Glob, strings.Join(r.Files, ", "), r.Pos, r.Dispatched, r.Held, r.Failed, last); err != nil {
+			return err
+		}
+	}
+	return nil
+}
