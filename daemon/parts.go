@@ -76,10 +76,13 @@ func (d *Daemon) startNATS(context.Context) error {
 	d.srv, d.token, d.natsURL = srv, token, srv.ClientURL()
 	addr := srv.Addr()
 	d.push("embedded NATS server", func(context.Context) error {
+		// Stopping: fire and the bridge must not find this address as a
+		// running daemon's (a SIGKILL leaves it; Find says so). Forgotten
+		// while the server still holds its port, so no newer daemon can
+		// have recorded the same address yet.
+		err := natsbus.ForgetAddr(d.dataDir, addr)
 		srv.Shutdown()
-		// Stopped: fire and the bridge must not find this address as a
-		// running daemon's (a SIGKILL leaves it; Find says so).
-		return natsbus.ForgetAddr(d.dataDir, addr)
+		return err
 	})
 	d.log.Info("embedded NATS server started", "url", d.natsURL, "data_dir", d.dataDir)
 	w := &jetStreamWatch{srv: srv, dir: filepath.Join(d.dataDir, "jetstream"), log: d.log, every: 2 * time.Second}
@@ -179,6 +182,9 @@ func (d *Daemon) openDriver(context.Context) error {
 	sc, err := NewSaltCalls(d.opts.SaltCalls, caller, d.log)
 	if err != nil {
 		return configErr(err)
+	}
+	if d.opts.Stubs != "" && sc == nil {
+		d.log.Warn("--stubs unused: --salt-calls off, reaction files call nothing", "stubs", d.opts.Stubs)
 	}
 	if d.opts.Stubs != "" && sc != nil {
 		// A preview: the files' Salt calls answered by the stubs.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/reactor"
-	"github.com/reactord/reactord/store"
 )
 
 // RulesReport is what the running daemon reacts with: its configuration,
@@ -35,12 +34,15 @@ type RuleStatus struct {
 	Glob  string   `json:"glob"`
 	Pos   string   `json:"pos"`
 	Files []string `json:"files"`
-	// Dispatched, Held and Failed count the reactions dispatched, held
-	// back (loop guard, throttle, debounce, hop limit, …) and failed.
+	// Dispatched counts the reactions dispatched (retries included), Held
+	// those the loop guard, throttle, debounce or hop limit held back,
+	// Failed those that failed (the driver, a retry that gave up, a file
+	// that did not render, verify_high); a false when:, a collection or a
+	// concurrency queue is counted when it reacts.
 	Dispatched int64 `json:"dispatched"`
 	Held       int64 `json:"held"`
 	Failed     int64 `json:"failed"`
-	// Last is the time of the rule's last decision (zero: none yet).
+	// Last is the time of the last of those (zero: none yet).
 	Last time.Time `json:"last,omitzero"`
 }
 
@@ -87,14 +89,17 @@ func (b *ruleBook) Decided(d reactor.Decision) {
 	if c == nil {
 		return // a rule a reload removed
 	}
-	switch d.Stage {
-	case store.StageDispatched:
+	switch {
+	case d.Reason == reactor.Dispatched || d.Reason == reactor.Retried:
 		c.Dispatched++
-	case store.StageSuppressed:
+	case d.Reason == reactor.HopLimit || d.Reason == reactor.Throttle || d.Reason == reactor.Debounce ||
+		strings.HasPrefix(string(d.Reason), string(reactor.LoopGuard)):
 		c.Held++
-	case store.StageFailed:
+	case d.Reason == reactor.Failed || d.Reason == reactor.RetryGaveUp || d.Reason == reactor.FileFailed || d.Reason == reactor.VerifyFailed:
 		c.Failed++
 	default:
+		// A note (a false when:), a collection or a concurrency queue:
+		// the event reacts or not later, and is counted then.
 		return
 	}
 	c.Last = time.Now().UTC()

@@ -206,7 +206,11 @@ func (p *Publisher) Close(ctx context.Context) {
 // transientPublishError reports a publish that may succeed if sent again:
 // no acknowledgement in time, or no stream answering yet.
 func transientPublishError(err error) bool {
-	// An API error (the stream is full, refuses the message) is final.
+	// An API error (the stream is full, refuses the message) is final. A
+	// reconnection fails every acknowledgement pending on the connection
+	// with ErrDisconnected (a node's death, the stream leader's among
+	// them): sent again under its message id, the event is stored once.
 	return errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting)
 }

@@ -125,7 +125,10 @@ func (p *Partitioned) balance() {
 // the handler are settled (the lease renewed meanwhile), acknowledges
 // them and frees the lease for another replica: a next owner starting
 // while events of the partition still wait here would handle later events
-// of a minion before them.
+// of a minion before them. The wait lasts as long as the reactor holds an
+// event (a debounce's quiet period, a collect window, a retry waiting for
+// its job), and no other hand-over starts meanwhile: balancing waits for
+// order.
 func (p *Partitioned) handOver(r *partRun, why string) {
 	r.halt()
 	r.settle(-1)

@@ -93,8 +93,10 @@ func (r *partRun) confirmFloor() {
 // floor, so that nothing after a missed or refused event is handled
 // before it.
 //
-// The wait has no bound (the events taken get progress acknowledgements
-// meanwhile, and a halt ends it): a new session started while events of
+// The wait has no bound but the reactor's own holds (debounce, collect,
+// a concurrency queue, a retry waiting for its job: the events taken get
+// progress acknowledgements meanwhile), and a settle ends it (a release
+// at stop, a lost lease: they close quit): a new session started while events of
 // the last one still wait in the handler's lanes would queue the events
 // it delivers again behind later ones of the same minion, which would
 // then run out of order (issue 49).
