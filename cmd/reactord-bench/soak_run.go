@@ -1,0 +1,483 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/reactord/reactord/internal/ordercheck"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// soakLedger is every event published and every reaction seen.
+type soakLedger struct {
+	mu        sync.Mutex
+	sent      map[string]time.Time // "minion/n" → first publish
+	acked     map[string]bool
+	seen      map[string][]int // minion → numbers in reaction order
+	first     map[string]bool
+	published int64
+	lat       []float64 // ms, since the last take
+}
+
+func newSoakLedger() *soakLedger {
+	return &soakLedger{sent: map[string]time.Time{}, acked: map[string]bool{}, seen: map[string][]int{}, first: map[string]bool{}}
+}
+
+func (l *soakLedger) reacted(minion string, n int, at time.Time) {
+	k := minion + "/" + strconv.Itoa(n)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen[minion] = append(l.seen[minion], n)
+	if l.first[k] {
+		return
+	}
+	l.first[k] = true
+	if t, ok := l.sent[k]; ok {
+		l.lat = append(l.lat, float64(at.Sub(t).Microseconds())/1000)
+	}
+}
+
+func (l *soakLedger) reactedCount() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(len(l.first))
+}
+
+// lost returns how many acknowledged events no reaction was seen for,
+// with a few of them.
+func (l *soakLedger) lost() (int64, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	var some []string
+	for k := range l.acked {
+		if !l.first[k] {
+			n++
+			if len(some) < 10 {
+				some = append(some, k)
+			}
+		}
+	}
+	slices.Sort(some)
+	return n, some
+}
+
+// takeLatencies returns the latencies seen since the last call.
+func (l *soakLedger) takeLatencies() []float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lat
+	l.lat = nil
+	return out
+}
+
+// quantile is the q-quantile of sorted values (0 when none).
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return math.Round(sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]*10) / 10
+}
+
+// soakEvent builds event n of a minion: a minion start, a beacon, a job
+// return (one in 50 of ~100 KB) or a key event, by r.
+func soakEvent(r *rand.Rand, minion string, n int) (tag string, body []byte) {
+	data := fmt.Sprintf(`"id": %q, "n": %d`, minion, n)
+	switch x := r.IntN(100); {
+	case x < 10:
+		tag = "salt/minion/" + minion + "/start"
+		data += `, "cmd": "_minion_event", "data": "Minion ` + minion + ` started"`
+	case x < 50:
+		tag = "salt/beacon/" + minion + "/diskusage/"
+		data += `, "/": 42.5`
+	case x < 85:
+		jid := fmt.Sprintf("2026%016d", r.Int64N(1e16))
+		tag = "salt/job/" + jid + "/ret/" + minion
+		ret := `"ok"`
+		if r.IntN(50) == 0 {
+			ret = `"` + strings.Repeat("x", 100<<10) + `"`
+		}
+		data += fmt.Sprintf(`, "jid": %q, "fun": "state.apply", "retcode": 0, "success": true, "return": %s`, jid, ret)
+	default:
+		tag = "salt/key"
+		data += `, "act": "accept", "result": true`
+	}
+	return tag, []byte(fmt.Sprintf(`{"tag": %q, "data": {%s}}`, tag, data))
+}
+
+// traffic publishes rounds of events ten times a second, each minion at
+// most once a round; a round is retried whole (same message ids) until
+// the stream acknowledged all of it, so each minion's events are stored
+// in number order.
+func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
+	r := rand.New(rand.NewPCG(s.cfg.seed, 1))
+	next := make([]int, s.cfg.minions)
+	cursor := 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var owed float64
+	quiet := slog.New(slog.DiscardHandler)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		owed += float64(s.cfg.rate) / 10
+		k := min(int(owed), s.cfg.minions)
+		owed -= float64(k)
+		type ev struct {
+			key, tag string
+			body     []byte
+		}
+		round := make([]ev, 0, k)
+		for range k {
+			m := fmt.Sprintf("m%04d", cursor)
+			tag, body := soakEvent(r, m, next[cursor])
+			round = append(round, ev{m + "/" + strconv.Itoa(next[cursor]), tag, body})
+			next[cursor]++
+			cursor = (cursor + 1) % s.cfg.minions
+		}
+		now := time.Now()
+		s.ledger.mu.Lock()
+		for _, e := range round {
+			s.ledger.sent[e.key] = now
+		}
+		s.ledger.published += int64(len(round))
+		s.ledger.mu.Unlock()
+		for {
+			pub, err := pc.NewPublisher(ctx, natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: quiet})
+			if err == nil {
+				for _, e := range round {
+					if err = pub.Publish(ctx, natsbus.Msg{Tag: e.tag, Body: e.body, Meta: natsbus.Meta{MsgID: e.key, Sent: now}}, nil); err != nil {
+						break
+					}
+				}
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				pub.Close(cctx)
+				cancel()
+				if err == nil && pub.Stats().Failed == 0 {
+					s.ledger.mu.Lock()
+					for _, e := range round {
+						s.ledger.acked[e.key] = true
+					}
+					s.ledger.mu.Unlock()
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				return // published, not acknowledged: not counted as lost
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// soakFault is a fault's line in the timeline.
+type soakFault struct {
+	T      float64 `json:"t"`
+	Fault  string  `json:"fault"`
+	Target string  `json:"target"`
+	TookS  float64 `json:"took_s"`
+	Err    string  `json:"error,omitempty"`
+}
+
+// nemesis injects a fault every faultEvery, one at a time.
+func (s *soak) nemesis(ctx context.Context, start time.Time, stderr io.Writer) {
+	if s.cfg.faultEvery <= 0 {
+		return
+	}
+	r := rand.New(rand.NewPCG(s.cfg.seed, 2))
+	generation := 0
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.faultEvery):
+		}
+		kind := faultKinds[r.IntN(len(faultKinds))]
+		if len(s.cfg.schedule) > 0 {
+			kind = s.cfg.schedule[i%len(s.cfg.schedule)]
+		}
+		at := time.Now()
+		target, err := s.inject(kind, r, &generation)
+		f := soakFault{T: at.Sub(start).Seconds(), Fault: kind, Target: target, TookS: time.Since(at).Seconds()}
+		if err != nil {
+			f.Err = err.Error()
+			fmt.Fprintf(stderr, "soak: %s of %s: %v\n", kind, target, err)
+		}
+		s.record(f)
+		s.fmu.Lock()
+		s.faults[kind]++
+		s.faultLog = append(s.faultLog, f)
+		s.fmu.Unlock()
+	}
+}
+
+// inject runs one fault to its end (the process back, the cut healed).
+func (s *soak) inject(kind string, r *rand.Rand, generation *int) (string, error) {
+	switch kind {
+	case faultNATSKill:
+		p := s.nodes[r.IntN(len(s.nodes))]
+		return p.name, s.restart(p, syscall.SIGKILL)
+	case faultReplicaKill, faultReplicaTerm:
+		p := s.reps[r.IntN(len(s.reps))]
+		sig := syscall.SIGKILL
+		if kind == faultReplicaTerm {
+			sig = syscall.SIGTERM
+		}
+		return p.name, s.restart(p, sig)
+	case faultNetCut:
+		p := s.reps[r.IntN(len(s.reps))]
+		p.proxy.Down()
+		time.Sleep(s.cfg.down)
+		return p.name, p.proxy.Up()
+	case faultReload:
+		*generation++
+		if _, err := writeSoakConf(s.dir, *generation); err != nil {
+			return "all replicas", err
+		}
+		var errs []string
+		for _, p := range s.reps {
+			if err := signalChild(p.cur(), syscall.SIGHUP); err != nil {
+				errs = append(errs, p.name+": "+err.Error())
+			}
+		}
+		if len(errs) > 0 {
+			return "all replicas", fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return "all replicas", nil
+	}
+	return "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// restart signals a process, waits for it to end, leaves it down for a
+// while and starts it again (a replica: until healthy).
+func (s *soak) restart(p *soakProc, sig syscall.Signal) error {
+	c := p.cur()
+	if err := signalChild(c, sig); err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+	time.Sleep(s.cfg.down)
+	if err := p.start(s.self); err != nil {
+		return err
+	}
+	if p.proxy == nil {
+		return nil
+	}
+	return waitFor(context.Background(), 60*time.Second, []*child{p.cur()}, func() error { return p.cur().healthy() })
+}
+
+// soakProcSample is one process's figures at a sample.
+type soakProcSample struct {
+	Name       string  `json:"name"`
+	PID        int     `json:"pid"`
+	RSSMB      float64 `json:"rss_mb"`
+	FDs        int     `json:"fds"`
+	Goroutines int64   `json:"goroutines,omitempty"`
+	HeapMB     float64 `json:"heap_mb,omitempty"`
+}
+
+// soakSample is one line of the timeline.
+type soakSample struct {
+	T            float64          `json:"t"`
+	Published    int64            `json:"published"`
+	Acknowledged int64            `json:"acknowledged"`
+	Reacted      int64            `json:"reacted"`
+	StreamMsgs   uint64           `json:"stream_msgs"`
+	StreamMB     float64          `json:"stream_mb"`
+	P50ms        float64          `json:"p50_ms"`
+	P99ms        float64          `json:"p99_ms"`
+	Procs        []soakProcSample `json:"procs"`
+}
+
+// sampleUntil samples every interval until ctx ends.
+func (s *soak) sampleUntil(ctx context.Context, start time.Time) {
+	tick := time.NewTicker(s.cfg.interval)
+	defer tick.Stop()
+	for {
+		s.sample(start)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sample reads every process, the stream and the latencies.
+func (s *soak) sample(start time.Time) {
+	smp := soakSample{T: math.Round(time.Since(start).Seconds()*10) / 10}
+	s.ledger.mu.Lock()
+	smp.Published, smp.Acknowledged, smp.Reacted = s.ledger.published, int64(len(s.ledger.acked)), int64(len(s.ledger.first))
+	s.ledger.mu.Unlock()
+	lat := s.ledger.takeLatencies()
+	slices.Sort(lat)
+	smp.P50ms, smp.P99ms = quantile(lat, 0.5), quantile(lat, 0.99)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	if st, err := s.js.Stream(ctx, "REACTORD_EVENTS"); err == nil {
+		smp.StreamMsgs, smp.StreamMB = st.CachedInfo().State.Msgs, math.Round(float64(st.CachedInfo().State.Bytes)/(1<<20)*100)/100
+	}
+	cancel()
+	for _, p := range append(append([]*soakProc{}, s.nodes...), s.reps...) {
+		c := p.cur()
+		if c == nil || c.exited() != nil {
+			continue
+		}
+		pid := c.cmd.Process.Pid
+		ps := soakProcSample{Name: p.name, PID: pid, RSSMB: math.Round(float64(procRSS(pid))/(1<<20)*10) / 10}
+		if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
+			ps.FDs = len(ents)
+		}
+		if p.proxy != nil && c.httpAddr() != "" {
+			if m, err := c.scrape(); err == nil {
+				ps.Goroutines = int64(m.value("go_goroutines"))
+				ps.HeapMB = math.Round(m.value("go_memstats_heap_alloc_bytes")/(1<<20)*10) / 10
+			}
+		}
+		smp.Procs = append(smp.Procs, ps)
+	}
+	s.record(smp)
+	s.fmu.Lock()
+	s.samples = append(s.samples, smp)
+	s.fmu.Unlock()
+}
+
+// summary computes the last line from the ledger and the samples.
+func (s *soak) summary(start time.Time) soakSummary {
+	l := s.ledger
+	lost, some := l.lost()
+	l.mu.Lock()
+	_, dups, ooo := ordercheck.Count(l.seen)
+	sum := soakSummary{DurationS: math.Round(s.cfg.duration.Seconds()), Published: l.published, Acknowledged: int64(len(l.acked)),
+		Reacted: int64(len(l.first)), Duplicates: int64(dups), OutOfOrder: int64(ooo)}
+	l.mu.Unlock()
+	sum.Lost, sum.LostSample = lost, some
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	sum.Faults = map[string]int{}
+	for k, v := range s.faults {
+		sum.Faults[k] = v
+	}
+	sum.Seed, sum.Rate, sum.Minions, sum.Replicas, sum.Nodes, sum.Partitions = s.cfg.seed, s.cfg.rate, s.cfg.minions, s.cfg.replicas, s.cfg.nodes, s.cfg.partitions
+	sum.Store = "sqlite"
+	if s.cfg.store != "" {
+		sum.Store, _, _ = strings.Cut(s.cfg.store, "://")
+	}
+	sum.NotDone = soakNotDone
+	warm := s.cfg.warmup.Seconds()
+	var first, last *soakSample
+	for i := range s.samples {
+		if s.samples[i].T >= warm && first == nil {
+			first = &s.samples[i]
+		}
+	}
+	if n := len(s.samples); n > 0 {
+		last = &s.samples[n-1]
+	}
+	if first == nil {
+		first = last
+	}
+	tot := func(sm *soakSample) (g, f int64) {
+		if sm == nil {
+			return 0, 0
+		}
+		for _, p := range sm.Procs {
+			g += p.Goroutines
+			f += int64(p.FDs)
+		}
+		return g, f
+	}
+	sum.GoroutinesIn, sum.FDsIn = tot(first)
+	sum.GoroutinesOut, sum.FDsOut = tot(last)
+	sum.RSSGrowth, sum.RSSGrowthProc = rssGrowth(s.samples, warm)
+	var all []float64
+	for _, sm := range s.samples {
+		if sm.P99ms > 0 {
+			all = append(all, sm.P99ms)
+		}
+	}
+	slices.Sort(all)
+	sum.P99ms = quantile(all, 0.99) // the worst interval's p99, near enough
+	var p50s []float64
+	for _, sm := range s.samples {
+		if sm.P50ms > 0 {
+			p50s = append(p50s, sm.P50ms)
+		}
+	}
+	slices.Sort(p50s)
+	sum.P50ms = quantile(p50s, 0.5)
+	return sum
+}
+
+// rssGrowth is the largest slope, in MB per hour, of a process's RSS
+// over its samples after the warm-up, each incarnation (pid) apart, the
+// one with the most samples per process.
+func rssGrowth(samples []soakSample, warm float64) (float64, string) {
+	type key struct {
+		name string
+		pid  int
+	}
+	xs, ys := map[key][]float64{}, map[key][]float64{}
+	for _, sm := range samples {
+		if sm.T < warm {
+			continue
+		}
+		for _, p := range sm.Procs {
+			k := key{p.Name, p.PID}
+			xs[k], ys[k] = append(xs[k], sm.T/3600), append(ys[k], p.RSSMB)
+		}
+	}
+	best := map[string]key{}
+	for k := range xs {
+		if b, ok := best[k.name]; !ok || len(xs[k]) > len(xs[b]) {
+			best[k.name] = k
+		}
+	}
+	top, who := 0.0, ""
+	for name, k := range best {
+		if len(xs[k]) < 3 {
+			continue
+		}
+		if sl := slope(xs[k], ys[k]); who == "" || sl > top {
+			top, who = sl, name
+		}
+	}
+	return math.Round(top*100) / 100, who
+}
+
+// slope is the least-squares slope of y over x.
+func slope(x, y []float64) float64 {
+	var mx, my float64
+	for i := range x {
+		mx, my = mx+x[i], my+y[i]
+	}
+	n := float64(len(x))
+	mx, my = mx/n, my/n
+	var num, den float64
+	for i := range x {
+		num += (x[i] - mx) * (y[i] - my)
+		den += (x[i] - mx) * (x[i] - mx)
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
+}
