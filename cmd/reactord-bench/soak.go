@@ -38,7 +38,7 @@ var faultKinds = []string{faultNATSKill, faultReplicaKill, faultReplicaTerm, fau
 // soakConfig is what reactord-bench soak runs.
 type soakConfig struct {
 	duration, interval, faultEvery, warmup, down time.Duration
-	rate, minions, replicas, nodes, partitions  int
+	rate, minions, replicas, nodes, partitions   int
 	seed                                         uint64
 	out, store                                   string
 	// schedule, when set, is the faults in order (cycled) in place of

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,7 @@ type soakLedger struct {
 	first     map[string]bool
 	published int64
 	lat       []float64 // ms, since the last take
+	allLat    []float64 // ms, the whole run
 }
 
 func newSoakLedger() *soakLedger {
@@ -78,6 +80,7 @@ func (l *soakLedger) takeLatencies() []float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := l.lat
+	l.allLat = append(l.allLat, out...)
 	l.lat = nil
 	return out
 }
@@ -245,19 +248,31 @@ func (s *soak) inject(kind string, r *rand.Rand, generation *int) (string, error
 		return p.name, p.proxy.Up()
 	case faultReload:
 		*generation++
+		before := make([]int64, len(s.reps))
+		for i, p := range s.reps {
+			before[i] = p.cur().reloads.Load()
+		}
 		if _, err := writeSoakConf(s.dir, *generation); err != nil {
 			return "all replicas", err
 		}
-		var errs []string
-		for _, p := range s.reps {
-			if err := signalChild(p.cur(), syscall.SIGHUP); err != nil {
-				errs = append(errs, p.name+": "+err.Error())
+		var errs []error
+		for i, p := range s.reps {
+			c := p.cur()
+			if err := signalChild(c, syscall.SIGHUP); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+				continue
+			}
+			// The reload is done when the replica says so.
+			if err := waitFor(context.Background(), 20*time.Second, []*child{c}, func() error {
+				if c.reloads.Load() <= before[i] {
+					return errors.New("no \"configuration reloaded\" logged")
+				}
+				return nil
+			}); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
 			}
 		}
-		if len(errs) > 0 {
-			return "all replicas", fmt.Errorf("%s", strings.Join(errs, "; "))
-		}
-		return "all replicas", nil
+		return "all replicas", errors.Join(errs...)
 	}
 	return "", fmt.Errorf("unknown fault %q", kind)
 }
@@ -383,14 +398,26 @@ func (s *soak) summary(start time.Time) soakSummary {
 	}
 	sum.NotDone = soakNotDone
 	warm := s.cfg.warmup.Seconds()
+	// Goroutines and descriptors are compared between the first sample
+	// after the warm-up and the last (after the drain) with every process
+	// up and answering.
+	whole := func(sm *soakSample) bool {
+		n := 0
+		for _, p := range sm.Procs {
+			if p.Goroutines > 0 || p.Name[0] == 'n' {
+				n++
+			}
+		}
+		return n == len(s.nodes)+len(s.reps)
+	}
 	var first, last *soakSample
 	for i := range s.samples {
-		if s.samples[i].T >= warm && first == nil {
+		if s.samples[i].T >= warm && first == nil && whole(&s.samples[i]) {
 			first = &s.samples[i]
 		}
-	}
-	if n := len(s.samples); n > 0 {
-		last = &s.samples[n-1]
+		if whole(&s.samples[i]) {
+			last = &s.samples[i]
+		}
 	}
 	if first == nil {
 		first = last
@@ -408,22 +435,11 @@ func (s *soak) summary(start time.Time) soakSummary {
 	sum.GoroutinesIn, sum.FDsIn = tot(first)
 	sum.GoroutinesOut, sum.FDsOut = tot(last)
 	sum.RSSGrowth, sum.RSSGrowthProc = rssGrowth(s.samples, warm)
-	var all []float64
-	for _, sm := range s.samples {
-		if sm.P99ms > 0 {
-			all = append(all, sm.P99ms)
-		}
-	}
+	l.mu.Lock()
+	all := slices.Clone(l.allLat)
+	l.mu.Unlock()
 	slices.Sort(all)
-	sum.P99ms = quantile(all, 0.99) // the worst interval's p99, near enough
-	var p50s []float64
-	for _, sm := range s.samples {
-		if sm.P50ms > 0 {
-			p50s = append(p50s, sm.P50ms)
-		}
-	}
-	slices.Sort(p50s)
-	sum.P50ms = quantile(p50s, 0.5)
+	sum.P50ms, sum.P99ms = quantile(all, 0.5), quantile(all, 0.99)
 	return sum
 }
 
