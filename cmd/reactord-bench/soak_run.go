@@ -20,40 +20,82 @@ import (
 	"github.com/reactord/reactord/natsbus"
 )
 
-// soakLedger is every event published and every reaction seen.
+// soakLedger is every event published and every reaction seen, by
+// minion: a few bytes an event, for runs of hours.
 type soakLedger struct {
 	mu        sync.Mutex
-	sent      map[string]time.Time // "minion/n" → first publish
-	acked     map[string]bool
-	seen      map[string][]int // minion → numbers in reaction order
-	first     map[string]bool
+	minions   map[string]*minionLedger
 	published int64
+	acked     int64
+	reactedN  int64
 	lat       []float64 // ms, since the last take
 	allLat    []float64 // ms, the whole run
 }
 
-func newSoakLedger() *soakLedger {
-	return &soakLedger{sent: map[string]time.Time{}, acked: map[string]bool{}, seen: map[string][]int{}, first: map[string]bool{}}
+// minionLedger is one minion's events, by number.
+type minionLedger struct {
+	sent    []int64 // UnixNano of the first publish
+	acked   int     // events 0 .. acked-1 acknowledged (rounds are acknowledged in order)
+	reacted []bool
+	seen    []int // numbers in reaction order
 }
 
-func (l *soakLedger) reacted(minion string, n int, at time.Time) {
-	k := minion + "/" + strconv.Itoa(n)
+func newSoakLedger() *soakLedger { return &soakLedger{minions: map[string]*minionLedger{}} }
+
+func (l *soakLedger) minion(id string) *minionLedger {
+	m := l.minions[id]
+	if m == nil {
+		m = &minionLedger{}
+		l.minions[id] = m
+	}
+	return m
+}
+
+// sent records event n of a minion as published at t (numbers come in
+// order, from 0).
+func (l *soakLedger) sent(id string, n int, t time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.seen[minion] = append(l.seen[minion], n)
-	if l.first[k] {
+	m := l.minion(id)
+	if n == len(m.sent) {
+		m.sent = append(m.sent, t.UnixNano())
+		m.reacted = append(m.reacted, false)
+		l.published++
+	}
+}
+
+// ack records event n of a minion as acknowledged by the stream.
+func (l *soakLedger) ack(id string, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := l.minion(id); n >= m.acked {
+		l.acked += int64(n + 1 - m.acked)
+		m.acked = n + 1
+	}
+}
+
+func (l *soakLedger) reacted(id string, n int, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.minion(id)
+	m.seen = append(m.seen, n)
+	for len(m.reacted) <= n { // a number never published: counted as reacted
+		m.reacted = append(m.reacted, false)
+	}
+	if m.reacted[n] {
 		return
 	}
-	l.first[k] = true
-	if t, ok := l.sent[k]; ok {
-		l.lat = append(l.lat, float64(at.Sub(t).Microseconds())/1000)
+	m.reacted[n] = true
+	l.reactedN++
+	if n < len(m.sent) {
+		l.lat = append(l.lat, float64(at.UnixNano()-m.sent[n])/1e6)
 	}
 }
 
 func (l *soakLedger) reactedCount() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int64(len(l.first))
+	return l.reactedN
 }
 
 // lost returns how many acknowledged events no reaction was seen for,
@@ -63,16 +105,30 @@ func (l *soakLedger) lost() (int64, []string) {
 	defer l.mu.Unlock()
 	var n int64
 	var some []string
-	for k := range l.acked {
-		if !l.first[k] {
-			n++
-			if len(some) < 10 {
-				some = append(some, k)
+	for id, m := range l.minions {
+		for i := range m.acked {
+			if !m.reacted[i] {
+				n++
+				if len(some) < 10 {
+					some = append(some, id+"/"+strconv.Itoa(i))
+				}
 			}
 		}
 	}
 	slices.Sort(some)
 	return n, some
+}
+
+// order counts the duplicates and the events out of order (ordercheck).
+func (l *soakLedger) order() (dups, outOfOrder int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := make(map[string][]int, len(l.minions))
+	for id, m := range l.minions {
+		seen[id] = m.seen
+	}
+	_, dups, outOfOrder = ordercheck.Count(seen)
+	return dups, outOfOrder
 }
 
 // takeLatencies returns the latencies seen since the last call.
@@ -141,24 +197,22 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 		k := min(int(owed), s.cfg.minions)
 		owed -= float64(k)
 		type ev struct {
-			key, tag string
-			body     []byte
+			minion, key, tag string
+			n                int
+			body             []byte
 		}
 		round := make([]ev, 0, k)
 		for range k {
 			m := fmt.Sprintf("m%04d", cursor)
 			tag, body := soakEvent(r, m, next[cursor])
-			round = append(round, ev{m + "/" + strconv.Itoa(next[cursor]), tag, body})
+			round = append(round, ev{m, m + "/" + strconv.Itoa(next[cursor]), tag, next[cursor], body})
 			next[cursor]++
 			cursor = (cursor + 1) % s.cfg.minions
 		}
 		now := time.Now()
-		s.ledger.mu.Lock()
 		for _, e := range round {
-			s.ledger.sent[e.key] = now
+			s.ledger.sent(e.minion, e.n, now)
 		}
-		s.ledger.published += int64(len(round))
-		s.ledger.mu.Unlock()
 		for {
 			pub, err := pc.NewPublisher(ctx, natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: quiet})
 			if err == nil {
@@ -171,11 +225,9 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 				pub.Close(cctx)
 				cancel()
 				if err == nil && pub.Stats().Failed == 0 {
-					s.ledger.mu.Lock()
 					for _, e := range round {
-						s.ledger.acked[e.key] = true
+						s.ledger.ack(e.minion, e.n)
 					}
-					s.ledger.mu.Unlock()
 					break
 				}
 			}
@@ -341,7 +393,7 @@ func (s *soak) sampleUntil(ctx context.Context, start time.Time) {
 func (s *soak) sample(start time.Time) {
 	smp := soakSample{T: math.Round(time.Since(start).Seconds()*10) / 10}
 	s.ledger.mu.Lock()
-	smp.Published, smp.Acknowledged, smp.Reacted = s.ledger.published, int64(len(s.ledger.acked)), int64(len(s.ledger.first))
+	smp.Published, smp.Acknowledged, smp.Reacted = s.ledger.published, s.ledger.acked, s.ledger.reactedN
 	s.ledger.mu.Unlock()
 	lat := s.ledger.takeLatencies()
 	slices.Sort(lat)
@@ -379,10 +431,10 @@ func (s *soak) sample(start time.Time) {
 func (s *soak) summary(start time.Time) soakSummary {
 	l := s.ledger
 	lost, some := l.lost()
+	dups, ooo := l.order()
 	l.mu.Lock()
-	_, dups, ooo := ordercheck.Count(l.seen)
-	sum := soakSummary{DurationS: math.Round(s.cfg.duration.Seconds()), Published: l.published, Acknowledged: int64(len(l.acked)),
-		Reacted: int64(len(l.first)), Duplicates: int64(dups), OutOfOrder: int64(ooo)}
+	sum := soakSummary{DurationS: math.Round(s.cfg.duration.Seconds()), Published: l.published, Acknowledged: l.acked,
+		Reacted: l.reactedN, Duplicates: int64(dups), OutOfOrder: int64(ooo)}
 	l.mu.Unlock()
 	sum.Lost, sum.LostSample = lost, some
 	s.fmu.Lock()

@@ -89,15 +89,23 @@ func TestSoak(t *testing.T) {
 // before an earlier number of its minion out of order.
 func TestSoakLedger(t *testing.T) {
 	l := newSoakLedger()
-	for _, k := range []string{"a/0", "a/1", "a/2", "b/0"} {
-		l.acked[k] = true
-	}
 	at := time.Now()
+	for _, e := range []struct {
+		m string
+		n int
+	}{{"a", 0}, {"a", 1}, {"a", 2}, {"b", 0}, {"b", 1}} {
+		l.sent(e.m, e.n, at)
+	}
+	l.ack("a", 2)
+	l.ack("b", 0) // b/1 published, never acknowledged: not lost
 	for _, r := range []struct {
 		m string
 		n int
 	}{{"a", 0}, {"a", 2}, {"a", 1}, {"a", 2}} {
 		l.reacted(r.m, r.n, at)
+	}
+	if p, a := l.published, l.acked; p != 5 || a != 4 {
+		t.Errorf("published %d, acknowledged %d; want 5, 4", p, a)
 	}
 	s := &soak{ledger: l, faults: map[string]int{}}
 	sum := s.summary(at)
