@@ -360,6 +360,11 @@ type soakProcSample struct {
 	FDs        int     `json:"fds"`
 	Goroutines int64   `json:"goroutines,omitempty"`
 	HeapMB     float64 `json:"heap_mb,omitempty"`
+	// A replica's audit store: records written by this process, waiting,
+	// and the bytes of its disk spool.
+	StoreWritten int64 `json:"store_written,omitempty"`
+	StorePending int64 `json:"store_pending,omitempty"`
+	SpoolBytes   int64 `json:"spool_bytes,omitempty"`
 }
 
 // soakSample is one line of the timeline.
@@ -417,6 +422,9 @@ func (s *soak) sample(start time.Time) {
 			if m, err := c.scrape(); err == nil {
 				ps.Goroutines = int64(m.value("go_goroutines"))
 				ps.HeapMB = math.Round(m.value("go_memstats_heap_alloc_bytes")/(1<<20)*10) / 10
+				ps.StoreWritten = int64(m.sum("reactord_store_records_written_total"))
+				ps.StorePending = int64(m.value("reactord_store_pending_records"))
+				ps.SpoolBytes = int64(m.value("reactord_store_spool_bytes"))
 			}
 		}
 		smp.Procs = append(smp.Procs, ps)
