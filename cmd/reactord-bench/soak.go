@@ -135,7 +135,8 @@ event numbered per minion), and every --fault-every injects one fault
 chosen with --seed among: `+strings.Join(faultKinds, ", ")+`.
 Not implemented: `+strings.Join(soakNotDone, "; ")+`.
 Every --interval it samples each process (RSS and open files from /proc,
-goroutines and Go heap from the replicas' /metrics), the event stream and
+goroutines, Go heap and audit store records from the replicas' /metrics),
+the event stream and
 the publish-to-reaction latency into DIR/timeline.jsonl (faults as their
 own lines), draws DIR/soak.png, and prints one JSON summary line last.`, stderr)
 	var c soakConfig
