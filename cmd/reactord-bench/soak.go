@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,10 +33,20 @@ const (
 	faultReplicaTerm = "replica-term" // SIGTERM a replica, restart it
 	faultNetCut      = "net-cut"      // cut a replica from its node for a while
 	faultReload      = "reload"       // change the reaction file, SIGHUP the replicas
+	faultStoreCut    = "store-cut"    // cut the replicas from the audit database
 )
 
 // faultKinds are the faults soak implements.
 var faultKinds = []string{faultNATSKill, faultReplicaKill, faultReplicaTerm, faultNetCut, faultReload}
+
+// kinds are the faults this run chooses from: store-cut too when the
+// audit store is a database on the network (reached through a proxy).
+func (s *soak) kinds() []string {
+	if s.storeProxy != nil {
+		return append(slices.Clone(faultKinds), faultStoreCut)
+	}
+	return faultKinds
+}
 
 // soakConfig is what reactord-bench soak runs.
 type soakConfig struct {
@@ -88,8 +101,12 @@ type soak struct {
 	tlMu     sync.Mutex
 	faults   map[string]int
 	faultLog []soakFault
-	samples  []soakSample
-	fmu      sync.Mutex
+	// storeProxy stands between the replicas and a --store database;
+	// storeURL is --store through it.
+	storeProxy *tcpproxy.Proxy
+	storeURL   string
+	samples    []soakSample
+	fmu        sync.Mutex
 }
 
 // soakSummary is the JSON line soak prints last.
@@ -122,7 +139,7 @@ type soakSummary struct {
 }
 
 // soakNotDone lists the issue's faults soak does not inject.
-var soakNotDone = []string{"audit database stopped/started", "data directory's disk full", "bridge SIGKILL (no bridge runs)"}
+var soakNotDone = []string{"the audit database server stopped and started (store-cut cuts it off through a proxy instead)", "data directory's disk full", "bridge SIGKILL (no bridge runs)"}
 
 // cmdSoak is reactord-bench soak.
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -132,7 +149,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 each reaction to a stream the soak reads) and steady master-shaped traffic
 (minion starts, beacons, job returns, some of ~100 KB, key events; each
 event numbered per minion), and every --fault-every injects one fault
-chosen with --seed among: `+strings.Join(faultKinds, ", ")+`.
+chosen with --seed among: `+strings.Join(faultKinds, ", ")+`, and
+`+faultStoreCut+` (the replicas' way to a --store database cut for twice
+--down) when --store is a mysql:// or postgres:// URL.
 Not implemented: `+strings.Join(soakNotDone, "; ")+`.
 Every --interval it samples each process (RSS and open files from /proc,
 goroutines, Go heap and audit store records from the replicas' /metrics),
@@ -159,7 +178,7 @@ own lines), draws DIR/soak.png, and prints one JSON summary line last.`, stderr)
 	}
 	if *sched != "" {
 		for _, k := range strings.Split(*sched, ",") {
-			if !containsString(faultKinds, k) {
+			if !containsString(faultKinds, k) && k != faultStoreCut {
 				fmt.Fprintf(stderr, "soak: unknown fault %q (have %s)\n", k, strings.Join(faultKinds, ", "))
 				return exitUsage
 			}
@@ -262,6 +281,12 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	if err := s.collect(ctx); err != nil {
 		return soakSummary{}, err
 	}
+	if err := s.proxyStore(); err != nil {
+		return soakSummary{}, err
+	}
+	if containsString(cfg.schedule, faultStoreCut) && s.storeProxy == nil {
+		return soakSummary{}, errors.New("--faults store-cut needs a --store mysql:// or postgres:// URL")
+	}
 	if err := s.startReplicas(ctx); err != nil {
 		return soakSummary{}, err
 	}
@@ -315,8 +340,35 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	return sum, nil
 }
 
+// proxyStore puts a proxy between the replicas and a --store database on
+// the network, for the store-cut fault.
+func (s *soak) proxyStore() error {
+	s.storeURL = s.cfg.store
+	u, err := url.Parse(s.cfg.store)
+	if err != nil || u.Host == "" || !containsString([]string{"mysql", "mariadb", "postgres", "postgresql"}, u.Scheme) {
+		return nil // SQLite, none, or a form soak does not rewrite
+	}
+	host := u.Host
+	if u.Port() == "" {
+		port := "3306"
+		if strings.HasPrefix(u.Scheme, "postgres") {
+			port = "5432"
+		}
+		host = net.JoinHostPort(u.Hostname(), port)
+	}
+	if s.storeProxy, err = tcpproxy.Listen(host); err != nil {
+		return err
+	}
+	u.Host = s.storeProxy.Addr()
+	s.storeURL = u.String()
+	return nil
+}
+
 // stopAll ends every process soak started.
 func (s *soak) stopAll() {
+	if s.storeProxy != nil {
+		defer s.storeProxy.Down()
+	}
 	for _, p := range s.reps {
 		if c := p.cur(); c != nil {
 			c.stop(15 * time.Second)
@@ -387,8 +439,8 @@ func (s *soak) startReplicas(ctx context.Context) error {
 			"--exec-subject", fmt.Sprintf("soak.exec.r%d.", i+1), "--jetstream", "--partitions", strconv.Itoa(s.cfg.partitions),
 			"--stream-replicas", strconv.Itoa(sr), "--ack-wait", "5s", "--no-loop-guard",
 			"--data-dir", filepath.Join(s.dir, fmt.Sprintf("replica%d", i+1)), "--http", "127.0.0.1:0"}
-		if s.cfg.store != "" {
-			args = append(args, "--store", s.cfg.store)
+		if s.storeURL != "" {
+			args = append(args, "--store", s.storeURL)
 		}
 		p := &soakProc{name: fmt.Sprintf("replica%d", i+1), args: args, proxy: px}
 		if err := p.start(s.self); err != nil {

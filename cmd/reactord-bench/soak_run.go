@@ -261,7 +261,8 @@ func (s *soak) nemesis(ctx context.Context, start time.Time, stderr io.Writer) {
 			return
 		case <-time.After(s.cfg.faultEvery):
 		}
-		kind := faultKinds[r.IntN(len(faultKinds))]
+		kinds := s.kinds()
+		kind := kinds[r.IntN(len(kinds))]
 		if len(s.cfg.schedule) > 0 {
 			kind = s.cfg.schedule[i%len(s.cfg.schedule)]
 		}
@@ -298,6 +299,10 @@ func (s *soak) inject(kind string, r *rand.Rand, generation *int) (string, error
 		p.proxy.Down()
 		time.Sleep(s.cfg.down)
 		return p.name, p.proxy.Up()
+	case faultStoreCut:
+		s.storeProxy.Down()
+		time.Sleep(2 * s.cfg.down)
+		return "audit database", s.storeProxy.Up()
 	case faultReload:
 		*generation++
 		before := make([]int64, len(s.reps))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +14,8 @@ import (
 )
 
 // TestSoak runs reactord-bench soak for 40 s on three NATS nodes and three
-// replicas with every fault kind forced in turn: no acknowledged event is
+// replicas with every fault kind forced in turn (store-cut with
+// REACTORD_TEST_MYSQL_URL, the replicas' store then): no acknowledged event is
 // lost, none reacts before an earlier event of its minion, and the
 // timeline and the picture are written.
 func TestSoak(t *testing.T) {
@@ -22,8 +24,15 @@ func TestSoak(t *testing.T) {
 	}
 	seed := strconv.FormatInt(time.Now().UnixNano()%1_000_000, 10)
 	out := t.TempDir()
-	args := []string{"soak", "--duration", "40s", "--rate", "40", "--minions", "100", "--fault-every", "3s", "--down", "1s",
-		"--interval", "2s", "--faults", strings.Join(faultKinds, ","), "--seed", seed, "--out", out}
+	kinds := faultKinds
+	var store []string
+	// With MariaDB, its store and the cut between it and the replicas.
+	if u := os.Getenv("REACTORD_TEST_MYSQL_URL"); u != "" {
+		kinds = append(slices.Clone(kinds), faultStoreCut)
+		store = []string{"--store", u}
+	}
+	args := append([]string{"soak", "--duration", "40s", "--rate", "40", "--minions", "100", "--fault-every", "3s", "--down", "1s",
+		"--interval", "2s", "--faults", strings.Join(kinds, ","), "--seed", seed, "--out", out}, store...)
 	cmd := exec.Command(binPath, args...)
 	var errOut strings.Builder
 	cmd.Stderr = &errOut
@@ -37,7 +46,7 @@ func TestSoak(t *testing.T) {
 	if err := json.Unmarshal(stdout, &sum); err != nil {
 		t.Fatalf("seed %s: %v: %s", seed, err, stdout)
 	}
-	for _, k := range faultKinds {
+	for _, k := range kinds {
 		if sum.Faults[k] == 0 {
 			t.Errorf("seed %s: no %s fault in the run: %v", seed, k, sum.Faults)
 		}
@@ -76,7 +85,7 @@ func TestSoak(t *testing.T) {
 			t.Errorf("seed %s: fault %s failed: %s", seed, line.Fault, line.Error)
 		}
 	}
-	if samples < 10 || faults < len(faultKinds) {
+	if samples < 10 || faults < len(kinds) {
 		t.Errorf("timeline: %d samples, %d faults", samples, faults)
 	}
 	if st, err := os.Stat(filepath.Join(out, "soak.png")); err != nil || st.Size() < 10_000 {
