@@ -34,6 +34,7 @@ const (
 	faultNetCut      = "net-cut"      // cut a replica from its node for a while
 	faultReload      = "reload"       // change the reaction file, SIGHUP the replicas
 	faultStoreCut    = "store-cut"    // cut the replicas from the audit database
+	faultDiskFull    = "disk-full"    // fill a replica's data directory, then free it
 )
 
 // faultKinds are the faults soak implements.
@@ -42,10 +43,14 @@ var faultKinds = []string{faultNATSKill, faultReplicaKill, faultReplicaTerm, fau
 // kinds are the faults this run chooses from: store-cut too when the
 // audit store is a database on the network (reached through a proxy).
 func (s *soak) kinds() []string {
+	kinds := slices.Clone(faultKinds)
 	if s.storeProxy != nil {
-		return append(slices.Clone(faultKinds), faultStoreCut)
+		kinds = append(kinds, faultStoreCut)
 	}
-	return faultKinds
+	if s.cfg.tmpfs {
+		kinds = append(kinds, faultDiskFull)
+	}
+	return kinds
 }
 
 // soakConfig is what reactord-bench soak runs.
@@ -54,6 +59,9 @@ type soakConfig struct {
 	rate, minions, replicas, nodes, partitions   int
 	seed                                         uint64
 	out, store                                   string
+	// tmpfs mounts each replica's data directory as a 64 MiB tmpfs, for
+	// the disk-full fault.
+	tmpfs bool
 	// schedule, when set, is the faults in order (cycled) in place of
 	// random ones: the test forces every kind.
 	schedule []string
@@ -105,6 +113,7 @@ type soak struct {
 	// storeURL is --store through it.
 	storeProxy *tcpproxy.Proxy
 	storeURL   string
+	mounts     []string // --tmpfs's, unmounted at the end
 	samples    []soakSample
 	fmu        sync.Mutex
 }
@@ -139,7 +148,7 @@ type soakSummary struct {
 }
 
 // soakNotDone lists the issue's faults soak does not inject.
-var soakNotDone = []string{"the audit database server stopped and started (store-cut cuts it off through a proxy instead)", "data directory's disk full", "bridge SIGKILL (no bridge runs)"}
+var soakNotDone = []string{"the audit database server stopped and started (store-cut cuts it off through a proxy instead)", "bridge SIGKILL (no bridge runs)"}
 
 // cmdSoak is reactord-bench soak.
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -151,7 +160,8 @@ each reaction to a stream the soak reads) and steady master-shaped traffic
 event numbered per minion), and every --fault-every injects one fault
 chosen with --seed among: `+strings.Join(faultKinds, ", ")+`, and
 `+faultStoreCut+` (the replicas' way to a --store database cut for twice
---down) when --store is a mysql:// or postgres:// URL.
+--down) when --store is a mysql:// or postgres:// URL, and `+faultDiskFull+` (a
+replica's data directory filled for twice --down, then freed) with --tmpfs.
 Not implemented: `+strings.Join(soakNotDone, "; ")+`.
 Every --interval it samples each process (RSS and open files from /proc,
 goroutines, Go heap and audit store records from the replicas' /metrics),
@@ -172,13 +182,14 @@ own lines), draws DIR/soak.png, and prints one JSON summary line last.`, stderr)
 	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "seed of the faults and the traffic")
 	fs.StringVar(&c.out, "out", "", "directory for timeline.jsonl and soak.png (default: a temporary one)")
 	fs.StringVar(&c.store, "store", "", "audit store URL for every replica (default: SQLite in each replica's data directory)")
+	fs.BoolVar(&c.tmpfs, "tmpfs", false, "each replica's data directory a 64 MiB tmpfs (root, Linux), and the disk-full fault")
 	sched := fs.String("faults", "", "comma-separated fault kinds in order, cycled, in place of random ones")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	if *sched != "" {
 		for _, k := range strings.Split(*sched, ",") {
-			if !containsString(faultKinds, k) && k != faultStoreCut {
+			if !containsString(faultKinds, k) && k != faultStoreCut && k != faultDiskFull {
 				fmt.Fprintf(stderr, "soak: unknown fault %q (have %s)\n", k, strings.Join(faultKinds, ", "))
 				return exitUsage
 			}
@@ -287,6 +298,9 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	if containsString(cfg.schedule, faultStoreCut) && s.storeProxy == nil {
 		return soakSummary{}, errors.New("--faults store-cut needs a --store mysql:// or postgres:// URL")
 	}
+	if containsString(cfg.schedule, faultDiskFull) && !cfg.tmpfs {
+		return soakSummary{}, errors.New("--faults disk-full needs --tmpfs")
+	}
 	if err := s.startReplicas(ctx); err != nil {
 		return soakSummary{}, err
 	}
@@ -382,6 +396,9 @@ func (s *soak) stopAll() {
 			c.stop(10 * time.Second)
 		}
 	}
+	for _, m := range s.mounts {
+		_ = unmount(m)
+	}
 }
 
 // startCluster starts the NATS nodes and waits for JetStream.
@@ -430,6 +447,16 @@ func (s *soak) startCluster(ctx context.Context) error {
 func (s *soak) startReplicas(ctx context.Context) error {
 	sr := min(s.cfg.nodes, 3)
 	for i := range s.cfg.replicas {
+		data := filepath.Join(s.dir, fmt.Sprintf("replica%d", i+1))
+		if s.cfg.tmpfs {
+			if err := os.MkdirAll(data, 0o755); err != nil {
+				return err
+			}
+			if err := mountTmpfs(data, 64<<20); err != nil {
+				return fmt.Errorf("--tmpfs: %w", err)
+			}
+			s.mounts = append(s.mounts, data)
+		}
 		target := strings.TrimPrefix(s.urls[i%len(s.urls)], "nats://")
 		px, err := tcpproxy.Listen(target)
 		if err != nil {
@@ -438,7 +465,7 @@ func (s *soak) startReplicas(ctx context.Context) error {
 		args := []string{"replica", "-c", s.conf, "--nats", "nats://" + px.Addr(), "--driver", "nats",
 			"--exec-subject", fmt.Sprintf("soak.exec.r%d.", i+1), "--jetstream", "--partitions", strconv.Itoa(s.cfg.partitions),
 			"--stream-replicas", strconv.Itoa(sr), "--ack-wait", "5s", "--no-loop-guard",
-			"--data-dir", filepath.Join(s.dir, fmt.Sprintf("replica%d", i+1)), "--http", "127.0.0.1:0"}
+			"--data-dir", data, "--http", "127.0.0.1:0"}
 		if s.storeURL != "" {
 			args = append(args, "--store", s.storeURL)
 		}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -303,6 +304,9 @@ func (s *soak) inject(kind string, r *rand.Rand, generation *int) (string, error
 		s.storeProxy.Down()
 		time.Sleep(2 * s.cfg.down)
 		return "audit database", s.storeProxy.Up()
+	case faultDiskFull:
+		i := r.IntN(len(s.reps))
+		return s.reps[i].name, fillDisk(s.mounts[i], 2*s.cfg.down)
 	case faultReload:
 		*generation++
 		before := make([]int64, len(s.reps))
@@ -332,6 +336,29 @@ func (s *soak) inject(kind string, r *rand.Rand, generation *int) (string, error
 		return "all replicas", errors.Join(errs...)
 	}
 	return "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// fillDisk writes a file into dir until the file system is full, keeps
+// it for hold, and removes it.
+func fillDisk(dir string, hold time.Duration) error {
+	path := filepath.Join(dir, "soak-fill")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				f.Close()
+				return fmt.Errorf("filling %s: %w", dir, err)
+			}
+			break
+		}
+	}
+	time.Sleep(hold)
+	return f.Close()
 }
 
 // restart signals a process, waits for it to end, leaves it down for a

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,14 +14,15 @@ import (
 	"time"
 )
 
-// TestSoak runs reactord-bench soak for 40 s on three NATS nodes and three
+// TestSoak runs reactord-bench soak for 45 s on three NATS nodes and three
 // replicas with every fault kind forced in turn (store-cut with
-// REACTORD_TEST_MYSQL_URL, the replicas' store then): no acknowledged event is
+// REACTORD_TEST_MYSQL_URL, the replicas' store then; disk-full as root on
+// Linux): no acknowledged event is
 // lost, none reacts before an earlier event of its minion, and the
 // timeline and the picture are written.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 40 s soak of real processes")
+		t.Skip("a 45 s soak of real processes")
 	}
 	seed := strconv.FormatInt(time.Now().UnixNano()%1_000_000, 10)
 	out := t.TempDir()
@@ -31,7 +33,12 @@ func TestSoak(t *testing.T) {
 		kinds = append(slices.Clone(kinds), faultStoreCut)
 		store = []string{"--store", u}
 	}
-	args := append([]string{"soak", "--duration", "40s", "--rate", "40", "--minions", "100", "--fault-every", "3s", "--down", "1s",
+	// As root on Linux, the replicas' data directories on tmpfs, filled.
+	if runtime.GOOS == "linux" && os.Geteuid() == 0 {
+		kinds = append(slices.Clone(kinds), faultDiskFull)
+		store = append(store, "--tmpfs")
+	}
+	args := append([]string{"soak", "--duration", "45s", "--rate", "40", "--minions", "100", "--fault-every", "2s", "--down", "1s",
 		"--interval", "2s", "--faults", strings.Join(kinds, ","), "--seed", seed, "--out", out}, store...)
 	cmd := exec.Command(binPath, args...)
 	var errOut strings.Builder
