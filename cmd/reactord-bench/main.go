@@ -5,7 +5,8 @@
 //
 //	go run ./cmd/reactord-bench [flags]
 //
-// Its subcommands publish, natsnode, replica and floor are the processes it
+// Its subcommand soak runs the daemons and a NATS cluster under a
+// nemesis (see `reactord-bench soak -h`). Its subcommands publish, natsnode, replica and floor are the processes it
 // starts itself (the publisher, the NATS nodes of --cluster, the daemons of
 // --replicas, and the plain JetStream consumers of --floor).
 package main
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return cmdReplica(ctx, args[1:], stdout, stderr)
 		case "floor":
 			return cmdFloorConsumer(ctx, args[1:], stderr)
+		case "soak":
+			return cmdSoak(ctx, args[1:], stdout, stderr)
 		}
 	}
 	return cmdBench(ctx, args, stdout, stderr)

@@ -124,7 +124,10 @@ type child struct {
 	mu    sync.Mutex
 	tail  []string // the last lines of its stderr
 	addr  string   // a replica's --http address, from its log
-	scrp  *http.Client
+	// reloads counts a daemon's "configuration reloaded" lines (soak's
+	// reload fault waits for them).
+	reloads atomic.Int64
+	scrp    *http.Client
 }
 
 // start runs the child with its stderr read line by line.
@@ -144,6 +147,9 @@ func (c *child) start() error {
 		for sc.Scan() {
 			l := sc.Text()
 			c.lines.Add(1)
+			if strings.Contains(l, `msg="configuration reloaded"`) {
+				c.reloads.Add(1)
+			}
 			c.mu.Lock()
 			if c.addr == "" && strings.Contains(l, `msg="serving metrics"`) {
 				if _, a, ok := strings.Cut(l, " addr="); ok {

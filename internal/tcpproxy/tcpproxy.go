@@ -35,14 +35,24 @@ type link struct {
 // the test ends.
 func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := Listen(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln}
 	t.Cleanup(p.Down)
-	go p.accept(ln)
 	return p
+}
+
+// Listen is Start outside a test (reactord-bench soak's network cuts):
+// the caller calls Down when done.
+func Listen(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("tcpproxy: %w", err)
+	}
+	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln}
+	go p.accept(ln)
+	return p, nil
 }
 
 // Addr is the host:port clients connect to.

@@ -1,0 +1,591 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/reactord/reactord/internal/ordercheck"
+	"github.com/reactord/reactord/natsbus"
+)
+
+// soakLedger is every event published and every reaction seen, by
+// minion: a few bytes an event, for runs of hours.
+type soakLedger struct {
+	mu        sync.Mutex
+	minions   map[string]*minionLedger
+	published int64
+	acked     int64
+	reactedN  int64
+	lat       []float64 // ms, since the last take
+	allLat    []float64 // ms, the whole run
+}
+
+// minionLedger is one minion's events, by number.
+type minionLedger struct {
+	sent    []int64 // UnixNano of the first publish
+	acked   int     // events 0 .. acked-1 acknowledged (rounds are acknowledged in order)
+	reacted []bool
+	seen    []int // numbers in reaction order
+}
+
+func newSoakLedger() *soakLedger { return &soakLedger{minions: map[string]*minionLedger{}} }
+
+func (l *soakLedger) minion(id string) *minionLedger {
+	m := l.minions[id]
+	if m == nil {
+		m = &minionLedger{}
+		l.minions[id] = m
+	}
+	return m
+}
+
+// sent records event n of a minion as published at t (numbers come in
+// order, from 0).
+func (l *soakLedger) sent(id string, n int, t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.minion(id)
+	if n == len(m.sent) {
+		m.sent = append(m.sent, t.UnixNano())
+		m.reacted = append(m.reacted, false)
+		l.published++
+	}
+}
+
+// ack records event n of a minion as acknowledged by the stream.
+func (l *soakLedger) ack(id string, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := l.minion(id); n >= m.acked {
+		l.acked += int64(n + 1 - m.acked)
+		m.acked = n + 1
+	}
+}
+
+func (l *soakLedger) reacted(id string, n int, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.minion(id)
+	m.seen = append(m.seen, n)
+	for len(m.reacted) <= n { // a number never published: counted as reacted
+		m.reacted = append(m.reacted, false)
+	}
+	if m.reacted[n] {
+		return
+	}
+	m.reacted[n] = true
+	l.reactedN++
+	if n < len(m.sent) {
+		l.lat = append(l.lat, float64(at.UnixNano()-m.sent[n])/1e6)
+	}
+}
+
+func (l *soakLedger) reactedCount() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reactedN
+}
+
+// lost returns how many acknowledged events no reaction was seen for,
+// with a few of them.
+func (l *soakLedger) lost() (int64, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	var some []string
+	for id, m := range l.minions {
+		for i := range m.acked {
+			if !m.reacted[i] {
+				n++
+				if len(some) < 10 {
+					some = append(some, id+"/"+strconv.Itoa(i))
+				}
+			}
+		}
+	}
+	slices.Sort(some)
+	return n, some
+}
+
+// order counts the duplicates and the events out of order (ordercheck).
+func (l *soakLedger) order() (dups, outOfOrder int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := make(map[string][]int, len(l.minions))
+	for id, m := range l.minions {
+		seen[id] = m.seen
+	}
+	_, dups, outOfOrder = ordercheck.Count(seen)
+	return dups, outOfOrder
+}
+
+// takeLatencies returns the latencies seen since the last call.
+func (l *soakLedger) takeLatencies() []float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lat
+	l.allLat = append(l.allLat, out...)
+	l.lat = nil
+	return out
+}
+
+// quantile is the q-quantile of sorted values (0 when none).
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return math.Round(sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]*10) / 10
+}
+
+// soakEvent builds event n of a minion: a minion start, a beacon, a job
+// return (one in 50 of ~100 KB) or a key event, by r.
+func soakEvent(r *rand.Rand, minion string, n int) (tag string, body []byte) {
+	data := fmt.Sprintf(`"id": %q, "n": %d`, minion, n)
+	switch x := r.IntN(100); {
+	case x < 10:
+		tag = "salt/minion/" + minion + "/start"
+		data += `, "cmd": "_minion_event", "data": "Minion ` + minion + ` started"`
+	case x < 50:
+		tag = "salt/beacon/" + minion + "/diskusage/"
+		data += `, "/": 42.5`
+	case x < 85:
+		jid := fmt.Sprintf("2026%016d", r.Int64N(1e16))
+		tag = "salt/job/" + jid + "/ret/" + minion
+		ret := `"ok"`
+		if r.IntN(50) == 0 {
+			ret = `"` + strings.Repeat("x", 100<<10) + `"`
+		}
+		data += fmt.Sprintf(`, "jid": %q, "fun": "state.apply", "retcode": 0, "success": true, "return": %s`, jid, ret)
+	default:
+		tag = "salt/key"
+		data += `, "act": "accept", "result": true`
+	}
+	return tag, []byte(fmt.Sprintf(`{"tag": %q, "data": {%s}}`, tag, data))
+}
+
+// traffic publishes rounds of events ten times a second, each minion at
+// most once a round; a round is retried whole (same message ids) until
+// the stream acknowledged all of it, so each minion's events are stored
+// in number order.
+func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
+	r := rand.New(rand.NewPCG(s.cfg.seed, 1))
+	next := make([]int, s.cfg.minions)
+	cursor := 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var owed float64
+	quiet := slog.New(slog.DiscardHandler)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		owed += float64(s.cfg.rate) / 10
+		k := min(int(owed), s.cfg.minions)
+		owed -= float64(k)
+		type ev struct {
+			minion, key, tag string
+			n                int
+			body             []byte
+		}
+		round := make([]ev, 0, k)
+		for range k {
+			m := fmt.Sprintf("m%04d", cursor)
+			tag, body := soakEvent(r, m, next[cursor])
+			round = append(round, ev{m, m + "/" + strconv.Itoa(next[cursor]), tag, next[cursor], body})
+			next[cursor]++
+			cursor = (cursor + 1) % s.cfg.minions
+		}
+		now := time.Now()
+		for _, e := range round {
+			s.ledger.sent(e.minion, e.n, now)
+		}
+		for {
+			pub, err := pc.NewPublisher(ctx, natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: quiet})
+			if err == nil {
+				for _, e := range round {
+					if err = pub.Publish(ctx, natsbus.Msg{Tag: e.tag, Body: e.body, Meta: natsbus.Meta{MsgID: e.key, Sent: now}}, nil); err != nil {
+						break
+					}
+				}
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				pub.Close(cctx)
+				cancel()
+				if err == nil && pub.Stats().Failed == 0 {
+					for _, e := range round {
+						s.ledger.ack(e.minion, e.n)
+					}
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				return // published, not acknowledged: not counted as lost
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// soakFault is a fault's line in the timeline.
+type soakFault struct {
+	T      float64 `json:"t"`
+	Fault  string  `json:"fault"`
+	Target string  `json:"target"`
+	TookS  float64 `json:"took_s"`
+	Err    string  `json:"error,omitempty"`
+}
+
+// nemesis injects a fault every faultEvery, one at a time.
+func (s *soak) nemesis(ctx context.Context, start time.Time, stderr io.Writer) {
+	if s.cfg.faultEvery <= 0 {
+		return
+	}
+	r := rand.New(rand.NewPCG(s.cfg.seed, 2))
+	generation := 0
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.faultEvery):
+		}
+		kinds := s.kinds()
+		kind := kinds[r.IntN(len(kinds))]
+		if len(s.cfg.schedule) > 0 {
+			kind = s.cfg.schedule[i%len(s.cfg.schedule)]
+		}
+		at := time.Now()
+		target, err := s.inject(kind, r, &generation)
+		f := soakFault{T: at.Sub(start).Seconds(), Fault: kind, Target: target, TookS: time.Since(at).Seconds()}
+		if err != nil {
+			f.Err = err.Error()
+			fmt.Fprintf(stderr, "soak: %s of %s: %v\n", kind, target, err)
+		}
+		s.record(f)
+		s.fmu.Lock()
+		s.faults[kind]++
+		s.faultLog = append(s.faultLog, f)
+		s.fmu.Unlock()
+	}
+}
+
+// inject runs one fault to its end (the process back, the cut healed).
+func (s *soak) inject(kind string, r *rand.Rand, generation *int) (string, error) {
+	switch kind {
+	case faultNATSKill:
+		p := s.nodes[r.IntN(len(s.nodes))]
+		return p.name, s.restart(p, syscall.SIGKILL)
+	case faultReplicaKill, faultReplicaTerm:
+		p := s.reps[r.IntN(len(s.reps))]
+		sig := syscall.SIGKILL
+		if kind == faultReplicaTerm {
+			sig = syscall.SIGTERM
+		}
+		return p.name, s.restart(p, sig)
+	case faultNetCut:
+		p := s.reps[r.IntN(len(s.reps))]
+		p.proxy.Down()
+		time.Sleep(s.cfg.down)
+		return p.name, p.proxy.Up()
+	case faultStoreCut:
+		s.storeProxy.Down()
+		time.Sleep(2 * s.cfg.down)
+		return "audit database", s.storeProxy.Up()
+	case faultDiskFull:
+		i := r.IntN(len(s.reps))
+		return s.reps[i].name, fillDisk(s.mounts[i], 2*s.cfg.down)
+	case faultReload:
+		*generation++
+		before := make([]int64, len(s.reps))
+		for i, p := range s.reps {
+			before[i] = p.cur().reloads.Load()
+		}
+		if _, err := writeSoakConf(s.dir, *generation); err != nil {
+			return "all replicas", err
+		}
+		var errs []error
+		for i, p := range s.reps {
+			c := p.cur()
+			if err := signalChild(c, syscall.SIGHUP); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+				continue
+			}
+			// The reload is done when the replica says so.
+			if err := waitFor(context.Background(), 20*time.Second, []*child{c}, func() error {
+				if c.reloads.Load() <= before[i] {
+					return errors.New("no \"configuration reloaded\" logged")
+				}
+				return nil
+			}); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+			}
+		}
+		return "all replicas", errors.Join(errs...)
+	}
+	return "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// fillDisk writes a file into dir until the file system is full, keeps
+// it for hold, and removes it.
+func fillDisk(dir string, hold time.Duration) error {
+	path := filepath.Join(dir, "soak-fill")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				f.Close()
+				return fmt.Errorf("filling %s: %w", dir, err)
+			}
+			break
+		}
+	}
+	time.Sleep(hold)
+	return f.Close()
+}
+
+// restart signals a process, waits for it to end, leaves it down for a
+// while and starts it again (a replica: until healthy).
+func (s *soak) restart(p *soakProc, sig syscall.Signal) error {
+	c := p.cur()
+	if err := signalChild(c, sig); err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+	time.Sleep(s.cfg.down)
+	if err := p.start(s.self); err != nil {
+		return err
+	}
+	if p.proxy == nil {
+		return nil
+	}
+	return waitFor(context.Background(), 60*time.Second, []*child{p.cur()}, func() error { return p.cur().healthy() })
+}
+
+// soakProcSample is one process's figures at a sample.
+type soakProcSample struct {
+	Name       string  `json:"name"`
+	PID        int     `json:"pid"`
+	RSSMB      float64 `json:"rss_mb"`
+	FDs        int     `json:"fds"`
+	Goroutines int64   `json:"goroutines,omitempty"`
+	HeapMB     float64 `json:"heap_mb,omitempty"`
+	// A replica's audit store: records written by this process, waiting,
+	// and the bytes of its disk spool.
+	StoreWritten int64 `json:"store_written,omitempty"`
+	StorePending int64 `json:"store_pending,omitempty"`
+	SpoolBytes   int64 `json:"spool_bytes,omitempty"`
+}
+
+// soakSample is one line of the timeline.
+type soakSample struct {
+	T            float64          `json:"t"`
+	Published    int64            `json:"published"`
+	Acknowledged int64            `json:"acknowledged"`
+	Reacted      int64            `json:"reacted"`
+	StreamMsgs   uint64           `json:"stream_msgs"`
+	StreamMB     float64          `json:"stream_mb"`
+	P50ms        float64          `json:"p50_ms"`
+	P99ms        float64          `json:"p99_ms"`
+	Procs        []soakProcSample `json:"procs"`
+}
+
+// sampleUntil samples every interval until ctx ends.
+func (s *soak) sampleUntil(ctx context.Context, start time.Time) {
+	tick := time.NewTicker(s.cfg.interval)
+	defer tick.Stop()
+	for {
+		s.sample(start)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sample reads every process, the stream and the latencies.
+func (s *soak) sample(start time.Time) {
+	smp := soakSample{T: math.Round(time.Since(start).Seconds()*10) / 10}
+	s.ledger.mu.Lock()
+	smp.Published, smp.Acknowledged, smp.Reacted = s.ledger.published, s.ledger.acked, s.ledger.reactedN
+	s.ledger.mu.Unlock()
+	lat := s.ledger.takeLatencies()
+	slices.Sort(lat)
+	smp.P50ms, smp.P99ms = quantile(lat, 0.5), quantile(lat, 0.99)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	if st, err := s.js.Stream(ctx, "REACTORD_EVENTS"); err == nil {
+		smp.StreamMsgs, smp.StreamMB = st.CachedInfo().State.Msgs, math.Round(float64(st.CachedInfo().State.Bytes)/(1<<20)*100)/100
+	}
+	cancel()
+	for _, p := range append(append([]*soakProc{}, s.nodes...), s.reps...) {
+		c := p.cur()
+		if c == nil || c.exited() != nil {
+			continue
+		}
+		pid := c.cmd.Process.Pid
+		ps := soakProcSample{Name: p.name, PID: pid, RSSMB: math.Round(float64(procRSS(pid))/(1<<20)*10) / 10}
+		if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
+			ps.FDs = len(ents)
+		}
+		if p.proxy != nil && c.httpAddr() != "" {
+			if m, err := c.scrape(); err == nil {
+				ps.Goroutines = int64(m.value("go_goroutines"))
+				ps.HeapMB = math.Round(m.value("go_memstats_heap_alloc_bytes")/(1<<20)*10) / 10
+				ps.StoreWritten = int64(m.sum("reactord_store_records_written_total"))
+				ps.StorePending = int64(m.value("reactord_store_pending_records"))
+				ps.SpoolBytes = int64(m.value("reactord_store_spool_bytes"))
+			}
+		}
+		smp.Procs = append(smp.Procs, ps)
+	}
+	s.record(smp)
+	s.fmu.Lock()
+	s.samples = append(s.samples, smp)
+	s.fmu.Unlock()
+}
+
+// summary computes the last line from the ledger and the samples.
+func (s *soak) summary(start time.Time) soakSummary {
+	l := s.ledger
+	lost, some := l.lost()
+	dups, ooo := l.order()
+	l.mu.Lock()
+	sum := soakSummary{DurationS: math.Round(s.cfg.duration.Seconds()), Published: l.published, Acknowledged: l.acked,
+		Reacted: l.reactedN, Duplicates: int64(dups), OutOfOrder: int64(ooo)}
+	l.mu.Unlock()
+	sum.Lost, sum.LostSample = lost, some
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	sum.Faults = map[string]int{}
+	for k, v := range s.faults {
+		sum.Faults[k] = v
+	}
+	sum.Seed, sum.Rate, sum.Minions, sum.Replicas, sum.Nodes, sum.Partitions = s.cfg.seed, s.cfg.rate, s.cfg.minions, s.cfg.replicas, s.cfg.nodes, s.cfg.partitions
+	sum.Store = "sqlite"
+	if s.cfg.store != "" {
+		sum.Store, _, _ = strings.Cut(s.cfg.store, "://")
+	}
+	sum.NotDone = soakNotDone
+	warm := s.cfg.warmup.Seconds()
+	// Goroutines and descriptors are compared between the first sample
+	// after the warm-up and the last (after the drain) with every process
+	// up and answering.
+	whole := func(sm *soakSample) bool {
+		n := 0
+		for _, p := range sm.Procs {
+			if p.Goroutines > 0 || p.Name[0] == 'n' {
+				n++
+			}
+		}
+		return n == len(s.nodes)+len(s.reps)
+	}
+	var first, last *soakSample
+	for i := range s.samples {
+		if s.samples[i].T >= warm && first == nil && whole(&s.samples[i]) {
+			first = &s.samples[i]
+		}
+		if whole(&s.samples[i]) {
+			last = &s.samples[i]
+		}
+	}
+	if first == nil {
+		first = last
+	}
+	tot := func(sm *soakSample) (g, f int64) {
+		if sm == nil {
+			return 0, 0
+		}
+		for _, p := range sm.Procs {
+			g += p.Goroutines
+			f += int64(p.FDs)
+		}
+		return g, f
+	}
+	sum.GoroutinesIn, sum.FDsIn = tot(first)
+	sum.GoroutinesOut, sum.FDsOut = tot(last)
+	sum.RSSGrowth, sum.RSSGrowthProc = rssGrowth(s.samples, warm)
+	l.mu.Lock()
+	all := slices.Clone(l.allLat)
+	l.mu.Unlock()
+	slices.Sort(all)
+	sum.P50ms, sum.P99ms = quantile(all, 0.5), quantile(all, 0.99)
+	return sum
+}
+
+// rssGrowth is the largest slope, in MB per hour, of a process's RSS
+// over its samples after the warm-up, each incarnation (pid) apart, the
+// one with the most samples per process.
+func rssGrowth(samples []soakSample, warm float64) (float64, string) {
+	type key struct {
+		name string
+		pid  int
+	}
+	xs, ys := map[key][]float64{}, map[key][]float64{}
+	for _, sm := range samples {
+		if sm.T < warm {
+			continue
+		}
+		for _, p := range sm.Procs {
+			k := key{p.Name, p.PID}
+			xs[k], ys[k] = append(xs[k], sm.T/3600), append(ys[k], p.RSSMB)
+		}
+	}
+	best := map[string]key{}
+	for k := range xs {
+		if b, ok := best[k.name]; !ok || len(xs[k]) > len(xs[b]) {
+			best[k.name] = k
+		}
+	}
+	top, who := 0.0, ""
+	for name, k := range best {
+		if len(xs[k]) < 3 {
+			continue
+		}
+		if sl := slope(xs[k], ys[k]); who == "" || sl > top {
+			top, who = sl, name
+		}
+	}
+	return math.Round(top*100) / 100, who
+}
+
+// slope is the least-squares slope of y over x.
+func slope(x, y []float64) float64 {
+	var mx, my float64
+	for i := range x {
+		mx, my = mx+x[i], my+y[i]
+	}
+	n := float64(len(x))
+	mx, my = mx/n, my/n
+	var num, den float64
+	for i := range x {
+		num += (x[i] - mx) * (y[i] - my)
+		den += (x[i] - mx) * (x[i] - mx)
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
+}
