@@ -46,7 +46,9 @@ func startCluster(t *testing.T) *natsCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 20*time.Second, func() error {
+	// Three nodes electing JetStream's meta leader take seconds; on a
+	// loaded machine (CI ran the real-Salt suite beside it) over 20.
+	checkFor(t, 60*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := js.AccountInfo(ctx)
