@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -156,45 +155,7 @@ func TestPartitionsOrderThroughKills(t *testing.T) {
 	published := make(chan error, 1)
 	steady := time.NewTicker(20 * time.Millisecond)
 	defer steady.Stop()
-	go func() {
-		// A round holds one event per minion and is acknowledged whole
-		// before the next: each minion's events are stored in number
-		// order, whatever republication a node's death causes.
-		for n := range each {
-			for attempt := 1; ; attempt++ {
-				pub, err := c.NewPublisher(context.Background(), natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					published <- err
-					return
-				}
-				for m := range minions {
-					id := fmt.Sprintf("m%03d", m)
-					tag, data := "salt/minion/"+id+"/ord", fmt.Sprintf(`{"id": %q, "n": %d}`, id, n)
-					if m%2 == 1 {
-						tag = "myco/ord"
-					}
-					body := []byte(fmt.Sprintf(`{"tag": %q, "data": %s}`, tag, data))
-					if err := pub.Publish(context.Background(), natsbus.Msg{Tag: tag, Body: body, Meta: natsbus.Meta{MsgID: id + "-" + strconv.Itoa(n)}}, nil); err != nil {
-						published <- err
-						return
-					}
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				pub.Close(ctx)
-				cancel()
-				st := pub.Stats()
-				if st.Failed == 0 {
-					break
-				}
-				if attempt == 5 {
-					published <- fmt.Errorf("round %d: %d events not acknowledged: %v", n, st.Failed, st.Errors)
-					return
-				}
-			}
-			<-steady.C // a steady stream, not one burst
-		}
-		published <- nil
-	}()
+	go func() { published <- publishRounds(c, 0, each, minions, steady.C) }()
 	checkFor(t, 30*time.Second, func() error {
 		if d, _, _ := ro.check(); d < minions*each/3 {
 			return fmt.Errorf("%d reactions so far", d)

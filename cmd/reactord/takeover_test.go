@@ -189,7 +189,7 @@ func takeoverRun(t *testing.T, minions, each, victimNode int, idle bool) {
 	}
 
 	start := time.Now()
-	if err := publishRounds(c, 0, each/2, minions); err != nil {
+	if err := publishRounds(c, 0, each/2, minions, nil); err != nil {
 		t.Fatal(err)
 	}
 	if idle {
@@ -208,7 +208,7 @@ func takeoverRun(t *testing.T, minions, each, victimNode int, idle bool) {
 	}
 	killedAt := time.Now()
 	atKill, _, _, _ := log.count(killedAt)
-	if err := publishRounds(c, each/2, each, minions); err != nil {
+	if err := publishRounds(c, each/2, each, minions, nil); err != nil {
 		t.Fatal(err)
 	}
 	published := time.Now()
@@ -253,9 +253,13 @@ func takeoverRun(t *testing.T, minions, each, victimNode int, idle bool) {
 // to-1 (half with the minion in the tag, half only in data.id): one round
 // per number, each acknowledged whole before the next, so that the
 // stream stores each minion's events in number order whatever a node's
-// death makes the publisher send again.
-func publishRounds(c *natsbus.Conn, from, to, minions int) error {
+// death makes the publisher send again. A round waits for pace, when
+// given, before the next (a steady stream, not one burst).
+func publishRounds(c *natsbus.Conn, from, to, minions int, pace <-chan time.Time) error {
 	for n := from; n < to; n++ {
+		if pace != nil && n > from {
+			<-pace
+		}
 		for attempt := 1; ; attempt++ {
 			pub, err := c.NewPublisher(context.Background(), natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
