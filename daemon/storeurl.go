@@ -27,7 +27,11 @@ func StoreURL(url, conf, dataDir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("-c %s: %w", conf, err)
 		}
-		if u, err := settingsStore(cfg.Settings); err != nil || u != "" {
+		u, err := SecretValue(cfg.Settings.Store, "", cfg.Settings.StoreFile)
+		if err != nil || u != "" {
+			if err != nil {
+				err = fmt.Errorf("reactord.store_file: %w", err)
+			}
 			return u, err
 		}
 		if dir == "" {
@@ -37,18 +41,8 @@ func StoreURL(url, conf, dataDir string) (string, error) {
 	if dir == "" {
 		dir = natsbus.DefaultDataDir()
 	}
-	return "sqlite://" + filepath.Join(dir, "reactord.db"), nil
+	return sqliteStore(dir), nil
 }
 
-// settingsStore is the store URL of the reactord: section: store, or the
-// content of store_file; "" when neither is set.
-func settingsStore(s config.Settings) (string, error) {
-	if s.Store != "" || s.StoreFile == "" {
-		return s.Store, nil
-	}
-	u, err := ReadSecretFile(s.StoreFile)
-	if err != nil {
-		return "", fmt.Errorf("reactord.store_file: %w", err)
-	}
-	return u, nil
-}
+// sqliteStore is the default store: SQLite in the data directory dir.
+func sqliteStore(dir string) string { return "sqlite://" + filepath.Join(dir, "reactord.db") }
