@@ -323,28 +323,8 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	if ctx.Err() != nil {
 		return soakSummary{}, ctx.Err()
 	}
-	// Drain: every acknowledged event reacted, or nothing moved for 30 s.
-	for _, p := range append(append([]*soakProc{}, s.nodes...), s.reps...) {
-		if err := p.cur().exited(); err != nil {
-			return soakSummary{}, fmt.Errorf("after the faults: %w", err)
-		}
-	}
-	last, moved := int64(-1), time.Now()
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
-		lost, _ := s.ledger.lost()
-		if lost == 0 {
-			break
-		}
-		if r := s.ledger.reactedCount(); r != last {
-			last, moved = r, time.Now()
-		} else if time.Since(moved) > 30*time.Second {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return soakSummary{}, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+	if err := s.drain(ctx); err != nil {
+		return soakSummary{}, err
 	}
 	s.sample(start) // the end, after the drain
 	sum := s.summary(start)
@@ -352,6 +332,35 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 		fmt.Fprintf(stderr, "soak: drawing soak.png: %v\n", err)
 	}
 	return sum, nil
+}
+
+// drain waits, once the faults stopped and every process runs again,
+// until every acknowledged event reacted, or nothing moved for 30 s (3
+// minutes at most).
+func (s *soak) drain(ctx context.Context) error {
+	for _, p := range append(append([]*soakProc{}, s.nodes...), s.reps...) {
+		if err := p.cur().exited(); err != nil {
+			return fmt.Errorf("after the faults: %w", err)
+		}
+	}
+	last, moved := int64(-1), time.Now()
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
+		lost, _ := s.ledger.lost()
+		if lost == 0 {
+			return nil
+		}
+		if r := s.ledger.reactedCount(); r != last {
+			last, moved = r, time.Now()
+		} else if time.Since(moved) > 30*time.Second {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // proxyStore puts a proxy between the replicas and a --store database on
