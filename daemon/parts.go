@@ -369,10 +369,11 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	return nil
 }
 
-// purge deletes archived records older than --keep-jobs, hourly, until
-// ctx ends.
+// purge deletes archived records older than --keep-jobs until ctx ends:
+// every quarter of --keep-jobs, at least a minute and at most an hour
+// apart, so that the store holds at most a quarter more than it keeps.
 func (d *Daemon) purge(ctx context.Context, st store.Store) {
-	t := time.NewTicker(time.Hour)
+	t := time.NewTicker(purgeEvery(d.opts.KeepJobs))
 	defer t.Stop()
 	for {
 		if n, err := st.Purge(ctx, time.Now().Add(-d.opts.KeepJobs)); err != nil && !errors.Is(err, sqlstore.ErrNotConnected) && ctx.Err() == nil {
@@ -527,4 +528,9 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// purgeEvery is the time between purges of an archive kept for keep.
+func purgeEvery(keep time.Duration) time.Duration {
+	return min(time.Hour, max(time.Minute, keep/4))
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/reactord/reactord/internal/tcpproxy"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/store/sqlstore"
 )
 
 // The fault kinds of reactord-bench soak, in the order the issue ranks them.
@@ -59,6 +60,8 @@ type soakConfig struct {
 	rate, minions, replicas, nodes, partitions   int
 	seed                                         uint64
 	out, store                                   string
+	// keepJobs is the replicas' --keep-jobs: the audit store's retention.
+	keepJobs time.Duration
 	// tmpfs mounts each replica's data directory as a 64 MiB tmpfs, for
 	// the disk-full fault.
 	tmpfs bool
@@ -113,9 +116,17 @@ type soak struct {
 	// storeURL is --store through it.
 	storeProxy *tcpproxy.Proxy
 	storeURL   string
-	mounts     []string // --tmpfs's, unmounted at the end
-	samples    []soakSample
-	fmu        sync.Mutex
+	// audit counts the rows of the --store database, directly (not
+	// through storeProxy), at every sample; nil without a --store.
+	audit   rowCounter
+	mounts  []string // --tmpfs's, unmounted at the end
+	samples []soakSample
+	fmu     sync.Mutex
+}
+
+// rowCounter is the audit store's count of its rows, by table.
+type rowCounter interface {
+	Rows(ctx context.Context) (map[string]int64, error)
 }
 
 // soakSummary is the JSON line soak prints last.
@@ -136,15 +147,22 @@ type soakSummary struct {
 	FDsOut        int64          `json:"fds_end"`
 	P50ms         float64        `json:"p50_ms"`
 	P99ms         float64        `json:"p99_ms"`
-	Seed          uint64         `json:"seed"`
-	Rate          int            `json:"rate"`
-	Minions       int            `json:"minions"`
-	Replicas      int            `json:"replicas"`
-	Nodes         int            `json:"nodes"`
-	Partitions    int            `json:"partitions"`
-	Store         string         `json:"store"`
-	LostSample    []string       `json:"lost_sample,omitempty"`
-	NotDone       []string       `json:"not_implemented"`
+	// StreamMsgsMax is the most messages the event stream held at a
+	// sample; AuditRowsMax the most rows of the audit tables (with a
+	// --store database), and AuditRowsWarm that after the warm-up: both
+	// bounded when retention holds.
+	StreamMsgsMax uint64   `json:"stream_msgs_max"`
+	AuditRowsMax  int64    `json:"audit_rows_max,omitempty"`
+	AuditRowsWarm int64    `json:"audit_rows_max_after_warmup,omitempty"`
+	Seed          uint64   `json:"seed"`
+	Rate          int      `json:"rate"`
+	Minions       int      `json:"minions"`
+	Replicas      int      `json:"replicas"`
+	Nodes         int      `json:"nodes"`
+	Partitions    int      `json:"partitions"`
+	Store         string   `json:"store"`
+	LostSample    []string `json:"lost_sample,omitempty"`
+	NotDone       []string `json:"not_implemented"`
 }
 
 // soakNotDone lists the issue's faults soak does not inject.
@@ -181,6 +199,7 @@ own lines), draws DIR/soak.png, and prints one JSON summary line last.`, stderr)
 	fs.IntVar(&c.partitions, "partitions", 6, "the daemons' --partitions")
 	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "seed of the faults and the traffic")
 	fs.StringVar(&c.out, "out", "", "directory for timeline.jsonl and soak.png (default: a temporary one)")
+	fs.DurationVar(&c.keepJobs, "keep-jobs", 20*time.Minute, "the replicas' --keep-jobs: how long the audit store keeps records")
 	fs.StringVar(&c.store, "store", "", "audit store URL for every replica (default: SQLite in each replica's data directory)")
 	fs.BoolVar(&c.tmpfs, "tmpfs", false, "each replica's data directory a 64 MiB tmpfs (root, Linux), and the disk-full fault")
 	sched := fs.String("faults", "", "comma-separated fault kinds in order, cycled, in place of random ones")
@@ -294,6 +313,14 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	}
 	if err := s.proxyStore(); err != nil {
 		return soakSummary{}, err
+	}
+	if s.storeProxy != nil {
+		st, err := sqlstore.Open(ctx, cfg.store)
+		if err != nil {
+			return soakSummary{}, err
+		}
+		defer st.Close()
+		s.audit, _ = st.(rowCounter)
 	}
 	if containsString(cfg.schedule, faultStoreCut) && s.storeProxy == nil {
 		return soakSummary{}, errors.New("--faults store-cut needs a --store mysql:// or postgres:// URL")
@@ -474,7 +501,7 @@ func (s *soak) startReplicas(ctx context.Context) error {
 		args := []string{"replica", "-c", s.conf, "--nats", "nats://" + px.Addr(), "--driver", "nats",
 			"--exec-subject", fmt.Sprintf("soak.exec.r%d.", i+1), "--jetstream", "--partitions", strconv.Itoa(s.cfg.partitions),
 			"--stream-replicas", strconv.Itoa(sr), "--ack-wait", "5s", "--no-loop-guard",
-			"--data-dir", data, "--http", "127.0.0.1:0"}
+			"--data-dir", data, "--http", "127.0.0.1:0", "--keep-jobs", s.cfg.keepJobs.String()}
 		if s.storeURL != "" {
 			args = append(args, "--store", s.storeURL)
 		}
@@ -496,7 +523,10 @@ func (s *soak) collect(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	// A short duplicate window: a reaction published twice is counted.
-	cfg := jetstream.StreamConfig{Name: "SOAK_REACTIONS", Subjects: []string{"soak.exec.>"}, Replicas: min(s.cfg.nodes, 3), Duplicates: time.Second}
+	cfg := jetstream.StreamConfig{Name: "SOAK_REACTIONS", Subjects: []string{"soak.exec.>"}, Replicas: min(s.cfg.nodes, 3), Duplicates: time.Second,
+		// The soak reads each reaction within seconds; an age bound keeps
+		// its own stream from growing the nodes over hours.
+		MaxAge: 15 * time.Minute}
 	var st jetstream.Stream
 	err := waitFor(cctx, 30*time.Second, nil, func() (err error) {
 		st, err = s.js.CreateOrUpdateStream(cctx, cfg)

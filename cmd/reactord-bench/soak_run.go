@@ -401,15 +401,17 @@ type soakProcSample struct {
 
 // soakSample is one line of the timeline.
 type soakSample struct {
-	T            float64          `json:"t"`
-	Published    int64            `json:"published"`
-	Acknowledged int64            `json:"acknowledged"`
-	Reacted      int64            `json:"reacted"`
-	StreamMsgs   uint64           `json:"stream_msgs"`
-	StreamMB     float64          `json:"stream_mb"`
-	P50ms        float64          `json:"p50_ms"`
-	P99ms        float64          `json:"p99_ms"`
-	Procs        []soakProcSample `json:"procs"`
+	T            float64 `json:"t"`
+	Published    int64   `json:"published"`
+	Acknowledged int64   `json:"acknowledged"`
+	Reacted      int64   `json:"reacted"`
+	StreamMsgs   uint64  `json:"stream_msgs"`
+	StreamMB     float64 `json:"stream_mb"`
+	// AuditRows is the rows of every audit table, with a --store database.
+	AuditRows int64            `json:"audit_rows,omitempty"`
+	P50ms     float64          `json:"p50_ms"`
+	P99ms     float64          `json:"p99_ms"`
+	Procs     []soakProcSample `json:"procs"`
 }
 
 // sampleUntil samples every interval until ctx ends.
@@ -435,9 +437,16 @@ func (s *soak) sample(start time.Time) {
 	lat := s.ledger.takeLatencies()
 	slices.Sort(lat)
 	smp.P50ms, smp.P99ms = quantile(lat, 0.5), quantile(lat, 0.99)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if st, err := s.js.Stream(ctx, "REACTORD_EVENTS"); err == nil {
 		smp.StreamMsgs, smp.StreamMB = st.CachedInfo().State.Msgs, math.Round(float64(st.CachedInfo().State.Bytes)/(1<<20)*100)/100
+	}
+	if s.audit != nil {
+		if rows, err := s.audit.Rows(ctx); err == nil {
+			for _, n := range rows {
+				smp.AuditRows += n
+			}
+		}
 	}
 	cancel()
 	for _, p := range append(append([]*soakProc{}, s.nodes...), s.reps...) {
@@ -532,6 +541,13 @@ func (s *soak) summary(start time.Time) soakSummary {
 	l.mu.Unlock()
 	slices.Sort(all)
 	sum.P50ms, sum.P99ms = quantile(all, 0.5), quantile(all, 0.99)
+	for _, sm := range s.samples {
+		sum.StreamMsgsMax = max(sum.StreamMsgsMax, sm.StreamMsgs)
+		sum.AuditRowsMax = max(sum.AuditRowsMax, sm.AuditRows)
+		if sm.T >= warm {
+			sum.AuditRowsWarm = max(sum.AuditRowsWarm, sm.AuditRows)
+		}
+	}
 	return sum
 }
 

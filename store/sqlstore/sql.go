@@ -980,3 +980,18 @@ func (s *sqlStore) Purge(ctx context.Context, olderThan time.Time) (int64, error
 	}
 	return total, nil
 }
+
+// Rows counts the rows of each audit table, by table name: what a soak or
+// an operator watches to see the store bounded by its retention. A full
+// count: a scan of each table on MySQL and PostgreSQL.
+func (s *sqlStore) Rows(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, t := range []string{"jids", "salt_returns", "salt_events", "reactord_ledger", "reactord_event_ids"} {
+		var n int64
+		if err := s.db.QueryRowContext(ctx, s.q("SELECT COUNT(*) FROM `"+t+"`")).Scan(&n); err != nil {
+			return nil, fmt.Errorf("store: %s count %s: %w", s.fl, t, err)
+		}
+		out[t] = n
+	}
+	return out, nil
+}
