@@ -196,7 +196,7 @@ func (m *MasterBus) Run(ctx context.Context) error {
 			if !failing {
 				failing = true
 				m.log.Error(msgMasterUnreachable, "error", err, "retry_every", m.maxDelay,
-					"fix", "is the master running, and is --sock-dir its sock_dir?")
+					"fix", dialFix(m.path, err))
 			}
 			if !pace.wait(ctx, watch) {
 				m.log.Info("bridge stopped")

@@ -568,6 +568,8 @@ type reactord struct {
 	bus     *natsbus.Conn
 	evMu    sync.Mutex
 	events  []event.Event
+	eventAt []time.Duration // when each of events arrived, since started
+	started time.Time
 	eventCh chan struct{}
 	// pids are the daemon's and the bridges' processes.
 	pids []int
@@ -613,7 +615,7 @@ func startReactordRules(t *testing.T, e *saltEnv, driver, revert, rules string, 
 
 // newReactord returns a reactord whose configuration goes in r.conf.
 func newReactord(t *testing.T) *reactord {
-	r := &reactord{t: t, data: t.TempDir(), eventCh: make(chan struct{}, 1)}
+	r := &reactord{t: t, data: t.TempDir(), eventCh: make(chan struct{}, 1), started: time.Now()}
 	r.conf = filepath.Join(r.data, "reactor.conf")
 	return r
 }
@@ -665,6 +667,7 @@ func (r *reactord) launch(e *saltEnv, cmd []string, driver string, extra ...stri
 		}
 		r.evMu.Lock()
 		r.events = append(r.events, ev)
+		r.eventAt = append(r.eventAt, time.Since(r.started))
 		r.evMu.Unlock()
 		select {
 		case r.eventCh <- struct{}{}:
@@ -762,6 +765,7 @@ func (r *reactord) run(args ...string) {
 		}
 		if r.t.Failed() {
 			r.t.Logf("reactord %v:\n%s", args[:min(2, len(args))], r.log())
+			r.t.Logf("the bus, in order (time since reactord started, tag, how many in a row):\n%s", r.busSummary())
 		}
 	})
 }
@@ -776,6 +780,31 @@ func (r *reactord) log() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.logs.String()
+}
+
+// busSummary is the tags seen on the bus, in order, runs of one tag (jids
+// and minion ids included) folded into one line with their count: what a
+// failed test needs to tell a reaction never dispatched from one queued.
+func (r *reactord) busSummary() string {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	var b strings.Builder
+	for i := 0; i < len(r.events); {
+		j := i
+		for j < len(r.events) && r.events[j].Tag == r.events[i].Tag {
+			j++
+		}
+		fmt.Fprintf(&b, "  %7.2fs %s", r.eventAt[i].Seconds(), r.events[i].Tag)
+		if act, ok := r.events[i].Data["act"].(string); ok {
+			fmt.Fprintf(&b, " act=%s", act)
+		}
+		if j-i > 1 {
+			fmt.Fprintf(&b, " ×%d", j-i)
+		}
+		b.WriteByte('\n')
+		i = j
+	}
+	return b.String()
 }
 
 // seen returns the events on the bus whose tag matches f.
