@@ -136,6 +136,7 @@ func TestSyndicTreeOnRealSalt(t *testing.T) {
 func testSyndicTree(t *testing.T, mode string) {
 	start := time.Now()
 	tr := startSyndicTree(t, mode)
+	topBus := watchBus(tr.top)
 	var rs []*reactord
 	for _, syn := range tr.syn {
 		// Nine Salt daemons on two cores: salt-run (the accept
@@ -273,7 +274,18 @@ func testSyndicTree(t *testing.T, mode string) {
 			t.Errorf("syn%d: %d events refused as forged", i+1, n)
 		}
 	}
+	wheels := map[string]bool{}
+	for _, ev := range append(r1.seen(isWheelNew), r2.seen(isWheelNew)...) {
+		wheels[strings.Split(ev.Tag, "/")[2]] = true
+	}
+	checkTopBus(t, tr.top, mode, topBus(), wheels)
 	t.Logf("%s: done in %s", mode, time.Since(start).Round(time.Second))
+}
+
+// isWheelNew is a wheel job's new event.
+func isWheelNew(ev event.Event) bool {
+	p := strings.Split(ev.Tag, "/")
+	return len(p) == 4 && p[0] == "salt" && p[1] == "wheel" && p[3] == "new"
 }
 
 // appendLine appends a line to path: a genuine change of a watched file.
