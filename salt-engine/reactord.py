@@ -449,7 +449,7 @@ class Manage:
                 "tag": tag,
             }
             self.queue.append(req)
-            self.pending[rid] = (req, time.monotonic() + MANAGE_DEADLINE)
+            self.pending[rid] = (req, time.monotonic() + MANAGE_DEADLINE, time.monotonic())
             self.cond.notify_all()
         log.info("reactord engine: salt-run reactor.%s request handed to reactord (%s)", verb, rid)
 
@@ -477,13 +477,19 @@ class Manage:
         if item is None:
             raise RequestError(f"no salt-run reactor request {rid!r} waits for an answer (past its {MANAGE_DEADLINE:.0f} s?)")
         self.fire(MANAGE_ANSWERS[item[0]["verb"]], answer)
+        log.info(
+            "reactord engine: salt-run reactor.%s answered by reactord in %.3f s (%s)",
+            item[0]["verb"],
+            time.monotonic() - item[2],
+            rid,
+        )
         return {"ok": True}
 
     def expire(self):
         """Answer, with an error, the requests past their deadline."""
         now = time.monotonic()
         with self.cond:
-            late = [rid for rid, (_, deadline) in self.pending.items() if deadline <= now]
+            late = [rid for rid, (_, deadline, _) in self.pending.items() if deadline <= now]
             gone = [self.pending.pop(rid)[0] for rid in late]
             if gone:
                 self.queue = collections.deque(r for r in self.queue if r["id"] not in late)
