@@ -66,6 +66,9 @@ type Rule struct {
 	ID string
 	// IDPos locates an explicit id: (zero when the ID is the hash).
 	IDPos Pos
+	// Added is set for a rule added at run time (salt-run reactor.add),
+	// not read from the configuration (see Overlaid).
+	Added *Added
 }
 
 // RuleID is the identity of a rule without an id: option: "r" and the

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/actions/masterdriver"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/guard"
@@ -113,6 +115,15 @@ type Daemon struct {
 
 	hup <-chan os.Signal
 
+	// The changes salt-run reactor.* made (rulechanges.go, manage.go):
+	// their store, the current ones and their stored form; applyMu
+	// orders the engine swaps of changes and reloads.
+	ruleDoc    docStore
+	changes    atomic.Pointer[ruleChanges]
+	changesRaw []byte
+	applyMu    sync.Mutex
+	mengine    *masterdriver.Engine
+
 	// lifecycle holds the parts' teardowns and health checks.
 	lifecycle
 }
@@ -190,8 +201,10 @@ func (d *Daemon) startOrder() []part {
 		{"audit store", d.openStore},
 		{"loop guard", d.openGuard},
 		{"multi-master copies", d.openCopies},
+		{"salt-run reactor changes", d.openRuleChanges},
 		{"HTTP endpoints", d.serveHTTP},
 		{"pipeline", d.startPipeline},
+		{"salt-run reactor requests", d.startManage},
 	}
 }
 

@@ -49,7 +49,7 @@ func (d *Daemon) startPipeline(context.Context) error {
 		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, Block: d.jetstream, Log: d.log, Metrics: d.metrics,
 		Guard: d.guard, MaxHops: d.opts.MaxHops, Archive: d.archive, Copy: d.copyOf,
 		DeadLetter: func(a actions.Action, cause error) { natsdriver.DeadLetter(d.conn, deadLetter, a, cause) },
-		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone,
+		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone, Paused: d.reactionsPaused,
 	}
 	if d.opts.Shadow {
 		lo := shadow.ListenerOptions{Options: shadow.Options{Window: d.opts.ShadowWindow, MasterUser: d.opts.ShadowSaltUser},

@@ -229,7 +229,9 @@ func (r *reloader) reload(why string, snap snapshot, forced bool) {
 // reloader reloads the configuration into the pipeline.
 func (d *Daemon) reloader() *reloader {
 	return newReloader(d.opts.Config, d.cfg, d.opts.ReloadSettle, d.log, func(ncfg *config.Config) error {
-		neng, err := d.loadEngine(ncfg)
+		d.applyMu.Lock()
+		defer d.applyMu.Unlock()
+		neng, err := d.loadEngine(d.overlay(ncfg))
 		if err != nil {
 			return err
 		}

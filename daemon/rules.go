@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
 	"github.com/reactord/reactord/reactor"
 )
@@ -44,6 +45,13 @@ type RuleStatus struct {
 	Failed     int64 `json:"failed"`
 	// Last is the time of the last of those (zero: none yet).
 	Last time.Time `json:"last,omitzero"`
+	// Source is "salt-run reactor.add" for a rule added at run time
+	// (Pos says so too), "" for the configuration's.
+	Source string `json:"source,omitempty"`
+	// AddedAt is when salt-run reactor.add added it, and AddedBy the
+	// master it ran on.
+	AddedAt time.Time `json:"added_at,omitzero"`
+	AddedBy string    `json:"added_by,omitempty"`
 }
 
 // ruleBook follows the reactor's decision recorder (a reactor.Follower)
@@ -74,7 +82,11 @@ func (b *ruleBook) Configured(eng *engine.Engine) {
 		if b.counts[r.ID] == nil {
 			b.counts[r.ID] = &RuleStatus{}
 		}
-		b.report.Rules = append(b.report.Rules, RuleStatus{ID: r.ID, Glob: r.Glob, Pos: r.Pos.String(), Files: files})
+		st := RuleStatus{ID: r.ID, Glob: r.Glob, Pos: r.Pos.String(), Files: files}
+		if r.Added != nil {
+			st.Source, st.AddedAt, st.AddedBy = config.AddedSource, r.Added.At, r.Added.Master
+		}
+		b.report.Rules = append(b.report.Rules, st)
 	}
 }
 
@@ -164,8 +176,12 @@ func (rep RulesReport) WriteText(w io.Writer) error {
 		if !r.Last.IsZero() {
 			last = r.Last.Format(time.RFC3339)
 		}
+		pos := r.Pos
+		if r.Source != "" {
+			pos = fmt.Sprintf("%s at %s on %s", r.Source, r.AddedAt.Format(time.RFC3339), r.AddedBy)
+		}
 		if _, err := fmt.Fprintf(w, "%s  %s -> %s (%s): %d dispatched, %d held, %d failed, last %s\n",
-			r.ID, r.Glob, strings.Join(r.Files, ", "), r.Pos, r.Dispatched, r.Held, r.Failed, last); err != nil {
+			r.ID, r.Glob, strings.Join(r.Files, ", "), pos, r.Dispatched, r.Held, r.Failed, last); err != nil {
 			return err
 		}
 	}

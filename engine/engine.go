@@ -30,7 +30,7 @@ const ReactorUser = "Reactor"
 // Skip reasons reported in Result.Skipped.
 const (
 	SkipReactorUser = "event fired by the reactor itself (data.user == \"Reactor\")"
-	SkipManageTag   = "salt/reactors/manage request (reactord does not hold the master key; discarded)"
+	SkipManageTag   = "salt/reactors/manage request (not matched: the reactord Salt engine checks its key and hands it over)"
 )
 
 // Engine matches events against a configuration and compiles the reactions

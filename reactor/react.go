@@ -45,6 +45,10 @@ func (r *Reactor) react(ctx context.Context, ev *inflight) *engine.Result {
 // malformed, or a reload removed the rule a held event waited for.
 func (r *Reactor) match(ctx context.Context, ev *inflight) *engine.Match {
 	m, eng := r.opts.Metrics, r.eng.Load()
+	if r.opts.Paused != nil && r.opts.Paused() {
+		m.Suppressed.WithLabelValues("not_leader").Inc()
+		return nil
+	}
 	opts := engine.MatchOptions{EventID: ev.id}
 	if rl := ev.resume; rl != nil {
 		mt, err := eng.MatchRule(ctx, ev.tag, ev.raw, rl.rule, opts)

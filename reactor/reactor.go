@@ -69,6 +69,11 @@ type Options struct {
 	OnDispatch func(d Delivery, a actions.Action, res actions.Result, err error)
 	// OnDone, when set, is called after each event was fully handled.
 	OnDone func(d Delivery)
+	// Paused, when set, is asked before each event is matched: while it
+	// answers true (salt-run reactor.set_leader False on the master), no
+	// event is reacted to; each is counted in
+	// reactord_suppressed_total{reason="not_leader"}.
+	Paused func() bool
 	// Copy, when set, reports whether an event is another master's copy
 	// of an event already taken (multi-master, --dedupe-masters); such a
 	// copy is dropped and counted in reactord_suppressed_total

@@ -21,6 +21,7 @@ Configuration (the master's configuration, e.g. /etc/salt/master.d/reactord.conf
           socket: /var/run/salt/master/reactord.ipc   # default: sock_dir/reactord.ipc
           worker_threads: 10       # default: the master's reactor_worker_threads
           salt_calls: read-only    # or a list of function globs
+          manage: true             # salt-run reactor.* requests, handed to reactord
 
 The socket is created mode 0600, owned by the master's user: only that
 user and root reach it, and the engine also checks each peer's uid
@@ -38,13 +39,35 @@ in a frame with the same id:
   execution function for a render, answered ``{"return": VALUE}``. Only
   the functions ``salt_calls`` allows (read-only ones by default).
 
+- ``{"kind": "manage-wait", "wait": SECONDS}``: the next request of
+  ``salt-run reactor.list|add|delete|is_leader|set_leader`` (see below),
+  answered ``{"requests": [{"id": ID, "verb": VERB, "data": {...},
+  "master": MASTER_ID}], "master": MASTER_ID}``, or ``{"requests": [],
+  ...}`` when none came in ``wait`` seconds.
+- ``{"kind": "manage-hello"}``: the master's id, ``{"master": ID,
+  "manage": BOOL}``.
+- ``{"kind": "manage-answer", "id": ID, "answer": {...}}``: reactord's
+  answer to one of them, fired on the master's bus as Salt's reactor
+  fires it; answered ``{"ok": true}``.
+
 Anything else is refused, answered ``{"error": ...}`` and logged in the
 master's log.
+
+Salt's reactor runner fires ``salt/reactors/manage/VERB`` (inside its
+job's tag, ``salt/run/JID/salt/reactors/manage/VERB``) with the master's
+key and waits 30 s for the answer. The engine reads the master's bus,
+checks the key as Salt's reactor does (a request without the master's key
+is discarded and logged, never handed over: minions can fire events on
+the bus, not reach this socket), and hands the request, without the key,
+to the reactord that waits on ``manage-wait``. When no reactord takes or
+answers it in ``MANAGE_DEADLINE`` seconds, the engine fires an answer
+saying so, in the answer's shape.
 """
 
 import collections.abc
 import datetime
 import fnmatch
+import hmac
 import logging
 import os
 import queue
@@ -58,7 +81,9 @@ import salt.minion
 import salt.payload
 import salt.runner
 import salt.utils.cache
+import salt.utils.event
 import salt.utils.jid
+import salt.utils.master
 import salt.utils.msgpack
 import salt.utils.reactor
 import salt.wheel
@@ -90,6 +115,19 @@ READ_ONLY = [
 # END read-only
 
 SOCKET_NAME = "reactord.ipc"
+
+# How long a salt-run reactor.* request waits for reactord's answer before
+# the engine answers with an error (the runner waits 30 s).
+MANAGE_DEADLINE = 20.0
+
+# The requests of salt/runners/reactor.py, each with the tag of its answer.
+MANAGE_ANSWERS = {
+    "list": "salt/reactors/manage/list-results",
+    "add": "salt/reactors/manage/add-complete",
+    "delete": "salt/reactors/manage/delete-complete",
+    "is_leader": "salt/reactors/manage/leader/value",
+    "set_leader": "salt/reactors/manage/leader/value",
+}
 
 # Render-time calls running at once; more wait (reactord gives up on a
 # call past its render's budget, and the engine then does not answer it).
@@ -177,8 +215,9 @@ class _Wrap(salt.utils.reactor.ReactWrap):
 class Engine:
     """The engine's state: the clients, the loader, the pool's bound."""
 
-    def __init__(self, opts, path, workers, calls):
+    def __init__(self, opts, path, workers, calls, manage=None):
         self.opts = opts
+        self.manage = manage
         self.path = path
         self.workers = workers
         self.calls = calls
@@ -293,7 +332,15 @@ class Engine:
             return self.react(conn, kind, body.get("low"))
         if kind == "call":
             return self.call(body.get("fun"), body.get("arg") or [], body.get("kwarg") or {})
-        raise RequestError(f"unknown request {kind!r} (runner, wheel or call)")
+        if kind == "manage-hello":
+            return {"master": self.opts.get("id") or "", "manage": self.manage is not None}
+        if kind in ("manage-wait", "manage-answer"):
+            if self.manage is None:
+                raise RequestError("salt-run reactor requests are off in this engine (its manage: option)")
+            if kind == "manage-wait":
+                return {"requests": self.manage.wait(conn, body.get("wait")), "master": self.opts.get("id") or ""}
+            return self.manage.answer(body.get("id"), body.get("answer"))
+        raise RequestError(f"unknown request {kind!r} (runner, wheel, call or manage-*)")
 
     def react(self, conn, kind, low):
         if not isinstance(low, dict) or low.get("state") != kind:
@@ -337,6 +384,138 @@ class Engine:
         # dunders (config.items returns __opts__) is read there, where it
         # has a value, as Salt's reactor reads its own opts.
         return {"return": functions.run(lambda: _plain(functions[fun](*args, **kwargs)))}
+
+
+class Manage:
+    """The requests of salt-run reactor.*: read from the master's bus,
+    checked against the master's key, handed to reactord over the
+    socket, and answered on the bus in Salt's reactor's shape."""
+
+    def __init__(self, opts):
+        self.opts = opts
+        self.cond = threading.Condition()
+        self.queue = collections.deque()  # checked requests no reactord took yet
+        self.pending = {}  # id -> (request, deadline): taken or not, not answered
+        self.seq = 0
+
+    def listen(self):
+        """Read the master's bus until the master stops."""
+        while True:
+            try:
+                with salt.utils.event.get_event(
+                    "master", self.opts["sock_dir"], opts=self.opts, listen=True
+                ) as bus:
+                    while True:
+                        ev = bus.get_event(wait=1, full=True)
+                        self.expire()
+                        if ev:
+                            self.offer(ev.get("tag"), ev.get("data"))
+            except Exception:  # pylint: disable=broad-except
+                log.warning("reactord engine: reading the master's bus for salt-run reactor requests", exc_info=True)
+                time.sleep(1)
+
+    @staticmethod
+    def verb(tag):
+        """The request a tag carries (None for others, the answers too)."""
+        if not isinstance(tag, str) or "salt/reactors/manage/" not in tag:
+            return None
+        for verb in MANAGE_ANSWERS:
+            if tag.endswith("salt/reactors/manage/" + verb):
+                return verb
+        return None
+
+    def offer(self, tag, data):
+        """Queue a request whose key is the master's; discard others."""
+        verb = self.verb(tag)
+        if verb is None or not isinstance(data, dict):
+            return
+        key = salt.utils.master.get_master_key("root", self.opts)
+        given = data.get("key")
+        if not key or not isinstance(given, str) or not hmac.compare_digest(given.encode(), key.encode()):
+            # Salt's reactor's words, and as it does: no answer.
+            log.error(
+                "received salt/reactors/manage event without matching master_key. discarding (reactord engine, tag %s)",
+                tag,
+            )
+            return
+        with self.cond:
+            self.seq += 1
+            rid = f"{os.getpid()}-{self.seq}"
+            req = {
+                "id": rid,
+                "verb": verb,
+                "data": {k: _plain(v) for k, v in data.items() if k != "key"},
+                "master": self.opts.get("id") or "",
+                "tag": tag,
+            }
+            self.queue.append(req)
+            self.pending[rid] = (req, time.monotonic() + MANAGE_DEADLINE, time.monotonic())
+            self.cond.notify_all()
+        log.info("reactord engine: salt-run reactor.%s request handed to reactord (%s)", verb, rid)
+
+    def wait(self, conn, seconds):
+        """The next checked request, for a reactord waiting on conn; none
+        after seconds, or when it hung up meanwhile."""
+        end = time.monotonic() + max(0.0, min(float(seconds or 0), 60.0))
+        with self.cond:
+            while True:
+                if _hung_up(conn):
+                    return []
+                if self.queue:
+                    return [self.queue.popleft()]
+                left = end - time.monotonic()
+                if left <= 0:
+                    return []
+                self.cond.wait(min(left, 0.5))
+
+    def answer(self, rid, answer):
+        """Fire reactord's answer to request rid on the master's bus."""
+        if not isinstance(answer, dict):
+            raise RequestError("a manage-answer carries a map")
+        with self.cond:
+            item = self.pending.pop(rid, None)
+        if item is None:
+            raise RequestError(f"no salt-run reactor request {rid!r} waits for an answer (past its {MANAGE_DEADLINE:.0f} s?)")
+        self.fire(MANAGE_ANSWERS[item[0]["verb"]], answer)
+        log.info(
+            "reactord engine: salt-run reactor.%s answered by reactord in %.3f s (%s)",
+            item[0]["verb"],
+            time.monotonic() - item[2],
+            rid,
+        )
+        return {"ok": True}
+
+    def expire(self):
+        """Answer, with an error, the requests past their deadline."""
+        now = time.monotonic()
+        with self.cond:
+            late = [rid for rid, (_, deadline, _) in self.pending.items() if deadline <= now]
+            gone = [self.pending.pop(rid)[0] for rid in late]
+            if gone:
+                self.queue = collections.deque(r for r in self.queue if r["id"] not in late)
+        for req in gone:
+            why = (
+                f"reactord did not answer salt-run reactor.{req['verb']} in {MANAGE_DEADLINE:.0f} s "
+                "(is a reactord with --driver master connected to this master's reactord engine?)"
+            )
+            log.warning("reactord engine: %s", why)
+            try:
+                self.fire(MANAGE_ANSWERS[req["verb"]], self.error_answer(req["verb"], why))
+            except Exception:  # pylint: disable=broad-except
+                log.warning("reactord engine: firing an answer", exc_info=True)
+
+    @staticmethod
+    def error_answer(verb, why):
+        """An answer saying why, where the runner reads it."""
+        if verb in ("add", "delete"):
+            return {"result": {"status": False, "comment": why}}
+        if verb == "list":
+            return {"reactors": why}
+        return {"result": why}
+
+    def fire(self, tag, data):
+        with salt.utils.event.get_master_event(self.opts, self.opts["sock_dir"], listen=False) as bus:
+            bus.fire_event(data, tag)
 
 
 def _hung_up(conn):
@@ -451,7 +630,7 @@ def _listen(path):
     return sock
 
 
-def start(socket=None, worker_threads=None, salt_calls="read-only"):  # pylint: disable=redefined-outer-name
+def start(socket=None, worker_threads=None, salt_calls="read-only", manage=True):  # pylint: disable=redefined-outer-name
     """The engine's entry point: serve reactord's master driver until the
     master stops."""
     opts = __opts__  # pylint: disable=undefined-variable
@@ -466,13 +645,15 @@ def start(socket=None, worker_threads=None, salt_calls="read-only"):  # pylint: 
     # switch interval than Python's 5 ms keeps an answer from waiting for
     # the interpreter lock behind ten running runners (this process only).
     sys.setswitchinterval(0.0005)
-    engine = Engine(opts, path, workers, calls)
+    engine = Engine(opts, path, workers, calls, Manage(opts) if manage else None)
     # Load the runner and wheel functions now, as Salt's reactor does, so
     # that the pool's threads do not race to load them.
     for kind in ("runner", "wheel"):
         engine.wrap.populate_client_cache({"state": kind})
     engine.mminion  # pylint: disable=pointless-statement; loaded before the first render needs it
     server = _listen(path)
+    if engine.manage is not None:
+        threading.Thread(target=engine.manage.listen, name="reactord-manage", daemon=True).start()
     log.info(
         "reactord engine: listening on %s (runner and wheel reactions, %d at once; render-time calls)",
         path,

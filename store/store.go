@@ -121,6 +121,7 @@ const (
 	StageReturned   = "returned"   // a dispatched job's minion returned
 	StageTimeout    = "timeout"    // a dispatched job's minion did not return in time
 	StageShadow     = "shadow"     // shadow mode's verdict on one decision or Salt job (Detail: a shadow.Record as JSON)
+	StageRules      = "rules"      // a rule salt-run reactor.add added or reactor.delete deleted, a master reactor.set_leader paused or resumed
 )
 
 // LedgerEntry is one step reactord took for an event, stored in

@@ -44,6 +44,8 @@ type Engine struct {
 	calls chan *engineConn
 	done  chan struct{} // closed by Close
 	id    atomic.Uint64
+	// master is the master's id, as the engine's manage-wait answers say.
+	master atomic.Pointer[string]
 
 	mu     sync.Mutex
 	known  bool  // asked at least once
