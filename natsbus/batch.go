@@ -103,6 +103,13 @@ type PublisherOptions struct {
 	// Logger receives the line saying how events are published, and why
 	// (nil: slog.Default()).
 	Logger *slog.Logger
+	// Ordered keeps the stream's order of the events equal to the order
+	// Publish took them, across failures: one batch in flight (InFlight
+	// 1), a batch either atomic or of one event, and after an event that
+	// fails for good every later one fails too, unsent, until Resume —
+	// the caller then publishes again from the first that failed. Without
+	// it, a batch sent again comes after those written meanwhile.
+	Ordered bool
 }
 
 // PublisherStats count what a Publisher sent.
@@ -161,6 +168,10 @@ type batcher struct {
 	first   time.Time // the open batch's first event
 	flush   bool
 	closed  bool
+	// ordered is PublisherOptions.Ordered; halted, the failure that
+	// stops an ordered batcher until resume.
+	ordered bool
+	halted  error
 
 	kick  chan struct{} // wakes the closer
 	slots chan struct{} // batches in flight
@@ -212,6 +223,9 @@ func (o PublisherOptions) withDefaults() PublisherOptions {
 	if o.InFlight <= 0 {
 		o.InFlight = DefaultBatchInFlight
 	}
+	if o.Ordered {
+		o.InFlight = 1
+	}
 	if o.MinAtomic <= 0 {
 		o.MinAtomic = DefaultBatchMinAtomic
 	}
@@ -262,7 +276,16 @@ func (c *Conn) newBatcher(ctx context.Context, o PublisherOptions) (*batcher, er
 	var gone sync.Once
 	p.inboxSub.SetClosedHandler(func(string) { gone.Do(func() { close(p.inboxGone) }) })
 	p.minAtomic.Store(int64(max(o.MinAtomic, 2)))
+	p.ordered = o.Ordered
 	p.chooseAtomic(ctx, o)
+	if o.Ordered {
+		// A batch is stored whole or not at all, or holds one event: a
+		// failure never leaves a later event of it stored.
+		p.minAtomic.Store(2)
+		if !p.atomic.Load() {
+			p.maxBatch.Store(1)
+		}
+	}
 	go p.loop()
 	return p, nil
 }
@@ -427,7 +450,17 @@ func (p *batcher) loop() {
 		}
 		p.flush = p.flush && len(p.open) > 0
 		p.room.Broadcast()
+		halted := p.halted
 		p.mu.Unlock()
+		if halted != nil {
+			// Ordered, after a failure: nothing later may be stored
+			// before what failed is sent again.
+			<-p.slots
+			for _, e := range batch {
+				e.settle(fmt.Errorf("%s: not sent after an earlier event failed: %w", e.msg.Subject, halted))
+			}
+			continue
+		}
 		p.inFlight.Add(1)
 		prev, mine := p.wire, make(chan struct{})
 		p.wire = mine
@@ -502,9 +535,29 @@ func (p *batcher) send(batch []*batchEvent, written func()) {
 			break
 		}
 	}
+	p.halt(err)
 	for _, e := range batch {
 		e.settle(fmt.Errorf("publishing a batch of %d events to JetStream (%s first): %w", len(batch), e.msg.Subject, err))
 	}
+}
+
+// halt stops an ordered batcher after err, until resume.
+func (p *batcher) halt(err error) {
+	if !p.ordered {
+		return
+	}
+	p.mu.Lock()
+	if p.halted == nil {
+		p.halted = err
+	}
+	p.mu.Unlock()
+}
+
+// resume lets an ordered batcher send again after a failure.
+func (p *batcher) resume() {
+	p.mu.Lock()
+	p.halted = nil
+	p.mu.Unlock()
 }
 
 // mayRetry reports whether what got no acknowledgement may be sent a
@@ -684,12 +737,14 @@ func (p *batcher) sendEach(batch []*batchEvent, written func()) {
 			case transientPublishError(err) && p.mayRetry(try+1, first) && p.ctx.Err() == nil:
 				again, againErrs = append(again, e), append(againErrs, err)
 			default:
+				p.halt(err)
 				e.settle(fmt.Errorf("publishing %s to JetStream: %w", e.msg.Subject, err))
 			}
 		}
 		todo, errs = again, againErrs
 	}
 	for i, e := range todo {
+		p.halt(errs[i])
 		e.settle(fmt.Errorf("publishing %s to JetStream: %w", e.msg.Subject, errs[i]))
 	}
 }

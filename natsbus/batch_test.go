@@ -486,3 +486,49 @@ func TestBatchPublisherOnServers(t *testing.T) {
 		})
 	}
 }
+
+// TestOrderedPublisherHaltsAfterAFailure: an Ordered publisher whose
+// event fails (no stream yet: no responders) fails every later event
+// unsent, so none can be stored before the failed one is sent again;
+// after Resume, events are stored again, in order.
+func TestOrderedPublisherHaltsAfterAFailure(t *testing.T) {
+	_, c := startServer(t)
+	ctx := t.Context()
+	p, err := c.NewPublisher(ctx, PublisherOptions{Ordered: true, AckTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	publish := func(n int) []error {
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			if err := p.Publish(ctx, Msg{Tag: "x/y", Body: envelope("x/y")}, func(err error) { errs[i] = err; wg.Done() }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		return errs
+	}
+	if errs := publish(1); errs[0] == nil {
+		t.Fatal("an event with no stream to take it was acknowledged")
+	}
+	for i, err := range publish(5) {
+		if err == nil || !strings.Contains(err.Error(), "not sent after an earlier event failed") {
+			t.Errorf("event %d after the failure: %v, want it failed unsent", i, err)
+		}
+	}
+	if err := c.EnsureStream(ctx, StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.Resume()
+	for i, err := range publish(40) {
+		if err != nil {
+			t.Fatalf("event %d after Resume: %v", i, err)
+		}
+	}
+	if n, err := c.StreamMessages(ctx, "REACTORD_EVENTS"); err != nil || n != 40 {
+		t.Fatalf("the stream holds %d messages (%v), want the 40 published after Resume", n, err)
+	}
+}

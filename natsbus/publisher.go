@@ -137,6 +137,18 @@ func (p *Publisher) Publish(ctx context.Context, m Msg, done func(error)) error 
 	return b.publish(m, settle)
 }
 
+// Resume lets an Ordered publisher send again after a failure: call it
+// once the events from the first that failed on are about to be
+// published again. It does nothing to a publisher that is not Ordered.
+func (p *Publisher) Resume() {
+	p.mu.Lock()
+	b := p.b
+	p.mu.Unlock()
+	if b != nil {
+		b.resume()
+	}
+}
+
 func (p *Publisher) isClosed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
