@@ -99,8 +99,8 @@ type soakProc struct {
 	// http: the process serves /healthz and /metrics (a replica, the
 	// bridge), waited for and scraped.
 	http bool
-	mu    sync.Mutex
-	c     *child
+	mu   sync.Mutex
+	c    *child
 }
 
 func (p *soakProc) cur() *child {
@@ -145,8 +145,8 @@ type soak struct {
 	audit      rowCounter
 	auditStore io.Closer
 	nc         *nats.Conn
-	mounts  []string // --tmpfs's, unmounted at the end
-	samples []soakSample
+	mounts     []string // --tmpfs's, unmounted at the end
+	samples    []soakSample
 	// db is --store-server's database server.
 	db *dbServer
 	// bridge, master, bledger and bridgedCC are the bridged share's
@@ -200,26 +200,26 @@ type soakSummary struct {
 	// sample; AuditRowsMax the most rows of the audit tables (with a
 	// --store database), and AuditRowsWarm that after the warm-up: both
 	// bounded when retention holds.
-	StreamMsgsMax uint64   `json:"stream_msgs_max"`
-	AuditRowsMax  int64    `json:"audit_rows_max,omitempty"`
-	AuditRowsWarm int64    `json:"audit_rows_max_after_warmup,omitempty"`
+	StreamMsgsMax uint64 `json:"stream_msgs_max"`
+	AuditRowsMax  int64  `json:"audit_rows_max,omitempty"`
+	AuditRowsWarm int64  `json:"audit_rows_max_after_warmup,omitempty"`
 	// StorePendingEnd is the audit records the replicas still held (in
 	// memory or their spool) at the end, after the drain: 0 when
 	// everything the store outages held back arrived.
 	StorePendingEnd int64 `json:"store_pending_end"`
 	// Bridged accounts for the events that went through the bridge.
-	Bridged       *bridgedSummary `json:"bridged,omitempty"`
-	Overlap       int             `json:"overlap"`
-	Seed          uint64   `json:"seed"`
-	Rate          int      `json:"rate"`
-	Minions       int      `json:"minions"`
-	Replicas      int      `json:"replicas"`
-	Nodes         int      `json:"nodes"`
-	Partitions    int      `json:"partitions"`
-	Store         string   `json:"store"`
-	StoreServer   string   `json:"store_server,omitempty"`
-	LostSample    []string `json:"lost_sample,omitempty"`
-	NotDone       []string `json:"not_implemented"`
+	Bridged     *bridgedSummary `json:"bridged,omitempty"`
+	Overlap     int             `json:"overlap"`
+	Seed        uint64          `json:"seed"`
+	Rate        int             `json:"rate"`
+	Minions     int             `json:"minions"`
+	Replicas    int             `json:"replicas"`
+	Nodes       int             `json:"nodes"`
+	Partitions  int             `json:"partitions"`
+	Store       string          `json:"store"`
+	StoreServer string          `json:"store_server,omitempty"`
+	LostSample  []string        `json:"lost_sample,omitempty"`
+	NotDone     []string        `json:"not_implemented"`
 }
 
 // soakNotDone lists the issue's faults soak does not inject: none now.

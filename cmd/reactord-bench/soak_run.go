@@ -27,8 +27,8 @@ type soakLedger struct {
 	reactedN  int64
 	unread    int64 // bridged events emitted while no bridge read
 
-	lat       []float64 // ms, since the last take
-	allLat    []float64 // ms, the whole run
+	lat    []float64 // ms, since the last take
+	allLat []float64 // ms, the whole run
 }
 
 // minionLedger is one minion's events, by number.
