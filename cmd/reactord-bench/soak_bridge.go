@@ -49,16 +49,21 @@ import (
 
 // bridgedSummary is the summary's account of the bridged events.
 type bridgedSummary struct {
-	Minions      int      `json:"minions"`
-	Emitted      int64    `json:"emitted"`
-	Unread       int64    `json:"unread"`
-	Unconfirmed  int64    `json:"unconfirmed"`
-	Acknowledged int64    `json:"acknowledged"`
-	Reacted      int64    `json:"reacted"`
-	Lost         int64    `json:"lost"`
-	Duplicates   int64    `json:"duplicates"`
-	OutOfOrder   int64    `json:"out_of_order"`
-	LostSample   []string `json:"lost_sample,omitempty"`
+	Minions      int   `json:"minions"`
+	Emitted      int64 `json:"emitted"`
+	Unread       int64 `json:"unread"`
+	Unconfirmed  int64 `json:"unconfirmed"`
+	Acknowledged int64 `json:"acknowledged"`
+	Reacted      int64 `json:"reacted"`
+	Lost         int64 `json:"lost"`
+	Duplicates   int64 `json:"duplicates"`
+	OutOfOrder   int64 `json:"out_of_order"`
+	// StoredOutOfOrder is the events the stream stored after a later
+	// event of their minion (the bridge's order, read before any
+	// reaction): an out-of-order reaction with none here is the daemon's.
+	StoredOutOfOrder int64    `json:"stored_out_of_order"`
+	LostSample       []string `json:"lost_sample,omitempty"`
+	OutOfOrderSample []string `json:"out_of_order_sample,omitempty"`
 }
 
 // bridgedShare is the bridged part of --rate and --minions.
@@ -162,6 +167,7 @@ func saltFrame(body []byte, stamp time.Time) ([]byte, error) {
 	kv = append(kv, "_stamp", stamp.UTC().Format("2006-01-02T15:04:05.000000"))
 	var data bytes.Buffer
 	e := msgpack.NewEncoder(&data)
+	e.UseCompactInts(true) // as Salt's msgpack packs them
 	if err := e.EncodeMapLen(len(kv) / 2); err != nil {
 		return nil, err
 	}
@@ -245,7 +251,11 @@ func (s *soak) startBridge(ctx context.Context) error {
 			} `json:"data"`
 		}
 		if json.Unmarshal(m.Data(), &v) == nil && v.Data.N != nil {
-			s.bledger.stored(v.Data.ID, *v.Data.N)
+			redelivered := false
+			if md, err := m.Metadata(); err == nil {
+				redelivered = md.NumDelivered > 1
+			}
+			s.bledger.stored(v.Data.ID, *v.Data.N, redelivered)
 		}
 		_ = m.Ack()
 	}); err != nil {
@@ -267,11 +277,12 @@ func (s *soak) bridgedSummary() *bridgedSummary {
 	}
 	l := s.bledger
 	lost, some := l.lost()
-	dups, ooo := l.gapOrder()
+	dups, ooo, oooSome := l.gapOrder()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return &bridgedSummary{Minions: minions, Emitted: l.published, Unread: l.unread, Unconfirmed: l.published - l.unread - l.acked,
-		Acknowledged: l.acked, Reacted: l.reactedN, Lost: lost, LostSample: some, Duplicates: int64(dups), OutOfOrder: int64(ooo)}
+		Acknowledged: l.acked, Reacted: l.reactedN, Lost: lost, LostSample: some, Duplicates: int64(dups), OutOfOrder: int64(ooo),
+		OutOfOrderSample: oooSome, StoredOutOfOrder: l.storedOOO}
 }
 
 // cmdBenchBridge is the soak's bridge: `reactord bridge`'s flags,

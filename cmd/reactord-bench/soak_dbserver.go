@@ -148,7 +148,8 @@ func tail(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// start runs the server and waits until it accepts connections.
+// start runs the server and waits until it logs that it is ready and
+// accepts connections.
 func (d *dbServer) start(ctx context.Context) error {
 	c := &child{name: d.kind, cmd: exec.Command(d.bin, d.args...)}
 	ownGroup(c.cmd)
@@ -162,7 +163,11 @@ func (d *dbServer) start(ctx context.Context) error {
 	d.c = c
 	d.mu.Unlock()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(d.port))
+	ready := map[string]string{"mariadb": "ready for connections", "postgres": "ready to accept connections"}[d.kind]
 	return waitFor(ctx, 2*time.Minute, []*child{c}, func() error {
+		if !strings.Contains(c.logs(), ready) {
+			return fmt.Errorf("no %q logged yet", ready)
+		}
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return err

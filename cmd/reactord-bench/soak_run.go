@@ -26,6 +26,7 @@ type soakLedger struct {
 	acked     int64
 	reactedN  int64
 	unread    int64 // bridged events emitted while no bridge read
+	storedOOO int64 // bridged events stored after a later one of their minion
 
 	lat    []float64 // ms, since the last take
 	allLat []float64 // ms, the whole run
@@ -33,11 +34,12 @@ type soakLedger struct {
 
 // minionLedger is one minion's events, by number.
 type minionLedger struct {
-	sent    []int64 // UnixNano of the first publish
-	acked   int     // events 0 .. acked-1 acknowledged (rounds are acknowledged in order)
-	stored  []bool  // a bridged event seen in the event stream: acknowledged
-	reacted []bool
-	seen    []int // numbers in reaction order
+	sent      []int64 // UnixNano of the first publish
+	acked     int     // events 0 .. acked-1 acknowledged (rounds are acknowledged in order)
+	stored    []bool  // a bridged event seen in the event stream: acknowledged
+	topStored int     // the largest number stored (bridged), -1 before any
+	reacted   []bool
+	seen      []int // numbers in reaction order
 }
 
 func newSoakLedger() *soakLedger { return &soakLedger{minions: map[string]*minionLedger{}} }
@@ -45,7 +47,7 @@ func newSoakLedger() *soakLedger { return &soakLedger{minions: map[string]*minio
 func (l *soakLedger) minion(id string) *minionLedger {
 	m := l.minions[id]
 	if m == nil {
-		m = &minionLedger{}
+		m = &minionLedger{topStored: -1}
 		l.minions[id] = m
 	}
 	return m
@@ -66,14 +68,19 @@ func (l *soakLedger) sent(id string, n int, t time.Time) {
 }
 
 // stored records bridged event n of a minion as seen in the event
-// stream: acknowledged, whatever the events before it.
-func (l *soakLedger) stored(id string, n int) {
+// stream: acknowledged, whatever the events before it. A first delivery
+// below the largest number stored so far was stored out of order.
+func (l *soakLedger) stored(id string, n int, redelivered bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.minion(id)
 	if n < len(m.stored) && !m.stored[n] {
 		m.stored[n] = true
 		l.acked++
+		if !redelivered && n < m.topStored {
+			l.storedOOO++
+		}
+		m.topStored = max(m.topStored, n)
 	}
 }
 
@@ -154,10 +161,10 @@ func (l *soakLedger) order() (dups, outOfOrder int) {
 // gapOrder counts the duplicates and the events out of order where
 // events may be missing (bridged ones): a number seen again is a
 // duplicate, one seen after a larger number of its minion out of order.
-func (l *soakLedger) gapOrder() (dups, outOfOrder int) {
+func (l *soakLedger) gapOrder() (dups, outOfOrder int, some []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, m := range l.minions {
+	for id, m := range l.minions {
 		top, seen := -1, map[int]bool{}
 		for _, n := range m.seen {
 			switch {
@@ -165,11 +172,15 @@ func (l *soakLedger) gapOrder() (dups, outOfOrder int) {
 				dups++
 			case n < top:
 				outOfOrder++
+				if len(some) < 10 {
+					some = append(some, fmt.Sprintf("%s/%d after %d", id, n, top))
+				}
 			}
 			seen[n], top = true, max(top, n)
 		}
 	}
-	return dups, outOfOrder
+	slices.Sort(some)
+	return dups, outOfOrder, some
 }
 
 // takeLatencies returns the latencies seen since the last call.
