@@ -61,7 +61,13 @@ type bulkRun struct {
 
 // runBulk is Run with bp.
 func (o *Outbox) runBulk(ctx context.Context, bp BulkPublisher) error {
-	pub, err := bp.NewPublisher(ctx, natsbus.PublisherOptions{How: natsbus.Event, Logger: o.log})
+	// One batch awaits its acknowledgement at a time: a batch sent again
+	// (a NATS node killed under it) then comes before the next one, not
+	// after it, so each minion's events stay in order in the stream
+	// (reactord-bench soak saw events stored after later ones of their
+	// minion with several in flight). Batches still gather while one is
+	// in flight.
+	pub, err := bp.NewPublisher(ctx, natsbus.PublisherOptions{How: natsbus.Event, Logger: o.log, InFlight: 1})
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
