@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -156,6 +157,8 @@ type soak struct {
 	master    *fakeMaster
 	bledger   *soakLedger
 	bridgedCC jetstream.ConsumeContext
+	// consumeErrs counts the errors bridgedCC reported.
+	consumeErrs atomic.Int64
 	// fmu guards faults, faultLog, samples, targetMu and generation (the
 	// reaction file's, changed by each reload).
 	fmu        sync.Mutex
@@ -396,7 +399,7 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 		return soakSummary{}, err
 	}
 	defer s.stopAll()
-	pc, err := s.setup(ctx)
+	pc, err := s.setup(ctx, stderr)
 	if err != nil {
 		return soakSummary{}, err
 	}
@@ -432,7 +435,7 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 // setup starts the NATS cluster, the reactions' reader, the audit
 // database server, the replicas and the bridge, and returns the
 // publisher's connection.
-func (s *soak) setup(ctx context.Context) (*natsbus.Conn, error) {
+func (s *soak) setup(ctx context.Context, stderr io.Writer) (*natsbus.Conn, error) {
 	cfg := s.cfg
 	if err := s.startCluster(ctx); err != nil {
 		return nil, err
@@ -475,7 +478,7 @@ func (s *soak) setup(ctx context.Context) (*natsbus.Conn, error) {
 		return nil, err
 	}
 	if _, m := cfg.bridgedShare(); m > 0 {
-		if err := s.startBridge(ctx); err != nil {
+		if err := s.startBridge(ctx, stderr); err != nil {
 			return nil, fmt.Errorf("the bridge: %w", err)
 		}
 	}

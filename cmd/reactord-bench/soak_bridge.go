@@ -37,7 +37,9 @@ import (
 //   - unread when the master emitted it while no bridge was connected;
 //   - acknowledged when the event stream stored it (the bridge's
 //     JetStream publish acknowledged): the soak reads the stream with a
-//     durable consumer of its own, filtered to these minions' keys;
+//     durable consumer of its own, filtered to these minions' keys; an
+//     event that reacted was stored too, seen by that consumer or not
+//     (ConsumerMissed counts those it did not see);
 //   - unconfirmed when it was written to a connected bridge but the
 //     stream never stored it (in the socket's buffer or the bridge's
 //     memory when it was killed: what a master's bridge would miss too);
@@ -61,7 +63,10 @@ type bridgedSummary struct {
 	// StoredOutOfOrder is the events the stream stored after a later
 	// event of their minion (the bridge's order, read before any
 	// reaction): an out-of-order reaction with none here is the daemon's.
-	StoredOutOfOrder int64    `json:"stored_out_of_order"`
+	StoredOutOfOrder int64 `json:"stored_out_of_order"`
+	// ConsumerMissed is the acknowledged events the soak's consumer of
+	// the stream did not see (they reacted).
+	ConsumerMissed   int64    `json:"consumer_missed"`
 	LostSample       []string `json:"lost_sample,omitempty"`
 	OutOfOrderSample []string `json:"out_of_order_sample,omitempty"`
 }
@@ -220,7 +225,7 @@ func (s *soak) bridgedTraffic(ctx context.Context, stderr io.Writer) {
 
 // startBridge listens as the master, creates the soak's consumer of the
 // bridged minions' events in the event stream, and starts the bridge.
-func (s *soak) startBridge(ctx context.Context) error {
+func (s *soak) startBridge(ctx context.Context, stderr io.Writer) error {
 	_, minions := s.cfg.bridgedShare()
 	sockDir := filepath.Join(s.dir, "master")
 	if err := os.MkdirAll(sockDir, 0o755); err != nil {
@@ -258,7 +263,13 @@ func (s *soak) startBridge(ctx context.Context) error {
 			s.bledger.stored(v.Data.ID, *v.Data.N, redelivered)
 		}
 		_ = m.Ack()
-	}); err != nil {
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		// Said, a few times: what this consumer misses is counted
+		// (consumer_missed) when it reacts.
+		if n := s.consumeErrs.Add(1); n <= 5 {
+			fmt.Fprintf(stderr, "soak: the bridged events' consumer: %v\n", err)
+		}
+	})); err != nil {
 		return fmt.Errorf("the bridged events' consumer: %w", err)
 	}
 	s.bridge = &soakProc{name: "bridge", http: true, args: []string{"bridge", "--sock-dir", sockDir, "--job-cache", "",
@@ -280,9 +291,18 @@ func (s *soak) bridgedSummary() *bridgedSummary {
 	dups, ooo, oooSome := l.gapOrder()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return &bridgedSummary{Minions: minions, Emitted: l.published, Unread: l.unread, Unconfirmed: l.published - l.unread - l.acked,
-		Acknowledged: l.acked, Reacted: l.reactedN, Lost: lost, LostSample: some, Duplicates: int64(dups), OutOfOrder: int64(ooo),
-		OutOfOrderSample: oooSome, StoredOutOfOrder: l.storedOOO}
+	var missed int64 // reacted, never seen stored
+	for _, m := range l.minions {
+		for i := range min(len(m.stored), len(m.reacted)) {
+			if m.reacted[i] && !m.stored[i] {
+				missed++
+			}
+		}
+	}
+	acked := l.acked + missed
+	return &bridgedSummary{Minions: minions, Emitted: l.published, Unread: l.unread, Unconfirmed: l.published - l.unread - acked,
+		Acknowledged: acked, Reacted: l.reactedN, Lost: lost, LostSample: some, Duplicates: int64(dups), OutOfOrder: int64(ooo),
+		OutOfOrderSample: oooSome, StoredOutOfOrder: l.storedOOO, ConsumerMissed: missed}
 }
 
 // cmdBenchBridge is the soak's bridge: `reactord bridge`'s flags,
