@@ -6,9 +6,9 @@
 //	go run ./cmd/reactord-bench [flags]
 //
 // Its subcommand soak runs the daemons and a NATS cluster under a
-// nemesis (see `reactord-bench soak -h`). Its subcommands publish, natsnode, replica and floor are the processes it
+// nemesis (see `reactord-bench soak -h`). Its subcommands publish, natsnode, replica, floor and bridge are the processes it
 // starts itself (the publisher, the NATS nodes of --cluster, the daemons of
-// --replicas, and the plain JetStream consumers of --floor).
+// --replicas, the plain JetStream consumers of --floor, and soak's bridge).
 package main
 
 import (
@@ -60,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return cmdFloorConsumer(ctx, args[1:], stderr)
 		case "soak":
 			return cmdSoak(ctx, args[1:], stdout, stderr)
+		case "bridge":
+			return cmdBenchBridge(ctx, args[1:], stderr)
 		}
 	}
 	return cmdBench(ctx, args, stdout, stderr)

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,13 +37,20 @@ const (
 	faultReload      = "reload"       // change the reaction file, SIGHUP the replicas
 	faultStoreCut    = "store-cut"    // cut the replicas from the audit database
 	faultDiskFull    = "disk-full"    // fill a replica's data directory, then free it
+	faultDBRestart   = "db-restart"   // SIGKILL the soak's own audit database server, start it again
+	faultBridgeKill  = "bridge-kill"  // SIGKILL the bridge, restart it
 )
 
-// faultKinds are the faults soak implements.
+// faultKinds are the faults every run can inject.
 var faultKinds = []string{faultNATSKill, faultReplicaKill, faultReplicaTerm, faultNetCut, faultReload}
 
+// optionalFaults are those a run injects when its options allow them.
+var optionalFaults = []string{faultStoreCut, faultDiskFull, faultDBRestart, faultBridgeKill}
+
 // kinds are the faults this run chooses from: store-cut too when the
-// audit store is a database on the network (reached through a proxy).
+// audit store is a database on the network (reached through a proxy),
+// disk-full with --tmpfs, db-restart with --store-server, bridge-kill
+// with a bridge.
 func (s *soak) kinds() []string {
 	kinds := slices.Clone(faultKinds)
 	if s.storeProxy != nil {
@@ -50,6 +58,12 @@ func (s *soak) kinds() []string {
 	}
 	if s.cfg.tmpfs {
 		kinds = append(kinds, faultDiskFull)
+	}
+	if s.db != nil {
+		kinds = append(kinds, faultDBRestart)
+	}
+	if s.bridge != nil {
+		kinds = append(kinds, faultBridgeKill)
 	}
 	return kinds
 }
@@ -68,6 +82,14 @@ type soakConfig struct {
 	// schedule, when set, is the faults in order (cycled) in place of
 	// random ones: the test forces every kind.
 	schedule []string
+	// overlap is how many faults may be in progress at once.
+	overlap int
+	// storeServer, "mariadb" or "postgres", runs a private audit
+	// database server the replicas store into (db-restart kills it).
+	storeServer string
+	// bridgeShare is the part of --rate and --minions that goes
+	// through a bridge (0: none).
+	bridgeShare float64
 }
 
 // soakProc is a process soak runs and restarts: a NATS node or a replica.
@@ -75,8 +97,11 @@ type soakProc struct {
 	name  string
 	args  []string
 	proxy *tcpproxy.Proxy // a replica's way to its node
-	mu    sync.Mutex
-	c     *child
+	// http: the process serves /healthz and /metrics (a replica, the
+	// bridge), waited for and scraped.
+	http bool
+	mu   sync.Mutex
+	c    *child
 }
 
 func (p *soakProc) cur() *child {
@@ -118,10 +143,37 @@ type soak struct {
 	storeURL   string
 	// audit counts the rows of the --store database, directly (not
 	// through storeProxy), at every sample; nil without a --store.
-	audit   rowCounter
-	mounts  []string // --tmpfs's, unmounted at the end
-	samples []soakSample
-	fmu     sync.Mutex
+	audit      rowCounter
+	auditStore io.Closer
+	nc         *nats.Conn
+	mounts     []string // --tmpfs's, unmounted at the end
+	samples    []soakSample
+	// db is --store-server's database server.
+	db *dbServer
+	// bridge, master, bledger and bridgedCC are the bridged share's
+	// bridge process, the master it reads, the ledger of its events and
+	// the soak's consumer of them in the event stream.
+	bridge    *soakProc
+	master    *fakeMaster
+	bledger   *soakLedger
+	bridgedCC jetstream.ConsumeContext
+	// consumeErrs counts the errors bridgedCC reported.
+	consumeErrs atomic.Int64
+	// fmu guards faults, faultLog, samples, targetMu and generation (the
+	// reaction file's, changed by each reload).
+	fmu        sync.Mutex
+	targetMu   map[string]*sync.Mutex
+	generation int
+}
+
+// procs are the processes soak samples: the NATS nodes, the replicas
+// and the bridge.
+func (s *soak) procs() []*soakProc {
+	ps := append(append([]*soakProc{}, s.nodes...), s.reps...)
+	if s.bridge != nil {
+		ps = append(ps, s.bridge)
+	}
+	return ps
 }
 
 // rowCounter is the audit store's count of its rows, by table.
@@ -151,45 +203,66 @@ type soakSummary struct {
 	// sample; AuditRowsMax the most rows of the audit tables (with a
 	// --store database), and AuditRowsWarm that after the warm-up: both
 	// bounded when retention holds.
-	StreamMsgsMax uint64   `json:"stream_msgs_max"`
-	AuditRowsMax  int64    `json:"audit_rows_max,omitempty"`
-	AuditRowsWarm int64    `json:"audit_rows_max_after_warmup,omitempty"`
-	Seed          uint64   `json:"seed"`
-	Rate          int      `json:"rate"`
-	Minions       int      `json:"minions"`
-	Replicas      int      `json:"replicas"`
-	Nodes         int      `json:"nodes"`
-	Partitions    int      `json:"partitions"`
-	Store         string   `json:"store"`
-	LostSample    []string `json:"lost_sample,omitempty"`
-	NotDone       []string `json:"not_implemented"`
+	StreamMsgsMax uint64 `json:"stream_msgs_max"`
+	AuditRowsMax  int64  `json:"audit_rows_max,omitempty"`
+	AuditRowsWarm int64  `json:"audit_rows_max_after_warmup,omitempty"`
+	// StorePendingEnd is the audit records the replicas still held (in
+	// memory or their spool) at the end, after the drain: 0 when
+	// everything the store outages held back arrived.
+	StorePendingEnd int64 `json:"store_pending_end"`
+	// Bridged accounts for the events that went through the bridge.
+	Bridged     *bridgedSummary `json:"bridged,omitempty"`
+	Overlap     int             `json:"overlap"`
+	Seed        uint64          `json:"seed"`
+	Rate        int             `json:"rate"`
+	Minions     int             `json:"minions"`
+	Replicas    int             `json:"replicas"`
+	Nodes       int             `json:"nodes"`
+	Partitions  int             `json:"partitions"`
+	Store       string          `json:"store"`
+	StoreServer string          `json:"store_server,omitempty"`
+	LostSample  []string        `json:"lost_sample,omitempty"`
+	NotDone     []string        `json:"not_implemented"`
 }
 
-// soakNotDone lists the issue's faults soak does not inject.
-var soakNotDone = []string{"the audit database server stopped and started (store-cut cuts it off through a proxy instead)", "bridge SIGKILL (no bridge runs)"}
+// soakNotDone lists the issue's faults soak does not inject: none now.
+var soakNotDone = []string{}
 
 // cmdSoak is reactord-bench soak.
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("soak", "reactord-bench soak [--duration D] [--rate R] [--minions M] [--replicas N] [--nodes N] [--fault-every D] [--seed S] [--out DIR] [--store URL]",
+	notDone := ""
+	if len(soakNotDone) > 0 {
+		notDone = "\nNot implemented: " + strings.Join(soakNotDone, "; ") + "."
+	}
+	fs := newFlags("soak", "reactord-bench soak [--duration D] [--rate R] [--minions M] [--replicas N] [--nodes N] [--fault-every D] [--overlap N] [--seed S] [--out DIR] [--store URL | --store-server mariadb|postgres] [--bridge-share F]",
 		`Runs a NATS cluster (--nodes processes, the stream on min(3, nodes)),
 --replicas daemons (--jetstream --partitions, the nats driver publishing
 each reaction to a stream the soak reads) and steady master-shaped traffic
 (minion starts, beacons, job returns, some of ~100 KB, key events; each
-event numbered per minion), and every --fault-every injects one fault
-chosen with --seed among: `+strings.Join(faultKinds, ", ")+`, and
+event numbered per minion). --bridge-share of the rate and the minions
+goes through a reactord bridge process reading a Salt master's event
+socket the soak plays; the rest is published to the stream directly.
+Every --fault-every it injects one fault (up to --overlap in progress at
+once) chosen with --seed among: `+strings.Join(faultKinds, ", ")+`,
+`+faultBridgeKill+` (the bridge SIGKILLed, restarted) with a bridge,
 `+faultStoreCut+` (the replicas' way to a --store database cut for twice
---down) when --store is a mysql:// or postgres:// URL, and `+faultDiskFull+` (a
-replica's data directory filled for twice --down, then freed) with --tmpfs.
-Not implemented: `+strings.Join(soakNotDone, "; ")+`.
+--down) when --store is a mysql:// or postgres:// URL or --store-server
+is set, `+faultDBRestart+` (the private audit database server of
+--store-server SIGKILLed for twice --down, started again), and
+`+faultDiskFull+` (a replica's data directory filled for twice --down,
+then freed) with --tmpfs.`+notDone+`
 Every --interval it samples each process (RSS and open files from /proc,
 goroutines, Go heap and audit store records from the replicas' /metrics),
 the event stream and
-the publish-to-reaction latency into DIR/timeline.jsonl (faults as their
-own lines), draws DIR/soak.png, and prints one JSON summary line last.`, stderr)
+the publish-to-reaction latency into DIR/timeline.jsonl (each fault's
+start and end as lines of their own), draws DIR/soak.png, and prints one
+JSON summary line last. It exits 1 when an acknowledged event was lost
+or reacted out of order.`, stderr)
 	var c soakConfig
 	fs.DurationVar(&c.duration, "duration", 2*time.Minute, "how long traffic and faults run")
 	fs.DurationVar(&c.interval, "interval", 5*time.Second, "sampling interval")
 	fs.DurationVar(&c.faultEvery, "fault-every", time.Minute, "time between faults (0: none)")
+	fs.IntVar(&c.overlap, "overlap", 1, "most faults in progress at once (a fault starts --fault-every after the previous one started while fewer are)")
 	fs.DurationVar(&c.warmup, "warmup", 0, "samples ignored for growth (default: a fifth of --duration)")
 	fs.DurationVar(&c.down, "down", 3*time.Second, "how long a killed process stays down, a cut lasts")
 	fs.IntVar(&c.rate, "rate", 100, "events per second")
@@ -201,26 +274,16 @@ own lines), draws DIR/soak.png, and prints one JSON summary line last.`, stderr)
 	fs.StringVar(&c.out, "out", "", "directory for timeline.jsonl and soak.png (default: a temporary one)")
 	fs.DurationVar(&c.keepJobs, "keep-jobs", 20*time.Minute, "the replicas' --keep-jobs: how long the audit store keeps records")
 	fs.StringVar(&c.store, "store", "", "audit store URL for every replica (default: SQLite in each replica's data directory)")
+	fs.StringVar(&c.storeServer, "store-server", "", "mariadb or postgres: a private database server of the soak's own, in a temporary directory on a free port, as every replica's store (the db-restart fault)")
+	fs.Float64Var(&c.bridgeShare, "bridge-share", 0.2, "part of --rate and --minions sent through a reactord bridge (0: none; the bridge-kill fault)")
 	fs.BoolVar(&c.tmpfs, "tmpfs", false, "each replica's data directory a 64 MiB tmpfs (root, Linux), and the disk-full fault")
 	sched := fs.String("faults", "", "comma-separated fault kinds in order, cycled, in place of random ones")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if *sched != "" {
-		for _, k := range strings.Split(*sched, ",") {
-			if !containsString(faultKinds, k) && k != faultStoreCut && k != faultDiskFull {
-				fmt.Fprintf(stderr, "soak: unknown fault %q (have %s)\n", k, strings.Join(faultKinds, ", "))
-				return exitUsage
-			}
-			c.schedule = append(c.schedule, k)
-		}
-	}
-	if c.nodes < 1 || c.replicas < 1 || c.minions < 1 || c.rate < 1 {
-		fmt.Fprintln(stderr, "soak: --nodes, --replicas, --minions and --rate must be at least 1")
+	if err := c.check(*sched); err != nil {
+		fmt.Fprintf(stderr, "soak: %v\n", err)
 		return exitUsage
-	}
-	if c.warmup == 0 {
-		c.warmup = c.duration / 5
 	}
 	sum, err := runSoak(ctx, c, stderr)
 	if err != nil {
@@ -229,7 +292,46 @@ own lines), draws DIR/soak.png, and prints one JSON summary line last.`, stderr)
 	}
 	out, _ := json.Marshal(sum)
 	fmt.Fprintf(stdout, "%s\n", out)
+	lost, ooo := sum.Lost, sum.OutOfOrder
+	if sum.Bridged != nil {
+		lost, ooo = lost+sum.Bridged.Lost, ooo+sum.Bridged.OutOfOrder
+	}
+	if lost > 0 || ooo > 0 {
+		fmt.Fprintf(stderr, "soak: seed %d: %d acknowledged events lost, %d out of order\n", sum.Seed, lost, ooo)
+		return exitFound
+	}
 	return exitOK
+}
+
+// check validates the options and reads --faults into the schedule.
+func (c *soakConfig) check(sched string) error {
+	if sched != "" {
+		for _, k := range strings.Split(sched, ",") {
+			if !containsString(faultKinds, k) && !containsString(optionalFaults, k) {
+				return fmt.Errorf("unknown fault %q (have %s)", k, strings.Join(append(slices.Clone(faultKinds), optionalFaults...), ", "))
+			}
+			c.schedule = append(c.schedule, k)
+		}
+	}
+	if c.nodes < 1 || c.replicas < 1 || c.minions < 1 || c.rate < 1 || c.overlap < 1 {
+		return errors.New("--nodes, --replicas, --minions, --rate and --overlap must be at least 1")
+	}
+	if c.bridgeShare < 0 || c.bridgeShare >= 1 {
+		return fmt.Errorf("--bridge-share %v: want 0 or more, below 1", c.bridgeShare)
+	}
+	if _, m := c.bridgedShare(); m >= c.minions {
+		return fmt.Errorf("--bridge-share %v leaves no minion of %d for the direct traffic", c.bridgeShare, c.minions)
+	}
+	if c.bridgeShare > 0 && c.partitions < 1 {
+		return errors.New("--bridge-share needs --partitions (the soak reads the bridged events from the partitioned stream)")
+	}
+	if c.store != "" && c.storeServer != "" {
+		return errors.New("--store and --store-server: give one")
+	}
+	if c.warmup == 0 {
+		c.warmup = c.duration / 5
+	}
+	return nil
 }
 
 func containsString(ss []string, s string) bool {
@@ -271,7 +373,7 @@ func writeSoakConf(dir string, generation int) (string, error) {
 // runSoak starts everything, runs traffic and faults for the duration,
 // drains and returns the summary.
 func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary, error) {
-	s := &soak{cfg: cfg, faults: map[string]int{}, ledger: newSoakLedger()}
+	s := &soak{cfg: cfg, faults: map[string]int{}, ledger: newSoakLedger(), bledger: newSoakLedger()}
 	var err error
 	if s.self, err = os.Executable(); err != nil {
 		return soakSummary{}, err
@@ -297,53 +399,22 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 		return soakSummary{}, err
 	}
 	defer s.stopAll()
-	if err := s.startCluster(ctx); err != nil {
-		return soakSummary{}, err
-	}
-	nc, err := nats.Connect(strings.Join(s.urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	pc, err := s.setup(ctx, stderr)
 	if err != nil {
-		return soakSummary{}, fmt.Errorf("NATS: %w", err)
-	}
-	defer nc.Close()
-	if s.js, err = jetstream.New(nc); err != nil {
 		return soakSummary{}, err
-	}
-	if err := s.collect(ctx); err != nil {
-		return soakSummary{}, err
-	}
-	if err := s.proxyStore(); err != nil {
-		return soakSummary{}, err
-	}
-	if s.storeProxy != nil {
-		st, err := sqlstore.Open(ctx, cfg.store)
-		if err != nil {
-			return soakSummary{}, err
-		}
-		defer st.Close()
-		s.audit, _ = st.(rowCounter)
-	}
-	if containsString(cfg.schedule, faultStoreCut) && s.storeProxy == nil {
-		return soakSummary{}, errors.New("--faults store-cut needs a --store mysql:// or postgres:// URL")
-	}
-	if containsString(cfg.schedule, faultDiskFull) && !cfg.tmpfs {
-		return soakSummary{}, errors.New("--faults disk-full needs --tmpfs")
-	}
-	if err := s.startReplicas(ctx); err != nil {
-		return soakSummary{}, err
-	}
-	pc, err := natsbus.Connect(natsbus.ConnOptions{URL: strings.Join(s.urls, ","), Name: "soak-publisher"})
-	if err != nil {
-		return soakSummary{}, fmt.Errorf("NATS: %w", err)
 	}
 	defer pc.Close()
-	fmt.Fprintf(stderr, "soak: seed %d, %d nodes, %d replicas, %d events/s for %v, a fault every %v; out %s\n",
-		cfg.seed, cfg.nodes, cfg.replicas, cfg.rate, cfg.duration, cfg.faultEvery, cfg.out)
+	fmt.Fprintf(stderr, "soak: seed %d, %d nodes, %d replicas, %d events/s for %v, a fault every %v (up to %d at once); out %s\n",
+		cfg.seed, cfg.nodes, cfg.replicas, cfg.rate, cfg.duration, cfg.faultEvery, max(1, cfg.overlap), s.cfg.out)
 
 	start := time.Now()
 	runCtx, stop := context.WithTimeout(ctx, cfg.duration)
 	defer stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.traffic(runCtx, pc) })
+	if s.bridge != nil {
+		wg.Go(func() { s.bridgedTraffic(runCtx, stderr) })
+	}
 	wg.Go(func() { s.nemesis(runCtx, start, stderr) })
 	s.sampleUntil(runCtx, start)
 	wg.Wait()
@@ -355,17 +426,89 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	}
 	s.sample(start) // the end, after the drain
 	sum := s.summary(start)
-	if err := plotSoak(filepath.Join(cfg.out, "soak.png"), s.samples, s.faultLog); err != nil {
+	if err := plotSoak(filepath.Join(s.cfg.out, "soak.png"), s.samples, s.faultLog); err != nil {
 		fmt.Fprintf(stderr, "soak: drawing soak.png: %v\n", err)
 	}
 	return sum, nil
 }
 
+// setup starts the NATS cluster, the reactions' reader, the audit
+// database server, the replicas and the bridge, and returns the
+// publisher's connection.
+func (s *soak) setup(ctx context.Context, stderr io.Writer) (*natsbus.Conn, error) {
+	cfg := s.cfg
+	if err := s.startCluster(ctx); err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(strings.Join(s.urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("NATS: %w", err)
+	}
+	s.nc = nc
+	if s.js, err = jetstream.New(nc); err != nil {
+		return nil, err
+	}
+	if err := s.collect(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.storeServer != "" {
+		if s.db, err = startDBServer(ctx, cfg.storeServer); err != nil {
+			return nil, fmt.Errorf("--store-server %s: %w", cfg.storeServer, err)
+		}
+		s.cfg.store = s.db.url
+	}
+	if err := s.proxyStore(); err != nil {
+		return nil, err
+	}
+	if s.storeProxy != nil {
+		st, err := sqlstore.Open(ctx, s.cfg.store)
+		if err != nil {
+			return nil, err
+		}
+		s.auditStore = st
+		s.audit, _ = st.(rowCounter)
+	}
+	for k, why := range map[string]string{faultStoreCut: "a --store mysql:// or postgres:// URL or --store-server", faultDiskFull: "--tmpfs",
+		faultDBRestart: "--store-server", faultBridgeKill: "--bridge-share above 0"} {
+		if containsString(cfg.schedule, k) && !s.can(k) {
+			return nil, fmt.Errorf("--faults %s needs %s", k, why)
+		}
+	}
+	if err := s.startReplicas(ctx); err != nil {
+		return nil, err
+	}
+	if _, m := cfg.bridgedShare(); m > 0 {
+		if err := s.startBridge(ctx, stderr); err != nil {
+			return nil, fmt.Errorf("the bridge: %w", err)
+		}
+	}
+	pc, err := natsbus.Connect(natsbus.ConnOptions{URL: strings.Join(s.urls, ","), Name: "soak-publisher"})
+	if err != nil {
+		return nil, fmt.Errorf("NATS: %w", err)
+	}
+	return pc, nil
+}
+
+// can tells whether this run's options allow an optional fault.
+func (s *soak) can(kind string) bool {
+	switch kind {
+	case faultStoreCut:
+		return s.storeProxy != nil
+	case faultDiskFull:
+		return s.cfg.tmpfs
+	case faultDBRestart:
+		return s.cfg.storeServer != ""
+	case faultBridgeKill:
+		return s.cfg.bridgeShare > 0
+	}
+	return true
+}
+
 // drain waits, once the faults stopped and every process runs again,
-// until every acknowledged event reacted, or nothing moved for 30 s (3
-// minutes at most).
+// until every acknowledged event reacted and the replicas hold no audit
+// record back, or nothing moved for 30 s (3 minutes at most).
 func (s *soak) drain(ctx context.Context) error {
-	for _, p := range append(append([]*soakProc{}, s.nodes...), s.reps...) {
+	for _, p := range s.procs() {
 		if err := p.cur().exited(); err != nil {
 			return fmt.Errorf("after the faults: %w", err)
 		}
@@ -373,10 +516,12 @@ func (s *soak) drain(ctx context.Context) error {
 	last, moved := int64(-1), time.Now()
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
 		lost, _ := s.ledger.lost()
-		if lost == 0 {
+		blost, _ := s.bledger.lost()
+		pending := s.storePending()
+		if lost+blost == 0 && pending == 0 {
 			return nil
 		}
-		if r := s.ledger.reactedCount(); r != last {
+		if r := s.ledger.reactedCount() + s.bledger.reactedCount() - pending; r != last {
 			last, moved = r, time.Now()
 		} else if time.Since(moved) > 30*time.Second {
 			return nil
@@ -388,6 +533,18 @@ func (s *soak) drain(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// storePending is the audit records the replicas hold back (in memory
+// or their spool), from their /metrics.
+func (s *soak) storePending() int64 {
+	var n int64
+	for _, p := range s.reps {
+		if m, err := p.cur().scrape(); err == nil {
+			n += int64(m.value("reactord_store_pending_records"))
+		}
+	}
+	return n
 }
 
 // proxyStore puts a proxy between the replicas and a --store database on
@@ -416,8 +573,28 @@ func (s *soak) proxyStore() error {
 
 // stopAll ends every process soak started.
 func (s *soak) stopAll() {
+	if s.db != nil {
+		defer s.db.stop()
+	}
 	if s.storeProxy != nil {
 		defer s.storeProxy.Down()
+	}
+	if s.auditStore != nil {
+		defer s.auditStore.Close()
+	}
+	if s.nc != nil {
+		defer s.nc.Close()
+	}
+	if s.bridgedCC != nil {
+		s.bridgedCC.Stop()
+	}
+	if s.bridge != nil {
+		if c := s.bridge.cur(); c != nil {
+			c.stop(15 * time.Second)
+		}
+	}
+	if s.master != nil {
+		s.master.close()
 	}
 	for _, p := range s.reps {
 		if c := p.cur(); c != nil {
@@ -505,7 +682,7 @@ func (s *soak) startReplicas(ctx context.Context) error {
 		if s.storeURL != "" {
 			args = append(args, "--store", s.storeURL)
 		}
-		p := &soakProc{name: fmt.Sprintf("replica%d", i+1), args: args, proxy: px}
+		p := &soakProc{name: fmt.Sprintf("replica%d", i+1), args: args, proxy: px, http: true}
 		if err := p.start(s.self); err != nil {
 			return err
 		}
@@ -553,7 +730,11 @@ func (s *soak) collect(ctx context.Context) error {
 		if md, err := m.Metadata(); err == nil {
 			at = md.Timestamp
 		}
-		s.ledger.reacted(v.Chunk.Tgt, v.Chunk.Arg[0], at)
+		l := s.ledger
+		if strings.HasPrefix(v.Chunk.Tgt, "b") { // a bridged minion
+			l = s.bledger
+		}
+		l.reacted(v.Chunk.Tgt, v.Chunk.Arg[0], at)
 	})
 	return err
 }

@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/reactord/reactord/internal/ordercheck"
@@ -29,16 +25,21 @@ type soakLedger struct {
 	published int64
 	acked     int64
 	reactedN  int64
-	lat       []float64 // ms, since the last take
-	allLat    []float64 // ms, the whole run
+	unread    int64 // bridged events emitted while no bridge read
+	storedOOO int64 // bridged events stored after a later one of their minion
+
+	lat    []float64 // ms, since the last take
+	allLat []float64 // ms, the whole run
 }
 
 // minionLedger is one minion's events, by number.
 type minionLedger struct {
-	sent    []int64 // UnixNano of the first publish
-	acked   int     // events 0 .. acked-1 acknowledged (rounds are acknowledged in order)
-	reacted []bool
-	seen    []int // numbers in reaction order
+	sent      []int64 // UnixNano of the first publish
+	acked     int     // events 0 .. acked-1 acknowledged (rounds are acknowledged in order)
+	stored    []bool  // a bridged event seen in the event stream: acknowledged
+	topStored int     // the largest number stored (bridged), -1 before any
+	reacted   []bool
+	seen      []int // numbers in reaction order
 }
 
 func newSoakLedger() *soakLedger { return &soakLedger{minions: map[string]*minionLedger{}} }
@@ -46,7 +47,7 @@ func newSoakLedger() *soakLedger { return &soakLedger{minions: map[string]*minio
 func (l *soakLedger) minion(id string) *minionLedger {
 	m := l.minions[id]
 	if m == nil {
-		m = &minionLedger{}
+		m = &minionLedger{topStored: -1}
 		l.minions[id] = m
 	}
 	return m
@@ -61,8 +62,33 @@ func (l *soakLedger) sent(id string, n int, t time.Time) {
 	if n == len(m.sent) {
 		m.sent = append(m.sent, t.UnixNano())
 		m.reacted = append(m.reacted, false)
+		m.stored = append(m.stored, false)
 		l.published++
 	}
+}
+
+// stored records bridged event n of a minion as seen in the event
+// stream: acknowledged, whatever the events before it. A first delivery
+// below the largest number stored so far was stored out of order.
+func (l *soakLedger) stored(id string, n int, redelivered bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.minion(id)
+	if n < len(m.stored) && !m.stored[n] {
+		m.stored[n] = true
+		l.acked++
+		if !redelivered && n < m.topStored {
+			l.storedOOO++
+		}
+		m.topStored = max(m.topStored, n)
+	}
+}
+
+// unreadOne counts a bridged event emitted while no bridge read.
+func (l *soakLedger) unreadOne() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unread++
 }
 
 // ack records event n of a minion as acknowledged by the stream.
@@ -107,8 +133,8 @@ func (l *soakLedger) lost() (int64, []string) {
 	var n int64
 	var some []string
 	for id, m := range l.minions {
-		for i := range m.acked {
-			if !m.reacted[i] {
+		for i := range m.reacted {
+			if (i < m.acked || i < len(m.stored) && m.stored[i]) && !m.reacted[i] {
 				n++
 				if len(some) < 10 {
 					some = append(some, id+"/"+strconv.Itoa(i))
@@ -130,6 +156,31 @@ func (l *soakLedger) order() (dups, outOfOrder int) {
 	}
 	_, dups, outOfOrder = ordercheck.Count(seen)
 	return dups, outOfOrder
+}
+
+// gapOrder counts the duplicates and the events out of order where
+// events may be missing (bridged ones): a number seen again is a
+// duplicate, one seen after a larger number of its minion out of order.
+func (l *soakLedger) gapOrder() (dups, outOfOrder int, some []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, m := range l.minions {
+		top, seen := -1, map[int]bool{}
+		for _, n := range m.seen {
+			switch {
+			case seen[n]:
+				dups++
+			case n < top:
+				outOfOrder++
+				if len(some) < 10 {
+					some = append(some, fmt.Sprintf("%s/%d after %d", id, n, top))
+				}
+			}
+			seen[n], top = true, max(top, n)
+		}
+	}
+	slices.Sort(some)
+	return dups, outOfOrder, some
 }
 
 // takeLatencies returns the latencies seen since the last call.
@@ -182,7 +233,9 @@ func soakEvent(r *rand.Rand, minion string, n int) (tag string, body []byte) {
 // in number order.
 func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 	r := rand.New(rand.NewPCG(s.cfg.seed, 1))
-	next := make([]int, s.cfg.minions)
+	bRate, bMinions := s.cfg.bridgedShare() // the bridge's share
+	rate, minions := float64(s.cfg.rate)-bRate, s.cfg.minions-bMinions
+	next := make([]int, minions)
 	cursor := 0
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -194,8 +247,8 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 			return
 		case <-tick.C:
 		}
-		owed += float64(s.cfg.rate) / 10
-		k := min(int(owed), s.cfg.minions)
+		owed += rate / 10
+		k := min(int(owed), minions)
 		owed -= float64(k)
 		type ev struct {
 			minion, key, tag string
@@ -208,7 +261,7 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 			tag, body := soakEvent(r, m, next[cursor])
 			round = append(round, ev{m, m + "/" + strconv.Itoa(next[cursor]), tag, next[cursor], body})
 			next[cursor]++
-			cursor = (cursor + 1) % s.cfg.minions
+			cursor = (cursor + 1) % minions
 		}
 		now := time.Now()
 		for _, e := range round {
@@ -238,150 +291,6 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-}
-
-// soakFault is a fault's line in the timeline.
-type soakFault struct {
-	T      float64 `json:"t"`
-	Fault  string  `json:"fault"`
-	Target string  `json:"target"`
-	TookS  float64 `json:"took_s"`
-	Err    string  `json:"error,omitempty"`
-}
-
-// nemesis injects a fault every faultEvery, one at a time.
-func (s *soak) nemesis(ctx context.Context, start time.Time, stderr io.Writer) {
-	if s.cfg.faultEvery <= 0 {
-		return
-	}
-	r := rand.New(rand.NewPCG(s.cfg.seed, 2))
-	generation := 0
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(s.cfg.faultEvery):
-		}
-		kinds := s.kinds()
-		kind := kinds[r.IntN(len(kinds))]
-		if len(s.cfg.schedule) > 0 {
-			kind = s.cfg.schedule[i%len(s.cfg.schedule)]
-		}
-		at := time.Now()
-		target, err := s.inject(kind, r, &generation)
-		f := soakFault{T: at.Sub(start).Seconds(), Fault: kind, Target: target, TookS: time.Since(at).Seconds()}
-		if err != nil {
-			f.Err = err.Error()
-			fmt.Fprintf(stderr, "soak: %s of %s: %v\n", kind, target, err)
-		}
-		s.record(f)
-		s.fmu.Lock()
-		s.faults[kind]++
-		s.faultLog = append(s.faultLog, f)
-		s.fmu.Unlock()
-	}
-}
-
-// inject runs one fault to its end (the process back, the cut healed).
-func (s *soak) inject(kind string, r *rand.Rand, generation *int) (string, error) {
-	switch kind {
-	case faultNATSKill:
-		p := s.nodes[r.IntN(len(s.nodes))]
-		return p.name, s.restart(p, syscall.SIGKILL)
-	case faultReplicaKill, faultReplicaTerm:
-		p := s.reps[r.IntN(len(s.reps))]
-		sig := syscall.SIGKILL
-		if kind == faultReplicaTerm {
-			sig = syscall.SIGTERM
-		}
-		return p.name, s.restart(p, sig)
-	case faultNetCut:
-		p := s.reps[r.IntN(len(s.reps))]
-		p.proxy.Down()
-		time.Sleep(s.cfg.down)
-		return p.name, p.proxy.Up()
-	case faultStoreCut:
-		s.storeProxy.Down()
-		time.Sleep(2 * s.cfg.down)
-		return "audit database", s.storeProxy.Up()
-	case faultDiskFull:
-		i := r.IntN(len(s.reps))
-		return s.reps[i].name, fillDisk(s.mounts[i], 2*s.cfg.down)
-	case faultReload:
-		*generation++
-		before := make([]int64, len(s.reps))
-		for i, p := range s.reps {
-			before[i] = p.cur().reloads.Load()
-		}
-		if _, err := writeSoakConf(s.dir, *generation); err != nil {
-			return "all replicas", err
-		}
-		var errs []error
-		for i, p := range s.reps {
-			c := p.cur()
-			if err := signalChild(c, syscall.SIGHUP); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
-				continue
-			}
-			// The reload is done when the replica says so.
-			if err := waitFor(context.Background(), 20*time.Second, []*child{c}, func() error {
-				if c.reloads.Load() <= before[i] {
-					return errors.New("no \"configuration reloaded\" logged")
-				}
-				return nil
-			}); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
-			}
-		}
-		return "all replicas", errors.Join(errs...)
-	}
-	return "", fmt.Errorf("unknown fault %q", kind)
-}
-
-// fillDisk writes a file into dir until the file system is full, keeps
-// it for hold, and removes it.
-func fillDisk(dir string, hold time.Duration) error {
-	path := filepath.Join(dir, "soak-fill")
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(path)
-	chunk := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				f.Close()
-				return fmt.Errorf("filling %s: %w", dir, err)
-			}
-			break
-		}
-	}
-	time.Sleep(hold)
-	return f.Close()
-}
-
-// restart signals a process, waits for it to end, leaves it down for a
-// while and starts it again (a replica: until healthy).
-func (s *soak) restart(p *soakProc, sig syscall.Signal) error {
-	c := p.cur()
-	if err := signalChild(c, sig); err != nil {
-		return err
-	}
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-	time.Sleep(s.cfg.down)
-	if err := p.start(s.self); err != nil {
-		return err
-	}
-	if p.proxy == nil {
-		return nil
-	}
-	return waitFor(context.Background(), 60*time.Second, []*child{p.cur()}, func() error { return p.cur().healthy() })
 }
 
 // soakProcSample is one process's figures at a sample.
@@ -449,7 +358,7 @@ func (s *soak) sample(start time.Time) {
 		}
 	}
 	cancel()
-	for _, p := range append(append([]*soakProc{}, s.nodes...), s.reps...) {
+	for _, p := range s.procs() {
 		c := p.cur()
 		if c == nil || c.exited() != nil {
 			continue
@@ -459,7 +368,7 @@ func (s *soak) sample(start time.Time) {
 		if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 			ps.FDs = len(ents)
 		}
-		if p.proxy != nil && c.httpAddr() != "" {
+		if p.http && c.httpAddr() != "" {
 			if m, err := c.scrape(); err == nil {
 				ps.Goroutines = int64(m.value("go_goroutines"))
 				ps.HeapMB = math.Round(m.value("go_memstats_heap_alloc_bytes")/(1<<20)*10) / 10
@@ -498,6 +407,7 @@ func (s *soak) summary(start time.Time) soakSummary {
 		sum.Store, _, _ = strings.Cut(s.cfg.store, "://")
 	}
 	sum.NotDone = soakNotDone
+	sum.StoreServer, sum.Overlap, sum.Bridged = s.cfg.storeServer, max(1, s.cfg.overlap), s.bridgedSummary()
 	warm := s.cfg.warmup.Seconds()
 	// Goroutines and descriptors are compared between the first sample
 	// after the warm-up and the last (after the drain) with every process
@@ -509,7 +419,7 @@ func (s *soak) summary(start time.Time) soakSummary {
 				n++
 			}
 		}
-		return n == len(s.nodes)+len(s.reps)
+		return n == len(s.procs())
 	}
 	var first, last *soakSample
 	for i := range s.samples {
@@ -535,6 +445,11 @@ func (s *soak) summary(start time.Time) soakSummary {
 	}
 	sum.GoroutinesIn, sum.FDsIn = tot(first)
 	sum.GoroutinesOut, sum.FDsOut = tot(last)
+	if n := len(s.samples); n > 0 {
+		for _, p := range s.samples[n-1].Procs {
+			sum.StorePendingEnd += p.StorePending
+		}
+	}
 	sum.RSSGrowth, sum.RSSGrowthProc = rssGrowth(s.samples, warm)
 	l.mu.Lock()
 	all := slices.Clone(l.allLat)

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,23 +18,35 @@ import (
 )
 
 // TestSoak runs reactord-bench soak for 45 s on three NATS nodes and three
-// replicas with every fault kind forced in turn (store-cut with
+// replicas, a fifth of the traffic through a bridge, with every fault kind
+// forced in turn, two at most at once (store-cut and db-restart with a
+// private MariaDB server when mariadbd is installed, else store-cut with
 // REACTORD_TEST_MYSQL_URL, the replicas' store then; disk-full as root on
-// Linux): no acknowledged event is
-// lost, none reacts before an earlier event of its minion, and the
-// timeline and the picture are written.
+// Linux): no acknowledged event, published or bridged, is lost, none
+// reacts before an earlier event of its minion, the audit records held
+// back arrive, and the timeline (each fault's start and end) and the
+// picture are written. The CI's soak step (.ci/run) runs the same for
+// three minutes; this test stays short as it runs twice there (plain and
+// -race).
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 45 s soak of real processes")
 	}
 	seed := strconv.FormatInt(time.Now().UnixNano()%1_000_000, 10)
 	out := t.TempDir()
-	kinds := faultKinds
+	kinds := append(slices.Clone(faultKinds), faultBridgeKill)
 	var store []string
-	// With MariaDB, its store and the cut between it and the replicas.
-	if u := os.Getenv("REACTORD_TEST_MYSQL_URL"); u != "" {
-		kinds = append(slices.Clone(kinds), faultStoreCut)
+	// With MariaDB, a server of the soak's own, killed and started again,
+	// and the cut between it and the replicas.
+	if _, _, err := dbServerBins("mariadb"); err == nil {
+		kinds = append(kinds, faultStoreCut, faultDBRestart)
+		store = []string{"--store-server", "mariadb"}
+	} else if u := os.Getenv("REACTORD_TEST_MYSQL_URL"); u != "" {
+		t.Logf("no db-restart: %v", err)
+		kinds = append(kinds, faultStoreCut)
 		store = []string{"--store", u}
+	} else {
+		t.Logf("no db-restart, no store-cut: %v, and REACTORD_TEST_MYSQL_URL is unset", err)
 	}
 	// As root on Linux, the replicas' data directories on tmpfs, filled.
 	if runtime.GOOS == "linux" && os.Geteuid() == 0 {
@@ -39,14 +54,17 @@ func TestSoak(t *testing.T) {
 		store = append(store, "--tmpfs")
 	}
 	args := append([]string{"soak", "--duration", "45s", "--rate", "40", "--minions", "100", "--fault-every", "2s", "--down", "1s",
-		"--interval", "2s", "--faults", strings.Join(kinds, ","), "--seed", seed, "--out", out}, store...)
+		"--overlap", "2", "--interval", "2s", "--faults", strings.Join(kinds, ","), "--seed", seed, "--out", out}, store...)
 	cmd := exec.Command(binPath, args...)
 	var errOut strings.Builder
 	cmd.Stderr = &errOut
 	start := time.Now()
 	stdout, err := cmd.Output()
 	t.Logf("reactord-bench %s: %v\n%s", strings.Join(args, " "), time.Since(start).Round(time.Second), stdout)
-	if err != nil {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == exitFound {
+		t.Errorf("seed %s: exit 1: events lost or out of order", seed) // the summary says which
+	} else if err != nil {
 		t.Fatalf("seed %s: %v\n%s", seed, err, errOut.String())
 	}
 	var sum soakSummary
@@ -64,6 +82,12 @@ func TestSoak(t *testing.T) {
 	if sum.Lost != 0 || sum.OutOfOrder != 0 {
 		t.Errorf("seed %s: %d acknowledged events lost (%v), %d out of order\n%s", seed, sum.Lost, sum.LostSample, sum.OutOfOrder, errOut.String())
 	}
+	if b := sum.Bridged; b == nil || b.Acknowledged < 100 || b.Lost != 0 || b.OutOfOrder != 0 || b.Emitted != b.Unread+b.Unconfirmed+b.Acknowledged {
+		t.Errorf("seed %s: bridged events: %+v; want over 100 acknowledged, none lost or out of order, each emitted one of unread, unconfirmed, acknowledged", seed, b)
+	}
+	if sum.StorePendingEnd != 0 {
+		t.Errorf("seed %s: %d audit records still held back by the replicas after the drain", seed, sum.StorePendingEnd)
+	}
 	if sum.GoroutinesIn == 0 || sum.FDsIn == 0 || sum.P99ms <= 0 {
 		t.Errorf("seed %s: goroutines %d, fds %d, p99 %v ms: not sampled", seed, sum.GoroutinesIn, sum.FDsIn, sum.P99ms)
 	}
@@ -72,14 +96,11 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	samples, faults := 0, 0
+	samples, faults, starts := 0, 0, 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var line struct {
-			Fault string `json:"fault"`
-			Error string `json:"error"`
-		}
+		var line soakFault
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("timeline: %v: %s", err, sc.Bytes())
 		}
@@ -87,13 +108,17 @@ func TestSoak(t *testing.T) {
 			samples++
 			continue
 		}
+		if line.Phase == "start" {
+			starts++
+			continue
+		}
 		faults++
-		if line.Error != "" {
-			t.Errorf("seed %s: fault %s failed: %s", seed, line.Fault, line.Error)
+		if line.Err != "" {
+			t.Errorf("seed %s: fault %s failed: %s", seed, line.Fault, line.Err)
 		}
 	}
-	if samples < 10 || faults < len(kinds) {
-		t.Errorf("timeline: %d samples, %d faults", samples, faults)
+	if samples < 10 || faults < len(kinds) || starts != faults {
+		t.Errorf("timeline: %d samples, %d faults started, %d ended", samples, starts, faults)
 	}
 	if st, err := os.Stat(filepath.Join(out, "soak.png")); err != nil || st.Size() < 10_000 {
 		t.Errorf("soak.png: %v", err)
@@ -127,5 +152,57 @@ func TestSoakLedger(t *testing.T) {
 	sum := s.summary(at)
 	if sum.Lost != 1 || len(sum.LostSample) != 1 || sum.LostSample[0] != "b/0" || sum.Reacted != 3 || sum.OutOfOrder != 1 || sum.Duplicates != 2 {
 		t.Errorf("lost %d %v, reacted %d, out of order %d, duplicates %d; want 1 [b/0], 3, 1, 2", sum.Lost, sum.LostSample, sum.Reacted, sum.OutOfOrder, sum.Duplicates)
+	}
+}
+
+// The bridged events' account: an event the stream never stored is no
+// loss, a stored one without a reaction is; a gap is not out of order, a
+// reaction after a later event's is, and so is a store after a later
+// event's.
+func TestSoakBridgedLedger(t *testing.T) {
+	l := newSoakLedger()
+	at := time.Now()
+	for n := range 6 {
+		l.sent("b0", n, at)
+	}
+	l.unreadOne() // b0/1: no bridge read it
+	for _, n := range []int{0, 2, 4, 3} {
+		l.stored("b0", n, false)
+	}
+	l.stored("b0", 2, true) // a redelivery: counted once
+	for _, n := range []int{0, 2, 4, 3, 4} {
+		l.reacted("b0", n, at)
+	}
+	lost, some := l.lost()
+	dups, ooo, oooSome := l.gapOrder()
+	if l.acked != 4 || l.storedOOO != 1 || lost != 0 || dups != 1 || ooo != 1 || len(some) != 0 || len(oooSome) != 1 || oooSome[0] != "b0/3 after 4" {
+		t.Errorf("acknowledged %d, stored out of order %d, lost %d %v, duplicates %d, out of order %d %v; want 4, 1, 0, 1, 1 [b0/3 after 4]",
+			l.acked, l.storedOOO, lost, some, dups, ooo, oooSome)
+	}
+	l.stored("b0", 5, false) // stored, never reacted: lost
+	if lost, some := l.lost(); lost != 1 || some[0] != "b0/5" {
+		t.Errorf("lost %d %v; want 1 [b0/5]", lost, some)
+	}
+}
+
+// saltFrame packs a soak event as a master's publisher does: the bridge's
+// reader gives back its tag and its data, numbers as integers, with the
+// master's _stamp.
+func TestSoakSaltFrame(t *testing.T) {
+	_, body := soakEvent(rand.New(rand.NewPCG(1, 1)), "b0007", 12)
+	frame, err := saltFrame(body, time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Tag  string         `json:"tag"`
+		Data map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(frame, []byte(env.Tag+"\n\n")) || !bytes.Contains(frame, []byte("b0007")) ||
+		!bytes.Contains(frame, []byte("2026-01-02T03:04:05.000006")) || !bytes.Contains(frame, []byte{0xa1, 'n', 12}) {
+		t.Errorf("frame %q: want the tag, the minion, the stamp and n packed as the integer 12", frame)
 	}
 }
