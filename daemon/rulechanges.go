@@ -13,6 +13,7 @@ import (
 
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
+	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/kv"
 )
 
@@ -110,6 +111,10 @@ func (f *fileDoc) Watch(context.Context, func([]byte)) error { return nil }
 // ruleChangesFile is the file of the rule changes without JetStream.
 const ruleChangesFile = "rule-changes.json"
 
+// ruleChangesReadTimeout bounds the wait for the rule changes' first read
+// at a start.
+const ruleChangesReadTimeout = time.Minute
+
 // openRuleChanges opens the store of the rule changes (the shared bucket,
 // else a file of the data directory), lays them over the configuration
 // before the pipeline starts, and follows the other replicas' changes.
@@ -133,7 +138,16 @@ func (d *Daemon) openRuleChanges(ctx context.Context) error {
 	if store == nil {
 		store = &fileDoc{path: filepath.Join(d.dataDir, ruleChangesFile)}
 	}
-	raw, err := store.Get(ctx)
+	// A bucket just created on a cluster may have no leader yet: wait for
+	// it as for the stream (Ensure retries what is transient).
+	var raw []byte
+	gctx, cancel := context.WithTimeout(ctx, ruleChangesReadTimeout)
+	err := natsbus.Ensure(gctx, d.log, store.Where(), func(ctx context.Context) error {
+		var err error
+		raw, err = store.Get(ctx)
+		return err
+	})
+	cancel()
 	if err != nil {
 		return err
 	}
