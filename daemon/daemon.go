@@ -121,6 +121,9 @@ type Daemon struct {
 	ruleDoc    docStore
 	changes    atomic.Pointer[ruleChanges]
 	changesRaw []byte
+	// changesRev is the bucket revision of the changes applied last: a
+	// watched revision not above it is older than what this replica wrote.
+	changesRev uint64
 	applyMu    sync.Mutex
 	mengine    *masterdriver.Engine
 

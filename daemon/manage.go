@@ -109,7 +109,7 @@ func (d *Daemon) changeRules(ctx context.Context, req masterdriver.ManageRequest
 		ch  *ruleChanges
 	)
 	now := time.Now().UTC()
-	err := d.ruleDoc.Update(ctx, func(cur []byte) ([]byte, error) {
+	rev, err := d.ruleDoc.Update(ctx, func(cur []byte) ([]byte, error) {
 		var err error
 		if ch, err = parseChanges(cur); err != nil {
 			return nil, err
@@ -135,7 +135,7 @@ func (d *Daemon) changeRules(ctx context.Context, req masterdriver.ManageRequest
 		}
 		return err
 	}
-	d.changesRaw = raw
+	d.changesRaw, d.changesRev = raw, max(d.changesRev, rev)
 	d.changes.Store(ch)
 	if err := d.swapEngine(eng); err != nil {
 		d.log.Error("salt-run reactor change not applied", "verb", req.Verb, "glob", glob, "err", err)
@@ -215,7 +215,7 @@ func (d *Daemon) setLeader(ctx context.Context, req masterdriver.ManageRequest) 
 	var ch *ruleChanges
 	var raw []byte
 	old := d.changes.Load()
-	err := d.ruleDoc.Update(ctx, func(cur []byte) ([]byte, error) {
+	rev, err := d.ruleDoc.Update(ctx, func(cur []byte) ([]byte, error) {
 		var err error
 		if ch, err = parseChanges(cur); err != nil {
 			return nil, err
@@ -237,7 +237,7 @@ func (d *Daemon) setLeader(ctx context.Context, req masterdriver.ManageRequest) 
 		d.log.Error("salt-run reactor change not stored", "verb", req.Verb, "master", id, "err", err)
 		return
 	}
-	d.changesRaw = raw
+	d.changesRaw, d.changesRev = raw, max(d.changesRev, rev)
 	d.changes.Store(ch)
 	d.notePause(old, ch)
 	d.archive.Ledger(store.LedgerEntry{Stage: store.StageRules, Tag: "salt/reactors/manage/set_leader",

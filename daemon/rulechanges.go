@@ -62,8 +62,10 @@ func parseChanges(b []byte) (*ruleChanges, error) {
 // docStore keeps the rule changes as one document.
 type docStore interface {
 	Get(ctx context.Context) ([]byte, error)
-	Update(ctx context.Context, change func([]byte) ([]byte, error)) error
-	Watch(ctx context.Context, apply func([]byte)) error
+	// Update returns the revision it wrote (0 where the store has none).
+	Update(ctx context.Context, change func([]byte) ([]byte, error)) (uint64, error)
+	// Watch calls apply with each later document and its revision.
+	Watch(ctx context.Context, apply func([]byte, uint64)) error
 	Where() string
 }
 
@@ -85,28 +87,28 @@ func (f *fileDoc) Get(context.Context) ([]byte, error) {
 	return b, err
 }
 
-func (f *fileDoc) Update(ctx context.Context, change func([]byte) ([]byte, error)) error {
+func (f *fileDoc) Update(ctx context.Context, change func([]byte) ([]byte, error)) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur, err := f.Get(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	next, err := change(cur)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	tmp := f.path + ".tmp"
 	if err := os.WriteFile(tmp, next, 0o600); err != nil {
-		return fmt.Errorf("writing the rule changes: %w", err)
+		return 0, fmt.Errorf("writing the rule changes: %w", err)
 	}
 	if err := os.Rename(tmp, f.path); err != nil {
-		return fmt.Errorf("writing the rule changes: %w", err)
+		return 0, fmt.Errorf("writing the rule changes: %w", err)
 	}
-	return nil
+	return 0, nil
 }
 
-func (f *fileDoc) Watch(context.Context, func([]byte)) error { return nil }
+func (f *fileDoc) Watch(context.Context, func([]byte, uint64)) error { return nil }
 
 // ruleChangesFile is the file of the rule changes without JetStream.
 const ruleChangesFile = "rule-changes.json"
@@ -178,13 +180,17 @@ func (d *Daemon) openRuleChanges(ctx context.Context) error {
 	return store.Watch(d.runCtx, d.changedElsewhere)
 }
 
-// changedElsewhere applies the changes another replica wrote.
-func (d *Daemon) changedElsewhere(raw []byte) {
+// changedElsewhere applies the changes another replica wrote (revision
+// rev of the bucket).
+func (d *Daemon) changedElsewhere(raw []byte, rev uint64) {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
-	if string(raw) == string(d.changesRaw) {
-		return // this replica's own write
+	if rev <= d.changesRev || string(raw) == string(d.changesRaw) {
+		// This replica's own write, or one older than it: the watch
+		// delivers revisions after this replica applied later ones.
+		return
 	}
+	d.changesRev = rev
 	ch, err := parseChanges(raw)
 	if err != nil {
 		d.log.Error("salt-run reactor changes unreadable", "err", err)

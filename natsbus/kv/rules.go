@@ -77,8 +77,9 @@ func (d *Doc) Get(ctx context.Context) ([]byte, error) {
 
 // Update changes the document with change (given the current one, nil
 // when none) by compare-and-set, again when another replica changed it
-// meanwhile. An error of change is returned as it is, nothing written.
-func (d *Doc) Update(ctx context.Context, change func([]byte) ([]byte, error)) error {
+// meanwhile, and returns the revision written. An error of change is
+// returned as it is, nothing written.
+func (d *Doc) Update(ctx context.Context, change func([]byte) ([]byte, error)) (uint64, error) {
 	for attempt := 0; ; attempt++ {
 		var cur []byte
 		var rev uint64
@@ -86,33 +87,34 @@ func (d *Doc) Update(ctx context.Context, change func([]byte) ([]byte, error)) e
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return fmt.Errorf("reading %s: %w", d.Where(), err)
+			return 0, fmt.Errorf("reading %s: %w", d.Where(), err)
 		default:
 			cur, rev = e.Value(), e.Revision()
 		}
 		next, err := change(cur)
 		if err != nil {
-			return err
+			return 0, err
 		}
+		var wrote uint64
 		if rev == 0 {
-			_, err = d.kv.Create(ctx, rulesKey, next)
+			wrote, err = d.kv.Create(ctx, rulesKey, next)
 		} else {
-			_, err = d.kv.Update(ctx, rulesKey, next, rev)
+			wrote, err = d.kv.Update(ctx, rulesKey, next, rev)
 		}
 		if err == nil {
-			return nil
+			return wrote, nil
 		}
 		var apiErr *jetstream.APIError
 		conflict := errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
 		if !conflict || attempt >= 8 {
-			return fmt.Errorf("writing %s: %w", d.Where(), err)
+			return 0, fmt.Errorf("writing %s: %w", d.Where(), err)
 		}
 	}
 }
 
-// Watch calls apply with each value written after the current one, from
-// one goroutine, until ctx ends.
-func (d *Doc) Watch(ctx context.Context, apply func([]byte)) error {
+// Watch calls apply with each value written after the current one and its
+// revision, from one goroutine, until ctx ends.
+func (d *Doc) Watch(ctx context.Context, apply func([]byte, uint64)) error {
 	w, err := d.kv.Watch(ctx, rulesKey, jetstream.UpdatesOnly())
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", d.Where(), err)
@@ -128,7 +130,7 @@ func (d *Doc) Watch(ctx context.Context, apply func([]byte)) error {
 					return
 				}
 				if e != nil && e.Operation() == jetstream.KeyValuePut {
-					apply(e.Value())
+					apply(e.Value(), e.Revision())
 				}
 			}
 		}
