@@ -66,17 +66,10 @@ func (d *Daemon) startPipeline(context.Context) error {
 	if d.jetstream {
 		d.openJournal(&ro)
 	}
-	eng, err := engine.New(d.cfg, engine.Options{SaltCalls: d.saltCalls, Log: d.log, Files: d.eng.Files()})
+	p, err := d.newPipeline(ro)
 	if err != nil {
-		return configErr(err) // d.eng was built from d.cfg: not reached
+		return err
 	}
-	d.eng = eng
-	p, err := reactor.New(d.eng, ro)
-	if err != nil {
-		return configErr(err)
-	}
-	d.pipe = p
-	d.running.Store(p)
 	p.Start(d.runCtx)
 	d.push("pipeline", func(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
@@ -117,4 +110,25 @@ func (d *Daemon) startPipeline(context.Context) error {
 		return nil
 	})
 	return nil
+}
+
+// newPipeline builds the engine of the current configuration and the
+// pipeline on it, under applyMu: a rule change another replica writes
+// meanwhile (changedElsewhere) is applied either before, to d.cfg, or
+// after, to the pipeline, never lost between the two.
+func (d *Daemon) newPipeline(ro reactor.Options) (*reactor.Reactor, error) {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	eng, err := engine.New(d.cfg, engine.Options{SaltCalls: d.saltCalls, Log: d.log, Files: d.eng.Files()})
+	if err != nil {
+		return nil, configErr(err) // d.eng was built from d.cfg: not reached
+	}
+	d.eng = eng
+	p, err := reactor.New(d.eng, ro)
+	if err != nil {
+		return nil, configErr(err)
+	}
+	d.pipe = p
+	d.running.Store(p)
+	return p, nil
 }

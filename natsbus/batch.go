@@ -543,7 +543,9 @@ func (p *batcher) send(batch []*batchEvent, written func()) {
 
 // halt stops an ordered batcher after err, until resume.
 func (p *batcher) halt(err error) {
-	if !p.ordered {
+	if !p.ordered || errors.Is(err, nats.ErrMaxPayload) {
+		// An event over the max payload is the caller's to drop (the
+		// bridge's outbox does): sending it again cannot succeed.
 		return
 	}
 	p.mu.Lock()

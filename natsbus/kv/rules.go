@@ -112,10 +112,12 @@ func (d *Doc) Update(ctx context.Context, change func([]byte) ([]byte, error)) (
 	}
 }
 
-// Watch calls apply with each value written after the current one and its
-// revision, from one goroutine, until ctx ends.
+// Watch calls apply with the current value and each one written after it,
+// with its revision, from one goroutine, until ctx ends: a value written
+// between a Get and the Watch is not missed (apply sees the current value
+// again, and may skip what it has).
 func (d *Doc) Watch(ctx context.Context, apply func([]byte, uint64)) error {
-	w, err := d.kv.Watch(ctx, rulesKey, jetstream.UpdatesOnly())
+	w, err := d.kv.Watch(ctx, rulesKey)
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", d.Where(), err)
 	}
