@@ -190,37 +190,21 @@ func saltFrame(body []byte, stamp time.Time) ([]byte, error) {
 func (s *soak) bridgedTraffic(ctx context.Context, stderr io.Writer) {
 	rate, minions := s.cfg.bridgedShare()
 	r := rand.New(rand.NewPCG(s.cfg.seed, 3))
-	next := make([]int, minions)
-	cursor := 0
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var owed float64
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		owed += rate / 10
-		k := min(int(owed), minions)
-		owed -= float64(k)
-		for range k {
-			m, n := fmt.Sprintf("b%04d", cursor), next[cursor]
-			next[cursor]++
-			cursor = (cursor + 1) % minions
-			_, body := soakEvent(r, m, n)
+	newSoakRounds(rate, minions, "b").run(ctx, func(evs []soakNumbered) {
+		for _, e := range evs {
+			_, body := soakEvent(r, e.minion, e.n)
 			now := time.Now()
 			frame, err := saltFrame(body, now)
 			if err != nil {
-				fmt.Fprintf(stderr, "soak: bridged event %s/%d: %v\n", m, n, err)
+				fmt.Fprintf(stderr, "soak: bridged event %s/%d: %v\n", e.minion, e.n, err)
 				continue
 			}
-			s.bledger.sent(m, n, now)
+			s.bledger.sent(e.minion, e.n, now)
 			if !s.master.emit(frame) {
 				s.bledger.unreadOne()
 			}
 		}
-	}
+	})
 }
 
 // startBridge listens as the master, creates the soak's consumer of the

@@ -227,6 +227,51 @@ func soakEvent(r *rand.Rand, minion string, n int) (tag string, body []byte) {
 	return tag, []byte(fmt.Sprintf(`{"tag": %q, "data": {%s}}`, tag, data))
 }
 
+// soakRounds paces a share of the soak's traffic: ten rounds a second,
+// rate/10 events a round (the fraction carried to the next), each of the
+// minions (prefix and a 4-digit number) in turn, at most once a round,
+// its events numbered from 0.
+type soakRounds struct {
+	rate   float64
+	prefix string
+	next   []int // each minion's next number
+	cursor int   // the minion whose turn is next
+	owed   float64
+}
+
+// soakNumbered is one event of a round: its minion and number.
+type soakNumbered struct {
+	minion string
+	n      int
+}
+
+func newSoakRounds(rate float64, minions int, prefix string) *soakRounds {
+	return &soakRounds{rate: rate, prefix: prefix, next: make([]int, minions)}
+}
+
+// run calls round with each round's events until ctx ends.
+func (p *soakRounds) run(ctx context.Context, round func([]soakNumbered)) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.owed += p.rate / 10
+		k := min(int(p.owed), len(p.next))
+		p.owed -= float64(k)
+		evs := make([]soakNumbered, 0, k)
+		for range k {
+			evs = append(evs, soakNumbered{fmt.Sprintf("%s%04d", p.prefix, p.cursor), p.next[p.cursor]})
+			p.next[p.cursor]++
+			p.cursor = (p.cursor + 1) % len(p.next)
+		}
+		round(evs)
+	}
+}
+
 // traffic publishes rounds of events ten times a second, each minion at
 // most once a round; a round is retried whole (same message ids) until
 // the stream acknowledged all of it, so each minion's events are stored
@@ -234,34 +279,17 @@ func soakEvent(r *rand.Rand, minion string, n int) (tag string, body []byte) {
 func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 	r := rand.New(rand.NewPCG(s.cfg.seed, 1))
 	bRate, bMinions := s.cfg.bridgedShare() // the bridge's share
-	rate, minions := float64(s.cfg.rate)-bRate, s.cfg.minions-bMinions
-	next := make([]int, minions)
-	cursor := 0
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var owed float64
 	quiet := slog.New(slog.DiscardHandler)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		owed += rate / 10
-		k := min(int(owed), minions)
-		owed -= float64(k)
-		type ev struct {
-			minion, key, tag string
-			n                int
-			body             []byte
-		}
-		round := make([]ev, 0, k)
-		for range k {
-			m := fmt.Sprintf("m%04d", cursor)
-			tag, body := soakEvent(r, m, next[cursor])
-			round = append(round, ev{m, m + "/" + strconv.Itoa(next[cursor]), tag, next[cursor], body})
-			next[cursor]++
-			cursor = (cursor + 1) % minions
+	type ev struct {
+		soakNumbered
+		key, tag string
+		body     []byte
+	}
+	newSoakRounds(float64(s.cfg.rate)-bRate, s.cfg.minions-bMinions, "m").run(ctx, func(evs []soakNumbered) {
+		round := make([]ev, 0, len(evs))
+		for _, e := range evs {
+			tag, body := soakEvent(r, e.minion, e.n)
+			round = append(round, ev{e, e.minion + "/" + strconv.Itoa(e.n), tag, body})
 		}
 		now := time.Now()
 		for _, e := range round {
@@ -282,7 +310,7 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 					for _, e := range round {
 						s.ledger.ack(e.minion, e.n)
 					}
-					break
+					return
 				}
 			}
 			if ctx.Err() != nil {
@@ -290,7 +318,7 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-	}
+	})
 }
 
 // soakProcSample is one process's figures at a sample.
