@@ -686,6 +686,10 @@ func (p *batcher) sendAtomic(batch []*batchEvent, written func()) error {
 // to Retries times, or for RetryFor. It calls written once the first
 // try's messages are on the connection.
 func (p *batcher) sendEach(batch []*batchEvent, written func()) {
+	if p.ordered {
+		p.sendInTurn(batch, written)
+		return
+	}
 	p.single.Add(int64(len(batch)))
 	todo := batch
 	var errs []error
@@ -748,5 +752,56 @@ func (p *batcher) sendEach(batch []*batchEvent, written func()) {
 	for i, e := range todo {
 		p.halt(errs[i])
 		e.settle(fmt.Errorf("publishing %s to JetStream: %w", e.msg.Subject, errs[i]))
+	}
+}
+
+// sendInTurn is sendEach for an Ordered publisher: one event at a time,
+// each sent (and sent again, within the retry bound) until it is
+// acknowledged before the next is sent, so that an event that fails for
+// a moment (an election) can never be stored after a later one. After an
+// event fails for good, the publisher halts and the rest of the batch
+// fails unsent. It calls written once it is done.
+func (p *batcher) sendInTurn(batch []*batchEvent, written func()) {
+	defer written()
+	p.single.Add(int64(len(batch)))
+	for i, e := range batch {
+		p.mu.Lock()
+		halted := p.halted
+		p.mu.Unlock()
+		if halted != nil {
+			for _, rest := range batch[i:] {
+				rest.settle(fmt.Errorf("%s: not sent after an earlier event failed: %w", rest.msg.Subject, halted))
+			}
+			return
+		}
+		err := p.sendOne(e)
+		if err != nil {
+			p.halt(err)
+			err = fmt.Errorf("publishing %s to JetStream: %w", e.msg.Subject, err)
+		}
+		e.settle(err)
+	}
+}
+
+// sendOne publishes one event and waits for its acknowledgement, sending
+// it again after a transient failure within the retry bound.
+func (p *batcher) sendOne(e *batchEvent) error {
+	first := time.Now()
+	for try := 0; ; try++ {
+		if try > 0 {
+			if !p.backoff(try) {
+				return p.ctx.Err()
+			}
+			p.retried.Add(1)
+		}
+		if err := p.ctx.Err(); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(p.ctx, p.ackTimeout)
+		_, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: e.msg.Subject, Data: e.msg.Data, Header: e.msg.Header})
+		cancel()
+		if err == nil || !transientPublishError(err) || !p.mayRetry(try+1, first) {
+			return err
+		}
 	}
 }

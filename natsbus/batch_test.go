@@ -532,3 +532,54 @@ func TestOrderedPublisherHaltsAfterAFailure(t *testing.T) {
 		t.Fatalf("the stream holds %d messages (%v), want the 40 published after Resume", n, err)
 	}
 }
+
+// TestOrderedFallbackSendsInTurn: an Ordered publisher whose atomic
+// batch the stream refuses (it lacks allow_atomic) sends the batch's
+// events one at a time, so that when one fails (its subject has no
+// stream: no responders) none after it is stored ahead of it; the
+// events before it are stored, in order.
+func TestOrderedFallbackSendsInTurn(t *testing.T) {
+	_, c := startServer(t)
+	ctx := t.Context()
+	if _, err := c.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: "REACTORD_EVENTS", Subjects: []string{c.prefix + ">"}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.NewPublisher(ctx, PublisherOptions{Ordered: true, Linger: 200 * time.Millisecond, AckTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if !p.Atomic() {
+		t.Skip("the embedded server has no atomic batches: an ordered batch holds one event, and nothing falls back")
+	}
+	const n, bad = 10, 4
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		m := Msg{Tag: fmt.Sprintf("x/%d", i), Body: envelope(fmt.Sprintf("x/%d", i))}
+		if i == bad {
+			m = Msg{Subject: "elsewhere.x", Body: envelope("x")}
+		}
+		wg.Add(1)
+		if err := p.Publish(ctx, m, func(err error) { errs[i] = err; wg.Done() }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if p.Stats().Batches != 0 {
+		t.Fatalf("stats %+v: the batch was stored atomically, though the stream lacks allow_atomic", p.Stats())
+	}
+	for i, err := range errs {
+		switch {
+		case i < bad && err != nil:
+			t.Errorf("event %d, before the failure: %v", i, err)
+		case i == bad && err == nil:
+			t.Errorf("event %d, with no stream to take it, was acknowledged", i)
+		case i > bad && (err == nil || !strings.Contains(err.Error(), "not sent after an earlier event failed")):
+			t.Errorf("event %d, after the failure: %v, want it failed unsent", i, err)
+		}
+	}
+	if got, err := c.StreamMessages(ctx, "REACTORD_EVENTS"); err != nil || got != bad {
+		t.Fatalf("the stream holds %d messages (%v), want the %d before the failure", got, err, bad)
+	}
+}
