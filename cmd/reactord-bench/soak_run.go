@@ -496,19 +496,29 @@ func (s *soak) summary(start time.Time) soakSummary {
 
 // rssGrowth is the largest slope, in MB per hour, of a process's RSS
 // over its samples after the warm-up, each incarnation (pid) apart, the
-// one with the most samples per process.
+// one with the most samples per process. A process restarted during the
+// run warms up again (a NATS node refills its caches, a replica its
+// lanes and pools): its samples count from warm seconds after its first.
 func rssGrowth(samples []soakSample, warm float64) (float64, string) {
 	type key struct {
 		name string
 		pid  int
 	}
+	born := map[key]float64{}
+	start := 0.0
+	if len(samples) > 0 {
+		start = samples[0].T
+	}
 	xs, ys := map[key][]float64{}, map[key][]float64{}
 	for _, sm := range samples {
-		if sm.T < warm {
-			continue
-		}
 		for _, p := range sm.Procs {
 			k := key{p.Name, p.PID}
+			if _, ok := born[k]; !ok {
+				born[k] = sm.T
+			}
+			if sm.T < warm || (born[k] > start && sm.T < born[k]+warm) {
+				continue
+			}
 			xs[k], ys[k] = append(xs[k], sm.T/3600), append(ys[k], p.RSSMB)
 		}
 	}

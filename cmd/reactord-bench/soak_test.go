@@ -209,3 +209,28 @@ func TestSoakSaltFrame(t *testing.T) {
 		t.Errorf("frame %q: want the tag, the minion, the stamp and n packed as the integer 12", frame)
 	}
 }
+
+// TestRSSGrowthWarmsUpEachLife: a process restarted during the run is
+// judged after a warm-up of its own, so its caches refilling after the
+// restart are not taken for growth; one that grows after its warm-up is.
+func TestRSSGrowthWarmsUpEachLife(t *testing.T) {
+	proc := func(name string, pid int, mb float64) soakProcSample {
+		return soakProcSample{Name: name, PID: pid, RSSMB: mb}
+	}
+	var flat, growing []soakSample
+	for i := range 121 { // two hours, a sample a minute, warm-up 20 min
+		tm := float64(i * 60)
+		p := proc("n1", 1, 100)
+		if i >= 60 { // restarted at 60 min: 40 MB, refilling 2 MB a minute for 20 min, then flat
+			p = proc("n1", 2, 40+2*float64(min(i-60, 20)))
+		}
+		flat = append(flat, soakSample{T: tm, Procs: []soakProcSample{p}})
+		growing = append(growing, soakSample{T: tm, Procs: []soakProcSample{proc("r1", 3, 50+float64(i)/20)}})
+	}
+	if g, who := rssGrowth(flat, 1200); g != 0 {
+		t.Errorf("a restarted node flat after its own warm-up: growth %.2f MB/h (%s), want 0", g, who)
+	}
+	if g, who := rssGrowth(growing, 1200); g < 2.9 || g > 3.1 || who != "r1" {
+		t.Errorf("a process growing 3 MB/h: growth %.2f MB/h (%s)", g, who)
+	}
+}
