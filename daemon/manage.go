@@ -56,6 +56,11 @@ func (d *Daemon) startManage(context.Context) error {
 // manage answers one salt-run reactor.* request with the data of Salt's
 // reactor's answer event.
 func (d *Daemon) manage(ctx context.Context, req masterdriver.ManageRequest) map[string]any {
+	// Within the engine's own wait for the answer: a change not made by
+	// then is not made at all, so salt-run's "no answer" is never
+	// followed by the change.
+	ctx, cancel := context.WithTimeout(ctx, manageDeadline)
+	defer cancel()
 	switch req.Verb {
 	case "list":
 		return map[string]any{"reactors": d.saltList()}
@@ -73,6 +78,11 @@ func (d *Daemon) manage(ctx context.Context, req masterdriver.ManageRequest) map
 	}
 	return map[string]any{"result": !d.paused(req.Master)}
 }
+
+// manageDeadline bounds reactord's handling of one salt-run reactor.*
+// request: shorter than the 20 s the Salt engine waits for reactord's
+// answer before it answers salt-run with an error.
+const manageDeadline = 15 * time.Second
 
 // saltList lists the running rules as Salt's reactor does.
 func (d *Daemon) saltList() []map[string][]string {
@@ -103,6 +113,10 @@ func (d *Daemon) changeRules(ctx context.Context, req masterdriver.ManageRequest
 	}
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
+	if ctx.Err() != nil {
+		// Waited behind a reload past the engine's patience.
+		return errRuleAnswer{fmt.Sprintf("reactord: not changed: waited over %s behind a reload; ask again", manageDeadline)}
+	}
 	var (
 		eng *engine.Engine
 		raw []byte

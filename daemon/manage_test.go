@@ -202,3 +202,30 @@ func TestSaltRunChangesWithoutJetStream(t *testing.T) {
 		t.Errorf("after a restart, list: %v", g)
 	}
 }
+
+// TestSaltRunChangeTooLate: a change that waited behind a reload past its
+// deadline (shorter than the Salt engine's wait for the answer) is not
+// made: salt-run is told to ask again, and no rule changes after the
+// engine gave up on the answer.
+func TestSaltRunChangeTooLate(t *testing.T) {
+	srv, _ := natstest.Start(t)
+	conf, added := saltRunConf(t)
+	o := testOptions(t)
+	o.Config, o.NATS.URL, o.MasterID = conf, srv.ClientURL(), "m1"
+	d, _ := runDaemon(t, o)
+	d.applyMu.Lock() // a reload in progress
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	got := make(chan map[string]any, 1)
+	go func() {
+		got <- d.manage(ctx, masterdriver.ManageRequest{ID: "1", Verb: "add", Data: map[string]any{"event": "myco/late/*", "reactors": []any{added}}, Master: "m1"})
+	}()
+	<-ctx.Done()
+	d.applyMu.Unlock()
+	if s, cm := result(<-got); s || !strings.Contains(cm, "ask again") {
+		t.Errorf("a change past its deadline: %v %q, want refused", s, cm)
+	}
+	if g := globs(answer(d, "list", nil)); !slices.Equal(g, []string{"myco/conf/*"}) {
+		t.Errorf("list after the late change: %v, want the configuration's rule alone", g)
+	}
+}

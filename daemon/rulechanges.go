@@ -123,17 +123,18 @@ const ruleChangesReadTimeout = time.Minute
 func (d *Daemon) openRuleChanges(ctx context.Context) error {
 	var store docStore
 	if d.conn != nil {
-		octx, cancel := context.WithTimeout(ctx, sharedOpenTimeout)
-		doc, err := kv.OpenDoc(octx, d.conn, "", d.opts.StreamReplicas, d.log)
-		cancel()
+		doc, err := d.openRuleDoc(ctx)
 		switch {
 		case err == nil:
 			store = doc
-		case errors.Is(err, kv.ErrStateUnsupported):
+		case errors.Is(err, kv.ErrStateUnsupported) && !d.jetstream:
 		default:
 			d.log.Warn("rule changes unavailable: salt-run reactor.add/delete refused", "err", err,
-				"detail", "the rules salt-run reactor.add and reactor.delete changed are not applied in this replica",
+				"detail", "the rules salt-run reactor.add and reactor.delete changed are not applied in this replica; salt-run reactor.add, delete and set_leader are answered that the changes are unavailable",
 				"fix", "check the NATS cluster's JetStream, then restart reactord")
+			// The engine still answers salt-run: list, and a refusal
+			// of the changes, rather than no answer at all.
+			d.helloEngine(ctx)
 			return nil
 		}
 	}
@@ -169,15 +170,41 @@ func (d *Daemon) openRuleChanges(ctx context.Context) error {
 		d.cfg, d.eng = cfg, eng
 		d.log.Info("salt-run reactor changes applied", "added", len(ch.Added), "deleted", len(ch.Deleted), "store", store.Where())
 	}
+	d.helloEngine(ctx)
+	d.notePause(&ruleChanges{}, ch)
+	return store.Watch(d.runCtx, d.changedElsewhere)
+}
+
+// openRuleDoc opens the rule changes' bucket. A replica consuming
+// JetStream knows the cluster has it: a server that answers no JetStream
+// request yet (a cluster still forming, "no responders") is asked again
+// until sharedOpenTimeout, not taken for one without JetStream, which
+// would keep this replica's changes in a file of its own.
+func (d *Daemon) openRuleDoc(ctx context.Context) (*kv.Doc, error) {
+	octx, cancel := context.WithTimeout(ctx, sharedOpenTimeout)
+	defer cancel()
+	for {
+		doc, err := kv.OpenDoc(octx, d.conn, "", d.opts.StreamReplicas, d.log)
+		if err == nil || !d.jetstream || !errors.Is(err, kv.ErrStateUnsupported) {
+			return doc, err
+		}
+		select {
+		case <-octx.Done():
+			return nil, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// helloEngine finds the master driver's Salt engine, which answers
+// salt-run reactor.*, and asks it which master it serves: the master
+// whose set_leader pauses this replica, asked before the first event.
+func (d *Daemon) helloEngine(ctx context.Context) {
 	if d.mengine = masterEngine(d.drv); d.mengine != nil && !d.opts.Shadow {
-		// The master whose set_leader pauses this replica: asked before
-		// the first event.
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, _ = d.mengine.Hello(hctx)
 		cancel()
 	}
-	d.notePause(&ruleChanges{}, ch)
-	return store.Watch(d.runCtx, d.changedElsewhere)
 }
 
 // changedElsewhere applies the changes another replica wrote (revision
