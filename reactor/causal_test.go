@@ -106,8 +106,8 @@ func TestLoopGuardScenarios(t *testing.T) {
 
 // run plays the scenario through one daemon dispatching with drv, on the
 // fake clock of the synctest bubble it runs in, and checks the
-// dispatches that calls recorded.
-func (c scenario) run(t *testing.T, drv actions.Driver, calls *saltDriver) {
+// dispatches that calls recorded. It returns the daemon's metrics.
+func (c scenario) run(t *testing.T, drv actions.Driver, calls *saltDriver) *Metrics {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
 	d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 4, Block: true, Metrics: m,
@@ -126,6 +126,7 @@ func (c scenario) run(t *testing.T, drv actions.Driver, calls *saltDriver) {
 		t.Fatal(err)
 	}
 	c.check(t, calls, []*Metrics{m})
+	return m
 }
 
 // scenario is one row of the loop guard's matrix.
