@@ -147,7 +147,7 @@ type scenario struct {
 func (s step) body() []byte { return fmt.Appendf(nil, `{"tag": %q, "data": %s}`, s.tag, s.data) }
 
 // scenarioEngine loads conf with the scenarios' reaction files.
-func scenarioEngine(t *testing.T, conf string) *engine.Engine {
+func scenarioEngine(t testing.TB, conf string) *engine.Engine {
 	return engineWith(t, conf, map[string]string{"revert.sls": scenarioRevert, "alert.sls": scenarioAlert,
 		"highstate.sls": scenarioHigh, "step.sls": scenarioStep,
 		"orch.sls":  "orch:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.revert\n      - pillar: {target: {{ .data.id }}}\n",

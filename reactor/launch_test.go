@@ -277,3 +277,33 @@ func TestLoopGuardScenariosSlowDriver(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLaneFastDriver measures what the hand-over costs a driver that
+// answers at once (every call stays on its lane): one lane, events of one
+// minion, with --in-flight 1 and 8.
+func BenchmarkLaneFastDriver(b *testing.B) {
+	for _, inFlight := range []int{1, 8} {
+		b.Run(fmt.Sprintf("in-flight-%d", inFlight), func(b *testing.B) {
+			eng := scenarioEngine(b, "reactor:\n  - 'myco/step': step.sls\n")
+			var done sync.WaitGroup
+			d, err := New(eng, Options{Driver: &saltDriver{}, Lanes: 1, QueueSize: 1024, Block: true, InFlight: inFlight,
+				OnDone: func(Delivery) { done.Done() }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			d.Start(ctx)
+			body := []byte(`{"tag": "myco/step", "data": {"id": "web1"}}`)
+			b.ResetTimer()
+			for range b.N {
+				done.Add(1)
+				d.Submit(ctx, Delivery{Body: body})
+			}
+			done.Wait()
+			b.StopTimer()
+			if err := d.Stop(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
