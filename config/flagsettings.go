@@ -69,6 +69,7 @@ var flagSettings = map[string]settingKind{
 	"http":          kindString,
 	"log_format":    kindString,
 	"queue":         kindCount,
+	"in_flight":     kindCount,
 	"drain_timeout": kindPositiveDuration,
 	"reload_settle": kindDuration,
 	"no_loop_guard": kindBool,

@@ -65,6 +65,7 @@ func Defaults() Options {
 		MaxPayload:     embedded.DefaultMaxPayload,
 		Driver:         DefaultDriver,
 		Queue:          reactor.DefaultQueueSize,
+		InFlight:       reactor.DefaultInFlight,
 		DrainTimeout:   DefaultDrainTimeout,
 		DeadLetter:     DefaultDeadLetter,
 		ParkedSubject:  DefaultParkedSubject,

@@ -46,7 +46,7 @@ func (d *Daemon) openJournal(ro *reactor.Options) {
 func (d *Daemon) startPipeline(context.Context) error {
 	deadLetter := d.opts.DeadLetter
 	ro := reactor.Options{
-		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, Block: d.jetstream, Log: d.log, Metrics: d.metrics,
+		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, InFlight: d.opts.InFlight, Block: d.jetstream, Log: d.log, Metrics: d.metrics,
 		Guard: d.guard, MaxHops: d.opts.MaxHops, Archive: d.archive, Copy: d.copyOf,
 		DeadLetter: func(a actions.Action, cause error) { natsdriver.DeadLetter(d.conn, deadLetter, a, cause) },
 		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone, Paused: d.reactionsPaused,

@@ -62,8 +62,9 @@ type Reaction struct{ Rule, ID string }
 // Event is what the guard weighs of an arriving event.
 type Event struct {
 	Tag, Minion string
-	// JID is the job of a salt/job|run|wheel/<jid>/... event.
-	JID string
+	// JID is the job of a salt/job|run|wheel/<jid>/... event, and JobKind
+	// its family: "job", "run" or "wheel".
+	JID, JobKind string
 	// Beacon and Start tell salt/beacon/<id>/... and salt/minion/<id>/start.
 	Beacon, Start bool
 	// At is when it arrived.
@@ -75,7 +76,7 @@ type Event struct {
 func EventOf(tag, minion string, at time.Time) Event {
 	ev := Event{Tag: tag, Minion: minion, At: at}
 	if jt, ok := event.ParseJobTag(tag); ok {
-		ev.JID = jt.JID
+		ev.JID, ev.JobKind = jt.JID, jt.Kind
 	}
 	ev.Beacon = strings.HasPrefix(tag, "salt/beacon/")
 	if rest, ok := strings.CutPrefix(tag, "salt/minion/"); ok {

@@ -35,6 +35,10 @@ type Options struct {
 	// it counts in its replica alone for a while (default 2s). The daemon
 	// waits longer with JetStream, whose stream holds the events meanwhile.
 	SharedWait time.Duration
+	// DispatchWait bounds how long an event that may be a consequence of
+	// a reaction's dispatch in flight waits for the driver's answer
+	// before the guard judges it (Await; default DefaultDispatchWait).
+	DispatchWait time.Duration
 	// Log receives the shared state's failures; nil discards them.
 	Log *slog.Logger
 }
@@ -61,6 +65,7 @@ type Guard struct {
 	debounces *debounces
 	hops      *hops
 	progress  *progress
+	inflight  *dispatches
 	follow    atomic.Pointer[func(jid, minion string, o Outcome, at time.Time)]
 }
 
@@ -75,12 +80,15 @@ func New(o Options) *Guard {
 	if o.JobTimeout <= 0 {
 		o.JobTimeout = DefaultJobTimeout
 	}
+	if o.DispatchWait <= 0 {
+		o.DispatchWait = DefaultDispatchWait
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	sh := newShared(o.Shared)
 	return &Guard{opts: o, sh: sh, jobs: newJobs(o.Settle, o.JobTimeout, sh), throttles: newThrottles(sh, o.SharedWait, o.Log),
-		debounces: newDebounces(sh), hops: newHops(sh), progress: newProgress(sh)}
+		debounces: newDebounces(sh), hops: newHops(sh), progress: newProgress(sh), inflight: newDispatches()}
 }
 
 // Settle is the settle window the guard holds a reaction for after its

@@ -106,8 +106,8 @@ func TestLoopGuardScenarios(t *testing.T) {
 
 // run plays the scenario through one daemon dispatching with drv, on the
 // fake clock of the synctest bubble it runs in, and checks the
-// dispatches that calls recorded.
-func (c scenario) run(t *testing.T, drv actions.Driver, calls *saltDriver) {
+// dispatches that calls recorded. It returns the daemon's metrics.
+func (c scenario) run(t *testing.T, drv actions.Driver, calls *saltDriver) *Metrics {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
 	d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 4, Block: true, Metrics: m,
@@ -126,6 +126,7 @@ func (c scenario) run(t *testing.T, drv actions.Driver, calls *saltDriver) {
 		t.Fatal(err)
 	}
 	c.check(t, calls, []*Metrics{m})
+	return m
 }
 
 // scenario is one row of the loop guard's matrix.
@@ -146,7 +147,7 @@ type scenario struct {
 func (s step) body() []byte { return fmt.Appendf(nil, `{"tag": %q, "data": %s}`, s.tag, s.data) }
 
 // scenarioEngine loads conf with the scenarios' reaction files.
-func scenarioEngine(t *testing.T, conf string) *engine.Engine {
+func scenarioEngine(t testing.TB, conf string) *engine.Engine {
 	return engineWith(t, conf, map[string]string{"revert.sls": scenarioRevert, "alert.sls": scenarioAlert,
 		"highstate.sls": scenarioHigh, "step.sls": scenarioStep,
 		"orch.sls":  "orch:\n  runner.state.orchestrate:\n    - args:\n      - mods: orch.revert\n      - pillar: {target: {{ .data.id }}}\n",

@@ -7,6 +7,9 @@ const (
 	DefaultLanes = 8
 	// DefaultQueueSize bounds each lane's queue (Options.QueueSize).
 	DefaultQueueSize = 1024
+	// DefaultInFlight is how many driver calls a lane may have in flight
+	// (Options.InFlight).
+	DefaultInFlight = 8
 	// DefaultMaxHops is the hop limit (Options.MaxHops): events that
 	// reactions caused more times in a row are suppressed.
 	DefaultMaxHops = 3

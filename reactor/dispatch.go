@@ -45,7 +45,9 @@ func ruleOf(res *engine.Result, i int) chunkRule {
 
 // dispatch runs reaction i (a low chunk) of the event through the
 // driver, unless the hop limit or the loop guard holds it, and tells the
-// loop guard what it started.
+// loop guard what it started. The driver call begins on the lane, in
+// event order; one the driver does not answer at once is handed over
+// (launch), and the rest of the dispatch completes beside the lane.
 func (r *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result, i int) {
 	c := res.Chunks[i]
 	a := actions.Action{Tag: res.Tag, Chunk: c, Hop: ev.dl.Hop}
@@ -63,19 +65,28 @@ func (r *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 	if rule.retry.Attempts > 0 && c.Str("state") == "local" && r.retries.resume(ctx, ev, c, rule) {
 		return
 	}
+	// The reaction's dispatches still in flight have the guard's word
+	// first: ev may be their consequence.
+	r.awaitDispatches(ctx, ev, rule)
 	if h, held := r.opts.Guard.Held(rule.reaction, rule.mode, ev.gev); held {
 		r.heldBack(ev, c, rule, h)
 		return
 	}
-	out, err := r.run(ctx, ev, a)
-	if err != nil {
-		r.failed(ctx, ev, a, rule, err)
-	} else {
-		r.started(ctx, ev, c, rule, out)
-	}
-	if r.opts.OnDispatch != nil {
-		r.opts.OnDispatch(ev.dl, a, out, err)
-	}
+	d := r.dispatching(ev, c, rule)
+	r.launch(ctx, ev, func() {
+		out, err := r.run(ctx, ev, a)
+		if err != nil {
+			r.failed(ctx, ev, a, rule, err)
+		} else {
+			r.started(ctx, ev, c, rule, out)
+		}
+		if d != nil {
+			d.Done() // the guard knows the dispatch's jobs now
+		}
+		if r.opts.OnDispatch != nil {
+			r.opts.OnDispatch(ev.dl, a, out, err)
+		}
+	})
 }
 
 // overHops holds back a reaction whose own event fired it again too many

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/event"
@@ -40,16 +42,27 @@ type inflight struct {
 	// nak leaves the event for redelivery instead of acknowledging it.
 	nak bool
 	// hold, set when a debounce holds the event, delays its
-	// acknowledgement until the debounce fired.
-	hold *eventHold
+	// acknowledgement until the debounce fired; holdMu guards its making
+	// (holdFor), which a call handed over may do beside the lane.
+	hold   *eventHold
+	holdMu sync.Mutex
+	// lane is the lane that handles the event; serial, set for a suspect
+	// of a crash, keeps its driver calls on the lane (no hand-over); open
+	// counts the holders of the event, the lane's handling and each call
+	// it handed over: the last finishes it (release).
+	lane   int
+	serial bool
+	open   atomic.Int32
 	// slots are the rules (their ids) whose concurrency limit gave the
 	// event a slot; finish gives back those with no job in flight.
 	slots []string
 	// archived is set when the event itself is to be archived; finish
 	// adds its record, with its id when ledgered is set (something
-	// happened to a reaction of it), so that only the events `reactord
-	// trace` has something to say about get an id row.
-	archived, ledgered bool
+	// happened to a reaction of it; set by a call handed over too), so
+	// that only the events `reactord trace` has something to say about
+	// get an id row.
+	archived bool
+	ledgered atomic.Bool
 	// data is the event's data, decoded by the match.
 	data map[string]any
 	// gated are the rules (their index in the match's configuration) a
@@ -57,20 +70,24 @@ type inflight struct {
 	gated []int
 }
 
-// handle takes one event through the pipeline: decode, archive, loop
-// guard, match and render, dispatch; then acknowledges it (finish).
-func (r *Reactor) handle(ctx context.Context, dl Delivery) {
+// handle takes one event through the pipeline on lane: decode, archive,
+// loop guard, match and render, dispatch; then acknowledges it (finish),
+// once the driver calls it handed over completed too (launch). serial
+// keeps every call on the lane.
+func (r *Reactor) handle(ctx context.Context, lane int, dl Delivery, serial bool) {
 	if dl.Owned != nil && !dl.Owned() {
 		dl.settle(Leave)
 		r.record(nil, Decision{Reason: PartitionMoved, Event: Event{ID: dl.id, Tag: dl.tag}, Attrs: []any{"seq", dl.Seq,
 			"metric", `reactord_suppressed_total{reason="partition_moved"}`}})
 		return
 	}
-	ev := &inflight{dl: dl, id: dl.id, received: time.Now(), debug: r.opts.Log.Enabled(ctx, slog.LevelDebug), resume: dl.resume}
+	ev := &inflight{dl: dl, id: dl.id, received: time.Now(), debug: r.opts.Log.Enabled(ctx, slog.LevelDebug), resume: dl.resume,
+		lane: lane, serial: serial}
 	if ev.id == "" {
 		ev.id = r.ids.next()
 	}
-	defer r.finish(ctx, ev)
+	ev.open.Store(1)
+	defer r.release(ctx, ev)
 	if ev.resume == nil {
 		r.opts.Metrics.Events.Inc() // a held event let go was counted when it came
 	}
@@ -107,7 +124,7 @@ func (r *Reactor) finish(ctx context.Context, ev *inflight) {
 	}
 	if ev.archived && !(ev.nak && ev.dl.Redelivers) { // a refused event is archived when it comes back
 		id := ""
-		if ev.ledgered {
+		if ev.ledgered.Load() {
 			id = ev.id
 		}
 		r.opts.Archive.event(id, ev.tag, ev.raw, ev.received)
@@ -141,6 +158,8 @@ func (r *Reactor) settle(dl Delivery, nak bool) {
 
 // holdFor returns the event's hold, counting one more holder.
 func (r *Reactor) holdFor(ev *inflight) *eventHold {
+	ev.holdMu.Lock()
+	defer ev.holdMu.Unlock()
 	if ev.hold == nil {
 		dl := ev.dl
 		ev.hold = &eventHold{settle: func(nak bool) { r.settle(dl, nak) }}
@@ -227,6 +246,8 @@ func (r *Reactor) checkHops(ctx context.Context, ev *inflight) bool {
 		return true
 	}
 	g := r.opts.Guard
+	// A reaction in flight may fire it: its expectation comes first.
+	r.awaitFired(ctx, ev)
 	// An expected event is used up either way; a hop header wins.
 	fired := g.HopOf(ev.tag, ev.received)
 	if ev.dl.Hop == 0 {

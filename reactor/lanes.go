@@ -181,7 +181,7 @@ func (r *Reactor) logAbandoned(collected, retrying int) {
 func (r *Reactor) handleIn(ctx context.Context, lane int, dl Delivery) {
 	j := r.opts.Journal
 	if j == nil || dl.Seq == 0 {
-		r.handle(ctx, dl)
+		r.handle(ctx, lane, dl, false)
 		return
 	}
 	n, poisoned := j.Crashes(dl.Seq)
@@ -206,8 +206,10 @@ func (r *Reactor) handleIn(ctx context.Context, lane int, dl Delivery) {
 			return
 		}
 	}
+	// A suspect's driver calls are not handed over: it is in hand until
+	// they returned. An innocent event is in hand until the lane goes on.
 	j.Begin(lane, dl.Seq)
-	r.handle(ctx, dl)
+	r.handle(ctx, lane, dl, n > 0)
 	j.End(lane, dl.Seq)
 }
 

@@ -63,7 +63,7 @@ func (f *failDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 }
 
 // engineWith writes reactor.conf (conf) and the files, and loads them.
-func engineWith(t *testing.T, conf string, files map[string]string) *engine.Engine {
+func engineWith(t testing.TB, conf string, files map[string]string) *engine.Engine {
 	t.Helper()
 	files["reactor.conf"] = conf
 	dir := testfiles.Tree(t, files)

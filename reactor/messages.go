@@ -21,6 +21,9 @@ const (
 	msgRetryFailed     = "retry of a reaction failed to dispatch"
 	fixShared          = "the shared state's NATS KV bucket is unreachable: check the NATS server"
 
+	msgAwaitDispatch = "loop guard judged an event without a reaction's dispatch in flight"
+	fixAwaitDispatch = "the driver took longer than the wait for it to answer: check the driver (its timeouts) and the master"
+
 	msgDispatchedSince  = "reactions dispatched since the last count"
 	msgDispatchedMinute = "reactions dispatched in the last minute"
 

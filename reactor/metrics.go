@@ -35,6 +35,9 @@ type Metrics struct {
 	// ConcurrencyQueued is the number of events waiting for a slot of a
 	// rule's concurrency limit.
 	ConcurrencyQueued prometheus.Gauge
+	// HandedOver counts the driver calls a lane handed over: the driver
+	// had not answered within 50 ms, and the lane went on (Options.InFlight).
+	HandedOver prometheus.Counter
 	// Retries counts the retry option's work, by outcome: retried (a job
 	// run again), succeeded (a retry with no failure left), gave_up,
 	// resumed (a pending retry taken up after its event came back).
@@ -101,6 +104,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		QueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_queue_depth", Help: "Events waiting in lane queues."}),
 		ConcurrencyQueued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_concurrency_queued",
 			Help: "Events waiting, unacknowledged, for a slot of a rule's concurrency limit."}),
+		HandedOver: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_dispatches_handed_over_total",
+			Help: "Reactions whose driver call a lane handed over: the driver had not answered within 50 ms and the lane went on with its next event, the call completing beside it (--in-flight)."}),
 		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_retries_total",
 			Help: "A rule's retry option at work, by outcome: retried (a job run again on the minions where it failed), succeeded (a retry left no failure), gave_up (failures left after the last attempt), resumed (a pending retry taken up when its event came back after a stop or crash, on this replica or another)."}, []string{"outcome"}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",
@@ -116,7 +121,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Dropped.WithLabelValues(DropLaneFull) // exported at 0 before the first drop
 	m.Dropped.WithLabelValues(DropSlowConsumer)
 	if reg != nil {
-		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.Retries, m.Latency, m.SentLatency, m.Shadow, m.ShadowRunnerJobs)
+		reg.MustRegister(m.Events, m.Matched, m.RuleMatches, m.Malformed, m.Dropped, m.ArchiveDropped, m.RenderErrors, m.Suppressed, m.Actions, m.ActionDuration, m.DeadLetters, m.Parked, m.ReloadOK, m.QueueDepth, m.ConcurrencyQueued, m.HandedOver, m.Retries, m.Latency, m.SentLatency, m.Shadow, m.ShadowRunnerJobs)
 	}
 	return m
 }

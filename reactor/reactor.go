@@ -16,8 +16,9 @@
 // One stage per file: lanes.go (Submit, the lanes, Stop), event.go (the
 // gates on the event), react.go (match and render), gates.go (the rule
 // options that hold events, and the one way a held event comes back),
-// dispatch.go, a file per rule option's state (concurrency.go,
-// collect.go, retry.go), record.go (the recorder), messages.go (the log
+// dispatch.go, launch.go (a lane's hand-over of slow driver calls), a
+// file per rule option's state (concurrency.go, collect.go, retry.go),
+// record.go (the recorder), messages.go (the log
 // lines outside decisions) and tasks.go (the goroutines beside the lanes,
 // which Stop waits for). locks.md gives the lock order.
 package reactor
@@ -47,6 +48,12 @@ type Options struct {
 	Lanes int
 	// QueueSize bounds each lane's queue (zero: DefaultQueueSize).
 	QueueSize int
+	// InFlight is how many reactions' driver calls a lane may have in
+	// flight (zero: DefaultInFlight): a call the driver has not answered
+	// within 50 ms is handed over and the lane goes on with its next event
+	// (launch.go); 1 waits for each call, the lane handling one reaction
+	// at a time.
+	InFlight int
 	// Block makes Submit wait when a lane is full (JetStream: stop
 	// pulling); otherwise the event is dropped and counted in Metrics.Dropped (lane_full).
 	Block bool
@@ -113,8 +120,11 @@ type Reactor struct {
 	jobOpts atomic.Bool
 	opts    Options
 	lanes   []chan Delivery
-	seed    maphash.Seed
-	wg      sync.WaitGroup
+	// launchers are the lanes' hand-over of slow driver calls (nil:
+	// InFlight 1).
+	launchers []*launcher
+	seed      maphash.Seed
+	wg        sync.WaitGroup
 
 	stopped atomic.Bool
 	quit    chan struct{}
@@ -196,6 +206,9 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	if opts.MaxHops <= 0 {
 		opts.MaxHops = DefaultMaxHops
 	}
+	if opts.InFlight <= 0 {
+		opts.InFlight = DefaultInFlight
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -218,6 +231,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	for i := range r.lanes {
 		r.lanes[i] = make(chan Delivery, opts.QueueSize)
 	}
+	r.launchers = newLaunchers(opts.Lanes, opts.InFlight)
 	opts.Metrics.ReloadOK.Set(1)
 	return r, nil
 }

@@ -318,7 +318,7 @@ func (r *Reactor) record(ev *inflight, d Decision) {
 		}
 	}
 	if r.rec.record(&d) && ev != nil {
-		ev.ledgered = true
+		ev.ledgered.Store(true)
 	}
 }
 

@@ -85,6 +85,7 @@ func TestInvalidFlagValues(t *testing.T) {
 		{[]string{"run", "-c", conf, "--workers", "-1"}, "--workers: must not be negative"},
 		{[]string{"-c", conf, "--settle", "-5s"}, "--settle: must not be negative"},
 		{[]string{"-c", conf, "--queue", "-1"}, "--queue: must not be negative"},
+		{[]string{"-c", conf, "--in-flight", "-1"}, "--in-flight: must not be negative"},
 		{[]string{"-c", conf, "--drain-timeout", "-1s"}, "--drain-timeout: must not be negative"},
 		{[]string{"-c", conf, "--drain-timeout", "0s"}, "--drain-timeout: must be more than 0"},
 		{[]string{"-c", conf, "--ack-wait", "-30s"}, "--ack-wait: must not be negative"},

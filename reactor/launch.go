@@ -1,0 +1,143 @@
+package reactor
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/guard"
+)
+
+// A lane hands a slow driver call over (Options.InFlight): it begins each
+// reaction's driver call in event order, waits handOverAfter for it, and
+// when the driver has not answered by then goes on with its next
+// reaction or event while the call completes in a goroutine of its own.
+// A lane has at most InFlight calls in flight; the next waits for one to
+// end. An event is finished (acknowledged, OnDone) once the lane is done
+// with it and every call it handed over completed; the loop guard learns
+// of each call before it begins (guard.Guard.Dispatching), so that an
+// event that may be its consequence waits for its jid (dispatch).
+
+// handOverAfter is how long a lane waits for a driver call before it
+// hands the call over.
+const handOverAfter = 50 * time.Millisecond
+
+// launcher is one lane's hand-over: slots bounds the calls in flight
+// (one place each), timer measures the wait for a call. Only the lane's
+// goroutine takes a slot and uses the timer.
+type launcher struct {
+	slots chan struct{}
+	timer *time.Timer
+}
+
+// newLaunchers returns a launcher for each lane; nil when inFlight is 1
+// (no hand-over: each call is waited for, as before).
+func newLaunchers(lanes, inFlight int) []*launcher {
+	if inFlight <= 1 {
+		return nil
+	}
+	ls := make([]*launcher, lanes)
+	for i := range ls {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		ls[i] = &launcher{slots: make(chan struct{}, inFlight), timer: t}
+	}
+	return ls
+}
+
+// launch runs call — a reaction's driver call and what follows it: the
+// loop guard, the ledger, the retries told — for ev on its lane. Without
+// hand-over, or for an event handled alone (a suspect of a crash), it
+// runs on the lane. Otherwise it runs in a goroutine of its own, holding
+// one of the lane's slots (the lane waits for one); the lane waits for it
+// up to handOverAfter, then goes on. ev stays open (release) until call
+// returned.
+func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
+	if r.launchers == nil || ev.serial {
+		call()
+		return
+	}
+	l := r.launchers[ev.lane]
+	select {
+	case l.slots <- struct{}{}:
+	case <-ctx.Done():
+		call() // stopping: the call fails at once, as ctx ended
+		return
+	}
+	ev.open.Add(1)
+	done := make(chan struct{})
+	r.wg.Add(1) // Stop waits for the call as for a lane
+	go func() {
+		defer r.wg.Done()
+		call()
+		<-l.slots
+		// Released before done: a call that ended in time leaves the
+		// event to the lane, which finishes it before its next event.
+		r.release(ctx, ev)
+		close(done)
+	}()
+	l.timer.Reset(handOverAfter)
+	select {
+	case <-done:
+		l.timer.Stop()
+	case <-l.timer.C:
+		r.opts.Metrics.HandedOver.Inc()
+	}
+}
+
+// release ends one holder of ev: the lane's handling, or a call it
+// handed over; the last finishes the event.
+func (r *Reactor) release(ctx context.Context, ev *inflight) {
+	if ev.open.Add(-1) == 0 {
+		r.finish(ctx, ev)
+	}
+}
+
+// dispatching tells the loop guard of a reaction's dispatch about to
+// begin, when calls may be handed over (nil otherwise): events that may be
+// its consequences wait for its Done.
+func (r *Reactor) dispatching(ev *inflight, c *event.Chunk, rule chunkRule) *guard.Dispatch {
+	if r.launchers == nil {
+		return nil
+	}
+	return r.opts.Guard.Dispatching(guard.InFlight{EventID: ev.id, Reaction: rule.reaction, Kind: c.Str("state"),
+		Targets: mayTarget(c, ev.minion), Fires: firedTag(c), At: time.Now()})
+}
+
+// mayTarget returns the minions a chunk's job may run on before the
+// driver answers: targetsOf's, but for a local job whose target is not
+// literal (a glob, a grain, a compound), which the driver's answer may
+// widen: nil, any minion.
+func mayTarget(c *event.Chunk, eventMinion string) []string {
+	if c.Str("state") == "local" {
+		return targetsOf(c, actions.Result{}, "")
+	}
+	return targetsOf(c, actions.Result{}, eventMinion)
+}
+
+// awaitDispatches waits, before the loop guard judges ev for a reaction,
+// for the reaction's dispatches in flight ev may be a consequence of
+// (guard.Guard.Await); one that does not answer in time is logged, and
+// the guard judges without it.
+func (r *Reactor) awaitDispatches(ctx context.Context, ev *inflight, rule chunkRule) {
+	if r.launchers == nil {
+		return
+	}
+	if err := r.opts.Guard.Await(ctx, ev.id, rule.reaction, rule.mode, ev.gev); err != nil && ctx.Err() == nil {
+		r.rec.noisy(slog.LevelWarn, "", msgAwaitDispatch, "event_id", ev.id, "tag", ev.tag, "rule", rule.reaction.Rule, "id", rule.reaction.ID,
+			"err", err, "fix", fixAwaitDispatch)
+	}
+}
+
+// awaitFired waits, before the loop guard looks up an event's hop count,
+// for the dispatches in flight that fire its tag (guard.Guard.AwaitFired).
+func (r *Reactor) awaitFired(ctx context.Context, ev *inflight) {
+	if r.launchers == nil {
+		return
+	}
+	if err := r.opts.Guard.AwaitFired(ctx, ev.tag, ev.received); err != nil && ctx.Err() == nil {
+		r.rec.noisy(slog.LevelWarn, "", msgAwaitDispatch, "event_id", ev.id, "tag", ev.tag, "err", err, "fix", fixAwaitDispatch)
+	}
+}

@@ -1,0 +1,309 @@
+package reactor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/guard"
+)
+
+// slowDriver plays a driver that takes a while to answer (the exec
+// driver's salt-run: seconds): each call gets its jid from the inner
+// driver when it begins, in the order the calls begin, and returns after
+// the delay of its reaction type. It records when each call began and
+// ended, and the most calls it had in flight at once.
+type slowDriver struct {
+	*saltDriver
+	delay map[string]time.Duration // by state; "" for the others
+
+	mu      sync.Mutex
+	began   []time.Time
+	ended   map[string]time.Time // by the call's "n" argument
+	order   []string             // "n" arguments, as the calls began
+	busy    int
+	maxBusy int
+}
+
+func (s *slowDriver) Do(ctx context.Context, a actions.Action) (actions.Result, error) {
+	res, err := s.saltDriver.Do(ctx, a)
+	n := fmt.Sprint(a.Chunk.Str("__id__"), "/", nArg(a))
+	s.mu.Lock()
+	s.began = append(s.began, time.Now())
+	s.order = append(s.order, n)
+	s.busy++
+	s.maxBusy = max(s.maxBusy, s.busy)
+	s.mu.Unlock()
+	d, ok := s.delay[a.Chunk.Str("state")]
+	if !ok {
+		d = s.delay[""]
+	}
+	time.Sleep(d)
+	s.mu.Lock()
+	s.busy--
+	if s.ended == nil {
+		s.ended = map[string]time.Time{}
+	}
+	s.ended[n] = time.Now()
+	s.mu.Unlock()
+	return res, err
+}
+
+// nArg is the reaction's "n" keyword argument (the event's number in
+// the tests' bursts), "" when it has none.
+func nArg(a actions.Action) string {
+	call, err := actions.CallFor(a.Chunk)
+	if err != nil {
+		return ""
+	}
+	if v, ok := call.Kwarg.Get("n"); ok {
+		return fmt.Sprint(v)
+	}
+	if v, ok := a.Chunk.Get("n"); ok { // a wheel's keyword argument
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+// slowReactor starts a reactor of one lane (every minion's events in
+// order on it) with inFlight calls per lane, dispatching through drv.
+func slowReactor(t *testing.T, conf string, files map[string]string, drv actions.Driver, inFlight int, onDone func(Delivery)) (*Reactor, *Metrics) {
+	t.Helper()
+	m := NewMetrics(prometheus.NewRegistry())
+	d, err := New(engineWith(t, conf, files), Options{Driver: drv, Lanes: 1, QueueSize: 256, Block: true, InFlight: inFlight, Metrics: m,
+		Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute}), OnDone: onDone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start(context.Background())
+	return d, m
+}
+
+const burstSLS = "step:\n  local.cmd.run:\n    - tgt: {{ .data.id }}\n    - args:\n      - cmd: 'true'\n      - n: {{ .data.n }}\n"
+
+// TestLaneDispatchesInFlight: a burst of one minion's events through a
+// driver that takes a second a call completes in about an eighth of the
+// time one call at a time takes, the calls beginning in the events'
+// order, at most eight at once; each event is acknowledged once its call
+// returned, none twice. With --in-flight 1 the lane waits for each call.
+func TestLaneDispatchesInFlight(t *testing.T) {
+	const n = 32
+	for _, c := range []struct {
+		inFlight      int
+		least, most   time.Duration
+		wantMax       int
+		wantHandedOff float64
+	}{
+		{inFlight: 1, least: n * time.Second, most: n * time.Second, wantMax: 1},
+		// Four rounds of eight calls, each begun 50 ms after the one before
+		// it in its round.
+		{inFlight: 8, least: n / 8 * time.Second, most: n/8*time.Second + 8*handOverAfter, wantMax: 8, wantHandedOff: n},
+	} {
+		t.Run(fmt.Sprintf("in-flight %d", c.inFlight), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": time.Second}}
+				var mu sync.Mutex
+				acked := map[string]time.Time{}
+				d, m := slowReactor(t, "reactor:\n  - 'myco/step': step.sls\n", map[string]string{"step.sls": burstSLS}, drv, c.inFlight, nil)
+				start := time.Now()
+				for i := range n {
+					name := fmt.Sprint("step/", i)
+					d.Submit(context.Background(), Delivery{Body: fmt.Appendf(nil, `{"tag": "myco/step", "data": {"id": "web1", "n": %d}}`, i), Redelivers: true,
+						Settle: func(o Outcome) {
+							mu.Lock()
+							defer mu.Unlock()
+							if _, twice := acked[name]; twice || o != Ack {
+								t.Errorf("%s settled %v (twice: %v)", name, o, twice)
+							}
+							acked[name] = time.Now()
+						}})
+				}
+				if err := d.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(start)
+				if took < c.least || took > c.most {
+					t.Errorf("the burst took %v, want %v to %v", took, c.least, c.most)
+				}
+				var want []string
+				for i := range n {
+					want = append(want, fmt.Sprint("step/", i))
+				}
+				if !slices.Equal(drv.order, want) {
+					t.Errorf("calls began in the order %v, want %v", drv.order, want)
+				}
+				if drv.maxBusy != c.wantMax {
+					t.Errorf("%d calls in flight at most, want %d", drv.maxBusy, c.wantMax)
+				}
+				for _, name := range want {
+					if at, ok := acked[name]; !ok || at.Before(drv.ended[name]) {
+						t.Errorf("%s acknowledged at %v, its call ended at %v", name, at.Sub(start), drv.ended[name].Sub(start))
+					}
+				}
+				if got := testutil.ToFloat64(m.HandedOver); got != c.wantHandedOff {
+					t.Errorf("reactord_dispatches_handed_over_total = %v, want %v", got, c.wantHandedOff)
+				}
+			})
+		})
+	}
+}
+
+// TestStartNotBehindAuths: a new minion's run of salt/auth events each
+// start a slow key.accept wheel (seconds through salt-run); its start
+// event, behind them on its lane, has its highstate dispatched while the
+// wheels still run, not after all of them.
+func TestStartNotBehindAuths(t *testing.T) {
+	const auths = 18
+	conf := "reactor:\n  - 'salt/auth': accept.sls\n  - 'salt/minion/*/start': highstate.sls\n"
+	files := map[string]string{
+		"accept.sls":    "accept:\n  wheel.key.accept:\n    - match: {{ .data.id }}\n    - n: {{ .data.n }}\n",
+		"highstate.sls": scenarioHigh,
+	}
+	for _, c := range []struct {
+		inFlight int
+		most     time.Duration // when the highstate's call began, at the latest
+	}{
+		{inFlight: 1, most: auths * 2 * time.Second},
+		// 18 wheels of 2 s, 8 at a time: the start's call begins in the
+		// third round.
+		{inFlight: 8, most: 2*2*time.Second + 4*handOverAfter},
+	} {
+		t.Run(fmt.Sprintf("in-flight %d", c.inFlight), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"wheel": 2 * time.Second, "": time.Second}}
+				d, _ := slowReactor(t, conf, files, drv, c.inFlight, nil)
+				start := time.Now()
+				for i := range auths {
+					d.Submit(context.Background(), Delivery{Body: fmt.Appendf(nil, `{"tag": "salt/auth", "data": {"id": "web1", "act": "pend", "result": true, "n": %d}}`, i)})
+				}
+				d.Submit(context.Background(), Delivery{Body: []byte(`{"tag": "salt/minion/web1/start", "data": {"id": "web1"}}`)})
+				if err := d.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				i := slices.Index(drv.order, "highstate/")
+				if i != auths {
+					t.Fatalf("calls %v: want the highstate's after the %d wheels", drv.order, auths)
+				}
+				if at := drv.began[i].Sub(start); at > c.most || (c.inFlight == 1 && at < c.most) {
+					t.Errorf("the highstate's call began after %v, want %v at most", at, c.most)
+				}
+				if c.inFlight > 1 && !drv.began[i].Before(drv.ended[fmt.Sprint("accept/", auths-1)]) {
+					t.Errorf("the highstate's call began after the last wheel ended")
+				}
+			})
+		})
+	}
+}
+
+// TestGuardJudgesDuringDispatch: an event that is a consequence of a
+// reaction whose call is still in flight — its beacon, the minion's
+// restart, its job's return, the event it fires — is judged as
+// when the lane waited for each call: held back, or counted toward the
+// hop limit.
+func TestGuardJudgesDuringDispatch(t *testing.T) {
+	ms := 100 * time.Millisecond
+	cases := []struct {
+		name  string
+		conf  string
+		steps []step
+		want  map[string]int
+		held  map[string]float64
+	}{
+		{name: "the revert's own beacon", conf: "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file': revert.sls\n",
+			steps: []step{beaconStep(0, "web1"), beaconStep(ms, "web1"), beaconStep(0, "web2")},
+			want:  map[string]int{"revert": 2}, held: map[string]float64{"loop_guard_beacon": 1}},
+		{name: "the minion restarted by its highstate", conf: "reactor:\n  - 'salt/minion/*/start': highstate.sls\n",
+			steps: []step{startStep(0, "web1"), startStep(ms, "web1")},
+			want:  map[string]int{"highstate": 1}, held: map[string]float64{"loop_guard_minion_start": 1}},
+		{name: "its local job's own return", conf: "reactor:\n  - 'salt/job/*/ret/*': step.sls\n",
+			steps: []step{retStep(0, "900", "web1", true), retStep(ms, j1, "web1", true)},
+			want:  map[string]int{"step": 1}, held: map[string]float64{"loop_guard_job": 1}},
+		{name: "the event it fires, to the hop limit", conf: "reactor:\n  - 'myco/loop': loop.sls\n",
+			steps: []step{{0, "myco/loop", `{"id": "web1"}`}, {ms, "myco/loop", `{"id": "web1"}`}, {ms, "myco/loop", `{"id": "web1"}`},
+				{ms, "myco/loop", `{"id": "web1"}`}, {ms, "myco/loop", `{"id": "web1"}`}},
+			want: map[string]int{"again": 4}, held: map[string]float64{"hop_limit": 1}},
+	}
+	for _, c := range cases {
+		for _, inFlight := range []int{1, 8} {
+			t.Run(fmt.Sprintf("%s, in-flight %d", c.name, inFlight), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": time.Second}}
+					m := NewMetrics(prometheus.NewRegistry())
+					d, err := New(scenarioEngine(t, c.conf), Options{Driver: drv, Lanes: 1, Block: true, InFlight: inFlight, Metrics: m,
+						Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute})})
+					if err != nil {
+						t.Fatal(err)
+					}
+					d.Start(context.Background())
+					for _, s := range c.steps {
+						time.Sleep(s.after)
+						d.Submit(context.Background(), Delivery{Body: s.body()})
+					}
+					if err := d.Stop(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					scenario{want: c.want, held: c.held}.check(t, drv.saltDriver, []*Metrics{m})
+					if ho := testutil.ToFloat64(m.HandedOver); (inFlight > 1) != (ho > 0) {
+						t.Errorf("%v calls handed over with --in-flight %d", ho, inFlight)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestLoopGuardScenariosSlowDriver runs the loop guard's matrix with a
+// driver that takes 300 ms to answer, so that the lanes hand their calls
+// over and a consequence often arrives while its cause's call is in
+// flight: every scenario's counts are unchanged.
+func TestLoopGuardScenariosSlowDriver(t *testing.T) {
+	for _, c := range loopGuardScenarios {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				drv := &slowDriver{saltDriver: &saltDriver{noJID: c.noJID}, delay: map[string]time.Duration{"": 300 * time.Millisecond}}
+				m := c.run(t, drv, drv.saltDriver)
+				if got := testutil.ToFloat64(m.HandedOver); got != float64(len(drv.began)) {
+					t.Errorf("%v calls handed over of %d", got, len(drv.began))
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkLaneFastDriver measures what the hand-over costs a driver that
+// answers at once (every call stays on its lane): one lane, events of one
+// minion, with --in-flight 1 and 8.
+func BenchmarkLaneFastDriver(b *testing.B) {
+	for _, inFlight := range []int{1, 8} {
+		b.Run(fmt.Sprintf("in-flight-%d", inFlight), func(b *testing.B) {
+			eng := scenarioEngine(b, "reactor:\n  - 'myco/step': step.sls\n")
+			var done sync.WaitGroup
+			d, err := New(eng, Options{Driver: &saltDriver{}, Lanes: 1, QueueSize: 1024, Block: true, InFlight: inFlight,
+				OnDone: func(Delivery) { done.Done() }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			d.Start(ctx)
+			body := []byte(`{"tag": "myco/step", "data": {"id": "web1"}}`)
+			b.ResetTimer()
+			for range b.N {
+				done.Add(1)
+				d.Submit(ctx, Delivery{Body: body})
+			}
+			done.Wait()
+			b.StopTimer()
+			if err := d.Stop(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
