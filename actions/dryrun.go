@@ -24,6 +24,9 @@ func NewDryRun(w io.Writer) *DryRun { return &DryRun{w: w} }
 // Name implements Driver.
 func (d *DryRun) Name() string { return "dryrun" }
 
+// AnswersAtOnce says a dry run prints without a round trip to Salt.
+func (d *DryRun) AnswersAtOnce() bool { return true }
+
 // Supports implements Driver: a dry run can show every reaction type.
 func (d *DryRun) Supports(string) bool { return true }
 

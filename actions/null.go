@@ -9,6 +9,9 @@ type Null struct{}
 // Name implements Driver.
 func (Null) Name() string { return "null" }
 
+// AnswersAtOnce says Null runs nothing and answers at once.
+func (Null) AnswersAtOnce() bool { return true }
+
 // Supports implements Driver.
 func (Null) Supports(string) bool { return true }
 
@@ -26,6 +29,9 @@ type Shadow struct{ Null }
 
 // Name implements Driver.
 func (Shadow) Name() string { return "shadow" }
+
+// AnswersAtOnce says Shadow runs nothing and answers at once.
+func (Shadow) AnswersAtOnce() bool { return true }
 
 // ShowsActions reports that shadow mode's dispatches are its verdicts
 // (logged and in the ledger), not lines of their own: they are logged at

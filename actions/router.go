@@ -37,6 +37,19 @@ func (r Router) Do(ctx context.Context, a Action) (Result, error) {
 	return r.Primary.Do(ctx, a)
 }
 
+// AnswersAtOnce reports whether both drivers answer without a round trip
+// to Salt.
+func (r Router) AnswersAtOnce() bool {
+	return answersAtOnce(r.Primary) && (r.Fallback == nil || answersAtOnce(r.Fallback))
+}
+
+// answersAtOnce reports whether d says it answers without a round trip
+// to Salt.
+func answersAtOnce(d Driver) bool {
+	q, ok := d.(interface{ AnswersAtOnce() bool })
+	return ok && q.AnswersAtOnce()
+}
+
 // Close implements Driver: it closes both drivers.
 func (r Router) Close(ctx context.Context) error {
 	err := r.Primary.Close(ctx)

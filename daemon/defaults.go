@@ -65,7 +65,7 @@ func Defaults() Options {
 		MaxPayload:     embedded.DefaultMaxPayload,
 		Driver:         DefaultDriver,
 		Queue:          reactor.DefaultQueueSize,
-		InFlight:       reactor.DefaultInFlight,
+		InFlight:       0, // auto: by the driver
 		DrainTimeout:   DefaultDrainTimeout,
 		DeadLetter:     DefaultDeadLetter,
 		ParkedSubject:  DefaultParkedSubject,

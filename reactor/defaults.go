@@ -14,3 +14,19 @@ const (
 	// reactions caused more times in a row are suppressed.
 	DefaultMaxHops = 3
 )
+
+// answersAtOnce is a driver whose calls return without a round trip to
+// Salt (dryrun, null, nats): handing such a call over would cost more than
+// waiting for it.
+type answersAtOnce interface {
+	AnswersAtOnce() bool
+}
+
+// defaultInFlight is Options.InFlight's default for drv: 1 for a driver
+// that answers at once, DefaultInFlight for one that waits for Salt.
+func defaultInFlight(drv any) int {
+	if q, ok := drv.(answersAtOnce); ok && q.AnswersAtOnce() {
+		return 1
+	}
+	return DefaultInFlight
+}

@@ -3,6 +3,7 @@ package reactor
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -307,3 +308,30 @@ func BenchmarkLaneFastDriver(b *testing.B) {
 		})
 	}
 }
+
+// TestDefaultInFlight: a driver that answers at once keeps one call at a
+// time per lane (handing its calls over would cost more than it saves);
+// one that waits for Salt, or a router with such a driver, gets
+// DefaultInFlight.
+func TestDefaultInFlight(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		drv  actions.Driver
+		want int
+	}{
+		{"dryrun", actions.NewDryRun(io.Discard), 1},
+		{"null", actions.Null{}, 1},
+		{"router of quick drivers", actions.Router{Primary: actions.Null{}, Fallback: actions.NewDryRun(io.Discard)}, 1},
+		{"router with a slow fallback", actions.Router{Primary: actions.Null{}, Fallback: waitsForSalt{}}, DefaultInFlight},
+		{"a driver that waits for Salt", waitsForSalt{}, DefaultInFlight},
+	} {
+		if got := defaultInFlight(c.drv); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// waitsForSalt stands for a driver that waits for Salt (no AnswersAtOnce).
+type waitsForSalt struct{ actions.Null }
+
+func (waitsForSalt) AnswersAtOnce() bool { return false }

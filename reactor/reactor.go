@@ -49,7 +49,8 @@ type Options struct {
 	// QueueSize bounds each lane's queue (zero: DefaultQueueSize).
 	QueueSize int
 	// InFlight is how many reactions' driver calls a lane may have in
-	// flight (zero: DefaultInFlight): a call the driver has not answered
+	// flight (zero: DefaultInFlight, or 1 for a driver that answers at
+	// once: AnswersAtOnce): a call the driver has not answered
 	// within 50 ms is handed over and the lane goes on with its next event
 	// (launch.go); 1 waits for each call, the lane handling one reaction
 	// at a time.
@@ -207,7 +208,7 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 		opts.MaxHops = DefaultMaxHops
 	}
 	if opts.InFlight <= 0 {
-		opts.InFlight = DefaultInFlight
+		opts.InFlight = defaultInFlight(opts.Driver)
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)

@@ -136,6 +136,10 @@ func New(c *natsbus.Conn, prefix, origin string) *Driver {
 // Name implements actions.Driver.
 func (d *Driver) Name() string { return "nats" }
 
+// AnswersAtOnce says a reaction is published to NATS, not run by Salt: a
+// call takes a round trip to the NATS server at most.
+func (d *Driver) AnswersAtOnce() bool { return true }
+
 // Supports implements actions.Driver: executors decide what they run.
 func (d *Driver) Supports(string) bool { return true }
 
