@@ -230,5 +230,9 @@ func (r *partRun) ackFloor() {
 	}
 	r.acked = f
 	r.mu.Unlock()
-	_ = f.Ack()
+	if f.Ack() == nil {
+		if md, err := f.Metadata(); err == nil {
+			r.p.noteAcked(md.Sequence.Stream)
+		}
+	}
 }
