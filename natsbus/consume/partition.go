@@ -186,6 +186,7 @@ type Partitioned struct {
 	ackedNew atomic.Bool   // acknowledged since the last trim
 	ackedTop atomic.Uint64 // the highest stream sequence acknowledged
 	trimmed  atomic.Int64
+	trimKick chan struct{} // an acknowledgement: trimLoop trims
 	trimDone chan struct{} // closed when trimLoop has returned
 }
 
@@ -222,7 +223,7 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 		old: map[int]*unit{}, byLease: map[string]int{},
 		owned: map[int]*partRun{}, leases: map[int]string{}, members: map[string]int{}, warned: map[string]bool{},
 		readAt: time.Now(), unowned: map[int]time.Time{},
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), trimDone: make(chan struct{}), cancel: cancel}
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), trimKick: make(chan struct{}, 1), trimDone: make(chan struct{}), cancel: cancel}
 	p.lookUpTrimmer(ctx)
 	for i := range o.Partitions {
 		p.addUnit(&unit{i: i, name: p.prefix + strconv.Itoa(i), lease: "lease." + strconv.Itoa(o.Partitions) + "." + strconv.Itoa(i),

@@ -39,6 +39,10 @@ func (p *Partitioned) noteAcked(seq uint64) {
 		}
 	}
 	p.ackedNew.Store(true)
+	select {
+	case p.trimKick <- struct{}{}:
+	default:
+	}
 }
 
 // lookUpTrimmer sets the stream's Trimmer, nil when the stream is not
@@ -62,19 +66,34 @@ func (p *Partitioned) lookUpTrimmer(ctx context.Context) {
 }
 
 // trimLoop trims the stream after this replica's acknowledgements until
-// Release (which trims once more, after its last acknowledgements).
+// Release (which trims once more, after its last acknowledgements). It
+// sleeps until an acknowledgement, a retry (the floor has not passed what
+// was acknowledged yet) or trimIdle (a look-up to try again); two rounds
+// are at least the wait trimRound returns apart.
 func (p *Partitioned) trimLoop() {
 	defer close(p.trimDone)
 	t := time.NewTimer(trimEvery)
 	defer t.Stop()
 	var st partTrim
+	var earliest time.Time // no round before
 	for {
 		select {
 		case <-p.quit:
 			return
+		case <-p.trimKick:
+			if d := time.Until(earliest); d > 0 {
+				t.Reset(d) // the round comes when the spacing allows
+				continue
+			}
 		case <-t.C:
 		}
-		t.Reset(p.trimRound(&st))
+		wait := p.trimRound(&st)
+		earliest = time.Now().Add(wait)
+		next := trimIdle
+		if !st.next.IsZero() {
+			next = max(wait, time.Until(st.next))
+		}
+		t.Reset(next)
 	}
 }
 
