@@ -51,6 +51,10 @@ func (k *Consumer) noteAcked(seq uint64, ts int64) {
 	}
 	k.ackedMu.Unlock()
 	k.ackedNew.Store(true)
+	select {
+	case k.trimKick <- struct{}{}:
+	default:
+	}
 	if full && k.warnedFull.CompareAndSwap(false, true) {
 		k.log.Warn("more events acknowledged above a held one than this replica remembers",
 			"detail", "if the consumer is recreated before the held one is acknowledged, the rest are delivered and react again",
@@ -126,19 +130,34 @@ type trimState struct {
 // trim purges the events every replica acknowledged from a stream marked
 // trimmed, after this Consumer's acknowledgements (see trimEvery), once
 // when it starts on a stream (what a predecessor acknowledged but did not
-// purge), and once more when the Consumer closes.
+// purge), and once more when the Consumer closes. Between rounds it
+// sleeps until an acknowledgement, a look again at a floor that had not
+// passed what was acknowledged, or trimIdle; two rounds are at least the
+// wait trimOnce returns apart.
 func (k *Consumer) trim() {
 	t := time.NewTimer(trimEvery)
 	defer t.Stop()
 	var st trimState
+	var earliest time.Time // no round before
 	for {
 		select {
 		case <-k.end:
 			k.trimOnce(&st, true)
 			return
+		case <-k.trimKick:
+			if d := time.Until(earliest); d > 0 {
+				t.Reset(d) // the round comes when the spacing allows
+				continue
+			}
 		case <-t.C:
 		}
-		t.Reset(k.trimOnce(&st, false))
+		wait := k.trimOnce(&st, false)
+		earliest = time.Now().Add(wait)
+		next := trimIdle
+		if st.left > 0 || k.ackedNew.Load() {
+			next = max(wait, time.Until(st.next))
+		}
+		t.Reset(next)
 	}
 }
 
