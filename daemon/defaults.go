@@ -86,6 +86,20 @@ func Defaults() Options {
 	}
 }
 
+// ShadowJetStreamSync is --jetstream-sync's default for reactord shadow:
+// NATS's own. Shadow mode dispatches nothing, so an event lost with the
+// machine costs a verdict, not a reaction, and flushing each write of the
+// embedded server was most of what shadow mode cost beside Salt.
+const ShadowJetStreamSync = 2 * time.Minute
+
+// ShadowDefaults returns reactord shadow's defaults: the daemon's, with
+// ShadowJetStreamSync.
+func ShadowDefaults() Options {
+	o := Defaults()
+	o.JetStreamSync = ShadowJetStreamSync
+	return o
+}
+
 // DefaultDriverOptions returns the drivers' defaults.
 func DefaultDriverOptions() DriverOptions {
 	return DriverOptions{
