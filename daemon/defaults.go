@@ -92,6 +92,12 @@ func Defaults() Options {
 // embedded server was most of what shadow mode cost beside Salt.
 const ShadowJetStreamSync = 2 * time.Minute
 
+// ShadowTrimEvery is how often reactord shadow trims the event stream at
+// most (natsbus.StreamOptions.TrimEvery): a purge per event cost more than
+// the rest of an event's path when events come one at a time, and an event
+// that comes again after a crash costs a verdict, not a reaction.
+const ShadowTrimEvery = time.Second
+
 // ShadowDefaults returns reactord shadow's defaults: the daemon's, with
 // ShadowJetStreamSync.
 func ShadowDefaults() Options {

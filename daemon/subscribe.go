@@ -16,6 +16,9 @@ import (
 func (d *Daemon) subscribe(ctx context.Context) error {
 	so := natsbus.StreamOptions{AckWait: d.opts.AckWait, MaxAckPending: MaxAckPending(d.opts.Queue, d.opts.Workers), Duplicates: d.opts.DedupeWindow,
 		Replicas: d.opts.StreamReplicas, Logger: d.log}
+	if d.opts.Shadow {
+		so.TrimEvery = ShadowTrimEvery
+	}
 	// The stream, the consumers and the buckets are created with
 	// retries while JetStream cannot yet (a cluster electing): until
 	// then, or until the daemon is told to stop.

@@ -89,6 +89,14 @@ type StreamOptions struct {
 	// adds the partitions' subjects to an existing stream, whose
 	// transform SetPartitionTransform changes once the consumers exist.
 	Partitions int
+	// TrimEvery is the shortest time between two trims of a trimmed
+	// stream by one replica (default DefaultTrimEvery): how long an
+	// acknowledged event may stay in the stream once every event before
+	// it was acknowledged, and so what a power loss or a SIGKILL of the
+	// embedded server's process can deliver again. A purge costs about
+	// the same for one event as for many: a longer time saves CPU when
+	// events come one at a time.
+	TrimEvery time.Duration
 	// Logger receives Consume's reports (a lost stream or consumer); nil
 	// discards them.
 	Logger *slog.Logger
@@ -103,6 +111,8 @@ const (
 	// DefaultDuplicates is the stream's duplicate window
 	// (StreamOptions.Duplicates).
 	DefaultDuplicates = 2 * time.Minute
+	// DefaultTrimEvery is StreamOptions.TrimEvery's default.
+	DefaultTrimEvery = 20 * time.Millisecond
 )
 
 // Defaults fills in the stream settings left empty.
@@ -127,6 +137,9 @@ func (o *StreamOptions) Defaults() {
 	}
 	if o.CheckEvery <= 0 {
 		o.CheckEvery = 5 * time.Second
+	}
+	if o.TrimEvery <= 0 {
+		o.TrimEvery = DefaultTrimEvery
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // Trimming the partitions' stream (natsbus.TrimmedForAll). Within
-// trimEvery of acknowledging a partition's events, a replica purges the
+// TrimEvery (StreamOptions) of acknowledging a partition's events, a replica purges the
 // stream up to what every consumer of the stream has acknowledged, one
 // purge for all the events acknowledged since the last, where interest
 // retention removed each event with a write of its own. While events it
@@ -72,7 +72,7 @@ func (p *Partitioned) lookUpTrimmer(ctx context.Context) {
 // are at least the wait trimRound returns apart.
 func (p *Partitioned) trimLoop() {
 	defer close(p.trimDone)
-	t := time.NewTimer(trimEvery)
+	t := time.NewTimer(p.o.TrimEvery)
 	defer t.Stop()
 	var st partTrim
 	var earliest time.Time // no round before
@@ -100,7 +100,7 @@ func (p *Partitioned) trimLoop() {
 // trimRound is one round of trimLoop; it returns the wait before the next.
 func (p *Partitioned) trimRound(st *partTrim) time.Duration {
 	if !p.c.NATS().IsConnected() {
-		return trimEvery
+		return p.o.TrimEvery
 	}
 	if p.relook.Load() && time.Now().After(st.relookAt) {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
@@ -110,12 +110,12 @@ func (p *Partitioned) trimRound(st *partTrim) time.Duration {
 	}
 	tr := p.trimmer.Load()
 	if tr == nil {
-		return trimEvery
+		return p.o.TrimEvery
 	}
 	fresh := p.ackedNew.Swap(false)
 	now := time.Now()
 	if !fresh && (st.floor >= p.ackedTop.Load() || now.Before(st.next)) {
-		return trimEvery // nothing new acknowledged; waiting for the floor
+		return p.o.TrimEvery // nothing new acknowledged; waiting for the floor
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
@@ -126,7 +126,7 @@ func (p *Partitioned) trimRound(st *partTrim) time.Duration {
 			p.trimmer.CompareAndSwap(tr, nil)
 			p.log.Warn("the JetStream stream was replaced by one that is not trimmed", "stream", p.o.Stream,
 				"detail", "acknowledged events are no longer purged by this replica")
-			return trimEvery
+			return p.o.TrimEvery
 		}
 		st.failures++
 		if st.failures == 1 || st.failures%100 == 0 {
@@ -147,12 +147,12 @@ func (p *Partitioned) trimRound(st *partTrim) time.Duration {
 	p.trimmed.Add(int64(purged))
 	st.floor = floor
 	if floor < p.ackedTop.Load() {
-		st.backoff = min(max(2*st.backoff, trimEvery), trimIdle)
+		st.backoff = min(max(2*st.backoff, p.o.TrimEvery), trimIdle)
 		st.next = now.Add(st.backoff)
 	} else {
 		st.backoff, st.next = 0, time.Time{}
 	}
-	return max(trimEvery, trimCostFactor*took)
+	return max(p.o.TrimEvery, trimCostFactor*took)
 }
 
 // trimLast trims once more after Release's last acknowledgements.
