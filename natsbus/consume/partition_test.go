@@ -269,8 +269,8 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx := context.Background()
 	h := &numbered{t: t, c: c}
-	// A stream made for partitions (interest retention); the shared
-	// consumer reads it first.
+	// A stream made for partitions (trimmed to what all its consumers
+	// acknowledged); the shared consumer reads it first.
 	if err := c.EnsureStream(ctx, natsbus.StreamOptions{Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestChangingPartitionsDrainsTheFormerOnes(t *testing.T) {
 	ctx := context.Background()
 	d := &draining{t: t, c: c, log: newOrderLog()}
 	// The consumers of 3 partitions, so that the stream keeps events for
-	// them (interest retention).
+	// them (it is trimmed to what all its consumers acknowledged).
 	p0, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 3, LeaseTTL: 2 * time.Second}, d.handle)
 	if err != nil {
 		t.Fatal(err)
