@@ -58,7 +58,8 @@ func stampOf(ev event.Event) time.Time {
 //     fun_args and user ("Reactor") as Salt's reactor's jobs, where the
 //     master's clear functions gave other shapes;
 //   - the engine's pool: 12 two-second runners never run more than its
-//     worker_threads (3) at once, and all 12 run;
+//     worker_threads (3) at once, though spread over its two worker
+//     processes (each runner says its process), and all 12 run;
 //   - its socket: mode 0600, another user cannot connect, and a request
 //     of another kind is refused and logged in the master's log.
 func TestEngineOnRealSalt(t *testing.T) {
@@ -87,12 +88,15 @@ five_{{ data['n'] }}:
 	runner := filepath.Join(dir, "runner.sls")
 	writeFile(t, runner, "runner_{{ data['n'] }}:\n  runner.test.arg:\n    - args:\n      - n: {{ data['n'] }}\n")
 	sleeper := filepath.Join(dir, "sleep.sls")
-	writeFile(t, sleeper, "sleep_{{ data['n'] }}:\n  runner.test.sleep:\n    - s_time: 2\n")
+	writeFile(t, sleeper, "sleep_{{ data['n'] }}:\n  runner.rdsleep.pid:\n    - s_time: 2\n")
+	// test.sleep, answering with the process it ran in.
+	writeFile(t, filepath.Join(dir, "runners", "rdsleep.py"), "import os, time\n\n\ndef pid(s_time=1):\n    time.sleep(s_time)\n    return os.getpid()\n")
 	rules := func(prefix string) string {
 		return "  - '" + prefix + "/five/*':\n    - " + five + "\n  - '" + prefix + "/jobs/*':\n    - " + wheel + "\n    - " + runner + "\n"
 	}
 	e := startSalt(t, saltOptions{minions: []string{"web1"}, noAPI: true,
-		masterExtra: engineConfig("{worker_threads: 3}") + "reactor:\n" + rules("myco/salt")})
+		masterExtra: engineConfig("{worker_threads: 3, worker_processes: 2}") + "runner_dirs:\n  - " + filepath.Join(dir, "runners") + "\n" +
+			"reactor:\n" + rules("myco/salt")})
 	sock := waitEngine(t, e)
 	r := startReactordRules(t, e, "master", filepath.Join(rootDir(), "examples/reactor/revert-on-inotify/revert.sls"),
 		rules("myco/rd")+"  - 'myco/sleep/*':\n    - "+sleeper+"\n", "--no-loop-guard")
@@ -212,7 +216,7 @@ five_{{ data['n'] }}:
 		pushEvents(t, e.sockDir, evs)
 		sleeps := func(suffix string) []event.Event {
 			return r.seen(func(ev event.Event) bool {
-				return strings.HasPrefix(ev.Tag, "salt/run/") && strings.HasSuffix(ev.Tag, suffix) && ev.Data["fun"] == "runner.test.sleep"
+				return strings.HasPrefix(ev.Tag, "salt/run/") && strings.HasSuffix(ev.Tag, suffix) && ev.Data["fun"] == "runner.rdsleep.pid"
 			})
 		}
 		waitFor(t, 120*time.Second, "every sleep's return", func() error {
@@ -243,12 +247,25 @@ five_{{ data['n'] }}:
 			running += ed.delta
 			most = max(most, running)
 		}
-		t.Logf("%d sleeps started, %d returned; at most %d at once (worker_threads %d)", len(sleeps("/new")), len(sleeps("/ret")), most, threads)
+		pids := map[string]int{}
+		for _, ev := range sleeps("/ret") {
+			pids[fmt.Sprint(ev.Data["return"])]++
+		}
+		t.Logf("%d sleeps started, %d returned; at most %d at once (worker_threads %d); by process: %v", len(sleeps("/new")), len(sleeps("/ret")), most, threads, pids)
 		if len(sleeps("/new")) != n || most > threads || most < threads {
 			t.Errorf("%d sleeps started (want %d), at most %d at once (want %d)", len(sleeps("/new")), n, most, threads)
 		}
-		if b, _ := os.ReadFile(filepath.Join(e.dir, "log", "master")); !strings.Contains(string(b), "wait for a free thread") {
+		if len(pids) != 2 {
+			t.Errorf("the sleeps ran in %d processes (%v), want the engine's 2 worker processes", len(pids), pids)
+		}
+		b, _ := os.ReadFile(filepath.Join(e.dir, "log", "master"))
+		if !strings.Contains(string(b), "wait for a free thread") {
 			t.Error("the master's log does not say that reactions waited for a free thread")
+		}
+		for _, w := range []string{"reactord-worker-0 ready", "reactord-worker-1 ready"} {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("the master's log does not say %q", w)
+			}
 		}
 	})
 
