@@ -548,7 +548,7 @@ class _WorkerProcess(salt.utils.process.SignalHandlingProcess):
     def run(self):
         for conn in self.inherited:
             conn.close()
-        _close_engine_sockets(self.path)
+        _close_engine_sockets(self.path, self.opts.get("sock_dir"))
         sys.setswitchinterval(0.005)  # Python's: nothing here answers requests
         # The clients of Salt's reactor's cache, made again after
         # reactor_refresh_interval as in the engine's process.
@@ -590,10 +590,13 @@ class _WorkerProcess(salt.utils.process.SignalHandlingProcess):
             jobs.put((number, kind, fun, kwargs))
 
 
-def _close_engine_sockets(path):
+def _close_engine_sockets(path, sock_dir):
     """Close, in a worker process, the copies of the engine's listening
-    socket and of its connections that the fork gave it: a connection a
-    worker holds would not end when the engine closes it."""
+    socket and of its connections that the fork gave it (a connection a
+    worker holds would not end when the engine closes it), and of its
+    connections to the master's event sockets in sock_dir (a worker
+    started again after one ended inherits the engine's subscription to
+    the master's bus, which nothing would read)."""
     try:
         names = os.listdir("/proc/self/fd")
     except OSError:
@@ -604,15 +607,27 @@ def _close_engine_sockets(path):
             sock = socket.socket(fileno=fd)
         except (ValueError, OSError):
             continue
+        ours = False
         try:
-            ours = sock.family == socket.AF_UNIX and sock.getsockname() == path
+            if sock.family == socket.AF_UNIX:
+                ours = sock.getsockname() == path
+                if not ours and sock_dir:
+                    peer = sock.getpeername()
+                    ours = isinstance(peer, str) and os.path.dirname(peer) == os.path.normpath(sock_dir)
         except OSError:
-            ours = False
+            pass
         finally:
             sock.detach()
         if ours:
+            # /dev/null in its place rather than a close: an object of the
+            # engine's copied here may close the number later, which then
+            # must not be a socket this process opened since.
             try:
-                os.close(fd)
+                null = os.open(os.devnull, os.O_RDWR)
+                try:
+                    os.dup2(null, fd)
+                finally:
+                    os.close(null)
             except OSError:
                 pass
 
