@@ -20,6 +20,7 @@ Configuration (the master's configuration, e.g. /etc/salt/master.d/reactord.conf
           # all optional:
           socket: /var/run/salt/master/reactord.ipc   # default: sock_dir/reactord.ipc
           worker_threads: 10       # default: the master's reactor_worker_threads
+          worker_processes: 2      # default: the host's cores, at most 4; 0 or 1: threads only
           salt_calls: read-only    # or a list of function globs
           manage: true             # salt-run reactor.* requests, handed to reactord
 
@@ -32,9 +33,11 @@ in a frame with the same id:
 - ``{"kind": "runner", "low": CHUNK}`` and ``{"kind": "wheel", "low":
   CHUNK}``: a reaction's compiled low chunk, run through Salt's own
   ``ReactWrap.run`` (the same arguments, ``__user__: Reactor``, the same
-  job events). At most ``worker_threads`` run at once; past that a
-  request waits for a free thread (none is dropped) and is answered once
-  its job starts: ``{"jid": JID}``.
+  job events). At most ``worker_threads`` run at once, counted across
+  the engine's worker processes (one count, kept by the engine's own
+  process, which hands each job to the least busy worker process); past
+  that a request waits for a free thread (none is dropped) and is
+  answered once its job starts: ``{"jid": JID}``.
 - ``{"kind": "call", "fun": NAME, "arg": [...], "kwarg": {...}}``: an
   execution function for a render, answered ``{"return": VALUE}``. Only
   the functions ``salt_calls`` allows (read-only ones by default).
@@ -69,7 +72,9 @@ import datetime
 import fnmatch
 import hmac
 import logging
+import multiprocessing
 import os
+import pickle
 import queue
 import socket
 import struct
@@ -85,6 +90,7 @@ import salt.utils.event
 import salt.utils.jid
 import salt.utils.master
 import salt.utils.msgpack
+import salt.utils.process
 import salt.utils.reactor
 import salt.wheel
 
@@ -202,7 +208,7 @@ class _Wrap(salt.utils.reactor.ReactWrap):
         # __jid__ (set here, past ReactWrap.run's checks of the arguments).
         kwargs["__jid__"] = self.local_state.jid
         try:
-            self.engine.start_job(self.local_state.conn, client.low, fun, kwargs)
+            self.engine.start_job(self.local_state.conn, kind, client.low, fun, kwargs)
         except RequestError as exc:
             # ReactWrap.run would log it as a failed reaction: keep it for
             # the answer instead.
@@ -215,13 +221,17 @@ class _Wrap(salt.utils.reactor.ReactWrap):
 class Engine:
     """The engine's state: the clients, the loader, the pool's bound."""
 
-    def __init__(self, opts, path, workers, calls, manage=None):
+    def __init__(self, opts, path, workers, calls, manage=None, pool=None):
         self.opts = opts
         self.manage = manage
         self.path = path
         self.workers = workers
         self.calls = calls
+        # The one count of running jobs, for this process's threads and the
+        # worker processes alike: a slot is taken here before a job is
+        # handed out and given back when its worker says it ended.
         self.slots = threading.BoundedSemaphore(workers)
+        self.pool = pool
         # The pool's threads are daemons, as Salt's reactor's: stopping the
         # master does not wait for a running orchestration.
         self.jobs = queue.SimpleQueue()
@@ -257,9 +267,10 @@ class Engine:
             self.last_jid = stamp
             return stamp + sep + rest
 
-    def start_job(self, conn, low_fn, fun, kwargs):
-        """Run low_fn(fun, kwargs) in a thread of the pool once one is free;
-        while waiting, give up if the requester hung up."""
+    def start_job(self, conn, kind, low_fn, fun, kwargs):
+        """Run a kind job, fun with kwargs, once a slot is free: in a worker
+        process when there are some, else low_fn(fun, kwargs) in a thread
+        of this process; while waiting, give up if the requester hung up."""
         with self.count_lock:
             self.waiting += 1
         try:
@@ -280,18 +291,25 @@ class Engine:
         with self.count_lock:
             self.running += 1
 
+        def done():
+            with self.count_lock:
+                self.running -= 1
+            self.slots.release()
+
+        # A worker process takes it, or a standing thread here: no wait for
+        # a new thread or process to start (the answer goes out at once;
+        # the slot bounds what runs).
+        if self.pool is not None and self.pool.submit(kind, fun, kwargs, done):
+            return
+
         def run():
             try:
                 low_fn(fun, kwargs)
             except Exception:  # pylint: disable=broad-except
                 log.error("reactord engine: %s failed", fun, exc_info=True)
             finally:
-                with self.count_lock:
-                    self.running -= 1
-                self.slots.release()
+                done()
 
-        # A standing thread takes it: no wait for a new thread to start
-        # (the answer goes out at once; the slot bounds what runs).
         self.jobs.put(run)
 
     def _work(self):
@@ -307,10 +325,12 @@ class Engine:
             self.waiting_logged = now
             waiting, running = self.waiting, self.running
         log.info(
-            "reactord engine: %d reaction(s) wait for a free thread (%d running, worker_threads %d); none is dropped",
+            "reactord engine: %d reaction(s) wait for a free thread (%d running, worker_threads %d, "
+            "over %d worker process(es)); none is dropped",
             waiting,
             running,
             self.workers,
+            self.pool.live() if self.pool is not None else 0,
         )
 
     def allowed(self, fun, args, kwargs):
@@ -384,6 +404,232 @@ class Engine:
         # dunders (config.items returns __opts__) is read there, where it
         # has a value, as Salt's reactor reads its own opts.
         return {"return": functions.run(lambda: _plain(functions[fun](*args, **kwargs)))}
+
+
+class _Child:
+    """One worker process, as the engine's process sees it."""
+
+    def __init__(self, index, proc, conn):
+        self.index = index
+        self.proc = proc
+        self.conn = conn
+        self.send_lock = threading.Lock()
+        # job number -> [done callback, sent]; under the pool's lock
+        self.running = {}
+        self.alive = True
+
+
+class _Pool:
+    """The engine's worker processes. Each runs runner and wheel jobs with
+    its own RunnerClient and WheelClient, made in it after the fork; the
+    engine's process hands each job to the least busy one and keeps the
+    one count of what runs (Engine.slots): a job's slot is given back when
+    its worker says the job ended, or when the worker ends."""
+
+    def __init__(self, opts, count, threads, path):
+        self.opts = opts
+        self.threads = threads
+        self.path = path
+        self.lock = threading.Lock()
+        self.seq = 0
+        self.turn = 0
+        self.children = []
+        # All forked before any thread of the engine's runs.
+        for index in range(count):
+            self.children.append(self._spawn(index))
+        for child in self.children:
+            self._read_in_thread(child)
+
+    def _spawn(self, index):
+        """A new worker process (before the engine's threads run, or under
+        self.lock)."""
+        parent_end, child_end = multiprocessing.Pipe()
+        # The worker closes its copies of the other workers' ends and of
+        # its own: each sees its pipe end when the engine's process ends.
+        inherited = [c.conn for c in self.children] + [parent_end]
+        proc = _WorkerProcess(self.opts, child_end, inherited, self.threads, self.path, name=f"reactord-worker-{index}")
+        proc.start()
+        child_end.close()
+        return _Child(index, proc, parent_end)
+
+    def _read_in_thread(self, child):
+        threading.Thread(target=self._read, args=(child,), name=f"reactord-worker-{child.index}-ends", daemon=True).start()
+
+    def live(self):
+        with self.lock:
+            return sum(1 for c in self.children if c.alive)
+
+    def submit(self, kind, fun, kwargs, done):
+        """Hand a job to a worker process; done() once it ended. False when
+        no worker took it (it did not run: the caller runs it)."""
+        try:
+            payload = pickle.dumps((kind, fun, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # pylint: disable=broad-except
+            log.warning("reactord engine: %s %s cannot go to a worker process: run in the engine's process", kind, fun, exc_info=True)
+            return False
+        with self.lock:
+            live = [c for c in self.children if c.alive]
+            if not live:
+                return False
+            self.seq += 1
+            number = self.seq
+            # The least busy, the first in turn among equals.
+            self.turn = (self.turn + 1) % len(live)
+            child = min(live[self.turn:] + live[: self.turn], key=lambda c: len(c.running))
+            entry = child.running[number] = [done, False]
+        try:
+            with child.send_lock:
+                child.conn.send_bytes(struct.pack("!Q", number) + payload)
+            sent = True
+        except (OSError, ValueError):
+            sent = False
+        with self.lock:
+            if not sent:
+                child.running.pop(number, None)
+                return False
+            if child.running.get(number) is not entry:
+                return True  # it ended already, and done() was called
+            if child.alive:
+                entry[1] = True
+                return True
+            del child.running[number]
+        done()  # it went to a worker that ended meanwhile
+        return True
+
+    def _read(self, child):
+        """Give back the slots of child's jobs as they end; when child
+        ends, those of the jobs it was running, and start another."""
+        while True:
+            try:
+                msg = child.conn.recv_bytes()
+            except (EOFError, OSError):
+                break
+            (number,) = struct.unpack("!Q", msg[:8])
+            with self.lock:
+                entry = child.running.pop(number, None)
+            if entry is not None:
+                entry[0]()
+        with self.lock:
+            child.alive = False
+            lost = [n for n, e in child.running.items() if e[1]]
+            dones = [child.running.pop(n)[0] for n in lost]
+        for done in dones:
+            done()
+        child.conn.close()
+        child.proc.join(5)
+        log.error(
+            "reactord engine: worker process %s (pid %s) ended (exit code %s) with %d job(s) running, "
+            "which ended with it (not run again); starting another",
+            child.index,
+            child.proc.pid,
+            child.proc.exitcode,
+            len(dones),
+        )
+        time.sleep(1)  # not a fork a second, should it end at once again
+        with self.lock:
+            new = self.children[child.index] = self._spawn(child.index)
+        self._read_in_thread(new)
+
+
+class _WorkerProcess(salt.utils.process.SignalHandlingProcess):
+    """A worker process: runs the runner and wheel jobs the engine's
+    process hands it, in standing threads, with clients of its own, and
+    says when each ended. Salt's process class: its logging goes to the
+    master's log, and the master's stopping stops it (its pipe's end too)."""
+
+    def __init__(self, opts, conn, inherited, threads, path, **kwargs):
+        super().__init__(**kwargs)
+        self.opts = opts
+        self.conn = conn
+        self.inherited = inherited
+        self.threads = threads
+        self.path = path
+
+    def run(self):
+        for conn in self.inherited:
+            conn.close()
+        _close_engine_sockets(self.path, self.opts.get("sock_dir"))
+        sys.setswitchinterval(0.005)  # Python's: nothing here answers requests
+        # The clients of Salt's reactor's cache, made again after
+        # reactor_refresh_interval as in the engine's process.
+        wrap = _Wrap(self.opts, None)
+        for kind in ("runner", "wheel"):
+            wrap.populate_client_cache({"state": kind})
+            getattr(wrap.client_cache[kind], "mminion", None)  # loaded now, not by the first job
+        jobs = queue.SimpleQueue()
+        send_lock = threading.Lock()
+
+        def work():
+            while True:
+                number, kind, fun, kwargs = jobs.get()
+                try:
+                    with wrap.client_cache.lock:
+                        wrap.populate_client_cache({"state": kind})
+                        client = wrap.client_cache[kind]
+                    client.low(fun, kwargs)
+                except Exception:  # pylint: disable=broad-except
+                    log.error("reactord engine: %s failed", fun, exc_info=True)
+                finally:
+                    try:
+                        with send_lock:
+                            self.conn.send_bytes(struct.pack("!Q", number))
+                    except (OSError, ValueError):
+                        pass  # the engine's process ended: so does this one, below
+
+        for i in range(self.threads):
+            threading.Thread(target=work, name=f"reactord-job-{i}", daemon=True).start()
+        log.info("reactord engine: worker process %s ready (pid %d, %d threads)", self.name, os.getpid(), self.threads)
+        while True:
+            try:
+                msg = self.conn.recv_bytes()
+            except (EOFError, OSError):
+                log.info("reactord engine: worker process %s: the engine's process ended; exiting", self.name)
+                return
+            (number,) = struct.unpack("!Q", msg[:8])
+            kind, fun, kwargs = pickle.loads(msg[8:])
+            jobs.put((number, kind, fun, kwargs))
+
+
+def _close_engine_sockets(path, sock_dir):
+    """Close, in a worker process, the copies of the engine's listening
+    socket and of its connections that the fork gave it (a connection a
+    worker holds would not end when the engine closes it), and of its
+    connections to the master's event sockets in sock_dir (a worker
+    started again after one ended inherits the engine's subscription to
+    the master's bus, which nothing would read)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return
+    for name in names:
+        try:
+            fd = int(name)
+            sock = socket.socket(fileno=fd)
+        except (ValueError, OSError):
+            continue
+        ours = False
+        try:
+            if sock.family == socket.AF_UNIX:
+                ours = sock.getsockname() == path
+                if not ours and sock_dir:
+                    peer = sock.getpeername()
+                    ours = isinstance(peer, str) and os.path.dirname(peer) == os.path.normpath(sock_dir)
+        except OSError:
+            pass
+        finally:
+            sock.detach()
+        if ours:
+            # /dev/null in its place rather than a close: an object of the
+            # engine's copied here may close the number later, which then
+            # must not be a socket this process opened since.
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                try:
+                    os.dup2(null, fd)
+                finally:
+                    os.close(null)
+            except OSError:
+                pass
 
 
 class Manage:
@@ -630,12 +876,38 @@ def _listen(path):
     return sock
 
 
-def start(socket=None, worker_threads=None, salt_calls="read-only", manage=True):  # pylint: disable=redefined-outer-name
+def default_processes():
+    """worker_processes by default: the host's cores (those this process
+    may use), at most 4."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
+def start(socket=None, worker_threads=None, salt_calls="read-only", manage=True, worker_processes=None):  # pylint: disable=redefined-outer-name
     """The engine's entry point: serve reactord's master driver until the
     master stops."""
     opts = __opts__  # pylint: disable=undefined-variable
     path = socket or os.path.join(opts["sock_dir"], SOCKET_NAME)
     workers = int(worker_threads or opts.get("reactor_worker_threads") or 10)
+    processes = default_processes() if worker_processes is None else int(worker_processes)
+    processes = min(processes, workers)  # no more processes than jobs at once
+    pool = None
+    if processes > 1:
+        if multiprocessing.get_start_method(allow_none=False) != "fork":
+            # A worker process starts as a copy of this one: the engine's
+            # module, which Salt's loader made, is not importable by name.
+            log.warning(
+                "reactord engine: worker_processes %d needs processes started by fork (this Python starts them by %s): "
+                "runner and wheel reactions run in this process's threads",
+                processes,
+                multiprocessing.get_start_method(allow_none=False),
+            )
+        else:
+            # First, before this process loads clients or starts threads.
+            pool = _Pool(opts, processes, workers, path)
     if isinstance(salt_calls, str):
         salt_calls = [w.strip() for w in salt_calls.split(",") if w.strip()]
     calls = []
@@ -645,7 +917,7 @@ def start(socket=None, worker_threads=None, salt_calls="read-only", manage=True)
     # switch interval than Python's 5 ms keeps an answer from waiting for
     # the interpreter lock behind ten running runners (this process only).
     sys.setswitchinterval(0.0005)
-    engine = Engine(opts, path, workers, calls, Manage(opts) if manage else None)
+    engine = Engine(opts, path, workers, calls, Manage(opts) if manage else None, pool)
     # Load the runner and wheel functions now, as Salt's reactor does, so
     # that the pool's threads do not race to load them.
     for kind in ("runner", "wheel"):
@@ -655,9 +927,10 @@ def start(socket=None, worker_threads=None, salt_calls="read-only", manage=True)
     if engine.manage is not None:
         threading.Thread(target=engine.manage.listen, name="reactord-manage", daemon=True).start()
     log.info(
-        "reactord engine: listening on %s (runner and wheel reactions, %d at once; render-time calls)",
+        "reactord engine: listening on %s (runner and wheel reactions, %d at once, %s; render-time calls)",
         path,
         workers,
+        f"over {processes} worker processes" if pool is not None else "in this process's threads",
     )
     while True:
         try:

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,7 +59,8 @@ func stampOf(ev event.Event) time.Time {
 //     fun_args and user ("Reactor") as Salt's reactor's jobs, where the
 //     master's clear functions gave other shapes;
 //   - the engine's pool: 12 two-second runners never run more than its
-//     worker_threads (3) at once, and all 12 run;
+//     worker_threads (3) at once, though spread over its two worker
+//     processes (each runner says its process), and all 12 run;
 //   - its socket: mode 0600, another user cannot connect, and a request
 //     of another kind is refused and logged in the master's log.
 func TestEngineOnRealSalt(t *testing.T) {
@@ -87,12 +89,15 @@ five_{{ data['n'] }}:
 	runner := filepath.Join(dir, "runner.sls")
 	writeFile(t, runner, "runner_{{ data['n'] }}:\n  runner.test.arg:\n    - args:\n      - n: {{ data['n'] }}\n")
 	sleeper := filepath.Join(dir, "sleep.sls")
-	writeFile(t, sleeper, "sleep_{{ data['n'] }}:\n  runner.test.sleep:\n    - s_time: 2\n")
+	writeFile(t, sleeper, "sleep_{{ data['n'] }}:\n  runner.rdsleep.pid:\n    - s_time: {{ data['s'] }}\n")
+	// test.sleep, answering with the process it ran in.
+	writeFile(t, filepath.Join(dir, "runners", "rdsleep.py"), "import os, time\n\n\ndef pid(s_time=1):\n    time.sleep(s_time)\n    return os.getpid()\n")
 	rules := func(prefix string) string {
 		return "  - '" + prefix + "/five/*':\n    - " + five + "\n  - '" + prefix + "/jobs/*':\n    - " + wheel + "\n    - " + runner + "\n"
 	}
 	e := startSalt(t, saltOptions{minions: []string{"web1"}, noAPI: true,
-		masterExtra: engineConfig("{worker_threads: 3}") + "reactor:\n" + rules("myco/salt")})
+		masterExtra: engineConfig("{worker_threads: 3, worker_processes: 2}") + "runner_dirs:\n  - " + filepath.Join(dir, "runners") + "\n" +
+			"reactor:\n" + rules("myco/salt")})
 	sock := waitEngine(t, e)
 	r := startReactordRules(t, e, "master", filepath.Join(rootDir(), "examples/reactor/revert-on-inotify/revert.sls"),
 		rules("myco/rd")+"  - 'myco/sleep/*':\n    - "+sleeper+"\n", "--no-loop-guard")
@@ -203,34 +208,25 @@ five_{{ data['n'] }}:
 		}
 	})
 
-	t.Run("pool bound", func(t *testing.T) {
-		const n, threads = 12, 3
-		evs := make([]event.Event, n)
-		for i := range evs {
-			evs[i] = event.Event{Tag: fmt.Sprintf("myco/sleep/%d", i), Data: map[string]any{"n": i}}
-		}
-		pushEvents(t, e.sockDir, evs)
-		sleeps := func(suffix string) []event.Event {
-			return r.seen(func(ev event.Event) bool {
-				return strings.HasPrefix(ev.Tag, "salt/run/") && strings.HasSuffix(ev.Tag, suffix) && ev.Data["fun"] == "runner.test.sleep"
-			})
-		}
-		waitFor(t, 120*time.Second, "every sleep's return", func() error {
-			if got := len(sleeps("/ret")); got < n {
-				return fmt.Errorf("%d of %d", got, n)
-			}
-			return nil
+	// The sleeps' job events, and how many of the jobs in jids ran at once
+	// (by their events' stamps).
+	sleeps := func(suffix string) []event.Event {
+		return r.seen(func(ev event.Event) bool {
+			return strings.HasPrefix(ev.Tag, "salt/run/") && strings.HasSuffix(ev.Tag, suffix) && ev.Data["fun"] == "runner.rdsleep.pid"
 		})
+	}
+	atOnce := func(jids map[any]bool) int {
 		type edge struct {
 			at    time.Time
 			delta int
 		}
 		var edges []edge
-		for _, ev := range sleeps("/new") {
-			edges = append(edges, edge{stampOf(ev), 1})
-		}
-		for _, ev := range sleeps("/ret") {
-			edges = append(edges, edge{stampOf(ev), -1})
+		for suffix, delta := range map[string]int{"/new": 1, "/ret": -1} {
+			for _, ev := range sleeps(suffix) {
+				if jids[ev.Data["jid"]] {
+					edges = append(edges, edge{stampOf(ev), delta})
+				}
+			}
 		}
 		sort.SliceStable(edges, func(i, j int) bool {
 			if edges[i].at.Equal(edges[j].at) {
@@ -243,12 +239,118 @@ five_{{ data['n'] }}:
 			running += ed.delta
 			most = max(most, running)
 		}
-		t.Logf("%d sleeps started, %d returned; at most %d at once (worker_threads %d)", len(sleeps("/new")), len(sleeps("/ret")), most, threads)
-		if len(sleeps("/new")) != n || most > threads || most < threads {
+		return most
+	}
+	pushSleeps := func(from, n, seconds int) {
+		evs := make([]event.Event, n)
+		for i := range evs {
+			evs[i] = event.Event{Tag: fmt.Sprintf("myco/sleep/%d", from+i), Data: map[string]any{"n": from + i, "s": seconds}}
+		}
+		pushEvents(t, e.sockDir, evs)
+	}
+	masterLog := func() string {
+		b, _ := os.ReadFile(filepath.Join(e.dir, "log", "master"))
+		return string(b)
+	}
+	const threads = 3
+	workers := map[string]int{} // the worker processes' pids, by the sleeps' returns
+
+	t.Run("pool bound", func(t *testing.T) {
+		const n = 12
+		pushSleeps(0, n, 2)
+		waitFor(t, 120*time.Second, "every sleep's return", func() error {
+			if got := len(sleeps("/ret")); got < n {
+				return fmt.Errorf("%d of %d", got, n)
+			}
+			return nil
+		})
+		all := map[any]bool{}
+		for _, ev := range sleeps("/new") {
+			all[ev.Data["jid"]] = true
+		}
+		most := atOnce(all)
+		for _, ev := range sleeps("/ret") {
+			workers[fmt.Sprint(ev.Data["return"])]++
+		}
+		t.Logf("%d sleeps started, %d returned; at most %d at once (worker_threads %d); by process: %v", len(sleeps("/new")), len(sleeps("/ret")), most, threads, workers)
+		if len(sleeps("/new")) != n || most != threads {
 			t.Errorf("%d sleeps started (want %d), at most %d at once (want %d)", len(sleeps("/new")), n, most, threads)
 		}
-		if b, _ := os.ReadFile(filepath.Join(e.dir, "log", "master")); !strings.Contains(string(b), "wait for a free thread") {
+		if len(workers) != 2 {
+			t.Errorf("the sleeps ran in %d processes (%v), want the engine's 2 worker processes", len(workers), workers)
+		}
+		if !strings.Contains(masterLog(), "wait for a free thread") {
 			t.Error("the master's log does not say that reactions waited for a free thread")
+		}
+		for _, w := range []string{"reactord-worker-0 ready", "reactord-worker-1 ready"} {
+			if !strings.Contains(masterLog(), w) {
+				t.Errorf("the master's log does not say %q", w)
+			}
+		}
+	})
+
+	// Both worker processes killed while running the three jobs the bound
+	// allows: their slots come back (none would run after otherwise), new
+	// workers take the next jobs, again at most three at once.
+	t.Run("worker processes that end", func(t *testing.T) {
+		if len(workers) != 2 {
+			t.Skip("no two worker processes seen")
+		}
+		before := map[any]bool{}
+		for _, ev := range sleeps("/new") {
+			before[ev.Data["jid"]] = true
+		}
+		pushSleeps(100, threads, 600)
+		waitFor(t, 60*time.Second, "the long sleeps' start", func() error {
+			if got := len(sleeps("/new")) - len(before); got < threads {
+				return fmt.Errorf("%d of %d", got, threads)
+			}
+			return nil
+		})
+		for pid := range workers {
+			p, _ := strconv.Atoi(pid)
+			if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+				t.Fatalf("killing worker process %d: %v", p, err)
+			}
+		}
+		waitFor(t, 30*time.Second, "the engine's note of its workers' end", func() error {
+			if c := strings.Count(masterLog(), "ready (pid"); c < 4 {
+				return fmt.Errorf("%d workers ready, want 2 more", c)
+			}
+			return nil
+		})
+		for _, ev := range sleeps("/new") {
+			before[ev.Data["jid"]] = true
+		}
+		const n = 6
+		pushSleeps(200, n, 2)
+		after := map[any]bool{}
+		waitFor(t, 120*time.Second, "the next sleeps' return", func() error {
+			for _, ev := range sleeps("/ret") {
+				if !before[ev.Data["jid"]] {
+					after[ev.Data["jid"]] = true
+					if workers[fmt.Sprint(ev.Data["return"])] > 0 {
+						return fmt.Errorf("a sleep returned from killed worker %v", ev.Data["return"])
+					}
+				}
+			}
+			if len(after) < n {
+				return fmt.Errorf("%d of %d", len(after), n)
+			}
+			return nil
+		})
+		lost := 0
+		for _, line := range strings.Split(masterLog(), "\n") {
+			if i := strings.Index(line, " job(s) running, which ended with it"); i >= 0 && strings.Contains(line, "reactord engine: worker process") {
+				f := strings.Fields(line[:i])
+				c, _ := strconv.Atoi(f[len(f)-1])
+				lost += c
+			}
+		}
+		most := atOnce(after)
+		t.Logf("after both workers were killed (%d jobs ended with them): %d sleeps returned, at most %d at once", lost, len(after), most)
+		if most != threads || lost != threads {
+			t.Errorf("want %d at once after the workers ended (slots given back), and %d jobs ended with them: %d at once, %d ended", threads, threads, most, lost)
 		}
 	})
 

@@ -92,9 +92,13 @@ func TestStorm(t *testing.T) {
 				writeFile(t, sls, "highstate_on_start:\n  local.state.apply:\n    - tgt: {{ data['id'] }}\n")
 				extra = "reactor:\n  - 'salt/minion/*/start':\n    - " + sls + "\n" + runnerRule
 			}
+			engine := contender == "reactord-master-engine" || strings.HasPrefix(contender, "reactord-master-engine-procs")
 			if contender == "reactord-master-engine" {
 				// reactord's Salt engine in the master, at its defaults.
 				extra = engineConfig("{}")
+			} else if procs, ok := strings.CutPrefix(contender, "reactord-master-engine-procs"); ok {
+				// ... with worker_processes N.
+				extra = engineConfig("{worker_processes: " + procs + "}")
 			}
 			e := startSalt(t, saltOptions{minions: minions, masterExtra: extra, minionExtra: ""})
 			e.startMinions()
@@ -134,8 +138,9 @@ func TestStorm(t *testing.T) {
 				rd = startReactord(t, e, "exec", "--no-loop-guard", "--exec-max-procs", "1")
 			case "reactord-saltapi-guard-on":
 				rd = startReactord(t, e, "saltapi")
-			case "reactord-master", "reactord-master-engine":
-				if contender == "reactord-master-engine" {
+			case "reactord-master", "reactord-master-engine", "reactord-master-engine-procs1", "reactord-master-engine-procs2",
+				"reactord-master-engine-procs3", "reactord-master-engine-procs4":
+				if engine {
 					waitEngine(t, e)
 				}
 				root, _ := filepath.Abs("../..")
