@@ -113,8 +113,10 @@ func (d *Daemon) changeRules(ctx context.Context, req masterdriver.ManageRequest
 	}
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
-	if ctx.Err() != nil {
-		// Waited behind a reload past the engine's patience.
+	if dl, ok := ctx.Deadline(); ctx.Err() != nil || (ok && !time.Now().Before(dl)) {
+		// Waited behind a reload past the engine's patience (the
+		// deadline read too: a context's cancellation reaches its
+		// children a moment after its own).
 		return errRuleAnswer{fmt.Sprintf("reactord: not changed: waited over %s behind a reload; ask again", manageDeadline)}
 	}
 	var (
