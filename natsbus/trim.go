@@ -60,6 +60,38 @@ type Trimmer struct {
 	durable string       // the consumer whose floor it trims to; TrimmedAll: every consumer's
 	created atomic.Int64 // the stream's creation (Unix ns), to tell a stream made anew; read by others
 	done    uint64       // the floor purged up to, as far as this Trimmer knows
+	// lasts are the stream's last sequences trimAll read, with when: an
+	// idle consumer holds nothing up to a last read settleAge ago.
+	lasts []seenLast
+}
+
+// seenLast is the stream's last sequence at a time.
+type seenLast struct {
+	at   time.Time
+	last uint64
+}
+
+// settleAge is how old a read of the stream's last sequence must be
+// before an idle consumer is taken to hold nothing up to it. The server
+// counts a stored event among a consumer's pending ones a moment after it
+// acknowledged the publish (a signal of its own goroutine, later still on
+// a follower of a replicated stream): a consumer read in that moment
+// looks idle with the event not delivered.
+const settleAge = time.Second
+
+// settled records the stream's last sequence read now and returns the
+// newest one read at least settleAge ago (0: none yet).
+func (t *Trimmer) settled(now time.Time, last uint64) uint64 {
+	t.lasts = append(t.lasts, seenLast{now, last})
+	var out uint64
+	keep := 0
+	for i, l := range t.lasts {
+		if now.Sub(l.at) >= settleAge {
+			out, keep = l.last, i
+		}
+	}
+	t.lasts = t.lasts[keep:]
+	return out
 }
 
 // ErrNotTrimmed is returned by NewTrimmer for a stream that is not marked
@@ -164,11 +196,12 @@ func (t *Trimmer) trimAll(ctx context.Context) (purged, floor uint64, err error)
 		t.created.Store(created)
 		t.done = 0
 	}
+	settled := t.settled(time.Now(), info.State.LastSeq)
 	floor, some := info.State.LastSeq, false
 	l := t.s.ListConsumers(ctx)
 	for ci := range l.Info() {
 		some = true
-		floor = min(floor, holds(ci, info.State.LastSeq))
+		floor = min(floor, holds(ci, info.State.LastSeq, settled))
 	}
 	if err := l.Err(); err != nil {
 		return 0, 0, fmt.Errorf("reading the acknowledgement floors of stream %s's consumers: %w", t.name, err)
@@ -187,12 +220,15 @@ func (t *Trimmer) trimAll(ctx context.Context) (purged, floor uint64, err error)
 // holds returns the stream sequence up to which consumer ci has
 // acknowledged every event of its subjects, on a stream whose last
 // sequence was last before ci was read: its acknowledgement floor while
-// events wait to be delivered or acknowledged, else last.
-func holds(ci *jetstream.ConsumerInfo, last uint64) uint64 {
+// events wait to be delivered or acknowledged. An idle consumer holds
+// nothing up to the last event it was delivered, nor up to settled (the
+// stream's last sequence read settleAge before: an event stored since may
+// not be counted among its pending ones yet).
+func holds(ci *jetstream.ConsumerInfo, last, settled uint64) uint64 {
 	if ci.NumPending > 0 || ci.NumAckPending > 0 {
 		return min(ci.AckFloor.Stream, last)
 	}
-	return last
+	return min(max(ci.AckFloor.Stream, ci.Delivered.Stream, settled), last)
 }
 
 // PurgeAcknowledged purges from stream, when it is trimmed for all its
@@ -230,10 +266,12 @@ func (c *Conn) PurgeAcknowledged(ctx context.Context, stream, consumer string) (
 		return 0, nil
 	}
 	filters := consumerFilters(self.Config)
-	floor := holds(self, last)
+	// Read once, with no earlier read to lean on: an idle consumer holds
+	// nothing up to the last event it was delivered, no further.
+	floor := holds(self, last, 0)
 	for _, o := range others {
 		if filtersOverlap(filters, consumerFilters(o.Config)) {
-			floor = min(floor, holds(o, last))
+			floor = min(floor, holds(o, last, 0))
 		}
 	}
 	if floor == 0 {
