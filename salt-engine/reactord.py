@@ -406,6 +406,12 @@ class Engine:
         return {"return": functions.run(lambda: _plain(functions[fun](*args, **kwargs)))}
 
 
+# The frame a worker process sends once its clients are made (job numbers
+# start at 1), and how long a worker started again may take to send it.
+READY = 0
+READY_WITHIN = 60
+
+
 class _Child:
     """One worker process, as the engine's process sees it."""
 
@@ -417,6 +423,10 @@ class _Child:
         # job number -> [done callback, sent]; under the pool's lock
         self.running = {}
         self.alive = True
+        # Jobs go to it once it said it is ready (its clients made): a
+        # worker started again is forked from the engine's process while
+        # its threads run, and may hang on a lock one of them held.
+        self.ready = False
 
 
 class _Pool:
@@ -457,7 +467,7 @@ class _Pool:
 
     def live(self):
         with self.lock:
-            return sum(1 for c in self.children if c.alive)
+            return sum(1 for c in self.children if c.alive and c.ready)
 
     def submit(self, kind, fun, kwargs, done):
         """Hand a job to a worker process; done() once it ended. False when
@@ -468,7 +478,7 @@ class _Pool:
             log.warning("reactord engine: %s %s cannot go to a worker process: run in the engine's process", kind, fun, exc_info=True)
             return False
         with self.lock:
-            live = [c for c in self.children if c.alive]
+            live = [c for c in self.children if c.alive and c.ready]
             if not live:
                 return False
             self.seq += 1
@@ -505,6 +515,10 @@ class _Pool:
             except (EOFError, OSError):
                 break
             (number,) = struct.unpack("!Q", msg[:8])
+            if number == READY:
+                with self.lock:
+                    child.ready = True
+                continue
             with self.lock:
                 entry = child.running.pop(number, None)
             if entry is not None:
@@ -529,6 +543,19 @@ class _Pool:
         with self.lock:
             new = self.children[child.index] = self._spawn(child.index)
         self._read_in_thread(new)
+        threading.Thread(target=self._watch_ready, args=(new,), name=f"reactord-worker-{new.index}-ready", daemon=True).start()
+
+    def _watch_ready(self, child):
+        """Kill a worker started again that is not ready in READY_WITHIN
+        seconds (hung in the fork): _read then starts another. Its jobs
+        meanwhile go to the other workers, or run in the engine's
+        process."""
+        time.sleep(READY_WITHIN)
+        with self.lock:
+            hung = child.alive and not child.ready
+        if hung:
+            log.error("reactord engine: worker process %s (pid %s) not ready after %d s; killing it", child.index, child.proc.pid, READY_WITHIN)
+            child.proc.kill()
 
 
 class _WorkerProcess(salt.utils.process.SignalHandlingProcess):
@@ -578,6 +605,11 @@ class _WorkerProcess(salt.utils.process.SignalHandlingProcess):
 
         for i in range(self.threads):
             threading.Thread(target=work, name=f"reactord-job-{i}", daemon=True).start()
+        try:
+            with send_lock:
+                self.conn.send_bytes(struct.pack("!Q", READY))
+        except (OSError, ValueError):
+            return  # the engine's process ended
         log.info("reactord engine: worker process %s ready (pid %d, %d threads)", self.name, os.getpid(), self.threads)
         while True:
             try:
