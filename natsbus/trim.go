@@ -63,6 +63,7 @@ type Trimmer struct {
 	// lasts are the stream's last sequences trimAll read, with when: an
 	// idle consumer holds nothing up to a last read settleAge ago.
 	lasts []seenLast
+	now   func() time.Time // time.Now; a test's clock
 }
 
 // seenLast is the stream's last sequence at a time.
@@ -196,7 +197,11 @@ func (t *Trimmer) trimAll(ctx context.Context) (purged, floor uint64, err error)
 		t.created.Store(created)
 		t.done = 0
 	}
-	settled := t.settled(time.Now(), info.State.LastSeq)
+	now := time.Now
+	if t.now != nil {
+		now = t.now
+	}
+	settled := t.settled(now(), info.State.LastSeq)
 	floor, some := info.State.LastSeq, false
 	l := t.s.ListConsumers(ctx)
 	for ci := range l.Info() {

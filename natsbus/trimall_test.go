@@ -44,6 +44,8 @@ func TestTrimmerForAllConsumers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock := time.Now()
+	tr.now = func() time.Time { return clock }
 	publish("a.1", "b.1", "a.2", "b.2") // 1 to 4
 	if purged, _, err := tr.Trim(ctx); err != nil || purged != 0 {
 		t.Fatalf("with no consumer: purged %d (%v), want 0", purged, err)
@@ -92,7 +94,7 @@ func TestTrimmerForAllConsumers(t *testing.T) {
 		// pending ones yet: it holds what followed its last delivery
 		// (a.2, 3) until the stream's last sequence was read settleAge ago.
 		{"B acknowledged all: A holds what followed its last event", func() { ack(bm[1]) }, 4, 1, 1, 3},
-		{"a moment later: nothing held", func() { time.Sleep(settleAge) }, 5, 0, 1, 4},
+		{"a moment later: nothing held", func() { clock = clock.Add(settleAge) }, 5, 0, 1, 4},
 	}
 	for _, st := range steps {
 		st.do()

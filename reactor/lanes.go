@@ -207,7 +207,8 @@ func (r *Reactor) handleIn(ctx context.Context, lane int, dl Delivery) {
 		}
 	}
 	// A suspect's driver calls are not handed over: it is in hand until
-	// they returned. An innocent event is in hand until the lane goes on.
+	// they returned. An innocent event is in hand until the lane goes on,
+	// and in a place of its own while a call it handed over runs.
 	j.Begin(lane, dl.Seq)
 	r.handle(ctx, lane, dl, n > 0)
 	j.End(lane, dl.Seq)

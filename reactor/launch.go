@@ -25,10 +25,11 @@ import (
 const handOverAfter = 50 * time.Millisecond
 
 // launcher is one lane's hand-over: slots bounds the calls in flight
-// (one place each), timer measures the wait for a call. Only the lane's
-// goroutine takes a slot and uses the timer.
+// (one place each, numbered: a call's place in the poison journal),
+// timer measures the wait for a call. Only the lane's goroutine takes a
+// slot and uses the timer.
 type launcher struct {
-	slots chan struct{}
+	slots chan int
 	timer *time.Timer
 }
 
@@ -42,7 +43,10 @@ func newLaunchers(lanes, inFlight int) []*launcher {
 	for i := range ls {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
-		ls[i] = &launcher{slots: make(chan struct{}, inFlight), timer: t}
+		ls[i] = &launcher{slots: make(chan int, inFlight), timer: t}
+		for k := range inFlight {
+			ls[i].slots <- k
+		}
 	}
 	return ls
 }
@@ -60,8 +64,9 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 		return
 	}
 	l := r.launchers[ev.lane]
+	var k int
 	select {
-	case l.slots <- struct{}{}:
+	case k = <-l.slots:
 	case <-ctx.Done():
 		call() // stopping: the call fails at once, as ctx ended
 		return
@@ -69,10 +74,21 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 	ev.open.Add(1)
 	done := make(chan struct{})
 	r.wg.Add(1) // Stop waits for the call as for a lane
+	// The call is in the poison journal while it runs, in a place of
+	// its own: the lane's own place is the next event's once it goes on,
+	// and a crash in the call must count against this event.
+	place := len(r.launchers) + ev.lane*cap(l.slots) + k
+	j := r.opts.Journal
 	go func() {
 		defer r.wg.Done()
+		if j != nil {
+			j.Begin(place, ev.dl.Seq)
+		}
 		call()
-		<-l.slots
+		if j != nil {
+			j.End(place, ev.dl.Seq)
+		}
+		l.slots <- k
 		// Released before done: a call that ended in time leaves the
 		// event to the lane, which finishes it before its next event.
 		r.release(ctx, ev)

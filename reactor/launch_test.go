@@ -335,3 +335,68 @@ func TestDefaultInFlight(t *testing.T) {
 type waitsForSalt struct{ actions.Null }
 
 func (waitsForSalt) AnswersAtOnce() bool { return false }
+
+// recordingJournal is a poison journal in memory: what each place holds.
+type recordingJournal struct {
+	mu     sync.Mutex
+	places map[int]uint64
+}
+
+func (j *recordingJournal) Begin(place int, seq uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.places[place] = seq
+}
+
+func (j *recordingJournal) End(place int, seq uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.places, place)
+}
+
+func (j *recordingJournal) Crashes(uint64) (int, bool) { return 0, false }
+func (j *recordingJournal) Parked(uint64)              {}
+
+// inHand lists the events the journal holds, as a crash would find them.
+func (j *recordingJournal) inHand() []uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []uint64
+	for _, seq := range j.places {
+		out = append(out, seq)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestJournalHoldsHandedOverCalls: an event whose driver call was handed
+// over stays in the poison journal until the call returns, so that a
+// crash in the call counts against it; the lane's own place goes to the
+// events after it meanwhile.
+func TestJournalHoldsHandedOverCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": time.Second}}
+		j := &recordingJournal{places: map[int]uint64{}}
+		m := NewMetrics(prometheus.NewRegistry())
+		d, err := New(engineWith(t, "reactor:\n  - 'myco/step': step.sls\n", map[string]string{"step.sls": burstSLS}), Options{Driver: drv, Lanes: 1, QueueSize: 16, Block: true, InFlight: 8, Metrics: m,
+			Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute}), Journal: j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Start(context.Background())
+		for i := range 3 {
+			d.Submit(context.Background(), Delivery{Body: fmt.Appendf(nil, `{"tag": "myco/step", "data": {"id": "web1", "n": %d}}`, i), Seq: uint64(i + 1), Redelivers: true, Settle: func(Outcome) {}})
+		}
+		time.Sleep(500 * time.Millisecond) // the three calls handed over, all running
+		synctest.Wait()
+		if got := j.inHand(); !slices.Equal(got, []uint64{1, 2, 3}) {
+			t.Errorf("in the journal while their calls run: %v, want [1 2 3]", got)
+		}
+		if err := d.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := j.inHand(); len(got) != 0 {
+			t.Errorf("in the journal after the calls returned: %v, want none", got)
+		}
+	})
+}

@@ -89,7 +89,8 @@ type Options struct {
 	// fails, a JetStream event is left for redelivery; a core one goes on.
 	Copy func(ctx context.Context, tag string, raw []byte, seq uint64) (bool, error)
 	// Journal, when set, records the stream sequence of the event each
-	// lane handles, so that an event the process keeps dying on is found
+	// lane handles, and of each driver call a lane handed over (places
+	// after the lanes'), so that an event the process keeps dying on is found
 	// (internal/poison); Park then takes such an event instead of the
 	// pipeline, and it is acknowledged.
 	Journal Journal

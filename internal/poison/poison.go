@@ -100,12 +100,16 @@ func Open(dir string, threshold int) (*Journal, []uint64, error) {
 	for i := range Slots {
 		if seq := binary.LittleEndian.Uint64(slots[i*8:]); seq != 0 {
 			left = append(left, seq)
-			j.suspects[seq]++
 			binary.LittleEndian.PutUint64(slots[i*8:], 0)
 		}
 	}
 	slices.Sort(left)
+	// An event in two places at the crash (its lane's and a driver call
+	// it handed over) counts one crash.
 	left = slices.Compact(left)
+	for _, seq := range left {
+		j.suspects[seq]++
+	}
 	for len(j.suspects) > maxSuspects {
 		delete(j.suspects, slices.Min(slices.Collect(maps.Keys(j.suspects))))
 	}
