@@ -87,6 +87,26 @@ func Defaults() Options {
 	}
 }
 
+// ShadowJetStreamSync is --jetstream-sync's default for reactord shadow:
+// NATS's own. Shadow mode dispatches nothing, so an event lost with the
+// machine costs a verdict, not a reaction, and flushing each write of the
+// embedded server was most of what shadow mode cost beside Salt.
+const ShadowJetStreamSync = 2 * time.Minute
+
+// ShadowTrimEvery is how often reactord shadow trims the event stream at
+// most (natsbus.StreamOptions.TrimEvery): a purge per event cost more than
+// the rest of an event's path when events come one at a time, and an event
+// that comes again after a crash costs a verdict, not a reaction.
+const ShadowTrimEvery = time.Second
+
+// ShadowDefaults returns reactord shadow's defaults: the daemon's, with
+// ShadowJetStreamSync.
+func ShadowDefaults() Options {
+	o := Defaults()
+	o.JetStreamSync = ShadowJetStreamSync
+	return o
+}
+
 // DefaultDriverOptions returns the drivers' defaults.
 func DefaultDriverOptions() DriverOptions {
 	return DriverOptions{

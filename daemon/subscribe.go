@@ -16,6 +16,9 @@ import (
 func (d *Daemon) subscribe(ctx context.Context) error {
 	so := natsbus.StreamOptions{AckWait: d.opts.AckWait, MaxAckPending: MaxAckPending(d.opts.Queue, d.opts.Workers), Duplicates: d.opts.DedupeWindow,
 		Replicas: d.opts.StreamReplicas, Logger: d.log}
+	if d.opts.Shadow {
+		so.TrimEvery = ShadowTrimEvery
+	}
 	// The stream, the consumers and the buckets are created with
 	// retries while JetStream cannot yet (a cluster electing): until
 	// then, or until the daemon is told to stop.
@@ -111,5 +114,8 @@ func (d *Daemon) consumePartitioned(ctx context.Context, so natsbus.StreamOption
 	}
 	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "reactord_partitions_owned", Help: "Partitions of the event stream this replica holds (--partitions)."},
 		func() float64 { return float64(len(p.Owned())) }))
+	d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "reactord_jetstream_trimmed_total",
+		Help: "Acknowledged events this replica's purges dropped from the event stream (a partitions' stream reactord created is trimmed to what all its consumers acknowledged)."},
+		func() float64 { return float64(p.Trimmed()) }))
 	return p, nil
 }

@@ -73,7 +73,10 @@ type Conn struct {
 	// saidWorkQueue: EnsureStream has logged that the event stream is a
 	// work queue (once per connection, not at every consumer restart).
 	saidWorkQueue atomic.Bool
-	downAt        atomic.Int64
+	// saidInterest: EnsureStream has logged that the partitions' stream
+	// has interest retention (made by an earlier reactord).
+	saidInterest atomic.Bool
+	downAt       atomic.Int64
 
 	// streamMu guards the cached answer to "does a stream capture the event
 	// subjects?" used by Publish with Event; streamAsking is closed when the

@@ -58,8 +58,9 @@ type StreamOptions struct {
 	// (default 24h). A new stream is trimmed to the shared consumer's
 	// acknowledgement floor (Trimmer; a work queue on nats-server 2.9):
 	// an event leaves it once it and every event before it were
-	// acknowledged. With Partitions it keeps an event until every
-	// partition's consumer acknowledged it (interest retention). Either
+	// acknowledged. With Partitions it is trimmed to what every one of
+	// its consumers acknowledged (TrimmedAll; a stream made by an earlier
+	// reactord has interest retention, with the same effect). Either
 	// way the server's disk and memory hold the backlog, not a day of
 	// traffic (the audit store is the record).
 	MaxAge time.Duration
@@ -80,13 +81,22 @@ type StreamOptions struct {
 	CheckEvery time.Duration
 	// Partitions, when above 0, is the number of partitions whose
 	// consumers read the stream (consume.NewPartitioned): EnsureStream
-	// then creates a new stream with interest retention, which allows
-	// several consumers, and the subject transform of this number
+	// then creates a new stream trimmed to what all its consumers
+	// acknowledged (TrimmedAll), which allows several consumers, and the
+	// subject transform of this number
 	// (PartitionTransform), so that the server stores each keyed event
 	// under its partition's subject; it refuses a work-queue stream, and
 	// adds the partitions' subjects to an existing stream, whose
 	// transform SetPartitionTransform changes once the consumers exist.
 	Partitions int
+	// TrimEvery is the shortest time between two trims of a trimmed
+	// stream by one replica (default DefaultTrimEvery): how long an
+	// acknowledged event may stay in the stream once every event before
+	// it was acknowledged, and so what a power loss or a SIGKILL of the
+	// embedded server's process can deliver again. A purge costs about
+	// the same for one event as for many: a longer time saves CPU when
+	// events come one at a time.
+	TrimEvery time.Duration
 	// Logger receives Consume's reports (a lost stream or consumer); nil
 	// discards them.
 	Logger *slog.Logger
@@ -101,6 +111,8 @@ const (
 	// DefaultDuplicates is the stream's duplicate window
 	// (StreamOptions.Duplicates).
 	DefaultDuplicates = 2 * time.Minute
+	// DefaultTrimEvery is StreamOptions.TrimEvery's default.
+	DefaultTrimEvery = 20 * time.Millisecond
 )
 
 // Defaults fills in the stream settings left empty.
@@ -126,6 +138,9 @@ func (o *StreamOptions) Defaults() {
 	if o.CheckEvery <= 0 {
 		o.CheckEvery = 5 * time.Second
 	}
+	if o.TrimEvery <= 0 {
+		o.TrimEvery = DefaultTrimEvery
+	}
 }
 
 // SharedConsumer is the configuration of the durable consumer replicas
@@ -145,12 +160,13 @@ func (o *StreamOptions) SharedConsumer() jetstream.ConsumerConfig {
 // allows one consumer only, or a trimmed stream (Trimmed), which drops
 // what the shared consumer acknowledged.
 // The name is older than trimmed streams, which it covers too.
-var ErrWorkQueueStream = errors.New("the stream is made for one shared consumer (a work queue, or trimmed to that consumer's acknowledgement floor): partitions need a stream with interest retention; stop the replicas once it is drained, delete it (nats stream rm) and start them with partitions, which create it so")
+var ErrWorkQueueStream = errors.New("the stream is made for one shared consumer (a work queue, or trimmed to that consumer's acknowledgement floor): partitions need a stream of their own; stop the replicas once it is drained, delete it (nats stream rm) and start them with partitions, which create it so")
 
 // EnsureStream creates the event stream when it is absent (see MaxAge and
 // Partitions for its retention: trimmed, marked so in its metadata, on
-// nats-server 2.10 or later and a work queue before; with interest
-// retention, NewPartitioned creates its consumers right after). An
+// nats-server 2.10 or later and a work queue before; with partitions,
+// trimmed to what all its consumers acknowledged, NewPartitioned creating
+// them right after). An
 // existing work queue is kept, and said once to o.Logger. It sets an
 // existing stream's duplicate window and replicas to o.Duplicates and
 // o.Replicas when those are set and differ (its other settings are left
@@ -194,6 +210,11 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 				"why", "nats-server removes each acknowledged event with a write of its own, flushed to disk with sync_interval always; a stream reactord creates now is trimmed to the consumer's acknowledgement floor, one flush for many events (docs/speed.md)",
 				"fix", "stop the replicas once it is drained, delete it (nats stream rm) and start them")
 		}
+		if o.Partitions > 0 && info.Config.Retention == jetstream.InterestPolicy && o.Logger != nil && !c.saidInterest.Swap(true) {
+			o.Logger.Info("JetStream event stream has interest retention", "stream", o.Stream,
+				"why", "nats-server removes each event every partition acknowledged with a write of its own; a stream reactord creates now is trimmed to what all its consumers acknowledged, one purge for many events (docs/speed.md)",
+				"fix", "stop the replicas once it is drained, delete it (nats stream rm) and start them")
+		}
 		if cfg.Duplicates == info.Config.Duplicates && cfg.Replicas == max(info.Config.Replicas, 1) && len(cfg.Subjects) == len(info.Config.Subjects) &&
 			cfg.AllowAtomicPublish == info.Config.AllowAtomicPublish {
 			return nil
@@ -231,7 +252,7 @@ func (c *Conn) EnsureStream(ctx context.Context, o StreamOptions) error {
 	}
 	if o.Partitions > 0 {
 		t := PartitionTransform(c.prefix, o.Partitions)
-		cfg.Retention, cfg.SubjectTransform = jetstream.InterestPolicy, &t
+		cfg.Retention, cfg.SubjectTransform, cfg.Metadata = jetstream.LimitsPolicy, &t, map[string]string{TrimmedKey: TrimmedAll}
 		// The partitions' subjects are the stream's too: else the server
 		// takes the plain lane's filter (the event prefix) for the whole
 		// stream and keeps every partitioned event for it.
@@ -264,8 +285,9 @@ func (c *Conn) serverHas(ctx context.Context) func(Feature) bool {
 
 // SetPartitionTransform sets the subject transform of the stream o.Stream
 // to o.Partitions partitions (PartitionTransform) when it is not that yet,
-// and logs the change to o.Logger. An interest stream drops an event no
-// consumer's filter takes: the partitions' consumers must exist before
+// and logs the change to o.Logger. An interest stream drops, and a
+// stream trimmed for all its consumers purges, an event no consumer's
+// filter takes: the partitions' consumers must exist before
 // their subjects receive events, so this comes after they are created.
 func (c *Conn) SetPartitionTransform(ctx context.Context, o StreamOptions) error {
 	o.Defaults()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,10 +24,18 @@ import (
 // flushed to disk under the lock that publishing takes too, and so pays a
 // flush per event or per few events; a purge to the floor writes the
 // records of every event below it and flushes once.
+//
+// The stream of partition consumers (StreamOptions.Partitions) is trimmed
+// too, to the lowest floor of all its consumers (TrimmedAll): each
+// consumer reads its partition's subjects only, so no one consumer's
+// floor says what every consumer has acknowledged.
 const (
 	// TrimmedKey is the stream metadata key that marks a stream Trimmer
-	// purges; its value is the shared consumer's name.
+	// purges; its value is the shared consumer's name, or TrimmedAll.
 	TrimmedKey = "reactord.trimmed-to-ack-floor-of"
+	// TrimmedAll is TrimmedKey's value on a stream trimmed to what every
+	// one of its consumers has acknowledged (the partitions' stream).
+	TrimmedAll = "*"
 )
 
 // Trimmed reports whether cfg is a stream reactord trims to the
@@ -34,6 +43,10 @@ const (
 func Trimmed(cfg jetstream.StreamConfig, durable string) bool {
 	return cfg.Retention == jetstream.LimitsPolicy && cfg.Metadata[TrimmedKey] == durable
 }
+
+// TrimmedForAll reports whether cfg is a stream reactord trims to the
+// lowest acknowledgement floor of all its consumers (the partitions').
+func TrimmedForAll(cfg jetstream.StreamConfig) bool { return Trimmed(cfg, TrimmedAll) }
 
 // Trimmer purges an event stream up to its shared consumer's
 // acknowledgement floor: what every replica has acknowledged leaves the
@@ -44,9 +57,42 @@ type Trimmer struct {
 	c       *Conn
 	s       jetstream.Stream
 	name    string
-	durable string
+	durable string       // the consumer whose floor it trims to; TrimmedAll: every consumer's
 	created atomic.Int64 // the stream's creation (Unix ns), to tell a stream made anew; read by others
 	done    uint64       // the floor purged up to, as far as this Trimmer knows
+	// lasts are the stream's last sequences trimAll read, with when: an
+	// idle consumer holds nothing up to a last read settleAge ago.
+	lasts []seenLast
+	now   func() time.Time // time.Now; a test's clock
+}
+
+// seenLast is the stream's last sequence at a time.
+type seenLast struct {
+	at   time.Time
+	last uint64
+}
+
+// settleAge is how old a read of the stream's last sequence must be
+// before an idle consumer is taken to hold nothing up to it. The server
+// counts a stored event among a consumer's pending ones a moment after it
+// acknowledged the publish (a signal of its own goroutine, later still on
+// a follower of a replicated stream): a consumer read in that moment
+// looks idle with the event not delivered.
+const settleAge = time.Second
+
+// settled records the stream's last sequence read now and returns the
+// newest one read at least settleAge ago (0: none yet).
+func (t *Trimmer) settled(now time.Time, last uint64) uint64 {
+	t.lasts = append(t.lasts, seenLast{now, last})
+	var out uint64
+	keep := 0
+	for i, l := range t.lasts {
+		if now.Sub(l.at) >= settleAge {
+			out, keep = l.last, i
+		}
+	}
+	t.lasts = t.lasts[keep:]
+	return out
 }
 
 // ErrNotTrimmed is returned by NewTrimmer for a stream that is not marked
@@ -55,7 +101,8 @@ type Trimmer struct {
 var ErrNotTrimmed = errors.New("the stream is not one reactord trims to its acknowledgement floor")
 
 // NewTrimmer looks the stream o.Stream up and returns its Trimmer, or
-// ErrNotTrimmed when the stream is not marked trimmed for o.Durable.
+// ErrNotTrimmed when the stream is marked trimmed neither for o.Durable
+// nor for all its consumers (TrimmedForAll).
 func (c *Conn) NewTrimmer(ctx context.Context, o StreamOptions) (*Trimmer, error) {
 	o.Defaults()
 	s, err := c.js.Stream(ctx, o.Stream)
@@ -63,10 +110,14 @@ func (c *Conn) NewTrimmer(ctx context.Context, o StreamOptions) (*Trimmer, error
 		return nil, fmt.Errorf("looking up stream %s: %w", o.Stream, err)
 	}
 	info := s.CachedInfo()
-	if !Trimmed(info.Config, o.Durable) {
+	durable := o.Durable
+	switch {
+	case TrimmedForAll(info.Config):
+		durable = TrimmedAll
+	case !Trimmed(info.Config, o.Durable):
 		return nil, ErrNotTrimmed
 	}
-	t := &Trimmer{c: c, s: s, name: o.Stream, durable: o.Durable}
+	t := &Trimmer{c: c, s: s, name: o.Stream, durable: durable}
 	t.created.Store(info.Created.UnixNano())
 	return t, nil
 }
@@ -94,6 +145,9 @@ func (t *Trimmer) Created() time.Time { return time.Unix(0, t.created.Load()) }
 // missing (natsbus/consume), and the two requests are a round trip
 // apart.
 func (t *Trimmer) Trim(ctx context.Context) (purged, floor uint64, err error) {
+	if t.durable == TrimmedAll {
+		return t.trimAll(ctx)
+	}
 	cons, err := t.s.Consumer(ctx, t.durable)
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading the acknowledgement floor of consumer %s: %w", t.durable, err)
@@ -113,12 +167,170 @@ func (t *Trimmer) Trim(ctx context.Context) (purged, floor uint64, err error) {
 	if floor <= t.done {
 		return 0, floor, nil
 	}
-	purged, err = t.c.purgeBelow(ctx, t.name, floor+1)
+	purged, err = t.c.purgeBelow(ctx, t.name, "", floor+1)
 	if err != nil {
 		return 0, floor, fmt.Errorf("purging stream %s below %d (the acknowledgement floor of %s): %w", t.name, floor+1, t.durable, err)
 	}
 	t.done = floor
 	return purged, floor, nil
+}
+
+// trimAll is Trim on a stream trimmed to what all its consumers
+// acknowledged (TrimmedForAll). A consumer with events still to deliver
+// or to be acknowledged holds the stream at its acknowledgement floor;
+// one with none holds nothing the stream had when it was looked at (its
+// last sequence then): every event of its subjects up to there was
+// acknowledged, and those of other subjects are held by their own
+// consumers. With no consumer at all it purges nothing. The floor so
+// read may go back (a consumer whose next event arrived is held at its
+// acknowledgement floor again, below the stream's last sequence): the
+// stream's creation time, not the floor, tells a stream made anew.
+func (t *Trimmer) trimAll(ctx context.Context) (purged, floor uint64, err error) {
+	info, err := t.s.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("looking up stream %s: %w", t.name, err)
+	}
+	if !TrimmedForAll(info.Config) {
+		return 0, 0, ErrNotTrimmed
+	}
+	if created := info.Created.UnixNano(); created != t.created.Load() {
+		t.created.Store(created)
+		t.done = 0
+	}
+	now := time.Now
+	if t.now != nil {
+		now = t.now
+	}
+	settled := t.settled(now(), info.State.LastSeq)
+	floor, some := info.State.LastSeq, false
+	l := t.s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		some = true
+		floor = min(floor, holds(ci, info.State.LastSeq, settled))
+	}
+	if err := l.Err(); err != nil {
+		return 0, 0, fmt.Errorf("reading the acknowledgement floors of stream %s's consumers: %w", t.name, err)
+	}
+	if !some || floor <= t.done {
+		return 0, floor, nil
+	}
+	purged, err = t.c.purgeBelow(ctx, t.name, "", floor+1)
+	if err != nil {
+		return 0, floor, fmt.Errorf("purging stream %s below %d (what all its consumers acknowledged): %w", t.name, floor+1, err)
+	}
+	t.done = floor
+	return purged, floor, nil
+}
+
+// holds returns the stream sequence up to which consumer ci has
+// acknowledged every event of its subjects, on a stream whose last
+// sequence was last before ci was read: its acknowledgement floor while
+// events wait to be delivered or acknowledged. An idle consumer holds
+// nothing up to the last event it was delivered, nor up to settled (the
+// stream's last sequence read settleAge before: an event stored since may
+// not be counted among its pending ones yet).
+func holds(ci *jetstream.ConsumerInfo, last, settled uint64) uint64 {
+	if ci.NumPending > 0 || ci.NumAckPending > 0 {
+		return min(ci.AckFloor.Stream, last)
+	}
+	return min(max(ci.AckFloor.Stream, ci.Delivered.Stream, settled), last)
+}
+
+// PurgeAcknowledged purges from stream, when it is trimmed for all its
+// consumers (TrimmedForAll), the events of consumer's subjects that it
+// acknowledged and that no other consumer reading any of those subjects
+// still needs: what interest retention would have removed already. It is
+// called before consumer is deleted, since a consumer made later for the
+// same subjects, from an earlier sequence, would deliver those events
+// again. It returns how many events it purged; on another stream, or
+// when consumer is gone, it does nothing.
+func (c *Conn) PurgeAcknowledged(ctx context.Context, stream, consumer string) (uint64, error) {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("looking up stream %s: %w", stream, err)
+	}
+	info := s.CachedInfo()
+	if !TrimmedForAll(info.Config) {
+		return 0, nil
+	}
+	last := info.State.LastSeq
+	var self *jetstream.ConsumerInfo
+	var others []*jetstream.ConsumerInfo
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		if ci.Name == consumer {
+			self = ci
+		} else {
+			others = append(others, ci)
+		}
+	}
+	if err := l.Err(); err != nil {
+		return 0, fmt.Errorf("reading the acknowledgement floors of stream %s's consumers: %w", stream, err)
+	}
+	if self == nil {
+		return 0, nil
+	}
+	filters := consumerFilters(self.Config)
+	// Read once, with no earlier read to lean on: an idle consumer holds
+	// nothing up to the last event it was delivered, no further.
+	floor := holds(self, last, 0)
+	for _, o := range others {
+		if filtersOverlap(filters, consumerFilters(o.Config)) {
+			floor = min(floor, holds(o, last, 0))
+		}
+	}
+	if floor == 0 {
+		return 0, nil
+	}
+	var purged uint64
+	for _, f := range filters {
+		n, err := c.purgeBelow(ctx, stream, f, floor+1)
+		if err != nil {
+			return purged, fmt.Errorf("purging the events of %s that consumer %s acknowledged (below %d): %w", f, consumer, floor+1, err)
+		}
+		purged += n
+	}
+	return purged, nil
+}
+
+// consumerFilters lists a consumer's subject filters, ">" for one that
+// reads the whole stream.
+func consumerFilters(cfg jetstream.ConsumerConfig) []string {
+	switch {
+	case len(cfg.FilterSubjects) > 0:
+		return cfg.FilterSubjects
+	case cfg.FilterSubject != "":
+		return []string{cfg.FilterSubject}
+	}
+	return []string{">"}
+}
+
+// filtersOverlap reports whether some subject matches a filter of a and
+// one of b.
+func filtersOverlap(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if subjectsOverlap(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// subjectsOverlap reports whether some subject matches both filters a
+// and b ("*" one token, ">" one or more at the end).
+func subjectsOverlap(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(at) && i < len(bt); i++ {
+		if at[i] == ">" || bt[i] == ">" {
+			return true // the other has a token here, and any tokens after
+		}
+		if at[i] != bt[i] && at[i] != "*" && bt[i] != "*" {
+			return false
+		}
+	}
+	return len(at) == len(bt)
 }
 
 // Every trims every d until ctx ends, for a consumer that acknowledges
@@ -141,13 +353,15 @@ func (t *Trimmer) Every(ctx context.Context, d time.Duration, onErr func(error) 
 	}
 }
 
-// purgeBelow purges the events of stream name below sequence seq, and
+// purgeBelow purges the events of stream name below sequence seq (those
+// of the subjects filter matches, when it is not empty), and
 // returns how many there were. (The client's Stream.Purge does not give
 // the server's count.)
-func (c *Conn) purgeBelow(ctx context.Context, name string, seq uint64) (uint64, error) {
+func (c *Conn) purgeBelow(ctx context.Context, name, filter string, seq uint64) (uint64, error) {
 	req, _ := json.Marshal(struct {
-		Seq uint64 `json:"seq"`
-	}{seq})
+		Filter string `json:"filter,omitempty"`
+		Seq    uint64 `json:"seq"`
+	}{filter, seq})
 	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+name, req)
 	if err != nil {
 		return 0, err

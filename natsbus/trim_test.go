@@ -16,9 +16,10 @@ import (
 )
 
 // TestEnsureStreamTrimmed: the stream made for the shared consumer is
-// limits retention marked trimmed for it; partitions get interest
-// retention, unmarked, and refuse a trimmed stream as they refuse a work
-// queue; a work queue made before is kept, and said so.
+// limits retention marked trimmed for it; partitions get limits
+// retention marked trimmed for all its consumers, and refuse the shared
+// consumer's trimmed stream as they refuse a work queue; a work queue or
+// an interest stream made before is kept, and said so.
 func TestEnsureStreamTrimmed(t *testing.T) {
 	_, c := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -46,8 +47,26 @@ func TestEnsureStreamTrimmed(t *testing.T) {
 	if err := c.EnsureStream(ctx, StreamOptions{Stream: "PARTS", Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg := config("PARTS"); cfg.Retention != jetstream.InterestPolicy || Trimmed(cfg, "reactord") {
-		t.Errorf("the partitions' stream: retention %v, metadata %v; want interest, not trimmed", cfg.Retention, cfg.Metadata)
+	if cfg := config("PARTS"); cfg.Retention != jetstream.LimitsPolicy || Trimmed(cfg, "reactord") || !TrimmedForAll(cfg) {
+		t.Errorf("the partitions' stream: retention %v, metadata %v; want limits, trimmed for all its consumers", cfg.Retention, cfg.Metadata)
+	}
+	// An interest stream an earlier reactord made for partitions is kept,
+	// and said so.
+	if err := c.js.DeleteStream(ctx, "PARTS"); err != nil { // it holds the partitions' subjects
+		t.Fatal(err)
+	}
+	if _, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: "INTEREST", Subjects: []string{"interest.>"}, Retention: jetstream.InterestPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	var ilogs bytes.Buffer
+	if err := c.EnsureStream(ctx, StreamOptions{Stream: "INTEREST", Partitions: 2, Logger: slog.New(slog.NewTextHandler(&ilogs, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := config("INTEREST"); cfg.Retention != jetstream.InterestPolicy || TrimmedForAll(cfg) {
+		t.Errorf("an interest stream made before: retention %v, metadata %v; want it kept", cfg.Retention, cfg.Metadata)
+	}
+	if !strings.Contains(ilogs.String(), "has interest retention") {
+		t.Errorf("the interest stream kept was not reported; log:\n%s", ilogs.String())
 	}
 	if _, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: "OLD", Subjects: []string{"old.>"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
 		t.Fatal(err)
@@ -202,8 +221,10 @@ func TestTrimmer(t *testing.T) {
 	})
 	stopEvery()
 	<-everyDone
-	if tr.Done() != 3 {
-		t.Errorf("after Every, done %d, want 3", tr.Done())
+	// The stop may cancel Every's purge after the server made it (done
+	// then lags): a Trim after it finds nothing left to purge.
+	if purged, floor, err := tr.Trim(ctx); err != nil || purged != 0 || floor != 3 || tr.Done() != 3 {
+		t.Errorf("a Trim after Every: purged %d to floor %d (%v), done %d; want 0, 3, done 3", purged, floor, err, tr.Done())
 	}
 
 	// Replaced by a stream that is not trimmed: never purged.

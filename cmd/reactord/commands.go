@@ -43,8 +43,9 @@ shadow report' reads them), and each disagreement logged (one line per verdict
 and rule a minute). --driver serves only the reaction files' read-only Salt
 calls. Run one shadow daemon: a decision and Salt's job pair in one process.
 
-It takes every flag of 'reactord run' but --dry-run and --partitions, and two
-of its own, --shadow-window and --salt-user (flags, or REACTORD_SHADOW_WINDOW
+It takes every flag of 'reactord run' but --dry-run and --partitions (and
+--jetstream-sync defaults to NATS's own 2m: an event lost with the machine
+costs a verdict, not a reaction), and two of its own, --shadow-window and --salt-user (flags, or REACTORD_SHADOW_WINDOW
 and REACTORD_SALT_USER; not settings of the reactord: section). docs/migration.md has the procedure:
 shadow for a week, read the report, switch, and how to go back.`,
 		Flags: shadowFlags,

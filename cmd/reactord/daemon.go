@@ -32,6 +32,9 @@ func shadowFlags(fs *flag.FlagSet) cli.Func { return daemonCommand(fs, true) }
 // shadow, and returns the command that runs it.
 func daemonCommand(fs *flag.FlagSet, shadow bool) cli.Func {
 	opts := daemon.Defaults()
+	if shadow {
+		opts = daemon.ShadowDefaults()
+	}
 	opts.Flags(fs)
 	if shadow {
 		opts.ShadowFlags(fs)

@@ -157,9 +157,9 @@ func (p *Partitioned) drained(r *partRun, why string) {
 	r.halt()
 	r.settle(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, r.u.name)
+	err := p.deleteConsumers(ctx, []string{r.u.name})
 	cancel()
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err != nil {
 		p.log.Warn("drained partition: deleting its consumer failed; retried by the next holder", "consumer", r.u.name, "err", err)
 		p.lose(r, "its consumer could not be deleted")
 		return

@@ -54,6 +54,7 @@ type Consumer struct {
 	ackedMu    sync.Mutex
 	ackedAbove map[uint64]int64
 	ackedNew   atomic.Bool
+	trimKick   chan struct{} // an acknowledgement: trim looks at the floor
 	warnedFull atomic.Bool
 	trims      atomic.Int64 // trim rounds that purged (or tried to): what a test waits on
 
@@ -99,7 +100,8 @@ type Consumer struct {
 func New(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, handler func(*natsbus.Message)) (*Consumer, error) {
 	o.Defaults()
 	k := &Consumer{c: c, o: o, handler: handler, log: o.Logger, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		held: map[uint64]*heldMsg{}, queued: make(chan struct{}, 1), end: make(chan struct{}), ackedAbove: map[uint64]int64{}}
+		held: map[uint64]*heldMsg{}, queued: make(chan struct{}, 1), end: make(chan struct{}), ackedAbove: map[uint64]int64{},
+		trimKick: make(chan struct{}, 1)}
 	if k.log == nil {
 		k.log = slog.New(slog.DiscardHandler)
 	}

@@ -233,7 +233,7 @@ func (p *Partitioned) removeOtherSets(ctx context.Context, plan consumerPlan) {
 			continue
 		}
 		for _, c := range g.names {
-			if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if err := p.deleteConsumers(ctx, []string{c}); err != nil {
 				p.log.Warn("could not delete a consumer no replica uses", "consumer", c, "err", err,
 					"detail", "the stream keeps events for it until MaxAge", "fix", "nats consumer rm")
 			}
@@ -268,9 +268,15 @@ func (p *Partitioned) createConsumer(ctx context.Context, u *unit, start uint64,
 	return nil
 }
 
-// deleteConsumers deletes the named consumers of the event stream.
+// deleteConsumers deletes the named consumers of the event stream, each
+// once the events it acknowledged are purged from a stream trimmed for
+// all its consumers (natsbus.PurgeAcknowledged): a consumer made again
+// for its subjects, from an earlier sequence, would deliver them again.
 func (p *Partitioned) deleteConsumers(ctx context.Context, names []string) error {
 	for _, name := range names {
+		if _, err := p.c.PurgeAcknowledged(ctx, p.o.Stream, name); err != nil {
+			return fmt.Errorf("before deleting consumer %s: %w", name, err)
+		}
 		if err := p.c.JetStream().DeleteConsumer(ctx, p.o.Stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("deleting stale partition consumer %s: %w", name, err)
 		}

@@ -179,6 +179,15 @@ type Partitioned struct {
 	tasks tasks.Set
 
 	resyncs, ignored, received atomic.Int64
+
+	// Trimming the stream (parttrim.go).
+	trimmer  atomic.Pointer[natsbus.Trimmer]
+	relook   atomic.Bool   // the Trimmer's look-up failed: try again
+	ackedNew atomic.Bool   // acknowledged since the last trim
+	ackedTop atomic.Uint64 // the highest stream sequence acknowledged
+	trimmed  atomic.Int64
+	trimKick chan struct{} // an acknowledgement: trimLoop trims
+	trimDone chan struct{} // closed when trimLoop has returned
 }
 
 // ErrPartitionsDiffer reports a replica started with another number of
@@ -214,7 +223,8 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 		old: map[int]*unit{}, byLease: map[string]int{},
 		owned: map[int]*partRun{}, leases: map[int]string{}, members: map[string]int{}, warned: map[string]bool{},
 		readAt: time.Now(), unowned: map[int]time.Time{},
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), trimKick: make(chan struct{}, 1), trimDone: make(chan struct{}), cancel: cancel}
+	p.lookUpTrimmer(ctx)
 	for i := range o.Partitions {
 		p.addUnit(&unit{i: i, name: p.prefix + strconv.Itoa(i), lease: "lease." + strconv.Itoa(o.Partitions) + "." + strconv.Itoa(i),
 			filter: natsbus.PartitionFilter(c.Prefix(), o.Partitions, i), what: fmt.Sprintf("partition %d of %d of the events", i, o.Partitions)})
@@ -240,6 +250,7 @@ func NewPartitioned(ctx context.Context, c *natsbus.Conn, o PartitionOptions, ha
 		"detail", "events of one minion are handled in order by one replica at a time",
 		"partitions", o.Partitions, "replica", o.Replica, "lease_ttl", o.LeaseTTL.String(), "bucket", o.Bucket)
 	p.tasks.Go(p.manage)
+	p.tasks.Go(p.trimLoop)
 	return p, nil
 }
 
@@ -413,6 +424,7 @@ func (p *Partitioned) Release(ctx context.Context) {
 		wg.Wait()
 		p.state.Delete("member."+p.o.Replica, time.Second)
 		_ = p.c.Flush(ctx)
+		p.trimLast(ctx)
 		p.cancel()
 		<-p.watched
 		_ = p.tasks.Close(context.Background()) // no deadline: waits for every one

@@ -171,8 +171,13 @@ func TestPartitionedOrderAcrossReplicas(t *testing.T) {
 	<-published
 	waitHandled(keys * each)
 	// Every event acknowledged (the stream keeps an event until each
-	// consumer did): no copy of one can come any more.
+	// consumer did): no copy of one can come any more. The replicas
+	// purged them (the stream is trimmed to what all its consumers
+	// acknowledged), not the server one by one.
 	waitStreamEmpty(t, b.c)
+	if a.p.Trimmed()+b.p.Trimmed() == 0 {
+		t.Fatal("the stream emptied, but no replica purged an event from it")
+	}
 	distinct, dups, ooo := log.check()
 	t.Logf("%d keys × %d events: %d handled, %d duplicates (%d before the death), %d out of order, %d at once; b took a's partitions %v after its death; b's resyncs %d, redeliveries passed over %d",
 		keys, each, distinct, dups, dupsBefore, ooo, log.overlap, took.Round(time.Millisecond), b.p.Resyncs(), b.p.Ignored())
@@ -264,8 +269,8 @@ func TestPartitionsResumeWhereTheReactorLeftOff(t *testing.T) {
 	_, c := natstest.Start(t)
 	ctx := context.Background()
 	h := &numbered{t: t, c: c}
-	// A stream made for partitions (interest retention); the shared
-	// consumer reads it first.
+	// A stream made for partitions (trimmed to what all its consumers
+	// acknowledged); the shared consumer reads it first.
 	if err := c.EnsureStream(ctx, natsbus.StreamOptions{Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +470,7 @@ func TestChangingPartitionsDrainsTheFormerOnes(t *testing.T) {
 	ctx := context.Background()
 	d := &draining{t: t, c: c, log: newOrderLog()}
 	// The consumers of 3 partitions, so that the stream keeps events for
-	// them (interest retention).
+	// them (it is trimmed to what all its consumers acknowledged).
 	p0, err := NewPartitioned(ctx, c, PartitionOptions{Partitions: 3, LeaseTTL: 2 * time.Second}, d.handle)
 	if err != nil {
 		t.Fatal(err)

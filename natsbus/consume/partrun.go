@@ -41,6 +41,7 @@ type partRun struct {
 	backoff  time.Duration
 	repinned int // the session whose pin was taken again (repin)
 	quit     chan struct{}
+	moved    chan struct{} // the floor moved: acks acknowledges it
 }
 
 type takenMsg struct {
@@ -52,7 +53,7 @@ type takenMsg struct {
 }
 
 func newPartRun(p *Partitioned, u *unit) *partRun {
-	return &partRun{p: p, u: u, i: u.i, handled: map[uint64]bool{}, quit: make(chan struct{})}
+	return &partRun{p: p, u: u, i: u.i, handled: map[uint64]bool{}, quit: make(chan struct{}), moved: make(chan struct{}, 1)}
 }
 
 func (r *partRun) renewedAt() time.Time { return time.Unix(0, r.renewed.Load()) }

@@ -120,24 +120,52 @@ func (r *partRun) advance() {
 		clear(r.taken[:n])
 		r.taken = r.taken[n:]
 		r.backoff = 0
+		select {
+		case r.moved <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// acks acknowledges the floor (AckAll: every event up to it) every 20ms
-// when it moved, and sends progress acknowledgements for the events
-// handed to the handler for half of AckWait or more, until the partition
-// is halted and settled.
+// acks acknowledges the floor (AckAll: every event up to it) when it
+// moves, at most every ackEvery, and every tickEvery (or more often,
+// for a short AckWait or CheckEvery) checks the lease,
+// the pin, a drained partition and a stall, and sends progress
+// acknowledgements for the events handed to the handler for half of
+// AckWait or more, until the partition is halted and settled. An idle
+// partition wakes only for the checks.
 func (r *partRun) acks() {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
 	every := max(r.p.o.AckWait/4, 10*time.Millisecond)
+	t := time.NewTicker(min(tickEvery, every, max(r.p.o.CheckEvery/2, 10*time.Millisecond)))
+	defer t.Stop()
+	later := time.NewTimer(ackEvery)
+	later.Stop()
+	var lastAck time.Time
+	waiting := false // later is set
 	lastProgress, lastCheck, lastEmpty := time.Now(), time.Now(), time.Now()
 	stalled := 0
 	for {
 		select {
 		case <-r.quit:
+			later.Stop()
 			r.ackFloor()
 			return
+		case <-r.moved:
+			if d := ackEvery - time.Since(lastAck); d > 0 {
+				if !waiting {
+					waiting = true
+					later.Reset(d)
+				}
+				continue
+			}
+			r.ackFloor()
+			lastAck = time.Now()
+			continue
+		case <-later.C:
+			waiting = false
+			r.ackFloor()
+			lastAck = time.Now()
+			continue
 		case <-t.C:
 		}
 		r.ackFloor()
@@ -221,6 +249,14 @@ func (r *partRun) checkStall(stalled int) int {
 	return stalled + 1
 }
 
+// ackEvery is the shortest time between two acknowledgements of a
+// partition's floor; tickEvery is how often acks checks the lease, the
+// pin, a drain and a stall at most.
+const (
+	ackEvery  = 20 * time.Millisecond
+	tickEvery = 100 * time.Millisecond
+)
+
 func (r *partRun) ackFloor() {
 	r.mu.Lock()
 	f := r.floor
@@ -230,5 +266,9 @@ func (r *partRun) ackFloor() {
 	}
 	r.acked = f
 	r.mu.Unlock()
-	_ = f.Ack()
+	if f.Ack() == nil {
+		if md, err := f.Metadata(); err == nil {
+			r.p.noteAcked(md.Sequence.Stream)
+		}
+	}
 }

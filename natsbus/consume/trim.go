@@ -8,7 +8,10 @@ import (
 	"github.com/reactord/reactord/natsbus"
 )
 
-// Trimming a stream marked trimmed (natsbus.Trimmed). Within trimEvery of
+// Trimming a stream marked trimmed (natsbus.Trimmed). Within TrimEvery
+// (StreamOptions; 20 ms by default: what a power loss, or a SIGKILL of the
+// process that runs the embedded server, can deliver again beyond the
+// events in flight) of
 // this Consumer acknowledging an event, it purges the stream up to the
 // shared consumer's acknowledgement floor (natsbus.Trimmer). While events
 // it acknowledged stay above the floor (an event before them is still
@@ -19,11 +22,6 @@ import (
 // trimCostFactor times as long as the last took, so that purging a large
 // backlog takes at most a fifth of the time.
 const (
-	// trimEvery bounds how long an event this Consumer acknowledged
-	// stays in the stream once the floor passed it: what a power loss, or
-	// a SIGKILL of the process that runs the embedded server, can deliver
-	// again beyond the events in flight.
-	trimEvery = 20 * time.Millisecond
 	// trimIdle is the longest wait between looks at a floor that does
 	// not move.
 	trimIdle = time.Second
@@ -51,6 +49,10 @@ func (k *Consumer) noteAcked(seq uint64, ts int64) {
 	}
 	k.ackedMu.Unlock()
 	k.ackedNew.Store(true)
+	select {
+	case k.trimKick <- struct{}{}:
+	default:
+	}
 	if full && k.warnedFull.CompareAndSwap(false, true) {
 		k.log.Warn("more events acknowledged above a held one than this replica remembers",
 			"detail", "if the consumer is recreated before the held one is acknowledged, the rest are delivered and react again",
@@ -124,28 +126,43 @@ type trimState struct {
 }
 
 // trim purges the events every replica acknowledged from a stream marked
-// trimmed, after this Consumer's acknowledgements (see trimEvery), once
+// trimmed, after this Consumer's acknowledgements (see TrimEvery), once
 // when it starts on a stream (what a predecessor acknowledged but did not
-// purge), and once more when the Consumer closes.
+// purge), and once more when the Consumer closes. Between rounds it
+// sleeps until an acknowledgement, a look again at a floor that had not
+// passed what was acknowledged, or trimIdle; two rounds are at least the
+// wait trimOnce returns apart.
 func (k *Consumer) trim() {
-	t := time.NewTimer(trimEvery)
+	t := time.NewTimer(k.o.TrimEvery)
 	defer t.Stop()
 	var st trimState
+	var earliest time.Time // no round before
 	for {
 		select {
 		case <-k.end:
 			k.trimOnce(&st, true)
 			return
+		case <-k.trimKick:
+			if d := time.Until(earliest); d > 0 {
+				t.Reset(d) // the round comes when the spacing allows
+				continue
+			}
 		case <-t.C:
 		}
-		t.Reset(k.trimOnce(&st, false))
+		wait := k.trimOnce(&st, false)
+		earliest = time.Now().Add(wait)
+		next := trimIdle
+		if st.left > 0 || k.ackedNew.Load() {
+			next = max(wait, time.Until(st.next))
+		}
+		t.Reset(next)
 	}
 }
 
 // trimOnce is one round of trim; it returns the wait before the next.
 func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
 	if !k.c.NATS().IsConnected() {
-		return trimEvery
+		return k.o.TrimEvery
 	}
 	if k.relook.Load() && time.Now().After(st.relookAt) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -155,7 +172,7 @@ func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
 	}
 	tr := k.trimmer.Load()
 	if tr == nil {
-		return trimEvery
+		return k.o.TrimEvery
 	}
 	fresh := k.ackedNew.Swap(false)
 	if tr != st.tr { // a start: what a predecessor left
@@ -163,7 +180,7 @@ func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
 	}
 	now := time.Now()
 	if !fresh && !final && (st.left == 0 || now.Before(st.next)) {
-		return trimEvery // nothing new acknowledged; waiting for the floor
+		return k.o.TrimEvery // nothing new acknowledged; waiting for the floor
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -174,12 +191,12 @@ func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
 	if err != nil {
 		if errors.Is(err, natsbus.ErrNotTrimmed) {
 			if !k.trimmer.CompareAndSwap(tr, nil) {
-				return trimEvery // a start replaced it meanwhile
+				return k.o.TrimEvery // a start replaced it meanwhile
 			}
 			k.forgetAcked(0, 0, true)
 			k.log.Warn("the JetStream stream was replaced by one that is not trimmed", "stream", k.o.Stream,
 				"detail", "acknowledged events are no longer purged by this replica")
-			return trimEvery
+			return k.o.TrimEvery
 		}
 		st.failures++
 		if st.failures == 1 || st.failures%100 == 0 {
@@ -204,12 +221,12 @@ func (k *Consumer) trimOnce(st *trimState, final bool) time.Duration {
 	if st.left > 0 {
 		// Acknowledged here but above the floor: look again later, or
 		// at the next acknowledgement.
-		st.backoff = min(max(2*st.backoff, trimEvery), trimIdle)
+		st.backoff = min(max(2*st.backoff, k.o.TrimEvery), trimIdle)
 		st.next = now.Add(st.backoff)
 	} else {
 		st.backoff, st.next = 0, time.Time{}
 	}
-	return max(trimEvery, trimCostFactor*took)
+	return max(k.o.TrimEvery, trimCostFactor*took)
 }
 
 // Trimmed returns how many acknowledged events this Consumer's purges

@@ -239,6 +239,18 @@ func TestShadowOnRealSalt(t *testing.T) {
 		t.Errorf("%d jobs of Salt's reactor taken as an orchestration's, want its one state.sls: %v", len(unpaired), unpaired)
 	}
 	cpu1, wall := cpuOf(t, e, r), time.Since(wall0)
+	// What the shadow costs beside what Salt spends on the same traffic,
+	// logged before the checks below can end the test.
+	ours, salts := cpu1.ours-cpu0.ours, cpu1.salt-cpu0.salt
+	if salts <= 0 {
+		t.Fatalf("no CPU measured for Salt's processes")
+	}
+	// A figure, not a bound (the goal is at most 5%): shadow mode flushes
+	// JetStream's writes every two minutes and trims once a second; with
+	// REACTORD_E2E_SHADOW_ARGS="--jetstream-sync 0" each write is flushed.
+	t.Logf("CPU over the burst and the quiet stretch (%s): reactord shadow %.2fs and its bridge %.2fs, Salt's master, minions and salt-api %.2fs: %.1f%% of Salt's; %.1f%% of the host's %d cores",
+		wall.Round(time.Second), cpu1.daemon-cpu0.daemon, ours-(cpu1.daemon-cpu0.daemon), salts, 100*ours/salts,
+		100*ours/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU())
 	rep = report()
 	t.Logf("verdicts: %v", rep.Verdicts)
 	for _, d := range rep.Disagreements {
@@ -312,17 +324,6 @@ func TestShadowOnRealSalt(t *testing.T) {
 	} else {
 		t.Logf("Salt's reactor dropped %d of %d slow runner reactions at its queue limit: %d reactord-only verdicts", drops, slow, got)
 	}
-
-	// What the shadow costs beside what Salt spends on the same traffic.
-	ours, salts := cpu1.ours-cpu0.ours, cpu1.salt-cpu0.salt
-	if salts <= 0 {
-		t.Fatalf("no CPU measured for Salt's processes")
-	}
-	// A figure, not a bound: issue 38 asks for at most 5%; the flush of
-	// each JetStream write (sync always, the defaults) is most of it.
-	t.Logf("CPU over the burst and the quiet stretch (%s): reactord shadow %.2fs and its bridge %.2fs, Salt's master, minions and salt-api %.2fs: %.1f%% of Salt's; %.1f%% of the host's %d cores",
-		wall.Round(time.Second), cpu1.daemon-cpu0.daemon, ours-(cpu1.daemon-cpu0.daemon), salts, 100*ours/salts,
-		100*ours/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU())
 }
 
 // shadowReport is what `reactord shadow report --out json` prints, as far
