@@ -48,21 +48,9 @@ func (p *Partitioned) noteAcked(seq uint64) {
 // lookUpTrimmer sets the stream's Trimmer, nil when the stream is not
 // trimmed; a look-up that fails is tried again every trimIdle.
 func (p *Partitioned) lookUpTrimmer(ctx context.Context) {
-	tr, err := p.c.NewTrimmer(ctx, p.o.StreamOptions)
-	switch {
-	case errors.Is(err, natsbus.ErrNotTrimmed):
-		tr = nil
-	case err != nil:
-		if !p.relook.Swap(true) {
-			p.log.Warn("looking up whether the JetStream stream is trimmed failed", "stream", p.o.Stream, "err", err,
-				"detail", "tried again every second")
-		}
-		return
+	if tr, ok := findTrimmer(ctx, p.c, p.o.StreamOptions, &p.relook, p.log); ok {
+		p.trimmer.Store(tr)
 	}
-	if p.relook.Swap(false) {
-		p.log.Info("looked up whether the JetStream stream is trimmed", "stream", p.o.Stream, "trimmed", tr != nil)
-	}
-	p.trimmer.Store(tr)
 }
 
 // trimLoop trims the stream after this replica's acknowledgements until

@@ -3,6 +3,8 @@ package consume
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/natsbus"
@@ -95,19 +97,9 @@ func (k *Consumer) forgetAcked(was, floor uint64, all bool) (left int) {
 // A look-up that fails keeps what was there, and trim tries again every
 // trimIdle.
 func (k *Consumer) lookUpTrimmer(ctx context.Context) {
-	tr, err := k.c.NewTrimmer(ctx, k.o)
-	switch {
-	case errors.Is(err, natsbus.ErrNotTrimmed):
-		tr = nil
-	case err != nil:
-		if !k.relook.Swap(true) {
-			k.log.Warn("looking up whether the JetStream stream is trimmed failed", "stream", k.o.Stream, "err", err,
-				"detail", "tried again every second")
-		}
+	tr, ok := findTrimmer(ctx, k.c, k.o, &k.relook, k.log)
+	if !ok {
 		return
-	}
-	if k.relook.Swap(false) {
-		k.log.Info("looked up whether the JetStream stream is trimmed", "stream", k.o.Stream, "trimmed", tr != nil)
 	}
 	if old := k.trimmer.Swap(tr); tr == nil || old == nil || !old.Created().Equal(tr.Created()) {
 		k.forgetAcked(0, 0, true)
@@ -237,3 +229,25 @@ func (k *Consumer) Trimmed() int64 { return k.trimmed.Load() }
 // acknowledged (a consumer recreated over a trimmed stream delivers from
 // the stream's start) it acknowledged again without handing them on.
 func (k *Consumer) PassedOver() int64 { return k.passedOver.Load() }
+
+// findTrimmer looks up the stream's Trimmer (nil when the stream is not
+// trimmed) for a consumer or a set of partitions; ok is false when the
+// look-up failed, which relook records (and the first failure logs) for a
+// try again, and whose end it logs.
+func findTrimmer(ctx context.Context, c *natsbus.Conn, o natsbus.StreamOptions, relook *atomic.Bool, log *slog.Logger) (tr *natsbus.Trimmer, ok bool) {
+	tr, err := c.NewTrimmer(ctx, o)
+	switch {
+	case errors.Is(err, natsbus.ErrNotTrimmed):
+		tr = nil
+	case err != nil:
+		if !relook.Swap(true) {
+			log.Warn("looking up whether the JetStream stream is trimmed failed", "stream", o.Stream, "err", err,
+				"detail", "tried again every second")
+		}
+		return nil, false
+	}
+	if relook.Swap(false) {
+		log.Info("looked up whether the JetStream stream is trimmed", "stream", o.Stream, "trimmed", tr != nil)
+	}
+	return tr, true
+}
