@@ -400,3 +400,40 @@ func TestJournalHoldsHandedOverCalls(t *testing.T) {
 		}
 	})
 }
+
+// TestGuardJudgesDuringRetry: a rule's retry (retry.go's again, run from
+// its backoff's timer, not a lane) is a dispatch in flight too. The
+// revert's retry on web1 takes a second to answer; the beacon its job
+// causes on web1 half-way through waits for the retry's jid and is held
+// back as that job's own, instead of being judged against the first job,
+// which had returned, and reverting again.
+func TestGuardJudgesDuringRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		conf := "reactor:\n  - 'salt/beacon/*/inotify//etc/important_file':\n      sls: revert.sls\n      retry: {attempts: 1, backoff: 10s}\n"
+		drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": time.Second}}
+		m := NewMetrics(prometheus.NewRegistry())
+		d, err := New(scenarioEngine(t, conf), Options{Driver: drv, Lanes: 1, Block: true, InFlight: 8, Metrics: m,
+			Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Start(context.Background())
+		steps := []step{
+			beaconStep(0, "web1"),                             // the revert: j1, answered at 1 s
+			retStep(1500*time.Millisecond, j1, "web1", false), // fails: retried at 11.5 s, answered at 12.5 s
+			beaconStep(10500*time.Millisecond, "web1"),        // 12 s: the retry's own change, its jid not back yet
+		}
+		for _, s := range steps {
+			time.Sleep(s.after)
+			d.Submit(context.Background(), Delivery{Body: s.body(), Redelivers: true})
+		}
+		time.Sleep(2 * time.Second)
+		if got := testutil.ToFloat64(m.Retries.WithLabelValues("retried")); got != 1 {
+			t.Fatalf("retried %v, want 1 (calls %v)", got, drv.calls)
+		}
+		if err := d.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		scenario{want: map[string]int{"revert": 2}, held: map[string]float64{"loop_guard_beacon": 1}}.check(t, drv.saltDriver, []*Metrics{m})
+	})
+}

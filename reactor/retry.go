@@ -308,6 +308,11 @@ func (r *retries) again(ctx context.Context, j *retryJob) {
 		a.Key = fmt.Sprintf("%s/%s/%s/retry%d", j.ev.dl.MsgID, c.Str("__sls__"), c.Str("__id__"), j.attempt+1)
 	}
 	re.opts.Metrics.Retries.WithLabelValues("retried").Inc()
+	// While the retry's call runs, its minions' events wait to be judged
+	// until the guard knows its job, as a lane's own calls' do.
+	if d := re.dispatching(j.ev, c, j.rule); d != nil {
+		defer d.Done() // after Started, below
+	}
 	res, err := re.opts.Retry.Do(ctx, a)
 	// Its place passes to the retry's job (or to the next retry).
 	defer re.limits.unhold(j.ev.id, j.rule.reaction.Rule)
