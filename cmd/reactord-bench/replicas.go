@@ -128,6 +128,9 @@ type child struct {
 	// reload fault waits for them).
 	reloads atomic.Int64
 	scrp    *http.Client
+	// log, when set, receives every line of its stderr (the soak's
+	// DIR/logs/NAME.log); closed when the child ends.
+	log io.WriteCloser
 }
 
 // start runs the child with its stderr read line by line.
@@ -147,6 +150,9 @@ func (c *child) start() error {
 		for sc.Scan() {
 			l := sc.Text()
 			c.lines.Add(1)
+			if c.log != nil {
+				_, _ = io.WriteString(c.log, l+"\n")
+			}
 			if strings.Contains(l, `msg="configuration reloaded"`) {
 				c.reloads.Add(1)
 			}
@@ -162,6 +168,10 @@ func (c *child) start() error {
 			c.mu.Unlock()
 		}
 		c.err = c.cmd.Wait()
+		if c.log != nil {
+			_, _ = fmt.Fprintf(c.log, "== %s (pid %d) ended: %v\n", c.name, c.cmd.Process.Pid, c.err)
+			_ = c.log.Close()
+		}
 		close(c.done)
 	}()
 	return nil

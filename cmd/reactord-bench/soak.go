@@ -100,8 +100,10 @@ type soakProc struct {
 	// http: the process serves /healthz and /metrics (a replica, the
 	// bridge), waited for and scraped.
 	http bool
-	mu   sync.Mutex
-	c    *child
+	// log is the file each life's stderr is appended to (DIR/logs/NAME.log).
+	log string
+	mu  sync.Mutex
+	c   *child
 }
 
 func (p *soakProc) cur() *child {
@@ -113,8 +115,21 @@ func (p *soakProc) cur() *child {
 // start runs the process (again) with its arguments.
 func (p *soakProc) start(self string) error {
 	c := &child{name: p.name, cmd: exec.Command(self, p.args...), scrp: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableCompression: true}}}
+	if p.log != "" {
+		f, err := os.OpenFile(p.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("%s's log: %w", p.name, err)
+		}
+		c.log = f
+	}
 	if err := c.start(); err != nil {
+		if c.log != nil {
+			_ = c.log.Close()
+		}
 		return err
+	}
+	if c.log != nil {
+		_, _ = fmt.Fprintf(c.log, "== %s (pid %d) started at %s\n", p.name, c.cmd.Process.Pid, time.Now().Format(time.RFC3339Nano))
 	}
 	p.mu.Lock()
 	p.c = c
@@ -222,7 +237,14 @@ type soakSummary struct {
 	Store       string          `json:"store"`
 	StoreServer string          `json:"store_server,omitempty"`
 	LostSample  []string        `json:"lost_sample,omitempty"`
-	NotDone     []string        `json:"not_implemented"`
+	// LostInStream is how many of the events counted lost have a reaction
+	// in the reactions' stream after all, read again from its start once
+	// the run is over: the soak's own reader missed them, reactord did not.
+	LostInStream int64 `json:"lost_in_stream,omitempty"`
+	// LostDetail says, for a few lost events, where their reaction was
+	// looked for.
+	LostDetail []string `json:"lost_detail,omitempty"`
+	NotDone    []string `json:"not_implemented"`
 }
 
 // soakNotDone lists the issue's faults soak does not inject: none now.
@@ -391,6 +413,9 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return soakSummary{}, err
 	}
+	if err := os.MkdirAll(filepath.Join(cfg.out, "logs"), 0o755); err != nil {
+		return soakSummary{}, err
+	}
 	if s.timeline, err = os.Create(filepath.Join(cfg.out, "timeline.jsonl")); err != nil {
 		return soakSummary{}, err
 	}
@@ -426,6 +451,9 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	}
 	s.sample(start) // the end, after the drain
 	sum := s.summary(start)
+	if sum.Lost > 0 || (sum.Bridged != nil && sum.Bridged.Lost > 0) {
+		s.recheckLost(ctx, &sum, stderr)
+	}
 	if err := plotSoak(filepath.Join(s.cfg.out, "soak.png"), s.samples, s.faultLog); err != nil {
 		fmt.Fprintf(stderr, "soak: drawing soak.png: %v\n", err)
 	}
@@ -614,6 +642,12 @@ func (s *soak) stopAll() {
 	}
 }
 
+// logPath is where a process's log goes: DIR/logs/NAME.log, every life
+// of it appended (a failed run's cause is read there).
+func (s *soak) logPath(name string) string {
+	return filepath.Join(s.cfg.out, "logs", name+".log")
+}
+
 // startCluster starts the NATS nodes and waits for JetStream.
 func (s *soak) startCluster(ctx context.Context) error {
 	var routes []string
@@ -630,7 +664,7 @@ func (s *soak) startCluster(ctx context.Context) error {
 	}
 	var children []*child
 	for i := range s.cfg.nodes {
-		p := &soakProc{name: fmt.Sprintf("n%d", i+1), args: []string{"natsnode", "--name", fmt.Sprintf("n%d", i+1),
+		p := &soakProc{name: fmt.Sprintf("n%d", i+1), log: s.logPath(fmt.Sprintf("n%d", i+1)), args: []string{"natsnode", "--name", fmt.Sprintf("n%d", i+1),
 			"--listen", fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
 			"--routes", strings.Join(routes, ","), "--data-dir", filepath.Join(s.dir, fmt.Sprintf("n%d", i+1))}}
 		if err := p.start(s.self); err != nil {
@@ -682,7 +716,7 @@ func (s *soak) startReplicas(ctx context.Context) error {
 		if s.storeURL != "" {
 			args = append(args, "--store", s.storeURL)
 		}
-		p := &soakProc{name: fmt.Sprintf("replica%d", i+1), args: args, proxy: px, http: true}
+		p := &soakProc{name: fmt.Sprintf("replica%d", i+1), log: s.logPath(fmt.Sprintf("replica%d", i+1)), args: args, proxy: px, http: true}
 		if err := p.start(s.self); err != nil {
 			return err
 		}

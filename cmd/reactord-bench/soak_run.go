@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -128,22 +131,8 @@ func (l *soakLedger) reactedCount() int64 {
 // lost returns how many acknowledged events no reaction was seen for,
 // with a few of them.
 func (l *soakLedger) lost() (int64, []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	var some []string
-	for id, m := range l.minions {
-		for i := range m.reacted {
-			if (i < m.acked || i < len(m.stored) && m.stored[i]) && !m.reacted[i] {
-				n++
-				if len(some) < 10 {
-					some = append(some, id+"/"+strconv.Itoa(i))
-				}
-			}
-		}
-	}
-	slices.Sort(some)
-	return n, some
+	keys := slices.Sorted(maps.Keys(l.lostKeys()))
+	return int64(len(keys)), keys[:min(len(keys), 10)]
 }
 
 // order counts the duplicates and the events out of order (ordercheck).
@@ -557,4 +546,71 @@ func slope(x, y []float64) float64 {
 		return 0
 	}
 	return num / den
+}
+
+// lostKeys returns every acknowledged event no reaction was seen for,
+// as minion/number.
+func (l *soakLedger) lostKeys() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]bool{}
+	for id, m := range l.minions {
+		for i := range m.reacted {
+			if (i < m.acked || i < len(m.stored) && m.stored[i]) && !m.reacted[i] {
+				out[id+"/"+strconv.Itoa(i)] = true
+			}
+		}
+	}
+	return out
+}
+
+// recheckLost reads the reactions' stream again from its first message,
+// with a consumer of its own, and counts the events the run counted lost
+// whose reaction is there after all (the soak's reader missed it): a
+// loss is reactord's only when the stream lacks the reaction too.
+func (s *soak) recheckLost(ctx context.Context, sum *soakSummary, stderr io.Writer) {
+	want := s.ledger.lostKeys()
+	for k := range s.bledger.lostKeys() {
+		want[k] = true
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := s.js.Stream(ctx, "SOAK_REACTIONS")
+	if err != nil {
+		fmt.Fprintf(stderr, "soak: reading the reactions again: %v\n", err)
+		return
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "soak: reading the reactions again: %v\n", err)
+		return
+	}
+	found := map[string]uint64{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && ctx.Err() == nil; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			continue // deleted, or aged out
+		}
+		var v struct {
+			Chunk struct {
+				Tgt string `json:"tgt"`
+				Arg []int  `json:"arg"`
+			} `json:"chunk"`
+		}
+		if json.Unmarshal(m.Data, &v) != nil || len(v.Chunk.Arg) != 1 {
+			continue
+		}
+		if k := v.Chunk.Tgt + "/" + strconv.Itoa(v.Chunk.Arg[0]); want[k] && found[k] == 0 {
+			found[k] = seq
+		}
+	}
+	sum.LostInStream = int64(len(found))
+	keys := slices.Sorted(maps.Keys(want))
+	for _, k := range keys[:min(len(keys), 10)] {
+		if seq := found[k]; seq > 0 {
+			sum.LostDetail = append(sum.LostDetail, fmt.Sprintf("%s: in the reactions' stream at %d (the soak's reader missed it)", k, seq))
+		} else {
+			sum.LostDetail = append(sum.LostDetail, fmt.Sprintf("%s: not in the reactions' stream (%d..%d)", k, info.State.FirstSeq, info.State.LastSeq))
+		}
+	}
 }
