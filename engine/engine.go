@@ -153,6 +153,7 @@ func build(cfg *config.Config, o Options, lib *reactions.Library) (*Engine, erro
 	}
 	if !shared { // the library's first engine says what happens to its files
 		e.lib.KeepLastGood = true
+		e.lib.Settle = reactions.DefaultSettle
 		e.lib.OnStale = func(path string, err error) {
 			e.log.Error("reaction file changed and does not load: previous version kept", "file", path, "err", err.Error(),
 				"fix", "reactord check -c CONF")

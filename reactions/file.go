@@ -564,6 +564,10 @@ func describe(v any) string {
 	return "a value"
 }
 
+// DefaultSettle is the Settle of an engine's reaction files: as long as
+// the daemon's configuration file waits before a reload.
+const DefaultSettle = time.Second
+
 // Library loads reaction files and expands SLS path globs, caching both and
 // noticing when a file changes on disk. It is safe for concurrent use.
 type Library struct {
@@ -587,6 +591,14 @@ type Library struct {
 	// and parsed): once, then once per change on disk. Set it before the
 	// first File call.
 	OnCompile func(path string)
+	// Settle is how long a changed file must have stayed unchanged (by
+	// its modification time) before it replaces the version in use: a
+	// file rewritten in place (truncated, then written: an editor, `cat >
+	// FILE`, configuration management) is never read half written or
+	// empty, and the version before serves meanwhile. Zero uses a change
+	// at once; a file's first load never waits. The engine sets
+	// DefaultSettle.
+	Settle time.Duration
 
 	mu    sync.RWMutex
 	files map[string]*fileEntry
@@ -736,6 +748,13 @@ func (l *Library) load(path string, prev *fileState) *fileState {
 	}
 	if prev != nil && prev.file != nil || prev != nil && prev.err != nil && !prev.mtime.IsZero() {
 		if fi.ModTime().Equal(prev.mtime) && fi.Size() == prev.size {
+			return prev
+		}
+	}
+	if prev != nil && l.Settle > 0 {
+		// Changed moments ago (or moments ahead: a clock a little off):
+		// maybe still being written.
+		if age := time.Since(fi.ModTime()); age > -l.Settle && age < l.Settle {
 			return prev
 		}
 	}

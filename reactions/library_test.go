@@ -1,8 +1,11 @@
 package reactions
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -100,5 +103,65 @@ func TestPyGlob(t *testing.T) {
 				t.Errorf("%s: got %q, want %q", c.pattern, got, want)
 			}
 		}
+	}
+}
+
+// TestLibrarySettlesInPlaceWrites: a file rewritten in place is first
+// truncated (empty, a valid file that renders nothing) and then written. A
+// change younger than Settle is not used yet: the version before serves,
+// so no render sees the empty file; once the file has stayed unchanged for
+// Settle, its new version serves.
+func TestLibrarySettlesInPlaceWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.sls")
+	at := func(src string, mtime time.Time) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(lib *Library) string {
+		t.Helper()
+		f, err := lib.File(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := f.Render("t", map[string]any{"id": "web1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprint(r.ID))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		name   string
+		settle time.Duration
+		want   []string // the ids rendered: first, just truncated, written a moment ago, written long enough ago
+	}{
+		{"settle", time.Minute, []string{"a", "a", "a", "b"}},
+		{"no settle", 0, []string{"a", "", "b", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			at("a:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n", now.Add(-time.Hour))
+			lib := NewLibrary()
+			lib.CheckEvery, lib.Settle = time.Nanosecond, tc.settle
+			var got []string
+			got = append(got, ids(lib))
+			at("", now.Add(-2*time.Millisecond)) // truncated in place
+			got = append(got, ids(lib))
+			at("b:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n", now.Add(-time.Millisecond))
+			got = append(got, ids(lib))
+			at("b:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n", now.Add(-2*time.Minute))
+			got = append(got, ids(lib))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("rendered %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -373,6 +373,9 @@ const soakRule = "soak:\n  local.test.arg:\n    - tgt: {{ .data.id }}\n    - arg
 // (a rule that never matches comes and goes) for the reload fault.
 func writeSoakConf(dir string, generation int) (string, error) {
 	sls := filepath.Join(dir, "soak.sls")
+	// The reaction file is rewritten in place (truncated, then written),
+	// as an editor or `cat >` does, while the replicas render it: none may
+	// react to it as an empty file meanwhile (reactions.Library.Settle).
 	if err := os.WriteFile(sls, []byte(soakRule), 0o644); err != nil {
 		return "", err
 	}
