@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reactord/reactord/actions"
+	"github.com/reactord/reactord/actions/natsdriver"
 	"github.com/reactord/reactord/bridge"
 	"github.com/reactord/reactord/config"
 	"github.com/reactord/reactord/engine"
@@ -153,6 +154,9 @@ func (d *Daemon) openDriver(context.Context) error {
 		if drv, err = d.opts.Drivers.Driver(d.driver, d.opts.Stdout, d.conn); err != nil {
 			return configErr(err)
 		}
+	}
+	if nd, ok := drv.(*natsdriver.Driver); ok {
+		nd.Durable = d.jetstream // events are redelivered until a reaction is stored
 	}
 	d.drv = drv
 	d.push("driver", func(ctx context.Context) error {

@@ -71,6 +71,14 @@ type Driver struct {
 	// FlushTimeout bounds one confirmation round trip, and the retries of
 	// a stored publish (zero: DefaultFlushTimeout).
 	FlushTimeout time.Duration
+	// Durable says the daemon consumes its events from JetStream, which
+	// redelivers them until acknowledged: Do then always waits for the
+	// server to have a reaction, and while the server has not yet said
+	// whether a stream stores a reaction's subject (no answer in time: a
+	// cluster without a leader), Do's error is retryable instead of a
+	// core publish that such a stream may never store. Set it before the
+	// first Do.
+	Durable bool
 
 	start   sync.Once
 	kick    chan struct{}
@@ -149,7 +157,11 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 	body := actions.AppendLine(nil, a.Tag, a.Chunk)
 	subj := d.prefix + natsbus.Subject("", a.Chunk.Str("state"))
 	meta := natsbus.Meta{Origin: d.origin, Cause: a.Tag, Hop: a.Hop + 1}
-	if d.storedMode(ctx, subj) {
+	stored, known := d.storedMode(ctx, subj)
+	if !known && d.Durable {
+		return actions.Result{}, actions.Retryable(fmt.Errorf("publishing to %s: the server has not said whether a JetStream stream stores it (no answer in time)", subj))
+	}
+	if stored {
 		meta.MsgID = a.Key
 		if err := d.publishStored(ctx, subj, body[:len(body)-1], meta); err != nil {
 			return actions.Result{}, actions.Retryable(err)
@@ -158,7 +170,10 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 		d.confirmed.Add(1)
 		return actions.Result{}, nil
 	}
-	wait := d.wait.get(ctx, &d.refreshes, func(ctx context.Context) (bool, bool) { return d.conn.EventStream(ctx) != "", true })
+	wait := d.Durable
+	if !wait {
+		wait, _ = d.wait.get(ctx, &d.refreshes, false, func(ctx context.Context) (bool, bool) { return d.conn.EventStream(ctx) != "", true })
+	}
 	msg := natsbus.Msg{Subject: subj, Body: body[:len(body)-1], Meta: meta}
 	mark, err := d.conn.Marked(func() error { return d.conn.Publish(ctx, msg, natsbus.Core) })
 	if err != nil {
@@ -229,11 +244,14 @@ type answer struct {
 // it, or for their ctx); later calls use the answer and refresh it in the
 // background every driverModeEvery (a refresh that gets no answer keeps
 // the last one until the next), so a slow JetStream API never holds a
-// lane. The refresh runs in refreshes.
-func (q *answer) get(ctx context.Context, refreshes *sync.WaitGroup, ask func(context.Context) (yes, known bool)) bool {
+// lane. The refresh runs in refreshes. A first ask that gets no answer
+// counts as no, unless again: then known is false, and the next call asks
+// again.
+func (q *answer) get(ctx context.Context, refreshes *sync.WaitGroup, again bool, ask func(context.Context) (yes, known bool)) (yes, known bool) {
 	at := q.at.Load()
 	if at == 0 {
-		q.first(ctx, ask)
+		q.first(ctx, again, ask)
+		return q.yes.Load(), q.at.Load() != 0
 	} else if time.Since(time.Unix(0, at)) > driverModeEvery && q.busy.CompareAndSwap(false, true) {
 		refreshes.Go(func() {
 			defer q.busy.Store(false)
@@ -243,13 +261,14 @@ func (q *answer) get(ctx context.Context, refreshes *sync.WaitGroup, ask func(co
 			q.at.Store(time.Now().UnixNano())
 		})
 	}
-	return q.yes.Load()
+	return q.yes.Load(), true
 }
 
 // first gets the first answer: the first caller asks, the others wait
 // until it has the answer or their ctx ends. An unknown answer (the
-// server did not answer in time) counts as no until a refresh gets one.
-func (q *answer) first(ctx context.Context, ask func(context.Context) (yes, known bool)) {
+// server did not answer in time) counts as no until a refresh gets one;
+// with again, it leaves the question open for the next caller.
+func (q *answer) first(ctx context.Context, again bool, ask func(context.Context) (yes, known bool)) {
 	q.mu.Lock()
 	ready, asks := q.ready, q.ready == nil
 	if asks {
@@ -264,15 +283,21 @@ func (q *answer) first(ctx context.Context, ask func(context.Context) (yes, know
 		}
 		return
 	}
-	yes, _ := ask(ctx)
-	q.yes.Store(yes)
-	q.at.Store(time.Now().UnixNano())
+	yes, known := ask(ctx)
+	if known || !again {
+		q.yes.Store(yes)
+		q.at.Store(time.Now().UnixNano())
+	} else {
+		q.mu.Lock()
+		q.ready = nil
+		q.mu.Unlock()
+	}
 	close(ready)
 }
 
 // storedMode reports whether a JetStream stream captures the reaction
-// subject subj.
-func (d *Driver) storedMode(ctx context.Context, subj string) bool {
+// subject subj, and whether the server said so yet.
+func (d *Driver) storedMode(ctx context.Context, subj string) (stored, known bool) {
 	d.storedMu.Lock()
 	q := d.stored[subj]
 	if q == nil {
@@ -280,7 +305,7 @@ func (d *Driver) storedMode(ctx context.Context, subj string) bool {
 		d.stored[subj] = q
 	}
 	d.storedMu.Unlock()
-	return q.get(ctx, &d.refreshes, func(ctx context.Context) (bool, bool) { return d.conn.StreamCaptures(ctx, subj) })
+	return q.get(ctx, &d.refreshes, d.Durable, func(ctx context.Context) (bool, bool) { return d.conn.StreamCaptures(ctx, subj) })
 }
 
 // confirm runs one flush at a time, each covering the reactions published

@@ -388,3 +388,28 @@ func TestDriverStoresWhereAStreamCaptures(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// TestDurableDriverNeverGuesses: for a daemon that consumes JetStream
+// (Durable), a server that has not said whether a stream stores the
+// reaction's subject (here: it answers nothing) makes Do fail with a
+// retryable error, so the event is redelivered, instead of publishing the
+// reaction with core NATS, where a stream without a leader would not store
+// it while the event is acknowledged. The next Do asks the server again.
+func TestDurableDriverNeverGuesses(t *testing.T) {
+	c, err := natsbus.Connect(natsbus.ConnOptions{URL: muteServer(t), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	d := New(c, "", "reactord-test")
+	d.Durable, d.FlushTimeout = true, 300*time.Millisecond
+	for i := range 2 {
+		_, err := d.Do(context.Background(), actions.Action{Tag: "t", Chunk: benchChunk()})
+		if err == nil || !actions.IsRetryable(err) || !strings.Contains(err.Error(), "has not said") {
+			t.Fatalf("Do %d against a server that does not answer: %v, want a retryable error", i+1, err)
+		}
+	}
+	if s := d.Stats(); s.Published != 0 {
+		t.Errorf("stats %+v: published with no answer from the server", s)
+	}
+}
