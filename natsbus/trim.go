@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,16 +203,15 @@ func (t *Trimmer) trimAll(ctx context.Context) (purged, floor uint64, err error)
 		now = t.now
 	}
 	settled := t.settled(now(), info.State.LastSeq)
-	floor, some := info.State.LastSeq, false
-	l := t.s.ListConsumers(ctx)
-	for ci := range l.Info() {
-		some = true
+	floor = info.State.LastSeq
+	all, err := allConsumers(ctx, t.s, t.name, info.State.Consumers)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, ci := range all {
 		floor = min(floor, holds(ci, info.State.LastSeq, settled))
 	}
-	if err := l.Err(); err != nil {
-		return 0, 0, fmt.Errorf("reading the acknowledgement floors of stream %s's consumers: %w", t.name, err)
-	}
-	if !some || floor <= t.done {
+	if len(all) == 0 || floor <= t.done {
 		return 0, floor, nil
 	}
 	purged, err = t.c.purgeBelow(ctx, t.name, "", floor+1)
@@ -220,6 +220,35 @@ func (t *Trimmer) trimAll(ctx context.Context) (purged, floor uint64, err error)
 	}
 	t.done = floor
 	return purged, floor, nil
+}
+
+// allConsumers reads the state of every consumer of stream, which has n
+// (its info's count), or fails: a NATS cluster lists a consumer whose
+// leader did not answer in time as missing, or one whose peers are all
+// offline with no state (no leader), and a trim that read neither would
+// purge what that consumer has not acknowledged.
+func allConsumers(ctx context.Context, s jetstream.Stream, stream string, n int) ([]*jetstream.ConsumerInfo, error) {
+	var all []*jetstream.ConsumerInfo
+	seen := map[string]bool{}
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		name := cmp.Or(ci.Name, ci.Config.Durable, ci.Config.Name) // an offline one's is in its configuration alone
+		if seen[name] {
+			continue // listed again on a later page
+		}
+		seen[name] = true
+		if ci.Cluster != nil && ci.Cluster.Leader == "" {
+			return nil, fmt.Errorf("reading the acknowledgement floors of stream %s's consumers: %s has no leader (its state is not known)", stream, name)
+		}
+		all = append(all, ci)
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("reading the acknowledgement floors of stream %s's consumers: %w", stream, err)
+	}
+	if len(all) < n {
+		return nil, fmt.Errorf("reading the acknowledgement floors of stream %s's consumers: %d of its %d answered", stream, len(all), n)
+	}
+	return all, nil
 }
 
 // holds returns the stream sequence up to which consumer ci has
@@ -256,16 +285,16 @@ func (c *Conn) PurgeAcknowledged(ctx context.Context, stream, consumer string) (
 	last := info.State.LastSeq
 	var self *jetstream.ConsumerInfo
 	var others []*jetstream.ConsumerInfo
-	l := s.ListConsumers(ctx)
-	for ci := range l.Info() {
+	all, err := allConsumers(ctx, s, stream, info.State.Consumers)
+	if err != nil {
+		return 0, err
+	}
+	for _, ci := range all {
 		if ci.Name == consumer {
 			self = ci
 		} else {
 			others = append(others, ci)
 		}
-	}
-	if err := l.Err(); err != nil {
-		return 0, fmt.Errorf("reading the acknowledgement floors of stream %s's consumers: %w", stream, err)
 	}
 	if self == nil {
 		return 0, nil

@@ -207,6 +207,9 @@ func flagName(o Options) string {
 // ClientURL is the URL clients connect to.
 func (e *Server) ClientURL() string { return e.current().ClientURL() }
 
+// Name is the server's name (Options.Name), as a cluster's nodes know it.
+func (e *Server) Name() string { return e.current().Name() }
+
 // Addr is the address the server listens on (host:port).
 func (e *Server) Addr() string {
 	if a := e.current().Addr(); a != nil {
