@@ -188,7 +188,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 		"1 for a new stream; an existing stream keeps its own")
 	fs.DurationVar(&o.DedupeMasters, "dedupe-masters", o.DedupeMasters, "JetStream: treat events with the same tag and data (but _stamp) whose masters stamped them at most this far apart as one, the first copy taken reacting (multi-master pairs, each with its bridge; e.g. 2s; 0: off)")
 	fs.DurationVar(&o.DedupeWindow, "dedupe-window", o.DedupeWindow, "JetStream: the stream's duplicate window for the bridge's Nats-Msg-Id (one master emission); applied to an existing stream too")
-	fs.DurationVar(&o.ReloadSettle, "reload-settle", o.ReloadSettle, "reload on a configuration file change once the files were unchanged this long")
+	fs.DurationVar(&o.ReloadSettle, "reload-settle", o.ReloadSettle, "reload on a configuration file change once the files were unchanged this long; a changed reaction file is used once it was unchanged this long")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "loop guard: after a reaction's job returned on a minion, hold the reaction back from that minion's beacons this long")
 	fs.DurationVar(&o.JobTimeout, "job-timeout", o.JobTimeout, "loop guard: stop waiting for a job's returns after this long")
 	fs.IntVar(&o.MaxHops, "max-hops", o.MaxHops, "suppress events caused by reactions more than this many times in a row")

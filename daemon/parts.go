@@ -276,7 +276,7 @@ func (d *Daemon) brokenFiles() map[string]error {
 // the pipeline's engine is built once it is, from the files this one
 // compiled (startPipeline).
 func (d *Daemon) loadEngine(cfg *config.Config) (*engine.Engine, error) {
-	o := engine.Options{Renderer: d.opts.Renderer.Effective(d.opts.Jinja), SaltCalls: d.saltCalls, Log: d.log}
+	o := engine.Options{Renderer: d.opts.Renderer.Effective(d.opts.Jinja), SaltCalls: d.saltCalls, Log: d.log, Settle: d.opts.ReloadSettle}
 	if c := d.compiled; c != nil {
 		o.OnCompile = func(string) { c.Inc() }
 	}

@@ -8,6 +8,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,6 +87,10 @@ type Options struct {
 	// OnCompile, when set, is told of each reaction file compiled (read
 	// from disk and parsed): each file once, then once per change on disk.
 	OnCompile func(path string)
+	// Settle is how long a changed reaction file must have stayed
+	// unchanged before it replaces the version in use
+	// (reactions.Library.Settle; zero: reactions.DefaultSettle).
+	Settle time.Duration
 	// Files, when set, are the compiled reaction files of an engine of
 	// the same configuration (Engine.Files), read as that engine's
 	// Renderer and Limits said (these then do not apply): the daemon's
@@ -153,7 +158,7 @@ func build(cfg *config.Config, o Options, lib *reactions.Library) (*Engine, erro
 	}
 	if !shared { // the library's first engine says what happens to its files
 		e.lib.KeepLastGood = true
-		e.lib.Settle = reactions.DefaultSettle
+		e.lib.Settle = cmp.Or(o.Settle, reactions.DefaultSettle)
 		e.lib.OnStale = func(path string, err error) {
 			e.log.Error("reaction file changed and does not load: previous version kept", "file", path, "err", err.Error(),
 				"fix", "reactord check -c CONF")

@@ -564,8 +564,8 @@ func describe(v any) string {
 	return "a value"
 }
 
-// DefaultSettle is the Settle of an engine's reaction files: as long as
-// the daemon's configuration file waits before a reload.
+// DefaultSettle is the Settle of an engine's reaction files unless told
+// otherwise: the daemon's --reload-settle default.
 const DefaultSettle = time.Second
 
 // Library loads reaction files and expands SLS path globs, caching both and
@@ -596,8 +596,8 @@ type Library struct {
 	// file rewritten in place (truncated, then written: an editor, `cat >
 	// FILE`, configuration management) is never read half written or
 	// empty, and the version before serves meanwhile. Zero uses a change
-	// at once; a file's first load never waits. The engine sets
-	// DefaultSettle.
+	// at once; a file's first load never waits. The daemon's engine
+	// sets --reload-settle (DefaultSettle).
 	Settle time.Duration
 
 	mu    sync.RWMutex
