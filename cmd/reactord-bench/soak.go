@@ -25,6 +25,7 @@ import (
 
 	"github.com/reactord/reactord/internal/tcpproxy"
 	"github.com/reactord/reactord/natsbus"
+	"github.com/reactord/reactord/store"
 	"github.com/reactord/reactord/store/sqlstore"
 )
 
@@ -159,7 +160,7 @@ type soak struct {
 	// audit counts the rows of the --store database, directly (not
 	// through storeProxy), at every sample; nil without a --store.
 	audit      rowCounter
-	auditStore io.Closer
+	auditStore store.Store // the same database, read (Events, Trace) to tell what became of a lost event
 	nc         *nats.Conn
 	mounts     []string // --tmpfs's, unmounted at the end
 	samples    []soakSample
@@ -455,7 +456,7 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	s.sample(start) // the end, after the drain
 	sum := s.summary(start)
 	if sum.Lost > 0 || (sum.Bridged != nil && sum.Bridged.Lost > 0) {
-		s.recheckLost(ctx, &sum, stderr)
+		s.recheckLost(ctx, start, &sum, stderr)
 	}
 	if err := plotSoak(filepath.Join(s.cfg.out, "soak.png"), s.samples, s.faultLog); err != nil {
 		fmt.Fprintf(stderr, "soak: drawing soak.png: %v\n", err)

@@ -568,7 +568,7 @@ func (l *soakLedger) lostKeys() map[string]bool {
 // with a consumer of its own, and counts the events the run counted lost
 // whose reaction is there after all (the soak's reader missed it): a
 // loss is reactord's only when the stream lacks the reaction too.
-func (s *soak) recheckLost(ctx context.Context, sum *soakSummary, stderr io.Writer) {
+func (s *soak) recheckLost(ctx context.Context, start time.Time, sum *soakSummary, stderr io.Writer) {
 	want := s.ledger.lostKeys()
 	for k := range s.bledger.lostKeys() {
 		want[k] = true
@@ -607,10 +607,79 @@ func (s *soak) recheckLost(ctx context.Context, sum *soakSummary, stderr io.Writ
 	sum.LostInStream = int64(len(found))
 	keys := slices.Sorted(maps.Keys(want))
 	for _, k := range keys[:min(len(keys), 10)] {
-		if seq := found[k]; seq > 0 {
+		if at, ok := s.sentAt(k); ok {
+			k = fmt.Sprintf("%s (published at %.3fs)", k, at.Sub(start).Seconds())
+		}
+		key := strings.Fields(k)[0]
+		if seq := found[key]; seq > 0 {
 			sum.LostDetail = append(sum.LostDetail, fmt.Sprintf("%s: in the reactions' stream at %d (the soak's reader missed it)", k, seq))
 		} else {
-			sum.LostDetail = append(sum.LostDetail, fmt.Sprintf("%s: not in the reactions' stream (%d..%d)", k, info.State.FirstSeq, info.State.LastSeq))
+			sum.LostDetail = append(sum.LostDetail, fmt.Sprintf("%s: not in the reactions' stream (%d..%d); audit store: %s", k, info.State.FirstSeq, info.State.LastSeq, s.auditTrail(ctx, key)))
 		}
 	}
+}
+
+// sentAt is when the soak first published event key (minion/number).
+func (s *soak) sentAt(key string) (time.Time, bool) {
+	id, ns, _ := strings.Cut(key, "/")
+	n, err := strconv.Atoi(ns)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, l := range []*soakLedger{s.ledger, s.bledger} {
+		l.mu.Lock()
+		m := l.minions[id]
+		ok := m != nil && n < len(m.sent) && m.sent[n] != 0
+		var at time.Time
+		if ok {
+			at = time.Unix(0, m.sent[n])
+		}
+		l.mu.Unlock()
+		if ok {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// auditTrail says what the audit store holds of event key (minion/number):
+// each copy archived, with its ledger's stages, or why it cannot tell.
+func (s *soak) auditTrail(ctx context.Context, key string) string {
+	if s.auditStore == nil {
+		return "none in this run"
+	}
+	at, ok := s.sentAt(key)
+	if !ok {
+		return "never published"
+	}
+	id, ns, _ := strings.Cut(key, "/")
+	evs, err := s.auditStore.Events(ctx, at.Add(-5*time.Second), "", 0)
+	if err != nil {
+		return "cannot read: " + err.Error()
+	}
+	var out []string
+	for _, ev := range evs {
+		var d struct {
+			ID string `json:"id"`
+			N  *int   `json:"n"`
+		}
+		if json.Unmarshal(ev.Data, &d) != nil || d.ID != id || d.N == nil || strconv.Itoa(*d.N) != ns {
+			continue
+		}
+		stages := []string{}
+		if ev.ID != "" {
+			entries, err := s.auditStore.Trace(ctx, ev.ID)
+			if err != nil {
+				stages = append(stages, "trace: "+err.Error())
+			}
+			for _, e := range entries {
+				stages = append(stages, e.Stage+" "+e.ReactionID+" "+e.Detail)
+			}
+		}
+		out = append(out, fmt.Sprintf("event %s %s at %s: %v", ev.ID, ev.Tag, ev.Time.Format("15:04:05.000"), stages))
+	}
+	if len(out) == 0 {
+		return "not archived"
+	}
+	return strings.Join(out, "; ")
 }
