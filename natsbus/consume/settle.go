@@ -52,12 +52,18 @@ func (r *partRun) settle(d time.Duration) {
 	r.confirmFloor()
 }
 
-// confirmFloor waits, for up to a request's time, until the server
-// recorded the acknowledgement floor: acknowledgements go out without
-// waiting for a reply, and the next owner of the partition starts at the
-// floor the server holds, so an event acknowledged here but not yet
-// recorded there would run again (a hand-over between live replicas
-// reacted twice to one event on a loaded machine).
+// confirmWait bounds how long a partition's settle waits for the server
+// to record its last acknowledgement (confirmFloor).
+const confirmWait = 5 * time.Second
+
+// confirmFloor waits, for up to confirmWait, until the server recorded the
+// acknowledgement floor: acknowledgements go out without waiting for a
+// reply, and the next owner of the partition starts at the floor the
+// server holds, so an event acknowledged here but not yet recorded there
+// would run again (a hand-over between live replicas reacted twice to one
+// event on a loaded machine). Meanwhile the floor's acknowledgement is
+// sent again every 250 ms: one sent on a connection that broke, or never
+// sent, is lost, and a second AckAll of the same event changes nothing.
 func (r *partRun) confirmFloor() {
 	r.mu.Lock()
 	f := r.acked
@@ -69,22 +75,28 @@ func (r *partRun) confirmFloor() {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
 	defer cancel()
+	again := time.NewTicker(250 * time.Millisecond)
+	defer again.Stop()
 	// The lookup brings the consumer's info; Info refreshes it.
 	cons, err := r.p.c.JetStream().Consumer(ctx, r.p.o.Stream, r.u.name)
 	for err == nil && cons.CachedInfo().AckFloor.Stream < md.Sequence.Stream {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-again.C:
+			if f.Reply() != "" {
+				_ = r.p.c.NATS().Publish(f.Reply(), []byte("+ACK")) // the client sends one Ack per message only
+			}
+		case <-time.After(10 * time.Millisecond):
 			_, err = cons.Info(ctx)
 		}
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		r.p.log.Warn("the server did not confirm the partition's last acknowledgement",
 			"detail", "its next owner may handle those events again",
-			"consumer", r.u.name, "replica", r.p.o.Replica, "stream_seq", md.Sequence.Stream, "error", err)
+			"consumer", r.u.name, "replica", r.p.o.Replica, "stream_seq", md.Sequence.Stream, "waited", confirmWait.String(), "error", err)
 	}
 }
 
