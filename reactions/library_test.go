@@ -16,15 +16,7 @@ import (
 func TestLibraryReloadsChangedFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "r.sls")
-	write := func(src string, mtime time.Time) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(path, mtime, mtime); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(src string, mtime time.Time) { t.Helper(); writeAt(t, path, src, mtime) }
 	base := time.Now().Add(-time.Hour)
 	write("a:\n  local.test.ping:\n    - tgt: {{ .data.id }}\n", base)
 	lib := NewLibrary()
@@ -113,15 +105,7 @@ func TestPyGlob(t *testing.T) {
 // Settle, its new version serves.
 func TestLibrarySettlesInPlaceWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.sls")
-	at := func(src string, mtime time.Time) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(path, mtime, mtime); err != nil {
-			t.Fatal(err)
-		}
-	}
+	at := func(src string, mtime time.Time) { t.Helper(); writeAt(t, path, src, mtime) }
 	ids := func(lib *Library) string {
 		t.Helper()
 		f, err := lib.File(path)
@@ -163,5 +147,16 @@ func TestLibrarySettlesInPlaceWrites(t *testing.T) {
 				t.Errorf("rendered %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// writeAt writes src to path with the modification time mtime.
+func writeAt(t *testing.T, path, src string, mtime time.Time) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, mtime, mtime); err != nil {
+		t.Fatal(err)
 	}
 }

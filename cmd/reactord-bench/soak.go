@@ -755,13 +755,8 @@ func (s *soak) collect(ctx context.Context) error {
 		return fmt.Errorf("the reactions' consumer: %w", err)
 	}
 	_, err = cons.Consume(func(m jetstream.Msg) {
-		var v struct {
-			Chunk struct {
-				Tgt string `json:"tgt"`
-				Arg []int  `json:"arg"`
-			} `json:"chunk"`
-		}
-		if json.Unmarshal(m.Data(), &v) != nil || len(v.Chunk.Arg) != 1 {
+		minion, n, ok := soakReaction(m.Data())
+		if !ok {
 			return
 		}
 		at := time.Now()
@@ -769,12 +764,27 @@ func (s *soak) collect(ctx context.Context) error {
 			at = md.Timestamp
 		}
 		l := s.ledger
-		if strings.HasPrefix(v.Chunk.Tgt, "b") { // a bridged minion
+		if strings.HasPrefix(minion, "b") { // a bridged minion
 			l = s.bledger
 		}
-		l.reacted(v.Chunk.Tgt, v.Chunk.Arg[0], at)
+		l.reacted(minion, n, at)
 	})
 	return err
+}
+
+// soakReaction reads a reaction the replicas stored: the minion it
+// targets and the number of the event it reacts to (its one argument).
+func soakReaction(data []byte) (minion string, n int, ok bool) {
+	var v struct {
+		Chunk struct {
+			Tgt string `json:"tgt"`
+			Arg []int  `json:"arg"`
+		} `json:"chunk"`
+	}
+	if json.Unmarshal(data, &v) != nil || len(v.Chunk.Arg) != 1 {
+		return "", 0, false
+	}
+	return v.Chunk.Tgt, v.Chunk.Arg[0], true
 }
 
 // record writes one line to the timeline.

@@ -591,16 +591,11 @@ func (s *soak) recheckLost(ctx context.Context, start time.Time, sum *soakSummar
 		if err != nil {
 			continue // deleted, or aged out
 		}
-		var v struct {
-			Chunk struct {
-				Tgt string `json:"tgt"`
-				Arg []int  `json:"arg"`
-			} `json:"chunk"`
-		}
-		if json.Unmarshal(m.Data, &v) != nil || len(v.Chunk.Arg) != 1 {
+		minion, n, ok := soakReaction(m.Data)
+		if !ok {
 			continue
 		}
-		if k := v.Chunk.Tgt + "/" + strconv.Itoa(v.Chunk.Arg[0]); want[k] && found[k] == 0 {
+		if k := minion + "/" + strconv.Itoa(n); want[k] && found[k] == 0 {
 			found[k] = seq
 		}
 	}
