@@ -741,6 +741,25 @@ func procCPU(pid int) (time.Duration, error) {
 // procRSS reads the resident memory of process pid from /proc.
 func procRSS(pid int) int64 { return statmRSS(fmt.Sprintf("/proc/%d/statm", pid)) }
 
+// procAnon reads the anonymous part of process pid's resident memory
+// (RssAnon in /proc/<pid>/status), 0 when it cannot be read.
+func procAnon(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			f := strings.Fields(rest) // "1234 kB"
+			if len(f) == 2 && f[1] == "kB" {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
 // cmdBenchNATSNode runs one node of the bench's NATS cluster until SIGTERM
 // (reactord bench --cluster; not a user command).
 func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int {

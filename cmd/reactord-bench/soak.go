@@ -209,12 +209,20 @@ type soakSummary struct {
 	OutOfOrder    int64          `json:"out_of_order"`
 	RSSGrowth     float64        `json:"rss_growth_mb_per_hour"`
 	RSSGrowthProc string         `json:"rss_growth_process"`
-	GoroutinesIn  int64          `json:"goroutines_start"`
-	GoroutinesOut int64          `json:"goroutines_end"`
-	FDsIn         int64          `json:"fds_start"`
-	FDsOut        int64          `json:"fds_end"`
-	P50ms         float64        `json:"p50_ms"`
-	P99ms         float64        `json:"p99_ms"`
+	// RSSGrowthBy is every process's RSS slope after the warm-up (MB per
+	// hour); AnonGrowth and AnonGrowthBy the same for the anonymous part of
+	// the RSS, which leaves out the pages of mapped files (the binary's
+	// code, touched a little more as faults run new paths).
+	RSSGrowthBy    map[string]float64 `json:"rss_growth_by_process,omitempty"`
+	AnonGrowth     float64            `json:"anon_growth_mb_per_hour"`
+	AnonGrowthProc string             `json:"anon_growth_process"`
+	AnonGrowthBy   map[string]float64 `json:"anon_growth_by_process,omitempty"`
+	GoroutinesIn   int64              `json:"goroutines_start"`
+	GoroutinesOut  int64              `json:"goroutines_end"`
+	FDsIn          int64              `json:"fds_start"`
+	FDsOut         int64              `json:"fds_end"`
+	P50ms          float64            `json:"p50_ms"`
+	P99ms          float64            `json:"p99_ms"`
 	// StreamMsgsMax is the most messages the event stream held at a
 	// sample; AuditRowsMax the most rows of the audit tables (with a
 	// --store database), and AuditRowsWarm that after the warm-up: both

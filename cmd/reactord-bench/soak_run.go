@@ -312,9 +312,14 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 
 // soakProcSample is one process's figures at a sample.
 type soakProcSample struct {
-	Name       string  `json:"name"`
-	PID        int     `json:"pid"`
-	RSSMB      float64 `json:"rss_mb"`
+	Name  string  `json:"name"`
+	PID   int     `json:"pid"`
+	RSSMB float64 `json:"rss_mb"`
+	// AnonMB is the anonymous part of the RSS (RssAnon: the heap, stacks
+	// and the runtime's own memory), without the pages of the binary and
+	// other files a process maps as it runs new code paths: what a leak
+	// grows.
+	AnonMB     float64 `json:"anon_mb"`
 	FDs        int     `json:"fds"`
 	Goroutines int64   `json:"goroutines,omitempty"`
 	HeapMB     float64 `json:"heap_mb,omitempty"`
@@ -381,7 +386,8 @@ func (s *soak) sample(start time.Time) {
 			continue
 		}
 		pid := c.cmd.Process.Pid
-		ps := soakProcSample{Name: p.name, PID: pid, RSSMB: math.Round(float64(procRSS(pid))/(1<<20)*10) / 10}
+		ps := soakProcSample{Name: p.name, PID: pid, RSSMB: math.Round(float64(procRSS(pid))/(1<<20)*10) / 10,
+			AnonMB: math.Round(float64(procAnon(pid))/(1<<20)*10) / 10}
 		if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 			ps.FDs = len(ents)
 		}
@@ -467,7 +473,10 @@ func (s *soak) summary(start time.Time) soakSummary {
 			sum.StorePendingEnd += p.StorePending
 		}
 	}
-	sum.RSSGrowth, sum.RSSGrowthProc = rssGrowth(s.samples, warm)
+	sum.RSSGrowthBy = growthByProcess(s.samples, warm, func(p soakProcSample) float64 { return p.RSSMB })
+	sum.RSSGrowth, sum.RSSGrowthProc = largest(sum.RSSGrowthBy)
+	sum.AnonGrowthBy = growthByProcess(s.samples, warm, func(p soakProcSample) float64 { return p.AnonMB })
+	sum.AnonGrowth, sum.AnonGrowthProc = largest(sum.AnonGrowthBy)
 	l.mu.Lock()
 	all := slices.Clone(l.allLat)
 	l.mu.Unlock()
@@ -484,11 +493,30 @@ func (s *soak) summary(start time.Time) soakSummary {
 }
 
 // rssGrowth is the largest slope, in MB per hour, of a process's RSS
-// over its samples after the warm-up, each incarnation (pid) apart, the
-// one with the most samples per process. A process restarted during the
-// run warms up again (a NATS node refills its caches, a replica its
-// lanes and pools): its samples count from warm seconds after its first.
+// after the warm-up (see growthByProcess), and the process it is.
 func rssGrowth(samples []soakSample, warm float64) (float64, string) {
+	return largest(growthByProcess(samples, warm, func(p soakProcSample) float64 { return p.RSSMB }))
+}
+
+// largest is the largest value of by and its key ("" when by is empty).
+func largest(by map[string]float64) (float64, string) {
+	top, who := 0.0, ""
+	for name, v := range by {
+		if who == "" || v > top || v == top && name < who {
+			top, who = v, name
+		}
+	}
+	return top, who
+}
+
+// growthByProcess is the slope, in MB per hour, of value (RSS or its
+// anonymous part) for each process over its samples after the warm-up,
+// each incarnation (pid) apart, the one with the most samples per process;
+// a process with fewer than 3 such samples is left out. A process
+// restarted during the run warms up again (a NATS node refills its caches,
+// a replica its lanes and pools): its samples count from warm seconds
+// after its first.
+func growthByProcess(samples []soakSample, warm float64, value func(soakProcSample) float64) map[string]float64 {
 	type key struct {
 		name string
 		pid  int
@@ -508,7 +536,7 @@ func rssGrowth(samples []soakSample, warm float64) (float64, string) {
 			if sm.T < warm || (born[k] > start && sm.T < born[k]+warm) {
 				continue
 			}
-			xs[k], ys[k] = append(xs[k], sm.T/3600), append(ys[k], p.RSSMB)
+			xs[k], ys[k] = append(xs[k], sm.T/3600), append(ys[k], value(p))
 		}
 	}
 	best := map[string]key{}
@@ -517,16 +545,13 @@ func rssGrowth(samples []soakSample, warm float64) (float64, string) {
 			best[k.name] = k
 		}
 	}
-	top, who := 0.0, ""
+	out := map[string]float64{}
 	for name, k := range best {
-		if len(xs[k]) < 3 {
-			continue
-		}
-		if sl := slope(xs[k], ys[k]); who == "" || sl > top {
-			top, who = sl, name
+		if len(xs[k]) >= 3 {
+			out[name] = math.Round(slope(xs[k], ys[k])*100) / 100
 		}
 	}
-	return math.Round(top*100) / 100, who
+	return out
 }
 
 // slope is the least-squares slope of y over x.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -232,5 +233,42 @@ func TestRSSGrowthWarmsUpEachLife(t *testing.T) {
 	}
 	if g, who := rssGrowth(growing, 1200); g < 2.9 || g > 3.1 || who != "r1" {
 		t.Errorf("a process growing 3 MB/h: growth %.2f MB/h (%s)", g, who)
+	}
+}
+
+// TestGrowthByProcessTellsAnonFromFile: each process gets its own slope,
+// and a process whose RSS grows only by the file pages it maps (its
+// binary's code) shows no anonymous growth, while one whose anonymous
+// memory grows shows it in both.
+func TestGrowthByProcessTellsAnonFromFile(t *testing.T) {
+	var samples []soakSample
+	for i := range 61 { // one hour, a sample a minute
+		h := float64(i) / 60
+		samples = append(samples, soakSample{T: float64(i * 60), Procs: []soakProcSample{
+			{Name: "replica1", PID: 1, RSSMB: 50 + 4*h, AnonMB: 30},       // file pages only
+			{Name: "replica2", PID: 2, RSSMB: 50 + 2*h, AnonMB: 30 + 2*h}, // a leak
+			{Name: "n1", PID: 3, RSSMB: 100, AnonMB: 80},
+			{Name: "bridge", PID: 4, RSSMB: 20, AnonMB: 10},
+		}})
+		if i < 2 { // a process with too few samples after the warm-up is left out
+			samples[i].Procs = append(samples[i].Procs, soakProcSample{Name: "short", PID: 5, RSSMB: 1, AnonMB: 1})
+		}
+	}
+	rss := growthByProcess(samples, 0, func(p soakProcSample) float64 { return p.RSSMB })
+	anon := growthByProcess(samples, 0, func(p soakProcSample) float64 { return p.AnonMB })
+	want := map[string][2]float64{"replica1": {4, 0}, "replica2": {2, 2}, "n1": {0, 0}, "bridge": {0, 0}}
+	if len(rss) != len(want) || len(anon) != len(want) {
+		t.Fatalf("processes: rss %v, anon %v; want those of %v", rss, anon, want)
+	}
+	for name, w := range want {
+		if math.Abs(rss[name]-w[0]) > 0.01 || math.Abs(anon[name]-w[1]) > 0.01 {
+			t.Errorf("%s: rss %.2f, anon %.2f MB/h; want %.0f and %.0f", name, rss[name], anon[name], w[0], w[1])
+		}
+	}
+	if g, who := largest(anon); who != "replica2" || math.Abs(g-2) > 0.01 {
+		t.Errorf("largest anonymous growth %.2f (%s), want 2 (replica2)", g, who)
+	}
+	if g, who := largest(nil); g != 0 || who != "" {
+		t.Errorf("largest of none: %.2f %q", g, who)
 	}
 }
