@@ -66,6 +66,7 @@ func Defaults() Options {
 		Driver:         DefaultDriver,
 		Queue:          reactor.DefaultQueueSize,
 		InFlight:       0, // auto: by the driver
+		HandOverAfter:  reactor.DefaultHandOverAfter,
 		DrainTimeout:   DefaultDrainTimeout,
 		DeadLetter:     DefaultDeadLetter,
 		ParkedSubject:  DefaultParkedSubject,

@@ -72,6 +72,9 @@ type Options struct {
 	// flight (reactor.Options.InFlight; 1: one at a time; 0: by the
 	// driver, 8 for those that wait for Salt, 1 for nats, dryrun, null).
 	InFlight int
+	// HandOverAfter is how long a lane waits for a driver call before it
+	// hands it over (reactor.Options.HandOverAfter; 0: at once).
+	HandOverAfter time.Duration
 	// DrainTimeout bounds the drain on stop.
 	DrainTimeout time.Duration
 	// DeadLetter is the subject of reactions that failed for good.
@@ -177,8 +180,9 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "JetStream: split the stream into this many partitions by minion, each handled by one replica at a time, so one minion's events are handled in order across replicas and through a replica's death (every replica must give the same number; about the number of replicas; 0: one shared consumer, no order across replicas; needs nats-server "+natsbus.FeaturePartitions.Min().String()+" or later, for its consumer reset: refused at start on an older one)")
 	intAuto(fs, &o.Workers, "workers", "ordered worker lanes", workersAuto())
 	fs.IntVar(&o.Queue, "queue", o.Queue, "events queued per lane")
-	intAuto(fs, &o.InFlight, "in-flight", "reactions' driver calls a lane may have in flight: a call the driver has not answered within 50 ms is handed over and the lane goes on with its minion's next event, calls still beginning in the events' order (1: the lane waits for each call)",
+	intAuto(fs, &o.InFlight, "in-flight", "reactions' driver calls a lane may have in flight: a call the driver has not answered within --hand-over-after is handed over and the lane goes on with its minion's next event, calls still beginning in the events' order (1: the lane waits for each call)",
 		fmt.Sprintf("%d for the master, exec and saltapi drivers, which wait for Salt; 1 for the others, which answer at once", reactor.DefaultInFlight))
+	fs.DurationVar(&o.HandOverAfter, "hand-over-after", o.HandOverAfter, "with --in-flight above 1: how long a lane waits for a driver call before handing it over and going on with its minion's next event; shorter lets one minion's fast reactions overlap (a burst for one minion through the master driver), at the cost of their order once they reach Salt: a call begins after the one before it began, and two in flight may reach the master in either order, as the threads of Salt's reactor do (0: at once)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long SIGTERM waits for in-flight events")
 	fs.StringVar(&o.DeadLetter, "dead-letter", o.DeadLetter, "subject receiving reactions that failed after retries")
 	fs.StringVar(&o.ParkedSubject, "parked-subject", o.ParkedSubject, "JetStream: subject receiving an event the daemon died on three times while handling it, which is then acknowledged and not handled again (reactord_events_parked_total; the ledger says so)")

@@ -41,12 +41,22 @@ func (d *Daemon) openJournal(ro *reactor.Options) {
 	d.push("poison-event journal", func(context.Context) error { return j.Close() })
 }
 
+// handOverAfter is reactor.Options.HandOverAfter for the flag's value:
+// the flag's 0 (at once) is the reactor's negative.
+func handOverAfter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
 // startPipeline starts the lanes. Its teardown drains them within the
 // drain timeout, then hands the partitions over.
 func (d *Daemon) startPipeline(context.Context) error {
 	deadLetter := d.opts.DeadLetter
 	ro := reactor.Options{
-		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, InFlight: d.opts.InFlight, Block: d.jetstream, Log: d.log, Metrics: d.metrics,
+		Driver: d.drv, Lanes: d.opts.Workers, QueueSize: d.opts.Queue, InFlight: d.opts.InFlight, HandOverAfter: handOverAfter(d.opts.HandOverAfter),
+		Block: d.jetstream, Log: d.log, Metrics: d.metrics,
 		Guard: d.guard, MaxHops: d.opts.MaxHops, Archive: d.archive, Copy: d.copyOf,
 		DeadLetter: func(a actions.Action, cause error) { natsdriver.DeadLetter(d.conn, deadLetter, a, cause) },
 		OnDispatch: d.opts.Hooks.OnDispatch, OnDone: d.opts.Hooks.OnDone, Paused: d.reactionsPaused,

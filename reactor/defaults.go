@@ -1,5 +1,7 @@
 package reactor
 
+import "time"
+
 // The defaults New applies to zero Options, which the daemon's flags show
 // as theirs.
 const (
@@ -10,6 +12,9 @@ const (
 	// DefaultInFlight is how many driver calls a lane may have in flight
 	// (Options.InFlight).
 	DefaultInFlight = 8
+	// DefaultHandOverAfter is how long a lane waits for a driver call
+	// before it hands the call over (Options.HandOverAfter).
+	DefaultHandOverAfter = 50 * time.Millisecond
 	// DefaultMaxHops is the hop limit (Options.MaxHops): events that
 	// reactions caused more times in a row are suppressed.
 	DefaultMaxHops = 3

@@ -11,7 +11,7 @@ import (
 )
 
 // A lane hands a slow driver call over (Options.InFlight): it begins each
-// reaction's driver call in event order, waits handOverAfter for it, and
+// reaction's driver call in event order, waits Options.HandOverAfter for it, and
 // when the driver has not answered by then goes on with its next
 // reaction or event while the call completes in a goroutine of its own.
 // A lane has at most InFlight calls in flight; the next waits for one to
@@ -20,22 +20,21 @@ import (
 // of each call before it begins (guard.Guard.Dispatching), so that an
 // event that may be its consequence waits for its jid (dispatch).
 
-// handOverAfter is how long a lane waits for a driver call before it
-// hands the call over.
-const handOverAfter = 50 * time.Millisecond
-
 // launcher is one lane's hand-over: slots bounds the calls in flight
 // (one place each, numbered: a call's place in the poison journal),
-// timer measures the wait for a call. Only the lane's goroutine takes a
-// slot and uses the timer.
+// timer measures the wait for a call, up to after (0: none, the call is
+// handed over at once). Only the lane's goroutine takes a slot and uses
+// the timer.
 type launcher struct {
 	slots chan int
 	timer *time.Timer
+	after time.Duration
 }
 
 // newLaunchers returns a launcher for each lane; nil when inFlight is 1
-// (no hand-over: each call is waited for, as before).
-func newLaunchers(lanes, inFlight int) []*launcher {
+// (no hand-over: each call is waited for, as before). after is how long
+// a lane waits for a call before handing it over (0: at once).
+func newLaunchers(lanes, inFlight int, after time.Duration) []*launcher {
 	if inFlight <= 1 {
 		return nil
 	}
@@ -43,7 +42,7 @@ func newLaunchers(lanes, inFlight int) []*launcher {
 	for i := range ls {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
-		ls[i] = &launcher{slots: make(chan int, inFlight), timer: t}
+		ls[i] = &launcher{slots: make(chan int, inFlight), timer: t, after: max(after, 0)}
 		for k := range inFlight {
 			ls[i].slots <- k
 		}
@@ -56,7 +55,7 @@ func newLaunchers(lanes, inFlight int) []*launcher {
 // hand-over, or for an event handled alone (a suspect of a crash), it
 // runs on the lane. Otherwise it runs in a goroutine of its own, holding
 // one of the lane's slots (the lane waits for one); the lane waits for it
-// up to handOverAfter, then goes on. ev stays open (release) until call
+// up to the launcher's after, then goes on. ev stays open (release) until call
 // returned.
 func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 	if r.launchers == nil || ev.serial {
@@ -72,7 +71,7 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 		return
 	}
 	ev.open.Add(1)
-	done := make(chan struct{})
+	began, done := make(chan struct{}), make(chan struct{})
 	r.wg.Add(1) // Stop waits for the call as for a lane
 	// The call is in the poison journal while it runs, in a place of
 	// its own: the lane's own place is the next event's once it goes on,
@@ -84,6 +83,7 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 		if j != nil {
 			j.Begin(place, ev.dl.Seq)
 		}
+		close(began)
 		call()
 		if j != nil {
 			j.End(place, ev.dl.Seq)
@@ -94,7 +94,19 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 		r.release(ctx, ev)
 		close(done)
 	}()
-	l.timer.Reset(handOverAfter)
+	if l.after == 0 {
+		// Hand over at once: the lane goes on while the call runs, once
+		// the call's goroutine runs, so that calls begin in the events'
+		// order.
+		<-began
+		select {
+		case <-done:
+		default:
+			r.opts.Metrics.HandedOver.Inc()
+		}
+		return
+	}
+	l.timer.Reset(l.after)
 	select {
 	case <-done:
 		l.timer.Stop()

@@ -78,8 +78,14 @@ func nArg(a actions.Action) string {
 // order on it) with inFlight calls per lane, dispatching through drv.
 func slowReactor(t *testing.T, conf string, files map[string]string, drv actions.Driver, inFlight int, onDone func(Delivery)) (*Reactor, *Metrics) {
 	t.Helper()
+	return slowReactorAfter(t, conf, files, drv, inFlight, 0, onDone)
+}
+
+// slowReactorAfter is slowReactor with Options.HandOverAfter set.
+func slowReactorAfter(t *testing.T, conf string, files map[string]string, drv actions.Driver, inFlight int, after time.Duration, onDone func(Delivery)) (*Reactor, *Metrics) {
+	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	d, err := New(engineWith(t, conf, files), Options{Driver: drv, Lanes: 1, QueueSize: 256, Block: true, InFlight: inFlight, Metrics: m,
+	d, err := New(engineWith(t, conf, files), Options{Driver: drv, Lanes: 1, QueueSize: 256, Block: true, InFlight: inFlight, HandOverAfter: after, Metrics: m,
 		Guard: guard.New(guard.Options{Settle: guard.DefaultSettle, JobTimeout: 5 * time.Minute}), OnDone: onDone})
 	if err != nil {
 		t.Fatal(err)
@@ -95,25 +101,35 @@ const burstSLS = "step:\n  local.cmd.run:\n    - tgt: {{ .data.id }}\n    - args
 // time one call at a time takes, the calls beginning in the events'
 // order, at most eight at once; each event is acknowledged once its call
 // returned, none twice. With --in-flight 1 the lane waits for each call.
+// A driver that answers in 10 ms, under the 50 ms hand-over, is waited
+// for call by call; with --hand-over-after 0 its calls overlap too, eight
+// at a time, and with 2 ms each is handed over 2 ms after it began.
 func TestLaneDispatchesInFlight(t *testing.T) {
 	const n = 32
 	for _, c := range []struct {
 		inFlight      int
+		delay, after  time.Duration
 		least, most   time.Duration
 		wantMax       int
 		wantHandedOff float64
 	}{
-		{inFlight: 1, least: n * time.Second, most: n * time.Second, wantMax: 1},
+		{inFlight: 1, delay: time.Second, least: n * time.Second, most: n * time.Second, wantMax: 1},
 		// Four rounds of eight calls, each begun 50 ms after the one before
 		// it in its round.
-		{inFlight: 8, least: n / 8 * time.Second, most: n/8*time.Second + 8*handOverAfter, wantMax: 8, wantHandedOff: n},
+		{inFlight: 8, delay: time.Second, least: n / 8 * time.Second, most: n/8*time.Second + 8*DefaultHandOverAfter, wantMax: 8, wantHandedOff: n},
+		// A fast driver: each call waited for, none handed over.
+		{inFlight: 8, delay: 10 * time.Millisecond, least: n * 10 * time.Millisecond, most: n * 10 * time.Millisecond, wantMax: 1},
+		// At once: four rounds of eight calls begun together.
+		{inFlight: 8, delay: 10 * time.Millisecond, after: -1, least: n / 8 * 10 * time.Millisecond, most: n / 8 * 10 * time.Millisecond, wantMax: 8, wantHandedOff: n},
+		// After 2 ms: a call of 9 ms begins every 2 ms, five in flight at once.
+		{inFlight: 8, delay: 9 * time.Millisecond, after: 2 * time.Millisecond, least: (n-1)*2*time.Millisecond + 9*time.Millisecond, most: (n-1)*2*time.Millisecond + 9*time.Millisecond, wantMax: 5, wantHandedOff: n},
 	} {
-		t.Run(fmt.Sprintf("in-flight %d", c.inFlight), func(t *testing.T) {
+		t.Run(fmt.Sprintf("in-flight %d, call %v, hand over after %v", c.inFlight, c.delay, c.after), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": time.Second}}
+				drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": c.delay}}
 				var mu sync.Mutex
 				acked := map[string]time.Time{}
-				d, m := slowReactor(t, "reactor:\n  - 'myco/step': step.sls\n", map[string]string{"step.sls": burstSLS}, drv, c.inFlight, nil)
+				d, m := slowReactorAfter(t, "reactor:\n  - 'myco/step': step.sls\n", map[string]string{"step.sls": burstSLS}, drv, c.inFlight, c.after, nil)
 				start := time.Now()
 				for i := range n {
 					name := fmt.Sprint("step/", i)
@@ -175,7 +191,7 @@ func TestStartNotBehindAuths(t *testing.T) {
 		{inFlight: 1, most: auths * 2 * time.Second},
 		// 18 wheels of 2 s, 8 at a time: the start's call begins in the
 		// third round.
-		{inFlight: 8, most: 2*2*time.Second + 4*handOverAfter},
+		{inFlight: 8, most: 2*2*time.Second + 4*DefaultHandOverAfter},
 	} {
 		t.Run(fmt.Sprintf("in-flight %d", c.inFlight), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -51,10 +51,15 @@ type Options struct {
 	// InFlight is how many reactions' driver calls a lane may have in
 	// flight (zero: DefaultInFlight, or 1 for a driver that answers at
 	// once: AnswersAtOnce): a call the driver has not answered
-	// within 50 ms is handed over and the lane goes on with its next event
+	// within HandOverAfter is handed over and the lane goes on with its next event
 	// (launch.go); 1 waits for each call, the lane handling one reaction
 	// at a time.
 	InFlight int
+	// HandOverAfter is how long a lane waits for a driver call before it
+	// hands it over, with InFlight above 1 (zero: DefaultHandOverAfter;
+	// negative: at once, the lane beginning its next reaction's call
+	// while the one before is still in flight).
+	HandOverAfter time.Duration
 	// Block makes Submit wait when a lane is full (JetStream: stop
 	// pulling); otherwise the event is dropped and counted in Metrics.Dropped (lane_full).
 	Block bool
@@ -233,7 +238,10 @@ func New(eng *engine.Engine, opts Options) (*Reactor, error) {
 	for i := range r.lanes {
 		r.lanes[i] = make(chan Delivery, opts.QueueSize)
 	}
-	r.launchers = newLaunchers(opts.Lanes, opts.InFlight)
+	if opts.HandOverAfter == 0 {
+		opts.HandOverAfter = DefaultHandOverAfter
+	}
+	r.launchers = newLaunchers(opts.Lanes, opts.InFlight, opts.HandOverAfter)
 	opts.Metrics.ReloadOK.Set(1)
 	return r, nil
 }

@@ -34,6 +34,8 @@ import (
 // REACTORD_E2E_STORM_MINIONS spreads them over that many minions (10 by
 // default); REACTORD_E2E_STORM_ONLY lists the contenders, in order (a name
 // twice runs twice: alternate pairs to see the machine's drift).
+// reactord-master-hand-over-D runs the master driver with
+// --hand-over-after D (e.g. 5ms, 0s).
 // REACTORD_E2E_NETAPI=rest_tornado serves salt-api with rest_tornado (one
 // process) instead of rest_cherrypy, for every test of this package.
 //
@@ -121,6 +123,12 @@ func TestStorm(t *testing.T) {
 			})
 			e.stopMinions()
 			var rd *reactord
+			// reactord-master-hand-over-D: the master driver with
+			// --hand-over-after D (0s: at once).
+			if d, ok := strings.CutPrefix(contender, "reactord-master-hand-over-"); ok {
+				root, _ := filepath.Abs("../..")
+				rd = startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard", "--hand-over-after", d)
+			}
 			switch contender {
 			case "reactord-saltapi":
 				rd = startReactord(t, e, "saltapi", "--no-loop-guard")
