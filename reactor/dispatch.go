@@ -45,9 +45,11 @@ func ruleOf(res *engine.Result, i int) chunkRule {
 
 // dispatch runs reaction i (a low chunk) of the event through the
 // driver, unless the hop limit or the loop guard holds it, and tells the
-// loop guard what it started. The driver call begins on the lane, in
-// event order; one the driver does not answer at once is handed over
-// (launch), and the rest of the dispatch completes beside the lane.
+// loop guard what it started. The driver calls begin in event order;
+// one the driver does not answer within Options.HandOverAfter is handed
+// over (launch), and the rest of the dispatch completes beside the lane
+// (handed over at once, two calls in flight may reach the driver in
+// either order).
 func (r *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result, i int) {
 	c := res.Chunks[i]
 	a := actions.Action{Tag: res.Tag, Chunk: c, Hop: ev.dl.Hop}

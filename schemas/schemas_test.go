@@ -541,3 +541,37 @@ func TestPointerOrder(t *testing.T) {
 		t.Errorf("got %v, want %v", vs, want)
 	}
 }
+
+// TestUnknownSettingMessageListsEvery: the message an unknown reactord
+// setting gets names every setting the schema knows, and nothing else, so
+// that a setting added to the schema is not left out of the operator's list.
+func TestUnknownSettingMessageListsEvery(t *testing.T) {
+	var doc struct {
+		Defs map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+			XMessage   map[string]string          `json:"x-message"`
+		} `json:"$defs"`
+	}
+	src, err := Source(ReactorConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(src, &doc); err != nil {
+		t.Fatal(err)
+	}
+	settings := doc.Defs["settings"]
+	msg := settings.XMessage["additionalProperties"]
+	_, list, ok := strings.Cut(msg, "(known settings: ")
+	list, _, ok2 := strings.Cut(list, ")")
+	if !ok || !ok2 {
+		t.Fatalf("the settings' additionalProperties message %q lists no known settings", msg)
+	}
+	var want []string
+	for name := range settings.Properties {
+		want = append(want, name)
+	}
+	slices.Sort(want)
+	if got := strings.Split(list, ", "); !slices.Equal(got, want) {
+		t.Errorf("known settings in the message:\n%v\nthe schema's settings:\n%v", got, want)
+	}
+}
