@@ -57,15 +57,19 @@ type benchReplicasResult struct {
 	NeverSeen int64            `json:"never_seen"`
 	// Received is reactord_events_total summed: handled events plus any
 	// delivered twice (redelivered, or moved with a partition).
-	Received            int64   `json:"received"`
-	ArchiveDropped      int64   `json:"archive_dropped"`
-	StoreRecordsDropped int64   `json:"store_records_dropped"`
-	LogLines            int64   `json:"log_lines"`
-	EventsPerSec        int64   `json:"events_per_sec"`
-	ElapsedS            float64 `json:"elapsed_s"`
-	P50ms               float64 `json:"p50_ms"`
-	P90ms               float64 `json:"p90_ms"`
-	P99ms               float64 `json:"p99_ms"`
+	Received int64 `json:"received"`
+	// PartitionChanges is reactord_partition_changes_total summed over the
+	// replicas, by change (acquired, released, lost, resync, drained): a
+	// lost lease or a resync tells why events were handled twice.
+	PartitionChanges    map[string]int64 `json:"partition_changes,omitempty"`
+	ArchiveDropped      int64            `json:"archive_dropped"`
+	StoreRecordsDropped int64            `json:"store_records_dropped"`
+	LogLines            int64            `json:"log_lines"`
+	EventsPerSec        int64            `json:"events_per_sec"`
+	ElapsedS            float64          `json:"elapsed_s"`
+	P50ms               float64          `json:"p50_ms"`
+	P90ms               float64          `json:"p90_ms"`
+	P99ms               float64          `json:"p99_ms"`
 	// Latency says where the percentiles come from: the replicas'
 	// reactord_event_sent_latency_seconds buckets, added up and
 	// interpolated within a bucket (as PromQL's histogram_quantile).
@@ -123,6 +127,7 @@ type child struct {
 	lines atomic.Int64
 	mu    sync.Mutex
 	tail  []string // the last lines of its stderr
+	warns []string // its first warnings and errors (maxWarns)
 	addr  string   // a replica's --http address, from its log
 	// reloads counts a daemon's "configuration reloaded" lines (soak's
 	// reload fault waits for them).
@@ -162,6 +167,9 @@ func (c *child) start() error {
 					c.addr, _, _ = strings.Cut(a, " ")
 				}
 			}
+			if len(c.warns) < maxWarns && (strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR")) {
+				c.warns = append(c.warns, l)
+			}
 			if c.tail = append(c.tail, l); len(c.tail) > 20 {
 				c.tail = c.tail[1:]
 			}
@@ -175,6 +183,16 @@ func (c *child) start() error {
 		close(c.done)
 	}()
 	return nil
+}
+
+// maxWarns bounds the warnings and errors a child keeps.
+const maxWarns = 40
+
+// warnings returns the first warnings and errors the child logged.
+func (c *child) warnings() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.warns)
 }
 
 // logs returns the last lines the child logged.
@@ -540,6 +558,14 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 		for k, v := range m.byLabel("reactord_dropped_total", "reason") {
 			res.Dropped[k] += int64(v)
 		}
+		for k, v := range m.byLabel("reactord_partition_changes_total", "change") {
+			if v > 0 {
+				if res.PartitionChanges == nil {
+					res.PartitionChanges = map[string]int64{}
+				}
+				res.PartitionChanges[k] += int64(v)
+			}
+		}
 		res.ArchiveDropped += int64(m.value("reactord_archive_dropped_total"))
 		res.StoreRecordsDropped += int64(m.value("reactord_store_records_dropped_total"))
 		res.Reactions += int64(m.sum("reactord_actions_total"))
@@ -556,6 +582,15 @@ func measureReplicas(ctx context.Context, b replicasBench, stderr io.Writer) (be
 		res.PerNode = append(res.PerNode, nodeFigs{CPUms: cpu.Milliseconds(), RSSMB: math.Round(float64(procRSS(n.cmd.Process.Pid))/(1<<20)*10) / 10})
 	}
 	res.NeverSeen = max(0, b.total-res.Handled-sumDropped(res.Dropped))
+	if res.Handled != b.total {
+		// Events handled twice or never: what the replicas warned of
+		// (a lost lease, an unconfirmed acknowledgement) says why.
+		for _, r := range reps {
+			for _, l := range r.warnings() {
+				fmt.Fprintf(stderr, "%s: %s\n", r.name, l)
+			}
+		}
+	}
 	elapsed := end.Sub(start)
 	res.ElapsedS = math.Round(elapsed.Seconds()*1000) / 1000
 	res.EventsPerSec = int64(float64(res.Handled) / elapsed.Seconds())

@@ -28,7 +28,7 @@ func TestBenchReplicas(t *testing.T) {
 				t.Fatalf("%v: %s", err, out)
 			}
 			if r.Published != 2000 || r.Handled != r.Published || r.NeverSeen != 0 || sumDropped(r.Dropped) != 0 {
-				t.Errorf("events not accounted for: %s", out)
+				t.Errorf("events not accounted for: %s\nthe replicas' warnings:\n%s", out, errOut.String())
 			}
 			if len(r.PerReplica) != 2 {
 				t.Fatalf("%d replicas reported, want 2: %s", len(r.PerReplica), out)
