@@ -35,7 +35,8 @@ import (
 // default); REACTORD_E2E_STORM_ONLY lists the contenders, in order (a name
 // twice runs twice: alternate pairs to see the machine's drift).
 // reactord-master-hand-over-D runs the master driver with
-// --hand-over-after D (e.g. 5ms, 0s).
+// --hand-over-after D (e.g. 5ms, 0s); reactord-master-engine-hand-over-D
+// the same with reactord's Salt engine in the master (runner reactions).
 // REACTORD_E2E_NETAPI=rest_tornado serves salt-api with rest_tornado (one
 // process) instead of rest_cherrypy, for every test of this package.
 //
@@ -94,8 +95,9 @@ func TestStorm(t *testing.T) {
 				writeFile(t, sls, "highstate_on_start:\n  local.state.apply:\n    - tgt: {{ data['id'] }}\n")
 				extra = "reactor:\n  - 'salt/minion/*/start':\n    - " + sls + "\n" + runnerRule
 			}
-			engine := contender == "reactord-master-engine" || strings.HasPrefix(contender, "reactord-master-engine-procs")
-			if contender == "reactord-master-engine" {
+			handOver, handOverEngine := strings.CutPrefix(contender, "reactord-master-engine-hand-over-")
+			engine := contender == "reactord-master-engine" || strings.HasPrefix(contender, "reactord-master-engine-procs") || handOverEngine
+			if contender == "reactord-master-engine" || handOverEngine {
 				// reactord's Salt engine in the master, at its defaults.
 				extra = engineConfig("{}")
 			} else if procs, ok := strings.CutPrefix(contender, "reactord-master-engine-procs"); ok {
@@ -125,7 +127,11 @@ func TestStorm(t *testing.T) {
 			var rd *reactord
 			// reactord-master-hand-over-D: the master driver with
 			// --hand-over-after D (0s: at once).
-			if d, ok := strings.CutPrefix(contender, "reactord-master-hand-over-"); ok {
+			if d, ok := strings.CutPrefix(contender, "reactord-master-hand-over-"); ok || handOverEngine {
+				if handOverEngine {
+					d = handOver
+					waitEngine(t, e)
+				}
 				root, _ := filepath.Abs("../..")
 				rd = startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard", "--hand-over-after", d)
 			}
