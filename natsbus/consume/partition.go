@@ -86,6 +86,10 @@ type PartitionOptions struct {
 	// owner's late pull request lands in the race TestHandOverDeadPull
 	// forces.
 	afterReset func(consumer string)
+	// resetTo, when a test sets it and it returns a sequence, is where a
+	// session's reset starts the consumer instead of its acknowledgement
+	// floor.
+	resetTo func(consumer string) uint64
 }
 
 func (o *PartitionOptions) defaults() {

@@ -34,7 +34,13 @@ type partRun struct {
 	// handled holds the stream sequences of events handled in an
 	// earlier session of this run and not acknowledged: a session
 	// started from the floor below them passes them over.
-	handled  map[uint64]bool
+	handled map[uint64]bool
+	// floorSeq is the highest stream sequence the floor of this run
+	// reached: every event of the partition up to it was handled here or
+	// acknowledged before the run began. A session that the server
+	// started below it (the last acknowledgements not recorded yet when
+	// the reset came) passes those events over.
+	floorSeq uint64
 	inflight int // handed to the handler, not settled
 	floor    jetstream.Msg
 	acked    jetstream.Msg
@@ -144,7 +150,7 @@ func (r *partRun) session0() error {
 	_ = s.UnpinConsumer(ctx, name, PartitionGroup) // none pinned: an error
 	cancel()
 	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
-	res, err := s.ResetConsumer(ctx, name)
+	res, err := r.reset(ctx, s, name)
 	cancel()
 	if errors.Is(err, jetstream.ErrConsumerNotFound) && r.u.old {
 		p.drained(r, "its consumer is gone")
@@ -156,7 +162,7 @@ func (r *partRun) session0() error {
 		// is this session's error, which its caller reports.
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		if err = p.ensureConsumers(ctx, nil); err == nil {
-			res, err = s.ResetConsumer(ctx, name)
+			res, err = r.reset(ctx, s, name)
 		}
 		cancel()
 	}
@@ -195,6 +201,18 @@ func (r *partRun) session0() error {
 	r.pausing = false
 	r.mu.Unlock()
 	return r.consume(cons, session)
+}
+
+// reset resets the partition's consumer to its acknowledgement floor
+// (a test's resetTo: to the sequence it gives, standing in for a server
+// that had not recorded the last acknowledgements yet).
+func (r *partRun) reset(ctx context.Context, s jetstream.Stream, name string) (*jetstream.ConsumerResetResponse, error) {
+	if f := r.p.o.resetTo; f != nil {
+		if seq := f(name); seq > 0 {
+			return s.ResetConsumerToSequence(ctx, name, seq)
+		}
+	}
+	return s.ResetConsumer(ctx, name)
 }
 
 // consume starts pulling from cons for session; the client's callbacks

@@ -57,9 +57,11 @@ func (r *partRun) receive(session int, m jetstream.Msg) {
 	r.took.Store(time.Now().UnixNano())
 	t := &takenMsg{m: m, seq: md.Sequence.Stream, session: r.session, since: time.Now()}
 	r.taken = append(r.taken, t)
-	if r.handled[t.seq] {
+	if r.handled[t.seq] || t.seq <= r.floorSeq {
 		// Handled in an earlier session (a resync started this one
-		// from the floor, below it): in order then, not handled again.
+		// from the floor, below it, or from below the floor this run
+		// reached, when the server had not recorded its last
+		// acknowledgement yet): in order then, not handled again.
 		delete(r.handled, t.seq)
 		t.done = true
 		r.advance()
@@ -114,6 +116,7 @@ func (r *partRun) advance() {
 	n := 0
 	for n < len(r.taken) && r.taken[n].done {
 		r.floor = r.taken[n].m
+		r.floorSeq = max(r.floorSeq, r.taken[n].seq)
 		n++
 	}
 	if n > 0 {

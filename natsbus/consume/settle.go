@@ -144,6 +144,12 @@ func (r *partRun) resync(why string) {
 		r.acked = nil // send it again: the last one may have gone to a consumer leader that died
 		r.mu.Unlock()
 		r.ackFloor()
+		// The reset starts at the floor the server recorded: wait (up
+		// to confirmWait) for it to have this one, sending it again
+		// meanwhile, so that the events below it are not delivered
+		// again (they would be passed over: floorSeq) nor an old
+		// session's late acknowledgement recorded after the reset.
+		r.confirmFloor()
 		select {
 		case <-r.quit:
 			return
