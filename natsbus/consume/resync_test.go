@@ -67,16 +67,7 @@ func TestResyncWithABacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Release(context.Background())
-	wait.For(t, 10*time.Second, func() error {
-		if len(p.Owned()) != 1 {
-			return errors.New("the replica does not hold its partition yet")
-		}
-		return nil
-	})
-	pub, err := c.NewPublisher(context.Background(), natsbus.PublisherOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := ownedAndPublisher(t, c, p)
 	for n := range each {
 		for k := range keys {
 			body := fmt.Sprintf(`{"key": "k%d", "n": %d}`, k, n)
@@ -110,12 +101,7 @@ func TestResyncWithABacklog(t *testing.T) {
 		return nil
 	})
 	// The new session's deliveries are in once the floor is at the end.
-	wait.For(t, 10*time.Second, func() error {
-		if !r.empty() {
-			return errors.New("events still pending or unacknowledged")
-		}
-		return nil
-	})
+	wait.For(t, 10*time.Second, settled(r))
 	distinct, dups, ooo := log.check()
 	t.Logf("%d events handled, %d twice, %d out of order; %d passed over, resyncs %d", distinct, dups, ooo, p.Ignored(), p.Resyncs())
 	if dups != 0 || ooo != 0 {
@@ -161,16 +147,7 @@ func TestResyncBelowTheFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Release(context.Background())
-	wait.For(t, 10*time.Second, func() error {
-		if len(p.Owned()) != 1 {
-			return errors.New("the replica does not hold its partition yet")
-		}
-		return nil
-	})
-	pub, err := c.NewPublisher(context.Background(), natsbus.PublisherOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := ownedAndPublisher(t, c, p)
 	defer pub.Close(context.Background())
 	publish := func(from, to int) {
 		for n := from; n < to; n++ {
@@ -196,12 +173,7 @@ func TestResyncBelowTheFloor(t *testing.T) {
 	p.mu.Lock()
 	r := p.owned[0]
 	p.mu.Unlock()
-	wait.For(t, 10*time.Second, func() error {
-		if !r.empty() {
-			return errors.New("events still pending or unacknowledged")
-		}
-		return nil
-	})
+	wait.For(t, 10*time.Second, settled(r))
 	fromStart.Store(true)
 	ignored := p.Ignored()
 	r.resync("forced by the test")
@@ -214,17 +186,39 @@ func TestResyncBelowTheFloor(t *testing.T) {
 	fromStart.Store(false)
 	publish(each, 2*each)
 	wait.For(t, 10*time.Second, handled(2*keys*each))
-	wait.For(t, 10*time.Second, func() error {
-		if !r.empty() {
-			return errors.New("events still pending or unacknowledged")
-		}
-		return nil
-	})
+	wait.For(t, 10*time.Second, settled(r))
 	distinct, dups, ooo := log.check()
 	t.Logf("%d events handled, %d twice, %d out of order; %d passed over, resyncs %d", distinct, dups, ooo, p.Ignored(), p.Resyncs())
 	if distinct != 2*keys*each || dups != 0 || ooo != 0 {
 		log.mu.Lock()
 		t.Errorf("%d distinct (want %d), %d handled twice, %d out of order: %v", distinct, 2*keys*each, dups, ooo, log.seen)
 		log.mu.Unlock()
+	}
+}
+
+// ownedAndPublisher waits until p holds its one partition and returns a
+// publisher on c.
+func ownedAndPublisher(t *testing.T, c *natsbus.Conn, p *Partitioned) *natsbus.Publisher {
+	t.Helper()
+	wait.For(t, 10*time.Second, func() error {
+		if len(p.Owned()) != 1 {
+			return errors.New("the replica does not hold its partition yet")
+		}
+		return nil
+	})
+	pub, err := c.NewPublisher(context.Background(), natsbus.PublisherOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
+// settled is a wait.For condition: every event r took is acknowledged.
+func settled(r *partRun) func() error {
+	return func() error {
+		if !r.empty() {
+			return errors.New("events still pending or unacknowledged")
+		}
+		return nil
 	}
 }
