@@ -41,6 +41,9 @@ type partRun struct {
 	// started below it (the last acknowledgements not recorded yet when
 	// the reset came) passes those events over.
 	floorSeq uint64
+	// created is when the stream floorSeq and handled number was
+	// created: a stream made anew numbers its events from 1 again.
+	created  time.Time
 	inflight int // handed to the handler, not settled
 	floor    jetstream.Msg
 	acked    jetstream.Msg
@@ -135,16 +138,8 @@ func (r *partRun) session0() error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", p.o.Stream, err)
 	}
-	if r.u.old {
-		// Another replica may have drained and deleted it: resetting a
-		// consumer that is gone is not answered.
-		ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
-		_, err := s.Consumer(ctx, name)
-		cancel()
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			p.drained(r, "its consumer is gone (drained by another replica)")
-			return nil
-		}
+	if gone, err := r.present(s); gone || err != nil {
+		return err
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), requestTimeout)
 	_ = s.UnpinConsumer(ctx, name, PartitionGroup) // none pinned: an error
@@ -178,11 +173,16 @@ func (r *partRun) session0() error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", name, err)
 	}
+	var created time.Time // zero when unknown: what this run handled is forgotten
+	if info, err := s.Info(ctx); err == nil {
+		created = info.Created
+	}
 	r.mu.Lock()
 	if r.halted {
 		r.mu.Unlock()
 		return nil
 	}
+	r.forgetIfAnew(created)
 	r.session++
 	session := r.session
 	r.took.Store(time.Now().UnixNano())
@@ -213,6 +213,48 @@ func (r *partRun) reset(ctx context.Context, s jetstream.Stream, name string) (*
 		}
 	}
 	return s.ResetConsumer(ctx, name)
+}
+
+// forgetIfAnew forgets what this run handled when the stream was created
+// at another time than its last session's (r.mu held): a stream made anew,
+// or one whose creation could not be read (zero), numbers its events
+// otherwise, and passing events over by those numbers could drop new
+// events; handling some again cannot. The first session of a run has
+// nothing to forget.
+func (r *partRun) forgetIfAnew(created time.Time) {
+	if created.IsZero() || !created.Equal(r.created) {
+		r.floorSeq, r.taken = 0, nil
+		clear(r.handled)
+		r.created = created
+	}
+}
+
+// present makes sure the partition's consumer exists before its reset,
+// which is not answered for a consumer that is gone: a former number's
+// (another replica drained and deleted it) ends the partition (gone);
+// another's, deleted with its stream (made anew since) or by hand, is made
+// again, from its set's floor.
+func (r *partRun) present(s jetstream.Stream) (gone bool, err error) {
+	p := r.p
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	_, err = s.Consumer(ctx, r.u.name)
+	cancel()
+	switch {
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return false, nil // there, or not known yet: the reset tells
+	case r.u.old:
+		p.drained(r, "its consumer is gone (drained by another replica)")
+		return true, nil
+	}
+	// No wait lines from Ensure here: a partition's session recovering
+	// is not the start waiting for a cluster; a failure is this
+	// session's error, which its caller reports.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.ensureConsumers(ctx, nil); err != nil {
+		return false, fmt.Errorf("making consumer %s again: %w", r.u.name, err)
+	}
+	return false, nil
 }
 
 // consume starts pulling from cons for session; the client's callbacks

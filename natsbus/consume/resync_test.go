@@ -116,8 +116,17 @@ func TestResyncWithABacklog(t *testing.T) {
 // yet when the reset came: the loaded CI run of TestBenchReplicas that
 // handled 2,185 events of 2,000) delivers those events again; they are
 // passed over, not handled twice, and the events after them are handled
-// once each, in order.
+// once each, in order. A stream deleted and made anew numbers its events
+// from 1 again: those are handled, not taken for the old ones.
 func TestResyncBelowTheFloor(t *testing.T) {
+	for _, anew := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reset below the floor", true: "stream made anew"}[anew], func(t *testing.T) {
+			testResyncFloor(t, anew)
+		})
+	}
+}
+
+func testResyncFloor(t *testing.T, anew bool) {
 	_, c := natstest.Start(t)
 	const keys, each = 3, 10
 	log := newOrderLog()
@@ -134,8 +143,9 @@ func TestResyncBelowTheFloor(t *testing.T) {
 		_ = m.Ack()
 	}
 	p, err := NewPartitioned(context.Background(), c, PartitionOptions{
-		StreamOptions: natsbus.StreamOptions{AckWait: 5 * time.Second},
-		Partitions:    1, Replica: "a", LeaseTTL: 2 * time.Second,
+		// No trim: the reset to the stream's start must find its events.
+		StreamOptions: natsbus.StreamOptions{AckWait: 5 * time.Second, TrimEvery: time.Hour},
+		Partitions:    1, Replica: "a", LeaseTTL: 4 * time.Second,
 		resetTo: func(string) uint64 {
 			if fromStart.Load() {
 				return 1 // as if the server had recorded none of this run's acknowledgements
@@ -174,16 +184,38 @@ func TestResyncBelowTheFloor(t *testing.T) {
 	r := p.owned[0]
 	p.mu.Unlock()
 	wait.For(t, 10*time.Second, settled(r))
-	fromStart.Store(true)
-	ignored := p.Ignored()
-	r.resync("forced by the test")
-	wait.For(t, 20*time.Second, func() error {
-		if got := p.Ignored() - ignored; got < keys*each {
-			return fmt.Errorf("%d of the %d events delivered again passed over", got, keys*each)
+	ignored, resyncs := p.Ignored(), p.Resyncs()
+	if anew {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.JetStream().DeleteStream(ctx, p.o.Stream); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	fromStart.Store(false)
+		so := p.o.StreamOptions
+		so.Partitions = 1
+		if err := c.EnsureStream(ctx, so); err != nil {
+			t.Fatal(err)
+		}
+		// The consumer is gone with the stream: a resync makes it anew.
+		wait.For(t, 20*time.Second, func() error {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if p.Resyncs() == resyncs || r.pausing || r.cc == nil {
+				return errors.New("the partition has not resynced on the new stream yet")
+			}
+			return nil
+		})
+	} else {
+		fromStart.Store(true)
+		r.resync("forced by the test")
+		wait.For(t, 20*time.Second, func() error {
+			if got := p.Ignored() - ignored; got < keys*each {
+				return fmt.Errorf("%d of the %d events delivered again passed over", got, keys*each)
+			}
+			return nil
+		})
+		fromStart.Store(false)
+	}
 	publish(each, 2*each)
 	wait.For(t, 10*time.Second, handled(2*keys*each))
 	wait.For(t, 10*time.Second, settled(r))

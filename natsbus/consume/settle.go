@@ -49,7 +49,7 @@ func (r *partRun) settle(d time.Duration) {
 	}
 	r.mu.Unlock()
 	r.ackFloor()
-	r.confirmFloor()
+	r.confirmFloor(nil, "its next owner may handle those events again")
 }
 
 // confirmWait bounds how long a partition's settle waits for the server
@@ -64,7 +64,11 @@ const confirmWait = 5 * time.Second
 // event on a loaded machine). Meanwhile the floor's acknowledgement is
 // sent again every 250 ms: one sent on a connection that broke, or never
 // sent, is lost, and a second AckAll of the same event changes nothing.
-func (r *partRun) confirmFloor() {
+// It is not sent again once the partition is lost: the next owner may
+// have reset the consumer, and an acknowledgement of this session's
+// delivery would then be taken for one of its own. stop, when it closes,
+// ends the wait; risk says what a floor left unconfirmed may cause.
+func (r *partRun) confirmFloor(stop <-chan struct{}, risk string) {
 	r.mu.Lock()
 	f := r.acked
 	r.mu.Unlock()
@@ -85,17 +89,19 @@ func (r *partRun) confirmFloor() {
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
+		case <-stop:
+			return
 		case <-again.C:
-			if f.Reply() != "" {
+			if f.Reply() != "" && !r.lost.Load() {
 				_ = r.p.c.NATS().Publish(f.Reply(), []byte("+ACK")) // the client sends one Ack per message only
 			}
 		case <-time.After(10 * time.Millisecond):
 			_, err = cons.Info(ctx)
 		}
 	}
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		r.p.log.Warn("the server did not confirm the partition's last acknowledgement",
-			"detail", "its next owner may handle those events again",
+			"detail", risk,
 			"consumer", r.u.name, "replica", r.p.o.Replica, "stream_seq", md.Sequence.Stream, "waited", confirmWait.String(), "error", err)
 	}
 }
@@ -149,7 +155,7 @@ func (r *partRun) resync(why string) {
 		// meanwhile, so that the events below it are not delivered
 		// again (they would be passed over: floorSeq) nor an old
 		// session's late acknowledgement recorded after the reset.
-		r.confirmFloor()
+		r.confirmFloor(r.quit, "the partition's next session may wait for its acknowledgement wait before its own acknowledgements count")
 		select {
 		case <-r.quit:
 			return
