@@ -89,6 +89,7 @@ func TestInvalidFlagValues(t *testing.T) {
 		{[]string{"-c", conf, "--drain-timeout", "-1s"}, "--drain-timeout: must not be negative"},
 		{[]string{"-c", conf, "--drain-timeout", "0s"}, "--drain-timeout: must be more than 0"},
 		{[]string{"-c", conf, "--ack-wait", "-30s"}, "--ack-wait: must not be negative"},
+		{[]string{"-c", conf, "--hand-over-after", "-5ms"}, "--hand-over-after: must not be negative"},
 		{[]string{"-c", conf, "--keep-jobs", "-24h"}, "--keep-jobs: must not be negative"},
 		{[]string{"-c", conf, "--job-timeout", "-1m"}, "--job-timeout: must not be negative"},
 		{[]string{"-c", conf, "--max-hops", "-3"}, "--max-hops: must not be negative"},
