@@ -36,7 +36,9 @@ import (
 // twice runs twice: alternate pairs to see the machine's drift).
 // reactord-master-hand-over-D runs the master driver with
 // --hand-over-after D (e.g. 5ms, 0s); reactord-master-engine-hand-over-D
-// the same with reactord's Salt engine in the master (runner reactions).
+// the same with reactord's Salt engine in the master (runner reactions);
+// reactord-saltapi-no-merge-hand-over-D the saltapi driver with
+// --saltapi-merge 1 and --hand-over-after D.
 // REACTORD_E2E_NETAPI=rest_tornado serves salt-api with rest_tornado (one
 // process) instead of rest_cherrypy, for every test of this package.
 //
@@ -134,6 +136,11 @@ func TestStorm(t *testing.T) {
 				}
 				root, _ := filepath.Abs("../..")
 				rd = startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard", "--hand-over-after", d)
+			}
+			// reactord-saltapi-no-merge-hand-over-D: the saltapi driver with
+			// --saltapi-merge 1 and --hand-over-after D.
+			if d, ok := strings.CutPrefix(contender, "reactord-saltapi-no-merge-hand-over-"); ok {
+				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1", "--hand-over-after", d)
 			}
 			switch contender {
 			case "reactord-saltapi":
