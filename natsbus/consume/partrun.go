@@ -41,8 +41,9 @@ type partRun struct {
 	// started below it (the last acknowledgements not recorded yet when
 	// the reset came) passes those events over.
 	floorSeq uint64
-	// created is when the stream floorSeq and handled number was
-	// created: a stream made anew numbers its events from 1 again.
+	// created is the creation time of the stream whose sequences
+	// floorSeq and handled hold: a stream made anew numbers its events
+	// from 1 again.
 	created  time.Time
 	inflight int // handed to the handler, not settled
 	floor    jetstream.Msg
