@@ -96,8 +96,9 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 	}()
 	if l.after == 0 {
 		// Hand over at once: the lane goes on while the call runs, once
-		// the call's goroutine runs, so that calls begin in the events'
-		// order.
+		// the call's goroutine runs, so that the calls' goroutines start
+		// in the events' order (two calls in flight may still reach the
+		// driver in either order).
 		<-began
 		select {
 		case <-done:
