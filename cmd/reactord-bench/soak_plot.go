@@ -63,7 +63,7 @@ func plotSoak(path string, samples []soakSample, faults []soakFault) error {
 		}
 		return p, nil
 	}
-	rss, rn := series(func(p soakProcSample) float64 { return p.RSSMB })
+	rss, rn := series(rssOf)
 	gor, gn := series(func(p soakProcSample) float64 {
 		if p.Goroutines == 0 {
 			return -1

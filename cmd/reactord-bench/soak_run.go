@@ -473,9 +473,9 @@ func (s *soak) summary(start time.Time) soakSummary {
 			sum.StorePendingEnd += p.StorePending
 		}
 	}
-	sum.RSSGrowthBy = growthByProcess(s.samples, warm, func(p soakProcSample) float64 { return p.RSSMB })
+	sum.RSSGrowthBy = growthByProcess(s.samples, warm, rssOf)
 	sum.RSSGrowth, sum.RSSGrowthProc = largest(sum.RSSGrowthBy)
-	sum.AnonGrowthBy = growthByProcess(s.samples, warm, func(p soakProcSample) float64 { return p.AnonMB })
+	sum.AnonGrowthBy = growthByProcess(s.samples, warm, anonOf)
 	sum.AnonGrowth, sum.AnonGrowthProc = largest(sum.AnonGrowthBy)
 	l.mu.Lock()
 	all := slices.Clone(l.allLat)
@@ -492,11 +492,10 @@ func (s *soak) summary(start time.Time) soakSummary {
 	return sum
 }
 
-// rssGrowth is the largest slope, in MB per hour, of a process's RSS
-// after the warm-up (see growthByProcess), and the process it is.
-func rssGrowth(samples []soakSample, warm float64) (float64, string) {
-	return largest(growthByProcess(samples, warm, func(p soakProcSample) float64 { return p.RSSMB }))
-}
+// rssOf and anonOf are the figures growthByProcess takes a slope of:
+// a process's RSS and its anonymous part.
+func rssOf(p soakProcSample) float64  { return p.RSSMB }
+func anonOf(p soakProcSample) float64 { return p.AnonMB }
 
 // largest is the largest value of by and its key ("" when by is empty).
 func largest(by map[string]float64) (float64, string) {

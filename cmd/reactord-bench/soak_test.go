@@ -228,10 +228,10 @@ func TestRSSGrowthWarmsUpEachLife(t *testing.T) {
 		flat = append(flat, soakSample{T: tm, Procs: []soakProcSample{p}})
 		growing = append(growing, soakSample{T: tm, Procs: []soakProcSample{proc("r1", 3, 50+float64(i)/20)}})
 	}
-	if g, who := rssGrowth(flat, 1200); g != 0 {
+	if g, who := largest(growthByProcess(flat, 1200, rssOf)); g != 0 {
 		t.Errorf("a restarted node flat after its own warm-up: growth %.2f MB/h (%s), want 0", g, who)
 	}
-	if g, who := rssGrowth(growing, 1200); g < 2.9 || g > 3.1 || who != "r1" {
+	if g, who := largest(growthByProcess(growing, 1200, rssOf)); g < 2.9 || g > 3.1 || who != "r1" {
 		t.Errorf("a process growing 3 MB/h: growth %.2f MB/h (%s)", g, who)
 	}
 }
@@ -254,8 +254,8 @@ func TestGrowthByProcessTellsAnonFromFile(t *testing.T) {
 			samples[i].Procs = append(samples[i].Procs, soakProcSample{Name: "short", PID: 5, RSSMB: 1, AnonMB: 1})
 		}
 	}
-	rss := growthByProcess(samples, 0, func(p soakProcSample) float64 { return p.RSSMB })
-	anon := growthByProcess(samples, 0, func(p soakProcSample) float64 { return p.AnonMB })
+	rss := growthByProcess(samples, 0, rssOf)
+	anon := growthByProcess(samples, 0, anonOf)
 	want := map[string][2]float64{"replica1": {4, 0}, "replica2": {2, 2}, "n1": {0, 0}, "bridge": {0, 0}}
 	if len(rss) != len(want) || len(anon) != len(want) {
 		t.Fatalf("processes: rss %v, anon %v; want those of %v", rss, anon, want)

@@ -34,11 +34,9 @@ import (
 // REACTORD_E2E_STORM_MINIONS spreads them over that many minions (10 by
 // default); REACTORD_E2E_STORM_ONLY lists the contenders, in order (a name
 // twice runs twice: alternate pairs to see the machine's drift).
-// reactord-master-hand-over-D runs the master driver with
-// --hand-over-after D (e.g. 5ms, 0s); reactord-master-engine-hand-over-D
-// the same with reactord's Salt engine in the master (runner reactions);
-// reactord-saltapi-no-merge-hand-over-D the saltapi driver with
-// --saltapi-merge 1 and --hand-over-after D.
+// A contender's name ending in -hand-over-D runs that contender with
+// --hand-over-after D (e.g. reactord-master-hand-over-0s,
+// reactord-master-engine-hand-over-5ms, reactord-saltapi-no-merge-hand-over-0s).
 // REACTORD_E2E_NETAPI=rest_tornado serves salt-api with rest_tornado (one
 // process) instead of rest_cherrypy, for every test of this package.
 //
@@ -97,12 +95,20 @@ func TestStorm(t *testing.T) {
 				writeFile(t, sls, "highstate_on_start:\n  local.state.apply:\n    - tgt: {{ data['id'] }}\n")
 				extra = "reactor:\n  - 'salt/minion/*/start':\n    - " + sls + "\n" + runnerRule
 			}
-			handOver, handOverEngine := strings.CutPrefix(contender, "reactord-master-engine-hand-over-")
-			engine := contender == "reactord-master-engine" || strings.HasPrefix(contender, "reactord-master-engine-procs") || handOverEngine
-			if contender == "reactord-master-engine" || handOverEngine {
+			// A contender ending in -hand-over-D is the contender named
+			// before that ending, run with --hand-over-after D.
+			base, handOver, _ := strings.Cut(contender, "-hand-over-")
+			flags := func(args ...string) []string {
+				if handOver != "" {
+					args = append(args, "--hand-over-after", handOver)
+				}
+				return args
+			}
+			engine := base == "reactord-master-engine" || strings.HasPrefix(base, "reactord-master-engine-procs")
+			if base == "reactord-master-engine" {
 				// reactord's Salt engine in the master, at its defaults.
 				extra = engineConfig("{}")
-			} else if procs, ok := strings.CutPrefix(contender, "reactord-master-engine-procs"); ok {
+			} else if procs, ok := strings.CutPrefix(base, "reactord-master-engine-procs"); ok {
 				// ... with worker_processes N.
 				extra = engineConfig("{worker_processes: " + procs + "}")
 			}
@@ -127,47 +133,32 @@ func TestStorm(t *testing.T) {
 			})
 			e.stopMinions()
 			var rd *reactord
-			// reactord-master-hand-over-D: the master driver with
-			// --hand-over-after D (0s: at once).
-			if d, ok := strings.CutPrefix(contender, "reactord-master-hand-over-"); ok || handOverEngine {
-				if handOverEngine {
-					d = handOver
-					waitEngine(t, e)
-				}
-				root, _ := filepath.Abs("../..")
-				rd = startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard", "--hand-over-after", d)
-			}
-			// reactord-saltapi-no-merge-hand-over-D: the saltapi driver with
-			// --saltapi-merge 1 and --hand-over-after D.
-			if d, ok := strings.CutPrefix(contender, "reactord-saltapi-no-merge-hand-over-"); ok {
-				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1", "--hand-over-after", d)
-			}
-			switch contender {
+			switch base {
 			case "reactord-saltapi":
-				rd = startReactord(t, e, "saltapi", "--no-loop-guard")
+				rd = startReactord(t, e, "saltapi", flags("--no-loop-guard")...)
 			case "reactord-saltapi-inflight1":
-				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-max-in-flight", "1")
+				rd = startReactord(t, e, "saltapi", flags("--no-loop-guard", "--saltapi-max-in-flight", "1")...)
 			case "reactord-saltapi-inflight2":
-				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-max-in-flight", "2")
+				rd = startReactord(t, e, "saltapi", flags("--no-loop-guard", "--saltapi-max-in-flight", "2")...)
 			case "reactord-saltapi-no-merge":
-				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1")
+				rd = startReactord(t, e, "saltapi", flags("--no-loop-guard", "--saltapi-merge", "1")...)
 			case "reactord-exec":
-				rd = startReactord(t, e, "exec", "--no-loop-guard")
+				rd = startReactord(t, e, "exec", flags("--no-loop-guard")...)
 			case "reactord-saltapi-no-merge-inflight4", "reactord-saltapi-no-merge-inflight8", "reactord-saltapi-no-merge-inflight16":
-				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1", "--saltapi-max-in-flight", strings.TrimPrefix(contender, "reactord-saltapi-no-merge-inflight"))
+				rd = startReactord(t, e, "saltapi", "--no-loop-guard", "--saltapi-merge", "1", "--saltapi-max-in-flight", strings.TrimPrefix(base, "reactord-saltapi-no-merge-inflight"))
 			case "reactord-exec-1proc":
-				rd = startReactord(t, e, "exec", "--no-loop-guard", "--exec-max-procs", "1")
+				rd = startReactord(t, e, "exec", flags("--no-loop-guard", "--exec-max-procs", "1")...)
 			case "reactord-saltapi-guard-on":
-				rd = startReactord(t, e, "saltapi")
+				rd = startReactord(t, e, "saltapi", flags()...)
 			case "reactord-master", "reactord-master-engine", "reactord-master-engine-procs1", "reactord-master-engine-procs2",
 				"reactord-master-engine-procs3", "reactord-master-engine-procs4":
 				if engine {
 					waitEngine(t, e)
 				}
 				root, _ := filepath.Abs("../..")
-				rd = startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, "--no-loop-guard")
+				rd = startReactordRules(t, e, "master", root+"/examples/reactor/revert-on-inotify/revert.sls", runnerRule, flags("--no-loop-guard")...)
 			case "reactord-master-guard-on":
-				rd = startReactord(t, e, "master")
+				rd = startReactord(t, e, "master", flags()...)
 			}
 			// The plain loops run no reactord: a Go client posts the
 			// driver's lowstate for each event straight to salt-api.
