@@ -122,3 +122,27 @@ func AllDone(ctxs []context.Context) (context.Context, context.CancelFunc) {
 		cancel()
 	}
 }
+
+// sentKey is the context key of the function Sent calls.
+type sentKey struct{}
+
+// WithSent returns a copy of ctx that carries sent, for the caller of a
+// driver's Do that wants to know when the call's request has left:
+// reactord's lanes go on with a minion's next reaction then, rather than
+// wait for the driver's answer, so that one minion's calls overlap and
+// still reach Salt in the order they began. sent may be called more than
+// once (a request sent again) and from any goroutine.
+func WithSent(ctx context.Context, sent func()) context.Context {
+	return context.WithValue(ctx, sentKey{}, sent)
+}
+
+// Sent is what a driver calls once the request of the call made under ctx
+// has been written whole to Salt's connection (the master's request port,
+// reactord's Salt engine, salt-api), before it waits for the answer; it
+// does nothing when ctx carries no function (WithSent). A driver that
+// never calls it is waited for (up to the lane's --hand-over-after).
+func Sent(ctx context.Context) {
+	if f, ok := ctx.Value(sentKey{}).(func()); ok {
+		f()
+	}
+}

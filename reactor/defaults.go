@@ -13,7 +13,8 @@ const (
 	// (Options.InFlight).
 	DefaultInFlight = 8
 	// DefaultHandOverAfter is how long a lane waits for a driver call
-	// before it hands the call over (Options.HandOverAfter).
+	// that does not say when its request left before it hands the call
+	// over (Options.HandOverAfter).
 	DefaultHandOverAfter = 50 * time.Millisecond
 	// DefaultMaxHops is the hop limit (Options.MaxHops): events that
 	// reactions caused more times in a row are suppressed.

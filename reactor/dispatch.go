@@ -46,10 +46,10 @@ func ruleOf(res *engine.Result, i int) chunkRule {
 // dispatch runs reaction i (a low chunk) of the event through the
 // driver, unless the hop limit or the loop guard holds it, and tells the
 // loop guard what it started. The driver calls begin in event order;
-// one the driver does not answer within Options.HandOverAfter is handed
-// over (launch), and the rest of the dispatch completes beside the lane
-// (handed over at once, two calls in flight may reach the driver in
-// either order).
+// one the driver has not answered once its request left (or within
+// Options.HandOverAfter) is handed over (launch), and the rest of the
+// dispatch completes beside the lane (handed over at once, two calls in
+// flight may reach the driver in either order).
 func (r *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result, i int) {
 	c := res.Chunks[i]
 	a := actions.Action{Tag: res.Tag, Chunk: c, Hop: ev.dl.Hop}
@@ -75,7 +75,7 @@ func (r *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 		return
 	}
 	d := r.dispatching(ev, c, rule)
-	r.launch(ctx, ev, func() {
+	r.launch(ctx, ev, func(ctx context.Context) {
 		out, err := r.run(ctx, ev, a)
 		if err != nil {
 			r.failed(ctx, ev, a, rule, err)

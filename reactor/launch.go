@@ -3,6 +3,7 @@ package reactor
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/reactord/reactord/actions"
@@ -11,9 +12,13 @@ import (
 )
 
 // A lane hands a slow driver call over (Options.InFlight): it begins each
-// reaction's driver call in event order, waits Options.HandOverAfter for it, and
-// when the driver has not answered by then goes on with its next
-// reaction or event while the call completes in a goroutine of its own.
+// reaction's driver call in event order and waits for it until the driver
+// says the call's request has left (actions.Sent: the master, salt-api and
+// Salt engine drivers do), or Options.HandOverAfter passed for a driver
+// that does not say, and when the driver has not answered by then goes on
+// with its next reaction or event while the call completes in a goroutine
+// of its own. So one minion's calls reach Salt in the events' order, each
+// written before the next begins, without one round trip each.
 // A lane has at most InFlight calls in flight; the next waits for one to
 // end. An event is finished (acknowledged, OnDone) once the lane is done
 // with it and every call it handed over completed; the loop guard learns
@@ -54,12 +59,13 @@ func newLaunchers(lanes, inFlight int, after time.Duration) []*launcher {
 // loop guard, the ledger, the retries told — for ev on its lane. Without
 // hand-over, or for an event handled alone (a suspect of a crash), it
 // runs on the lane. Otherwise it runs in a goroutine of its own, holding
-// one of the lane's slots (the lane waits for one); the lane waits for it
-// up to the launcher's after, then goes on. ev stays open (release) until call
-// returned.
-func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
+// one of the lane's slots (the lane waits for one), under a context whose
+// actions.Sent tells the lane its request left; the lane waits for that,
+// or the call's end, or the launcher's after, then goes on. ev stays open
+// (release) until call returned.
+func (r *Reactor) launch(ctx context.Context, ev *inflight, call func(context.Context)) {
 	if r.launchers == nil || ev.serial {
-		call()
+		call(ctx)
 		return
 	}
 	l := r.launchers[ev.lane]
@@ -67,11 +73,13 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 	select {
 	case k = <-l.slots:
 	case <-ctx.Done():
-		call() // stopping: the call fails at once, as ctx ended
+		call(ctx) // stopping: the call fails at once, as ctx ended
 		return
 	}
 	ev.open.Add(1)
-	began, done := make(chan struct{}), make(chan struct{})
+	began, sent, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cctx := actions.WithSent(ctx, func() { once.Do(func() { close(sent) }) })
 	r.wg.Add(1) // Stop waits for the call as for a lane
 	// The call is in the poison journal while it runs, in a place of
 	// its own: the lane's own place is the next event's once it goes on,
@@ -84,7 +92,7 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 			j.Begin(place, ev.dl.Seq)
 		}
 		close(began)
-		call()
+		call(cctx)
 		if j != nil {
 			j.End(place, ev.dl.Seq)
 		}
@@ -111,9 +119,17 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func()) {
 	select {
 	case <-done:
 		l.timer.Stop()
+		return
+	case <-sent:
+		l.timer.Stop()
+		select {
+		case <-done: // answered as soon as sent: nothing handed over
+			return
+		default:
+		}
 	case <-l.timer.C:
-		r.opts.Metrics.HandedOver.Inc()
 	}
+	r.opts.Metrics.HandedOver.Inc()
 }
 
 // release ends one holder of ev: the lane's handling, or a call it

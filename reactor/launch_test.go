@@ -26,6 +26,9 @@ import (
 type slowDriver struct {
 	*saltDriver
 	delay map[string]time.Duration // by state; "" for the others
+	// says makes the driver say its request left (actions.Sent) as the
+	// call begins, as the master and salt-api drivers do once written.
+	says bool
 
 	mu      sync.Mutex
 	began   []time.Time
@@ -44,6 +47,9 @@ func (s *slowDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 	s.busy++
 	s.maxBusy = max(s.maxBusy, s.busy)
 	s.mu.Unlock()
+	if s.says {
+		actions.Sent(ctx)
+	}
 	d, ok := s.delay[a.Chunk.Str("state")]
 	if !ok {
 		d = s.delay[""]
@@ -104,11 +110,15 @@ const burstSLS = "step:\n  local.cmd.run:\n    - tgt: {{ .data.id }}\n    - args
 // returned, none twice. With --in-flight 1 the lane waits for each call.
 // A driver that answers in 10 ms, under the 50 ms hand-over, is waited
 // for call by call; with --hand-over-after 0 its calls overlap too, eight
-// at a time, and with 2 ms each is handed over 2 ms after it began.
+// at a time, and with 2 ms each is handed over 2 ms after it began. A
+// driver that says when its request left is handed over then, with the
+// default wait: its calls overlap, eight at a time, and begin (are sent)
+// strictly in the events' order.
 func TestLaneDispatchesInFlight(t *testing.T) {
 	const n = 32
 	for _, c := range []struct {
 		inFlight      int
+		says          bool
 		delay, after  time.Duration
 		least, most   time.Duration
 		wantMax       int
@@ -124,10 +134,16 @@ func TestLaneDispatchesInFlight(t *testing.T) {
 		{inFlight: 8, delay: 10 * time.Millisecond, after: -1, least: n / 8 * 10 * time.Millisecond, most: n / 8 * 10 * time.Millisecond, wantMax: 8, wantHandedOff: n},
 		// After 2 ms: a call of 9 ms begins every 2 ms, five in flight at once.
 		{inFlight: 8, delay: 9 * time.Millisecond, after: 2 * time.Millisecond, least: (n-1)*2*time.Millisecond + 9*time.Millisecond, most: (n-1)*2*time.Millisecond + 9*time.Millisecond, wantMax: 5, wantHandedOff: n},
+		// Said sent: handed over as each request leaves, with the default
+		// wait: four rounds of eight, in order.
+		{inFlight: 8, says: true, delay: 10 * time.Millisecond, least: n / 8 * 10 * time.Millisecond, most: n / 8 * 10 * time.Millisecond, wantMax: 8, wantHandedOff: n},
+		{inFlight: 8, says: true, delay: time.Second, least: n / 8 * time.Second, most: n / 8 * time.Second, wantMax: 8, wantHandedOff: n},
+		// Said sent with --in-flight 1: still one call at a time.
+		{inFlight: 1, says: true, delay: 10 * time.Millisecond, least: n * 10 * time.Millisecond, most: n * 10 * time.Millisecond, wantMax: 1},
 	} {
-		t.Run(fmt.Sprintf("in-flight %d, call %v, hand over after %v", c.inFlight, c.delay, c.after), func(t *testing.T) {
+		t.Run(fmt.Sprintf("in-flight %d, call %v, hand over after %v, says sent %v", c.inFlight, c.delay, c.after, c.says), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": c.delay}}
+				drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": c.delay}, says: c.says}
 				var mu sync.Mutex
 				acked := map[string]time.Time{}
 				d, m := slowReactorAfter(t, "reactor:\n  - 'myco/step': step.sls\n", map[string]string{"step.sls": burstSLS}, drv, c.inFlight, c.after, nil)

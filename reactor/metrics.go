@@ -36,8 +36,9 @@ type Metrics struct {
 	// rule's concurrency limit.
 	ConcurrencyQueued prometheus.Gauge
 	// HandedOver counts the driver calls a lane handed over: the driver
-	// had not answered within Options.HandOverAfter, and the lane went on
-	// (Options.InFlight).
+	// had not answered when it said the call's request had left
+	// (actions.Sent), or within Options.HandOverAfter, and the lane went
+	// on (Options.InFlight).
 	HandedOver prometheus.Counter
 	// Retries counts the retry option's work, by outcome: retried (a job
 	// run again), succeeded (a retry with no failure left), gave_up,
@@ -106,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ConcurrencyQueued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reactord_concurrency_queued",
 			Help: "Events waiting, unacknowledged, for a slot of a rule's concurrency limit."}),
 		HandedOver: prometheus.NewCounter(prometheus.CounterOpts{Name: "reactord_dispatches_handed_over_total",
-			Help: "Reactions whose driver call a lane handed over: the driver had not answered within --hand-over-after (50 ms by default) and the lane went on with its next event, the call completing beside it (--in-flight)."}),
+			Help: "Reactions whose driver call a lane handed over: the driver had not answered when the call's request left (or within --hand-over-after, 50 ms by default, for a driver that does not say) and the lane went on with its next event, the call completing beside it (--in-flight)."}),
 		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reactord_retries_total",
 			Help: "A rule's retry option at work, by outcome: retried (a job run again on the minions where it failed), succeeded (a retry left no failure), gave_up (failures left after the last attempt), resumed (a pending retry taken up when its event came back after a stop or crash, on this replica or another)."}, []string{"outcome"}),
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reactord_event_latency_seconds", Help: "From receipt of an event to the dispatch of its reactions.",

@@ -50,15 +50,16 @@ type Options struct {
 	QueueSize int
 	// InFlight is how many reactions' driver calls a lane may have in
 	// flight (zero: DefaultInFlight, or 1 for a driver that answers at
-	// once: AnswersAtOnce): a call the driver has not answered
-	// within HandOverAfter is handed over and the lane goes on with its next event
-	// (launch.go); 1 waits for each call, the lane handling one reaction
-	// at a time.
+	// once: AnswersAtOnce): a call the driver has not answered once
+	// its request left (actions.Sent), or within HandOverAfter, is handed
+	// over and the lane goes on with its next event (launch.go); 1 waits
+	// for each call, the lane handling one reaction at a time.
 	InFlight int
-	// HandOverAfter is how long a lane waits for a driver call before it
-	// hands it over, with InFlight above 1 (zero: DefaultHandOverAfter;
-	// negative: at once, the lane beginning its next reaction's call
-	// while the one before is still in flight).
+	// HandOverAfter is how long a lane waits for a driver call that has
+	// not said its request left (actions.Sent) before it hands it over,
+	// with InFlight above 1 (zero: DefaultHandOverAfter; negative: at
+	// once, even before the request left, the lane beginning its next
+	// reaction's call while the one before is still in flight).
 	HandOverAfter time.Duration
 	// Block makes Submit wait when a lane is full (JetStream: stop
 	// pulling); otherwise the event is dropped and counted in Metrics.Dropped (lane_full).

@@ -228,6 +228,7 @@ func (e *Engine) request(ctx context.Context, pool chan *engineConn, body map[st
 			e.mark(err)
 			return nil, err
 		}
+		actions.Sent(ctx) // written: the lane may begin its next call
 		var ans map[string]any
 		err := c.dec.Decode(&ans)
 		if !stop() && err == nil {

@@ -498,6 +498,7 @@ func (d *Driver) roundTrip(ctx context.Context, s *reqSocket, body []byte) ([]by
 		}
 		return nil, actions.Retryable(fmt.Errorf("sending to %s: %w", d.uri, err))
 	}
+	actions.Sent(ctx) // written: the lane may begin its next call
 	type result struct {
 		msg zmq4.Msg
 		err error

@@ -444,3 +444,69 @@ func TestRecordedMasters(t *testing.T) {
 		})
 	}
 }
+
+// TestSaysWhenSent: the driver tells its caller (actions.Sent) once a
+// reaction's request is written — to the master's request port (local
+// and runner reactions) or to reactord's Salt engine — while the answer
+// is still to come: each stand-in holds its answer until the caller was
+// told, and fails the test after 5 s. A request that never goes out (the
+// master down) is never said to be sent.
+func TestSaysWhenSent(t *testing.T) {
+	cases := []struct {
+		name, chunk string
+		engine      bool
+	}{
+		{name: "local", chunk: `{"state": "local", "fun": "test.ping", "tgt": "web1"}`},
+		{name: "runner", chunk: `{"state": "runner", "fun": "test.arg", "name": "r"}`},
+		{name: "runner through the engine", chunk: `{"state": "runner", "fun": "test.arg", "name": "r", "__id__": "r"}`, engine: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mc := keyDir(t, "K")
+			sent := make(chan struct{})
+			var once sync.Once
+			wait := func() {
+				select {
+				case <-sent:
+				case <-time.After(5 * time.Second):
+					t.Errorf("not said to be sent while the answer was held")
+				}
+			}
+			jid := "20261207120000000001"
+			srv := startStandIn(t, func(map[string]any) any {
+				wait()
+				return map[string]any{"enc": "clear", "jid": jid, "load": map[string]any{"jid": jid, "minions": []any{"web1"}}}
+			})
+			d, err := New(Config{Master: mc, URI: srv.uri, Timeout: 10 * time.Second, Engine: map[bool]string{true: "on", false: "off"}[c.engine]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close(context.Background())
+			if c.engine {
+				startEngineStandIn(t, d.Engine().Path(), func(map[string]any) map[string]any {
+					wait()
+					return map[string]any{"jid": jid}
+				})
+			}
+			ctx := actions.WithSent(context.Background(), func() { once.Do(func() { close(sent) }) })
+			if res, err := d.Do(ctx, actions.Action{Chunk: chunk(t, c.chunk)}); err != nil || res.JID != jid {
+				t.Fatalf("Do: %+v, %v", res, err)
+			}
+			if c.engine && len(srv.requests()) != 0 {
+				t.Errorf("the master got %d requests: want the engine's answer alone", len(srv.requests()))
+			}
+		})
+	}
+	t.Run("master down", func(t *testing.T) {
+		d, err := New(Config{Master: keyDir(t, "K"), URI: fmt.Sprintf("tcp://127.0.0.1:%d", freeport.Port(t)), Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close(context.Background())
+		said := false
+		ctx := actions.WithSent(context.Background(), func() { said = true })
+		if _, err := d.Do(ctx, actions.Action{Chunk: chunk(t, `{"state": "local", "fun": "test.ping", "tgt": "web1"}`)}); err == nil || said {
+			t.Errorf("master down: err %v, said sent %v; want an error and nothing said", err, said)
+		}
+	})
+}

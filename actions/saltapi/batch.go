@@ -320,8 +320,13 @@ func (d *Driver) runBatch(ctx context.Context, batch []*request) []reply {
 	if err != nil {
 		return same(len(batch), ranNothing(err))
 	}
+	wrote := func() {
+		for _, r := range batch {
+			actions.Sent(r.ctx) // each caller's lane may go on
+		}
+	}
 	for attempt := 1; ; attempt++ {
-		status, raw, sent, err := d.post(ctx, "/", tok, body)
+		status, raw, sent, err := d.post(ctx, "/", tok, body, wrote)
 		if err != nil {
 			d.setHealthy(false)
 			if !sent {
@@ -373,7 +378,7 @@ func (d *Driver) runBatch(ctx context.Context, batch []*request) []reply {
 // lowstate list: rest_cherrypy checks the session first, then runs the
 // (no) lowstates and answers {"return": []}.
 func (d *Driver) sessionValid(ctx context.Context, tok string) (bool, error) {
-	status, raw, _, err := d.post(ctx, "/", tok, []byte("[]"))
+	status, raw, _, err := d.post(ctx, "/", tok, []byte("[]"), nil)
 	switch {
 	case err != nil:
 		return false, err

@@ -26,17 +26,21 @@ const maxBody = 4 << 20
 // returned as errors, classified by transportError. sent reports whether
 // the whole request was written to the connection: when it was not,
 // salt-api cannot have read the body, so it ran nothing (rest_cherrypy
-// reads the whole body before it runs a lowstate).
-func (d *Driver) post(ctx context.Context, path, token string, body []byte) (status int, raw []byte, sent bool, err error) {
+// reads the whole body before it runs a lowstate). wrote, when not nil, is
+// called once the request is written whole, before the answer comes.
+func (d *Driver) post(ctx context.Context, path, token string, body []byte, wrote func()) (status int, raw []byte, sent bool, err error) {
 	// The request's own deadline is retryable, the caller's is not:
 	// transportError looks at the caller's context.
 	reqCtx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	var wrote atomic.Bool
+	var written atomic.Bool
 	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
-				wrote.Store(true)
+				written.Store(true)
+				if wrote != nil {
+					wrote()
+				}
 			}
 		},
 	})
@@ -51,7 +55,7 @@ func (d *Driver) post(ctx context.Context, path, token string, body []byte) (sta
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, nil, wrote.Load(), transportError(ctx, err)
+		return 0, nil, written.Load(), transportError(ctx, err)
 	}
 	defer resp.Body.Close()
 	// Reading the answer to its end lets the connection be reused.
@@ -159,7 +163,7 @@ func (d *Driver) login(ctx context.Context) (session, error) {
 		return session{}, fmt.Errorf("encoding login: %w", err)
 	}
 	loggedAt := time.Now()
-	status, raw, _, err := d.post(ctx, "/login", "", body)
+	status, raw, _, err := d.post(ctx, "/login", "", body, nil)
 	if err != nil {
 		return session{}, fmt.Errorf("login: %w", err)
 	}

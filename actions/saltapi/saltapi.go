@@ -385,7 +385,7 @@ func (d *Driver) run(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, ranNothing(err)
 	}
 	for attempt := 1; ; attempt++ {
-		status, raw, sent, err := d.post(ctx, "/", tok, body)
+		status, raw, sent, err := d.post(ctx, "/", tok, body, func() { actions.Sent(ctx) })
 		if err != nil {
 			d.setHealthy(false)
 			if !sent {

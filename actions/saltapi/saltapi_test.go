@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -790,5 +791,80 @@ func TestProbe(t *testing.T) {
 		if err := newDriver(t, cfg).Probe(context.Background()); err == nil || !strings.Contains(err.Error(), url) {
 			t.Errorf("Probe of a salt-api that is down: %v", err)
 		}
+	}
+}
+
+// TestSaysWhenSent: the driver tells its caller (actions.Sent) once a
+// reaction's POST is written, while salt-api has not answered it yet,
+// alone or in a batch: salt-api here holds each POST until every one of
+// its lowstates was said to be sent, and fails the test after 5 s.
+func TestSaysWhenSent(t *testing.T) {
+	fake := newFakeSalt()
+	const n = 3
+	var sent [n]chan struct{}
+	var once [n]sync.Once
+	for i := range sent {
+		sent[i] = make(chan struct{})
+	}
+	var mu sync.Mutex
+	var sizes []int
+	hold := make(chan struct{}) // the first POST's answer waits for the others to queue
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			var lows []struct {
+				Arg []int `json:"arg"`
+			}
+			if err := json.Unmarshal(body, &lows); err != nil {
+				t.Errorf("lowstates %s: %v", body, err)
+			}
+			mu.Lock()
+			sizes = append(sizes, len(lows))
+			mu.Unlock()
+			for _, l := range lows {
+				select {
+				case <-sent[l.Arg[0]]:
+				case <-time.After(5 * time.Second):
+					t.Errorf("reaction %d: not said to be sent while salt-api held its POST", l.Arg[0])
+				}
+				if l.Arg[0] == 0 {
+					<-hold
+				}
+			}
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	cfg := credentials(srv.URL)
+	cfg.MaxInFlight = 1 // the second and third wait for the first, then go as one batch
+	d := newDriver(t, cfg)
+	do := func(i int) chan error {
+		done := make(chan error, 1)
+		ctx := actions.WithSent(context.Background(), func() { once[i].Do(func() { close(sent[i]) }) })
+		go func() {
+			_, err := d.Do(ctx, actions.Action{Chunk: reaction("local", "ping", "test.arg", "tgt", "web1", "arg", []any{int64(i)})})
+			done <- err
+		}()
+		return done
+	}
+	first := do(0)
+	select {
+	case <-sent[0]:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first reaction was never said to be sent")
+	}
+	rest := []chan error{do(1), do(2)}
+	time.Sleep(200 * time.Millisecond) // both wait in the queue behind the first
+	close(hold)
+	for _, done := range append([]chan error{first}, rest...) {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(sizes, []int{1, 2}) {
+		t.Errorf("POSTs of %v lowstates, want [1 2] (one alone, then a batch of two)", sizes)
 	}
 }
