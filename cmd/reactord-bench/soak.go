@@ -217,12 +217,19 @@ type soakSummary struct {
 	AnonGrowth     float64            `json:"anon_growth_mb_per_hour"`
 	AnonGrowthProc string             `json:"anon_growth_process"`
 	AnonGrowthBy   map[string]float64 `json:"anon_growth_by_process,omitempty"`
-	GoroutinesIn   int64              `json:"goroutines_start"`
-	GoroutinesOut  int64              `json:"goroutines_end"`
-	FDsIn          int64              `json:"fds_start"`
-	FDsOut         int64              `json:"fds_end"`
-	P50ms          float64            `json:"p50_ms"`
-	P99ms          float64            `json:"p99_ms"`
+	// FloorGrowth and FloorGrowthBy are the slopes of each process's
+	// lowest RSS in each ten minutes of its life: a leak raises that floor,
+	// while the bursts of a fault (records held through a store outage)
+	// that the runtime gives back within minutes do not.
+	FloorGrowth     float64            `json:"rss_floor_growth_mb_per_hour"`
+	FloorGrowthProc string             `json:"rss_floor_growth_process"`
+	FloorGrowthBy   map[string]float64 `json:"rss_floor_growth_by_process,omitempty"`
+	GoroutinesIn    int64              `json:"goroutines_start"`
+	GoroutinesOut   int64              `json:"goroutines_end"`
+	FDsIn           int64              `json:"fds_start"`
+	FDsOut          int64              `json:"fds_end"`
+	P50ms           float64            `json:"p50_ms"`
+	P99ms           float64            `json:"p99_ms"`
 	// StreamMsgsMax is the most messages the event stream held at a
 	// sample; AuditRowsMax the most rows of the audit tables (with a
 	// --store database), and AuditRowsWarm that after the warm-up: both
@@ -309,8 +316,19 @@ or reacted out of order.`, stderr)
 	fs.Float64Var(&c.bridgeShare, "bridge-share", 0.2, "part of --rate and --minions sent through a reactord bridge (0: none; the bridge-kill fault)")
 	fs.BoolVar(&c.tmpfs, "tmpfs", false, "each replica's data directory a 64 MiB tmpfs (root, Linux), and the disk-full fault")
 	sched := fs.String("faults", "", "comma-separated fault kinds in order, cycled, in place of random ones")
+	growthOf := fs.String("growth-of", "", "run nothing: read an earlier run's timeline.jsonl and print its processes' growth (after --warmup, default a fifth of the run) as one JSON line")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	if *growthOf != "" {
+		g, err := growthOfTimeline(*growthOf, c.warmup)
+		if err != nil {
+			fmt.Fprintf(stderr, "soak: %v\n", err)
+			return exitUsage
+		}
+		out, _ := json.Marshal(g)
+		fmt.Fprintf(stdout, "%s\n", out)
+		return exitOK
 	}
 	if err := c.check(*sched); err != nil {
 		fmt.Fprintf(stderr, "soak: %v\n", err)

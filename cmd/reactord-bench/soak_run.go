@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -477,6 +478,8 @@ func (s *soak) summary(start time.Time) soakSummary {
 	sum.RSSGrowth, sum.RSSGrowthProc = largest(sum.RSSGrowthBy)
 	sum.AnonGrowthBy = growthByProcess(s.samples, warm, anonOf)
 	sum.AnonGrowth, sum.AnonGrowthProc = largest(sum.AnonGrowthBy)
+	sum.FloorGrowthBy = floorGrowthByProcess(s.samples, warm, rssOf)
+	sum.FloorGrowth, sum.FloorGrowthProc = largest(sum.FloorGrowthBy)
 	l.mu.Lock()
 	all := slices.Clone(l.allLat)
 	l.mu.Unlock()
@@ -490,6 +493,50 @@ func (s *soak) summary(start time.Time) soakSummary {
 		}
 	}
 	return sum
+}
+
+// timelineGrowth is what --growth-of prints: the growth figures of the
+// summary, from an earlier run's timeline.
+type timelineGrowth struct {
+	WarmupS       float64            `json:"warmup_s"`
+	RSSGrowthBy   map[string]float64 `json:"rss_growth_by_process"`
+	AnonGrowthBy  map[string]float64 `json:"anon_growth_by_process"`
+	FloorGrowthBy map[string]float64 `json:"rss_floor_growth_by_process"`
+}
+
+// growthOfTimeline reads the samples of a soak's timeline.jsonl (the
+// faults' lines have no processes and are passed over) and computes the
+// growth of its processes after warmup (0: a fifth of the run).
+func growthOfTimeline(path string, warmup time.Duration) (timelineGrowth, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return timelineGrowth{}, err
+	}
+	defer f.Close()
+	var samples []soakSample
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		var sm soakSample
+		if err := json.Unmarshal(sc.Bytes(), &sm); err != nil {
+			return timelineGrowth{}, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if len(sm.Procs) > 0 {
+			samples = append(samples, sm)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return timelineGrowth{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(samples) == 0 {
+		return timelineGrowth{}, fmt.Errorf("%s holds no samples", path)
+	}
+	warm := warmup.Seconds()
+	if warm == 0 {
+		warm = samples[len(samples)-1].T / 5
+	}
+	return timelineGrowth{WarmupS: warm, RSSGrowthBy: growthByProcess(samples, warm, rssOf),
+		AnonGrowthBy: growthByProcess(samples, warm, anonOf), FloorGrowthBy: floorGrowthByProcess(samples, warm, rssOf)}, nil
 }
 
 // rssOf and anonOf are the figures growthByProcess takes a slope of:
@@ -509,13 +556,57 @@ func largest(by map[string]float64) (float64, string) {
 }
 
 // growthByProcess is the slope, in MB per hour, of value (RSS or its
-// anonymous part) for each process over its samples after the warm-up,
-// each incarnation (pid) apart, the one with the most samples per process;
-// a process with fewer than 3 such samples is left out. A process
-// restarted during the run warms up again (a NATS node refills its caches,
-// a replica its lanes and pools): its samples count from warm seconds
-// after its first.
+// anonymous part) for each process over its life (longestLives).
 func growthByProcess(samples []soakSample, warm float64, value func(soakProcSample) float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, l := range longestLives(samples, warm, value) {
+		out[name] = math.Round(slope(l.hours, l.mb)*100) / 100
+	}
+	return out
+}
+
+// floorWindow is the span over which floorGrowthByProcess takes a
+// process's lowest figure: long enough to hold the ebb after a fault's
+// burst (a replica holding the audit records of a store outage, which the
+// Go runtime returns to the system within minutes).
+const floorWindow = 600.0 // seconds
+
+// floorGrowthByProcess is the slope, in MB per hour, of the lowest value
+// in each floorWindow of each process's life (longestLives): the floor a
+// leak raises, which the bursts a fault causes and the runtime gives back
+// do not. A life of fewer than 3 windows is left out.
+func floorGrowthByProcess(samples []soakSample, warm float64, value func(soakProcSample) float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, l := range longestLives(samples, warm, value) {
+		var xs, ys []float64
+		for i := 0; i < len(l.hours); {
+			end := l.hours[i] + floorWindow/3600
+			lo, j := l.mb[i], i
+			for ; j < len(l.hours) && l.hours[j] < end; j++ {
+				lo = min(lo, l.mb[j])
+			}
+			if j < len(l.hours) || l.hours[j-1]-l.hours[i] >= 0.9*floorWindow/3600 { // whole windows only
+				xs, ys = append(xs, l.hours[i]+floorWindow/7200), append(ys, lo)
+			}
+			i = j
+		}
+		if len(xs) >= 3 {
+			out[name] = math.Round(slope(xs, ys)*100) / 100
+		}
+	}
+	return out
+}
+
+// life is one incarnation's samples: hours since the run began, and MB.
+type life struct{ hours, mb []float64 }
+
+// longestLives returns, for each process, value over its samples after
+// the warm-up, each incarnation (pid) apart, the one with the most
+// samples; a process with fewer than 3 such samples is left out. A
+// process restarted during the run warms up again (a NATS node refills
+// its caches, a replica its lanes and pools): its samples count from
+// warm seconds after its first.
+func longestLives(samples []soakSample, warm float64, value func(soakProcSample) float64) map[string]life {
 	type key struct {
 		name string
 		pid  int
@@ -525,7 +616,7 @@ func growthByProcess(samples []soakSample, warm float64, value func(soakProcSamp
 	if len(samples) > 0 {
 		start = samples[0].T
 	}
-	xs, ys := map[key][]float64{}, map[key][]float64{}
+	lives := map[key]life{}
 	for _, sm := range samples {
 		for _, p := range sm.Procs {
 			k := key{p.Name, p.PID}
@@ -535,19 +626,20 @@ func growthByProcess(samples []soakSample, warm float64, value func(soakProcSamp
 			if sm.T < warm || (born[k] > start && sm.T < born[k]+warm) {
 				continue
 			}
-			xs[k], ys[k] = append(xs[k], sm.T/3600), append(ys[k], value(p))
+			l := lives[k]
+			lives[k] = life{append(l.hours, sm.T/3600), append(l.mb, value(p))}
 		}
 	}
 	best := map[string]key{}
-	for k := range xs {
-		if b, ok := best[k.name]; !ok || len(xs[k]) > len(xs[b]) {
+	for k := range lives {
+		if b, ok := best[k.name]; !ok || len(lives[k].hours) > len(lives[b].hours) {
 			best[k.name] = k
 		}
 	}
-	out := map[string]float64{}
+	out := map[string]life{}
 	for name, k := range best {
-		if len(xs[k]) >= 3 {
-			out[name] = math.Round(slope(xs[k], ys[k])*100) / 100
+		if len(lives[k].hours) >= 3 {
+			out[name] = lives[k]
 		}
 	}
 	return out

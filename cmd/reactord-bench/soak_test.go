@@ -272,3 +272,66 @@ func TestGrowthByProcessTellsAnonFromFile(t *testing.T) {
 		t.Errorf("largest of none: %.2f %q", g, who)
 	}
 }
+
+// TestFloorGrowthLooksPastBursts: a process whose RSS jumps by 30 MB for
+// a few minutes at each fault, more often late in the run, shows growth
+// in its plain slope but none in its floor; one that leaks 3 MB/h under
+// the same bursts shows the leak in its floor.
+func TestFloorGrowthLooksPastBursts(t *testing.T) {
+	var samples []soakSample
+	for i := range 721 { // two hours, a sample every 10 s
+		tm := float64(i * 10)
+		burst := 0.0
+		if m := int(tm / 60); (m%12 < 3 && m < 60) || (m%6 < 3 && m >= 60) { // 3 min of each 12, then of each 6
+			burst = 30
+		}
+		samples = append(samples, soakSample{T: tm, Procs: []soakProcSample{
+			{Name: "flat", PID: 1, RSSMB: 50 + burst},
+			{Name: "leak", PID: 2, RSSMB: 50 + burst + 3*tm/3600},
+		}})
+	}
+	plain := growthByProcess(samples, 1440, rssOf)
+	floor := floorGrowthByProcess(samples, 1440, rssOf)
+	if plain["flat"] < 2 {
+		t.Errorf("the bursts' plain slope %.2f MB/h: want the bursts to show (over 2)", plain["flat"])
+	}
+	if math.Abs(floor["flat"]) > 0.1 || math.Abs(floor["leak"]-3) > 0.2 {
+		t.Errorf("floor slopes: flat %.2f, leak %.2f MB/h; want 0 and 3", floor["flat"], floor["leak"])
+	}
+	// 25 minutes: two whole windows and a third cut short, too few.
+	if short := floorGrowthByProcess(samples[:150], 0, rssOf); len(short) != 0 {
+		t.Errorf("25 minutes: floor slopes %v, want none", short)
+	}
+}
+
+// TestGrowthOfTimeline: --growth-of reads a run's timeline back, passing
+// over the faults' lines, and names the line it cannot read.
+func TestGrowthOfTimeline(t *testing.T) {
+	var b strings.Builder
+	for i := range 61 { // one hour, a sample a minute, 2 MB/h
+		sm := soakSample{T: float64(i * 60), Procs: []soakProcSample{{Name: "replica1", PID: 7, RSSMB: 40 + 2*float64(i)/60, AnonMB: 20}}}
+		line, _ := json.Marshal(sm)
+		b.Write(append(line, '\n'))
+		if i == 30 {
+			line, _ = json.Marshal(soakFault{T: 1800, Fault: faultReload, Phase: "start"})
+			b.Write(append(line, '\n'))
+		}
+	}
+	path := filepath.Join(t.TempDir(), "timeline.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := growthOfTimeline(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.WarmupS != 720 || math.Abs(g.RSSGrowthBy["replica1"]-2) > 0.01 || g.AnonGrowthBy["replica1"] != 0 || math.Abs(g.FloorGrowthBy["replica1"]-2) > 0.1 {
+		t.Errorf("growth %+v: want a warm-up of 720 s, RSS and floor 2 MB/h, anon 0", g)
+	}
+	if err := os.WriteFile(path, []byte(b.String()+"{broken\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := growthOfTimeline(path, 0); err == nil || !strings.Contains(err.Error(), "timeline.jsonl:63:") {
+		t.Errorf("a broken line: %v, want its number", err)
+	}
+}
