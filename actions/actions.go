@@ -131,7 +131,9 @@ type sentKey struct{}
 // reactord's lanes go on with a minion's next reaction then, rather than
 // wait for the driver's answer, so that one minion's calls overlap and
 // still reach Salt in the order they began. sent may be called more than
-// once (a request sent again) and from any goroutine.
+// once (a request sent again) and from any goroutine; nil carries none,
+// for a request that is not yet the call's last word (a key reaction
+// written to the first of several masters).
 func WithSent(ctx context.Context, sent func()) context.Context {
 	return context.WithValue(ctx, sentKey{}, sent)
 }
@@ -139,10 +141,19 @@ func WithSent(ctx context.Context, sent func()) context.Context {
 // Sent is what a driver calls once the request of the call made under ctx
 // has been written whole to Salt's connection (the master's request port,
 // reactord's Salt engine, salt-api), before it waits for the answer; it
-// does nothing when ctx carries no function (WithSent). A driver that
-// never calls it is waited for (up to the lane's --hand-over-after).
+// does nothing when ctx carries no function (WithSent). A driver says
+// which calls it tells of (SaysSent); the lane waits for the others up to
+// its --hand-over-after.
 func Sent(ctx context.Context) {
-	if f, ok := ctx.Value(sentKey{}).(func()); ok {
+	if f, _ := ctx.Value(sentKey{}).(func()); f != nil {
 		f()
 	}
+}
+
+// SaysSent reports whether d calls Sent for each call of reactions of
+// type state before it waits for Salt's answer: a driver that does has a
+// SaysSent(state string) bool method that says so.
+func SaysSent(d Driver, state string) bool {
+	s, ok := d.(interface{ SaysSent(state string) bool })
+	return ok && s.SaysSent(state)
 }

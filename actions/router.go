@@ -50,6 +50,15 @@ func answersAtOnce(d Driver) bool {
 	return ok && q.AnswersAtOnce()
 }
 
+// SaysSent reports whether the driver that runs state's reactions calls
+// Sent (see the package function SaysSent).
+func (r Router) SaysSent(state string) bool {
+	if r.Fallback != nil && !r.Primary.Supports(state) {
+		return SaysSent(r.Fallback, state)
+	}
+	return SaysSent(r.Primary, state)
+}
+
 // Close implements Driver: it closes both drivers.
 func (r Router) Close(ctx context.Context) error {
 	err := r.Primary.Close(ctx)

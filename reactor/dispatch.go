@@ -75,7 +75,7 @@ func (r *Reactor) dispatch(ctx context.Context, ev *inflight, res *engine.Result
 		return
 	}
 	d := r.dispatching(ev, c, rule)
-	r.launch(ctx, ev, func(ctx context.Context) {
+	r.launch(ctx, ev, actions.SaysSent(r.opts.Driver, c.Str("state")), func(ctx context.Context) {
 		out, err := r.run(ctx, ev, a)
 		if err != nil {
 			r.failed(ctx, ev, a, rule, err)

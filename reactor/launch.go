@@ -13,12 +13,15 @@ import (
 
 // A lane hands a slow driver call over (Options.InFlight): it begins each
 // reaction's driver call in event order and waits for it until the driver
-// says the call's request has left (actions.Sent: the master, salt-api and
-// Salt engine drivers do), or Options.HandOverAfter passed for a driver
-// that does not say, and when the driver has not answered by then goes on
-// with its next reaction or event while the call completes in a goroutine
-// of its own. So one minion's calls reach Salt in the events' order, each
-// written before the next begins, without one round trip each.
+// says the call's request was written (actions.Sent; the master and
+// saltapi drivers say so, actions.SaysSent), or, for a driver that does
+// not say, until Options.HandOverAfter passed; when the driver has not
+// answered by then it goes on with its next reaction or event while the
+// call completes in a goroutine of its own. So one minion's calls through
+// a driver that says are written in the events' order, each before the
+// next begins (a request refused unrun and sent again after the lane went
+// on, after a master's restart say, may come after a later one), without
+// one round trip each.
 // A lane has at most InFlight calls in flight; the next waits for one to
 // end. An event is finished (acknowledged, OnDone) once the lane is done
 // with it and every call it handed over completed; the loop guard learns
@@ -60,10 +63,11 @@ func newLaunchers(lanes, inFlight int, after time.Duration) []*launcher {
 // hand-over, or for an event handled alone (a suspect of a crash), it
 // runs on the lane. Otherwise it runs in a goroutine of its own, holding
 // one of the lane's slots (the lane waits for one), under a context whose
-// actions.Sent tells the lane its request left; the lane waits for that,
-// or the call's end, or the launcher's after, then goes on. ev stays open
+// actions.Sent tells the lane its request was written; the lane waits for
+// that or the call's end (a driver that says: says), or either or the
+// launcher's after (one that does not), then goes on. ev stays open
 // (release) until call returned.
-func (r *Reactor) launch(ctx context.Context, ev *inflight, call func(context.Context)) {
+func (r *Reactor) launch(ctx context.Context, ev *inflight, says bool, call func(context.Context)) {
 	if r.launchers == nil || ev.serial {
 		call(ctx)
 		return
@@ -115,19 +119,22 @@ func (r *Reactor) launch(ctx context.Context, ev *inflight, call func(context.Co
 		}
 		return
 	}
-	l.timer.Reset(l.after)
+	var timeout <-chan time.Time
+	if !says {
+		l.timer.Reset(l.after)
+		defer l.timer.Stop()
+		timeout = l.timer.C
+	}
 	select {
 	case <-done:
-		l.timer.Stop()
 		return
 	case <-sent:
-		l.timer.Stop()
 		select {
 		case <-done: // answered as soon as sent: nothing handed over
 			return
 		default:
 		}
-	case <-l.timer.C:
+	case <-timeout:
 	}
 	r.opts.Metrics.HandedOver.Inc()
 }

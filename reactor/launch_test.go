@@ -26,9 +26,11 @@ import (
 type slowDriver struct {
 	*saltDriver
 	delay map[string]time.Duration // by state; "" for the others
-	// says makes the driver say its request left (actions.Sent) as the
-	// call begins, as the master and salt-api drivers do once written.
-	says bool
+	// says makes the driver say its request was written (actions.Sent),
+	// as the master and salt-api drivers do, sayAfter after the call
+	// began (its wait for a socket or a place in salt-api's queue).
+	says     bool
+	sayAfter time.Duration
 
 	mu      sync.Mutex
 	began   []time.Time
@@ -48,6 +50,7 @@ func (s *slowDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 	s.maxBusy = max(s.maxBusy, s.busy)
 	s.mu.Unlock()
 	if s.says {
+		time.Sleep(s.sayAfter)
 		actions.Sent(ctx)
 	}
 	d, ok := s.delay[a.Chunk.Str("state")]
@@ -64,6 +67,9 @@ func (s *slowDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 	s.mu.Unlock()
 	return res, err
 }
+
+// SaysSent: the driver says when each request was written, with says.
+func (s *slowDriver) SaysSent(string) bool { return s.says }
 
 // nArg is the reaction's "n" keyword argument (the event's number in
 // the tests' bursts), "" when it has none.
@@ -111,14 +117,17 @@ const burstSLS = "step:\n  local.cmd.run:\n    - tgt: {{ .data.id }}\n    - args
 // A driver that answers in 10 ms, under the 50 ms hand-over, is waited
 // for call by call; with --hand-over-after 0 its calls overlap too, eight
 // at a time, and with 2 ms each is handed over 2 ms after it began. A
-// driver that says when its request left is handed over then, with the
-// default wait: its calls overlap, eight at a time, and begin (are sent)
-// strictly in the events' order.
+// driver that says when its request was written is handed over then,
+// whatever the wait: its calls overlap, eight at a time, and begin (are
+// sent) strictly in the events' order; one whose requests take 60 ms to
+// be written (waiting for a socket) is waited for past the 50 ms, so the
+// next call begins only once the one before it was written.
 func TestLaneDispatchesInFlight(t *testing.T) {
 	const n = 32
 	for _, c := range []struct {
 		inFlight      int
 		says          bool
+		sayAfter      time.Duration
 		delay, after  time.Duration
 		least, most   time.Duration
 		wantMax       int
@@ -138,12 +147,15 @@ func TestLaneDispatchesInFlight(t *testing.T) {
 		// wait: four rounds of eight, in order.
 		{inFlight: 8, says: true, delay: 10 * time.Millisecond, least: n / 8 * 10 * time.Millisecond, most: n / 8 * 10 * time.Millisecond, wantMax: 8, wantHandedOff: n},
 		{inFlight: 8, says: true, delay: time.Second, least: n / 8 * time.Second, most: n / 8 * time.Second, wantMax: 8, wantHandedOff: n},
+		// Written 60 ms after it began, then 10 ms to its answer: each
+		// call waited for until written, two in flight at most.
+		{inFlight: 8, says: true, sayAfter: 60 * time.Millisecond, delay: 10 * time.Millisecond, least: n*60*time.Millisecond + 10*time.Millisecond, most: n*60*time.Millisecond + 10*time.Millisecond, wantMax: 2, wantHandedOff: n},
 		// Said sent with --in-flight 1: still one call at a time.
 		{inFlight: 1, says: true, delay: 10 * time.Millisecond, least: n * 10 * time.Millisecond, most: n * 10 * time.Millisecond, wantMax: 1},
 	} {
 		t.Run(fmt.Sprintf("in-flight %d, call %v, hand over after %v, says sent %v", c.inFlight, c.delay, c.after, c.says), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": c.delay}, says: c.says}
+				drv := &slowDriver{saltDriver: &saltDriver{}, delay: map[string]time.Duration{"": c.delay}, says: c.says, sayAfter: c.sayAfter}
 				var mu sync.Mutex
 				acked := map[string]time.Time{}
 				d, m := slowReactorAfter(t, "reactor:\n  - 'myco/step': step.sls\n", map[string]string{"step.sls": burstSLS}, drv, c.inFlight, c.after, nil)

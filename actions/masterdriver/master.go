@@ -146,6 +146,20 @@ func (d *Driver) Supports(state string) bool {
 	return false
 }
 
+// SaysSent reports whether the driver calls actions.Sent for state's
+// reactions: local and runner ones go to the master's request port or to
+// the engine, which say once the request is written; a wheel reaction
+// does with the engine (the fallback, a program run, says at once).
+func (d *Driver) SaysSent(state string) bool {
+	switch state {
+	case "local", "runner":
+		return true
+	case "wheel":
+		return d.engine != nil
+	}
+	return false
+}
+
 // Engine is the client of reactord's Salt engine (nil with Engine "off").
 func (d *Driver) Engine() *Engine { return d.engine }
 
@@ -172,6 +186,10 @@ func (d *Driver) Do(ctx context.Context, a actions.Action) (actions.Result, erro
 			return d.runner(ctx, call)
 		}
 		if d.cfg.Fallback != nil && d.cfg.Fallback.Supports("wheel") {
+			// The fallback runs a program and cannot say when its request
+			// left: the lane goes on now, as for a driver that does not
+			// say (SaysSent told it to wait for this one).
+			actions.Sent(ctx)
 			return d.cfg.Fallback.Do(ctx, a)
 		}
 		return actions.Result{}, actions.Retryable(fmt.Errorf("wheel reactions run through reactord's Salt engine, which does not answer at %s", d.engine.Path()))

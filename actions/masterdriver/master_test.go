@@ -482,6 +482,9 @@ func TestSaysWhenSent(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close(context.Background())
+			if says := d.SaysSent("wheel"); says != c.engine || !d.SaysSent("local") || !d.SaysSent("runner") || d.SaysSent("caller") {
+				t.Errorf("SaysSent: wheel %v with engine %v; want local and runner always, wheel with the engine, caller never", says, c.engine)
+			}
 			if c.engine {
 				startEngineStandIn(t, d.Engine().Path(), func(map[string]any) map[string]any {
 					wait()

@@ -156,6 +156,11 @@ func (f *Failover) Name() string { return "saltapi" }
 // Supports implements actions.Driver.
 func (f *Failover) Supports(state string) bool { return f.drivers[0].Supports(state) }
 
+// SaysSent implements the method of actions.SaysSent: once the POST to
+// the master that runs the reaction is written (for a key reaction, to
+// the last master: everyMaster).
+func (f *Failover) SaysSent(state string) bool { return f.drivers[0].SaysSent(state) }
+
 // Describe implements actions.Describer with the first salt-api.
 func (f *Failover) Describe(a actions.Action) (string, error) { return f.drivers[0].Describe(a) }
 
@@ -245,7 +250,14 @@ func (f *Failover) everyMaster(ctx context.Context, a actions.Action) (actions.R
 		errs  []error
 	)
 	for i, d := range f.drivers {
-		res, err := d.Do(ctx, a)
+		dctx := ctx
+		if i < len(f.drivers)-1 {
+			// Written to the last master, the reaction is sent: a lane
+			// that went on sooner could have its next reaction reach
+			// this master before this one reaches the next.
+			dctx = actions.WithSent(ctx, nil)
+		}
+		res, err := d.Do(dctx, a)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", redact.URL(f.urls[i]), err))
 			continue

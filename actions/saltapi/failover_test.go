@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -355,5 +356,49 @@ func TestFailoverKeysRefused(t *testing.T) {
 	}
 	if n := len(f1.stats().lows) - before; n != 1 {
 		t.Fatalf("key.gen_accept ran %d times on the first master, want 1", n)
+	}
+}
+
+// TestFailoverKeysSaidSentAtTheLast: a key reaction, which runs on every
+// master in turn, is said to be sent (actions.Sent) once its POST to the
+// last master is written, not the first's: a lane that went on sooner
+// could have its next reaction reach the first master again before this
+// one reached the last.
+func TestFailoverKeysSaidSentAtTheLast(t *testing.T) {
+	f1, f2 := newFakeSalt(), newFakeSalt()
+	sent := make(chan struct{})
+	var once sync.Once
+	s1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && r.Method == http.MethodPost {
+			select {
+			case <-sent:
+				t.Error("said to be sent once written to the first master")
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		f1.ServeHTTP(w, r)
+	}))
+	s2 := httptest.NewServer(f2)
+	t.Cleanup(s1.Close)
+	t.Cleanup(s2.Close)
+	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	if !d.SaysSent("wheel") || !actions.SaysSent(d, "local") {
+		t.Fatal("the failover driver does not say it tells when a request was written")
+	}
+	ctx := actions.WithSent(t.Context(), func() { once.Do(func() { close(sent) }) })
+	if _, err := d.Do(ctx, actions.Action{Chunk: reaction("wheel", "accept_key", "key.accept", "args", []any{m("match", "web1")})}); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	select {
+	case <-sent:
+	default:
+		t.Error("never said to be sent")
+	}
+	if n1, n2 := len(f1.stats().lows), len(f2.stats().lows); n1 != 1 || n2 != 1 {
+		t.Errorf("key.accept ran %d and %d times on the two masters, want once on each", n1, n2)
 	}
 }

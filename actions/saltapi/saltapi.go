@@ -293,6 +293,10 @@ func (d *Driver) Supports(state string) bool {
 	return false
 }
 
+// SaysSent implements the method of actions.SaysSent: the driver calls
+// actions.Sent once the POST that carries a reaction is written.
+func (d *Driver) SaysSent(state string) bool { return d.Supports(state) }
+
 // Do implements actions.Driver. It POSTs the action's lowstate and returns
 // the job id Salt assigned and, for local reactions, the targeted minions.
 //
