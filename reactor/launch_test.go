@@ -49,13 +49,14 @@ func (s *slowDriver) Do(ctx context.Context, a actions.Action) (actions.Result, 
 	s.busy++
 	s.maxBusy = max(s.maxBusy, s.busy)
 	s.mu.Unlock()
-	if s.says {
-		time.Sleep(s.sayAfter)
-		actions.Sent(ctx)
-	}
 	d, ok := s.delay[a.Chunk.Str("state")]
 	if !ok {
 		d = s.delay[""]
+	}
+	if s.says {
+		// Written sayAfter after it began; the answer d after that.
+		time.AfterFunc(s.sayAfter, func() { actions.Sent(ctx) })
+		d += s.sayAfter
 	}
 	time.Sleep(d)
 	s.mu.Lock()

@@ -30,6 +30,7 @@ import (
 	"github.com/reactord/reactord/actions"
 	"github.com/reactord/reactord/actions/saltapi"
 	"github.com/reactord/reactord/event"
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // m builds an ordered map from key/value pairs.
@@ -855,7 +856,7 @@ func TestSaysWhenSent(t *testing.T) {
 		t.Fatal("the first reaction was never said to be sent")
 	}
 	rest := []chan error{do(1), do(2)}
-	time.Sleep(200 * time.Millisecond) // both wait in the queue behind the first
+	wait.Until(t, 5*time.Second, "both others queued behind the first", func() bool { return d.Queued() == 2 })
 	close(hold)
 	for _, done := range append([]chan error{first}, rest...) {
 		if err := <-done; err != nil {
