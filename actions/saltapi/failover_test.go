@@ -70,6 +70,18 @@ func loginFails() http.Handler {
 // TestFailover runs the driver over two real HTTP servers, the first of
 // which fails in each way salt-api can, and checks which failures move a
 // reaction to the second master (those that provably started no job) and
+// newFailover returns a failover driver over urls, closed at the test's
+// end.
+func newFailover(t *testing.T, cfg saltapi.Config, urls ...string) *saltapi.Failover {
+	t.Helper()
+	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: cfg, URLs: urls, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	return d
+}
+
 // which do not.
 func TestFailover(t *testing.T) {
 	cases := []struct {
@@ -140,11 +152,7 @@ func TestFailover(t *testing.T) {
 			}
 			cfg := credentials("")
 			cfg.Timeout = 500 * time.Millisecond
-			d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: cfg, URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = d.Close(context.Background()) })
+			d := newFailover(t, cfg, s1.URL, s2.URL)
 			a := actions.Action{Chunk: reaction("local", "ping", "test.ping", "tgt", "web1")}
 			res, err := d.Do(t.Context(), a)
 			ran1, ran2 := len(f1.stats().lows), len(f2.stats().lows)
@@ -204,13 +212,9 @@ func TestFailoverAllDown(t *testing.T) {
 	s2 := httptest.NewServer(http.NotFoundHandler())
 	s2.Close()
 	t.Cleanup(s1.Close)
-	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	d := newFailover(t, credentials(""), s1.URL, s2.URL)
 	a := actions.Action{Chunk: reaction("local", "ping", "test.ping", "tgt", "web1")}
-	_, err = d.Do(t.Context(), a)
+	_, err := d.Do(t.Context(), a)
 	if err == nil || !actions.IsRetryable(err) || !strings.Contains(err.Error(), s1.URL) || !strings.Contains(err.Error(), s2.URL) ||
 		!strings.Contains(err.Error(), "Salt Master is not available") {
 		t.Fatalf("Do: %v; want a retryable error naming both masters", err)
@@ -261,11 +265,7 @@ func TestFailoverKeysOnEveryMaster(t *testing.T) {
 	s2.Start()
 	t.Cleanup(s1.Close)
 	t.Cleanup(s2.Close)
-	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	d := newFailover(t, credentials(""), s1.URL, s2.URL)
 	if _, err := d.Do(t.Context(), accept()); err != nil {
 		t.Fatalf("Do: %v", err)
 	}
@@ -301,11 +301,7 @@ func TestFailoverProbe(t *testing.T) {
 	s1, s2 := httptest.NewServer(h1), httptest.NewServer(f2)
 	t.Cleanup(s1.Close)
 	t.Cleanup(s2.Close)
-	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	d := newFailover(t, credentials(""), s1.URL, s2.URL)
 	ping := func(id string) {
 		t.Helper()
 		if _, err := d.Do(t.Context(), actions.Action{Chunk: reaction("local", id, "test.ping", "tgt", "web1")}); err != nil {
@@ -340,11 +336,7 @@ func TestFailoverKeysRefused(t *testing.T) {
 	s1, s2 := httptest.NewServer(f1), httptest.NewServer(loginFails())
 	t.Cleanup(s1.Close)
 	t.Cleanup(s2.Close)
-	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	d := newFailover(t, credentials(""), s1.URL, s2.URL)
 	accept := actions.Action{Chunk: reaction("wheel", "accept_key", "key.accept", "args", []any{m("match", "web1")})}
 	if _, err := d.Do(t.Context(), accept); err == nil || !strings.Contains(err.Error(), "1 of 2 failed") {
 		t.Fatalf("key.accept with the second master refusing the login: %v, want an error", err)
@@ -381,11 +373,7 @@ func TestFailoverKeysSaidSentAtTheLast(t *testing.T) {
 	s2 := httptest.NewServer(f2)
 	t.Cleanup(s1.Close)
 	t.Cleanup(s2.Close)
-	d, err := saltapi.NewFailover(saltapi.FailoverConfig{Config: credentials(""), URLs: []string{s1.URL, s2.URL}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	d := newFailover(t, credentials(""), s1.URL, s2.URL)
 	if !d.SaysSent("wheel") || !actions.SaysSent(d, "local") {
 		t.Fatal("the failover driver does not say it tells when a request was written")
 	}
