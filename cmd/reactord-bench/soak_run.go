@@ -474,11 +474,10 @@ func (s *soak) summary(start time.Time) soakSummary {
 			sum.StorePendingEnd += p.StorePending
 		}
 	}
-	sum.RSSGrowthBy = growthByProcess(s.samples, warm, rssOf)
+	g := growthOf(s.samples, warm)
+	sum.RSSGrowthBy, sum.AnonGrowthBy, sum.FloorGrowthBy = g.RSSGrowthBy, g.AnonGrowthBy, g.FloorGrowthBy
 	sum.RSSGrowth, sum.RSSGrowthProc = largest(sum.RSSGrowthBy)
-	sum.AnonGrowthBy = growthByProcess(s.samples, warm, anonOf)
 	sum.AnonGrowth, sum.AnonGrowthProc = largest(sum.AnonGrowthBy)
-	sum.FloorGrowthBy = floorGrowthByProcess(s.samples, warm, rssOf)
 	sum.FloorGrowth, sum.FloorGrowthProc = largest(sum.FloorGrowthBy)
 	l.mu.Lock()
 	all := slices.Clone(l.allLat)
@@ -495,8 +494,8 @@ func (s *soak) summary(start time.Time) soakSummary {
 	return sum
 }
 
-// timelineGrowth is what --growth-of prints: the growth figures of the
-// summary, from an earlier run's timeline.
+// timelineGrowth is the growth figures of a run's processes after the
+// warm-up: the summary's, and what --growth-of prints of an earlier run.
 type timelineGrowth struct {
 	WarmupS       float64            `json:"warmup_s"`
 	RSSGrowthBy   map[string]float64 `json:"rss_growth_by_process"`
@@ -535,8 +534,13 @@ func growthOfTimeline(path string, warmup time.Duration) (timelineGrowth, error)
 	if warm == 0 {
 		warm = samples[len(samples)-1].T / 5
 	}
+	return growthOf(samples, warm), nil
+}
+
+// growthOf computes the growth figures of samples after warm seconds.
+func growthOf(samples []soakSample, warm float64) timelineGrowth {
 	return timelineGrowth{WarmupS: warm, RSSGrowthBy: growthByProcess(samples, warm, rssOf),
-		AnonGrowthBy: growthByProcess(samples, warm, anonOf), FloorGrowthBy: floorGrowthByProcess(samples, warm, rssOf)}, nil
+		AnonGrowthBy: growthByProcess(samples, warm, anonOf), FloorGrowthBy: floorGrowthByProcess(samples, warm, rssOf)}
 }
 
 // rssOf and anonOf are the figures growthByProcess takes a slope of:
