@@ -175,6 +175,23 @@ func (e *Engine) Call(ctx context.Context, fun string, args []any, kwargs map[st
 	return normalize(ans["return"]), nil
 }
 
+// take waits for a connection of pool, unless ctx ends or the driver is
+// closed first.
+func (e *Engine) take(ctx context.Context, pool chan *engineConn) (*engineConn, error) {
+	select {
+	case c := <-pool:
+		if ctx.Err() != nil { // select picks at random when both were ready
+			pool <- c
+			return nil, ctx.Err()
+		}
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.done:
+		return nil, errors.New("the driver is closed")
+	}
+}
+
 // request sends one request on a connection of pool and reads its answer.
 // A connection the engine closed since (it restarted) is dialled again
 // and the request sent once more: it had not gone out. errEngineDown
@@ -185,18 +202,11 @@ func (e *Engine) request(ctx context.Context, pool chan *engineConn, body map[st
 	if err != nil {
 		return nil, fmt.Errorf("encoding the request to the reactord Salt engine: %w", err)
 	}
-	var c *engineConn
-	select {
-	case c = <-pool:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-e.done:
-		return nil, errors.New("the driver is closed")
+	c, err := e.take(ctx, pool)
+	if err != nil {
+		return nil, err
 	}
 	defer func() { pool <- c }()
-	if ctx.Err() != nil { // select picks at random when both were ready
-		return nil, ctx.Err()
-	}
 	for attempt := 0; ; attempt++ {
 		fresh := c.c == nil
 		if fresh {
