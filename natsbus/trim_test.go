@@ -44,9 +44,10 @@ func TestEnsureStreamTrimmed(t *testing.T) {
 	if err := c.js.DeleteStream(ctx, "REACTORD_EVENTS"); err != nil { // it holds the event subjects
 		t.Fatal(err)
 	}
-	if err := c.EnsureStream(ctx, StreamOptions{Stream: "PARTS", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
+	// A stream created right after the account's last one was deleted may
+	// fail while nats-server still removes the empty streams directory
+	// (consume's recreateGrace): it is tried again until it is made.
+	wait.For(t, 10*time.Second, func() error { return c.EnsureStream(ctx, StreamOptions{Stream: "PARTS", Partitions: 2}) })
 	if cfg := config("PARTS"); cfg.Retention != jetstream.LimitsPolicy || Trimmed(cfg, "reactord") || !TrimmedForAll(cfg) {
 		t.Errorf("the partitions' stream: retention %v, metadata %v; want limits, trimmed for all its consumers", cfg.Retention, cfg.Metadata)
 	}
@@ -55,9 +56,10 @@ func TestEnsureStreamTrimmed(t *testing.T) {
 	if err := c.js.DeleteStream(ctx, "PARTS"); err != nil { // it holds the partitions' subjects
 		t.Fatal(err)
 	}
-	if _, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: "INTEREST", Subjects: []string{"interest.>"}, Retention: jetstream.InterestPolicy}); err != nil {
-		t.Fatal(err)
-	}
+	wait.For(t, 10*time.Second, func() error {
+		_, err := c.js.CreateStream(ctx, jetstream.StreamConfig{Name: "INTEREST", Subjects: []string{"interest.>"}, Retention: jetstream.InterestPolicy})
+		return err
+	})
 	var ilogs bytes.Buffer
 	if err := c.EnsureStream(ctx, StreamOptions{Stream: "INTEREST", Partitions: 2, Logger: slog.New(slog.NewTextHandler(&ilogs, nil))}); err != nil {
 		t.Fatal(err)
