@@ -67,6 +67,7 @@ var flagSettings = map[string]settingKind{
 	"parked_subject":     kindString,
 	// the daemon
 	"http":            kindString,
+	"pprof":           kindBool,
 	"log_format":      kindString,
 	"queue":           kindCount,
 	"in_flight":       kindCount,

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -38,6 +39,9 @@ type BridgeOptions struct {
 	SpoolMemory, SpoolDisk int64
 	// HTTP, when set, serves /metrics and /healthz there.
 	HTTP string
+	// Pprof also serves Go's runtime profiles under /debug/pprof/ on
+	// HTTP (Options.Pprof).
+	Pprof bool
 
 	// Registry receives the bridge's metrics; nil makes one.
 	Registry *prometheus.Registry
@@ -80,6 +84,7 @@ func (o *BridgeOptions) Flags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.SpoolMemory, "spool-memory", o.SpoolMemory, "bytes of events held in memory while NATS cannot take them")
 	fs.Int64Var(&o.SpoolDisk, "spool-disk", o.SpoolDisk, "further bytes held on disk under --data-dir (0: no disk spool)")
 	fs.StringVar(&o.HTTP, "http", o.HTTP, "serve /metrics and /healthz on this address")
+	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "with --http, also serve Go's runtime profiles under /debug/pprof/ (heap, goroutines, CPU); they show the process's internals to whoever reaches --http")
 }
 
 // eventSource is what both bridges (the master's socket, salt-api's
@@ -132,6 +137,9 @@ func NewBridge(ctx context.Context, o BridgeOptions) (*Bridge, error) {
 // directory.
 func (b *Bridge) settle(context.Context) error {
 	o := &b.opts
+	if o.Pprof && o.HTTP == "" {
+		return configErr(errors.New("--pprof serves Go's profiles on --http: give --http ADDR too"))
+	}
 	// Like fire and events, the bridge finds the local daemon's embedded
 	// server (which may listen elsewhere than its default address).
 	where, ok := o.NATS.Find()
@@ -232,7 +240,11 @@ func (b *Bridge) serveHTTP(context.Context) error {
 	if b.opts.HTTP == "" {
 		return nil
 	}
-	addr, err := b.lifecycle.serveHTTP(b.opts.HTTP, b.reg, b.log, nil)
+	var more func(*http.ServeMux)
+	if b.opts.Pprof {
+		more = ServePprof
+	}
+	addr, err := b.lifecycle.serveHTTP(b.opts.HTTP, b.reg, b.log, more)
 	b.httpAddr = addr
 	return err
 }
@@ -296,5 +308,5 @@ func registerBridgeMetrics(reg *prometheus.Registry, src eventSource) {
 		return float64(b)
 	})
 	gauge("reactord_bridge_source_connected", "1 while the bridge reads the master's bus.", func() float64 { return b2f(src.Connected()) })
-	registerRuntimeMetrics(reg)
+	RegisterRuntimeMetrics(reg)
 }

@@ -233,6 +233,9 @@ func (d *Daemon) settle() error {
 	if o.DryRun && o.Driver != "" && o.Driver != "dryrun" {
 		return fmt.Errorf("--dry-run executes nothing but --driver %s executes reactions: give one of them", o.Driver)
 	}
+	if o.Pprof && o.HTTP == "" {
+		return errors.New("--pprof serves Go's profiles on --http: give --http ADDR too")
+	}
 	if o.Partitions < 0 || o.Partitions > 1024 {
 		return fmt.Errorf("--partitions %d (or partitions:): want 0 to 1024", o.Partitions)
 	}

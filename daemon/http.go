@@ -29,6 +29,9 @@ func (d *Daemon) serveHTTP(context.Context) error {
 		// The store is a separate check: reactions go on while it is down
 		// (records wait in the spool), so it does not fail /healthz.
 		mux.Handle("/rules", d.rules)
+		if d.opts.Pprof {
+			ServePprof(mux)
+		}
 		mux.HandleFunc("/healthz/store", func(w http.ResponseWriter, _ *http.Request) {
 			if d.archive == nil {
 				fmt.Fprintln(w, "no store")

@@ -40,6 +40,10 @@ type Options struct {
 	DataDir string
 	// HTTP serves /metrics and /healthz on this address.
 	HTTP string
+	// Pprof also serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on HTTP: a heap profile at two times tells what
+	// memory grew, a goroutine dump what a stalled daemon waits for.
+	Pprof bool
 	// DryRun is Driver "dryrun".
 	DryRun bool
 	// Shadow runs shadow mode (reactord shadow): the pipeline runs as if
@@ -172,6 +176,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	stringAuto(fs, &o.DataDir, "data-dir", "data directory: the embedded server's JetStream, its token, the SQLite store and the store spool",
 		"the user cache directory's reactord folder ($XDG_CACHE_HOME/reactord or ~/.cache/reactord); without a home directory, reactord-UID in the temporary directory; the packaged service gives "+natsbus.SystemDataDir+"")
 	fs.StringVar(&o.HTTP, "http", o.HTTP, "serve /metrics and /healthz on this address")
+	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "with --http, also serve Go's runtime profiles under /debug/pprof/ (heap, goroutines, CPU): what memory grew, what a stalled daemon waits for; they show the process's internals to whoever reaches --http")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "execute nothing; print each reaction as a JSON line (same as --driver dryrun); with --saltapi-url, reaction files' read-only Salt calls still run (--salt-calls off: not)")
 	SaltCallsFlag(fs, &o.SaltCalls)
 	fs.StringVar(&o.Driver, "driver", o.Driver, DriverUsage())

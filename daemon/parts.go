@@ -103,7 +103,7 @@ func (d *Daemon) connect(ctx context.Context) error {
 	}
 	copts.Logger = d.log
 	d.metrics = reactor.NewMetrics(d.reg)
-	registerRuntimeMetrics(d.reg)
+	RegisterRuntimeMetrics(d.reg)
 	copts.SlowConsumer = func(n int64) { d.metrics.Dropped.WithLabelValues(reactor.DropSlowConsumer).Add(float64(n)) }
 	conn, err := natsbus.Connect(copts)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -22,6 +23,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/reactord/reactord/daemon"
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/natsbus/embedded"
 )
@@ -804,6 +809,7 @@ func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int 
 	clusterListen := fs.String("cluster-listen", "", "route address")
 	routes := fs.String("routes", "", "comma-separated nats-route:// URLs of the cluster's nodes")
 	dataDir := fs.String("data-dir", "", "JetStream storage")
+	httpAddr := fs.String("http", "", "serve the node's Go runtime metrics (/metrics), /healthz and Go's profiles (/debug/pprof/) on this address")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -813,7 +819,59 @@ func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "natsnode: %v\n", err)
 		return exitUsage
 	}
+	defer srv.Shutdown()
+	if *httpAddr != "" {
+		stop, err := serveNodeHTTP(*httpAddr, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "natsnode: --http %s: %v\n", *httpAddr, err)
+			return exitUsage
+		}
+		defer stop()
+	}
 	<-ctx.Done()
-	srv.Shutdown()
 	return exitOK
+}
+
+// serveNodeHTTP serves a NATS node's Go runtime metrics, /healthz and Go's
+// profiles on addr, and logs the address as a replica does, where the
+// soak reads it from; stop closes the server.
+func serveNodeHTTP(addr string, stderr io.Writer) (stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	daemon.RegisterRuntimeMetrics(reg)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	daemon.ServePprof(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	slog.New(slog.NewTextHandler(stderr, nil)).Info("serving metrics", "addr", l.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}
+
+// saveHeapProfile writes the child's heap profile, taken after a garbage
+// collection (/debug/pprof/heap?gc=1; a replica with --pprof, a NATS
+// node), to path.
+func (c *child) saveHeapProfile(path string) error {
+	cl := &http.Client{Timeout: 30 * time.Second}
+	resp, err := cl.Get("http://" + c.httpAddr() + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/debug/pprof/heap: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -224,12 +224,18 @@ type soakSummary struct {
 	FloorGrowth     float64            `json:"rss_floor_growth_mb_per_hour"`
 	FloorGrowthProc string             `json:"rss_floor_growth_process"`
 	FloorGrowthBy   map[string]float64 `json:"rss_floor_growth_by_process,omitempty"`
-	GoroutinesIn    int64              `json:"goroutines_start"`
-	GoroutinesOut   int64              `json:"goroutines_end"`
-	FDsIn           int64              `json:"fds_start"`
-	FDsOut          int64              `json:"fds_end"`
-	P50ms           float64            `json:"p50_ms"`
-	P99ms           float64            `json:"p99_ms"`
+	// LiveGrowthBy and LiveFloorGrowthBy are the slope and the floor's
+	// slope, in MB per hour, of each process's live heap (the heap its
+	// last garbage collection found reachable) after the warm-up: a leak
+	// in the Go code shows there without the runtime's own memory.
+	LiveGrowthBy      map[string]float64 `json:"heap_live_growth_by_process,omitempty"`
+	LiveFloorGrowthBy map[string]float64 `json:"heap_live_floor_growth_by_process,omitempty"`
+	GoroutinesIn      int64              `json:"goroutines_start"`
+	GoroutinesOut     int64              `json:"goroutines_end"`
+	FDsIn             int64              `json:"fds_start"`
+	FDsOut            int64              `json:"fds_end"`
+	P50ms             float64            `json:"p50_ms"`
+	P99ms             float64            `json:"p99_ms"`
 	// StreamMsgsMax is the most messages the event stream held at a
 	// sample; AuditRowsMax the most rows of the audit tables (with a
 	// --store database), and AuditRowsWarm that after the warm-up: both
@@ -471,6 +477,13 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 		wg.Go(func() { s.bridgedTraffic(runCtx, stderr) })
 	}
 	wg.Go(func() { s.nemesis(runCtx, start, stderr) })
+	wg.Go(func() {
+		select {
+		case <-time.After(cfg.warmup):
+			s.heapProfiles("warm", stderr)
+		case <-runCtx.Done():
+		}
+	})
 	s.sampleUntil(runCtx, start)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -480,6 +493,7 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 		return soakSummary{}, err
 	}
 	s.sample(start) // the end, after the drain
+	s.heapProfiles("end", stderr)
 	sum := s.summary(start)
 	if sum.Lost > 0 || (sum.Bridged != nil && sum.Bridged.Lost > 0) {
 		s.recheckLost(ctx, start, &sum, stderr)
@@ -696,7 +710,7 @@ func (s *soak) startCluster(ctx context.Context) error {
 	for i := range s.cfg.nodes {
 		p := &soakProc{name: fmt.Sprintf("n%d", i+1), log: s.logPath(fmt.Sprintf("n%d", i+1)), args: []string{"natsnode", "--name", fmt.Sprintf("n%d", i+1),
 			"--listen", fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
-			"--routes", strings.Join(routes, ","), "--data-dir", filepath.Join(s.dir, fmt.Sprintf("n%d", i+1))}}
+			"--routes", strings.Join(routes, ","), "--data-dir", filepath.Join(s.dir, fmt.Sprintf("n%d", i+1)), "--http", "127.0.0.1:0"}, http: true}
 		if err := p.start(s.self); err != nil {
 			return err
 		}
@@ -742,7 +756,7 @@ func (s *soak) startReplicas(ctx context.Context) error {
 		args := []string{"replica", "-c", s.conf, "--nats", "nats://" + px.Addr(), "--driver", "nats",
 			"--exec-subject", fmt.Sprintf("soak.exec.r%d.", i+1), "--jetstream", "--partitions", strconv.Itoa(s.cfg.partitions),
 			"--stream-replicas", strconv.Itoa(sr), "--ack-wait", "5s", "--no-loop-guard",
-			"--data-dir", data, "--http", "127.0.0.1:0", "--keep-jobs", s.cfg.keepJobs.String()}
+			"--data-dir", data, "--http", "127.0.0.1:0", "--pprof", "--keep-jobs", s.cfg.keepJobs.String()}
 		if s.storeURL != "" {
 			args = append(args, "--store", s.storeURL)
 		}

@@ -257,7 +257,7 @@ func (s *soak) startBridge(ctx context.Context, stderr io.Writer) error {
 		return fmt.Errorf("the bridged events' consumer: %w", err)
 	}
 	s.bridge = &soakProc{name: "bridge", log: s.logPath("bridge"), http: true, args: []string{"bridge", "--sock-dir", sockDir, "--job-cache", "",
-		"--nats", strings.Join(s.urls, ","), "--data-dir", filepath.Join(s.dir, "bridge"), "--http", "127.0.0.1:0"}}
+		"--nats", strings.Join(s.urls, ","), "--data-dir", filepath.Join(s.dir, "bridge"), "--http", "127.0.0.1:0", "--pprof"}}
 	if err := s.bridge.start(s.self); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,6 +325,10 @@ type soakProcSample struct {
 	FDs        int     `json:"fds"`
 	Goroutines int64   `json:"goroutines,omitempty"`
 	HeapMB     float64 `json:"heap_mb,omitempty"`
+	// LiveMB is the heap the process's last garbage collection found
+	// reachable (go_gc_heap_live_bytes): what a leak raises, without the
+	// garbage HeapMB holds until the next collection.
+	LiveMB float64 `json:"heap_live_mb,omitempty"`
 	// A replica's audit store: records written by this process, waiting,
 	// and the bytes of its disk spool.
 	StoreWritten int64 `json:"store_written,omitempty"`
@@ -396,6 +401,7 @@ func (s *soak) sample(start time.Time) {
 			if m, err := c.scrape(); err == nil {
 				ps.Goroutines = int64(m.value("go_goroutines"))
 				ps.HeapMB = math.Round(m.value("go_memstats_heap_alloc_bytes")/(1<<20)*10) / 10
+				ps.LiveMB = math.Round(m.value("go_gc_heap_live_bytes")/(1<<20)*100) / 100
 				ps.StoreWritten = int64(m.sum("reactord_store_records_written_total"))
 				ps.StorePending = int64(m.value("reactord_store_pending_records"))
 				ps.SpoolBytes = int64(m.value("reactord_store_spool_bytes"))
@@ -476,6 +482,7 @@ func (s *soak) summary(start time.Time) soakSummary {
 	}
 	g := growthOf(s.samples, warm)
 	sum.RSSGrowthBy, sum.AnonGrowthBy, sum.FloorGrowthBy = g.RSSGrowthBy, g.AnonGrowthBy, g.FloorGrowthBy
+	sum.LiveGrowthBy, sum.LiveFloorGrowthBy = g.LiveGrowthBy, g.LiveFloorGrowthBy
 	sum.RSSGrowth, sum.RSSGrowthProc = largest(sum.RSSGrowthBy)
 	sum.AnonGrowth, sum.AnonGrowthProc = largest(sum.AnonGrowthBy)
 	sum.FloorGrowth, sum.FloorGrowthProc = largest(sum.FloorGrowthBy)
@@ -501,6 +508,10 @@ type timelineGrowth struct {
 	RSSGrowthBy   map[string]float64 `json:"rss_growth_by_process"`
 	AnonGrowthBy  map[string]float64 `json:"anon_growth_by_process"`
 	FloorGrowthBy map[string]float64 `json:"rss_floor_growth_by_process"`
+	// LiveGrowthBy and LiveFloorGrowthBy are the same two slopes of the
+	// live heap (LiveMB), for the processes that export it.
+	LiveGrowthBy      map[string]float64 `json:"heap_live_growth_by_process,omitempty"`
+	LiveFloorGrowthBy map[string]float64 `json:"heap_live_floor_growth_by_process,omitempty"`
 }
 
 // growthOfTimeline reads the samples of a soak's timeline.jsonl (the
@@ -540,13 +551,21 @@ func growthOfTimeline(path string, warmup time.Duration) (timelineGrowth, error)
 // growthOf computes the growth figures of samples after warm seconds.
 func growthOf(samples []soakSample, warm float64) timelineGrowth {
 	return timelineGrowth{WarmupS: warm, RSSGrowthBy: growthByProcess(samples, warm, rssOf),
-		AnonGrowthBy: growthByProcess(samples, warm, anonOf), FloorGrowthBy: floorGrowthByProcess(samples, warm, rssOf)}
+		AnonGrowthBy: growthByProcess(samples, warm, anonOf), FloorGrowthBy: floorGrowthByProcess(samples, warm, rssOf),
+		LiveGrowthBy: growthByProcess(samples, warm, liveOf), LiveFloorGrowthBy: floorGrowthByProcess(samples, warm, liveOf)}
 }
 
-// rssOf and anonOf are the figures growthByProcess takes a slope of:
-// a process's RSS and its anonymous part.
+// rssOf, anonOf and liveOf are the figures growthByProcess takes a slope
+// of: a process's RSS, its anonymous part and its live heap (NaN where a
+// sample has none: a process that exports none, a scrape that failed).
 func rssOf(p soakProcSample) float64  { return p.RSSMB }
 func anonOf(p soakProcSample) float64 { return p.AnonMB }
+func liveOf(p soakProcSample) float64 {
+	if p.LiveMB == 0 {
+		return math.NaN()
+	}
+	return p.LiveMB
+}
 
 // largest is the largest value of by and its key ("" when by is empty).
 func largest(by map[string]float64) (float64, string) {
@@ -609,7 +628,7 @@ type life struct{ hours, mb []float64 }
 // samples; a process with fewer than 3 such samples is left out. A
 // process restarted during the run warms up again (a NATS node refills
 // its caches, a replica its lanes and pools): its samples count from
-// warm seconds after its first.
+// warm seconds after its first. A NaN value is no sample.
 func longestLives(samples []soakSample, warm float64, value func(soakProcSample) float64) map[string]life {
 	type key struct {
 		name string
@@ -627,7 +646,7 @@ func longestLives(samples []soakSample, warm float64, value func(soakProcSample)
 			if _, ok := born[k]; !ok {
 				born[k] = sm.T
 			}
-			if sm.T < warm || (born[k] > start && sm.T < born[k]+warm) {
+			if sm.T < warm || (born[k] > start && sm.T < born[k]+warm) || math.IsNaN(value(p)) {
 				continue
 			}
 			l := lives[k]
@@ -797,4 +816,32 @@ func (s *soak) auditTrail(ctx context.Context, key string) string {
 		return "not archived"
 	}
 	return strings.Join(out, "; ")
+}
+
+// heapProfiles saves the heap profile of every process that serves Go's
+// profiles (the replicas, the NATS nodes), after a garbage collection, as
+// DIR/heap/NAME-PID-WHEN.pb.gz: the profiles at the warm-up's end and at
+// the run's end of one life tell what memory grew (go tool pprof
+// -diff_base WARM END). A process that does not answer is reported and
+// passed over.
+func (s *soak) heapProfiles(when string, stderr io.Writer) {
+	dir := filepath.Join(s.cfg.out, "heap")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "soak: heap profiles: %v\n", err)
+		return
+	}
+	saved := 0
+	for _, p := range s.procs() {
+		c := p.cur()
+		if !p.http || c == nil || c.exited() != nil || c.httpAddr() == "" {
+			continue
+		}
+		path := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pb.gz", p.name, c.cmd.Process.Pid, when))
+		if err := c.saveHeapProfile(path); err != nil {
+			fmt.Fprintf(stderr, "soak: %s's heap profile (%s): %v\n", p.name, when, err)
+			continue
+		}
+		saved++
+	}
+	fmt.Fprintf(stderr, "soak: %d heap profiles (%s) in %s\n", saved, when, dir)
 }

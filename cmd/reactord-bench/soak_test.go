@@ -127,6 +127,19 @@ func TestSoak(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(out, "soak.png")); err != nil || st.Size() < 10_000 {
 		t.Errorf("soak.png: %v", err)
 	}
+	// The heap profiles at the end, after a garbage collection: a replica's,
+	// a node's and the bridge's, each gzipped.
+	ends, _ := filepath.Glob(filepath.Join(out, "heap", "*-end.pb.gz"))
+	kindsSaved := map[string]bool{}
+	for _, e := range ends {
+		if b, err := os.ReadFile(e); err != nil || len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s: %d bytes (%v), want a gzipped profile", e, len(b), err)
+		}
+		kindsSaved[strings.TrimRight(strings.SplitN(filepath.Base(e), "-", 2)[0], "0123456789")] = true
+	}
+	if !kindsSaved["replica"] || !kindsSaved["n"] || !kindsSaved["bridge"] {
+		t.Errorf("heap profiles at the end: %v, want a replica's, a NATS node's and the bridge's", ends)
+	}
 }
 
 // The ledger counts what the summary reports: an acknowledged event
@@ -309,7 +322,14 @@ func TestFloorGrowthLooksPastBursts(t *testing.T) {
 func TestGrowthOfTimeline(t *testing.T) {
 	var b strings.Builder
 	for i := range 61 { // one hour, a sample a minute, 2 MB/h
-		sm := soakSample{T: float64(i * 60), Procs: []soakProcSample{{Name: "replica1", PID: 7, RSSMB: 40 + 2*float64(i)/60, AnonMB: 20}}}
+		// The live heap grows 1 MB/h; every seventh scrape failed (no
+		// live heap in the sample). n1 exports none.
+		live := 10 + float64(i)/60
+		if i%7 == 3 {
+			live = 0
+		}
+		sm := soakSample{T: float64(i * 60), Procs: []soakProcSample{{Name: "replica1", PID: 7, RSSMB: 40 + 2*float64(i)/60, AnonMB: 20, LiveMB: live},
+			{Name: "n1", PID: 8, RSSMB: 100, AnonMB: 90}}}
 		line, _ := json.Marshal(sm)
 		b.Write(append(line, '\n'))
 		if i == 30 {
@@ -327,6 +347,9 @@ func TestGrowthOfTimeline(t *testing.T) {
 	}
 	if g.WarmupS != 720 || math.Abs(g.RSSGrowthBy["replica1"]-2) > 0.01 || g.AnonGrowthBy["replica1"] != 0 || math.Abs(g.FloorGrowthBy["replica1"]-2) > 0.1 {
 		t.Errorf("growth %+v: want a warm-up of 720 s, RSS and floor 2 MB/h, anon 0", g)
+	}
+	if _, ok := g.LiveGrowthBy["n1"]; ok || math.Abs(g.LiveGrowthBy["replica1"]-1) > 0.01 || math.Abs(g.LiveFloorGrowthBy["replica1"]-1) > 0.1 {
+		t.Errorf("live heap growth %v, floor %v: want replica1's 1 MB/h, the failed scrapes passed over, and no n1", g.LiveGrowthBy, g.LiveFloorGrowthBy)
 	}
 	if err := os.WriteFile(path, []byte(b.String()+"{broken\n"), 0o644); err != nil {
 		t.Fatal(err)

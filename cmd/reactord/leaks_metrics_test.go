@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,14 +16,21 @@ import (
 )
 
 // TestMetricsCarryRuntime: the daemon's /metrics has the Go runtime's and
-// the process's metrics beside reactord's, and the split of the former
-// reactord_overflow_total (events dropped unreacted, events reacted to but
-// not archived).
+// the process's metrics beside reactord's (the live heap among them), and
+// the split of the former reactord_overflow_total (events dropped
+// unreacted, events reacted to but not archived); Go's profiles are not
+// served without --pprof.
 func TestMetricsCarryRuntime(t *testing.T) {
 	t.Parallel()
 	srv, _ := natsServer(t)
 	p := startDaemon(t, "-c", copyExampleConfig(t), "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none")
 	m := scrape(t, p)
+	if v, err := strconv.ParseFloat(metricValue(t, m, "go_gc_heap_live_bytes"), 64); err != nil || v < 1<<20 {
+		t.Errorf("go_gc_heap_live_bytes %v (%v), want the live heap, over a MiB", v, err)
+	}
+	if code := healthCode(p, "/debug/pprof/heap"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/heap without --pprof: %d, want 404", code)
+	}
 	for _, want := range []string{"\ngo_goroutines ", "\ngo_memstats_heap_alloc_bytes ", "\nprocess_resident_memory_bytes ", "\nprocess_cpu_seconds_total ",
 		"\nreactord_dropped_total{reason=\"lane_full\"} 0\n", "\nreactord_archive_dropped_total 0\n"} {
 		if !strings.Contains(m, want) {
@@ -29,6 +39,35 @@ func TestMetricsCarryRuntime(t *testing.T) {
 	}
 	if v := metricValue(t, m, "process_resident_memory_bytes"); v == "0" {
 		t.Errorf("process_resident_memory_bytes %s", v)
+	}
+}
+
+// TestPprof: with --pprof the daemon serves Go's heap profile and
+// goroutine dump on --http.
+func TestPprof(t *testing.T) {
+	t.Parallel()
+	srv, _ := natsServer(t)
+	p := startDaemon(t, "-c", copyExampleConfig(t), "--nats", srv.ClientURL(), "--driver", "nats", "--exec-subject", "test.exec.", "--store", "none", "--pprof")
+	get := func(path string) []byte {
+		t.Helper()
+		resp, err := http.Get("http://" + p.http + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d (%v)", path, resp.StatusCode, err)
+		}
+		return b
+	}
+	// A profile is gzipped protobuf.
+	if heap := get("/debug/pprof/heap"); len(heap) < 100 || heap[0] != 0x1f || heap[1] != 0x8b {
+		t.Errorf("/debug/pprof/heap: %d bytes %x..., want a gzipped profile", len(heap), heap[:min(4, len(heap))])
+	}
+	// The consumer's goroutines are running: the dump names reactord's code.
+	if g := get("/debug/pprof/goroutine?debug=2"); !strings.Contains(string(g), "github.com/reactord/reactord/") {
+		t.Errorf("/debug/pprof/goroutine names no reactord function:\n%.2000s", g)
 	}
 }
 
