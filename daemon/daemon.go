@@ -234,7 +234,7 @@ func (d *Daemon) settle() error {
 		return fmt.Errorf("--dry-run executes nothing but --driver %s executes reactions: give one of them", o.Driver)
 	}
 	if o.Pprof && o.HTTP == "" {
-		return errors.New("--pprof serves Go's profiles on --http: give --http ADDR too")
+		return errors.New("--pprof (or pprof:) serves Go's profiles on --http: give --http ADDR (or http:) too")
 	}
 	if o.Partitions < 0 || o.Partitions > 1024 {
 		return fmt.Errorf("--partitions %d (or partitions:): want 0 to 1024", o.Partitions)

@@ -803,7 +803,7 @@ func procAnon(pid int) int64 {
 // cmdBenchNATSNode runs one node of the bench's NATS cluster until SIGTERM
 // (reactord bench --cluster; not a user command).
 func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := newFlags("natsnode", "reactord-bench natsnode --name N --listen ADDR --cluster-listen ADDR --routes URLS --data-dir DIR", "One NATS node of reactord-bench --cluster.", stderr)
+	fs := newFlags("natsnode", "reactord-bench natsnode --name N --listen ADDR --cluster-listen ADDR --routes URLS --data-dir DIR [--http ADDR]", "One NATS node of reactord-bench --cluster.", stderr)
 	name := fs.String("name", "n1", "server name")
 	listen := fs.String("listen", "127.0.0.1:0", "client address")
 	clusterListen := fs.String("cluster-listen", "", "route address")

@@ -98,8 +98,8 @@ type soakProc struct {
 	name  string
 	args  []string
 	proxy *tcpproxy.Proxy // a replica's way to its node
-	// http: the process serves /healthz and /metrics (a replica, the
-	// bridge), waited for and scraped.
+	// http: the process serves /healthz, /metrics and Go's profiles (a
+	// replica, the bridge, a NATS node), waited for and scraped.
 	http bool
 	// log is the file each life's stderr is appended to (DIR/logs/NAME.log).
 	log string

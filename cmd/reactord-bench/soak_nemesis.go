@@ -219,7 +219,8 @@ func fillDisk(dir string, hold time.Duration) error {
 }
 
 // restart signals a process, waits for it to end, leaves it down for a
-// while and starts it again (a replica or the bridge: until healthy).
+// while and starts it again, until its /healthz answers (a replica, the
+// bridge and a NATS node serve one).
 func (s *soak) restart(p *soakProc, sig syscall.Signal) error {
 	c := p.cur()
 	if err := signalChild(c, sig); err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // plotSoak draws a soak's timeline to a PNG, as plotScale draws --scale:
-// each process's RSS, the replicas' goroutines, and p50/p99 from publish
+// each process's RSS and goroutines, and p50/p99 from publish
 // to reaction over time, each fault a dashed vertical line.
 func plotSoak(path string, samples []soakSample, faults []soakFault) error {
 	palette := []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
@@ -82,7 +82,7 @@ func plotSoak(path string, samples []soakSample, faults []soakFault) error {
 		names    []string
 	}{
 		{"RSS per process (faults dashed)", "MB", rss, rn},
-		{"replicas' goroutines", "goroutines", gor, gn},
+		{"goroutines per process", "goroutines", gor, gn},
 		{"publish to reaction", "ms", lat, []string{"p50", "p99"}},
 	} {
 		p, err := panel(pp.title, pp.y, pp.by, pp.names)

@@ -441,11 +441,11 @@ func (s *soak) summary(start time.Time) soakSummary {
 	warm := s.cfg.warmup.Seconds()
 	// Goroutines and descriptors are compared between the first sample
 	// after the warm-up and the last (after the drain) with every process
-	// up and answering.
+	// up and answering its scrape (a node restarted has not yet).
 	whole := func(sm *soakSample) bool {
 		n := 0
 		for _, p := range sm.Procs {
-			if p.Goroutines > 0 || p.Name[0] == 'n' {
+			if p.Goroutines > 0 {
 				n++
 			}
 		}
@@ -819,7 +819,7 @@ func (s *soak) auditTrail(ctx context.Context, key string) string {
 }
 
 // heapProfiles saves the heap profile of every process that serves Go's
-// profiles (the replicas, the NATS nodes), after a garbage collection, as
+// profiles (the replicas, the bridge, the NATS nodes), after a garbage collection, as
 // DIR/heap/NAME-PID-WHEN.pb.gz: the profiles at the warm-up's end and at
 // the run's end of one life tell what memory grew (go tool pprof
 // -diff_base WARM END). A process that does not answer is reported and

@@ -104,7 +104,7 @@ func TestInvalidFlagValues(t *testing.T) {
 		{[]string{"jobs", "list", "--limit", "-1"}, "--limit: must not be negative"},
 		{[]string{"bridge", "--spool-disk", "-1"}, "--spool-disk: must not be negative"},
 		{[]string{"-c", conf, "--dry-run", "--driver", "exec"}, "--dry-run executes nothing but --driver exec executes reactions"},
-		{[]string{"-c", conf, "--pprof"}, "--pprof serves Go's profiles on --http: give --http ADDR too"},
+		{[]string{"-c", conf, "--pprof"}, "--pprof (or pprof:) serves Go's profiles on --http: give --http ADDR (or http:) too"},
 		{[]string{"bridge", "--pprof"}, "--pprof serves Go's profiles on --http: give --http ADDR too"},
 		{[]string{"fire", "--nats", "nats://127.0.0.1:1", ""}, "the event tag is empty"},
 		{[]string{"fire", "--nats", "nats://127.0.0.1:1", " ", "{}"}, "the event tag is empty"},
