@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reactord/reactord/internal/ordercheck"
@@ -266,7 +267,10 @@ func (p *soakRounds) run(ctx context.Context, round func([]soakNumbered)) {
 // traffic publishes rounds of events ten times a second, each minion at
 // most once a round; a round is retried whole (same message ids) until
 // the stream acknowledged all of it, so each minion's events are stored
-// in number order.
+// in number order. One publisher serves the rounds, as one serves a
+// bridge: a new one asks every node's version over a connection of its
+// own (ServerVersion), and ten a second would fill the nodes' lists of
+// closed connections. After a round that failed it is made anew.
 func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 	r := rand.New(rand.NewPCG(s.cfg.seed, 1))
 	bRate, bMinions := s.cfg.bridgedShare() // the bridge's share
@@ -276,6 +280,14 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 		key, tag string
 		body     []byte
 	}
+	var pub *natsbus.Publisher
+	defer func() {
+		if pub != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			pub.Close(cctx)
+			cancel()
+		}
+	}()
 	newSoakRounds(float64(s.cfg.rate)-bRate, s.cfg.minions-bMinions, "m").run(ctx, func(evs []soakNumbered) {
 		round := make([]ev, 0, len(evs))
 		for _, e := range evs {
@@ -287,22 +299,24 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 			s.ledger.sent(e.minion, e.n, now)
 		}
 		for {
-			pub, err := pc.NewPublisher(ctx, natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: quiet})
-			if err == nil {
+			var err error
+			if pub == nil {
+				pub, err = pc.NewPublisher(ctx, natsbus.PublisherOptions{MaxBatch: 64, Retries: 3, Logger: quiet})
+			}
+			if err == nil && publishRound(ctx, pub, len(round), func(i int) natsbus.Msg {
+				e := round[i]
+				return natsbus.Msg{Tag: e.tag, Body: e.body, Meta: natsbus.Meta{MsgID: e.key, Sent: now}}
+			}) {
 				for _, e := range round {
-					if err = pub.Publish(ctx, natsbus.Msg{Tag: e.tag, Body: e.body, Meta: natsbus.Meta{MsgID: e.key, Sent: now}}, nil); err != nil {
-						break
-					}
+					s.ledger.ack(e.minion, e.n)
 				}
+				return
+			}
+			if pub != nil {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				pub.Close(cctx)
 				cancel()
-				if err == nil && pub.Stats().Failed == 0 {
-					for _, e := range round {
-						s.ledger.ack(e.minion, e.n)
-					}
-					return
-				}
+				pub = nil
 			}
 			if ctx.Err() != nil {
 				return // published, not acknowledged: not counted as lost
@@ -310,6 +324,35 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	})
+}
+
+// publishRound publishes n messages and reports whether the stream
+// acknowledged every one within 30 s.
+func publishRound(ctx context.Context, pub *natsbus.Publisher, n int, msg func(i int) natsbus.Msg) bool {
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range n {
+		wg.Add(1)
+		if err := pub.Publish(ctx, msg(i), func(err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+			wg.Done()
+		}); err != nil {
+			wg.Done()
+			failed.Add(1)
+			break
+		}
+	}
+	pub.Flush()
+	acked := make(chan struct{})
+	go func() { wg.Wait(); close(acked) }()
+	select {
+	case <-acked:
+		return failed.Load() == 0
+	case <-time.After(30 * time.Second):
+		return false // Close fails what still waits
+	}
 }
 
 // soakProcSample is one process's figures at a sample.

@@ -128,6 +128,13 @@ func Start(opts Options) (*Server, error) {
 		Authorization: opts.Token,
 		SyncInterval:  opts.SyncInterval,
 		SyncAlways:    opts.SyncInterval <= 0,
+		// The server keeps a record of each closed connection for its
+		// monitoring port's /connz, 10,000 by default: some MB that a
+		// daemon filled over weeks of short connections (reactord fire
+		// and events, a bridge's restarts, each client's reading of
+		// the nodes' versions). The embedded server has no monitoring
+		// port: the last few are kept.
+		MaxClosedClients: maxClosedClients,
 	}
 	if c := opts.Cluster; c != nil {
 		chost, cport, err := net.SplitHostPort(c.Listen)
@@ -253,6 +260,10 @@ func (e *Server) Restart() error {
 	e.srv.Store(srv)
 	return nil
 }
+
+// maxClosedClients bounds the records of closed connections the server
+// keeps (natsserver.Options.MaxClosedClients).
+const maxClosedClients = 64
 
 // serverLog hands the NATS server's log lines to slog, and notes the
 // write errors that leave a stream refusing messages.

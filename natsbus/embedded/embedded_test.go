@@ -3,12 +3,16 @@ package embedded
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reactord/reactord/internal/wait"
 )
 
 // TestPortTaken: an address in use is ErrAddrInUse, naming the flag that
@@ -130,5 +134,37 @@ func TestRestart(t *testing.T) {
 	}
 	if srv.current().Running() {
 		t.Fatal("a server runs after Shutdown")
+	}
+}
+
+// TestClosedConnectionsBounded: the server keeps the records of at most
+// maxClosedClients closed connections, however many came and went.
+func TestClosedConnectionsBounded(t *testing.T) {
+	srv, err := Start(Options{Listen: "127.0.0.1:-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	for range 3 * maxClosedClients {
+		nc, err := nats.Connect(srv.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Close()
+	}
+	// The last connections' records may still be on their way.
+	var closed int
+	wait.For(t, 10*time.Second, func() error {
+		cz, err := srv.current().Connz(&natsserver.ConnzOptions{State: natsserver.ConnClosed})
+		if err != nil {
+			return err
+		}
+		if closed = cz.Total; closed < maxClosedClients {
+			return fmt.Errorf("%d records of closed connections", closed)
+		}
+		return nil
+	})
+	if closed != maxClosedClients {
+		t.Errorf("%d records of %d closed connections, want %d", closed, 3*maxClosedClients, maxClosedClients)
 	}
 }
