@@ -803,18 +803,19 @@ func procAnon(pid int) int64 {
 // cmdBenchNATSNode runs one node of the bench's NATS cluster until SIGTERM
 // (reactord bench --cluster; not a user command).
 func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := newFlags("natsnode", "reactord-bench natsnode --name N --listen ADDR --cluster-listen ADDR --routes URLS --data-dir DIR [--http ADDR]", "One NATS node of reactord-bench --cluster.", stderr)
+	fs := newFlags("natsnode", "reactord-bench natsnode --name N --listen ADDR --cluster-listen ADDR --routes URLS --data-dir DIR [--http ADDR] [--no-advertise]", "One NATS node of reactord-bench --cluster.", stderr)
 	name := fs.String("name", "n1", "server name")
 	listen := fs.String("listen", "127.0.0.1:0", "client address")
 	clusterListen := fs.String("cluster-listen", "", "route address")
 	routes := fs.String("routes", "", "comma-separated nats-route:// URLs of the cluster's nodes")
 	dataDir := fs.String("data-dir", "", "JetStream storage")
 	httpAddr := fs.String("http", "", "serve the node's Go runtime metrics (/metrics), /healthz and Go's profiles (/debug/pprof/) on this address")
+	noAdvertise := fs.Bool("no-advertise", false, "do not tell clients the other nodes' addresses (they reconnect only to the URLs they were given)")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	srv, err := embedded.Start(embedded.Options{Listen: *listen, DataDir: *dataDir, Name: *name,
-		Cluster: &embedded.ClusterOptions{Name: "reactord-bench", Listen: *clusterListen, Routes: strings.Split(*routes, ",")}})
+		Cluster: &embedded.ClusterOptions{Name: "reactord-bench", Listen: *clusterListen, Routes: strings.Split(*routes, ","), NoAdvertise: *noAdvertise}})
 	if err != nil {
 		fmt.Fprintf(stderr, "natsnode: %v\n", err)
 		return exitUsage

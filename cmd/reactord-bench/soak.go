@@ -34,7 +34,7 @@ const (
 	faultNATSKill    = "nats-kill"    // SIGKILL a NATS node, restart it
 	faultReplicaKill = "replica-kill" // SIGKILL a replica, restart it
 	faultReplicaTerm = "replica-term" // SIGTERM a replica, restart it
-	faultNetCut      = "net-cut"      // cut a replica from its node for a while
+	faultNetCut      = "net-cut"      // cut a replica from every node for a while
 	faultReload      = "reload"       // change the reaction file, SIGHUP the replicas
 	faultStoreCut    = "store-cut"    // cut the replicas from the audit database
 	faultDiskFull    = "disk-full"    // fill a replica's data directory, then free it
@@ -95,9 +95,11 @@ type soakConfig struct {
 
 // soakProc is a process soak runs and restarts: a NATS node or a replica.
 type soakProc struct {
-	name  string
-	args  []string
-	proxy *tcpproxy.Proxy // a replica's way to its node
+	name string
+	args []string
+	// proxies are a replica's ways to the nodes, one to each, its own
+	// node's first: a net-cut takes them all down.
+	proxies []*tcpproxy.Proxy
 	// http: the process serves /healthz, /metrics and Go's profiles (a
 	// replica, the bridge, a NATS node), waited for and scraped.
 	http bool
@@ -672,8 +674,8 @@ func (s *soak) stopAll() {
 		if c := p.cur(); c != nil {
 			c.stop(15 * time.Second)
 		}
-		if p.proxy != nil {
-			p.proxy.Down()
+		for _, px := range p.proxies {
+			px.Down()
 		}
 	}
 	for _, p := range s.nodes {
@@ -710,7 +712,10 @@ func (s *soak) startCluster(ctx context.Context) error {
 	for i := range s.cfg.nodes {
 		p := &soakProc{name: fmt.Sprintf("n%d", i+1), log: s.logPath(fmt.Sprintf("n%d", i+1)), args: []string{"natsnode", "--name", fmt.Sprintf("n%d", i+1),
 			"--listen", fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
-			"--routes", strings.Join(routes, ","), "--data-dir", filepath.Join(s.dir, fmt.Sprintf("n%d", i+1)), "--http", "127.0.0.1:0"}, http: true}
+			"--routes", strings.Join(routes, ","), "--data-dir", filepath.Join(s.dir, fmt.Sprintf("n%d", i+1)), "--http", "127.0.0.1:0",
+			// A replica reaches the nodes only through its proxies, also
+			// after a cut: the nodes do not tell it their own addresses.
+			"--no-advertise"}, http: true}
 		if err := p.start(s.self); err != nil {
 			return err
 		}
@@ -748,19 +753,24 @@ func (s *soak) startReplicas(ctx context.Context) error {
 			}
 			s.mounts = append(s.mounts, data)
 		}
-		target := strings.TrimPrefix(s.urls[i%len(s.urls)], "nats://")
-		px, err := tcpproxy.Listen(target)
-		if err != nil {
-			return err
+		var proxies []*tcpproxy.Proxy
+		var via []string
+		for j := range s.urls {
+			target := strings.TrimPrefix(s.urls[(i+j)%len(s.urls)], "nats://")
+			px, err := tcpproxy.Listen(target)
+			if err != nil {
+				return err
+			}
+			proxies, via = append(proxies, px), append(via, "nats://"+px.Addr())
 		}
-		args := []string{"replica", "-c", s.conf, "--nats", "nats://" + px.Addr(), "--driver", "nats",
+		args := []string{"replica", "-c", s.conf, "--nats", strings.Join(via, ","), "--driver", "nats",
 			"--exec-subject", fmt.Sprintf("soak.exec.r%d.", i+1), "--jetstream", "--partitions", strconv.Itoa(s.cfg.partitions),
 			"--stream-replicas", strconv.Itoa(sr), "--ack-wait", "5s", "--no-loop-guard",
 			"--data-dir", data, "--http", "127.0.0.1:0", "--pprof", "--keep-jobs", s.cfg.keepJobs.String()}
 		if s.storeURL != "" {
 			args = append(args, "--store", s.storeURL)
 		}
-		p := &soakProc{name: fmt.Sprintf("replica%d", i+1), log: s.logPath(fmt.Sprintf("replica%d", i+1)), args: args, proxy: px, http: true}
+		p := &soakProc{name: fmt.Sprintf("replica%d", i+1), log: s.logPath(fmt.Sprintf("replica%d", i+1)), args: args, proxies: proxies, http: true}
 		if err := p.start(s.self); err != nil {
 			return err
 		}

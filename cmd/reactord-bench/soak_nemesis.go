@@ -134,9 +134,15 @@ func (s *soak) plan(kind string, r *rand.Rand) (string, []string, func() error) 
 	case faultNetCut:
 		p := s.reps[r.IntN(len(s.reps))]
 		return p.name, []string{p.name}, func() error {
-			p.proxy.Down()
+			for _, px := range p.proxies {
+				px.Down()
+			}
 			time.Sleep(s.cfg.down)
-			return p.proxy.Up()
+			var errs []error
+			for _, px := range p.proxies {
+				errs = append(errs, px.Up())
+			}
+			return errors.Join(errs...)
 		}
 	case faultStoreCut:
 		return auditTarget, []string{auditTarget}, func() error {

@@ -59,6 +59,11 @@ type ClusterOptions struct {
 	// Routes are the nats-route:// URLs of the cluster's nodes (this
 	// one's may be among them).
 	Routes []string
+	// NoAdvertise keeps the node from telling its clients the other
+	// nodes' addresses: a client reconnects only to the URLs it was
+	// given (reactord-bench soak's replicas, which reach the cluster
+	// through proxies that cut the network).
+	NoAdvertise bool
 }
 
 // DefaultMaxPayload is the embedded server's default message size limit:
@@ -141,7 +146,7 @@ func Start(opts Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster listen %q: %w", c.Listen, err)
 		}
-		so.Cluster = natsserver.ClusterOpts{Name: c.Name, Host: chost}
+		so.Cluster = natsserver.ClusterOpts{Name: c.Name, Host: chost, NoAdvertise: c.NoAdvertise}
 		if so.Cluster.Port, err = strconv.Atoi(cport); err != nil {
 			return nil, fmt.Errorf("cluster listen %q: bad port", c.Listen)
 		}
