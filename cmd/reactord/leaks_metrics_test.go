@@ -65,6 +65,12 @@ func TestPprof(t *testing.T) {
 	if heap := get("/debug/pprof/heap"); len(heap) < 100 || heap[0] != 0x1f || heap[1] != 0x8b {
 		t.Errorf("/debug/pprof/heap: %d bytes %x..., want a gzipped profile", len(heap), heap[:min(4, len(heap))])
 	}
+	// Not the command line: it may hold a password given as a flag.
+	if resp, err := http.Get("http://" + p.http + "/debug/pprof/cmdline"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/debug/pprof/cmdline: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// A dump of every goroutine's stack; the daemon runs in this test's
 	// process, so its consumer's goroutines are among them.
 	if g := string(get("/debug/pprof/goroutine?debug=2")); !strings.Contains(g, "[running]:") || !strings.Contains(g, "github.com/reactord/reactord/natsbus/consume.") {
