@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/reactord/reactord/natsbus"
 	"github.com/reactord/reactord/reactor"
@@ -79,17 +77,11 @@ func cmdFloorConsumer(ctx context.Context, args []string, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "floor: %v\n", err)
 		return exitUsage
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := serveBenchHTTP("127.0.0.1:0", reg, log, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "floor: %v\n", err)
 		return exitUsage
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	log.Info("serving metrics", "addr", l.Addr().String()) // the line the bench reads the address from
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

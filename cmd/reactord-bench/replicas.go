@@ -822,35 +822,38 @@ func cmdBenchNATSNode(ctx context.Context, args []string, stderr io.Writer) int 
 	}
 	defer srv.Shutdown()
 	if *httpAddr != "" {
-		stop, err := serveNodeHTTP(*httpAddr, stderr)
+		reg := prometheus.NewRegistry()
+		daemon.RegisterRuntimeMetrics(reg)
+		hs, err := serveBenchHTTP(*httpAddr, reg, slog.New(slog.NewTextHandler(stderr, nil)), daemon.ServePprof)
 		if err != nil {
 			fmt.Fprintf(stderr, "natsnode: --http %s: %v\n", *httpAddr, err)
 			return exitUsage
 		}
-		defer stop()
+		defer hs.Close()
 	}
 	<-ctx.Done()
 	return exitOK
 }
 
-// serveNodeHTTP serves a NATS node's Go runtime metrics, /healthz and Go's
-// profiles on addr, and logs the address as a replica does, where the
-// soak reads it from; stop closes the server.
-func serveNodeHTTP(addr string, stderr io.Writer) (stop func(), err error) {
+// serveBenchHTTP serves reg's /metrics, /healthz and whatever more adds
+// on addr for a helper process of the bench (a NATS node, the floor
+// consumer), and logs the address as a replica does: the line the bench
+// reads it from. The caller closes or shuts down the server.
+func serveBenchHTTP(addr string, reg *prometheus.Registry, log *slog.Logger, more func(*http.ServeMux)) (*http.Server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	daemon.RegisterRuntimeMetrics(reg)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	daemon.ServePprof(mux)
+	if more != nil {
+		more(mux)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
-	slog.New(slog.NewTextHandler(stderr, nil)).Info("serving metrics", "addr", l.Addr().String())
-	return func() { _ = srv.Close() }, nil
+	log.Info("serving metrics", "addr", l.Addr().String())
+	return srv, nil
 }
 
 // saveHeapProfile writes the child's heap profile, taken after a garbage
