@@ -99,11 +99,14 @@ func TestFullDiskRecovers(t *testing.T) {
 	checkFor(t, 20*time.Second, reacted)
 
 	filler := fill(t, fs)
-	failed := publish(100, 120)
-	// nats-server finds the disk full at its next write to a store (the
-	// stream's or the guard's bucket): under CI's load that came 51 s
-	// after the fill once.
-	checkFor(t, 90*time.Second, func() error {
+	// nats-server finds the disk full at a write to a store that does not
+	// fit in what its files' last pages left free: the test keeps
+	// publishing until it does (once 20 events fitted, and JetStream
+	// stopped only 51 s later, at the guard's next write).
+	failed, next := 0, 100
+	checkFor(t, 60*time.Second, func() error {
+		failed += publish(next, next+10)
+		next += 10
 		if code := healthCode(p, "/healthz"); code != http.StatusServiceUnavailable {
 			return fmt.Errorf("/healthz %d with the disk full", code)
 		}
@@ -115,7 +118,7 @@ func TestFullDiskRecovers(t *testing.T) {
 	if !strings.Contains(p.logs(), "JetStream stopped on the embedded NATS server") {
 		t.Fatalf("the stop is not logged:\n%s", lastLines(p.logs(), 15))
 	}
-	t.Logf("disk full: %d of 20 events refused by the stream", failed)
+	t.Logf("disk full: %d of %d events refused by the stream", failed, next-100)
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -133,7 +136,7 @@ func TestFullDiskRecovers(t *testing.T) {
 	// way and times out. The test publishes as the bridge does, retrying
 	// with the event's id, which the stream's dedupe window makes safe.
 	retried := 0
-	for i := 200; i < 400; i++ {
+	for i := next; i < next+200; i++ {
 		id := fmt.Sprintf("%s-%d", run, i)
 		checkFor(t, 10*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
