@@ -281,13 +281,15 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 		body     []byte
 	}
 	var pub *natsbus.Publisher
-	defer func() {
+	closePub := func() {
 		if pub != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			pub.Close(cctx)
 			cancel()
+			pub = nil
 		}
-	}()
+	}
+	defer closePub()
 	newSoakRounds(float64(s.cfg.rate)-bRate, s.cfg.minions-bMinions, "m").run(ctx, func(evs []soakNumbered) {
 		round := make([]ev, 0, len(evs))
 		for _, e := range evs {
@@ -312,12 +314,7 @@ func (s *soak) traffic(ctx context.Context, pc *natsbus.Conn) {
 				}
 				return
 			}
-			if pub != nil {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				pub.Close(cctx)
-				cancel()
-				pub = nil
-			}
+			closePub()
 			if ctx.Err() != nil {
 				return // published, not acknowledged: not counted as lost
 			}
