@@ -226,6 +226,9 @@ type soakSummary struct {
 	FloorGrowth     float64            `json:"rss_floor_growth_mb_per_hour"`
 	FloorGrowthProc string             `json:"rss_floor_growth_process"`
 	FloorGrowthBy   map[string]float64 `json:"rss_floor_growth_by_process,omitempty"`
+	// AnonFloorGrowthBy is the same slope for the anonymous part of the
+	// RSS (without the binary's pages).
+	AnonFloorGrowthBy map[string]float64 `json:"anon_floor_growth_by_process,omitempty"`
 	// LiveGrowthBy and LiveFloorGrowthBy are the slope and the floor's
 	// slope, in MB per hour, of each process's live heap (the heap its
 	// last garbage collection found reachable) after the warm-up: a leak

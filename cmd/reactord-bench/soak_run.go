@@ -522,6 +522,7 @@ func (s *soak) summary(start time.Time) soakSummary {
 	}
 	g := growthOf(s.samples, warm)
 	sum.RSSGrowthBy, sum.AnonGrowthBy, sum.FloorGrowthBy = g.RSSGrowthBy, g.AnonGrowthBy, g.FloorGrowthBy
+	sum.AnonFloorGrowthBy = g.AnonFloorGrowthBy
 	sum.LiveGrowthBy, sum.LiveFloorGrowthBy = g.LiveGrowthBy, g.LiveFloorGrowthBy
 	sum.RSSGrowth, sum.RSSGrowthProc = largest(sum.RSSGrowthBy)
 	sum.AnonGrowth, sum.AnonGrowthProc = largest(sum.AnonGrowthBy)
@@ -548,6 +549,10 @@ type timelineGrowth struct {
 	RSSGrowthBy   map[string]float64 `json:"rss_growth_by_process"`
 	AnonGrowthBy  map[string]float64 `json:"anon_growth_by_process"`
 	FloorGrowthBy map[string]float64 `json:"rss_floor_growth_by_process"`
+	// AnonFloorGrowthBy is the floor's slope of the RSS's anonymous part:
+	// the floor without the binary's pages, which the kernel maps in and
+	// drops as it likes.
+	AnonFloorGrowthBy map[string]float64 `json:"anon_floor_growth_by_process"`
 	// LiveGrowthBy and LiveFloorGrowthBy are the same two slopes of the
 	// live heap (LiveMB), for the processes that export it.
 	LiveGrowthBy      map[string]float64 `json:"heap_live_growth_by_process,omitempty"`
@@ -592,7 +597,8 @@ func growthOfTimeline(path string, warmup time.Duration) (timelineGrowth, error)
 func growthOf(samples []soakSample, warm float64) timelineGrowth {
 	return timelineGrowth{WarmupS: warm, RSSGrowthBy: growthByProcess(samples, warm, rssOf),
 		AnonGrowthBy: growthByProcess(samples, warm, anonOf), FloorGrowthBy: floorGrowthByProcess(samples, warm, rssOf),
-		LiveGrowthBy: growthByProcess(samples, warm, liveOf), LiveFloorGrowthBy: floorGrowthByProcess(samples, warm, liveOf)}
+		AnonFloorGrowthBy: floorGrowthByProcess(samples, warm, anonOf),
+		LiveGrowthBy:      growthByProcess(samples, warm, liveOf), LiveFloorGrowthBy: floorGrowthByProcess(samples, warm, liveOf)}
 }
 
 // rssOf, anonOf and liveOf are the figures growthByProcess takes a slope

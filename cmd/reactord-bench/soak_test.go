@@ -328,7 +328,7 @@ func TestGrowthOfTimeline(t *testing.T) {
 		if i%7 == 3 {
 			live = 0
 		}
-		sm := soakSample{T: float64(i * 60), Procs: []soakProcSample{{Name: "replica1", PID: 7, RSSMB: 40 + 2*float64(i)/60, AnonMB: 20, LiveMB: live},
+		sm := soakSample{T: float64(i * 60), Procs: []soakProcSample{{Name: "replica1", PID: 7, RSSMB: 40 + 2*float64(i)/60, AnonMB: 20 + float64(i)/120, LiveMB: live},
 			{Name: "n1", PID: 8, RSSMB: 100, AnonMB: 90}}}
 		line, _ := json.Marshal(sm)
 		b.Write(append(line, '\n'))
@@ -345,8 +345,9 @@ func TestGrowthOfTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.WarmupS != 720 || math.Abs(g.RSSGrowthBy["replica1"]-2) > 0.01 || g.AnonGrowthBy["replica1"] != 0 || math.Abs(g.FloorGrowthBy["replica1"]-2) > 0.1 {
-		t.Errorf("growth %+v: want a warm-up of 720 s, RSS and floor 2 MB/h, anon 0", g)
+	if g.WarmupS != 720 || math.Abs(g.RSSGrowthBy["replica1"]-2) > 0.01 || math.Abs(g.AnonGrowthBy["replica1"]-0.5) > 0.01 || math.Abs(g.FloorGrowthBy["replica1"]-2) > 0.1 ||
+		math.Abs(g.AnonFloorGrowthBy["replica1"]-0.5) > 0.1 || g.AnonFloorGrowthBy["n1"] != 0 {
+		t.Errorf("growth %+v: want a warm-up of 720 s, RSS and floor 2 MB/h, anon and its floor 0.5, n1's anon floor 0", g)
 	}
 	if _, ok := g.LiveGrowthBy["n1"]; ok || math.Abs(g.LiveGrowthBy["replica1"]-1) > 0.01 || math.Abs(g.LiveFloorGrowthBy["replica1"]-1) > 0.1 {
 		t.Errorf("live heap growth %v, floor %v: want replica1's 1 MB/h, the failed scrapes passed over, and no n1", g.LiveGrowthBy, g.LiveFloorGrowthBy)
