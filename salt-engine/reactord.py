@@ -270,7 +270,12 @@ class Engine:
     def start_job(self, conn, kind, low_fn, fun, kwargs):
         """Run a kind job, fun with kwargs, once a slot is free: in a worker
         process when there are some, else low_fn(fun, kwargs) in a thread
-        of this process; while waiting, give up if the requester hung up."""
+        of this process; while waiting, give up if the requester hung up.
+        The job's return is not printed on the master's standard output
+        (print_event off, as Salt's orchestrate runs its steps): formatting
+        it loads the outputters again for every job, a quarter of a
+        runner's CPU here, and it goes to the event bus and the job cache
+        as with Salt's reactor."""
         with self.count_lock:
             self.waiting += 1
         try:
@@ -304,7 +309,7 @@ class Engine:
 
         def run():
             try:
-                low_fn(fun, kwargs)
+                low_fn(fun, kwargs, print_event=False)
             except Exception:  # pylint: disable=broad-except
                 log.error("reactord engine: %s failed", fun, exc_info=True)
             finally:
@@ -593,7 +598,7 @@ class _WorkerProcess(salt.utils.process.SignalHandlingProcess):
                     with wrap.client_cache.lock:
                         wrap.populate_client_cache({"state": kind})
                         client = wrap.client_cache[kind]
-                    client.low(fun, kwargs)
+                    client.low(fun, kwargs, print_event=False)
                 except Exception:  # pylint: disable=broad-except
                     log.error("reactord engine: %s failed", fun, exc_info=True)
                 finally:
