@@ -160,8 +160,8 @@ type soak struct {
 	storeProxy *tcpproxy.Proxy
 	storeURL   string
 	// audit counts the rows of the --store database, directly (not
-	// through storeProxy), at every sample; nil without a --store.
-	audit      rowCounter
+	// through storeProxy), for the samples; nil without a --store.
+	audit      *auditRows
 	auditStore store.Store // the same database, read (Events, Trace) to tell what became of a lost event
 	nc         *nats.Conn
 	mounts     []string // --tmpfs's, unmounted at the end
@@ -489,6 +489,9 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 		case <-runCtx.Done():
 		}
 	})
+	if s.audit != nil {
+		wg.Go(func() { s.audit.run(runCtx) })
+	}
 	s.sampleUntil(runCtx, start)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -496,6 +499,9 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 	}
 	if err := s.drain(ctx); err != nil {
 		return soakSummary{}, err
+	}
+	if s.audit != nil {
+		s.audit.count(ctx) // the end's own count
 	}
 	s.sample(start) // the end, after the drain
 	s.heapProfiles("end", stderr)
@@ -543,7 +549,9 @@ func (s *soak) setup(ctx context.Context, stderr io.Writer) (*natsbus.Conn, erro
 			return nil, err
 		}
 		s.auditStore = st
-		s.audit, _ = st.(rowCounter)
+		if c, ok := st.(rowCounter); ok {
+			s.audit = newAuditRows(c)
+		}
 	}
 	for k, why := range map[string]string{faultStoreCut: "a --store mysql:// or postgres:// URL or --store-server", faultDiskFull: "--tmpfs",
 		faultDBRestart: "--store-server", faultBridgeKill: "--bridge-share above 0"} {
