@@ -35,13 +35,14 @@ func TestTrimNeedsEveryConsumer(t *testing.T) {
 	}
 	consumer := func(name string, replicas int, ack bool) *jetstream.ConsumerInfo {
 		t.Helper()
-		cons, err := c.js.CreateOrUpdateConsumer(ctx, "PARTS", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, Replicas: replicas})
+		cons, err := c.js.CreateOrUpdateConsumer(ctx, "PARTS", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, Replicas: replicas, AckWait: 2 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A consumer just created on a cluster may have no leader for a
 		// moment: its pull requests then get "no responders". Fetch until
-		// all ten came; none is delivered twice within the ack wait.
+		// all ten came; none is delivered twice within the ack wait (2 min,
+		// past the polls' 30 s).
 		n := 0
 		err = wait.PollEvery(30*time.Second, 200*time.Millisecond, func() error {
 			batch, err := cons.Fetch(10-n, jetstream.FetchMaxWait(5*time.Second))
@@ -57,7 +58,7 @@ func TestTrimNeedsEveryConsumer(t *testing.T) {
 				}
 			}
 			if n < 10 {
-				return fmt.Errorf("%s fetched %d of 10 (%w)", name, n, batch.Error())
+				return fmt.Errorf("%s fetched %d of 10 (%v)", name, n, batch.Error())
 			}
 			return nil
 		})

@@ -501,7 +501,9 @@ func runSoak(ctx context.Context, cfg soakConfig, stderr io.Writer) (soakSummary
 		return soakSummary{}, err
 	}
 	if s.audit != nil {
-		s.audit.count(ctx) // the end's own count
+		if err := s.audit.count(ctx); err != nil { // the end's own count
+			fmt.Fprintf(stderr, "soak: counting the audit rows at the end: %v (the summary keeps the last count)\n", err)
+		}
 	}
 	s.sample(start) // the end, after the drain
 	s.heapProfiles("end", stderr)

@@ -34,7 +34,7 @@ const rowsGap = time.Minute
 func (a *auditRows) run(ctx context.Context) {
 	for {
 		begin := time.Now()
-		a.count(ctx)
+		_ = a.count(ctx) // a sample reads the last total; the end's count says why one failed
 		select {
 		case <-ctx.Done():
 			return
@@ -44,15 +44,15 @@ func (a *auditRows) run(ctx context.Context) {
 }
 
 // count counts the rows now, after a count that runs, and keeps the total
-// (a count that failed keeps the last one).
-func (a *auditRows) count(ctx context.Context) {
+// (a count that failed keeps the last one, and is returned).
+func (a *auditRows) count(ctx context.Context) error {
 	a.busy <- struct{}{}
 	defer func() { <-a.busy }()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rows, err := a.c.Rows(cctx)
 	if err != nil {
-		return
+		return err
 	}
 	var total int64
 	for _, n := range rows {
@@ -61,6 +61,7 @@ func (a *auditRows) count(ctx context.Context) {
 	a.mu.Lock()
 	a.n = total
 	a.mu.Unlock()
+	return nil
 }
 
 // last is the last count's total.

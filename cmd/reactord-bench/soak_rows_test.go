@@ -47,7 +47,11 @@ func TestAuditRowsOneAtATime(t *testing.T) {
 		a := newAuditRows(c)
 		var wg sync.WaitGroup
 		for range 5 {
-			wg.Go(func() { a.count(context.Background()) })
+			wg.Go(func() {
+				if err := a.count(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
 		}
 		for left := 5; left > 0; left-- {
 			synctest.Wait() // every count runs or waits
